@@ -1,0 +1,60 @@
+"""One registry per extension point: the only dispatch path for names given by users.
+
+Advantage estimators, advantage transforms, policy losses, aggregators, KL estimators, tasks and
+log readers each have one `Registry`. Unknown names fail listing the valid ones; registering a name
+twice fails, so a plug-in cannot silently replace a built-in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+
+
+class Registry(Generic[T]):
+    """A name -> object map with loud failures. `kind` names the extension point in messages."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self._items: dict[str, T] = {}
+
+    def register(self, name: str) -> Callable[[T], T]:
+        """Decorator: `@REGISTRY.register("name")`. Fails if `name` is already taken."""
+
+        def deco(obj: T) -> T:
+            self.add(name, obj)
+            return obj
+
+        return deco
+
+    def add(self, name: str, obj: T) -> None:
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"{self.kind} names must be non-empty strings, got {name!r}")
+        if name in self._items:
+            raise ValueError(
+                f"{self.kind} {name!r} is already registered; pick another name "
+                f"(registered: {', '.join(sorted(self._items))})"
+            )
+        self._items[name] = obj
+
+    def get(self, name: str) -> T:
+        try:
+            return self._items[name]
+        except KeyError:
+            raise KeyError(
+                f"unknown {self.kind} {name!r}; valid names: {', '.join(sorted(self._items))}"
+            ) from None
+
+    def names(self) -> list[str]:
+        return sorted(self._items)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._items
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.names())
+
+    def __len__(self) -> int:
+        return len(self._items)
