@@ -13,6 +13,13 @@ from typing import Generic, TypeVar
 T = TypeVar("T")
 
 
+class UnknownNameError(KeyError, ValueError):
+    """An unknown registry name; the message lists the valid ones."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
 class Registry(Generic[T]):
     """A name -> object map with loud failures. `kind` names the extension point in messages."""
 
@@ -43,7 +50,7 @@ class Registry(Generic[T]):
         try:
             return self._items[name]
         except KeyError:
-            raise KeyError(
+            raise UnknownNameError(
                 f"unknown {self.kind} {name!r}; valid names: {', '.join(sorted(self._items))}"
             ) from None
 

@@ -1,0 +1,373 @@
+"""Advantage estimators and advantage transforms, behind two registries.
+
+One entry point for every caller (trainer, bandit testbed, TRL/verl adapters):
+
+    result = compute_advantages("grpo", rewards, group_size=8)
+    result.advantages   # same type, length and order as `rewards`
+    result.metrics      # stable names, floats
+
+Estimators (`ADVANTAGE_ESTIMATORS`) share one signature:
+    fn(rewards: [N] float tensor, groups: Groups, *, valid: [N] bool | None, transform, **options)
+        -> advantages: [N]
+`transform` is a callable [N] -> [N] (or None); single-anchor estimators apply it to their output,
+`dual_anchor` applies it to each anchor before mixing (MDP-GRPO). Each estimator declares its own
+default transform (only `dual_anchor`'s is `prospect`, as in the paper).
+
+Transforms (`ADVANTAGE_TRANSFORMS`): fn(values: [N], **options) -> [N].
+
+NaN/inf rewards: `nan="error"` (default) raises naming the bad positions; `nan="mask"` leaves them
+out of every group statistic, gives them advantage 0 and reports `advantages/nonfinite_rewards`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from pgrpo._registry import Registry
+from pgrpo.core.groups import Groups, broadcast, group_mean_std, make_groups
+
+Transform = Callable[[torch.Tensor], torch.Tensor]
+
+
+@dataclass(frozen=True)
+class AdvantageEstimator:
+    """A registered estimator: the function, its paper default transform, whether it uses groups."""
+
+    fn: Callable[..., torch.Tensor]
+    default_transform: str | None = None
+    needs_group_stats: bool = True  # False: per-rollout formula (sign), singleton groups are fine
+
+
+@dataclass(frozen=True)
+class AdvantageResult:
+    """advantages: [N], same type (numpy/torch), dtype and order as the rewards given."""
+
+    advantages: Any
+    metrics: dict[str, float]
+
+
+ADVANTAGE_ESTIMATORS: Registry[AdvantageEstimator] = Registry("advantage estimator")
+ADVANTAGE_TRANSFORMS: Registry[Callable[..., torch.Tensor]] = Registry("advantage transform")
+
+_DEFAULT = "default"
+
+
+def register_advantage(
+    name: str, *, default_transform: str | None = None, needs_group_stats: bool = True
+) -> Callable[[Callable[..., torch.Tensor]], Callable[..., torch.Tensor]]:
+    """Decorator registering an estimator `fn(rewards, groups, *, valid, transform, **options)`."""
+
+    def deco(fn: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
+        ADVANTAGE_ESTIMATORS.add(name, AdvantageEstimator(fn, default_transform, needs_group_stats))
+        return fn
+
+    return deco
+
+
+# ---------------------------------------------------------------------------------------------
+# Estimators
+# ---------------------------------------------------------------------------------------------
+
+
+def _apply(transform: Transform | None, values: torch.Tensor) -> torch.Tensor:
+    return values if transform is None else transform(values)
+
+
+@register_advantage("grpo")
+def grpo(
+    rewards: torch.Tensor,
+    groups: Groups,
+    *,
+    valid: torch.Tensor | None = None,
+    transform: Transform | None = None,
+    unbiased: bool = True,
+    eps: float = 1e-4,
+) -> torch.Tensor:
+    """Z-score within the group: (r - mu) / (sigma + eps) (Shao et al. 2024, DeepSeekMath).
+
+    Defaults match TRL (Bessel-corrected std, eps 1e-4); verl uses eps 1e-6 (`eps=1e-6`) and
+    `unbiased=True` too. A zero-variance group gets exactly 0 (gradient starvation).
+    """
+    mean, std, _ = group_mean_std(rewards, groups, unbiased=unbiased, mask=valid)
+    return _apply(transform, (rewards - broadcast(mean, groups)) / (broadcast(std, groups) + eps))
+
+
+@register_advantage("dr_grpo")
+def dr_grpo(
+    rewards: torch.Tensor,
+    groups: Groups,
+    *,
+    valid: torch.Tensor | None = None,
+    transform: Transform | None = None,
+) -> torch.Tensor:
+    """Mean-centred, no std: r - mu (Liu et al. 2025, "Understanding R1-Zero-like training").
+
+    Pair it with the `seq_sum_constant_norm` aggregator for the full Dr. GRPO objective.
+    """
+    mean, _, _ = group_mean_std(rewards, groups, unbiased=False, mask=valid)
+    return _apply(transform, rewards - broadcast(mean, groups))
+
+
+@register_advantage("rloo")
+def rloo(
+    rewards: torch.Tensor,
+    groups: Groups,
+    *,
+    valid: torch.Tensor | None = None,
+    transform: Transform | None = None,
+) -> torch.Tensor:
+    """Leave-one-out baseline: r_i - mean of the other G - 1 rewards = G/(G-1) (r_i - mu)
+    (Ahmadian et al. 2024). Ragged groups use each group's own size."""
+    mean, _, count = group_mean_std(rewards, groups, unbiased=False, mask=valid)
+    scale = count / (count - 1).clamp(min=1)
+    return _apply(transform, broadcast(scale, groups) * (rewards - broadcast(mean, groups)))
+
+
+@register_advantage("batch_std")
+def batch_std(
+    rewards: torch.Tensor,
+    groups: Groups,
+    *,
+    valid: torch.Tensor | None = None,
+    transform: Transform | None = None,
+    unbiased: bool = True,
+    eps: float = 1e-4,
+) -> torch.Tensor:
+    """Group mean, batch std: (r - mu_group) / (sigma_batch + eps) (TRL `scale_rewards="batch"`)."""
+    mean, _, _ = group_mean_std(rewards, groups, unbiased=False, mask=valid)
+    pool = rewards if valid is None else rewards[valid]
+    sigma = pool.std(correction=1 if unbiased else 0) if pool.numel() > 1 else pool.new_zeros(())
+    return _apply(transform, (rewards - broadcast(mean, groups)) / (sigma + eps))
+
+
+@register_advantage("sign", needs_group_stats=False)
+def sign(
+    rewards: torch.Tensor,
+    groups: Groups,
+    *,
+    valid: torch.Tensor | None = None,
+    transform: Transform | None = None,
+    reward_range: tuple[float, float] = (0.0, 1.0),
+) -> torch.Tensor:
+    """Fixed-reference Sign advantage A = 2r - 1 (arXiv 2605.07689): +1 for a correct binary
+    rollout, -1 for a wrong one, independent of the group, so all-fail groups still push
+    (pass@G failure descent) and all-pass groups are reinforced.
+
+    The formula is affine: rewards outside [0, 1] are first mapped by `reward_range=(lo, hi)` to
+    (r - lo) / (hi - lo); with the default range a reward of 2 gives A = 3 and a reward of -1 gives
+    A = -3 (no clipping). Graded rewards in [0, 1] give A in [-1, 1], zero at r = 0.5.
+    """
+    lo, hi = reward_range
+    if not hi > lo:
+        raise ValueError(f"reward_range must satisfy lo < hi, got {reward_range}")
+    unit = (rewards - lo) / (hi - lo)
+    return _apply(transform, 2.0 * unit - 1.0)
+
+
+@register_advantage("dual_anchor", default_transform="prospect")
+def dual_anchor(
+    rewards: torch.Tensor,
+    groups: Groups,
+    *,
+    valid: torch.Tensor | None = None,
+    transform: Transform | None = None,
+    num_constraints: Any = None,
+    alpha: float = 0.2,
+    goal_mean: str | float = 0.5,
+    sigma_goal: str = "paper",
+    eps: float = 1e-6,
+) -> torch.Tensor:
+    """MDP-GRPO dual-anchor advantage (arXiv 2606.06058):
+
+        z_i     = (r_i - mu) / (sigma_pop + eps)            relative anchor
+        delta_i = (r_i - goal) / sigma_goal                  absolute anchor
+        A_i     = (1 - alpha) PT(z_i) + alpha PT(delta_i)    PT = `transform` (default: prospect)
+
+    num_constraints: C per completion ([N] or a scalar), the prompt's constraint count.
+    sigma_goal="paper": 1 / (2 sqrt(C)), the std of the mean of C fair coins (default);
+    sigma_goal="code": sqrt(G / (4 C)), the public code's variant (sqrt(G) smaller delta).
+    goal_mean=0.5 (paper); "max_mu": the code's max(0.5, group mean), which gives all-correct
+    groups zero absolute advantage again; or any float.
+    On a homogeneous group z = 0, so A = alpha PT(delta) takes the sign of r - goal.
+    """
+    if num_constraints is None:
+        raise ValueError(
+            "dual_anchor needs num_constraints= (the number of constraints C of each completion's "
+            "prompt, one per completion or one for all), e.g. task.num_constraints(example)"
+        )
+    c = torch.as_tensor(np.asarray(num_constraints, dtype=np.float64)).to(rewards.dtype)
+    c = c.expand_as(rewards) if c.ndim == 0 else c.reshape(-1)
+    if c.numel() != rewards.numel():
+        raise ValueError(
+            f"num_constraints has {c.numel()} entries but there are {rewards.numel()} rewards"
+        )
+    if bool((c < 1).any()):
+        raise ValueError("num_constraints must be >= 1 for every completion")
+    mean, std, count = group_mean_std(rewards, groups, unbiased=False, mask=valid)
+    z = (rewards - broadcast(mean, groups)) / (broadcast(std, groups) + eps)
+    if sigma_goal == "paper":
+        sg = 1.0 / (2.0 * c.sqrt())
+    elif sigma_goal == "code":
+        sg = (broadcast(count, groups) / (4.0 * c)).sqrt()
+    else:
+        raise ValueError(f"sigma_goal must be 'paper' or 'code', got {sigma_goal!r}")
+    if goal_mean == "max_mu":
+        goal = broadcast(mean.clamp(min=0.5), groups)
+    elif isinstance(goal_mean, int | float):
+        goal = torch.full_like(rewards, float(goal_mean))
+    else:
+        raise ValueError(f"goal_mean must be a number or 'max_mu', got {goal_mean!r}")
+    delta = (rewards - goal) / sg
+    return (1.0 - alpha) * _apply(transform, z) + alpha * _apply(transform, delta)
+
+
+# ---------------------------------------------------------------------------------------------
+# Transforms
+# ---------------------------------------------------------------------------------------------
+
+
+@ADVANTAGE_TRANSFORMS.register("prospect")
+def prospect(
+    values: torch.Tensor,
+    *,
+    lambda_pos: float = 1.25,
+    lambda_neg: float = 2.0,
+    beta: float = 0.8,
+    form: str = "tanh",
+    exponent: float = 0.88,
+) -> torch.Tensor:
+    """Prospect-theoretic shaping (MDP-GRPO): bounded and loss-averse.
+
+    form="tanh" (paper): lambda_pos tanh(beta v) for v >= 0, lambda_neg tanh(beta v) for v < 0;
+        output in (-lambda_neg, lambda_pos).
+    form="power" (Kahneman & Tversky 1979 value function): lambda_pos v^exponent for v >= 0,
+        -lambda_neg (-v)^exponent for v < 0; unbounded.
+    values: [N] -> [N].
+    """
+    if form == "tanh":
+        t = torch.tanh(beta * values)
+        return torch.where(values >= 0, lambda_pos * t, lambda_neg * t)
+    if form == "power":
+        mag = values.abs().pow(exponent)
+        return torch.where(values >= 0, lambda_pos * mag, -lambda_neg * mag)
+    raise ValueError(f"prospect form must be 'tanh' or 'power', got {form!r}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Entry point
+# ---------------------------------------------------------------------------------------------
+
+
+def _as_tensor(rewards: Any) -> tuple[torch.Tensor, str, Any]:
+    """Return (float tensor [N], kind, original dtype) for numpy arrays, tensors and sequences."""
+    if isinstance(rewards, torch.Tensor):
+        t = rewards.detach().reshape(-1).cpu()
+        kind, dtype = "torch", rewards.dtype
+    else:
+        arr = np.asarray(rewards)
+        if arr.dtype == object or not (np.issubdtype(arr.dtype, np.number) or arr.dtype == bool):
+            raise TypeError(f"rewards must be numbers, got an array of dtype {arr.dtype}")
+        t = torch.from_numpy(np.ascontiguousarray(arr.reshape(-1)))
+        kind, dtype = "numpy", arr.dtype
+    if not t.is_floating_point():
+        t = t.to(torch.float32)
+    return t, kind, dtype
+
+
+def _resolve_transform(
+    estimator: AdvantageEstimator, transform: str | Transform | None, options: dict[str, Any] | None
+) -> Transform | None:
+    name = estimator.default_transform if transform == _DEFAULT else transform
+    if name is None:
+        return None
+    fn = ADVANTAGE_TRANSFORMS.get(name) if isinstance(name, str) else name
+    opts = dict(options or {})
+    return lambda v: fn(v, **opts)
+
+
+def compute_advantages(
+    name: str,
+    rewards: Any,
+    *,
+    group_size: int | None = None,
+    group_ids: Sequence[Any] | np.ndarray | torch.Tensor | None = None,
+    transform: str | Transform | None = _DEFAULT,
+    transform_options: dict[str, Any] | None = None,
+    nan: str = "error",
+    **options: Any,
+) -> AdvantageResult:
+    """Advantages of `rewards` ([N], numpy or torch) under the registered estimator `name`.
+
+    group_size: contiguous groups of this size; or group_ids: one id per rollout (ragged groups).
+    transform: a registered transform name, a callable, None (no transform) or the estimator's
+    paper default. nan: "error" or "mask" (see module docstring). Other keyword options go to the
+    estimator (unknown ones fail with the estimator's valid options).
+    """
+    estimator = ADVANTAGE_ESTIMATORS.get(name)
+    r, kind, dtype = _as_tensor(rewards)
+    groups = make_groups(r.numel(), group_size=group_size, group_ids=group_ids)
+    valid = _check_finite(r, nan)
+    if estimator.needs_group_stats and r.numel() and int(groups.sizes.min()) < 2:
+        bad = int((groups.sizes < 2).sum())
+        raise ValueError(
+            f"{name!r} compares completions within a group, but {bad} group(s) have a single "
+            f"completion (advantage would be 0 or undefined): use group_size >= 2, or the "
+            f"group-free 'sign' estimator"
+        )
+    r_clean = r if valid is None else torch.where(valid, r, torch.zeros_like(r))
+    fn = _resolve_transform(estimator, transform, transform_options)
+    try:
+        adv = estimator.fn(r_clean, groups, valid=valid, transform=fn, **options)
+    except TypeError as exc:
+        if "unexpected keyword" not in str(exc):
+            raise
+        raise TypeError(f"{exc}; see help(pgrpo.core.advantages.{estimator.fn.__name__})") from None
+    if valid is not None:
+        adv = torch.where(valid, adv, torch.zeros_like(adv))
+    metrics = _advantage_metrics(adv, valid)
+    out: Any = (
+        adv.to(dtype) if kind == "torch" else adv.numpy().astype(np.result_type(dtype, np.float32))
+    )
+    if kind == "torch" and isinstance(rewards, torch.Tensor):
+        out = out.to(rewards.device)
+    return AdvantageResult(advantages=out, metrics=metrics)
+
+
+def _check_finite(r: torch.Tensor, nan: str) -> torch.Tensor | None:
+    finite = torch.isfinite(r)
+    if bool(finite.all()):
+        return None
+    bad = (~finite).nonzero().flatten()[:10].tolist()
+    if nan == "error":
+        raise ValueError(
+            f"{int((~finite).sum())} reward(s) are NaN or infinite (first positions: {bad}); "
+            "fix the reward function, or pass nan='mask' to leave them out of the group "
+            "statistics with advantage 0"
+        )
+    if nan != "mask":
+        raise ValueError(f"nan must be 'error' or 'mask', got {nan!r}")
+    return finite
+
+
+def _advantage_metrics(adv: torch.Tensor, valid: torch.Tensor | None) -> dict[str, float]:
+    n = adv.numel()
+    if n == 0:
+        return {
+            "advantages/mean": math.nan,
+            "advantages/std": math.nan,
+            "advantages/frac_zero": math.nan,
+        }
+    a = adv.double()
+    return {
+        "advantages/mean": float(a.mean()),
+        "advantages/std": float(a.std(correction=0)),
+        "advantages/abs_max": float(a.abs().max()),
+        "advantages/frac_zero": float((a.abs() < 1e-12).double().mean()),
+        "advantages/nonfinite_rewards": float(0 if valid is None else int((~valid).sum())),
+    }

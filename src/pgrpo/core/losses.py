@@ -1,0 +1,279 @@
+"""Policy-loss pieces: per-token objectives, aggregators, KL estimators, entropy.
+
+Three registries, one signature each, composed by `policy_loss`:
+
+    POLICY_LOSSES: fn(log_probs [N,T], old_log_probs [N,T], advantages [N] or [N,T], **opts)
+                   -> TokenLoss (.loss [N,T] to minimise, .low_clipped/.high_clipped [N,T] bool)
+    AGGREGATORS:   fn(values [N,T], response_mask [N,T], **opts) -> scalar
+    KL_ESTIMATORS: fn(log_probs [N,T], ref_log_probs [N,T]) -> [N,T]
+
+The per-token objective, the aggregation and the regularisers are separate named pieces (verl's
+`core_algos` split), so that changing one never means copying the others.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+
+from pgrpo._registry import Registry
+
+
+@dataclass(frozen=True)
+class TokenLoss:
+    """loss: [N,T] per-token loss to minimise; low/high_clipped: [N,T] bool (None: no ratio)."""
+
+    loss: torch.Tensor
+    low_clipped: torch.Tensor | None = None
+    high_clipped: torch.Tensor | None = None
+
+
+POLICY_LOSSES: Registry[Callable[..., TokenLoss]] = Registry("policy loss")
+AGGREGATORS: Registry[Callable[..., torch.Tensor]] = Registry("loss aggregator")
+KL_ESTIMATORS: Registry[Callable[..., torch.Tensor]] = Registry("KL estimator")
+
+
+def _per_token(advantages: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """advantages: [N] (one per sequence, outcome reward) or [N,T] -> [N,T]."""
+    return advantages.unsqueeze(-1).expand_as(like) if advantages.ndim == 1 else advantages
+
+
+# ---------------------------------------------------------------------------------------------
+# Per-token objectives
+# ---------------------------------------------------------------------------------------------
+
+
+@POLICY_LOSSES.register("clipped")
+def clipped_surrogate(
+    log_probs: torch.Tensor,
+    old_log_probs: torch.Tensor,
+    advantages: torch.Tensor,
+    *,
+    epsilon_low: float = 0.2,
+    epsilon_high: float | None = None,
+) -> TokenLoss:
+    """PPO/GRPO clipped surrogate (Schulman et al. 2017; asymmetric clip of DAPO, Yu et al. 2025):
+
+        ratio = exp(log_probs - old_log_probs)
+        loss  = -min(ratio A, clip(ratio, 1 - epsilon_low, 1 + epsilon_high) A)
+
+    epsilon_high defaults to epsilon_low. A token is low-clipped when A < 0 and ratio < 1 - eps_low,
+    high-clipped when A > 0 and ratio > 1 + eps_high (TRL's clip_ratio metrics).
+    """
+    eps_high = epsilon_low if epsilon_high is None else epsilon_high
+    adv = _per_token(advantages, log_probs)
+    ratio = torch.exp(log_probs - old_log_probs)
+    clipped = torch.clamp(ratio, 1.0 - epsilon_low, 1.0 + eps_high)
+    loss = -torch.minimum(ratio * adv, clipped * adv)
+    low = (ratio < 1.0 - epsilon_low) & (adv < 0)
+    high = (ratio > 1.0 + eps_high) & (adv > 0)
+    return TokenLoss(loss=loss, low_clipped=low, high_clipped=high)
+
+
+@POLICY_LOSSES.register("reinforce")
+def reinforce(
+    log_probs: torch.Tensor, old_log_probs: torch.Tensor, advantages: torch.Tensor
+) -> TokenLoss:
+    """No importance ratio: loss = -A log pi (REINFORCE). Its gradient equals the clipped
+    surrogate's at ratio 1 (on-policy, refresh interval K = 1); with K > 1 it ignores staleness.
+    `old_log_probs` is accepted for the uniform signature and unused."""
+    return TokenLoss(loss=-_per_token(advantages, log_probs) * log_probs)
+
+
+# ---------------------------------------------------------------------------------------------
+# Aggregators
+# ---------------------------------------------------------------------------------------------
+
+
+@AGGREGATORS.register("token_mean")
+def token_mean(values: torch.Tensor, response_mask: torch.Tensor) -> torch.Tensor:
+    """Sum over all response tokens in the batch / number of response tokens (DAPO, TRL `dapo`)."""
+    mask = response_mask.to(values.dtype)
+    return (values * mask).sum() / mask.sum().clamp(min=1.0)
+
+
+@AGGREGATORS.register("seq_mean_token_mean")
+def seq_mean_token_mean(values: torch.Tensor, response_mask: torch.Tensor) -> torch.Tensor:
+    """Mean over sequences of each sequence's token mean (original GRPO, TRL `grpo`)."""
+    mask = response_mask.to(values.dtype)
+    per_seq = (values * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)
+    return per_seq.mean()
+
+
+@AGGREGATORS.register("seq_sum_constant_norm")
+def seq_sum_constant_norm(
+    values: torch.Tensor, response_mask: torch.Tensor, *, max_length: int | None = None
+) -> torch.Tensor:
+    """Token sum / (N * max_length), a constant normaliser (Dr. GRPO, Liu et al. 2025): no length
+    bias. max_length defaults to T, the padded completion length (pass the generation limit)."""
+    mask = response_mask.to(values.dtype)
+    norm = float(max_length if max_length is not None else values.shape[-1])
+    return (values * mask).sum() / (values.shape[0] * norm)
+
+
+# ---------------------------------------------------------------------------------------------
+# KL estimators (Schulman 2020, "Approximating KL divergence"), lr = log pi_ref - log pi
+# ---------------------------------------------------------------------------------------------
+
+
+@KL_ESTIMATORS.register("k1")
+def kl_k1(log_probs: torch.Tensor, ref_log_probs: torch.Tensor) -> torch.Tensor:
+    """k1 = -lr = log pi - log pi_ref (unbiased, high variance, can be negative)."""
+    return log_probs - ref_log_probs
+
+
+@KL_ESTIMATORS.register("k2")
+def kl_k2(log_probs: torch.Tensor, ref_log_probs: torch.Tensor) -> torch.Tensor:
+    """k2 = lr^2 / 2 (biased, low variance, >= 0)."""
+    return 0.5 * (ref_log_probs - log_probs) ** 2
+
+
+@KL_ESTIMATORS.register("k3")
+def kl_k3(log_probs: torch.Tensor, ref_log_probs: torch.Tensor) -> torch.Tensor:
+    """k3 = exp(lr) - lr - 1 (unbiased, >= 0; GRPO's default)."""
+    lr = ref_log_probs - log_probs
+    return torch.exp(lr) - lr - 1.0
+
+
+def asymmetric_kl_weights(
+    advantages: torch.Tensor, *, kl_coef: float, kl_coef_negative: float | None
+) -> torch.Tensor:
+    """Per-completion KL coefficient [N] (MDP-GRPO's asymmetric KL, arXiv 2606.06058): a completion
+    with A < 0 gets `kl_coef_negative` (paper 0.025), otherwise `kl_coef` (paper 0.01). With
+    `kl_coef_negative=None` every completion gets `kl_coef`. advantages: [N] or [N,T] (row mean)."""
+    a = advantages if advantages.ndim == 1 else advantages.mean(-1)
+    if kl_coef_negative is None:
+        return torch.full_like(a, kl_coef)
+    return torch.where(a < 0, torch.full_like(a, kl_coef_negative), torch.full_like(a, kl_coef))
+
+
+def token_entropy(logits: torch.Tensor) -> torch.Tensor:
+    """Entropy of the softmax over the last axis. logits: [..., V] -> [...]. Call it on chunks of
+    positions to avoid materialising [N, T, V] probabilities."""
+    logp = torch.log_softmax(logits.float(), dim=-1)
+    return -(logp.exp() * logp).sum(-1)
+
+
+# ---------------------------------------------------------------------------------------------
+# Composition
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LossConfig:
+    """The pieces of the GRPO objective, by registry name, with their coefficients."""
+
+    policy_loss: str = "clipped"
+    """Per-token objective: 'clipped' (ratio + clip) or 'reinforce' (no ratio)."""
+    aggregator: str = "token_mean"
+    """'token_mean', 'seq_mean_token_mean' or 'seq_sum_constant_norm' (Dr. GRPO)."""
+    epsilon_low: float = 0.2
+    """Lower clip range of the ratio (1 - epsilon_low)."""
+    epsilon_high: float | None = None
+    """Upper clip range (1 + epsilon_high); None: same as epsilon_low."""
+    kl_estimator: str = "k3"
+    """'k1', 'k2' or 'k3'; used only when kl_coef > 0 or kl_coef_negative is set."""
+    kl_coef: float = 0.0
+    """KL coefficient (TRL's `beta`); with asymmetric KL, that of completions with A >= 0."""
+    kl_coef_negative: float | None = None
+    """Asymmetric KL: coefficient of completions with A < 0 (MDP-GRPO: 0.025 with kl_coef 0.01)."""
+    entropy_coef: float = 0.0
+    """Entropy bonus coefficient (subtracted from the loss); 0 by default as in the papers."""
+    max_length: int | None = None
+    """Constant normaliser for 'seq_sum_constant_norm' (the generation limit); None: padded T."""
+    aggregator_options: dict[str, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        POLICY_LOSSES.get(self.policy_loss)
+        AGGREGATORS.get(self.aggregator)
+        KL_ESTIMATORS.get(self.kl_estimator)
+        for name in ("epsilon_low", "kl_coef", "entropy_coef"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if self.epsilon_high is not None and self.epsilon_high < 0:
+            raise ValueError(f"epsilon_high must be >= 0 or None, got {self.epsilon_high}")
+        if self.kl_coef_negative is not None and self.kl_coef_negative < 0:
+            raise ValueError(f"kl_coef_negative must be >= 0 or None, got {self.kl_coef_negative}")
+
+    @property
+    def uses_reference(self) -> bool:
+        """True when a reference model is needed (some KL coefficient is non-zero)."""
+        return self.kl_coef > 0 or bool(self.kl_coef_negative)
+
+
+@dataclass(frozen=True)
+class LossResult:
+    """loss: scalar tensor to backpropagate; metrics: floats with TRL's names where they exist."""
+
+    loss: torch.Tensor
+    metrics: dict[str, float]
+
+
+def policy_loss(
+    log_probs: torch.Tensor,
+    old_log_probs: torch.Tensor,
+    advantages: torch.Tensor,
+    response_mask: torch.Tensor,
+    config: LossConfig,
+    *,
+    ref_log_probs: torch.Tensor | None = None,
+    entropy: torch.Tensor | None = None,
+) -> LossResult:
+    """The GRPO objective: aggregate(per-token loss + w_i KL) - entropy_coef aggregate(entropy).
+
+    log_probs, old_log_probs, ref_log_probs, entropy, response_mask: [N,T];
+    advantages: [N] or [N,T].
+    """
+    opts: dict[str, object] = dict(config.aggregator_options)
+    if config.aggregator == "seq_sum_constant_norm" and config.max_length is not None:
+        opts["max_length"] = config.max_length
+    aggregate = AGGREGATORS.get(config.aggregator)
+    kwargs = {}
+    if config.policy_loss == "clipped":
+        kwargs = {"epsilon_low": config.epsilon_low, "epsilon_high": config.epsilon_high}
+    token = POLICY_LOSSES.get(config.policy_loss)(log_probs, old_log_probs, advantages, **kwargs)
+    per_token = token.loss
+    metrics = _clip_metrics(token, response_mask)
+    if config.uses_reference:
+        if ref_log_probs is None:
+            raise ValueError(
+                "a KL coefficient is set but ref_log_probs is None: pass the reference"
+            )
+        kl = KL_ESTIMATORS.get(config.kl_estimator)(log_probs, ref_log_probs)
+        w = asymmetric_kl_weights(
+            advantages, kl_coef=config.kl_coef, kl_coef_negative=config.kl_coef_negative
+        )
+        per_token = per_token + w.unsqueeze(-1) * kl
+        metrics["kl"] = float(token_mean(kl.detach(), response_mask))
+    loss = aggregate(per_token, response_mask, **opts)
+    if entropy is not None:
+        ent = aggregate(entropy, response_mask, **opts)
+        metrics["entropy"] = float(token_mean(entropy.detach(), response_mask))
+        if config.entropy_coef:
+            loss = loss - config.entropy_coef * ent
+    metrics["frac_gradient_tokens"] = gradient_token_fraction(advantages, response_mask)
+    return LossResult(loss=loss, metrics=metrics)
+
+
+def _clip_metrics(token: TokenLoss, response_mask: torch.Tensor) -> dict[str, float]:
+    if token.low_clipped is None or token.high_clipped is None:
+        return {}
+    low = token_mean(token.low_clipped.double(), response_mask)
+    high = token_mean(token.high_clipped.double(), response_mask)
+    return {
+        "clip_ratio/low_mean": float(low),
+        "clip_ratio/high_mean": float(high),
+        "clip_ratio/region_mean": float(low + high),
+    }
+
+
+def gradient_token_fraction(
+    advantages: torch.Tensor, response_mask: torch.Tensor, *, atol: float = 1e-12
+) -> float:
+    """Fraction of response tokens whose advantage is non-zero: the share of the batch that carries
+    a policy-gradient signal. Degenerate groups still cost their tokens in a token-mean denominator.
+    advantages: [N] or [N,T]; response_mask: [N,T]."""
+    adv = _per_token(advantages, response_mask.to(torch.float64))
+    return float(token_mean((adv.abs() > atol).double(), response_mask))
