@@ -15,6 +15,7 @@ from pgrpo.core.advantages import (  # noqa: E402
     AdvantageResult,
     compute_advantages,
 )
+from pgrpo.core.stats import pass_at_k  # noqa: E402
 from pgrpo.tasks import TASKS, get_task  # noqa: E402
 
 __all__ = [
@@ -25,4 +26,5 @@ __all__ = [
     "__version__",
     "compute_advantages",
     "get_task",
+    "pass_at_k",
 ]

@@ -1,0 +1,261 @@
+"""Evaluation statistics: unbiased pass@k, accuracy intervals, Welch's t, paired bootstrap.
+
+Pure functions over numpy arrays; every result is a frozen dataclass with a `metrics` dict.
+
+- `pass_at_k(n, c, k)`: the unbiased estimator 1 - C(n-c, k) / C(n, k) of Chen et al. 2021
+  ("Evaluating large language models trained on code"), in the stable product form
+  1 - prod_{i=n-c+1}^{n} (1 - k / i), vectorised over problems.
+- `accuracy_ci(successes, n)`: Wilson score interval (Wilson 1927) or Clopper-Pearson.
+- `mean_ci(values)`: Student-t interval of a mean (e.g. over seeds).
+- `welch_t(a, b)`: Welch's unequal-variance t test on seed means, with Cohen's d / Hedges' g.
+- `paired_bootstrap(a, b)`: bootstrap over problems of the mean paired difference (Efron 1979).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from scipy import stats as sps
+
+# ---------------------------------------------------------------------------------------------
+# pass@k
+# ---------------------------------------------------------------------------------------------
+
+
+def _as_counts(x: Any, name: str) -> np.ndarray:
+    arr = np.asarray(x)
+    if arr.dtype == bool or not np.issubdtype(arr.dtype, np.number):
+        raise TypeError(f"{name} must be integer counts, got dtype {arr.dtype}")
+    if np.issubdtype(arr.dtype, np.floating):
+        if not np.all(np.isfinite(arr)) or np.any(arr != np.round(arr)):
+            raise ValueError(f"{name} must hold whole numbers (counts), got {arr!r}")
+    out = arr.astype(np.int64)
+    if np.any(out < 0):
+        raise ValueError(f"{name} must be >= 0, got a negative value ({int(out.min())})")
+    return out
+
+
+def pass_at_k(n: Any, c: Any, k: Any) -> Any:
+    """Unbiased pass@k per problem: the probability that at least one of k samples drawn without
+    replacement from n samples, c of them correct, is correct (Chen et al. 2021).
+
+        pass@k = 1 - C(n - c, k) / C(n, k) = 1 - prod_{i = n-c+1}^{n} (1 - k / i)
+
+    n, c: ints or arrays [P] (broadcast together); k: int or array broadcastable to them.
+    Returns a float for scalar inputs, else a float64 array of the broadcast shape. Exact edge
+    cases: c = 0 gives 0.0; n - c < k gives 1.0. Average the result over problems yourself.
+    """
+    n_arr, c_arr, k_arr = np.broadcast_arrays(
+        _as_counts(n, "n"), _as_counts(c, "c"), _as_counts(k, "k")
+    )
+    if np.any(k_arr < 1):
+        raise ValueError("k must be >= 1 (pass@k of zero samples is undefined)")
+    if np.any(c_arr > n_arr):
+        i = int(np.argmax(c_arr > n_arr))
+        raise ValueError(
+            f"c (correct samples) exceeds n (samples) for problem {i}: c={int(c_arr.flat[i])}, "
+            f"n={int(n_arr.flat[i])}; check that c counts correct samples among the n drawn"
+        )
+    if np.any(k_arr > n_arr):
+        i = int(np.argmax(k_arr > n_arr))
+        raise ValueError(
+            f"k={int(k_arr.flat[i])} exceeds the n={int(n_arr.flat[i])} samples of problem {i}: "
+            f"pass@k needs at least k samples per problem; draw more samples or lower k"
+        )
+    out = np.ones(n_arr.shape, dtype=np.float64)
+    out[c_arr == 0] = 0.0
+    todo = (c_arr > 0) & (n_arr - c_arr >= k_arr)
+    for kv in np.unique(k_arr[todo]):
+        sel = todo & (k_arr == kv)
+        out[sel] = 1.0 - _fail_ratio(n_arr[sel], c_arr[sel], int(kv))
+    return float(out) if out.ndim == 0 else out
+
+
+def _fail_ratio(n: np.ndarray, c: np.ndarray, k: int) -> np.ndarray:
+    """C(n-c, k) / C(n, k) = prod_{i=n-c+1}^{n} (1 - k/i) for n - c >= k, via cumulative log-sums
+    L[m] = sum_{i=k+1}^{m} log1p(-k/i), so the product is exp(L[n] - L[n - c]). [P] -> [P]."""
+    top = int(n.max())
+    i = np.arange(k + 1, top + 1, dtype=np.float64)
+    cum = np.zeros(top + 1, dtype=np.float64)
+    cum[k + 1 :] = np.cumsum(np.log1p(-k / i))
+    return np.exp(cum[n] - cum[n - c])
+
+
+# ---------------------------------------------------------------------------------------------
+# Intervals
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A point estimate with a two-sided confidence interval at `level`."""
+
+    estimate: float
+    low: float
+    high: float
+    level: float
+    method: str
+    metrics: dict[str, float] = field(default_factory=dict)
+
+
+def _check_level(level: float) -> None:
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"level must be in (0, 1), e.g. 0.95, got {level}")
+
+
+def accuracy_ci(successes: int, n: int, *, level: float = 0.95, method: str = "wilson") -> Interval:
+    """Accuracy successes / n with a binomial confidence interval.
+
+    method="wilson": Wilson score interval (good coverage also near 0 and 1);
+    method="clopper_pearson": exact (conservative) Beta-quantile interval.
+    """
+    _check_level(level)
+    s, m = int(successes), int(n)
+    if m < 1:
+        raise ValueError(f"n must be >= 1 (number of graded answers), got {n}")
+    if not 0 <= s <= m:
+        raise ValueError(f"successes must be in [0, n={m}], got {successes}")
+    p = s / m
+    if method == "wilson":
+        z = float(sps.norm.ppf(0.5 + level / 2))
+        denom = 1 + z * z / m
+        centre = (p + z * z / (2 * m)) / denom
+        half = z * math.sqrt(p * (1 - p) / m + z * z / (4 * m * m)) / denom
+        low, high = max(0.0, centre - half), min(1.0, centre + half)
+    elif method == "clopper_pearson":
+        a = 1 - level
+        low = 0.0 if s == 0 else float(sps.beta.ppf(a / 2, s, m - s + 1))
+        high = 1.0 if s == m else float(sps.beta.ppf(1 - a / 2, s + 1, m - s))
+    else:
+        raise ValueError(f"method must be 'wilson' or 'clopper_pearson', got {method!r}")
+    return Interval(p, low, high, level, method, {"accuracy": p, "n": float(m)})
+
+
+def mean_ci(values: Any, *, level: float = 0.95) -> Interval:
+    """Mean of `values` [S] (e.g. one accuracy per seed) with a Student-t interval (S - 1 dof)."""
+    _check_level(level)
+    x = _sample(values, "values")
+    mean, sem = float(x.mean()), float(x.std(ddof=1) / math.sqrt(x.size))
+    half = float(sps.t.ppf(0.5 + level / 2, x.size - 1)) * sem
+    return Interval(mean, mean - half, mean + half, level, "t", {"sem": sem, "n": float(x.size)})
+
+
+def _sample(values: Any, name: str, min_size: int = 2) -> np.ndarray:
+    x = np.asarray(values, dtype=np.float64).reshape(-1)
+    if x.size < min_size:
+        raise ValueError(f"{name} needs at least {min_size} values (e.g. seeds), got {x.size}")
+    if not np.all(np.isfinite(x)):
+        raise ValueError(f"{name} contains NaN or inf; drop or fix those entries first")
+    return x
+
+
+# ---------------------------------------------------------------------------------------------
+# Two-sample tests
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class WelchResult:
+    """Welch's t test of mean(a) - mean(b); diff_low/diff_high: CI of the difference at `level`.
+    cohen_d uses the pooled SD; hedges_g is its small-sample correction. With zero variance in
+    both samples t, dof and p are NaN (the test is undefined)."""
+
+    t: float
+    dof: float
+    p_value: float
+    mean_a: float
+    mean_b: float
+    diff: float
+    diff_low: float
+    diff_high: float
+    cohen_d: float
+    hedges_g: float
+    level: float
+    metrics: dict[str, float]
+
+
+def welch_t(a: Any, b: Any, *, level: float = 0.95) -> WelchResult:
+    """Welch's unequal-variance t test on per-seed scores a [Sa], b [Sb] (two-sided)."""
+    _check_level(level)
+    x, y = _sample(a, "a"), _sample(b, "b")
+    na, nb = x.size, y.size
+    va, vb = x.var(ddof=1), y.var(ddof=1)
+    diff = float(x.mean() - y.mean())
+    se2 = va / na + vb / nb
+    if se2 > 0:
+        dof = float(se2**2 / ((va / na) ** 2 / (na - 1) + (vb / nb) ** 2 / (nb - 1)))
+        res = sps.ttest_ind(x, y, equal_var=False)
+        t, p = float(res.statistic), float(res.pvalue)
+        half = float(sps.t.ppf(0.5 + level / 2, dof)) * math.sqrt(se2)
+    else:
+        t = dof = p = half = math.nan
+    pooled = math.sqrt(((na - 1) * va + (nb - 1) * vb) / (na + nb - 2))
+    d = diff / pooled if pooled > 0 else math.nan
+    g = d * (1.0 - 3.0 / (4.0 * (na + nb) - 9.0))
+    metrics = {"t": t, "dof": dof, "p_value": p, "diff": diff, "cohen_d": d, "hedges_g": g}
+    return WelchResult(
+        t=t,
+        dof=dof,
+        p_value=p,
+        mean_a=float(x.mean()),
+        mean_b=float(y.mean()),
+        diff=diff,
+        diff_low=diff - half,
+        diff_high=diff + half,
+        cohen_d=d,
+        hedges_g=g,
+        level=level,
+        metrics=metrics,
+    )
+
+
+@dataclass(frozen=True)
+class BootstrapResult:
+    """Paired bootstrap over problems of mean(a - b). p_value: two-sided, from the bootstrap
+    distribution shifted to the null (mean 0): (1 + #{|d* - d| >= |d|}) / (n_boot + 1)."""
+
+    diff: float
+    low: float
+    high: float
+    p_value: float
+    n_boot: int
+    level: float
+    metrics: dict[str, float]
+
+
+def paired_bootstrap(
+    a: Any,
+    b: Any,
+    *,
+    n_boot: int = 10_000,
+    seed: int = 0,
+    level: float = 0.95,
+    chunk: int = 1_000,
+) -> BootstrapResult:
+    """Paired bootstrap over problems: a, b [P] are per-problem scores of two systems on the same
+    problems (0/1 correctness, or per-problem accuracy averaged over seeds). Resamples problems
+    with replacement `n_boot` times (seeded); percentile interval of the mean difference."""
+    _check_level(level)
+    x, y = _sample(a, "a"), _sample(b, "b")
+    if x.size != y.size:
+        raise ValueError(
+            f"paired_bootstrap needs one score per problem for both systems, got {x.size} and "
+            f"{y.size}; align a and b on the same problems (use welch_t for unpaired samples)"
+        )
+    if n_boot < 100:
+        raise ValueError(f"n_boot must be >= 100 for a usable interval, got {n_boot}")
+    d = x - y
+    rng = np.random.default_rng(seed)
+    means = np.empty(n_boot)
+    for start in range(0, n_boot, chunk):
+        m = min(chunk, n_boot - start)
+        means[start : start + m] = d[rng.integers(0, d.size, size=(m, d.size))].mean(1)
+    obs = float(d.mean())
+    lo, hi = np.quantile(means, [0.5 - level / 2, 0.5 + level / 2])
+    extreme = int(np.sum(np.abs(means - obs) >= abs(obs)))
+    p = (1 + extreme) / (n_boot + 1)
+    metrics = {"diff": obs, "low": float(lo), "high": float(hi), "p_value": p}
+    return BootstrapResult(obs, float(lo), float(hi), p, n_boot, level, metrics)
