@@ -43,3 +43,132 @@ TASKS: Registry[Callable[..., Task]] = Registry("task")
 def get_task(name: str, **options: Any) -> Task:
     """Build the task registered as `name` with its options (unknown names list the valid ones)."""
     return TASKS.get(name)(**options)
+
+
+def _check_examples(examples: Any, where: str) -> list[dict[str, Any]]:
+    """A loader's output as a list of dicts, or TypeError saying what came back instead."""
+    if isinstance(examples, dict) or not isinstance(examples, Sequence):
+        raise TypeError(
+            f"{where} must return a list of example dicts, got {type(examples).__name__}"
+        )
+    out = list(examples)
+    for i, ex in enumerate(out):
+        if not isinstance(ex, dict):
+            raise TypeError(f"{where}: example {i} is a {type(ex).__name__}, expected a dict")
+    return out
+
+
+class FunctionTask:
+    """A task built from plain functions, so users can add one without subclassing anything.
+
+    - `examples`: a callable `split_or_path -> list[dict]`, a dict `split -> list[dict]`, or one
+      list of dicts used for every split.
+    - `prompt`: `example -> str` (the user message). `reward`: `(completion, example) -> float`.
+    - `metrics`: optional `(completions, examples, rewards) -> dict[str, float]`, merged over the
+      default `reward_mean`.
+    - `reward_is_fast`: True only for rewards that take microseconds and cannot hang (they are then
+      scored in-process with a signal timer instead of in the reward worker process).
+
+    For process isolation (a real timeout on any reward) define the functions at module top level,
+    so the task can be pickled; lambdas fall back to an in-process timer (see `tasks/scoring.py`).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        examples: Callable[[str], Sequence[dict[str, Any]]]
+        | dict[str, Sequence[dict[str, Any]]]
+        | Sequence[dict[str, Any]],
+        prompt: Callable[[dict[str, Any]], str],
+        reward: Callable[[str, dict[str, Any]], float],
+        metrics: Callable[..., dict[str, float]] | None = None,
+        reward_is_fast: bool = False,
+    ) -> None:
+        if not callable(prompt) or not callable(reward):
+            raise TypeError("FunctionTask needs callables for prompt= and reward=")
+        if metrics is not None and not callable(metrics):
+            raise TypeError("FunctionTask metrics= must be a callable or None")
+        self.name = name
+        self._examples = examples
+        self._prompt = prompt
+        self._reward = reward
+        self._metrics = metrics
+        self.reward_is_fast = bool(reward_is_fast)
+
+    def load(self, split_or_path: str) -> list[dict[str, Any]]:
+        source = self._examples
+        if callable(source):
+            return _check_examples(source(split_or_path), f"task {self.name!r} loader")
+        if isinstance(source, dict):
+            if split_or_path not in source:
+                raise KeyError(
+                    f"task {self.name!r} has no split {split_or_path!r}; "
+                    f"valid splits: {', '.join(map(str, source))}"
+                )
+            return _check_examples(source[split_or_path], f"task {self.name!r} split")
+        return _check_examples(source, f"task {self.name!r} examples")
+
+    def prompt(self, example: dict[str, Any]) -> str:
+        return str(self._prompt(example))
+
+    def reward(self, completion: str, example: dict[str, Any]) -> float:
+        return self._reward(completion, example)
+
+    def metrics(
+        self,
+        completions: Sequence[str],
+        examples: Sequence[dict[str, Any]],
+        rewards: Sequence[float],
+    ) -> dict[str, float]:
+        out = {"reward_mean": float(sum(rewards) / len(rewards)) if rewards else 0.0}
+        if self._metrics is not None:
+            out.update(
+                {k: float(v) for k, v in self._metrics(completions, examples, rewards).items()}
+            )
+        return out
+
+
+def register_task(
+    name: str,
+    factory: Callable[..., Task] | None = None,
+    *,
+    examples: Any = None,
+    prompt: Callable[[dict[str, Any]], str] | None = None,
+    reward: Callable[[str, dict[str, Any]], float] | None = None,
+    metrics: Callable[..., dict[str, float]] | None = None,
+    reward_is_fast: bool = False,
+) -> None:
+    """Register a task under `name` so `get_task(name)` and `pgrpo train task=name` find it.
+
+    Either pass `factory` (a class or function taking keyword options and returning a `Task`), or
+    the pieces of a `FunctionTask` (`examples`, `prompt`, `reward`, optional `metrics`). A name that
+    is already registered fails (pick another name).
+    """
+    if factory is not None:
+        if any(x is not None for x in (examples, prompt, reward, metrics)):
+            raise TypeError(
+                "register_task: pass either factory or examples/prompt/reward, not both"
+            )
+        TASKS.add(name, factory)
+        return
+    if examples is None or prompt is None or reward is None:
+        raise TypeError("register_task needs factory=, or all of examples=, prompt= and reward=")
+    task = FunctionTask(
+        name,
+        examples=examples,
+        prompt=prompt,
+        reward=reward,
+        metrics=metrics,
+        reward_is_fast=reward_is_fast,
+    )
+
+    def build(**options: Any) -> Task:
+        if options:
+            raise TypeError(
+                f"task {name!r} was registered from functions and takes no options; "
+                f"got {', '.join(sorted(options))}. Register a factory to accept options."
+            )
+        return task
+
+    TASKS.add(name, build)

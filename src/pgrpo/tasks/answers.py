@@ -1,0 +1,107 @@
+"""Extracting a model's final numeric answer from free text (arithmetic and GSM8K rewards).
+
+The rule, in priority order (the first that finds a number wins):
+1. the last `\\boxed{...}` (or `\\fbox{...}`): a `\\frac{a}{b}` inside it as a/b, else the last
+   number inside it;
+2. the last `####` marker (GSM8K's own answer format): the first number after it;
+3. the last "answer is" / "answer:" phrase (case-insensitive, e.g. "The final answer is $1,200."):
+   the first number after it;
+4. otherwise the last number in the text.
+
+A number is an optional minus sign (not when it follows a digit or letter, so "8-3" is 8 and 3),
+an optional "$", digits with optional thousands commas ("1,234", but "1,2,3" is three numbers),
+and an optional decimal part ("18.00" is 18; a trailing sentence period is not a decimal point).
+Values are compared exactly as decimals, so "18.00" equals "18" and "0.5" equals ".5".
+"""
+
+from __future__ import annotations
+
+import re
+from decimal import Decimal, InvalidOperation
+
+# sign | optional currency | integer with thousands groups, or plain digits, or a bare decimal
+_NUMBER = re.compile(
+    r"(?<![\w.])(?P<sign>[-\u2212])?\$?\s?"
+    r"(?P<num>\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?|\.\d+)(?!\d)"
+)
+_SIGN_CONTEXT = re.compile(r"[\w)]")
+_BOXED = re.compile(r"\\(?:boxed|fbox)\s*\{")
+_FRAC = re.compile(r"(-?)\\[dt]?frac\s*\{\s*(-?\d+)\s*\}\s*\{\s*(\d+)\s*\}")
+_ANSWER_PHRASE = re.compile(r"answer\s*(?:is|:|=)", re.IGNORECASE)
+_MAX_CHARS = 20_000  # longer completions are scored on their last 20k characters
+
+
+def _numbers(text: str) -> list[str]:
+    """All numbers in `text`, normalised (no commas, no $, '-' sign), in order."""
+    out = []
+    for m in _NUMBER.finditer(text):
+        num = m.group("num").replace(",", "")
+        sign = m.group("sign")
+        if sign and m.start() > 0 and _SIGN_CONTEXT.match(text[m.start() - 1]):
+            sign = None  # "8-3": a subtraction, not a negative number
+        out.append(("-" if sign else "") + num)
+    return out
+
+
+def _boxed_contents(text: str) -> list[str]:
+    """Contents of every \\boxed{...} with balanced braces (unbalanced: up to the end)."""
+    out = []
+    for m in _BOXED.finditer(text):
+        depth, j = 1, m.end()
+        while j < len(text) and depth:
+            depth += {"{": 1, "}": -1}.get(text[j], 0)
+            j += 1
+        out.append(text[m.end() : j - 1 if depth == 0 else j])
+    return out
+
+
+def extract_final_number(text: str) -> str | None:
+    """The model's final numeric answer as a normalised string (e.g. "-1200.5"), or None."""
+    text = text[-_MAX_CHARS:]
+    for content in reversed(_boxed_contents(text)):
+        frac = _FRAC.fullmatch(content.strip())
+        if frac and int(frac.group(3)) != 0:
+            value = Decimal(int(frac.group(2))) / Decimal(int(frac.group(3)))
+            return str(-value if frac.group(1) else value)
+        nums = _numbers(content)
+        if nums:
+            return nums[-1]
+    if "####" in text:
+        nums = _numbers(text.rsplit("####", 1)[1])
+        if nums:
+            return nums[0]
+    phrases = list(_ANSWER_PHRASE.finditer(text))
+    if phrases:
+        nums = _numbers(text[phrases[-1].end() :])
+        if nums:
+            return nums[0]
+    nums = _numbers(text)
+    return nums[-1] if nums else None
+
+
+def to_decimal(value: str | int | float) -> Decimal | None:
+    """A number (possibly with commas or $) as a Decimal, or None when it is not one."""
+    s = str(value).strip().replace(",", "").replace("$", "").replace("\u2212", "-")
+    try:
+        d = Decimal(s)
+    except InvalidOperation:
+        return None
+    return d if d.is_finite() else None
+
+
+def numbers_equal(predicted: str | None, gold: str | int | float) -> bool:
+    """Exact decimal equality of a predicted and a gold number ("18.00" == 18)."""
+    if predicted is None:
+        return False
+    a, b = to_decimal(predicted), to_decimal(gold)
+    return a is not None and b is not None and a == b
+
+
+def is_bare_number(text: str) -> bool:
+    """True when the completion is only a number (the format the arithmetic prompt asks for)."""
+    s = text.strip().rstrip(".").strip()
+    return (
+        bool(s)
+        and to_decimal(s) is not None
+        and re.fullmatch(r"[-\u2212]?[\d,]*\.?\d+", s) is not None
+    )

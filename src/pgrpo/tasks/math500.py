@@ -1,0 +1,102 @@
+"""`math`: MATH-500 style problems (`problem`, `answer`), binary reward by math-verify equivalence.
+
+    task = get_task("math", data="../shared/data/math500")   # folder with test.jsonl
+    task.reward("... so the answer is $\\boxed{\\frac{1}{2}}$", {"answer": "0.5", ...})  # 1.0
+
+The gold `answer` is parsed as LaTeX (`$answer$`); the completion with math-verify's default
+extraction (the last \\boxed{} first, then LaTeX and plain expressions). math-verify's own
+signal-based timeouts are disabled here (they only work in the main thread): the timeout comes from
+`pgrpo.tasks.scoring.score_completions`, which runs this task in a worker process that it kills on a
+timeout. math-verify can hang in C code on pathological input (e.g. `\\boxed{9^{9^{9^{9}}}}`, a
+power tower sympy tries to evaluate): only that process kill stops it, so call `task.reward`
+through `score_completions`, not directly, on untrusted completions.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from pgrpo.tasks.base import TASKS
+from pgrpo.tasks.data import load_examples
+
+PROMPT = "{problem}\nGive the final answer in \\boxed{{}}."
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_gold(answer: str) -> list:
+    from math_verify import parse
+
+    return parse(f"${answer}$", parsing_timeout=None)
+
+
+def _silence_timeout_warnings() -> None:
+    """math-verify warns once that its timeouts are off; here the caller provides the timeout."""
+    import math_verify.grader
+    import math_verify.parser
+
+    math_verify.grader.TIMEOUT_WARNING_SHOWN = True
+    math_verify.parser.TIMEOUT_WARNING_SHOWN = True
+
+
+class MathTask:
+    """MATH-500. Options: `data` (folder with <split>.jsonl, a .jsonl file or a HF dataset name;
+    default the Hub's "HuggingFaceH4/MATH-500"), `prompt_template` (with `{problem}`)."""
+
+    name = "math"
+    reward_is_fast = False  # sympy can hang: scored in the reward worker process
+
+    def __init__(self, data: str | Path | None = None, prompt_template: str = PROMPT) -> None:
+        if "{problem}" not in prompt_template:
+            raise ValueError("math prompt_template must contain '{problem}'")
+        self.data = data
+        self.prompt_template = prompt_template
+
+    def prepare(self) -> None:
+        """Import math-verify and sympy before the first timed call (the worker calls this)."""
+        _silence_timeout_warnings()
+        _parse_gold("1")
+
+    def load(self, split_or_path: str) -> list[dict[str, Any]]:
+        return load_examples(
+            "math",
+            self.data,
+            split_or_path,
+            file_names=lambda split: [f"{split}.jsonl"],
+            hub=("HuggingFaceH4/MATH-500", None),
+            required=("problem", "answer"),
+        )
+
+    def prompt(self, example: dict[str, Any]) -> str:
+        return self.prompt_template.format(problem=example["problem"])
+
+    def reward(self, completion: str, example: dict[str, Any]) -> float:
+        from math_verify import parse, verify
+
+        _silence_timeout_warnings()
+        gold = _parse_gold(str(example["answer"]))
+        if not gold:
+            raise ValueError(f"math-verify could not parse the gold answer {example['answer']!r}")
+        predicted = parse(completion, parsing_timeout=None)
+        if not predicted:
+            return 0.0
+        return float(verify(gold, predicted, timeout_seconds=None))
+
+    def metrics(
+        self,
+        completions: Sequence[str],
+        examples: Sequence[dict[str, Any]],
+        rewards: Sequence[float],
+    ) -> dict[str, float]:
+        """`accuracy` and `accuracy/level_<k>` when examples carry MATH's `level` (1-5)."""
+        out = {"accuracy": float(sum(rewards)) / max(len(rewards), 1)}
+        levels = sorted({e["level"] for e in examples if "level" in e})
+        for level in levels:
+            rs = [r for r, e in zip(rewards, examples, strict=True) if e.get("level") == level]
+            out[f"accuracy/level_{level}"] = float(sum(rs)) / len(rs)
+        return out
+
+
+TASKS.add("math", MathTask)

@@ -1,0 +1,391 @@
+"""Safe reward scoring: every reward call has a timeout, and no reward failure reaches the caller.
+
+    result = score_completions(task, completions, examples, timeout_s=5.0)
+    result.rewards   # one float per completion; 0.0 where the call raised, hung or gave NaN/inf
+    result.errors, result.timeouts, result.error_messages, result.metrics
+
+How a call is isolated (`isolation="auto"`, the default):
+- A task that declares `reward_is_fast = True` (arithmetic, gsm8k: microseconds of regex) runs in
+  this process. In the main thread a `SIGALRM` interval timer interrupts a call that hangs in Python
+  code; elsewhere (no signals off the main thread) the call runs in the worker process below.
+- Any other task (math-verify, IFEval checkers, user functions) runs in one persistent worker
+  process (multiprocessing 'forkserver' context, 'spawn' where that is missing). The task is sent
+  once per batch; each completion gets `timeout_s` from the moment the previous one finished. On a
+  timeout the worker is killed (this also stops C code that never returns to Python, which a signal
+  cannot) and restarted, and scoring continues with the next completion.
+- A task that cannot be pickled (e.g. a lambda reward) or that the worker cannot import falls back
+  to the in-process signal timer in the main thread, with a warning that says how to get process
+  isolation; off the main thread it runs without a timeout (warned once).
+
+Exceptions, timeouts and non-finite rewards score 0.0 and are counted; only a programming error of
+the caller (mismatched lengths, an unknown isolation mode) raises.
+"""
+
+from __future__ import annotations
+
+import atexit
+import hashlib
+import math
+import multiprocessing
+import pickle
+import signal
+import threading
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+MAX_ERROR_MESSAGES = 5
+WORKER_START_TIMEOUT_S = 120.0
+ISOLATION_MODES = ("auto", "process", "signal", "inline")
+
+
+@dataclass(frozen=True)
+class ScoreResult:
+    """Rewards of one batch plus what went wrong.
+
+    - `rewards`: [N] floats in input order; a failed call scores 0.0.
+    - `errors`: calls that raised, returned a non-number or a NaN/inf.
+    - `timeouts`: calls that ran past `timeout_s`.
+    - `error_messages`: the first few failure messages (for the log), each naming its completion.
+    - `isolation`: how the calls were run ("signal", "process" or "inline").
+    """
+
+    rewards: list[float]
+    errors: int
+    timeouts: int
+    error_messages: tuple[str, ...] = ()
+    isolation: str = "inline"
+    seconds: float = 0.0
+    metrics: dict[str, float] = field(default_factory=dict)
+
+
+class RewardTimeout(BaseException):
+    """Raised inside a reward call by the signal timer. A BaseException so that a reward function's
+    own `except Exception` cannot swallow it."""
+
+
+def _check_value(value: Any) -> float:
+    """The reward as a float, or ValueError naming what is wrong with it."""
+    if isinstance(value, bool):
+        return float(value)
+    try:
+        out = float(value)
+    except (TypeError, ValueError):
+        msg = f"reward must be a real number, got {type(value).__name__} {value!r:.80}"
+        raise ValueError(msg) from None
+    if not math.isfinite(out):
+        raise ValueError(
+            f"reward is not finite ({out}); a reward function must return a finite float"
+        )
+    return out
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"[:300]
+
+
+class _Tally:
+    """Collects rewards and failures in input order."""
+
+    def __init__(self, n: int) -> None:
+        self.rewards = [0.0] * n
+        self.errors = 0
+        self.timeouts = 0
+        self.messages: list[str] = []
+
+    def ok(self, i: int, value: Any) -> None:
+        try:
+            self.rewards[i] = _check_value(value)
+        except ValueError as exc:
+            self.fail(i, f"error: {exc}")
+
+    def fail(self, i: int, message: str, timeout: bool = False) -> None:
+        self.rewards[i] = 0.0
+        if timeout:
+            self.timeouts += 1
+        else:
+            self.errors += 1
+        if len(self.messages) < MAX_ERROR_MESSAGES:
+            self.messages.append(f"completion {i}: {message}")
+
+
+# ----------------------------------------------------------------------------- in-process paths
+
+
+def _alarm_handler(signum: int, frame: Any) -> None:
+    raise RewardTimeout()
+
+
+def _score_signal(
+    reward: Callable[[str, dict], float],
+    items: Sequence[tuple[int, str, dict]],
+    tally: _Tally,
+    timeout_s: float,
+) -> None:
+    """Main thread only: an ITIMER_REAL timer interrupts each call after `timeout_s`."""
+    previous = signal.signal(signal.SIGALRM, _alarm_handler)
+    try:
+        for i, completion, example in items:
+            try:
+                signal.setitimer(signal.ITIMER_REAL, timeout_s)
+                try:
+                    value = reward(completion, example)
+                finally:
+                    signal.setitimer(signal.ITIMER_REAL, 0)
+            except RewardTimeout:
+                tally.fail(i, f"timeout after {timeout_s:g} s", timeout=True)
+            except Exception as exc:  # a reward failure never reaches the caller
+                tally.fail(i, f"error: {_describe(exc)}")
+            else:
+                tally.ok(i, value)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _score_inline(
+    reward: Callable[[str, dict], float], items: Sequence[tuple[int, str, dict]], tally: _Tally
+) -> None:
+    """No timeout possible: used only off the main thread for tasks the worker cannot run."""
+    for i, completion, example in items:
+        try:
+            value = reward(completion, example)
+        except Exception as exc:
+            tally.fail(i, f"error: {_describe(exc)}")
+        else:
+            tally.ok(i, value)
+
+
+# ----------------------------------------------------------------------------- worker process
+
+
+def _worker_main(conn: Any) -> None:
+    """Worker loop. Messages: ("task", token, bytes) -> ("ready",) | ("load_error", msg);
+    ("score", token, [(i, completion, example)]) -> one ("ok"|"err", i, value|msg) per item."""
+    tasks: dict[str, Any] = {}
+    while True:
+        try:
+            msg = conn.recv()
+        except (EOFError, OSError):
+            return
+        if msg[0] == "task":
+            _, token, blob = msg
+            try:
+                task = pickle.loads(blob)
+                prepare = getattr(task, "prepare", None)
+                if callable(prepare):
+                    prepare()
+                tasks = {token: task}  # keep only the current task
+                conn.send(("ready",))
+            except BaseException as exc:  # report, keep serving
+                conn.send(("load_error", _describe(exc)))
+        elif msg[0] == "score":
+            _, token, items = msg
+            task = tasks[token]
+            for i, completion, example in items:
+                try:
+                    conn.send(("ok", i, float(task.reward(completion, example))))
+                except BaseException as exc:
+                    conn.send(("err", i, _describe(exc)))
+        elif msg[0] == "stop":
+            return
+
+
+class _TaskLoadError(RuntimeError):
+    pass
+
+
+class _Worker:
+    """One persistent reward process, restarted after a timeout or a crash."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.proc: Any = None
+        self.conn: Any = None
+        self.token: str | None = None
+
+    @staticmethod
+    def _context() -> Any:
+        methods = multiprocessing.get_all_start_methods()
+        if "forkserver" in methods:
+            ctx = multiprocessing.get_context("forkserver")
+            # The fork server imports pgrpo once; each (re)started worker is then a cheap fork.
+            ctx.set_forkserver_preload(["pgrpo.tasks.scoring"])
+            return ctx
+        return multiprocessing.get_context("spawn")
+
+    def _start(self) -> None:
+        ctx = self._context()
+        parent, child = ctx.Pipe(duplex=True)
+        proc = ctx.Process(target=_worker_main, args=(child,), name="pgrpo-reward", daemon=True)
+        proc.start()
+        child.close()
+        self.proc, self.conn, self.token = proc, parent, None
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        try:
+            self.conn.close()
+        except OSError:
+            pass
+        if self.proc.is_alive():
+            self.proc.kill()
+        self.proc.join(timeout=5)
+        self.proc, self.conn, self.token = None, None, None
+
+    def _ensure(self, token: str, blob: bytes) -> None:
+        if self.proc is None or not self.proc.is_alive():
+            self.stop()
+            self._start()
+        if self.token == token:
+            return
+        self.conn.send(("task", token, blob))
+        if not self.conn.poll(WORKER_START_TIMEOUT_S):
+            self.stop()
+            raise _TaskLoadError(
+                f"the reward worker did not load the task in {WORKER_START_TIMEOUT_S} s"
+            )
+        reply = self.conn.recv()
+        if reply[0] != "ready":
+            raise _TaskLoadError(reply[1])
+        self.token = token
+
+    def score(
+        self, blob: bytes, items: list[tuple[int, str, dict]], tally: _Tally, timeout_s: float
+    ):
+        token = hashlib.sha1(blob).hexdigest()
+        pending = list(items)
+        while pending:
+            self._ensure(token, blob)
+            self.conn.send(("score", token, pending))
+            done = 0
+            for i, _, _ in pending:
+                try:
+                    ready = self.conn.poll(timeout_s)
+                    reply = self.conn.recv() if ready else None
+                except (EOFError, OSError):
+                    reply = ("crash",)
+                if reply is None or reply[0] == "crash":
+                    timeout = reply is None
+                    msg = f"timeout after {timeout_s:g} s" if timeout else "reward worker crashed"
+                    tally.fail(i, msg, timeout=timeout)
+                    self.stop()  # kill the hung worker; the next loop restarts it
+                    done += 1
+                    break
+                if reply[0] == "ok":
+                    tally.ok(i, reply[2])
+                else:
+                    tally.fail(i, f"error: {reply[2]}")
+                done += 1
+            pending = pending[done:]
+
+
+_WORKER = _Worker()
+atexit.register(_WORKER.stop)
+
+
+def shutdown_workers() -> None:
+    """Stop the reward worker process (it restarts on the next `score_completions`)."""
+    with _WORKER.lock:
+        _WORKER.stop()
+
+
+# ----------------------------------------------------------------------------- public entry point
+
+
+def _choose(task: Any, isolation: str) -> tuple[str, bytes | None]:
+    """Pick the isolation mode; returns (mode, pickled task or None)."""
+    main = threading.current_thread() is threading.main_thread() and hasattr(signal, "setitimer")
+    if isolation == "signal" and not main:
+        raise ValueError("isolation='signal' needs the main thread; use 'process' or 'auto'")
+    if isolation in ("signal", "inline"):
+        return isolation, None
+    if isolation == "auto" and getattr(task, "reward_is_fast", False) and main:
+        return "signal", None
+    try:
+        return "process", pickle.dumps(task)
+    except Exception as exc:
+        if isolation == "process":
+            raise ValueError(
+                f"isolation='process' needs a picklable task: {_describe(exc)}"
+            ) from exc
+        _warn_fallback(task, _describe(exc), main)
+        return ("signal" if main else "inline"), None
+
+
+_WARNED: set[str] = set()
+
+
+def _warn_fallback(task: Any, reason: str, main: bool) -> None:
+    key = f"{getattr(task, 'name', type(task).__name__)}:{main}"
+    if key in _WARNED:
+        return
+    _WARNED.add(key)
+    how = "a signal timer in this process" if main else "NO timeout (not in the main thread)"
+    warnings.warn(
+        f"task {getattr(task, 'name', task)!r} cannot run in the reward worker process ({reason}); "
+        f"scoring it with {how}. Define the task and its reward function at module top level "
+        "(no lambdas or closures) so it can be pickled and isolated in a process.",
+        RuntimeWarning,
+        stacklevel=3,
+    )
+
+
+def score_completions(
+    task: Any,
+    completions: Sequence[str],
+    examples: Sequence[dict[str, Any]],
+    *,
+    timeout_s: float = 5.0,
+    isolation: str = "auto",
+) -> ScoreResult:
+    """Score `completions[i]` against `examples[i]` with `task.reward`, safely.
+
+    completions: [N] strings; examples: [N] example dicts (repeat each prompt's example G times).
+    `isolation`: "auto" (see the module docstring), "process", "signal" (main thread only) or
+    "inline" (exceptions caught, no timeout). Returns a `ScoreResult`; never raises for a reward
+    failure.
+    """
+    if len(completions) != len(examples):
+        raise ValueError(
+            f"got {len(completions)} completions but {len(examples)} examples; pass one example "
+            "per completion (repeat each prompt's example group_size times)"
+        )
+    if isolation not in ISOLATION_MODES:
+        raise ValueError(f"unknown isolation {isolation!r}; valid: {', '.join(ISOLATION_MODES)}")
+    if not timeout_s > 0:
+        raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
+    start = time.perf_counter()
+    tally = _Tally(len(completions))
+    items = [(i, str(c), e) for i, (c, e) in enumerate(zip(completions, examples, strict=True))]
+    mode, blob = _choose(task, isolation)
+    if mode == "process" and items:
+        try:
+            with _WORKER.lock:
+                _WORKER.score(blob, items, tally, timeout_s)
+        except _TaskLoadError as exc:
+            main = threading.current_thread() is threading.main_thread()
+            _warn_fallback(task, f"the worker could not load it: {exc}", main)
+            mode = "signal" if main else "inline"
+            tally = _Tally(len(completions))
+    if mode == "signal":
+        _score_signal(task.reward, items, tally, timeout_s)
+    elif mode == "inline":
+        _score_inline(task.reward, items, tally)
+    seconds = time.perf_counter() - start
+    return ScoreResult(
+        rewards=tally.rewards,
+        errors=tally.errors,
+        timeouts=tally.timeouts,
+        error_messages=tuple(tally.messages),
+        isolation=mode,
+        seconds=seconds,
+        metrics={
+            "reward_errors": float(tally.errors),
+            "reward_timeouts": float(tally.timeouts),
+            "time/score_s": seconds,
+        },
+    )
