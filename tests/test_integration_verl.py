@@ -1,0 +1,255 @@
+"""pgrpo inside verl: registration, equivalence with verl's grpo, and verl's own call paths.
+
+Runs only where verl is importable (the separate environment, see docs/integrations.md):
+    .venv-verl/bin/python -m pytest tests/test_integration_verl.py
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+pytestmark = pytest.mark.verl
+
+core_algos = pytest.importorskip("verl.trainer.ppo.core_algos")
+OmegaConf = pytest.importorskip("omegaconf").OmegaConf
+
+from pgrpo.core.advantages import ADVANTAGE_ESTIMATORS, compute_advantages  # noqa: E402
+from pgrpo.core.losses import LossConfig, policy_loss  # noqa: E402
+from pgrpo.integrations import verl as pv  # noqa: E402
+
+
+def _batch(seed: int, n_groups: int = 6, group_size: int = 4, length: int = 7, shuffle=True):
+    """Random verl-style outcome batch: reward on the last response token, ragged masks."""
+    g = torch.Generator().manual_seed(seed)
+    b = n_groups * group_size
+    lengths = torch.randint(1, length + 1, (b,), generator=g)
+    mask = (torch.arange(length)[None, :] < lengths[:, None]).float()
+    scores = torch.randint(0, 2, (b,), generator=g).float() + 0.1 * torch.rand(b, generator=g)
+    rewards = torch.zeros(b, length)
+    rewards[torch.arange(b), lengths - 1] = scores
+    uid = np.array([f"prompt-{i // group_size}" for i in range(b)], dtype=object)
+    if shuffle:
+        perm = torch.randperm(b, generator=g)
+        rewards, mask, uid, scores = rewards[perm], mask[perm], uid[perm.numpy()], scores[perm]
+    return rewards, mask, uid, scores
+
+
+def test_register_is_idempotent_and_prefixed():
+    first = pv.register()
+    second = pv.register()
+    assert first == second
+    for name in ADVANTAGE_ESTIMATORS.names():
+        assert core_algos.get_adv_estimator_fn("pgrpo_" + name) is pv._ESTIMATORS[name]
+    assert "pgrpo_clipped" in core_algos.POLICY_LOSS_REGISTRY
+    assert "pgrpo_reinforce" in core_algos.POLICY_LOSS_REGISTRY
+    # verl's own entries are untouched
+    assert core_algos.get_adv_estimator_fn("grpo") is core_algos.compute_grpo_outcome_advantage
+
+
+@pytest.mark.parametrize("seed", range(5))
+@pytest.mark.parametrize("norm", [True, False])
+def test_pgrpo_grpo_equals_verl_grpo(seed, norm):
+    rewards, mask, uid, _ = _batch(seed)
+    rewards, mask = rewards.double(), mask.double()  # float32 z-scores of close rewards round
+    ref_adv, ref_ret = core_algos.compute_grpo_outcome_advantage(
+        rewards, mask, uid, norm_adv_by_std_in_grpo=norm
+    )
+    cfg = OmegaConf.create({"norm_adv_by_std_in_grpo": norm})
+    adv, ret = core_algos.get_adv_estimator_fn("pgrpo_grpo")(rewards, mask, config=cfg, index=uid)
+    torch.testing.assert_close(adv, ref_adv, rtol=1e-10, atol=1e-10)
+    torch.testing.assert_close(ret, ref_ret, rtol=1e-10, atol=1e-10)
+
+
+def test_pgrpo_rloo_equals_verl_rloo():
+    rewards, mask, uid, _ = _batch(11)
+    ref, _ = core_algos.compute_rloo_outcome_advantage(rewards, mask, uid)
+    adv, _ = core_algos.get_adv_estimator_fn("pgrpo_rloo")(rewards, mask, index=uid)
+    torch.testing.assert_close(adv, ref, rtol=1e-5, atol=1e-6)
+
+
+def _data_proto(rewards, mask, uid):
+    from verl import DataProto
+
+    return DataProto.from_dict(
+        tensors={"token_level_rewards": rewards.clone(), "response_mask": mask.clone()},
+        non_tensors={"uid": uid},
+    )
+
+
+def test_sign_through_verl_compute_advantage():
+    from verl.trainer.ppo.ray_trainer import compute_advantage
+
+    rewards, mask, uid, scores = _batch(3)
+    binary = (scores >= 1).float()
+    rewards = torch.where(rewards > 0, binary[:, None].expand_as(rewards), rewards) * mask
+    cfg = OmegaConf.create({"adv_estimator": "pgrpo_sign"})
+    out = compute_advantage(_data_proto(rewards, mask, uid), adv_estimator="pgrpo_sign", config=cfg)
+    expected = (2 * binary - 1)[:, None] * mask
+    torch.testing.assert_close(out.batch["advantages"], expected)
+    torch.testing.assert_close(out.batch["returns"], expected)
+
+
+def test_dual_anchor_through_verl_compute_advantage():
+    from verl.trainer.ppo.ray_trainer import compute_advantage
+
+    rewards, mask, uid, scores = _batch(4)
+    cfg = OmegaConf.create(
+        {
+            "adv_estimator": "pgrpo_dual_anchor",
+            "pgrpo": {"options": {"num_constraints": 3, "alpha": 0.3}},
+        }
+    )
+    data = _data_proto(rewards, mask, uid)
+    out = compute_advantage(data, adv_estimator="pgrpo_dual_anchor", config=cfg)
+    expected = compute_advantages(
+        "dual_anchor", scores, group_ids=uid, num_constraints=3, alpha=0.3
+    ).advantages
+    torch.testing.assert_close(out.batch["advantages"], expected[:, None] * mask)
+    # padding positions carry no advantage
+    assert bool((out.batch["advantages"][mask == 0] == 0).all())
+
+
+def test_dual_anchor_without_constraints_names_the_fix():
+    from verl.trainer.ppo.ray_trainer import compute_advantage
+
+    rewards, mask, uid, _ = _batch(5)
+    cfg = OmegaConf.create({"adv_estimator": "pgrpo_dual_anchor"})
+    with pytest.raises(ValueError, match="num_constraints"):
+        compute_advantage(_data_proto(rewards, mask, uid), "pgrpo_dual_anchor", config=cfg)
+
+
+def test_transform_and_unknown_keys_from_config():
+    rewards, mask, uid, scores = _batch(6)
+    fn = core_algos.get_adv_estimator_fn("pgrpo_sign")
+    cfg = OmegaConf.create({"pgrpo": {"transform": "prospect"}})
+    adv, _ = fn(rewards, mask, config=cfg, index=uid)
+    expected = compute_advantages("sign", scores, group_ids=uid, transform="prospect").advantages
+    torch.testing.assert_close(adv, expected[:, None] * mask)
+    with pytest.raises(ValueError, match="unknown key"):
+        fn(rewards, mask, config=OmegaConf.create({"pgrpo": {"optoins": {}}}), index=uid)
+
+
+def test_group_estimator_without_uid_fails_clearly():
+    rewards, mask, _, _ = _batch(7)
+    with pytest.raises(ValueError, match="single completion"):
+        core_algos.get_adv_estimator_fn("pgrpo_grpo")(rewards, mask)
+
+
+# ---------------------------------------------------------------------------------------------
+# Policy losses
+# ---------------------------------------------------------------------------------------------
+
+
+def _actor_config(loss_mode: str, agg: str = "token-mean"):
+    from verl.workers.config import ActorConfig, PolicyLossConfig
+
+    return ActorConfig(
+        strategy="fsdp",
+        rollout_n=4,
+        ppo_micro_batch_size_per_gpu=2,
+        clip_ratio_low=0.2,
+        clip_ratio_high=0.28,
+        loss_agg_mode=agg,
+        policy_loss=PolicyLossConfig(loss_mode=loss_mode),
+    )
+
+
+def _loss_inputs(seed: int, b: int = 8, t: int = 6):
+    g = torch.Generator().manual_seed(seed)
+    old = -torch.rand(b, t, generator=g) * 3
+    new = old + 0.3 * torch.randn(b, t, generator=g)  # ratios within (1/3, 3): no dual clip
+    adv = torch.randn(b, generator=g)[:, None].expand(b, t).clone()
+    lengths = torch.randint(1, t + 1, (b,), generator=g)
+    mask = (torch.arange(t)[None, :] < lengths[:, None]).float()
+    return old, new, adv * mask, mask
+
+
+@pytest.mark.parametrize("agg", ["token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm"])
+def test_pgrpo_clipped_equals_verl_vanilla_and_pgrpo_policy_loss(agg):
+    old, new, adv, mask = _loss_inputs(0)
+    cfg = _actor_config("pgrpo_clipped", agg)
+    fn = core_algos.get_policy_loss_fn("pgrpo_clipped")
+    loss, metrics = fn(old, new, adv, mask, agg, cfg, None)
+    ref, ref_metrics = core_algos.compute_policy_loss_vanilla(old, new, adv, mask, agg, cfg, None)
+    torch.testing.assert_close(loss, ref)
+    assert metrics["actor/ppo_kl"] == pytest.approx(ref_metrics["actor/ppo_kl"], abs=1e-6)
+    ours = policy_loss(
+        new,
+        old,
+        adv,
+        mask,
+        LossConfig(aggregator=pv.AGG_MODES[agg], epsilon_low=0.2, epsilon_high=0.28),
+    )
+    torch.testing.assert_close(loss, ours.loss)
+    assert metrics["actor/pgrpo/frac_gradient_tokens"] == ours.metrics["frac_gradient_tokens"]
+    assert metrics["actor/pg_clipfrac"] == pytest.approx(ours.metrics["clip_ratio/region_mean"])
+
+
+def test_rollout_is_weights_scale_the_per_token_loss():
+    old, new, adv, mask = _loss_inputs(1)
+    cfg = _actor_config("pgrpo_reinforce")
+    fn = core_algos.get_policy_loss_fn("pgrpo_reinforce")
+    w = torch.full_like(old, 0.5)
+    full, _ = fn(old, new, adv, mask, "token-mean", cfg, None)
+    half, _ = fn(old, new, adv, mask, "token-mean", cfg, w)
+    torch.testing.assert_close(half, 0.5 * full)
+
+
+def test_policy_loss_through_verl_ppo_loss():
+    """verl's actor loss (`workers.utils.losses.ppo_loss`) dispatches to pgrpo_clipped by name."""
+    from tensordict import TensorDict
+    from verl.utils import tensordict_utils as tu
+    from verl.workers.utils.losses import ppo_loss
+
+    b, p, t = 4, 3, 5
+    old, new, adv, mask = _loss_inputs(2, b, t)
+    attention = torch.cat([torch.ones(b, p), mask], dim=1).long()
+    # flat log-probs of the unpadded sequences: the response token j of row i sits at
+    # offset_i + p - 1 + j (verl shifts model outputs left by one)
+    flat = []
+    for i in range(b):
+        n_resp = int(mask[i].sum())
+        row = torch.zeros(p + n_resp)
+        row[p - 1 : p - 1 + n_resp] = new[i, :n_resp]
+        flat.append(row)
+    data = TensorDict(
+        {
+            "prompts": torch.ones(b, p, dtype=torch.long),
+            "responses": torch.ones(b, t, dtype=torch.long),
+            "attention_mask": attention,
+            "response_mask": mask,
+            "old_log_probs": old,
+            "advantages": adv,
+        },
+        batch_size=[b],
+    )
+    tu.assign_non_tensor(data, dp_size=1, batch_num_tokens=None, global_batch_size=None)
+    results = {}
+    for mode in ("vanilla", "pgrpo_clipped", "pgrpo_reinforce"):
+        cfg = _actor_config(mode)
+        loss, metrics = ppo_loss(cfg, {"log_probs": torch.cat(flat)}, data.clone())
+        results[mode] = loss
+    torch.testing.assert_close(results["pgrpo_clipped"], results["vanilla"])
+    # and the name really selects the loss: REINFORCE is a different objective off-policy
+    assert not torch.allclose(results["pgrpo_reinforce"], results["vanilla"])
+
+
+def test_registration_in_a_fresh_verl_process():
+    """How a Ray worker gets the names: VERL_USE_EXTERNAL_MODULES imports pgrpo inside
+    `import verl` (the same hook as the `verl.plugins` entry point)."""
+    code = (
+        "from verl.trainer.ppo import core_algos as c;"
+        "assert 'pgrpo_sign' in c.ADV_ESTIMATOR_REGISTRY, sorted(c.ADV_ESTIMATOR_REGISTRY);"
+        "assert 'pgrpo_clipped' in c.POLICY_LOSS_REGISTRY"
+    )
+    env = {**os.environ, "VERL_USE_EXTERNAL_MODULES": "pgrpo.integrations.verl"}
+    proc = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
