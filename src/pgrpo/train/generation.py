@@ -1,0 +1,145 @@
+"""Batched sampling of groups: left padding, KV cache, one temperature per row.
+
+    rollout = sample(policy, prompts, group_size=4, temperatures=[0.1, 0.4, 0.7, 1.0],
+                     max_new_tokens=32)
+
+Each prompt is repeated G times, contiguously, so completion i belongs to group i // G and sits at
+position i % G; with a multi-temperature schedule (MDP-GRPO) position j is always drawn at
+temperatures[j]. Per-row temperature is a logits processor that divides each row's logits by its
+own temperature, with the sampler itself at temperature 1 and no top-k / top-p, so a completion is
+an exact sample of softmax(logits / T_i) and its log-probs can be recomputed exactly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from pgrpo.train.policies import Policy
+
+
+class RowTemperature:
+    """LogitsProcessor: scores [N, V] -> scores / temperatures[:, None]."""
+
+    def __init__(self, temperatures: torch.Tensor) -> None:
+        self.temperatures = temperatures
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        return scores / self.temperatures.to(scores.dtype)[:, None]
+
+
+@dataclass(frozen=True)
+class Rollout:
+    """One batch of sampled groups.
+
+    input_ids: [N, P + T] left-padded prompt then completion; attention_mask: [N, P + T] (prompt
+    padding 0, every completion position 1, as during generation); prompt_len: P;
+    completion_ids: [N, T]; completion_mask: [N, T] (1 up to and including the first EOS);
+    temperatures: [N] the temperature each row was drawn at; texts: N decoded completions;
+    truncated: [N] bool, no EOS within max_new_tokens.
+    """
+
+    input_ids: torch.Tensor
+    attention_mask: torch.Tensor
+    prompt_len: int
+    completion_ids: torch.Tensor
+    completion_mask: torch.Tensor
+    temperatures: torch.Tensor
+    texts: list[str]
+    truncated: torch.Tensor
+
+    @property
+    def num_tokens(self) -> int:
+        """Prompt + completion tokens processed (for tokens/second)."""
+        return int(self.attention_mask[:, : self.prompt_len].sum() + self.completion_mask.sum())
+
+
+def left_pad(sequences: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Token lists -> (ids [N, P], mask [N, P]) with padding on the left."""
+    width = max(len(s) for s in sequences)
+    ids = torch.full((len(sequences), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(sequences), width), dtype=torch.long)
+    for i, s in enumerate(sequences):
+        if len(s):
+            ids[i, width - len(s) :] = torch.tensor(list(s), dtype=torch.long)
+            mask[i, width - len(s) :] = 1
+    return ids, mask
+
+
+def completion_mask(completion_ids: torch.Tensor, eos_id: int) -> torch.Tensor:
+    """[N, T] -> [N, T] long: 1 up to and including the first EOS, 0 after it."""
+    is_eos = (completion_ids == eos_id).long()
+    after = torch.cumsum(is_eos, dim=1) - is_eos  # EOS tokens strictly before this position
+    return (after == 0).long()
+
+
+def row_temperatures(n_prompts: int, group_size: int, schedule: Sequence[float]) -> torch.Tensor:
+    """[n_prompts * G]: position j of every group gets schedule[j] (len(schedule) == G)."""
+    if len(schedule) != group_size:
+        raise ValueError(
+            f"temperature schedule has {len(schedule)} entries for group_size {group_size}; "
+            "give one temperature per position in the group"
+        )
+    return torch.tensor(list(schedule), dtype=torch.float32).repeat(n_prompts)
+
+
+@torch.no_grad()
+def sample(
+    policy: Policy,
+    prompts: Sequence[str],
+    *,
+    group_size: int,
+    temperatures: Sequence[float],
+    max_new_tokens: int,
+) -> Rollout:
+    """Draw G completions for each prompt (prompt-major, contiguous groups)."""
+    from transformers import GenerationConfig, LogitsProcessorList
+
+    tok = policy.tokenizer
+    encoded = [tok.encode_prompt(p) for p in prompts]
+    repeated = [e for e in encoded for _ in range(group_size)]
+    prompt_ids, prompt_mask = left_pad(repeated, tok.pad_token_id)
+    temps = row_temperatures(len(prompts), group_size, temperatures)
+    gen_config = GenerationConfig(
+        do_sample=True,
+        temperature=1.0,  # the per-row processor below does the scaling
+        top_k=0,
+        top_p=1.0,
+        max_new_tokens=max_new_tokens,
+        min_new_tokens=0,
+        eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id,
+        use_cache=True,
+    )
+    was_training = policy.model.training
+    policy.model.eval()
+    out = policy.model.generate(
+        input_ids=prompt_ids,
+        attention_mask=prompt_mask,
+        generation_config=gen_config,
+        logits_processor=LogitsProcessorList([RowTemperature(temps)]),
+    )
+    policy.model.train(was_training)
+    completion_ids = out[:, prompt_ids.shape[1] :]
+    if completion_ids.shape[1] == 0:  # every row ended at once (cannot happen with T >= 1)
+        completion_ids = torch.full((len(repeated), 1), tok.eos_token_id, dtype=torch.long)
+    mask = completion_mask(completion_ids, tok.eos_token_id)
+    truncated = ~(completion_ids == tok.eos_token_id).any(dim=1)
+    completion_ids = torch.where(mask.bool(), completion_ids, tok.pad_token_id)
+    texts = [
+        tok.decode(row[m.bool()].tolist()) for row, m in zip(completion_ids, mask, strict=True)
+    ]
+    input_ids = torch.cat([prompt_ids, completion_ids], dim=1)
+    attention = torch.cat([prompt_mask, torch.ones_like(completion_ids)], dim=1)
+    return Rollout(
+        input_ids=input_ids,
+        attention_mask=attention,
+        prompt_len=prompt_ids.shape[1],
+        completion_ids=completion_ids,
+        completion_mask=mask,
+        temperatures=temps,
+        texts=texts,
+        truncated=truncated,
+    )

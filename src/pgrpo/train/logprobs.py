@@ -1,0 +1,112 @@
+"""Log-probabilities and entropy of completion tokens, without a [N, L, V] log-softmax.
+
+The backbone gives hidden states [N, L, H]; only the T positions that predict completion tokens
+go through the LM head, `chunk` positions at a time: logits [N, chunk, V], logsumexp, gather.
+With gradients on, each chunk runs under activation checkpointing, so backward recomputes one
+chunk's logits at a time instead of keeping all of them: peak memory ~ N * chunk * V floats
+instead of N * T * V (TRL's complaint #5 in notes/anchors.md).
+
+Each row is scored at its own temperature (logits / T_i), the one it was sampled at, unless the
+caller passes ones (MDP-GRPO's code scores everything at T = 1).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch.utils.checkpoint import checkpoint
+
+
+@dataclass(frozen=True)
+class TokenScores:
+    """log_probs: [N, T] log pi(token | prefix) at each row's temperature; entropy: [N, T] of the
+    same tempered distribution (None when not asked for)."""
+
+    log_probs: torch.Tensor
+    entropy: torch.Tensor | None
+
+
+def position_ids(attention_mask: torch.Tensor) -> torch.Tensor:
+    """Positions that skip left padding, as `generate` assigns them. [N, L] -> [N, L]."""
+    return (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
+
+
+def _backbone(model: torch.nn.Module) -> torch.nn.Module:
+    get = getattr(model, "get_decoder", None)
+    decoder = get() if callable(get) else None
+    if decoder is None:
+        raise TypeError(
+            f"{type(model).__name__} has no get_decoder(): pgrpo needs a transformers causal LM "
+            "whose decoder returns hidden states (AutoModelForCausalLM)"
+        )
+    return decoder
+
+
+def _chunk_scores(
+    hidden: torch.Tensor,
+    targets: torch.Tensor,
+    inv_temp: torch.Tensor,
+    head: torch.nn.Module,
+    softcap: float | None,
+    with_entropy: bool,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """hidden [N, C, H], targets [N, C], inv_temp [N, 1, 1] -> log_probs, entropy [N, C]."""
+    logits = head(hidden).float()
+    if softcap:
+        logits = softcap * torch.tanh(logits / softcap)
+    logits = logits * inv_temp
+    lse = torch.logsumexp(logits, dim=-1)
+    log_probs = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - lse
+    if with_entropy:
+        # H = lse - sum p * logits; no gradient (the loss's entropy bonus is off by default)
+        with torch.no_grad():
+            entropy = lse - (torch.softmax(logits, dim=-1) * logits).sum(-1)
+    else:
+        entropy = torch.zeros_like(lse)
+    return log_probs, entropy
+
+
+def completion_scores(
+    model: torch.nn.Module,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    prompt_len: int,
+    temperatures: torch.Tensor | None = None,
+    *,
+    chunk: int = 16,
+    with_entropy: bool = False,
+) -> TokenScores:
+    """Log-probs [N, T] of tokens input_ids[:, prompt_len:] under `model`, chunked over positions.
+
+    input_ids, attention_mask: [N, P + T]; temperatures: [N] (None: 1.0). Runs with gradients when
+    grad mode is on (call under torch.no_grad() for old / reference log-probs).
+    """
+    n, length = input_ids.shape
+    t = length - prompt_len
+    out = _backbone(model)(
+        input_ids=input_ids,
+        attention_mask=attention_mask,
+        position_ids=position_ids(attention_mask),
+        use_cache=False,
+    )
+    hidden = out.last_hidden_state[:, prompt_len - 1 : length - 1]  # [N, T, H] predicts tokens
+    targets = input_ids[:, prompt_len:]
+    temps = torch.ones(n) if temperatures is None else temperatures.float()
+    inv_temp = (1.0 / temps).view(n, 1, 1)
+    head = model.get_output_embeddings()
+    softcap = getattr(getattr(model, "config", None), "final_logit_softcapping", None)
+    logps, ents = [], []
+    for start in range(0, t, chunk):
+        args = (hidden[:, start : start + chunk], targets[:, start : start + chunk], inv_temp)
+        if torch.is_grad_enabled():
+            lp, ent = checkpoint(
+                _chunk_scores, *args, head, softcap, with_entropy, use_reentrant=False
+            )
+        else:
+            lp, ent = _chunk_scores(*args, head, softcap, with_entropy)
+        logps.append(lp)
+        ents.append(ent)
+    log_probs = torch.cat(logps, dim=1)
+    entropy = torch.cat(ents, dim=1).detach() if with_entropy else None
+    return TokenScores(log_probs=log_probs, entropy=entropy)

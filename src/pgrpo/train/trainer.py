@@ -1,0 +1,419 @@
+"""The GRPO training loop.
+
+    result = train(load_config("run.yaml", ["steps=20"]))
+
+One step, in the paper's order (`train_step`, top to bottom): sample B prompts x G completions;
+score them (each reward call isolated, failures score 0 and are counted); advantages from the
+registry; K optimizer steps over minibatches with the old log-probs kept fixed; diagnostics; one
+line of `RUN_DIR/metrics.jsonl`. `train` wraps it with set-up, periodic online forecasts, atomic
+checkpoints and resume. Seeded and deterministic on CPU: same config, same parameters, same log
+(up to the timing fields).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import math
+import pkgutil
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from pgrpo.core.advantages import compute_advantages
+from pgrpo.core.degeneracy import group_stats
+from pgrpo.core.losses import policy_loss
+from pgrpo.train import checkpoint as ckpt
+from pgrpo.train.config import RunConfig, load_config, save_config
+from pgrpo.train.data import PromptStream
+from pgrpo.train.generation import Rollout, sample
+from pgrpo.train.log import CONFIG_FILE, MetricsLog, Reporters, read_metrics
+from pgrpo.train.logprobs import completion_scores
+from pgrpo.train.online import OnlineForecaster
+from pgrpo.train.policies import Policy, load_policy
+
+TIMING_KEYS = ("time/generate_s", "time/score_s", "time/update_s", "tokens_per_second")
+
+
+@dataclass(frozen=True)
+class TrainResult:
+    """run_dir: where the log, config and checkpoints are; history: one metrics dict per step."""
+
+    run_dir: Path
+    history: list[dict[str, Any]]
+
+    @property
+    def rewards(self) -> list[float]:
+        return [float(h["reward"]) for h in self.history]
+
+
+@dataclass
+class _Run:
+    """Everything a step needs (mutable: the policy and optimizer change every step)."""
+
+    config: RunConfig
+    policy: Policy
+    task: Any
+    stream: PromptStream
+    optimizer: torch.optim.Optimizer
+    scheduler: Any
+    temperatures: tuple[float, ...]
+    optimizer_steps: int = 0
+
+
+# ---------------------------------------------------------------------------------------------
+# One step
+# ---------------------------------------------------------------------------------------------
+
+
+def train_step(run: _Run, step: int) -> dict[str, Any]:
+    """Sample, score, advantages, K optimizer steps, diagnostics. Returns the step's log line."""
+    cfg, task, g = run.config, run.task, run.config.grpo.group_size
+    # 1. Sample groups: B prompts x G completions; position j of a group uses temperatures[j].
+    t0 = time.perf_counter()
+    examples = run.stream.next_batch(cfg.grpo.batch_prompts)
+    rollout = sample(
+        run.policy,
+        [task.prompt(e) for e in examples],
+        group_size=g,
+        temperatures=run.temperatures,
+        max_new_tokens=cfg.generation.max_new_tokens,
+    )
+    t1 = time.perf_counter()
+    # 2. Score: errors, hangs and non-finite rewards score 0 and are counted, never fatal.
+    from pgrpo.tasks.scoring import score_completions
+
+    per_completion = [e for e in examples for _ in range(g)]
+    scored = score_completions(
+        task, rollout.texts, per_completion, timeout_s=cfg.task.reward_timeout_s
+    )
+    rewards = torch.tensor(scored.rewards, dtype=torch.float32)
+    empty = torch.tensor([not t.strip() for t in rollout.texts])
+    rewards = torch.where(empty, torch.zeros_like(rewards), rewards)  # empty completion: 0
+    t2 = time.perf_counter()
+    # 3. Advantages from the registry (group-relative, sign, dual anchor, ...).
+    adv = compute_advantages(
+        cfg.grpo.advantage,
+        rewards,
+        group_size=g,
+        transform=cfg.grpo.transform,
+        transform_options=cfg.grpo.transform_options,
+        nan=cfg.grpo.nan_rewards,
+        **_advantage_options(cfg, task, per_completion),
+    )
+    # 4. K optimizer steps over M minibatches; old log-probs fixed at sampling time.
+    update = optimize(run, rollout, adv.advantages)
+    t3 = time.perf_counter()
+    # 5. Diagnostics: degeneracy, spread, per-temperature reward, errors, timings.
+    stats = group_stats(rewards, group_size=g, nan=cfg.grpo.nan_rewards).metrics
+    lengths = rollout.completion_mask.sum(1).double()
+    metrics: dict[str, Any] = {
+        "step": step,
+        **{k: stats[k] for k in _GROUP_KEYS},
+        **update,
+        "completions/mean_length": float(lengths.mean()),
+        "completions/clipped_ratio": float(rollout.truncated.double().mean()),
+        "completions/empty": int(empty.sum()),
+        **_per_temperature(rewards, rollout.temperatures, run.temperatures),
+        **adv.metrics,
+        "group_size": g,
+        "batch_prompts": cfg.grpo.batch_prompts,
+        "refresh_interval": cfg.grpo.refresh_interval,
+        "beta1": cfg.optim.beta1,
+        "optimizer_step": run.optimizer_steps,
+        "reward_errors": scored.errors,
+        "reward_timeouts": scored.timeouts,
+        **_task_metrics(task, rollout.texts, per_completion, scored.rewards),
+        "time/generate_s": t1 - t0,
+        "time/score_s": t2 - t1,
+        "time/update_s": t3 - t2,
+        "tokens_per_second": rollout.num_tokens / max(t3 - t0, 1e-9),
+    }
+    if scored.error_messages:
+        metrics["reward_error_messages"] = list(scored.error_messages)
+    return metrics
+
+
+def optimize(run: _Run, rollout: Rollout, advantages: torch.Tensor) -> dict[str, float]:
+    """K = refresh_interval optimizer steps; step k uses minibatch k mod M. The old log-probs are
+    those of the sampling policy (recomputed once when K > 1; when K = 1 the policy has not moved
+    yet, so they equal the current log-probs, detached, and the ratio is exactly 1)."""
+    cfg, policy = run.config, run.policy
+    k_steps, m = cfg.grpo.refresh_interval, cfg.grpo.num_minibatches
+    temps = rollout.temperatures if cfg.generation.score_temperature == "sampled" else None
+    minibatches = torch.arange(rollout.input_ids.shape[0]).chunk(m)
+    old = _score(policy.model, rollout, temps, cfg) if k_steps > 1 else None
+    ref = None
+    if cfg.loss.uses_reference:
+        with policy.reference_model() as reference:
+            ref = _score(reference, rollout, temps, cfg)
+    params = policy.trainable_parameters()
+    records = []
+    for k in range(k_steps):
+        idx = minibatches[k % m]
+        scores = completion_scores(
+            policy.model,
+            rollout.input_ids[idx],
+            rollout.attention_mask[idx],
+            rollout.prompt_len,
+            None if temps is None else temps[idx],
+            chunk=cfg.generation.logprob_chunk,
+            with_entropy=(k == 0 or cfg.loss.entropy_coef > 0),
+        )
+        old_k = old[idx] if old is not None else scores.log_probs.detach()
+        result = policy_loss(
+            scores.log_probs,
+            old_k,
+            advantages[idx],
+            rollout.completion_mask[idx],
+            cfg.loss,
+            ref_log_probs=None if ref is None else ref[idx],
+            entropy=scores.entropy,
+        )
+        run.optimizer.zero_grad(set_to_none=True)
+        result.loss.backward()
+        max_norm = cfg.optim.max_grad_norm or math.inf
+        grad_norm = torch.nn.utils.clip_grad_norm_(params, max_norm)
+        lr = run.scheduler.get_last_lr()[0]
+        run.optimizer.step()
+        run.scheduler.step()
+        run.optimizer_steps += 1
+        records.append(
+            {
+                **result.metrics,
+                "loss": float(result.loss.detach()),
+                "grad_norm": float(grad_norm),
+                "learning_rate": lr,
+                "refresh_lag": float(k),
+            }
+        )
+    out = {key: float(np.mean([r[key] for r in records if key in r])) for key in records[0]}
+    out["learning_rate"] = records[0]["learning_rate"]  # the lr that met these rollouts first
+    out["entropy"] = records[0].get("entropy", math.nan)  # on-policy entropy of the samples
+    return out
+
+
+@torch.no_grad()
+def _score(model: torch.nn.Module, rollout: Rollout, temps: Any, cfg: RunConfig) -> torch.Tensor:
+    return completion_scores(
+        model,
+        rollout.input_ids,
+        rollout.attention_mask,
+        rollout.prompt_len,
+        temps,
+        chunk=cfg.generation.logprob_chunk,
+    ).log_probs
+
+
+_GROUP_KEYS = (
+    "reward",
+    "reward_std",
+    "frac_reward_zero_std",
+    "degeneracy/all_pass",
+    "degeneracy/all_fail",
+    "degeneracy/iid_prediction",
+    "reward_within_group_std",
+)
+
+
+def _advantage_options(cfg: RunConfig, task: Any, examples: list[dict]) -> dict[str, Any]:
+    options = dict(cfg.grpo.advantage_options)
+    if cfg.grpo.advantage == "dual_anchor" and "num_constraints" not in options:
+        count = getattr(task, "num_constraints", None)
+        if not callable(count):
+            raise ValueError(
+                f"the dual_anchor advantage needs each prompt's constraint count, but task "
+                f"{task.name!r} has no num_constraints(example); set "
+                "grpo.advantage_options.num_constraints=<C> or use an IFEval-style task"
+            )
+        options["num_constraints"] = [count(e) for e in examples]
+    return options
+
+
+def _per_temperature(
+    rewards: torch.Tensor, row_temps: torch.Tensor, schedule: tuple[float, ...]
+) -> dict[str, float]:
+    if len(set(schedule)) < 2:
+        return {}
+    return {
+        f"reward/temperature_{t:g}": float(rewards[row_temps == t].double().mean())
+        for t in sorted(set(schedule))
+    }
+
+
+def _task_metrics(task: Any, texts: list[str], examples: list[dict], rewards: list[float]):
+    fn = getattr(task, "metrics", None)
+    if not callable(fn):
+        return {}
+    try:
+        return {f"task/{k}": float(v) for k, v in fn(texts, examples, rewards).items()}
+    except Exception as exc:  # task metrics are diagnostics: never stop training for them
+        return {"task/metrics_error": f"{type(exc).__name__}: {exc}"[:200]}
+
+
+# ---------------------------------------------------------------------------------------------
+# Set-up and the run loop
+# ---------------------------------------------------------------------------------------------
+
+
+def _seed(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def _import_tasks() -> None:
+    """Import every module of pgrpo.tasks so that the built-in tasks are registered."""
+    import pgrpo.tasks as tasks
+
+    for info in pkgutil.iter_modules(tasks.__path__):
+        if not info.name.startswith("_"):
+            importlib.import_module(f"pgrpo.tasks.{info.name}")
+
+
+def make_scheduler(optimizer: torch.optim.Optimizer, cfg: RunConfig) -> Any:
+    """Linear warm-up, then constant, linear or cosine decay to 0 at the last optimizer step."""
+    total = cfg.run.steps * cfg.grpo.refresh_interval
+    warm, kind = cfg.optim.warmup_steps, cfg.optim.schedule
+
+    def factor(n: int) -> float:
+        if n < warm:
+            return (n + 1) / warm
+        if kind == "constant":
+            return 1.0
+        frac = min(1.0, (n - warm) / max(1, total - warm))
+        return 1.0 - frac if kind == "linear" else 0.5 * (1.0 + math.cos(math.pi * frac))
+
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+
+def _resolve(config: RunConfig) -> RunConfig:
+    """Fill values that depend on other sections (Dr. GRPO's constant = the generation limit)."""
+    if config.loss.aggregator == "seq_sum_constant_norm" and config.loss.max_length is None:
+        loss = dataclasses.replace(config.loss, max_length=config.generation.max_new_tokens)
+        config = dataclasses.replace(config, loss=loss)
+    return config
+
+
+def _check_resume(config: RunConfig, run_dir: Path) -> None:
+    saved = load_config(run_dir / CONFIG_FILE).to_dict()
+    now = config.to_dict()
+    saved["run"].pop("steps"), now["run"].pop("steps")
+    diff = [
+        f"{s}.{k}: {saved[s][k]!r} -> {now[s][k]!r}"
+        for s in now
+        for k in now[s]
+        if saved[s].get(k) != now[s][k]
+    ]
+    if diff:
+        raise ValueError(
+            f"cannot resume {run_dir}: the config differs from the run's config.yaml "
+            f"({'; '.join(diff)}); resume with the same settings (only run.steps may change)"
+        )
+
+
+def build_run(config: RunConfig, *, resume: bool) -> _Run:
+    """Task, policy (the tiny model skips its warm-up when resuming), optimizer, schedule."""
+    cfg = config
+    if cfg.run.torch_threads:
+        torch.set_num_threads(cfg.run.torch_threads)
+    _seed(cfg.run.seed)
+    _import_tasks()
+    from pgrpo.tasks import get_task
+
+    task = get_task(cfg.task.name, **cfg.task.options)
+    stream = PromptStream(task.load(cfg.task.split), cfg.run.seed)
+    policy = load_policy(
+        cfg.model,
+        task=task,
+        task_key=f"{cfg.task.name}:{sorted(cfg.task.options.items())}",
+        seed=cfg.run.seed,
+        need_reference=cfg.loss.uses_reference,
+        warm_up=not resume,
+    )
+    _seed(cfg.run.seed)  # the training stream does not depend on how the model was obtained
+    optimizer = torch.optim.AdamW(
+        policy.trainable_parameters(),
+        lr=cfg.optim.lr,
+        betas=(cfg.optim.beta1, cfg.optim.beta2),
+        weight_decay=cfg.optim.weight_decay,
+    )
+    temps = cfg.generation.temperatures or (cfg.generation.temperature,) * cfg.grpo.group_size
+    return _Run(cfg, policy, task, stream, optimizer, make_scheduler(optimizer, cfg), temps)
+
+
+def train(
+    config: RunConfig,
+    *,
+    resume: bool = False,
+    overwrite: bool = False,
+    on_step: Callable[[dict[str, Any]], None] | None = None,
+) -> TrainResult:
+    """Run GRPO for `config.run.steps` steps (or the rest of them, with `resume=True`)."""
+    cfg = _resolve(config)
+    run_dir = cfg.run_dir
+    latest = ckpt.latest_checkpoint(run_dir)
+    if resume:
+        if latest is None:
+            raise FileNotFoundError(
+                f"nothing to resume in {run_dir} (no checkpoint): start the run without --resume"
+            )
+        _check_resume(cfg, run_dir)
+    elif (latest is not None or (run_dir / "metrics.jsonl").exists()) and not overwrite:
+        raise FileExistsError(
+            f"{run_dir} already holds a run: continue it with --resume, or choose another "
+            "run.name (or delete the folder) to start afresh"
+        )
+    run = build_run(cfg, resume=resume)
+    start = 0
+    if resume:
+        state = ckpt.load_checkpoint(
+            latest, model=run.policy.model, optimizer=run.optimizer, scheduler=run.scheduler
+        )
+        run.stream.restore(state.data_position)
+        run.optimizer_steps = state.step * cfg.grpo.refresh_interval
+        log = MetricsLog(run_dir, truncate_at=state.metrics_offset)
+        start = state.step
+    else:
+        log = MetricsLog(run_dir)
+    save_config(cfg, run_dir / CONFIG_FILE)
+    history = read_metrics(run_dir)
+    forecaster = OnlineForecaster(cfg, history)
+    reporters = Reporters(cfg.run.report_to, run_dir, cfg.to_dict())
+    try:
+        for step in range(start + 1, cfg.run.steps + 1):
+            metrics = train_step(run, step)
+            metrics.update(forecaster.update(metrics))
+            log.append(metrics)
+            reporters.log(metrics)
+            history.append(metrics)
+            every = cfg.run.checkpoint_every
+            if step == cfg.run.steps or (every and step % every == 0):
+                ckpt.save_checkpoint(
+                    run_dir,
+                    step=step,
+                    model=run.policy.model,
+                    optimizer=run.optimizer,
+                    scheduler=run.scheduler,
+                    data_position=run.stream.position(),
+                    metrics_offset=log.offset(),
+                )
+            if on_step is not None:
+                on_step(metrics)
+    finally:
+        reporters.close()
+    _save_final(run, run_dir)
+    return TrainResult(run_dir=run_dir, history=read_metrics(run_dir))
+
+
+def _save_final(run: _Run, run_dir: Path) -> None:
+    """The trained model (or adapter) in transformers format, for `from_pretrained`."""
+    final = run_dir / "final"
+    run.policy.model.save_pretrained(str(final))
+    run.policy.tokenizer.save_pretrained(final)
