@@ -1,0 +1,62 @@
+"""Diagnose why a GRPO run behaves as it does: the four failure modes of the dynamics paper
+(reward hacking, advantage degeneracy, policy concentration, dynamical instability) plus a
+`healthy` verdict, from whatever columns a training log holds.
+
+    from pgrpo.logs import read_log
+    from pgrpo.diagnose import diagnose
+    d = diagnose(read_log("runs/x/metrics.jsonl"), eval_log="runs/x/eval.json")
+    [(v.name, v.detected, v.action) for v in d.modes]
+
+Also here: effective-rank definitions (`rank`), the per-rollout gradient matrix (`gradrank`) and
+the curvature probe (`probe`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pgrpo.diagnose import rules as _rules  # noqa: F401  (registers the rules)
+from pgrpo.diagnose.signals import Signals, read_eval_points, signals_from_log
+from pgrpo.diagnose.verdict import (
+    DIAGNOSTIC_RULES,
+    MODES,
+    Diagnosis,
+    ModeVerdict,
+)
+
+
+def diagnose(log: Any, eval_log: Any = None) -> Diagnosis:
+    """Run every registered rule on `log` (a RewardLog, a mapping of columns, or Signals).
+
+    eval_log: None, a path to a `pgrpo eval` JSON / step-accuracy JSONL, or a sequence of
+    (step, accuracy) pairs. Returns the four mode verdicts in MODES order, then `healthy`.
+    """
+    if isinstance(eval_log, str | Path):
+        points = read_eval_points(eval_log)
+    else:
+        points = tuple((float(a), float(b)) for a, b in (eval_log or ()))
+    signals = log if isinstance(log, Signals) else signals_from_log(log, points)
+    if points and not signals.eval_points:
+        signals = Signals(signals.steps, signals.columns, signals.config, points, signals.source)
+    modes = [DIAGNOSTIC_RULES.get(name)(signals) for name in MODES]
+    modes += [DIAGNOSTIC_RULES.get(n)(signals) for n in DIAGNOSTIC_RULES.names() if n not in MODES]
+    return Diagnosis(modes=[*modes, _healthy(modes)], metrics={"steps": float(signals.steps.size)})
+
+
+def _healthy(modes: list[ModeVerdict]) -> ModeVerdict:
+    """Healthy = no mode detected and at least two modes could be judged."""
+    fired = [v.name for v in modes if v.detected]
+    judged = [v for v in modes if v.judged]
+    evidence: dict[str, Any] = {"detected_modes": ",".join(fired), "judged_modes": len(judged)}
+    missing = sorted({m for v in modes if not v.judged for m in v.missing})
+    if fired:
+        conf = max(v.confidence for v in modes if v.detected)
+        return ModeVerdict("healthy", False, conf, evidence, "fix: " + ", ".join(fired), missing)
+    if len(judged) < 2:
+        return ModeVerdict("healthy", False, 0.0, evidence, "", missing)
+    conf = min(v.confidence for v in judged) * len(judged) / len(modes)
+    return ModeVerdict("healthy", True, conf, evidence, "", missing)
+
+
+__all__ = ["DIAGNOSTIC_RULES", "MODES", "Diagnosis", "ModeVerdict", "Signals", "diagnose"]

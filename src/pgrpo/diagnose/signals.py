@@ -1,0 +1,169 @@
+"""The columns a diagnosis reads, taken from any `RewardLog` (pgrpo, TRL, verl, W&B, CSV).
+
+`Signals` is the one view the rules see: per-step arrays aligned on `steps` (NaN where a step did
+not log a value), the run's hyperparameters, and optional eval points (step -> accuracy). A column
+absent from the log is simply absent from `columns`, so every rule can say which signal it missed.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+# Framework-specific names for the same quantity, mapped to pgrpo's (TRL's) names. The log readers
+# normally translate already; this is the fallback for generic CSV/W&B exports.
+ALIASES: dict[str, tuple[str, ...]] = {
+    "reward": ("critic/score/mean", "train/reward", "rewards/mean", "reward_mean"),
+    "entropy": ("actor/entropy", "train/entropy"),
+    "kl": ("actor/kl_loss", "actor/ppo_kl", "train/kl", "objective/kl"),
+    "clip_ratio/region_mean": ("actor/pg_clipfrac", "train/clip_ratio/region_mean"),
+    "completions/mean_length": ("response_length/mean", "train/completions/mean_length"),
+    "grad_norm": ("actor/grad_norm", "train/grad_norm"),
+    "frac_reward_zero_std": ("train/frac_reward_zero_std",),
+    "loss": ("train/loss", "actor/pg_loss"),
+}
+HYPER_NAMES = ("refresh_interval", "learning_rate", "beta1", "group_size", "batch_prompts", "kappa")
+
+
+@dataclass(frozen=True)
+class Signals:
+    """steps: [S]; columns: name -> [S] float (NaN = not logged at that step); config: scalars;
+    eval_points: [(step, accuracy)] sorted by step (empty without an eval log)."""
+
+    steps: np.ndarray
+    columns: dict[str, np.ndarray]
+    config: dict[str, Any] = field(default_factory=dict)
+    eval_points: tuple[tuple[float, float], ...] = ()
+    source: str = ""
+
+    def has(self, name: str, min_points: int = 1) -> bool:
+        col = self.columns.get(name)
+        return col is not None and int(np.isfinite(col).sum()) >= min_points
+
+    def get(self, name: str) -> np.ndarray:
+        return self.columns[name]
+
+    def hyper(self, name: str) -> float | None:
+        """A hyperparameter from the config, or from a constant logged column of that name."""
+        value = self.config.get(name)
+        if value is None and self.has(name):
+            col = self.columns[name]
+            value = col[np.isfinite(col)][-1]
+        try:
+            value = float(value) if value is not None else None
+        except (TypeError, ValueError):
+            return None
+        return value if value is not None and math.isfinite(value) else None
+
+
+def _log_parts(log: Any) -> tuple[np.ndarray, dict[str, np.ndarray], dict[str, Any], str]:
+    """steps, columns, config and a source name from a RewardLog or a plain mapping."""
+    if isinstance(log, Mapping):
+        cols = {k: np.asarray(v, dtype=float) for k, v in log.items() if k != "step"}
+        n = len(next(iter(cols.values()))) if cols else 0
+        steps = np.asarray(log.get("step", np.arange(n)), dtype=float)
+        return steps, cols, {}, "mapping"
+    steps = np.asarray(log.steps, dtype=float)
+    raw = getattr(log, "columns", None)
+    if raw is None:
+        raise TypeError(
+            f"cannot read columns from a {type(log).__name__}; pass a RewardLog from "
+            "pgrpo.logs.read_log or a mapping of column name -> per-step values"
+        )
+    cols = {k: np.asarray(v, dtype=float) for k, v in dict(raw).items()}
+    if "reward" not in cols and getattr(log, "reward", None) is not None:
+        cols["reward"] = np.asarray(log.reward, dtype=float)
+    config = dict(getattr(log, "config", None) or {})
+    for name in HYPER_NAMES:
+        value = getattr(log, name, None)
+        if value is not None and name not in config:
+            config[name] = value
+    return steps, cols, config, str(getattr(log, "source", "") or getattr(log, "format", ""))
+
+
+def signals_from_log(log: Any, eval_points: tuple[tuple[float, float], ...] = ()) -> Signals:
+    """Build the rules' view of a log, resolving framework aliases to pgrpo names."""
+    steps, cols, config, source = _log_parts(log)
+    for name, alternatives in ALIASES.items():
+        if name not in cols:
+            for alt in alternatives:
+                if alt in cols:
+                    cols[name] = cols[alt]
+                    break
+    for name, col in cols.items():
+        if col.shape != steps.shape:
+            raise ValueError(
+                f"column {name!r} has {col.shape[0]} values but the log has {steps.shape[0]} "
+                "steps; align columns on steps (NaN where a step did not log the value)"
+            )
+    if "lr" in config and "learning_rate" not in config:
+        config["learning_rate"] = config["lr"]
+    if not eval_points and "eval/accuracy" in cols:
+        acc = cols["eval/accuracy"]
+        ok = np.isfinite(acc)
+        eval_points = tuple(zip(steps[ok].tolist(), acc[ok].tolist(), strict=True))
+    return Signals(steps, cols, config, tuple(sorted(eval_points)), source)
+
+
+def read_eval_points(path: str | Path) -> tuple[tuple[float, float], ...]:
+    """Eval accuracy by training step from a `pgrpo eval` JSON (each result's `step` and
+    `accuracy`) or a JSONL file of {"step": ..., "accuracy": ...} records."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"eval log {path} not found; write one with `pgrpo eval --out`")
+    text = path.read_text()
+    try:
+        data = json.loads(text)
+        records = data.get("results", []) if isinstance(data, dict) else data
+    except json.JSONDecodeError:
+        records = [json.loads(line) for line in text.splitlines() if line.strip()]
+    points = []
+    for i, rec in enumerate(records):
+        if not isinstance(rec, dict) or "accuracy" not in rec:
+            raise ValueError(f"{path}: eval record {i} has no 'accuracy' field: {rec!r}")
+        if rec.get("step") is None:
+            raise ValueError(
+                f"{path}: eval record {i} ({rec.get('name', '?')}) has no training 'step'; "
+                "pass --step to `pgrpo eval` (0 for the base model) so the diagnosis can align it"
+            )
+        points.append((float(rec["step"]), float(rec["accuracy"])))
+    if not points:
+        raise ValueError(f"{path} holds no eval results")
+    return tuple(sorted(points))
+
+
+# ---------------------------------------------------------------------------------------------
+# Window statistics shared by the rules
+# ---------------------------------------------------------------------------------------------
+
+
+def finite(x: np.ndarray) -> np.ndarray:
+    return x[np.isfinite(x)]
+
+
+def window_mean(x: np.ndarray, start: float, stop: float) -> float:
+    """Mean of the finite values in the fraction [start, stop) of the run (by index)."""
+    vals = finite(x)
+    if vals.size == 0:
+        return math.nan
+    lo, hi = (
+        int(start * vals.size),
+        max(int(math.ceil(stop * vals.size)), int(start * vals.size) + 1),
+    )
+    return float(np.mean(vals[lo:hi]))
+
+
+def smooth(x: np.ndarray, width: int) -> np.ndarray:
+    """Centred moving average of the finite values (edges use the available points). [S] -> [S']."""
+    vals = finite(x)
+    width = max(1, min(width, vals.size))
+    kernel = np.ones(width)
+    num = np.convolve(vals, kernel, mode="same")
+    den = np.convolve(np.ones_like(vals), kernel, mode="same")
+    return num / den

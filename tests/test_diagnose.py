@@ -1,0 +1,115 @@
+"""Diagnosis rules on runs deliberately driven into each failure mode (seeded bandit runs)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from pgrpo.diagnose import MODES, diagnose
+from pgrpo.diagnose.scenarios import CATALOG, build, signals_of, write_run
+
+
+@pytest.mark.parametrize("name", list(CATALOG))
+def test_every_mode_on_every_failure_run(name):
+    """Held-out seeds (the thresholds were tuned on seeds 0-4): the expected modes fire, no
+    other mode fires except the entry's genuinely-present `allowed` ones."""
+    entry = CATALOG[name]
+    for seed in (11, 12):
+        d = diagnose(signals_of(entry.builder(seed)))
+        got = {v.name for v in d.modes if v.detected and v.name in MODES}
+        assert entry.expected <= got, (name, seed, got)
+        assert got <= entry.expected | entry.allowed, (name, seed, got)
+        assert d.healthy.detected == (not got)
+
+
+def test_verdicts_carry_evidence_actions_and_missing_signals():
+    run = build("hard_prompts_small_group", 0)
+    d = diagnose(signals_of(run))
+    deg = d.mode("advantage_degeneracy")
+    assert deg.detected and deg.confidence > 0.8
+    assert deg.evidence["degeneracy"] > deg.evidence["iid_prediction"]  # Jensen
+    assert deg.evidence["all_fail"] > deg.evidence["all_pass"]
+    assert "sign" in deg.action and "group_size" in deg.action
+    # the bandit has no clip ratios and no per-function rewards: the rules say so
+    assert "clip_ratio/region_mean" in d.mode("policy_concentration").missing
+    assert any("rewards/" in m for m in d.mode("reward_hacking").missing)
+    # only a reward column: hacking cannot be judged and says which signals it needs
+    only = diagnose({"reward": run.columns["reward"]})
+    hack = only.mode("reward_hacking")
+    assert not hack.detected and hack.confidence == 0.0 and len(hack.missing) == 3
+    assert only.mode("policy_concentration").confidence == 0.0
+    assert not only.mode("advantage_degeneracy").judged  # no group_size, no degeneracy column
+
+
+def test_degeneracy_from_reward_and_group_size_only_is_a_lower_bound():
+    steps = 60
+    cols = {"reward": np.full(steps, 0.05), "group_size": np.full(steps, 4.0)}
+    v = diagnose(cols).mode("advantage_degeneracy")
+    assert v.detected
+    assert v.evidence["degeneracy_lower_bound"] == pytest.approx(0.05**4 + 0.95**4)
+
+
+def test_nan_and_inf_are_instability():
+    r = np.linspace(0.2, 0.6, 50)
+    r[40:] = np.nan
+    v = diagnose({"reward": r, "entropy": np.linspace(1.0, 0.9, 50)}).mode("dynamical_instability")
+    assert v.detected and v.evidence["nonfinite_reward_step"] == 40
+    g = np.ones(50)
+    g[30] = np.inf
+    v = diagnose({"reward": np.linspace(0.2, 0.6, 50), "grad_norm": g})
+    assert v.mode("dynamical_instability").detected
+
+
+def test_format_only_gains_are_hacking_trl_names():
+    """TRL logs one column per reward function: gains only in the format reward are hacking."""
+    n = 80
+    t = np.arange(n)
+    cols = {
+        "reward": 0.2 + 0.6 * (1 - np.exp(-t / 15)),
+        "rewards/format_reward/mean": 0.6 * (1 - np.exp(-t / 15)),
+        "rewards/accuracy_reward/mean": np.full(n, 0.2),
+    }
+    v = diagnose(cols).mode("reward_hacking")
+    assert v.detected and v.evidence["format_gain_share"] == pytest.approx(1.0)
+    cols["rewards/accuracy_reward/mean"] = 0.2 + 0.3 * (1 - np.exp(-t / 15))
+    assert not diagnose(cols).mode("reward_hacking").detected
+
+
+def test_verl_names_are_read():
+    run = build("high_lr_no_kl", 0)
+    cols = {"critic/score/mean": run.columns["reward"], "actor/entropy": run.columns["entropy"]}
+    v = diagnose(cols).mode("policy_concentration")
+    assert v.detected and v.evidence["entropy_ratio"] < 0.3
+
+
+def test_eval_divergence_drives_hacking_and_eval_log_file(tmp_path):
+    run = build("reward_hacking", 3)
+    out = write_run(run, tmp_path / "run")
+    d = diagnose(signals_of(run))
+    v = d.mode("reward_hacking")
+    assert v.detected and v.evidence["train_gain"] > 0.2 and v.evidence["eval_gain"] < 0.1
+    # the same through the eval.json file (the `pgrpo eval` format)
+    cols = {k: val for k, val in run.columns.items()}
+    d2 = diagnose(cols, eval_log=out / "eval.json")
+    assert d2.mode("reward_hacking").detected
+    assert json.loads(json.dumps(d2.to_dict()))["modes"][0]["name"] == "reward_hacking"
+
+
+def test_bad_inputs_fail_clearly(tmp_path):
+    with pytest.raises(ValueError, match="align columns"):
+        diagnose({"reward": np.ones(5), "step": np.arange(4)})
+    bad = tmp_path / "e.json"
+    bad.write_text(json.dumps({"results": [{"accuracy": 0.5}]}))
+    with pytest.raises(ValueError, match="--step"):
+        diagnose({"reward": np.ones(20)}, eval_log=bad)
+    with pytest.raises(FileNotFoundError, match="pgrpo eval"):
+        diagnose({"reward": np.ones(20)}, eval_log=tmp_path / "missing.json")
+
+
+def test_to_dict_is_json_clean():
+    d = diagnose({"reward": np.r_[np.linspace(0.1, 0.5, 30), [math.inf]]})
+    text = json.dumps(d.to_dict(), allow_nan=False)
+    assert [m["name"] for m in json.loads(text)["modes"]] == [*MODES, "healthy"]
