@@ -1,0 +1,346 @@
+"""pgrpo's advantages, asymmetric KL, multi-temperature sampling and diagnostics inside TRL.
+
+Tested with trl 1.16.0 (`pip install "pgrpo[trl]"`). Use `PgrpoGRPOTrainer` with a
+`PgrpoGRPOConfig` wherever TRL's `GRPOTrainer` / `GRPOConfig` go (accelerate, DeepSpeed, vLLM
+launchers are unchanged):
+
+    args = PgrpoGRPOConfig(output_dir="out", num_generations=4, pgrpo_advantage="sign")
+    PgrpoGRPOTrainer(model=..., reward_funcs=..., args=args, train_dataset=...).train()
+
+The hooks, all thin overrides of TRL methods (TRL's ~600-line `_generate_and_score_completions`
+is not copied):
+- advantages: `_calculate_rewards` keeps the rewards TRL gathered from all processes;
+  `_generate_and_score_completions` then replaces TRL's advantages with
+  `compute_advantages(pgrpo_advantage, rewards, group_size=num_generations, ...)` and slices this
+  process's part exactly as TRL does. TRL's `scale_rewards` is not used. dual_anchor's constraint
+  counts come from the dataset column `pgrpo_num_constraints_column` (default `num_constraints`)
+  or a constant `pgrpo_advantage_options={"num_constraints": C}`.
+- asymmetric KL (MDP-GRPO): during `_compute_loss` TRL's scalar `beta` is swapped for a float
+  that multiplies the per-token KL by the per-completion coefficient of
+  `asymmetric_kl_weights(advantages, kl_coef=beta, kl_coef_negative=pgrpo_kl_coef_negative)`.
+- multi-temperature sampling: `_generate_single_turn` generates each slot of the group at its own
+  temperature (transformers generation paths; not vLLM). Log-probs are recomputed at TRL's single
+  `temperature`, as in MDP-GRPO's public code (see docs/integrations.md).
+- diagnostics: `degeneracy/*`, `reward_within_group_std`, `frac_gradient_tokens`,
+  `advantages/*`, `group_size` are appended to TRL's `_metrics`, so they reach `log_history` in
+  `trainer_state.json`, W&B and TensorBoard like TRL's own metrics.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from accelerate.utils import gather_object
+from trl import GRPOConfig, GRPOTrainer
+
+from pgrpo.core.advantages import ADVANTAGE_ESTIMATORS, ADVANTAGE_TRANSFORMS, compute_advantages
+from pgrpo.core.degeneracy import group_stats
+from pgrpo.core.losses import asymmetric_kl_weights, gradient_token_fraction
+
+SUPPORTED_TRL_VERSIONS = ("1.16.0",)
+
+# group_stats metrics added to TRL's logs (TRL logs reward, reward_std itself).
+GROUP_METRICS = (
+    "frac_reward_zero_std",
+    "degeneracy/all_pass",
+    "degeneracy/all_fail",
+    "degeneracy/iid_prediction",
+    "degeneracy/excess",
+    "reward_within_group_std",
+)
+
+
+@dataclass
+class PgrpoGRPOConfig(GRPOConfig):
+    """TRL's GRPOConfig plus pgrpo's fields (all prefixed `pgrpo_`)."""
+
+    pgrpo_advantage: str = field(
+        default="grpo",
+        metadata={"help": "pgrpo advantage estimator: grpo, dr_grpo, rloo, batch_std, sign, ..."},
+    )
+    pgrpo_advantage_options: dict[str, Any] | str | None = field(
+        default=None,
+        metadata={"help": "Estimator options (dict or JSON string), e.g. {'alpha': 0.2}."},
+    )
+    pgrpo_transform: str | None = field(
+        default="default",
+        metadata={"help": "Advantage transform ('prospect'), 'none', or 'default' (paper's)."},
+    )
+    pgrpo_transform_options: dict[str, Any] | str | None = field(
+        default=None, metadata={"help": "Transform options (dict or JSON string)."}
+    )
+    pgrpo_num_constraints_column: str = field(
+        default="num_constraints",
+        metadata={"help": "Dataset column with each prompt's constraint count (dual_anchor)."},
+    )
+    pgrpo_kl_coef_negative: float | None = field(
+        default=None,
+        metadata={"help": "Asymmetric KL: coefficient of completions with A < 0 (needs beta > 0)."},
+    )
+    pgrpo_temperatures: list[float] | None = field(
+        default=None,
+        metadata={"help": "One sampling temperature per group slot (length num_generations)."},
+    )
+    pgrpo_save_state: bool = field(
+        default=True,
+        metadata={"help": "Write output_dir/trainer_state.json after train() for `pgrpo fit`."},
+    )
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.pgrpo_advantage_options = _as_dict(
+            self.pgrpo_advantage_options, "pgrpo_advantage_options"
+        )
+        self.pgrpo_transform_options = _as_dict(
+            self.pgrpo_transform_options, "pgrpo_transform_options"
+        )
+        ADVANTAGE_ESTIMATORS.get(self.pgrpo_advantage)  # unknown name: lists the valid ones
+        if self.pgrpo_transform in ("none", "None", ""):
+            self.pgrpo_transform = None
+        if self.pgrpo_transform not in (None, "default"):
+            ADVANTAGE_TRANSFORMS.get(self.pgrpo_transform)
+        if self.multi_objective_aggregation != "sum_then_normalize":
+            raise ValueError(
+                "pgrpo advantages use the weighted sum of the reward functions; set "
+                "multi_objective_aggregation='sum_then_normalize' (TRL's default)"
+            )
+        self._validate_kl()
+        self._validate_temperatures()
+
+    def _validate_kl(self) -> None:
+        neg = self.pgrpo_kl_coef_negative
+        if neg is None:
+            return
+        if neg < 0:
+            raise ValueError(f"pgrpo_kl_coef_negative must be >= 0, got {neg}")
+        if self.beta <= 0:
+            raise ValueError(
+                "pgrpo_kl_coef_negative needs a reference model, which TRL loads only when beta > "
+                "0: set beta to the KL coefficient of completions with A >= 0 (MDP-GRPO: "
+                "beta=0.01, pgrpo_kl_coef_negative=0.025)"
+            )
+
+    def _validate_temperatures(self) -> None:
+        temps = self.pgrpo_temperatures
+        if temps is None:
+            return
+        if len(temps) != self.num_generations:
+            raise ValueError(
+                f"pgrpo_temperatures has {len(temps)} entries but num_generations is "
+                f"{self.num_generations}: give one temperature per group slot (MDP-GRPO: "
+                "[0.1, 0.4, 0.7, 1.0] at num_generations=4)"
+            )
+        if any(not (t > 0 and math.isfinite(t)) for t in temps):
+            raise ValueError(f"pgrpo_temperatures must be positive and finite, got {temps}")
+        if self.use_vllm:
+            raise ValueError(
+                "pgrpo_temperatures works with transformers generation only: TRL 1.16's vLLM "
+                "path samples a whole batch with one SamplingParams; set use_vllm=False or drop "
+                "pgrpo_temperatures"
+            )
+
+
+def _as_dict(value: Any, name: str) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{name} must be a dict or a JSON object string: {exc}") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"{name} must be a dict, got {type(value).__name__}")
+    return dict(value)
+
+
+class _PerCompletionKLCoef(float):
+    """TRL's `beta` (a float, so TRL's `beta != 0` checks hold) whose product `beta * kl` with the
+    per-token KL [B,T] applies one coefficient per completion: weights [B] (asymmetric KL).
+    Only the left product is intercepted, the order TRL 1.16's `_compute_loss` uses (tested)."""
+
+    weights: torch.Tensor
+
+    def __new__(cls, value: float, weights: torch.Tensor) -> _PerCompletionKLCoef:
+        obj = super().__new__(cls, value)
+        obj.weights = weights
+        return obj
+
+    def __mul__(self, other: Any) -> Any:
+        if isinstance(other, torch.Tensor):
+            return self.weights.to(other).unsqueeze(-1) * other
+        return float(self) * other
+
+
+class PgrpoGRPOTrainer(GRPOTrainer):
+    """TRL's GRPOTrainer with pgrpo's advantages, asymmetric KL, multi-temperature sampling and
+    diagnostics (see the module docstring for the hooks)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if not isinstance(self.args, PgrpoGRPOConfig):
+            raise TypeError(
+                f"PgrpoGRPOTrainer needs args=PgrpoGRPOConfig(...), got {type(self.args).__name__}"
+            )
+        if self.args.pgrpo_temperatures is not None and (self.tools or self.rollout_func):
+            raise ValueError(
+                "pgrpo_temperatures is not supported with tools or rollout_func (their extra "
+                "generation calls do not map to group slots); drop one of them"
+            )
+        self._pgrpo_batch: tuple[list[dict[str, Any]], torch.Tensor] | None = None
+
+    # ---- advantages ------------------------------------------------------------------------
+
+    def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):  # noqa: ANN001
+        rewards_per_func = super()._calculate_rewards(
+            inputs, prompts, completions, completion_ids_list
+        )
+        self._pgrpo_batch = (inputs, rewards_per_func)  # rewards of all processes, local inputs
+        return rewards_per_func
+
+    def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
+        output = super()._generate_and_score_completions(inputs)
+        if self._pgrpo_batch is None:  # pragma: no cover - TRL always scores before returning
+            raise RuntimeError("TRL did not call _calculate_rewards; is this trl 1.16.0?")
+        local_inputs, rewards_per_func = self._pgrpo_batch
+        self._pgrpo_batch = None
+        mode = "train" if self.model.training else "eval"
+        group_size = self.num_generations if mode == "train" else self.num_generations_eval
+        rewards = self.pgrpo_rewards(rewards_per_func)
+        result = compute_advantages(
+            self.args.pgrpo_advantage,
+            rewards.double().cpu(),
+            group_size=group_size,
+            transform=self.args.pgrpo_transform,
+            transform_options=self.args.pgrpo_transform_options,
+            nan="mask",  # TRL's convention: an unscorable completion gets advantage 0
+            **self._advantage_options(local_inputs),
+        )
+        all_advantages = result.advantages.to(output["advantages"])
+        n_local = output["advantages"].shape[0]
+        start = self.accelerator.process_index * n_local
+        output["advantages"] = all_advantages[start : start + n_local]
+        self._replace_logged_advantages(all_advantages)
+        self._log_pgrpo_metrics(mode, rewards, group_size, result.metrics, output)
+        return output
+
+    def pgrpo_rewards(self, rewards_per_func: torch.Tensor) -> torch.Tensor:
+        """[N, n_funcs] -> [N]: TRL's weighted sum; NaN where every reward function returned None."""
+        weights = self.reward_weights.to(rewards_per_func.device)
+        rewards = (rewards_per_func * weights.unsqueeze(0)).nansum(dim=1)
+        rewards[torch.isnan(rewards_per_func).all(dim=1)] = torch.nan
+        return rewards
+
+    def _advantage_options(self, local_inputs: list[dict[str, Any]]) -> dict[str, Any]:
+        options = dict(self.args.pgrpo_advantage_options)
+        if self.args.pgrpo_advantage != "dual_anchor" or "num_constraints" in options:
+            return options
+        column = self.args.pgrpo_num_constraints_column
+        if any(column not in row for row in local_inputs):
+            raise ValueError(
+                f"dual_anchor needs each prompt's constraint count: add a {column!r} column to the "
+                "dataset, set pgrpo_num_constraints_column to its name, or give a constant with "
+                "pgrpo_advantage_options={'num_constraints': C}"
+            )
+        options["num_constraints"] = gather_object([row[column] for row in local_inputs])
+        return options
+
+    def _replace_logged_advantages(self, all_advantages: torch.Tensor) -> None:
+        """TRL's completions table shows the advantages used: swap in pgrpo's."""
+        logged = self._logs["advantages"]
+        n = all_advantages.numel()
+        if len(logged) >= n:
+            for _ in range(n):
+                logged.pop()
+            logged.extend(all_advantages.tolist())
+
+    def _log_pgrpo_metrics(
+        self,
+        mode: str,
+        rewards: torch.Tensor,
+        group_size: int,
+        advantage_metrics: dict[str, float],
+        output: dict[str, Any],
+    ) -> None:
+        metrics = self._metrics[mode]
+        stats = group_stats(rewards.double().cpu(), group_size=group_size, nan="mask").metrics
+        if metrics["frac_reward_zero_std"]:
+            # TRL's figure is per group only with scale_rewards="group"; pgrpo's always is
+            metrics["frac_reward_zero_std"].pop()
+        for name in GROUP_METRICS:
+            metrics[name].append(stats[name])
+        for name, value in advantage_metrics.items():
+            metrics[name].append(value)
+        metrics["group_size"].append(float(group_size))
+        mask = output["completion_mask"]
+        if "tool_mask" in output:
+            mask = mask * output["tool_mask"]
+        n_tokens = mask.sum().double()
+        n_signal = gradient_token_fraction(output["advantages"], mask) * n_tokens
+        totals = self.accelerator.gather(torch.stack([n_signal, n_tokens]).to(mask.device))
+        totals = totals.view(-1, 2).sum(0)
+        metrics["frac_gradient_tokens"].append(float(totals[0] / totals[1].clamp(min=1.0)))
+
+    # ---- asymmetric KL -----------------------------------------------------------------------
+
+    def _compute_loss(self, model: Any, inputs: dict[str, Any]) -> torch.Tensor:
+        neg = self.args.pgrpo_kl_coef_negative
+        if neg is None or self.beta == 0.0:
+            return super()._compute_loss(model, inputs)
+        beta = float(self.beta)
+        weights = asymmetric_kl_weights(inputs["advantages"], kl_coef=beta, kl_coef_negative=neg)
+        self.beta = _PerCompletionKLCoef(beta, weights)
+        try:
+            return super()._compute_loss(model, inputs)
+        finally:
+            self.beta = beta
+
+    # ---- multi-temperature sampling ------------------------------------------------------------
+
+    def _generate_single_turn(
+        self,
+        prompt_ids: list[list[int]],
+        images: Any,
+        multimodal_fields: dict[str, Any],
+        num_generations: int,
+        has_tool_images: bool = False,
+    ) -> tuple[list[list[int]], Any]:
+        temps = self.args.pgrpo_temperatures
+        if temps is None or num_generations != len(temps) or images or multimodal_fields:
+            return super()._generate_single_turn(
+                prompt_ids, images, multimodal_fields, num_generations, has_tool_images
+            )
+        # global position of each local row -> its slot in the group (groups are contiguous
+        # in the gathered batch, processes hold consecutive slices)
+        offset = self.accelerator.process_index * len(prompt_ids)
+        slots = [(offset + i) % num_generations for i in range(len(prompt_ids))]
+        completions: list[list[int] | None] = [None] * len(prompt_ids)
+        saved = self.generation_config, self.generation_kwargs
+        try:
+            for slot, temperature in enumerate(temps):
+                rows = [i for i, s in enumerate(slots) if s == slot]
+                if not rows:
+                    continue
+                self.generation_config = copy.deepcopy(saved[0])
+                self.generation_config.temperature = temperature
+                self.generation_kwargs = {**saved[1], "temperature": temperature}
+                ids, _ = super()._generate_single_turn(
+                    [prompt_ids[i] for i in rows], images, multimodal_fields, num_generations
+                )
+                for i, c in zip(rows, ids, strict=True):
+                    completions[i] = c
+        finally:
+            self.generation_config, self.generation_kwargs = saved
+        return completions, None  # type: ignore[return-value]
+
+    # ---- end of training -----------------------------------------------------------------------
+
+    def train(self, *args: Any, **kwargs: Any) -> Any:
+        result = super().train(*args, **kwargs)
+        if self.args.pgrpo_save_state and self.is_world_process_zero():
+            self.save_state()  # output_dir/trainer_state.json: `pgrpo fit OUTPUT_DIR` reads it
+        return result
