@@ -360,11 +360,12 @@ def train(
     run_dir = cfg.run_dir
     latest = ckpt.latest_checkpoint(run_dir)
     if resume:
-        if latest is None:
+        if not (run_dir / CONFIG_FILE).is_file():
             raise FileNotFoundError(
-                f"nothing to resume in {run_dir} (no checkpoint): start the run without --resume"
+                f"nothing to resume in {run_dir} (no config.yaml): start the run without --resume"
             )
         _check_resume(cfg, run_dir)
+        resume = latest is not None  # killed before its first checkpoint: start it again
     elif (latest is not None or (run_dir / "metrics.jsonl").exists()) and not overwrite:
         raise FileExistsError(
             f"{run_dir} already holds a run: continue it with --resume, or choose another "

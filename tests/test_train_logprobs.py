@@ -1,0 +1,96 @@
+"""Chunked log-probs vs a full log-softmax; sampling helpers; per-row temperature."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from pgrpo.train.config import ModelConfig
+from pgrpo.train.generation import RowTemperature, completion_mask, left_pad, row_temperatures
+from pgrpo.train.logprobs import completion_scores, position_ids
+from pgrpo.train.policies import ByteTokenizer, tiny_model
+
+
+@pytest.fixture(scope="module")
+def batch():
+    torch.manual_seed(0)
+    model = tiny_model(ModelConfig(name="tiny", tiny_hidden=32, tiny_layers=2), seed=1)
+    tok = ByteTokenizer()
+    prompts = [tok.encode_prompt(p) for p in ["1 + 2 =", "what is 33 - 4?", "x"]]
+    ids, mask = left_pad(prompts, tok.pad_token_id)
+    completion = torch.randint(2, 200, (3, 7))
+    input_ids = torch.cat([ids, completion], 1)
+    attention = torch.cat([mask, torch.ones_like(completion)], 1)
+    return model, input_ids, attention, ids.shape[1]
+
+
+def _reference(model, input_ids, attention, p, temps):
+    logits = model(
+        input_ids=input_ids, attention_mask=attention, position_ids=position_ids(attention)
+    ).logits[:, p - 1 : -1]
+    logits = logits / temps[:, None, None]
+    logp = torch.log_softmax(logits, -1)
+    token = logp.gather(-1, input_ids[:, p:, None]).squeeze(-1)
+    return token, -(logp.exp() * logp).sum(-1)
+
+
+@pytest.mark.parametrize("chunk", [1, 3, 7, 64])
+def test_chunked_log_probs_and_entropy_match_full_log_softmax(batch, chunk):
+    model, input_ids, attention, p = batch
+    temps = torch.tensor([0.1, 0.7, 1.3])
+    got = completion_scores(model, input_ids, attention, p, temps, chunk=chunk, with_entropy=True)
+    want_lp, want_ent = _reference(model, input_ids, attention, p, temps)
+    torch.testing.assert_close(got.log_probs, want_lp, atol=2e-5, rtol=1e-5)
+    torch.testing.assert_close(got.entropy, want_ent, atol=2e-5, rtol=1e-5)
+
+
+def test_chunked_gradient_matches_full(batch):
+    model, input_ids, attention, p = batch
+    temps = torch.tensor([0.5, 1.0, 2.0])
+    weights = torch.randn(3, input_ids.shape[1] - p)
+
+    def grads(fn):
+        model.zero_grad()
+        (fn() * weights).sum().backward()
+        return [q.grad.clone() for q in model.parameters()]
+
+    chunked = grads(
+        lambda: completion_scores(model, input_ids, attention, p, temps, chunk=2).log_probs
+    )
+    full = grads(lambda: _reference(model, input_ids, attention, p, temps)[0])
+    for a, b in zip(chunked, full, strict=True):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
+
+
+def test_left_padding_gives_the_same_log_probs_as_no_padding(batch):
+    model, input_ids, attention, p = batch
+    row = 2  # the shortest prompt, most padding
+    alone = attention[row].bool()
+    single = completion_scores(
+        model,
+        input_ids[row : row + 1, alone],
+        attention[row : row + 1, alone],
+        int(alone[:p].sum()),
+        None,
+    ).log_probs
+    padded = completion_scores(model, input_ids, attention, p, None).log_probs[row : row + 1]
+    torch.testing.assert_close(single, padded, atol=1e-5, rtol=1e-5)
+
+
+def test_completion_mask_keeps_the_first_eos_and_nothing_after():
+    ids = torch.tensor([[5, 6, 1, 7, 1], [5, 5, 5, 5, 5], [1, 9, 9, 9, 9]])
+    assert completion_mask(ids, eos_id=1).tolist() == [
+        [1, 1, 1, 0, 0],
+        [1, 1, 1, 1, 1],
+        [1, 0, 0, 0, 0],
+    ]
+
+
+def test_row_temperatures_fixed_position_in_group_and_processor_divides_rows():
+    temps = row_temperatures(3, 4, [0.1, 0.4, 0.7, 1.0])
+    assert temps.view(3, 4).tolist() == [[pytest.approx(t) for t in [0.1, 0.4, 0.7, 1.0]]] * 3
+    with pytest.raises(ValueError, match="one temperature per position"):
+        row_temperatures(3, 4, [1.0, 1.0])
+    scores = torch.ones(2, 5)
+    out = RowTemperature(torch.tensor([0.5, 2.0]))(None, scores)
+    assert out[:, 0].tolist() == [2.0, 0.5]
