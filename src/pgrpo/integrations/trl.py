@@ -229,7 +229,7 @@ class PgrpoGRPOTrainer(GRPOTrainer):
         return output
 
     def pgrpo_rewards(self, rewards_per_func: torch.Tensor) -> torch.Tensor:
-        """[N, n_funcs] -> [N]: TRL's weighted sum; NaN where every reward function returned None."""
+        """[N, n_funcs] -> [N]: TRL's weighted sum; NaN where every reward function gave None."""
         weights = self.reward_weights.to(rewards_per_func.device)
         rewards = (rewards_per_func * weights.unsqueeze(0)).nansum(dim=1)
         rewards[torch.isnan(rewards_per_func).all(dim=1)] = torch.nan
