@@ -30,7 +30,7 @@ import numpy as np
 import torch
 
 from pgrpo._registry import Registry
-from pgrpo.core.groups import Groups, broadcast, group_mean_std, make_groups
+from pgrpo.core.groups import Groups, broadcast, group_moments, make_groups, scale_by_group
 
 Transform = Callable[[torch.Tensor], torch.Tensor]
 
@@ -94,8 +94,9 @@ def grpo(
     Defaults match TRL (Bessel-corrected std, eps 1e-4); verl uses eps 1e-6 (`eps=1e-6`) and
     `unbiased=True` too. A zero-variance group gets exactly 0 (gradient starvation).
     """
-    mean, std, _ = group_mean_std(rewards, groups, unbiased=unbiased, mask=valid)
-    return _apply(transform, (rewards - broadcast(mean, groups)) / (broadcast(std, groups) + eps))
+    m = group_moments(rewards, groups, unbiased=unbiased, mask=valid)
+    assert m.std is not None
+    return _apply(transform, scale_by_group(m.centered, 1.0 / (m.std + eps), groups))
 
 
 @register_advantage("dr_grpo")
@@ -110,8 +111,8 @@ def dr_grpo(
 
     Pair it with the `seq_sum_constant_norm` aggregator for the full Dr. GRPO objective.
     """
-    mean, _, _ = group_mean_std(rewards, groups, unbiased=False, mask=valid)
-    return _apply(transform, rewards - broadcast(mean, groups))
+    m = group_moments(rewards, groups, mask=valid, with_std=False)
+    return _apply(transform, m.centered)
 
 
 @register_advantage("rloo")
@@ -124,9 +125,9 @@ def rloo(
 ) -> torch.Tensor:
     """Leave-one-out baseline: r_i - mean of the other G - 1 rewards = G/(G-1) (r_i - mu)
     (Ahmadian et al. 2024). Ragged groups use each group's own size."""
-    mean, _, count = group_mean_std(rewards, groups, unbiased=False, mask=valid)
-    scale = count / (count - 1).clamp(min=1)
-    return _apply(transform, broadcast(scale, groups) * (rewards - broadcast(mean, groups)))
+    m = group_moments(rewards, groups, mask=valid, with_std=False)
+    scale = m.count / (m.count - 1).clamp(min=1)
+    return _apply(transform, scale_by_group(m.centered, scale, groups))
 
 
 @register_advantage("batch_std")
@@ -140,10 +141,10 @@ def batch_std(
     eps: float = 1e-4,
 ) -> torch.Tensor:
     """Group mean, batch std: (r - mu_group) / (sigma_batch + eps) (TRL `scale_rewards="batch"`)."""
-    mean, _, _ = group_mean_std(rewards, groups, unbiased=False, mask=valid)
+    m = group_moments(rewards, groups, mask=valid, with_std=False)
     pool = rewards if valid is None else rewards[valid]
     sigma = pool.std(correction=1 if unbiased else 0) if pool.numel() > 1 else pool.new_zeros(())
-    return _apply(transform, (rewards - broadcast(mean, groups)) / (sigma + eps))
+    return _apply(transform, m.centered / (sigma + eps))
 
 
 @register_advantage("sign", needs_group_stats=False)
@@ -209,8 +210,10 @@ def dual_anchor(
         )
     if bool((c < 1).any()):
         raise ValueError("num_constraints must be >= 1 for every completion")
-    mean, std, count = group_mean_std(rewards, groups, unbiased=False, mask=valid)
-    z = (rewards - broadcast(mean, groups)) / (broadcast(std, groups) + eps)
+    m = group_moments(rewards, groups, unbiased=False, mask=valid)
+    assert m.std is not None
+    mean, count = m.mean, m.count
+    z = scale_by_group(m.centered, 1.0 / (m.std + eps), groups)
     if sigma_goal == "paper":
         sg = 1.0 / (2.0 * c.sqrt())
     elif sigma_goal == "code":
@@ -275,7 +278,7 @@ def _as_tensor(rewards: Any) -> tuple[torch.Tensor, str, Any]:
             raise TypeError(f"rewards must be numbers, got an array of dtype {arr.dtype}")
         t = torch.from_numpy(np.ascontiguousarray(arr.reshape(-1)))
         kind, dtype = "numpy", arr.dtype
-    if not t.is_floating_point():
+    if not t.is_floating_point() or t.dtype in (torch.float16, torch.bfloat16):
         t = t.to(torch.float32)
     return t, kind, dtype
 
@@ -313,7 +316,8 @@ def compute_advantages(
     r, kind, dtype = _as_tensor(rewards)
     groups = make_groups(r.numel(), group_size=group_size, group_ids=group_ids)
     valid = _check_finite(r, nan)
-    if estimator.needs_group_stats and r.numel() and int(groups.sizes.min()) < 2:
+    smallest = groups.group_size if groups.group_size is not None else _min_size(groups)
+    if estimator.needs_group_stats and r.numel() and smallest < 2:
         bad = int((groups.sizes < 2).sum())
         raise ValueError(
             f"{name!r} compares completions within a group, but {bad} group(s) have a single "
@@ -332,17 +336,29 @@ def compute_advantages(
         adv = torch.where(valid, adv, torch.zeros_like(adv))
     metrics = _advantage_metrics(adv, valid)
     out: Any = (
-        adv.to(dtype) if kind == "torch" else adv.numpy().astype(np.result_type(dtype, np.float32))
+        adv.to(dtype)
+        if kind == "torch"
+        else adv.numpy().astype(np.result_type(dtype, np.float32), copy=False)
     )
     if kind == "torch" and isinstance(rewards, torch.Tensor):
         out = out.to(rewards.device)
     return AdvantageResult(advantages=out, metrics=metrics)
 
 
+def _min_size(groups: Groups) -> int:
+    return int(groups.sizes.min()) if groups.n_groups else 0
+
+
 def _check_finite(r: torch.Tensor, nan: str) -> torch.Tensor | None:
+    """None when every reward is finite, else the [N] bool validity mask (nan="mask") or an error.
+    Fast path: a NaN or inf anywhere makes the sum non-finite, so one reduction usually decides."""
+    if nan not in ("error", "mask"):
+        raise ValueError(f"nan must be 'error' or 'mask', got {nan!r}")
+    if bool(torch.isfinite(r.sum())):
+        return None
     finite = torch.isfinite(r)
     if bool(finite.all()):
-        return None
+        return None  # finite values whose sum overflowed
     bad = (~finite).nonzero().flatten()[:10].tolist()
     if nan == "error":
         raise ValueError(
@@ -350,8 +366,6 @@ def _check_finite(r: torch.Tensor, nan: str) -> torch.Tensor | None:
             "fix the reward function, or pass nan='mask' to leave them out of the group "
             "statistics with advantage 0"
         )
-    if nan != "mask":
-        raise ValueError(f"nan must be 'error' or 'mask', got {nan!r}")
     return finite
 
 
@@ -363,11 +377,14 @@ def _advantage_metrics(adv: torch.Tensor, valid: torch.Tensor | None) -> dict[st
             "advantages/std": math.nan,
             "advantages/frac_zero": math.nan,
         }
-    a = adv.double()
+    # One cheap pass each (var_mean on a 1-D tensor is ~10x slower than sum + dot on CPU).
+    mean = float(adv.sum(dtype=torch.float64)) / n
+    sq = float(torch.dot(adv, adv)) / n
+    lo, hi = torch.aminmax(adv)
     return {
-        "advantages/mean": float(a.mean()),
-        "advantages/std": float(a.std(correction=0)),
-        "advantages/abs_max": float(a.abs().max()),
-        "advantages/frac_zero": float((a.abs() < 1e-12).double().mean()),
+        "advantages/mean": mean,
+        "advantages/std": math.sqrt(max(sq - mean * mean, 0.0)),
+        "advantages/abs_max": max(-float(lo), float(hi)),
+        "advantages/frac_zero": 1.0 - int(torch.count_nonzero(adv)) / n,
         "advantages/nonfinite_rewards": float(0 if valid is None else int((~valid).sum())),
     }

@@ -1,15 +1,20 @@
 """Group structure of a flat batch of rollouts, and per-group reductions.
 
 A batch holds N rollouts; rollouts of the same prompt form a group. Groups are either contiguous
-and of equal size G (the fast path: reshape to [N / G, G]) or given by arbitrary ids per rollout
-(ragged groups, any order: scatter reductions). Every reduction accepts an optional validity mask
-so that masked rewards (NaN with `nan="mask"`) take no part in the statistics.
+and of equal size G (the fast path: a [N / G, G] view, reductions as a matrix-vector product, no
+[N] index materialised) or given by arbitrary ids per rollout (ragged groups, any order: scatter
+sums and gathers). Every reduction accepts an optional validity mask so that masked rewards (NaN
+with `nan="mask"`) take no part in the statistics.
+
+Speed notes (CPU, 1M rollouts): a reduction over a size-8 inner axis (`v.sum(1)`, `v.std(1)`) is
+~50x slower in torch than `torch.mv(v, ones)`; torch's integer gathers are ~5-10x slower than
+numpy's `take` on the same memory, so CPU gathers go through numpy (zero-copy views).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -20,19 +25,28 @@ import torch
 class Groups:
     """How N rollouts split into groups.
 
-    index: [N] long, group number in 0..n_groups-1 of each rollout.
+    index: [N] long, group number in 0..n_groups-1 of each rollout (built lazily on the equal-size
+        path, where it is rarely needed).
     sizes: [n_groups] long, rollouts per group.
     group_size: G when the groups are contiguous and all of size G (enables the reshape path).
     """
 
-    index: torch.Tensor
     sizes: torch.Tensor
     n_groups: int
     group_size: int | None
+    _index: torch.Tensor | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def index(self) -> torch.Tensor:
+        if self._index is None:
+            assert self.group_size is not None
+            idx = torch.arange(self.n_groups).repeat_interleave(self.group_size)
+            object.__setattr__(self, "_index", idx)
+        return self._index  # type: ignore[return-value]
 
     @property
     def n(self) -> int:
-        return int(self.index.numel())
+        return int(self.sizes.sum())
 
 
 def make_groups(
@@ -43,8 +57,8 @@ def make_groups(
 ) -> Groups:
     """Group structure for `n` rollouts from a constant `group_size` or per-rollout `group_ids`.
 
-    `group_ids` may be ints, strings (verl's `uid`) or any hashables; order is free. Exactly one of
-    the two must be given.
+    `group_ids` may be ints, strings (verl's `uid`) or any hashables; order is free. Group numbers
+    follow the sorted order of the distinct ids. Exactly one of the two must be given.
     """
     if (group_size is None) == (group_ids is None):
         raise ValueError(
@@ -52,7 +66,9 @@ def make_groups(
             "(one id per rollout, for ragged or shuffled groups)"
         )
     if group_size is not None:
-        if not isinstance(group_size, int | np.integer) or group_size < 1:
+        if isinstance(group_size, bool) or not isinstance(group_size, int | np.integer):
+            raise ValueError(f"group_size must be a positive integer, got {group_size!r}")
+        if group_size < 1:
             raise ValueError(f"group_size must be a positive integer, got {group_size!r}")
         if n % group_size:
             raise ValueError(
@@ -60,37 +76,125 @@ def make_groups(
                 f"groups or check that every prompt has group_size completions"
             )
         n_groups = n // group_size
-        index = torch.arange(n_groups).repeat_interleave(group_size)
-        sizes = torch.full((n_groups,), group_size, dtype=torch.long)
-        return Groups(index=index, sizes=sizes, n_groups=n_groups, group_size=int(group_size))
+        sizes = torch.full((n_groups,), int(group_size), dtype=torch.long)
+        return Groups(sizes=sizes, n_groups=n_groups, group_size=int(group_size))
     index = _dense_ids(group_ids)
     if index.numel() != n:
         raise ValueError(f"group_ids has {index.numel()} entries but there are {n} rewards")
     n_groups = int(index.max()) + 1 if n else 0
-    sizes = torch.bincount(index, minlength=n_groups)
-    return Groups(index=index, sizes=sizes, n_groups=n_groups, group_size=None)
+    sizes = torch.from_numpy(np.bincount(index.numpy(), minlength=n_groups))
+    return Groups(sizes=sizes, n_groups=n_groups, group_size=None, _index=index)
 
 
 def _dense_ids(group_ids: Any) -> torch.Tensor:
-    """Map arbitrary ids to 0..n_groups-1 in order of first appearance-free `unique` order."""
+    """Map arbitrary ids to 0..n_groups-1, numbered in sorted order of the distinct ids.
+
+    Integer ids in a compact range take an O(N) bincount path; others are sorted (`np.unique`)."""
     if isinstance(group_ids, torch.Tensor):
-        _, inverse = torch.unique(group_ids.flatten(), return_inverse=True)
-        return inverse.long()
+        group_ids = group_ids.detach().cpu().reshape(-1).numpy()
     arr = np.asarray(group_ids)
     if arr.ndim != 1:
         arr = np.array(list(group_ids), dtype=object)
+    if arr.size and np.issubdtype(arr.dtype, np.integer):
+        lo, hi = int(arr.min()), int(arr.max())
+        if hi - lo <= 4 * arr.size + 1024:
+            shifted = arr - lo if lo else arr
+            present = np.bincount(shifted, minlength=hi - lo + 1) > 0
+            return torch.from_numpy(np.cumsum(present, dtype=np.int64)[shifted] - 1)
     if arr.dtype == object:
         arr = arr.astype(str)
     _, inverse = np.unique(arr, return_inverse=True)
-    return torch.from_numpy(inverse.astype(np.int64))
+    return torch.from_numpy(inverse.reshape(-1).astype(np.int64))
+
+
+def _take(table: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """table[index] for 1-D CPU tensors via numpy (much faster than torch's gather on CPU)."""
+    if table.device.type == "cpu" and index.device.type == "cpu" and not table.requires_grad:
+        return torch.from_numpy(table.numpy().take(index.numpy()))
+    return table.index_select(0, index)
 
 
 def group_sum(values: torch.Tensor, groups: Groups) -> torch.Tensor:
     """Per-group sum. values: [N] -> [n_groups]."""
     if groups.group_size is not None:
-        return values.view(groups.n_groups, groups.group_size).sum(1)
+        ones = values.new_ones(groups.group_size)
+        return torch.mv(values.view(groups.n_groups, groups.group_size), ones)
     out = torch.zeros(groups.n_groups, dtype=values.dtype)
     return out.index_add_(0, groups.index, values)
+
+
+@dataclass(frozen=True)
+class GroupMoments:
+    """Per-group mean, std, count ([n_groups]) and the centred values r - mu_group ([N], zero at
+    masked positions). std is None when not requested."""
+
+    mean: torch.Tensor
+    std: torch.Tensor | None
+    count: torch.Tensor
+    centered: torch.Tensor
+
+
+def group_moments(
+    values: torch.Tensor,
+    groups: Groups,
+    *,
+    unbiased: bool = True,
+    mask: torch.Tensor | None = None,
+    with_std: bool = True,
+) -> GroupMoments:
+    """Two-pass per-group mean and std, returning the centred values too (so estimators need no
+    second gather). values: [N]; mask: [N] bool or None (all valid).
+    A group with count <= 1 (unbiased) or 0 gets std 0 (and mean 0 when empty)."""
+    if mask is None and groups.group_size is not None:
+        g = groups.group_size
+        v = values.view(groups.n_groups, g)
+        ones = values.new_ones(g)
+        count = values.new_full((groups.n_groups,), float(g))
+        centered = v - v[:, :1]  # shift by a member: exact zeros on constant groups
+        offset = torch.mv(centered, ones).div_(g)
+        centered.sub_(offset.unsqueeze(1))
+        mean = offset.add_(v[:, 0])
+        std = None
+        if with_std:
+            denom = g - 1 if unbiased else g
+            std = torch.mv(centered * centered, ones).div_(max(denom, 1)).sqrt_()
+            if unbiased and g == 1:
+                std.zero_()
+        return GroupMoments(mean, std, count, centered.view(-1))
+    index = groups.index
+    ref = _group_member(values, groups, mask)
+    centered = values - _take(ref, index)  # shift by a member: exact zeros on constant groups
+    if mask is None:
+        count = groups.sizes.to(values.dtype)
+    else:
+        w = mask.to(values.dtype)
+        count = group_sum(w, groups)
+        centered = centered * w
+    offset = group_sum(centered, groups) / count.clamp(min=1)
+    centered = centered - _take(offset, index)
+    if mask is not None:
+        centered = centered * w
+    mean = offset + ref
+    std = None
+    if with_std:
+        ss = group_sum(centered * centered, groups)
+        denom = (count - 1).clamp(min=1) if unbiased else count.clamp(min=1)
+        ok = count > (1 if unbiased else 0)
+        std = torch.where(ok, (ss / denom).sqrt(), torch.zeros_like(ss))
+    return GroupMoments(mean, std, count, centered)
+
+
+def _group_member(values: torch.Tensor, groups: Groups, mask: torch.Tensor | None) -> torch.Tensor:
+    """Any one (valid) member's value per group, [n_groups]; 0 for a group with no valid member."""
+    ref = torch.zeros(groups.n_groups, dtype=values.dtype, device=values.device)
+    idx, vals = groups.index.to(values.device), values.detach()
+    if mask is not None:
+        idx, vals = idx[mask], vals[mask]
+    if values.device.type == "cpu":
+        ref.numpy()[idx.numpy()] = vals.numpy()  # duplicates: numpy keeps one, any one will do
+    else:
+        ref.index_put_((idx,), vals)
+    return ref
 
 
 def group_mean_std(
@@ -101,25 +205,22 @@ def group_mean_std(
     values: [N]; mask: [N] bool or None (all valid). Returns mean, std, count: each [n_groups].
     A group with count <= 1 (unbiased) or 0 gets std 0 (and mean 0 when empty).
     """
-    if mask is None and groups.group_size is not None:
-        v = values.view(groups.n_groups, groups.group_size)
-        count = torch.full((groups.n_groups,), groups.group_size, dtype=values.dtype)
-        if groups.group_size == 1:
-            return v[:, 0], torch.zeros_like(count), count
-        return v.mean(1), v.std(1, correction=1 if unbiased else 0), count
-    w = torch.ones_like(values) if mask is None else mask.to(values.dtype)
-    count = group_sum(w, groups)
-    safe = count.clamp(min=1)
-    mean = group_sum(values * w, groups) / safe
-    dev = (values - mean[groups.index]) * w
-    ss = group_sum(dev * dev, groups)
-    denom = (count - 1).clamp(min=1) if unbiased else safe
-    std = torch.where(count > (1 if unbiased else 0), (ss / denom).sqrt(), torch.zeros_like(ss))
-    return mean, std, count
+    m = group_moments(values, groups, unbiased=unbiased, mask=mask)
+    assert m.std is not None
+    return m.mean, m.std, m.count
 
 
 def broadcast(per_group: torch.Tensor, groups: Groups) -> torch.Tensor:
     """[n_groups] -> [N]: each rollout gets its group's value."""
     if groups.group_size is not None:
         return per_group.repeat_interleave(groups.group_size)
-    return per_group[groups.index]
+    return _take(per_group, groups.index)
+
+
+def scale_by_group(values: torch.Tensor, per_group: torch.Tensor, groups: Groups) -> torch.Tensor:
+    """values [N] * per_group [n_groups] broadcast to rollouts, without materialising the
+    broadcast on the equal-size path. Returns a new tensor."""
+    if groups.group_size is not None:
+        v = values.view(groups.n_groups, groups.group_size)
+        return (v * per_group.unsqueeze(1)).view(-1)
+    return values * _take(per_group, groups.index)

@@ -132,9 +132,10 @@ def kl_k2(log_probs: torch.Tensor, ref_log_probs: torch.Tensor) -> torch.Tensor:
 
 @KL_ESTIMATORS.register("k3")
 def kl_k3(log_probs: torch.Tensor, ref_log_probs: torch.Tensor) -> torch.Tensor:
-    """k3 = exp(lr) - lr - 1 (unbiased, >= 0; GRPO's default)."""
+    """k3 = exp(lr) - lr - 1 (unbiased, >= 0; GRPO's default). Computed as expm1(lr) - lr,
+    clamped at 0: the literal form cancels to small negative values for |lr| < 1e-8."""
     lr = ref_log_probs - log_probs
-    return torch.exp(lr) - lr - 1.0
+    return (torch.expm1(lr) - lr).clamp(min=0.0)
 
 
 def asymmetric_kl_weights(
@@ -239,7 +240,8 @@ def policy_loss(
     if config.uses_reference:
         if ref_log_probs is None:
             raise ValueError(
-                "a KL coefficient is set but ref_log_probs is None: pass the reference"
+                "a KL coefficient is set but ref_log_probs is None: pass ref_log_probs= (the "
+                "reference model's log-probs) or set kl_coef=0 and kl_coef_negative=None"
             )
         kl = KL_ESTIMATORS.get(config.kl_estimator)(log_probs, ref_log_probs)
         w = asymmetric_kl_weights(

@@ -1,0 +1,228 @@
+"""Policy-loss pieces: clipped surrogate, REINFORCE, aggregators, KL estimators, composition."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pgrpo.core.losses import (
+    AGGREGATORS,
+    KL_ESTIMATORS,
+    POLICY_LOSSES,
+    LossConfig,
+    asymmetric_kl_weights,
+    clipped_surrogate,
+    gradient_token_fraction,
+    kl_k1,
+    kl_k2,
+    kl_k3,
+    policy_loss,
+    reinforce,
+    token_entropy,
+)
+
+
+def _batch(seed: int = 0, n: int = 6, t: int = 5):
+    g = torch.Generator().manual_seed(seed)
+    old = -torch.rand(n, t, generator=g, dtype=torch.float64) * 3
+    new = old + 0.4 * torch.randn(n, t, generator=g, dtype=torch.float64)
+    adv = torch.randn(n, generator=g, dtype=torch.float64)
+    mask = torch.ones(n, t, dtype=torch.float64)
+    lengths = torch.randint(1, t + 1, (n,), generator=g)
+    for i, length in enumerate(lengths):
+        mask[i, length:] = 0
+    return new, old, adv, mask
+
+
+def test_clipped_surrogate_hand_computation():
+    """ratios 0.5, 0.9, 1.0, 1.1, 1.5 with A = +1 and A = -1, eps_low 0.2, eps_high 0.28."""
+    ratios = torch.tensor([[0.5, 0.9, 1.0, 1.1, 1.5], [0.5, 0.9, 1.0, 1.1, 1.5]])
+    old = torch.zeros(2, 5)
+    adv = torch.tensor([1.0, -1.0])
+    out = clipped_surrogate(ratios.log(), old, adv, epsilon_low=0.2, epsilon_high=0.28)
+    # A > 0: -min(r, clip(r, 0.8, 1.28)); A < 0: -min(-r, -clip(r)) = max(r, clip(r))
+    expected = torch.tensor([[-0.5, -0.9, -1.0, -1.1, -1.28], [0.8, 0.9, 1.0, 1.1, 1.5]])
+    torch.testing.assert_close(out.loss, expected)
+    high = torch.tensor([[0, 0, 0, 0, 1], [0, 0, 0, 0, 0]], dtype=torch.bool)
+    low = torch.tensor([[0, 0, 0, 0, 0], [1, 0, 0, 0, 0]], dtype=torch.bool)
+    assert torch.equal(out.high_clipped, high) and torch.equal(out.low_clipped, low)
+    res = policy_loss(
+        ratios.log(),
+        old,
+        adv,
+        torch.ones(2, 5),
+        LossConfig(epsilon_low=0.2, epsilon_high=0.28),
+    )
+    assert res.metrics["clip_ratio/low_mean"] == pytest.approx(0.1)
+    assert res.metrics["clip_ratio/high_mean"] == pytest.approx(0.1)
+    assert res.metrics["clip_ratio/region_mean"] == pytest.approx(0.2)
+    assert res.loss.item() == pytest.approx(expected.mean().item())
+
+
+def test_clipped_matches_trl_lines():
+    """TRL 1.16.0 grpo_trainer.py `_compute_loss` lines 3095 and 3113-3119 (token level,
+    loss_type in grpo/bnpo/dr_grpo/dapo, delta None) and the clip metrics at lines 3274-3276."""
+    new, old, adv, mask = _batch(1)
+    eps_low, eps_high = 0.2, 0.28
+    advantages = adv.unsqueeze(1)
+    coef_1 = torch.exp(new - old)
+    coef_2 = torch.clamp(coef_1, 1 - eps_low, 1 + eps_high)
+    per_token_loss = -torch.min(coef_1 * advantages, coef_2 * advantages)
+    is_low = (coef_1 < 1 - eps_low) & (advantages < 0)
+    is_high = (coef_1 > 1 + eps_high) & (advantages > 0)
+    out = clipped_surrogate(new, old, adv, epsilon_low=eps_low, epsilon_high=eps_high)
+    torch.testing.assert_close(out.loss, per_token_loss)
+    assert torch.equal(out.low_clipped, is_low) and torch.equal(out.high_clipped, is_high)
+    # TRL's loss_type="bnpo"/"dapo" aggregation == token_mean; "grpo" == seq_mean_token_mean
+    bnpo = (per_token_loss * mask).sum() / mask.sum().clamp(min=1.0)
+    grpo = ((per_token_loss * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)).mean()
+    torch.testing.assert_close(AGGREGATORS.get("token_mean")(out.loss, mask), bnpo)
+    torch.testing.assert_close(AGGREGATORS.get("seq_mean_token_mean")(out.loss, mask), grpo)
+
+
+def test_aggregators_match_loops():
+    new, old, adv, mask = _batch(2)
+    v = clipped_surrogate(new, old, adv).loss
+    n, t = v.shape
+    tok_sum = sum(v[i, j] * mask[i, j] for i in range(n) for j in range(t))
+    assert AGGREGATORS.get("token_mean")(v, mask).item() == pytest.approx(
+        float(tok_sum / mask.sum())
+    )
+    seq = [sum(v[i, j] for j in range(t) if mask[i, j]) / mask[i].sum() for i in range(n)]
+    assert AGGREGATORS.get("seq_mean_token_mean")(v, mask).item() == pytest.approx(
+        float(sum(seq) / n)
+    )
+    agg = AGGREGATORS.get("seq_sum_constant_norm")
+    assert agg(v, mask).item() == pytest.approx(float(tok_sum / (n * t)))
+    assert agg(v, mask, max_length=64).item() == pytest.approx(float(tok_sum / (n * 64)))
+    assert set(AGGREGATORS.names()) >= {
+        "token_mean",
+        "seq_mean_token_mean",
+        "seq_sum_constant_norm",
+    }
+
+
+def test_kl_estimator_formulas_and_expectations():
+    new, _, _, _ = _batch(3)
+    ref = new + 0.3 * torch.randn_like(new)
+    lr = ref - new
+    torch.testing.assert_close(kl_k1(new, ref), -lr)
+    torch.testing.assert_close(kl_k2(new, ref), lr**2 / 2)
+    torch.testing.assert_close(kl_k3(new, ref), torch.exp(lr) - lr - 1)
+    assert set(KL_ESTIMATORS.names()) == {"k1", "k2", "k3"}
+    # k1 and k3 are unbiased for KL(pi || ref) under x ~ pi: check by exact expectation
+    pi = torch.softmax(torch.tensor([0.2, -1.0, 0.7, 0.0], dtype=torch.float64), 0)
+    rho = torch.softmax(torch.tensor([0.0, 0.3, -0.4, 0.5], dtype=torch.float64), 0)
+    kl = (pi * (pi.log() - rho.log())).sum()
+    assert (pi * kl_k1(pi.log(), rho.log())).sum().item() == pytest.approx(kl.item())
+    assert (pi * kl_k3(pi.log(), rho.log())).sum().item() == pytest.approx(kl.item())
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.floats(-30, 30), min_size=2, max_size=20))
+def test_k3_and_k2_nonnegative(values):
+    x = torch.tensor(values, dtype=torch.float64)
+    ref = x.flip(0)
+    assert torch.all(kl_k3(x, ref) >= 0) and torch.all(kl_k2(x, ref) >= 0)
+    assert torch.all(kl_k3(x, x) == 0)
+
+
+def test_asymmetric_kl_weights():
+    adv = torch.tensor([-1.0, 0.0, 2.0, -0.1])
+    w = asymmetric_kl_weights(adv, kl_coef=0.01, kl_coef_negative=0.025)
+    torch.testing.assert_close(w, torch.tensor([0.025, 0.01, 0.01, 0.025]))
+    same = asymmetric_kl_weights(adv, kl_coef=0.04, kl_coef_negative=None)
+    torch.testing.assert_close(same, torch.full((4,), 0.04))
+    per_token = torch.tensor([[-1.0, -1.0], [1.0, -3.0], [1.0, 1.0]])  # row means -1, -1, 1
+    w2 = asymmetric_kl_weights(per_token, kl_coef=0.01, kl_coef_negative=0.025)
+    torch.testing.assert_close(w2, torch.tensor([0.025, 0.025, 0.01]))
+
+
+def test_policy_loss_composes_kl_with_asymmetric_weights_and_entropy():
+    new, old, adv, mask = _batch(4)
+    ref = old + 0.1
+    ent = torch.rand_like(new)
+    cfg = LossConfig(kl_coef=0.01, kl_coef_negative=0.025, entropy_coef=0.001)
+    res = policy_loss(new, old, adv, mask, cfg, ref_log_probs=ref, entropy=ent)
+    w = torch.where(adv < 0, 0.025, 0.01).unsqueeze(1)
+    per_token = clipped_surrogate(new, old, adv).loss + w * kl_k3(new, ref)
+    tm = AGGREGATORS.get("token_mean")
+    expected = tm(per_token, mask) - 0.001 * tm(ent, mask)
+    torch.testing.assert_close(res.loss, expected)
+    assert res.metrics["kl"] == pytest.approx(tm(kl_k3(new, ref), mask).item())
+    assert res.metrics["entropy"] == pytest.approx(tm(ent, mask).item())
+    assert res.metrics["frac_gradient_tokens"] == 1.0
+    assert cfg.uses_reference and not LossConfig().uses_reference
+
+
+def test_policy_loss_dr_grpo_aggregation_uses_max_length():
+    new, old, adv, mask = _batch(5)
+    cfg = LossConfig(aggregator="seq_sum_constant_norm", max_length=50, policy_loss="reinforce")
+    res = policy_loss(new, old, adv, mask, cfg)
+    expected = (reinforce(new, old, adv).loss * mask).sum() / (new.shape[0] * 50)
+    torch.testing.assert_close(res.loss, expected)
+    assert "clip_ratio/low_mean" not in res.metrics  # no ratio, no clip metrics
+
+
+def test_reinforce_gradient_equals_clipped_gradient_at_ratio_one():
+    new, _, adv, mask = _batch(6)
+    for agg in ("token_mean", "seq_mean_token_mean", "seq_sum_constant_norm"):
+        grads = []
+        for name in ("clipped", "reinforce"):
+            lp = new.clone().requires_grad_(True)
+            cfg = LossConfig(policy_loss=name, aggregator=agg)
+            policy_loss(lp, lp.detach(), adv, mask, cfg).loss.backward()
+            grads.append(lp.grad)
+        torch.testing.assert_close(grads[0], grads[1])
+    # away from ratio 1 the clipped gradient differs (zero on clipped tokens)
+    lp = new.clone().requires_grad_(True)
+    out = clipped_surrogate(lp, new.detach() - 1.0, adv)  # ratio e: clipped where A > 0
+    out.loss.sum().backward()
+    assert torch.all(lp.grad[adv > 0] == 0)
+
+
+def test_token_entropy_and_gradient_token_fraction():
+    logits = torch.zeros(2, 3, 7)
+    torch.testing.assert_close(token_entropy(logits), torch.full((2, 3), math.log(7)))
+    logits = torch.randn(4, 9, dtype=torch.float64)
+    p = torch.softmax(logits, -1)
+    torch.testing.assert_close(token_entropy(logits).double(), -(p * p.log()).sum(-1))
+    adv = torch.tensor([0.0, 1.0, 0.0, -2.0])
+    mask = torch.tensor([[1, 1, 1], [1, 0, 0], [1, 1, 0], [1, 1, 1]], dtype=torch.float64)
+    assert gradient_token_fraction(adv, mask) == pytest.approx(4 / 9)  # tokens with A != 0
+
+
+@pytest.mark.parametrize(
+    "kwargs,pattern",
+    [
+        ({"policy_loss": "ppo"}, r"unknown policy loss 'ppo'; valid names: clipped, reinforce"),
+        ({"aggregator": "mean"}, r"unknown loss aggregator 'mean'; valid names: .*token_mean"),
+        ({"kl_estimator": "k4"}, r"unknown KL estimator 'k4'; valid names: k1, k2, k3"),
+        ({"epsilon_low": -0.1}, r"epsilon_low must be >= 0"),
+        ({"epsilon_high": -0.1}, r"epsilon_high must be >= 0 or None"),
+        ({"kl_coef_negative": -1.0}, r"kl_coef_negative must be >= 0 or None"),
+    ],
+)
+def test_loss_config_errors_name_the_fix(kwargs, pattern):
+    with pytest.raises((ValueError, KeyError), match=pattern):
+        LossConfig(**kwargs)
+
+
+def test_missing_reference_errors():
+    new, old, adv, mask = _batch(7)
+    with pytest.raises(
+        ValueError, match="ref_log_probs is None: pass ref_log_probs=.*or set kl_coef=0"
+    ):
+        policy_loss(new, old, adv, mask, LossConfig(kl_coef=0.1))
+
+
+def test_registries_are_complete():
+    assert POLICY_LOSSES.names() == ["clipped", "reinforce"]
+    with pytest.raises(ValueError, match="already registered"):
+        POLICY_LOSSES.register("clipped")(clipped_surrogate)
+    assert np.isfinite(LossConfig().epsilon_low)

@@ -1,0 +1,179 @@
+"""pass@k against brute-force enumeration; intervals and tests against scipy and known values."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy import stats as sps
+
+import pgrpo
+from pgrpo.core.stats import accuracy_ci, mean_ci, paired_bootstrap, pass_at_k, welch_t
+
+
+def _brute_pass_at_k(n: int, c: int, k: int) -> float:
+    """Fraction of the k-subsets of n samples (the first c correct) holding a correct one."""
+    subsets = list(itertools.combinations(range(n), k))
+    return sum(any(i < c for i in s) for s in subsets) / len(subsets)
+
+
+@pytest.mark.parametrize("n", [1, 2, 5, 8])
+def test_pass_at_k_matches_enumeration(n):
+    for c in range(n + 1):
+        for k in range(1, n + 1):
+            assert pass_at_k(n, c, k) == pytest.approx(_brute_pass_at_k(n, c, k), abs=1e-12)
+
+
+NCK = st.integers(1, 300).flatmap(
+    lambda n: st.tuples(st.just(n), st.integers(0, n), st.integers(1, n))
+)
+
+
+@settings(max_examples=100, deadline=None)
+@given(NCK)
+def test_pass_at_k_matches_exact_rational(nck):
+    n, c, k = nck
+    exact = 1 - Fraction(math.comb(n - c, k), math.comb(n, k))
+    assert pass_at_k(n, c, k) == pytest.approx(float(exact), rel=1e-12, abs=1e-15)
+
+
+def test_pass_at_k_vectorised_and_exact_edges():
+    n = np.array([10, 10, 10, 200, 5])
+    c = np.array([0, 10, 3, 17, 4])
+    out = pass_at_k(n, c, 2)
+    assert out.shape == (5,)
+    assert out[0] == 0.0 and out[1] == 1.0  # exact 0 and 1
+    assert out[4] == 1.0  # n - c = 1 < k: every pair holds a correct sample
+    for i in range(5):
+        assert out[i] == pytest.approx(pass_at_k(int(n[i]), int(c[i]), 2), abs=0)
+    ks = pass_at_k(10, 3, np.array([1, 2, 5, 10]))  # array k
+    np.testing.assert_allclose(ks, [_brute_pass_at_k(10, 3, k) for k in (1, 2, 5, 10)])
+    assert isinstance(pass_at_k(4, 1, 1), float)
+    assert pass_at_k(4, 1, 1) == pytest.approx(0.25)
+    assert pgrpo.pass_at_k is pass_at_k
+    # large n: the naive comb ratio overflows floats, the product form does not
+    big = pass_at_k(100_000, 5, 1000)
+    assert big == pytest.approx(1 - (1 - 1000 / 100_000) ** 5, rel=1e-3)
+    assert 0.0 < big < 1.0
+
+
+@pytest.mark.parametrize(
+    "args,pattern",
+    [
+        ((5, 2, 6), r"k=6 exceeds the n=5 samples of problem 0.*draw more samples or lower k"),
+        ((5, 6, 1), r"c \(correct samples\) exceeds n \(samples\) for problem 0"),
+        ((5, -1, 1), r"c must be >= 0"),
+        ((-5, 0, 1), r"n must be >= 0"),
+        ((5, 1, 0), r"k must be >= 1"),
+        ((5, 1.5, 1), r"c must hold whole numbers"),
+        (([5, 5], [1, 2], [1, 2, 3]), r"shape mismatch|broadcast"),
+    ],
+)
+def test_pass_at_k_errors(args, pattern):
+    with pytest.raises(ValueError, match=pattern):
+        pass_at_k(*args)
+
+
+def test_pass_at_k_rejects_non_numbers():
+    with pytest.raises(TypeError, match="integer counts"):
+        pass_at_k(np.array([True]), 1, 1)
+
+
+def test_wilson_and_clopper_pearson_known_values():
+    w = accuracy_ci(0, 10)
+    assert w.low == 0.0 and w.high == pytest.approx(0.2775, abs=1e-4)  # standard table value
+    w = accuracy_ci(73, 100)
+    z = sps.norm.ppf(0.975)
+    p, n = 0.73, 100
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z / (1 + z * z / n) * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    assert (w.low, w.high) == pytest.approx((centre - half, centre + half))
+    assert w.estimate == 0.73 and w.metrics["accuracy"] == 0.73
+    cp = accuracy_ci(0, 10, method="clopper_pearson")
+    assert cp.high == pytest.approx(1 - 0.025 ** (1 / 10))  # exact: 0.3085
+    cp = accuracy_ci(10, 10, method="clopper_pearson")
+    assert cp.high == 1.0 and cp.low == pytest.approx(0.025 ** (1 / 10))
+    assert accuracy_ci(5, 10, level=0.99).high > accuracy_ci(5, 10).high
+
+
+def test_wilson_coverage_is_near_nominal():
+    rng = np.random.default_rng(0)
+    p, n = 0.3, 50
+    hits = sum((ci := accuracy_ci(int(s), n)).low <= p <= ci.high for s in rng.binomial(n, p, 2000))
+    assert 0.92 <= hits / 2000 <= 0.98
+
+
+@pytest.mark.parametrize(
+    "call,pattern",
+    [
+        (lambda: accuracy_ci(11, 10), r"successes must be in \[0, n=10\]"),
+        (lambda: accuracy_ci(0, 0), r"n must be >= 1"),
+        (lambda: accuracy_ci(1, 10, level=95), r"level must be in \(0, 1\), e.g. 0.95"),
+        (lambda: accuracy_ci(1, 10, method="wald"), r"'wilson' or 'clopper_pearson'"),
+        (lambda: mean_ci([0.5]), r"at least 2 values"),
+        (lambda: mean_ci([0.5, np.nan]), r"NaN or inf; drop or fix"),
+        (lambda: paired_bootstrap([1, 2, 3], [1, 2]), r"one score per problem.*welch_t"),
+        (lambda: paired_bootstrap([1, 2, 3], [1, 2, 4], n_boot=10), r"n_boot must be >= 100"),
+        (lambda: welch_t([1.0], [1.0, 2.0]), r"a needs at least 2 values"),
+    ],
+)
+def test_interval_and_test_errors(call, pattern):
+    with pytest.raises(ValueError, match=pattern):
+        call()
+
+
+def test_mean_ci_matches_scipy():
+    x = np.array([0.71, 0.74, 0.69, 0.77, 0.72, 0.70, 0.75])
+    ci = mean_ci(x)
+    lo, hi = sps.t.interval(0.95, x.size - 1, loc=x.mean(), scale=sps.sem(x))
+    assert (ci.low, ci.high) == pytest.approx((lo, hi))
+
+
+def test_welch_t_matches_scipy_and_hand_formulas():
+    rng = np.random.default_rng(1)
+    a, b = rng.normal(0.74, 0.02, 7), rng.normal(0.28, 0.05, 7)
+    res = welch_t(a, b)
+    ref = sps.ttest_ind(a, b, equal_var=False)
+    assert res.t == pytest.approx(ref.statistic) and res.p_value == pytest.approx(ref.pvalue)
+    va, vb = a.var(ddof=1) / 7, b.var(ddof=1) / 7
+    dof = (va + vb) ** 2 / (va**2 / 6 + vb**2 / 6)
+    assert res.dof == pytest.approx(dof)
+    half = sps.t.ppf(0.975, dof) * math.sqrt(va + vb)
+    assert (res.diff_low, res.diff_high) == pytest.approx((res.diff - half, res.diff + half))
+    pooled = math.sqrt((a.var(ddof=1) + b.var(ddof=1)) / 2)
+    assert res.cohen_d == pytest.approx((a.mean() - b.mean()) / pooled)
+    assert res.hedges_g == pytest.approx(res.cohen_d * (1 - 3 / (4 * 14 - 9)))
+    assert res.metrics["p_value"] == res.p_value
+    same = welch_t([0.5, 0.5], [0.5, 0.5])  # zero variance: the test is undefined, not a crash
+    assert math.isnan(same.t) and math.isnan(same.p_value) and same.diff == 0.0
+
+
+def test_paired_bootstrap_detects_shift_and_is_reproducible():
+    rng = np.random.default_rng(2)
+    base = rng.random(400)
+    a = (rng.random(400) < base + 0.1).astype(float)
+    b = (rng.random(400) < base).astype(float)
+    res = paired_bootstrap(a, b, n_boot=2000, seed=3)
+    assert res.low <= res.diff <= res.high
+    assert res.diff == pytest.approx(a.mean() - b.mean())
+    again = paired_bootstrap(a, b, n_boot=2000, seed=3, chunk=7)  # chunking does not matter
+    assert (again.low, again.high, again.p_value) == (res.low, res.high, res.p_value)
+    assert res.p_value < 0.01
+    b2 = (rng.random(400) < base).astype(float)  # same system, fresh samples: no effect
+    null = paired_bootstrap(b2, b, n_boot=2000, seed=4)
+    assert null.p_value > 0.05 and null.low < 0 < null.high
+    zero = paired_bootstrap(a, a, n_boot=200)
+    assert zero.diff == 0.0 and zero.p_value == 1.0 and zero.low == zero.high == 0.0
+
+
+def test_paired_bootstrap_interval_matches_normal_approximation():
+    rng = np.random.default_rng(5)
+    d = rng.normal(0.05, 0.3, 1000)
+    res = paired_bootstrap(d, np.zeros(1000), n_boot=4000, seed=0)
+    se = d.std(ddof=1) / math.sqrt(1000)
+    assert res.high - res.low == pytest.approx(2 * 1.96 * se, rel=0.08)
