@@ -141,7 +141,10 @@ class BanditResult:
 
     success: [S + 1, R] expected reward (mean over prompts of p); gap: [S + 1, R] mean logit gap;
     batch_reward: [S, R] observed mean raw reward of the rollouts in use; all_pass / all_fail:
-    [S, R] fraction of degenerate groups among them; final_success: [R, P]; initial_success: [R, P].
+    [S, R] fraction of degenerate groups among them; batch_success: [S, R] mean exact success
+    probability of their prompts at draw time, and expected_degeneracy: [S, R] the mean over those
+    prompts of p^G + (1 - p)^G (the exact expectation of the observed degeneracy);
+    final_success: [R, P]; initial_success: [R, P].
     """
 
     success: np.ndarray
@@ -149,6 +152,8 @@ class BanditResult:
     batch_reward: np.ndarray
     all_pass: np.ndarray
     all_fail: np.ndarray
+    batch_success: np.ndarray
+    expected_degeneracy: np.ndarray
     initial_success: np.ndarray
     final_success: np.ndarray
     metrics: dict[str, float]
@@ -164,6 +169,7 @@ class _Rollouts:
     advantages: torch.Tensor
     old_log_probs: torch.Tensor
     ref_log_probs: torch.Tensor
+    success: torch.Tensor  # [R, B] exact success probability of each drawn prompt at draw time
 
 
 def _gather(logits: torch.Tensor, prompts: torch.Tensor) -> torch.Tensor:
@@ -193,7 +199,7 @@ def draw_rollouts(
         group_size=cfg.group_size,
         **cfg.estimator_options,
     ).advantages.reshape(arms.shape)
-    return _Rollouts(prompts, arms, rewards, adv, old, ref)
+    return _Rollouts(prompts, arms, rewards, adv, old, ref, logp[..., 0].exp())
 
 
 def _merge(due: torch.Tensor, new: _Rollouts, old: _Rollouts) -> None:
@@ -256,7 +262,7 @@ def simulate(cfg: BanditConfig, logits: torch.Tensor | None = None) -> BanditRes
     s, r = cfg.steps, cfg.num_runs
     success = np.empty((s + 1, r))
     gap = np.empty((s + 1, r))
-    batch_reward, all_pass, all_fail = (np.empty((s, r)) for _ in range(3))
+    batch_reward, all_pass, all_fail, batch_p, exp_deg = (np.empty((s, r)) for _ in range(5))
     initial = success_probs(z)
     success[0], gap[0] = initial.mean(1).numpy(), logit_gap(z).mean(1).numpy()
     ro = draw_rollouts(cfg, z, ref_logits, gen)
@@ -269,6 +275,9 @@ def simulate(cfg: BanditConfig, logits: torch.Tensor | None = None) -> BanditRes
         batch_reward[n] = ro.rewards.mean((1, 2)).numpy()
         all_pass[n] = (k_correct == cfg.group_size).double().mean(1).numpy()
         all_fail[n] = (k_correct == 0).double().mean(1).numpy()
+        batch_p[n] = ro.success.mean(1).numpy()
+        g = cfg.group_size
+        exp_deg[n] = (ro.success**g + (1 - ro.success) ** g).mean(1).numpy()
         # -- one optimizer step on the objective of the rollouts in use
         grad, _ = loss_gradient(cfg, z, ro)
         z = opt.step(z, grad, lr * lr_factor(cfg.lr_schedule, n, s, cfg.warmup_steps))
@@ -282,5 +291,14 @@ def simulate(cfg: BanditConfig, logits: torch.Tensor | None = None) -> BanditRes
         "all_fail": float(all_fail.mean()),
     }
     return BanditResult(
-        success, gap, batch_reward, all_pass, all_fail, initial.numpy(), final, metrics
+        success,
+        gap,
+        batch_reward,
+        all_pass,
+        all_fail,
+        batch_p,
+        exp_deg,
+        initial.numpy(),
+        final,
+        metrics,
     )
