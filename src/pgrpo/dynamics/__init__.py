@@ -1,0 +1,70 @@
+"""The reduced-order model of GRPO reward dynamics: predict, fit and forecast reward curves.
+
+Public API (see docs/dynamics.md):
+- model:     `rom_coefficients(lr, beta1, kappa, refresh_interval=, group_size=, batch_prompts=)`
+             -> RomCoefficients (m, c, k, D; metrics zeta, tau, regime, inflection_time, ...);
+             `trajectory(t, R0, R_inf, m, c, k, v0=0)`; `regime`, `damping_ratio`,
+             `stationary_variance`, `inflection_time`, `rule_of_thumb_threshold`.
+- recursion: `simulate_recursion(a, beta1, n_steps, refresh_interval=, x0=, v0=, noise=)`;
+             `refresh_threshold(a, beta1)` -> RefreshThreshold (.K_star exact, .rule_of_thumb);
+             `oscillation_onset(beta1, refresh_interval=1)`; `spectral_radius`, `monodromy`;
+             `discrete_stationary_variance`.
+- force:     `finite_group_force(p, group_size, estimator="grpo")` -> FiniteGroupForce.
+- fitting:   `fit_curve(step, reward, model="rom", lr=, beta1=, refresh_interval=, loss=)`
+             -> FitResult; `FIT_MODELS` registry; `Parameter`; `fit_joint`.
+- forecast:  `forecast(step, reward, cut, ...)` -> Forecast; `evaluate_forecast`; `predict`.
+"""
+
+from pgrpo.dynamics.curves import FIT_MODELS, CurveModel, FitContext, Parameter
+from pgrpo.dynamics.fit import FitResult, fit_curve, fit_model, make_context, noise_scale
+from pgrpo.dynamics.force import FiniteGroupForce, finite_group_force
+from pgrpo.dynamics.model import (
+    RomCoefficients,
+    continuum_oscillation_onset,
+    damping_ratio,
+    inflection_time,
+    regime,
+    rom_coefficients,
+    rule_of_thumb_threshold,
+    stationary_variance,
+    trajectory,
+)
+from pgrpo.dynamics.recursion import (
+    RefreshThreshold,
+    discrete_stationary_variance,
+    monodromy,
+    oscillation_onset,
+    refresh_threshold,
+    simulate_recursion,
+    spectral_radius,
+)
+
+__all__ = [
+    "FIT_MODELS",
+    "CurveModel",
+    "FiniteGroupForce",
+    "FitContext",
+    "FitResult",
+    "Parameter",
+    "RefreshThreshold",
+    "RomCoefficients",
+    "continuum_oscillation_onset",
+    "damping_ratio",
+    "discrete_stationary_variance",
+    "finite_group_force",
+    "fit_curve",
+    "fit_model",
+    "inflection_time",
+    "make_context",
+    "monodromy",
+    "noise_scale",
+    "oscillation_onset",
+    "refresh_threshold",
+    "regime",
+    "rom_coefficients",
+    "rule_of_thumb_threshold",
+    "simulate_recursion",
+    "spectral_radius",
+    "stationary_variance",
+    "trajectory",
+]

@@ -1,0 +1,323 @@
+"""Reward-curve models for fitting, in lmfit's vocabulary: a pure model function, named bounded
+parameters, and a data-driven `guess`. Registry `FIT_MODELS` (rom, rom_schedule, exponential,
+logistic) is the only dispatch path.
+
+Every model is `func(t: [n] steps since the first logged step, params: dict, ctx) -> R: [n]`.
+- `exponential`: R_inf - (R_inf - R_0) exp(-t / tau)      (arXiv 2507.18014's saturation law)
+- `rom`: closed form of m x'' + x' + k x = 0 with v0 = 0, constant lr (model.trajectory); m = 0 is
+  exactly `exponential` with tau = 1 / k, so the rom contains the exponential.
+- `rom_schedule`: the exact recursion driven by the logged lr schedule, a_n = k lr_n / max(lr),
+  momentum beta = m / (1 + m) (fixed from the config's beta1 when known), refresh interval K.
+- `logistic`: R_0 + (R_inf - R_0) / (1 + exp(-(t - t_mid) / width)).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from pgrpo._registry import Registry
+from pgrpo.dynamics.model import _unit_response
+from pgrpo.dynamics.recursion import simulate_recursion, unit_response
+
+
+@dataclass(frozen=True)
+class Parameter:
+    """A named model parameter with bounds; `vary=False` holds it at `value`."""
+
+    name: str
+    value: float
+    min: float = -math.inf
+    max: float = math.inf
+    vary: bool = True
+    stderr: float | None = None
+
+    def __post_init__(self) -> None:
+        if not self.min <= self.value <= self.max:
+            raise ValueError(
+                f"parameter {self.name}: value {self.value} outside [{self.min}, {self.max}]"
+            )
+
+
+@dataclass(frozen=True)
+class FitContext:
+    """What is known besides (step, reward): the lr schedule and optimizer hyperparameters.
+
+    lr: [T] learning rate at integer times t = 0..T-1 (t = step - step0), or None (unknown);
+    extended with its last value beyond T. beta1 / refresh_interval: from the config, or None / 1.
+    """
+
+    step0: float = 0.0
+    lr: np.ndarray | None = None
+    beta1: float | None = None
+    refresh_interval: int = 1
+    metrics: dict[str, float] = field(default_factory=dict)
+
+    def schedule(self, n_steps: int) -> np.ndarray:
+        """lr / max(lr) at t = 0..n_steps-1: [n_steps] (ones when the lr is unknown)."""
+        if self.lr is None or self.lr.size == 0:
+            return np.ones(n_steps)
+        lr = self.lr[:n_steps]
+        if lr.size < n_steps:
+            lr = np.r_[lr, np.full(n_steps - lr.size, lr[-1])]
+        top = float(np.max(self.lr))
+        return lr / top if top > 0 else np.ones(n_steps)
+
+    @property
+    def lr_varies(self) -> bool:
+        if self.lr is None or self.lr.size < 2:
+            return False
+        return bool(np.ptp(self.lr) > 1e-6 * np.max(np.abs(self.lr)))
+
+
+ModelFunc = Callable[[np.ndarray, dict[str, float], FitContext], np.ndarray]
+GuessFunc = Callable[[np.ndarray, np.ndarray, FitContext], list[dict[str, Parameter]]]
+
+
+@dataclass(frozen=True)
+class CurveModel:
+    """A registered curve model: function, parameter names, guess (one or more starts) and
+    Gaussian priors {name: (centre, scale)} that regularise weakly identified parameters."""
+
+    name: str
+    param_names: tuple[str, ...]
+    func: ModelFunc
+    guess: GuessFunc
+    priors: Callable[[np.ndarray, FitContext], dict[str, tuple[float, float]]] = lambda t, ctx: {}
+
+
+FIT_MODELS: Registry[CurveModel] = Registry("fit model")
+
+
+# --- shared bounds and the profile (variable projection) helper ------------------------------
+
+
+def level_bounds(y: np.ndarray) -> tuple[float, float]:
+    """Bounds for R_0 / R_inf: data range +- 2 ranges, clipped to [0, 1] when y lies inside it."""
+    lo, hi = float(np.min(y)), float(np.max(y))
+    span = max(hi - lo, 1e-6)
+    blo, bhi = lo - 2 * span, hi + 2 * span
+    if lo >= 0.0 and hi <= 1.0:
+        blo, bhi = 0.0, 1.0
+    return blo, bhi
+
+
+def rate_bounds(t: np.ndarray) -> tuple[float, float]:
+    """Bounds for k = 1 / tau (per step): tau in [0.2 steps, 20 x the time span]."""
+    span = max(float(np.max(t) - np.min(t)), 1.0)
+    return 1.0 / (20.0 * span), 5.0
+
+
+def profile_levels(phi: np.ndarray, y: np.ndarray, bounds: tuple[float, float]):
+    """Best (R_inf, R_0) for y ~ R_inf (1 - phi) + R_0 phi, per basis row: phi [P, n].
+
+    Returns (R_inf [P], R_0 [P], sse [P]); levels are clipped to `bounds` (then slightly
+    suboptimal, which only matters for ranking grid points).
+    """
+    u, w = 1.0 - phi, phi
+    suu, sww, suw = (u * u).sum(1), (w * w).sum(1), (u * w).sum(1)
+    suy, swy = (u * y).sum(1), (w * y).sum(1)
+    det = suu * sww - suw * suw
+    safe = np.where(np.abs(det) > 1e-12 * (suu * sww + 1e-300), det, np.nan)
+    r_inf = (suy * sww - swy * suw) / safe
+    r_0 = (swy * suu - suy * suw) / safe
+    fallback = float(np.mean(y))
+    r_inf = np.clip(np.where(np.isfinite(r_inf), r_inf, fallback), *bounds)
+    r_0 = np.clip(np.where(np.isfinite(r_0), r_0, fallback), *bounds)
+    sse = ((y[None, :] - r_inf[:, None] * u - r_0[:, None] * w) ** 2).sum(1)
+    return r_inf, r_0, sse
+
+
+def _levels(y: np.ndarray, R_inf: float, R_0: float) -> dict[str, Parameter]:
+    lo, hi = level_bounds(y)
+    return {
+        "R_inf": Parameter("R_inf", float(np.clip(R_inf, lo, hi)), lo, hi),
+        "R_0": Parameter("R_0", float(np.clip(R_0, lo, hi)), lo, hi),
+    }
+
+
+# --- exponential -----------------------------------------------------------------------------
+
+
+def exponential_func(t: np.ndarray, p: dict[str, float], ctx: FitContext) -> np.ndarray:
+    return p["R_inf"] - (p["R_inf"] - p["R_0"]) * np.exp(-t / p["tau"])
+
+
+def exponential_guess(t: np.ndarray, y: np.ndarray, ctx: FitContext) -> list[dict[str, Parameter]]:
+    k_lo, k_hi = rate_bounds(t)
+    taus = np.geomspace(1.0 / k_hi, 1.0 / k_lo, 48)
+    phi = np.exp(-t[None, :] / taus[:, None])
+    r_inf, r_0, sse = profile_levels(phi, y, level_bounds(y))
+    i = int(np.argmin(sse))
+    params = _levels(y, r_inf[i], r_0[i])
+    params["tau"] = Parameter("tau", float(taus[i]), 1.0 / k_hi, 1.0 / k_lo)
+    return [params]
+
+
+FIT_MODELS.add(
+    "exponential",
+    CurveModel("exponential", ("R_inf", "R_0", "tau"), exponential_func, exponential_guess),
+)
+
+
+# --- rom (closed form, constant lr) ------------------------------------------------------------
+
+
+def rom_func(t: np.ndarray, p: dict[str, float], ctx: FitContext) -> np.ndarray:
+    return p["R_inf"] + _unit_response(t, p["m"], 1.0, p["k"], p["R_0"] - p["R_inf"], 0.0)
+
+
+def mass_bounds(t: np.ndarray) -> tuple[float, float]:
+    return 0.0, max(float(np.max(t) - np.min(t)), 1.0)
+
+
+def rom_priors(t: np.ndarray, ctx: FitContext) -> dict[str, tuple[float, float]]:
+    """Regularise the inertia towards the exponential (m = 0): m ~ N(0, (span / 5)^2)."""
+    return {"m": (0.0, max(float(np.max(t) - np.min(t)), 1.0) / 5.0)}
+
+
+def rom_guess(t: np.ndarray, y: np.ndarray, ctx: FitContext) -> list[dict[str, Parameter]]:
+    """Starts: the exponential's solution (m = 0) first, then the best (k, m) grid point."""
+    exp0 = exponential_guess(t, y, ctx)[0]
+    k_lo, k_hi = rate_bounds(t)
+    m_lo, m_hi = mass_bounds(t)
+    k0 = float(np.clip(1.0 / exp0["tau"].value, k_lo, k_hi))
+    first = {
+        "R_inf": exp0["R_inf"],
+        "R_0": exp0["R_0"],
+        "k": Parameter("k", k0, k_lo, k_hi),
+        "m": Parameter("m", 0.0, m_lo, m_hi),
+    }
+    ks = np.geomspace(k_lo, k_hi, 24)
+    span = m_hi
+    ms = np.array([span / 50, span / 15, span / 5])
+    grid = [(k, m) for k in ks for m in ms]
+    phi = np.stack([_unit_response(t, m, 1.0, k, 1.0, 0.0) for k, m in grid])
+    r_inf, r_0, sse = profile_levels(phi, y, level_bounds(y))
+    i = int(np.argmin(sse))
+    second = _levels(y, r_inf[i], r_0[i])
+    second["k"] = Parameter("k", float(grid[i][0]), k_lo, k_hi)
+    second["m"] = Parameter("m", float(grid[i][1]), m_lo, m_hi)
+    return [first, second]
+
+
+FIT_MODELS.add(
+    "rom", CurveModel("rom", ("R_inf", "R_0", "k", "m"), rom_func, rom_guess, rom_priors)
+)
+
+
+# --- rom_schedule (exact recursion with the logged lr) -----------------------------------------
+
+
+_BASIS_CACHE: OrderedDict[tuple, np.ndarray] = OrderedDict()
+
+
+def _schedule_basis(k: float, m: float, n_steps: int, ctx: FitContext) -> np.ndarray:
+    """x_n / x_0 on n = 0..n_steps for a_n = k lr_n / max lr, beta = m / (1 + m); cached."""
+    lr_key = None if ctx.lr is None else hash(ctx.lr.tobytes())
+    key = (k, m, n_steps, ctx.refresh_interval, lr_key)
+    hit = _BASIS_CACHE.get(key)
+    if hit is not None:
+        return hit
+    a = (k * ctx.schedule(n_steps)).tolist()
+    basis = np.asarray(unit_response(a, m / (1.0 + m), ctx.refresh_interval))
+    _BASIS_CACHE[key] = basis
+    if len(_BASIS_CACHE) > 16:
+        _BASIS_CACHE.popitem(last=False)
+    return basis
+
+
+def _at_times(basis: np.ndarray, t: np.ndarray) -> np.ndarray:
+    return np.interp(t, np.arange(basis.size, dtype=float), basis)
+
+
+def rom_schedule_func(t: np.ndarray, p: dict[str, float], ctx: FitContext) -> np.ndarray:
+    n_steps = int(math.ceil(float(np.max(t)))) if t.size else 0
+    phi = _at_times(_schedule_basis(p["k"], p["m"], n_steps, ctx), t)
+    return p["R_inf"] + (p["R_0"] - p["R_inf"]) * phi
+
+
+def _config_mass(ctx: FitContext) -> float | None:
+    if ctx.beta1 is None:
+        return None
+    return ctx.beta1 / (1.0 - ctx.beta1)
+
+
+def rom_schedule_priors(t: np.ndarray, ctx: FitContext) -> dict[str, tuple[float, float]]:
+    return {} if ctx.beta1 is not None else rom_priors(t, ctx)
+
+
+def rom_schedule_guess(t: np.ndarray, y: np.ndarray, ctx: FitContext) -> list[dict[str, Parameter]]:
+    """Grid over (k, m) with one batched recursion, levels profiled out. m is fixed at
+    beta1 / (1 - beta1) when the config gives beta1, else free with the rom's prior."""
+    k_lo, k_hi = rate_bounds(t)
+    k_hi = min(k_hi, 1.0)  # a_n <= 1 keeps the discrete map monotone at the peak lr
+    m_lo, m_hi = mass_bounds(t)
+    fixed = _config_mass(ctx)
+    ms = [fixed] if fixed is not None else [0.0, m_hi / 50, m_hi / 15, m_hi / 5]
+    ks = np.geomspace(k_lo, k_hi, 32)
+    n_steps = int(math.ceil(float(np.max(t))))
+    sched = ctx.schedule(n_steps)
+    grid = [(k, m) for m in ms for k in ks]
+    a = np.array([k for k, _ in grid])[:, None] * sched[None, :]
+    phis = []
+    for m in ms:  # one batched run per momentum value
+        rows = [i for i, (_, mm) in enumerate(grid) if mm == m]
+        K = ctx.refresh_interval
+        x = simulate_recursion(a[rows], m / (1.0 + m), n_steps, refresh_interval=K)
+        phis.append(x)
+    basis = np.concatenate(phis, axis=0)
+    phi = np.stack([_at_times(row, t) for row in basis])
+    phi = np.where(np.isfinite(phi), phi, 1e6)
+    r_inf, r_0, sse = profile_levels(phi, y, level_bounds(y))
+    i = int(np.argmin(sse))
+    params = _levels(y, r_inf[i], r_0[i])
+    params["k"] = Parameter("k", float(grid[i][0]), k_lo, k_hi)
+    m0 = float(grid[i][1])
+    params["m"] = Parameter("m", m0, min(m_lo, m0), max(m_hi, m0), vary=fixed is None)
+    return [params]
+
+
+FIT_MODELS.add(
+    "rom_schedule",
+    CurveModel(
+        "rom_schedule",
+        ("R_inf", "R_0", "k", "m"),
+        rom_schedule_func,
+        rom_schedule_guess,
+        rom_schedule_priors,
+    ),
+)
+
+
+# --- logistic ----------------------------------------------------------------------------------
+
+
+def logistic_func(t: np.ndarray, p: dict[str, float], ctx: FitContext) -> np.ndarray:
+    z = np.clip((t - p["t_mid"]) / p["width"], -500, 500)
+    return p["R_0"] + (p["R_inf"] - p["R_0"]) / (1.0 + np.exp(-z))
+
+
+def logistic_guess(t: np.ndarray, y: np.ndarray, ctx: FitContext) -> list[dict[str, Parameter]]:
+    span = max(float(np.max(t) - np.min(t)), 1.0)
+    mids = np.linspace(-0.5 * span, 1.5 * span, 24)
+    widths = np.geomspace(0.5, 2.0 * span, 12)
+    grid = [(c, w) for c in mids for w in widths]
+    # phi = weight on R_0: 1 - sigmoid
+    phi = np.stack([1.0 - 1.0 / (1.0 + np.exp(-np.clip((t - c) / w, -500, 500))) for c, w in grid])
+    r_inf, r_0, sse = profile_levels(phi, y, level_bounds(y))
+    i = int(np.argmin(sse))
+    params = _levels(y, r_inf[i], r_0[i])
+    params["t_mid"] = Parameter("t_mid", float(grid[i][0]), -span, 2.0 * span)
+    params["width"] = Parameter("width", float(grid[i][1]), 0.2, 5.0 * span)
+    return [params]
+
+
+FIT_MODELS.add(
+    "logistic",
+    CurveModel("logistic", ("R_inf", "R_0", "t_mid", "width"), logistic_func, logistic_guess),
+)

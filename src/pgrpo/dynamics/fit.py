@@ -1,0 +1,397 @@
+"""Fitting reward curves: lmfit's vocabulary (named bounded parameters, guess, a result with
+statistics and a text report) on scipy.optimize.least_squares.
+
+`fit_curve(step, reward, model="rom")` fits the single-exponential law as well and starts the rom
+from its solution (m = 0 is exactly the exponential), keeping the best point seen, so the rom's
+SSE is never above the exponential's. With a varying logged lr it also fits `rom_schedule` (the
+exact recursion driven by that lr) and returns it when its SSE is not worse than the
+exponential's and its AIC is lower than the constant-lr rom's.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+from scipy.optimize import least_squares
+
+from pgrpo.dynamics.curves import FIT_MODELS, FitContext, Parameter
+
+
+@dataclass(frozen=True)
+class FitResult:
+    """A fitted curve model. Arrays are copies: step, reward, fitted: [n]; covariance: [p, p]
+    over `varying` (None when singular). `metrics` holds derived quantities (tau, kappa...)."""
+
+    model: str
+    params: dict[str, Parameter]
+    varying: tuple[str, ...]
+    step: np.ndarray
+    reward: np.ndarray
+    fitted: np.ndarray
+    context: FitContext
+    covariance: np.ndarray | None
+    r2: float
+    sse: float
+    aic: float
+    bic: float
+    residual_std: float
+    residual_autocorr: float
+    success: bool
+    message: str
+    metrics: dict[str, float | str] = field(default_factory=dict)
+
+    @property
+    def values(self) -> dict[str, float]:
+        return {name: p.value for name, p in self.params.items()}
+
+    @property
+    def n(self) -> int:
+        return int(self.reward.size)
+
+    def predict(self, step: np.ndarray, values: dict[str, float] | None = None) -> np.ndarray:
+        """Model mean at `step` ([m] -> [m]); `values` overrides parameter values."""
+        t = np.asarray(step, dtype=float) - self.context.step0
+        return FIT_MODELS.get(self.model).func(t, values or self.values, self.context)
+
+    def prediction_jacobian(self, step: np.ndarray) -> np.ndarray:
+        """d predict(step) / d theta over the varying parameters: [m, p] (central differences)."""
+        return _jacobian(FIT_MODELS.get(self.model).func, self, np.asarray(step, dtype=float))
+
+    def report(self) -> str:
+        """lmfit-style text report."""
+        lines = [
+            f"[[Model]] {self.model}",
+            "[[Fit Statistics]]",
+            f"    data points = {self.n}, variables = {len(self.varying)}",
+            f"    R^2 = {self.r2:.4f}, SSE = {self.sse:.6g}",
+            f"    AIC = {self.aic:.2f}, BIC = {self.bic:.2f}",
+            f"    residual std = {self.residual_std:.4g}, "
+            f"lag-1 autocorrelation = {self.residual_autocorr:.3f}",
+            f"    success = {self.success} ({self.message})",
+            "[[Variables]]",
+        ]
+        for p in self.params.values():
+            err = "(fixed)" if not p.vary else _fmt_err(p)
+            lines.append(f"    {p.name:<6} = {p.value:< 12.6g} {err}  [{p.min:.3g}, {p.max:.3g}]")
+        derived = {k: v for k, v in self.metrics.items() if isinstance(v, float)}
+        if derived:
+            lines.append("[[Derived]]")
+            lines += [f"    {k} = {v:.6g}" for k, v in derived.items()]
+        return "\n".join(lines)
+
+
+def _fmt_err(p: Parameter) -> str:
+    if p.stderr is None or not math.isfinite(p.stderr):
+        return "+/- (not estimated)"
+    rel = f" ({100 * abs(p.stderr / p.value):.2f}%)" if p.value else ""
+    return f"+/- {p.stderr:.4g}{rel}"
+
+
+# --- inputs ------------------------------------------------------------------------------------
+
+
+def make_context(
+    step: np.ndarray,
+    *,
+    lr: np.ndarray | None = None,
+    lr_step: np.ndarray | None = None,
+    beta1: float | None = None,
+    refresh_interval: int | None = 1,
+) -> FitContext:
+    """Context with the lr schedule on the integer grid t = 0..T from the first step.
+
+    lr: [m] learning rates at lr_step ([m], default `step`); may extend past the data (the known
+    future schedule, used by forecasts); NaN entries are ignored; interpolated linearly.
+    """
+    step = np.asarray(step, dtype=float)
+    step0 = float(step[0])
+    grid_lr = None
+    if lr is not None:
+        lr = np.asarray(lr, dtype=float)
+        ls = step if lr_step is None else np.asarray(lr_step, dtype=float)
+        if ls.shape != lr.shape:
+            raise ValueError(f"lr has shape {lr.shape} but its steps have shape {ls.shape}")
+        ok = np.isfinite(lr) & np.isfinite(ls)
+        if ok.sum() >= 1:
+            ls, lv = ls[ok], lr[ok]
+            order = np.argsort(ls, kind="stable")
+            ls, lv = ls[order], lv[order]
+            if np.any(lv < 0):
+                raise ValueError("lr must be >= 0")
+            end = max(float(ls[-1]), float(step[-1]))
+            t = np.arange(int(math.ceil(end - step0)) + 1, dtype=float)
+            grid_lr = np.interp(t + step0, ls, lv)
+            if not np.any(grid_lr > 0):
+                grid_lr = None
+    if beta1 is not None and not 0.0 <= beta1 < 1.0:
+        raise ValueError(f"beta1 must be in [0, 1), got {beta1!r}")
+    K = int(refresh_interval or 1)
+    if K < 1:
+        raise ValueError(f"refresh_interval must be >= 1, got {refresh_interval!r}")
+    return FitContext(step0=step0, lr=grid_lr, beta1=beta1, refresh_interval=K)
+
+
+def _check_curve(step: np.ndarray, reward: np.ndarray, min_points: int) -> tuple:
+    step = np.array(step, dtype=float)  # copies: never mutate the caller's data
+    reward = np.array(reward, dtype=float)
+    if step.ndim != 1 or step.shape != reward.shape:
+        raise ValueError(
+            f"step and reward must be 1-D of equal length, got {step.shape}, {reward.shape}"
+        )
+    bad = ~(np.isfinite(step) & np.isfinite(reward))
+    if bad.any():
+        raise ValueError(
+            f"{int(bad.sum())} non-finite step/reward values; drop them first "
+            "(pgrpo.logs.read_log does and reports it)"
+        )
+    if step.size < min_points:
+        raise ValueError(f"need at least {min_points} points to fit, got {step.size}")
+    if np.any(np.diff(step) <= 0):
+        raise ValueError(
+            "steps must be strictly increasing; sort and de-duplicate them "
+            "(pgrpo.logs.read_log keeps the last occurrence of a repeated step)"
+        )
+    return step, reward
+
+
+def noise_scale(reward: np.ndarray) -> float:
+    """Robust white-noise sd from first differences: MAD(diff) / 0.6745 / sqrt(2)."""
+    d = np.diff(np.asarray(reward, dtype=float))
+    if d.size == 0:
+        return 1.0
+    s = float(np.median(np.abs(d - np.median(d)))) / 0.6745 / math.sqrt(2.0)
+    if s <= 0:
+        s = float(np.std(d)) / math.sqrt(2.0)
+    return s if s > 0 else max(float(np.std(reward)), 1e-6)
+
+
+# --- one model -----------------------------------------------------------------------------------
+
+
+def fit_model(
+    name: str,
+    step: np.ndarray,
+    reward: np.ndarray,
+    context: FitContext | None = None,
+    *,
+    loss: str = "linear",
+    starts: Sequence[dict[str, Parameter]] = (),
+) -> FitResult:
+    """Fit one registered model from its guess() starts plus `starts`; keep the lowest cost
+    (including each start itself, so a fit never ends worse than where it began).
+
+    loss: least_squares' loss ('linear', 'soft_l1', 'huber', 'cauchy', 'arctan'); robust losses
+    use the data's white-noise sd as f_scale.
+    """
+    spec = FIT_MODELS.get(name)
+    step, y = _check_curve(step, reward, min_points=len(spec.param_names) + 2)
+    ctx = context if context is not None else make_context(step)
+    t = step - ctx.step0
+    sigma = noise_scale(y)
+    priors = spec.priors(t, ctx)
+    all_starts = list(starts) + list(spec.guess(t, y, ctx))
+    template = all_starts[0]
+    varying = tuple(n for n in spec.param_names if template[n].vary)
+    lb = np.array([template[n].min for n in varying])
+    ub = np.array([template[n].max for n in varying])
+
+    def unpack(x: np.ndarray, start: dict[str, Parameter]) -> dict[str, float]:
+        vals = {n: p.value for n, p in start.items()}
+        vals.update(zip(varying, (float(v) for v in x), strict=True))
+        return vals
+
+    def residuals(x: np.ndarray, start: dict[str, Parameter]) -> np.ndarray:
+        vals = unpack(x, start)
+        r = spec.func(t, vals, ctx) - y
+        r = np.where(np.isfinite(r), r, 1e3)
+        extra = [sigma * (vals[n] - c) / s for n, (c, s) in priors.items() if n in varying]
+        return np.r_[r, extra] if extra else r
+
+    best = None
+    for start in all_starts:
+        x0 = np.clip(np.array([start[n].value for n in varying]), lb, ub)
+        cost0 = _cost(residuals(x0, start), loss, sigma)
+        if best is None or cost0 < best[0]:
+            best = (cost0, x0, start, True, "starting point kept")
+        try:
+            res = least_squares(
+                residuals,
+                x0,
+                bounds=(lb, ub),
+                loss=loss,
+                f_scale=sigma,
+                x_scale="jac",
+                args=(start,),
+                max_nfev=200 * (len(varying) + 1),
+            )
+        except ValueError as exc:  # e.g. a start on a bound the solver cannot move from
+            best = best if best is not None else (math.inf, x0, start, False, str(exc))
+            continue
+        cost = _cost(res.fun, loss, sigma)
+        if cost < best[0]:
+            best = (cost, res.x, start, bool(res.success), str(res.message))
+    assert best is not None
+    _, x, start, success, message = best
+    return _build_result(
+        spec.name, step, y, ctx, unpack(x, start), start, varying, priors, sigma, success, message
+    )
+
+
+def _cost(r: np.ndarray, loss: str, f_scale: float) -> float:
+    z = (r / f_scale) ** 2
+    rho = {
+        "linear": z,
+        "soft_l1": 2 * ((1 + z) ** 0.5 - 1),
+        "huber": np.where(z <= 1, z, 2 * z**0.5 - 1),
+        "cauchy": np.log1p(z),
+        "arctan": np.arctan(z),
+    }.get(loss)
+    if rho is None:
+        raise ValueError(f"unknown loss {loss!r}; use linear, soft_l1, huber, cauchy or arctan")
+    return float(0.5 * f_scale**2 * np.sum(rho))
+
+
+def _build_result(name, step, y, ctx, vals, start, varying, priors, sigma, success, message):
+    spec = FIT_MODELS.get(name)
+    t = step - ctx.step0
+    fitted = spec.func(t, vals, ctx)
+    resid = y - fitted
+    n, p = y.size, len(varying)
+    sse = float(resid @ resid)
+    sst = float(((y - y.mean()) ** 2).sum())
+    r2 = 1.0 - sse / sst if sst > 0 else (1.0 if sse == 0 else 0.0)
+    ll = n * math.log(max(sse, 1e-300) / n)
+    params = {nm: replace(start[nm], value=float(vals[nm]), stderr=None) for nm in start}
+    proto = FitResult(
+        name,
+        params,
+        varying,
+        step,
+        y,
+        fitted,
+        ctx,
+        None,
+        r2,
+        sse,
+        ll + 2 * p,
+        ll + p * math.log(n),
+        math.sqrt(sse / max(n - p, 1)),
+        _autocorr(resid),
+        success,
+        message,
+    )
+    cov = _covariance(proto, priors, sigma)
+    if cov is not None:
+        se = np.sqrt(np.clip(np.diag(cov), 0, None))
+        for nm, s in zip(varying, se, strict=True):
+            params[nm] = replace(params[nm], stderr=float(s))
+    return replace(proto, params=params, covariance=cov, metrics=_derived(name, vals, ctx))
+
+
+def _autocorr(r: np.ndarray, lag: int = 1) -> float:
+    r = r - r.mean()
+    den = float(r @ r)
+    return float(r[:-lag] @ r[lag:]) / den if den > 0 and r.size > lag else 0.0
+
+
+def _jacobian(func, result: FitResult, step: np.ndarray) -> np.ndarray:
+    t = step - result.context.step0
+    vals = result.values
+    cols = []
+    for nm in result.varying:
+        p = result.params[nm]
+        h = 1e-5 * max(
+            abs(p.value), 1e-3 * max(p.max - p.min, 1e-12) if math.isfinite(p.max - p.min) else 1e-3
+        )
+        lo, hi = max(p.value - h, p.min), min(p.value + h, p.max)
+        if hi <= lo:
+            cols.append(np.zeros_like(t))
+            continue
+        f_hi = func(t, {**vals, nm: hi}, result.context)
+        f_lo = func(t, {**vals, nm: lo}, result.context)
+        cols.append((f_hi - f_lo) / (hi - lo))
+    return np.stack(cols, axis=1) if cols else np.zeros((t.size, 0))
+
+
+def _covariance(result: FitResult, priors, sigma: float) -> np.ndarray | None:
+    """s^2 (J^T J + prior precision)^-1 with s^2 = SSE / (n - p) (pseudo-inverse)."""
+    if not result.varying:
+        return None
+    J = result.prediction_jacobian(result.step)
+    A = J.T @ J
+    for i, nm in enumerate(result.varying):
+        if nm in priors:
+            A[i, i] += (sigma / priors[nm][1]) ** 2
+    if not np.all(np.isfinite(A)):
+        return None
+    s2 = result.sse / max(result.n - len(result.varying), 1)
+    return s2 * np.linalg.pinv(A, rcond=1e-12)
+
+
+def _derived(name: str, vals: dict[str, float], ctx: FitContext) -> dict[str, float | str]:
+    out: dict[str, float | str] = {}
+    if "k" in vals:
+        k, m = vals["k"], vals.get("m", 0.0)
+        out["tau"] = 1.0 / k
+        out["zeta"] = 1.0 / (2.0 * math.sqrt(m * k)) if m > 0 else math.inf
+        out["beta1_effective"] = m / (1.0 + m)
+        if ctx.lr is not None:
+            out["kappa"] = k / float(np.max(ctx.lr))
+    if "tau" in vals:
+        out["tau"] = vals["tau"]
+    return out
+
+
+# --- the public entry point ---------------------------------------------------------------
+
+
+def fit_curve(
+    step: np.ndarray,
+    reward: np.ndarray,
+    model: str = "rom",
+    *,
+    lr: np.ndarray | None = None,
+    lr_step: np.ndarray | None = None,
+    beta1: float | None = None,
+    refresh_interval: int | None = 1,
+    loss: str = "linear",
+) -> FitResult:
+    """Fit `model` (a FIT_MODELS name) to a reward curve: step, reward: [n] -> FitResult.
+
+    For model="rom": also fits the exponential and starts from its solution (so SSE_rom <=
+    SSE_exponential); with a varying lr schedule it also fits the exact recursion
+    (`rom_schedule`) and keeps it when SSE <= SSE_exponential and its AIC is lower.
+    """
+    step, reward = _check_curve(step, reward, min_points=6)
+    ctx = make_context(step, lr=lr, lr_step=lr_step, beta1=beta1, refresh_interval=refresh_interval)
+    if model != "rom":
+        return fit_model(model, step, reward, ctx, loss=loss)
+    exp = fit_model("exponential", step, reward, ctx, loss=loss)
+    return _fit_rom(step, reward, ctx, exp, loss)
+
+
+def _fit_rom(step, reward, ctx: FitContext, exp: FitResult, loss: str) -> FitResult:
+    rom_spec_start = FIT_MODELS.get("rom").guess(step - ctx.step0, reward, ctx)[0]
+    from_exp = dict(rom_spec_start)
+    k = float(np.clip(1.0 / exp.values["tau"], rom_spec_start["k"].min, rom_spec_start["k"].max))
+    from_exp["R_inf"] = replace(from_exp["R_inf"], value=exp.values["R_inf"])
+    from_exp["R_0"] = replace(from_exp["R_0"], value=exp.values["R_0"])
+    from_exp["k"] = replace(from_exp["k"], value=k)
+    from_exp["m"] = replace(from_exp["m"], value=0.0)
+    best = fit_model("rom", step, reward, ctx, loss=loss, starts=[from_exp])
+    best = _with_variant(best, "constant_lr", exp)
+    if ctx.lr_varies:
+        sched = _with_variant(
+            fit_model("rom_schedule", step, reward, ctx, loss=loss), "schedule", exp
+        )
+        if sched.sse <= exp.sse * (1 + 1e-12) and sched.aic < best.aic:
+            best = sched
+    return best
+
+
+def _with_variant(result: FitResult, variant: str, exp: FitResult) -> FitResult:
+    metrics = {**result.metrics, "variant": variant, "sse_exponential": exp.sse}
+    return replace(result, metrics=metrics)

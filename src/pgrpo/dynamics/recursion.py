@@ -1,0 +1,208 @@
+"""The exact discrete heavy-ball recursion, its monodromy matrix, K* and the oscillation onset.
+
+    x_{n+1} - x_n = beta1 (x_n - x_{n-1}) - (1 - beta1) (a_n x_{s(n)} + eta_n e_n),
+    a_n = eta_n * kappa,   s(n) = K * floor(n / K)
+
+x = R - R_inf; s(n) is the step at which the rollouts in use were drawn (off-policy lag); e_n is
+the per-step gradient noise (variance noise_var / (B G)). x_{-1} = x_0 - v0 (v0 = 0: Adam's first
+moment starts at zero). Source: ../shared/notes/dynamics.md (our derivation of arXiv 2606.30789).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+def simulate_recursion(
+    a: np.ndarray | float,
+    beta1: float,
+    n_steps: int,
+    *,
+    refresh_interval: int = 1,
+    x0: np.ndarray | float = 1.0,
+    v0: np.ndarray | float = 0.0,
+    noise: np.ndarray | None = None,
+) -> np.ndarray:
+    """Run the recursion for `n_steps` steps, vectorised over a batch of runs.
+
+    a: scalar, [n_steps] (schedule shared by the batch) or [batch, n_steps]; x0, v0: scalar or
+    [batch]; noise: optional [batch, n_steps] additive force noise (already multiplied by eta_n;
+    it enters as -(1 - beta1) noise_n). Returns x: [batch, n_steps + 1] (x[:, 0] = x0); the batch
+    size is the broadcast of the inputs' leading dimensions (1 if all are scalars).
+    """
+    if n_steps < 0 or int(n_steps) != n_steps:
+        raise ValueError(f"n_steps must be an integer >= 0, got {n_steps!r}")
+    K = _check_k(refresh_interval)
+    a_arr = np.asarray(a, dtype=float)
+    if a_arr.ndim == 0:
+        a_arr = np.full((1, n_steps), float(a_arr))
+    elif a_arr.ndim == 1:
+        a_arr = a_arr[None, :]
+    if a_arr.shape[-1] < n_steps:
+        raise ValueError(f"a has {a_arr.shape[-1]} steps but n_steps = {n_steps}")
+    x0_arr = np.atleast_1d(np.asarray(x0, dtype=float))
+    v0_arr = np.atleast_1d(np.asarray(v0, dtype=float))
+    shapes = [a_arr.shape[0], x0_arr.shape[0], v0_arr.shape[0]]
+    if noise is not None:
+        noise = np.atleast_2d(np.asarray(noise, dtype=float))
+        shapes.append(noise.shape[0])
+    batch = int(np.broadcast_shapes(*[(s,) for s in shapes])[0])
+    g = 1.0 - beta1
+    x = np.broadcast_to(x0_arr, (batch,)).astype(float)
+    v = np.broadcast_to(v0_arr, (batch,)).astype(float)
+    out = np.empty((batch, n_steps + 1))
+    out[:, 0] = x
+    xs = x
+    for n in range(n_steps):
+        if n % K == 0:
+            xs = x
+        force = a_arr[:, n] * xs
+        if noise is not None:
+            force = force + noise[:, n]
+        v = beta1 * v - g * force
+        x = x + v
+        out[:, n + 1] = x
+    return out
+
+
+def unit_response(a: list[float], beta1: float, refresh_interval: int = 1) -> list[float]:
+    """x_n for x0 = 1, v0 = 0 and one schedule `a` (Python floats: the fit's fast inner loop).
+
+    a: [n_steps] -> [n_steps + 1]. Equal to `simulate_recursion(a, beta1, len(a))[0]`.
+    """
+    K = _check_k(refresh_interval)
+    g = 1.0 - beta1
+    x, v, xs = 1.0, 0.0, 1.0
+    out = [1.0]
+    append = out.append
+    if K == 1:
+        for an in a:
+            v = beta1 * v - g * an * x
+            x += v
+            append(x)
+        return out
+    for n, an in enumerate(a):
+        if n % K == 0:
+            xs = x
+        v = beta1 * v - g * an * xs
+        x += v
+        append(x)
+    return out
+
+
+def _check_k(refresh_interval: int) -> int:
+    if int(refresh_interval) != refresh_interval or refresh_interval < 1:
+        raise ValueError(f"refresh_interval must be an integer >= 1, got {refresh_interval!r}")
+    return int(refresh_interval)
+
+
+def step_matrix(a: float, beta1: float) -> np.ndarray:
+    """One step on the state (x_n, x_{n-1}, x_s): [3, 3]. x_s is the frozen rollout state."""
+    g = 1.0 - beta1
+    return np.array([[1.0 + beta1, -beta1, -g * a], [1.0, 0.0, 0.0], [0.0, 0.0, 1.0]])
+
+
+_REFRESH = np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [1.0, 0.0, 0.0]])  # x_s <- x_n
+
+
+def monodromy(a: float, beta1: float, refresh_interval: int) -> np.ndarray:
+    """State map over one rollout window of K steps (refresh, then K steps): [3, 3]."""
+    K = _check_k(refresh_interval)
+    return np.linalg.matrix_power(step_matrix(a, beta1), K) @ _REFRESH
+
+
+def spectral_radius(a: float, beta1: float, refresh_interval: int) -> float:
+    """Largest |eigenvalue| of the one-window monodromy matrix (> 1: the mean diverges)."""
+    return float(np.max(np.abs(np.linalg.eigvals(monodromy(a, beta1, refresh_interval)))))
+
+
+@dataclass(frozen=True)
+class RefreshThreshold:
+    """K*: the smallest refresh interval whose window map has spectral radius > 1 (+ tol)."""
+
+    K_star: int | None
+    a: float
+    beta1: float
+    rule_of_thumb: float
+    metrics: dict[str, float] = field(default_factory=dict)
+
+
+def refresh_threshold(
+    a: float, beta1: float, *, max_refresh: int | None = None, tol: float = 1e-12
+) -> RefreshThreshold:
+    """Exact first-unstable refresh interval K* for a = eta * kappa (per step) and momentum beta1.
+
+    Scans K = 1, 2, ... accumulating P = S^(K) (S = one-step matrix) so the cost is O(K*) 3x3
+    products. `tol` makes the marginal case (rho = 1 exactly, e.g. K = 2 / a at beta1 = 0) count
+    as stable. K_star is None when every K <= max_refresh (default 10 (2 / a + 2 / (1 - beta1)))
+    is stable. `rule_of_thumb` = 2 / a + 2 beta1 / (1 - beta1), labelled as such.
+    """
+    if not a > 0:
+        raise ValueError(f"a = lr * kappa must be > 0, got {a!r}")
+    if not 0.0 <= beta1 < 1.0:
+        raise ValueError(f"beta1 must be in [0, 1), got {beta1!r}")
+    thumb = 2.0 / a + 2.0 * beta1 / (1.0 - beta1)
+    if max_refresh is None:
+        max_refresh = int(10 * (2.0 / a + 2.0 / (1.0 - beta1))) + 10
+    S = step_matrix(a, beta1)
+    P = np.eye(3)
+    K_star, rho = None, math.nan
+    for K in range(1, max_refresh + 1):
+        P = S @ P
+        rho = float(np.max(np.abs(np.linalg.eigvals(P @ _REFRESH))))
+        if rho > 1.0 + tol:
+            K_star = K
+            break
+    return RefreshThreshold(K_star, a, beta1, thumb, {"spectral_radius_at_K_star": rho})
+
+
+def oscillation_onset(beta1: float, refresh_interval: int = 1) -> float:
+    """Smallest a = eta * kappa at which the mean trajectory oscillates (complex or negative
+    dominant window eigenvalue).
+
+    K = 1: exact closed form (1 - sqrt(beta1)) / (1 + sqrt(beta1)) (complex roots of
+    l^2 - (1 + beta1 - (1 - beta1) a) l + beta1); at beta1 = 0 the root 1 - a turns negative at
+    a = 1. K > 1: found by scanning a on a log grid and bisecting the window map's dominant
+    eigenvalue (continuum value for K = 1: (1 - beta1) / (4 beta1), see model.py).
+    """
+    K = _check_k(refresh_interval)
+    if not 0.0 <= beta1 < 1.0:
+        raise ValueError(f"beta1 must be in [0, 1), got {beta1!r}")
+    if K == 1:
+        if beta1 == 0.0:
+            return 1.0
+        sb = math.sqrt(beta1)
+        return (1.0 - sb) / (1.0 + sb)
+
+    def oscillates(a: float) -> bool:
+        ev = np.linalg.eigvals(monodromy(a, beta1, K))
+        top = ev[np.argmax(np.abs(ev))]
+        return abs(top.imag) > 1e-12 * max(abs(top), 1e-300) or top.real < 0
+
+    grid = np.geomspace(1e-6, 4.0, 400)
+    for lo, hi in zip(grid[:-1], grid[1:], strict=True):
+        if oscillates(hi) and not oscillates(lo):
+            for _ in range(60):
+                mid = math.sqrt(lo * hi)
+                lo, hi = (lo, mid) if oscillates(mid) else (mid, hi)
+            return hi
+    return math.inf
+
+
+def discrete_stationary_variance(a: float, beta1: float, noise_var_per_step: float) -> float:
+    """Exact stationary Var(x) of the K = 1 recursion with white force noise e_n of variance
+    `noise_var_per_step` (x_{n+1} = (1 + b - g a) x_n - b x_{n-1} - g e_n, g = 1 - b).
+
+    Solves the discrete Lyapunov equation; -> D / (c k) of the continuum as a -> 0.
+    """
+    from scipy.linalg import solve_discrete_lyapunov
+
+    g = 1.0 - beta1
+    A = np.array([[1.0 + beta1 - g * a, -beta1], [1.0, 0.0]])
+    if np.max(np.abs(np.linalg.eigvals(A))) >= 1.0:
+        return math.inf
+    Q = np.array([[g * g * noise_var_per_step, 0.0], [0.0, 0.0]])
+    return float(solve_discrete_lyapunov(A, Q)[0, 0])
