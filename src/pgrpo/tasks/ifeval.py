@@ -16,8 +16,9 @@ prompt-level accuracy (all of a prompt's constraints followed), both from the re
 Generated prompts ("generated" split): a short writing request from `TOPICS`, plus 1-6 constraints
 drawn without conflicts (the reference's `INSTRUCTION_CONFLICTS`, made symmetric) from the checker
 registry, with kwargs drawn by the reference checkers themselves under a per-prompt seed; word
-counts are capped at `max_words` so they fit a short generation. Prompt text = request + the
-checkers' own descriptions.
+counts are capped at `max_words` so they fit a short generation, and "paragraph n must start with"
+draws n <= the number of paragraphs (the reference's generator can ask for paragraph 3 of 2).
+Prompt text = request + the checkers' own descriptions.
 """
 
 from __future__ import annotations
@@ -119,6 +120,10 @@ def generate_prompts(
                 build: dict[str, Any] = {}
                 if instruction_id == "length_constraints:number_words":
                     build["num_words"] = random.randint(10, max_words)
+                elif instruction_id == "length_constraints:nth_paragraph_first_word":
+                    # the reference draws nth in 1..num+1: paragraph num+1 of num is impossible
+                    build["num_paragraphs"] = random.randint(1, 5)
+                    build["nth_paragraph"] = random.randint(1, build["num_paragraphs"])
                 descriptions.append(checker.build_description(**build))
                 kwargs_list.append(copy.deepcopy(checker.get_instruction_args() or {}))
         out.append(

@@ -1,0 +1,75 @@
+"""`math` (MATH-500 with math-verify): equivalence, binary reward, metrics, the timeout path."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pgrpo.tasks import get_task, score_completions
+
+DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data"
+needs_data = pytest.mark.skipif(not (DATA / "math500").is_dir(), reason="shared/data absent")
+
+ROWS = [
+    {"problem": "Compute 1/2.", "answer": "\\frac{1}{2}", "level": 1},
+    {"problem": "Solve x^2 = 4 for x > 0.", "answer": "2", "level": 2},
+    {"problem": "Write the point.", "answer": "\\left( 3, \\frac{\\pi}{2} \\right)", "level": 2},
+]
+
+
+@pytest.fixture(scope="module")
+def task(tmp_path_factory):
+    path = tmp_path_factory.mktemp("math") / "test.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in ROWS))
+    return get_task("math", data=str(path.parent))
+
+
+def test_load_prompt_and_equivalent_forms_score_one(task):
+    examples = task.load("test")
+    assert examples == ROWS
+    assert task.prompt(examples[0]) == "Compute 1/2.\nGive the final answer in \\boxed{}."
+    completions = [
+        "So it is $\\boxed{0.5}$.",  # decimal vs fraction
+        "The answer is $\\boxed{\\dfrac{2}{4}}$",  # unsimplified fraction
+        "x = \\boxed{2}",
+        "x = \\boxed{-2}",
+        "$\\boxed{(3, \\frac{\\pi}{2})}$",
+        "",
+    ]
+    chosen = [examples[0], examples[0], examples[1], examples[1], examples[2], examples[2]]
+    res = score_completions(task, completions, chosen, timeout_s=10)
+    assert res.isolation == "process"
+    assert res.rewards == [1.0, 1.0, 1.0, 0.0, 1.0, 0.0]
+    assert res.errors == res.timeouts == 0
+    m = task.metrics(completions, chosen, res.rewards)
+    assert m == {"accuracy": pytest.approx(4 / 6), "accuracy/level_1": 1.0, "accuracy/level_2": 0.5}
+
+
+def test_math_verify_hang_is_a_counted_timeout_and_scoring_continues(task):
+    # sympy evaluates the power tower in C: only killing the worker process stops it
+    examples = task.load("test")
+    completions = ["\\boxed{9^{9^{9^{9}}}}", "\\boxed{2}", "\\boxed{\\frac12}"]
+    res = score_completions(task, completions, [examples[1], examples[1], examples[0]], timeout_s=2)
+    assert res.timeouts == 1 and res.rewards == [0.0, 1.0, 1.0]
+    assert "timeout after 2 s" in res.error_messages[0]
+
+
+def test_unparsable_gold_is_an_error_not_a_crash(task):
+    bad = {"problem": "?", "answer": " "}
+    res = score_completions(task, ["\\boxed{1}"], [bad], timeout_s=10)
+    assert res.rewards == [0.0] and res.errors == 1
+    assert "could not parse the gold answer" in res.error_messages[0]
+
+
+@needs_data
+def test_real_math500_gold_answers_verify_against_themselves():
+    task = get_task("math", data=str(DATA / "math500"))
+    examples = task.load("test")
+    assert len(examples) == 500
+    subset = examples[:40]
+    res = score_completions(
+        task, [f"The answer is $\\boxed{{{e['answer']}}}$." for e in subset], subset, timeout_s=10
+    )
+    assert res.rewards == [1.0] * len(subset)
