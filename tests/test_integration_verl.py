@@ -9,12 +9,15 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
 pytestmark = pytest.mark.verl
+
+ROOT = Path(__file__).resolve().parents[1]
 
 core_algos = pytest.importorskip("verl.trainer.ppo.core_algos")
 OmegaConf = pytest.importorskip("omegaconf").OmegaConf
@@ -253,3 +256,47 @@ def test_registration_in_a_fresh_verl_process():
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+def test_docs_example_config_composes_with_verl():
+    """docs/examples/verl_pgrpo_sign.yaml: composes with verl's ppo_trainer config, sets only keys
+    verl knows (besides pgrpo's own block and the Ray env var) and drives compute_advantage."""
+    import verl
+    import yaml
+    from hydra import compose, initialize_config_dir
+    from verl.trainer.ppo.ray_trainer import compute_advantage
+
+    example = ROOT / "docs" / "examples" / "verl_pgrpo_sign.yaml"
+    verl_configs = Path(verl.__file__).parent / "trainer" / "config"
+    with initialize_config_dir(config_dir=str(verl_configs), version_base=None):
+        base = compose("ppo_trainer")
+    with initialize_config_dir(config_dir=str(example.parent), version_base=None):
+        cfg = compose(example.stem)
+    raw = yaml.safe_load(example.read_text())
+    own = ("algorithm.pgrpo", "ray_kwargs.ray_init.runtime_env.env_vars")
+    for key in _flat_keys({k: v for k, v in raw.items() if k not in ("hydra", "defaults")}):
+        if not key.startswith(own):
+            assert _has_key(base, key), f"{key} is not a verl 0.9.1 config key"
+        assert _has_key(cfg, key), key
+    assert cfg.algorithm.adv_estimator == "pgrpo_sign"
+    rewards, mask, uid, scores = _batch(8)
+    binary = (scores >= 1).float()
+    rewards = torch.where(rewards > 0, binary[:, None].expand_as(rewards), rewards) * mask
+    data = _data_proto(rewards, mask, uid)
+    out = compute_advantage(data, cfg.algorithm.adv_estimator, config=cfg.algorithm)
+    torch.testing.assert_close(out.batch["advantages"], (2 * binary - 1)[:, None] * mask)
+
+
+def _has_key(cfg, key):
+    parent, _, last = key.rpartition(".")
+    node = OmegaConf.select(cfg, parent) if parent else cfg
+    return node is not None and last in node.keys()  # `in node` is False for ??? values
+
+
+def _flat_keys(tree, prefix=""):
+    for key, value in tree.items():
+        path = f"{prefix}{key}"
+        if isinstance(value, dict) and value:
+            yield from _flat_keys(value, path + ".")
+        else:
+            yield path

@@ -31,10 +31,12 @@ from __future__ import annotations
 import copy
 import json
 import math
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+import trl
 from accelerate.utils import gather_object
 from trl import GRPOConfig, GRPOTrainer
 
@@ -43,6 +45,13 @@ from pgrpo.core.degeneracy import group_stats
 from pgrpo.core.losses import asymmetric_kl_weights, gradient_token_fraction
 
 SUPPORTED_TRL_VERSIONS = ("1.16.0",)
+if trl.__version__ not in SUPPORTED_TRL_VERSIONS:
+    warnings.warn(
+        f"pgrpo's TRL adapter overrides private GRPOTrainer methods of trl "
+        f"{', '.join(SUPPORTED_TRL_VERSIONS)}; found trl {trl.__version__}. If training fails or "
+        "the pgrpo metrics are missing, install trl==1.16.0 (pip install 'pgrpo[trl]')",
+        stacklevel=2,
+    )
 
 # group_stats metrics added to TRL's logs (TRL logs reward, reward_std itself).
 GROUP_METRICS = (
