@@ -93,3 +93,122 @@ def test_properties_bounds_and_invariances(n, p, seed, scale):
     other = effective_ranks(scale * (q @ m)).metrics
     for name, value in base.items():
         assert other[name] == pytest.approx(value, rel=1e-6, abs=1e-6)
+
+
+# ---------------------------------------------------------------------------------------------
+# per-rollout gradient matrix
+# ---------------------------------------------------------------------------------------------
+
+from pgrpo.diagnose.gradrank import GradRankConfig, countsketch, gradient_rank  # noqa: E402
+
+
+def test_countsketch_is_deterministic_and_preserves_inner_products():
+    g = torch.Generator().manual_seed(0)
+    a = [torch.randn(3000, generator=g), torch.randn(40, 50, generator=g)]
+    b = [x + 0.5 * torch.randn(x.shape, generator=g) for x in a]
+    sa, sb = countsketch(a, 4096, seed=3), countsketch(b, 4096, seed=3)
+    assert torch.equal(sa, countsketch(a, 4096, seed=3))
+    exact = sum(float((x.double() * y.double()).sum()) for x, y in zip(a, b, strict=True))
+    norm = math.sqrt(sum(float((x.double() ** 2).sum()) for x in a))
+    assert float(sa @ sb) == pytest.approx(exact, rel=0.1)
+    assert float(sa.norm()) == pytest.approx(norm, rel=0.05)
+    assert not torch.equal(sa, countsketch(a, 4096, seed=4))
+
+
+def test_gradient_rank_zero_sum_vs_controls():
+    """Outcome-clustered scores: zero-sum GRPO rows span <= 2 directions per batch of identical
+    clusters; degenerate groups give zero rows; the random control does not vanish."""
+    g = torch.Generator().manual_seed(2)
+    s_c, s_w = torch.randn(2, 300, generator=g, dtype=torch.float64)
+    rewards = [1, 0, 0, 1, 0, 0, 0, 0, 1, 1, 1, 1]  # groups of 4: mixed, all-fail, all-pass
+    scores = torch.stack(
+        [(s_c if r else s_w) + 1e-3 * torch.randn(300, generator=g) for r in rewards]
+    )
+    cfg = GradRankConfig(estimators=("grpo", "sign"), projection_dim=0)
+    res = gradient_rank(scores, rewards, 4, cfg)
+    assert res.ranks["grpo"]["nonzero_rows"] == 4  # only the mixed group carries signal
+    assert res.ranks["grpo"]["rank/energy_99"] <= 2
+    assert res.ranks["grpo"]["group/nonzero_groups"] == 1
+    assert res.ranks["sign"]["nonzero_rows"] == 12  # sign: every rollout carries signal
+    assert res.ranks["random_control"]["nonzero_rows"] == 12
+    with pytest.raises(ValueError, match="rewards for"):
+        gradient_rank(scores, rewards[:-4], 4, cfg)
+    with pytest.raises(KeyError, match="valid names"):
+        GradRankConfig(estimators=("nope",))
+
+
+def _tiny_rollout():
+    from pgrpo.train.config import ModelConfig
+    from pgrpo.train.generation import sample
+    from pgrpo.train.policies import load_policy
+
+    torch.manual_seed(0)
+    policy = load_policy(ModelConfig(name="tiny", tiny_warmup_steps=0), seed=0)
+    rollout = sample(
+        policy, ["1 + 2 =", "3 + 4 ="], group_size=4, temperatures=[1.0] * 4, max_new_tokens=6
+    )
+    return policy, rollout
+
+
+def test_sketched_matches_exact_gradients_on_tiny_model():
+    from pgrpo.diagnose.gradrank import score_gradients
+
+    policy, rollout = _tiny_rollout()
+    params = policy.trainable_parameters()
+    exact = score_gradients(policy.model, rollout, params, projection_dim=0, seed=0)
+    assert exact.shape == (8, sum(p.numel() for p in params))
+    # row 0 equals autograd of the summed completion log-prob computed another way
+    from pgrpo.train.logprobs import completion_scores
+
+    sc = completion_scores(
+        policy.model,
+        rollout.input_ids[:1],
+        rollout.attention_mask[:1],
+        rollout.prompt_len,
+        rollout.temperatures[:1],
+    )
+    total = (sc.log_probs * rollout.completion_mask[:1]).sum()
+    ref = torch.cat([g.reshape(-1) for g in torch.autograd.grad(total, params)]).double()
+    assert torch.allclose(exact[0], ref, rtol=1e-4, atol=1e-6)
+    sketched = score_gradients(policy.model, rollout, params, projection_dim=8192, seed=0)
+    s_exact, s_sk = singular_values(exact), singular_values(sketched)
+    assert torch.allclose(s_sk, s_exact, rtol=0.1)
+    rewards = [1, 0, 0, 1, 0, 0, 1, 1]
+    cfg = GradRankConfig(projection_dim=0)
+    a = gradient_rank(exact, rewards, 4, cfg).ranks
+    b = gradient_rank(sketched, rewards, 4, cfg).ranks
+    for name in ("grpo", "sign", "dual_anchor", "random_control"):
+        assert b[name]["rank/entropy"] == pytest.approx(a[name]["rank/entropy"], rel=0.1)
+
+
+def test_cli_gradrank_json_on_tiny_model():
+    import json
+
+    from typer.testing import CliRunner
+
+    from pgrpo.cli import _load_commands, app
+
+    _load_commands()
+    args = [
+        "gradrank",
+        "--model",
+        "tiny",
+        "--tiny-warmup-steps",
+        "0",
+        "--prompts",
+        "2",
+        "--group-size",
+        "4",
+        "--max-new-tokens",
+        "6",
+        "--projection-dim",
+        "1024",
+        "--json",
+    ]
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert set(out["ranks"]) == {"grpo", "sign", "dual_anchor", "random_control"}
+    assert len(out["rewards"]) == 8 and out["metrics"]["projection_dim"] == 1024
+    sign = out["ranks"]["sign"]
+    assert sign["nonzero_rows"] == 8 and 1.0 <= sign["rank/entropy"] <= 8.0
