@@ -87,7 +87,7 @@ class RecordingTrainer(PgrpoGRPOTrainer):
             {
                 "advantages": output["advantages"].clone(),
                 "rewards": rewards,
-                "num_constraints": [row["num_constraints"] for row in inputs],
+                "num_constraints": [row.get("num_constraints") for row in inputs],
                 "completions": list(self._logs["completion"])[-n:],
             }
         )
@@ -269,3 +269,31 @@ def test_dual_anchor_without_constraint_column_names_the_fix(tmp_path):
     )
     with pytest.raises(ValueError, match="num_constraints"):
         trainer.train()
+
+
+def test_pgrpo_task_as_trl_dataset_and_reward(tmp_path):
+    """A pgrpo task trains in TRL through task_dataset + task_reward_func (safe scorer)."""
+    from pgrpo.integrations.trl import task_dataset, task_reward_func
+    from pgrpo.tasks import get_task
+
+    task = get_task("arithmetic")
+    dataset = task_dataset(task, "train", conversational=False).select(range(8))
+    reward = task_reward_func(task)
+    example = json.loads(dataset[0]["pgrpo_example"])
+    column = [dataset[0]["pgrpo_example"]] * 2
+    assert reward(completions=[str(example["answer"]), "no"], pgrpo_example=column) == [1.0, 0.0]
+    with pytest.raises(ValueError, match="task_dataset"):
+        reward(completions=["1"])
+    tokenizer = _tokenizer()
+    trainer = RecordingTrainer(
+        model=_model(tokenizer),
+        reward_funcs=reward,
+        args=_config(tmp_path, pgrpo_advantage="sign", max_steps=1),
+        train_dataset=dataset,
+        processing_class=tokenizer,
+    )
+    trainer.train()
+    history = trainer.state.log_history
+    assert any(h.get("reward_errors") == 0.0 and "reward_timeouts" in h for h in history)
+    rewards = trainer.generated[0]["rewards"]["arithmetic_reward"]
+    assert set(rewards) <= {0.0, 1.0}

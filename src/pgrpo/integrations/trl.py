@@ -353,3 +353,58 @@ class PgrpoGRPOTrainer(GRPOTrainer):
         if self.args.pgrpo_save_state and self.is_world_process_zero():
             self.save_state()  # output_dir/trainer_state.json: `pgrpo fit OUTPUT_DIR` reads it
         return result
+
+
+# ---------------------------------------------------------------------------------------------
+# pgrpo tasks as TRL datasets and reward functions
+# ---------------------------------------------------------------------------------------------
+
+EXAMPLE_COLUMN = "pgrpo_example"
+
+
+def task_dataset(task: Any, split_or_path: str, *, conversational: bool = True) -> Any:
+    """A `datasets.Dataset` for TRL from a pgrpo task (`pgrpo.tasks.get_task(name)`).
+
+    Columns: `prompt` (a user message, so TRL applies the model's chat template; a plain string
+    with conversational=False), `pgrpo_example` (the example as JSON, read back by
+    `task_reward_func`) and, for tasks with constraint counts (ifeval), `num_constraints`.
+    """
+    import datasets
+
+    examples = task.load(split_or_path)
+    counts = getattr(task, "num_constraints", None)
+    rows = []
+    for example in examples:
+        text = task.prompt(example)
+        row = {
+            "prompt": [{"role": "user", "content": text}] if conversational else text,
+            EXAMPLE_COLUMN: json.dumps(example),
+        }
+        if counts is not None:
+            row["num_constraints"] = int(counts(example))
+        rows.append(row)
+    return datasets.Dataset.from_list(rows)
+
+
+def task_reward_func(task: Any, *, timeout_s: float = 5.0) -> Any:
+    """A TRL reward function scoring with `task.reward` through pgrpo's safe scorer (timeouts,
+    errors scored 0). Logs `reward_errors` and `reward_timeouts` through TRL's `log_metric`."""
+    from pgrpo.tasks.scoring import score_completions
+
+    def reward(completions: list[Any], **kwargs: Any) -> list[float]:
+        if EXAMPLE_COLUMN not in kwargs:
+            raise ValueError(
+                f"task_reward_func needs the {EXAMPLE_COLUMN!r} column: build the dataset with "
+                "pgrpo.integrations.trl.task_dataset(task, split)"
+            )
+        texts = [c if isinstance(c, str) else c[-1]["content"] for c in completions]
+        examples = [json.loads(e) for e in kwargs[EXAMPLE_COLUMN]]
+        result = score_completions(task, texts, examples, timeout_s=timeout_s)
+        log_metric = kwargs.get("log_metric")
+        if log_metric is not None:
+            log_metric("reward_errors", float(result.errors))
+            log_metric("reward_timeouts", float(result.timeouts))
+        return list(result.rewards)
+
+    reward.__name__ = f"{task.name}_reward"
+    return reward
