@@ -2,7 +2,9 @@
 parameters, and a data-driven `guess`. Registry `FIT_MODELS` (rom, rom_schedule, exponential,
 logistic) is the only dispatch path.
 
-Every model is `func(t: [n] steps since the first logged step, params: dict, ctx) -> R: [n]`.
+Every model is R(t) = R_inf + (R_0 - R_inf) phi(t; theta): a shape `basis(t: [n] steps since the
+first logged step, params: dict, ctx) -> phi: [n]` with phi(0) = 1, linear in the two levels
+(the fit profiles them out: variable projection).
 - `exponential`: R_inf - (R_inf - R_0) exp(-t / tau)      (arXiv 2507.18014's saturation law)
 - `rom`: closed form of m x'' + x' + k x = 0 with v0 = 0, constant lr (model.trajectory); m = 0 is
   exactly `exponential` with tau = 1 / k, so the rom contains the exponential.
@@ -74,20 +76,24 @@ class FitContext:
         return bool(np.ptp(self.lr) > 1e-6 * np.max(np.abs(self.lr)))
 
 
-ModelFunc = Callable[[np.ndarray, dict[str, float], FitContext], np.ndarray]
+BasisFunc = Callable[[np.ndarray, dict[str, float], FitContext], np.ndarray]
 GuessFunc = Callable[[np.ndarray, np.ndarray, FitContext], list[dict[str, Parameter]]]
 
 
 @dataclass(frozen=True)
 class CurveModel:
-    """A registered curve model: function, parameter names, guess (one or more starts) and
-    Gaussian priors {name: (centre, scale)} that regularise weakly identified parameters."""
+    """A registered curve model: shape basis, parameter names (R_inf, R_0 first), guess (one or
+    more starts) and Gaussian priors {name: (centre, scale)} on weakly identified parameters."""
 
     name: str
     param_names: tuple[str, ...]
-    func: ModelFunc
+    basis: BasisFunc
     guess: GuessFunc
     priors: Callable[[np.ndarray, FitContext], dict[str, tuple[float, float]]] = lambda t, ctx: {}
+
+    def func(self, t: np.ndarray, p: dict[str, float], ctx: FitContext) -> np.ndarray:
+        """R(t): [n] for t: [n]."""
+        return p["R_inf"] + (p["R_0"] - p["R_inf"]) * self.basis(t, p, ctx)
 
 
 FIT_MODELS: Registry[CurveModel] = Registry("fit model")
@@ -118,9 +124,9 @@ def profile_levels(phi: np.ndarray, y: np.ndarray, bounds: tuple[float, float]):
     Returns (R_inf [P], R_0 [P], sse [P]); levels are clipped to `bounds` (then slightly
     suboptimal, which only matters for ranking grid points).
     """
-    u, w = 1.0 - phi, phi
-    suu, sww, suw = (u * u).sum(1), (w * w).sum(1), (u * w).sum(1)
-    suy, swy = (u * y).sum(1), (w * y).sum(1)
+    n = y.size
+    sw, sww, swy = phi.sum(1), np.einsum("ij,ij->i", phi, phi), phi @ y
+    suu, suw, suy = n - 2.0 * sw + sww, sw - sww, float(y.sum()) - swy
     det = suu * sww - suw * suw
     safe = np.where(np.abs(det) > 1e-12 * (suu * sww + 1e-300), det, np.nan)
     r_inf = (suy * sww - swy * suw) / safe
@@ -128,8 +134,14 @@ def profile_levels(phi: np.ndarray, y: np.ndarray, bounds: tuple[float, float]):
     fallback = float(np.mean(y))
     r_inf = np.clip(np.where(np.isfinite(r_inf), r_inf, fallback), *bounds)
     r_0 = np.clip(np.where(np.isfinite(r_0), r_0, fallback), *bounds)
-    sse = ((y[None, :] - r_inf[:, None] * u - r_0[:, None] * w) ** 2).sum(1)
-    return r_inf, r_0, sse
+    sse = (
+        float(y @ y)
+        - 2.0 * (r_inf * suy + r_0 * swy)
+        + r_inf**2 * suu
+        + 2.0 * r_inf * r_0 * suw
+        + r_0**2 * sww
+    )
+    return r_inf, r_0, np.maximum(sse, 0.0)
 
 
 def _levels(y: np.ndarray, R_inf: float, R_0: float) -> dict[str, Parameter]:
@@ -143,13 +155,13 @@ def _levels(y: np.ndarray, R_inf: float, R_0: float) -> dict[str, Parameter]:
 # --- exponential -----------------------------------------------------------------------------
 
 
-def exponential_func(t: np.ndarray, p: dict[str, float], ctx: FitContext) -> np.ndarray:
-    return p["R_inf"] - (p["R_inf"] - p["R_0"]) * np.exp(-t / p["tau"])
+def exponential_basis(t: np.ndarray, p: dict[str, float], ctx: FitContext) -> np.ndarray:
+    return np.exp(-t / p["tau"])
 
 
 def exponential_guess(t: np.ndarray, y: np.ndarray, ctx: FitContext) -> list[dict[str, Parameter]]:
     k_lo, k_hi = rate_bounds(t)
-    taus = np.geomspace(1.0 / k_hi, 1.0 / k_lo, 48)
+    taus = np.geomspace(1.0 / k_hi, 1.0 / k_lo, 32)
     phi = np.exp(-t[None, :] / taus[:, None])
     r_inf, r_0, sse = profile_levels(phi, y, level_bounds(y))
     i = int(np.argmin(sse))
@@ -160,15 +172,15 @@ def exponential_guess(t: np.ndarray, y: np.ndarray, ctx: FitContext) -> list[dic
 
 FIT_MODELS.add(
     "exponential",
-    CurveModel("exponential", ("R_inf", "R_0", "tau"), exponential_func, exponential_guess),
+    CurveModel("exponential", ("R_inf", "R_0", "tau"), exponential_basis, exponential_guess),
 )
 
 
 # --- rom (closed form, constant lr) ------------------------------------------------------------
 
 
-def rom_func(t: np.ndarray, p: dict[str, float], ctx: FitContext) -> np.ndarray:
-    return p["R_inf"] + _unit_response(t, p["m"], 1.0, p["k"], p["R_0"] - p["R_inf"], 0.0)
+def rom_basis(t: np.ndarray, p: dict[str, float], ctx: FitContext) -> np.ndarray:
+    return _unit_response(t, p["m"], 1.0, p["k"], 1.0, 0.0)
 
 
 def mass_bounds(t: np.ndarray) -> tuple[float, float]:
@@ -192,9 +204,9 @@ def rom_guess(t: np.ndarray, y: np.ndarray, ctx: FitContext) -> list[dict[str, P
         "k": Parameter("k", k0, k_lo, k_hi),
         "m": Parameter("m", 0.0, m_lo, m_hi),
     }
-    ks = np.geomspace(k_lo, k_hi, 24)
+    ks = np.geomspace(k_lo, k_hi, 16)
     span = m_hi
-    ms = np.array([span / 50, span / 15, span / 5])
+    ms = np.array([span / 40, span / 8])
     grid = [(k, m) for k in ks for m in ms]
     phi = np.stack([_unit_response(t, m, 1.0, k, 1.0, 0.0) for k, m in grid])
     r_inf, r_0, sse = profile_levels(phi, y, level_bounds(y))
@@ -206,7 +218,7 @@ def rom_guess(t: np.ndarray, y: np.ndarray, ctx: FitContext) -> list[dict[str, P
 
 
 FIT_MODELS.add(
-    "rom", CurveModel("rom", ("R_inf", "R_0", "k", "m"), rom_func, rom_guess, rom_priors)
+    "rom", CurveModel("rom", ("R_inf", "R_0", "k", "m"), rom_basis, rom_guess, rom_priors)
 )
 
 
@@ -232,13 +244,19 @@ def _schedule_basis(k: float, m: float, n_steps: int, ctx: FitContext) -> np.nda
 
 
 def _at_times(basis: np.ndarray, t: np.ndarray) -> np.ndarray:
-    return np.interp(t, np.arange(basis.size, dtype=float), basis)
+    """basis: [..., T+1] on integer times -> values at t: [..., n] (linear interpolation)."""
+    idx = np.rint(t).astype(int)
+    if np.all(idx == t):
+        return basis[..., idx]
+    lo = np.clip(np.floor(t).astype(int), 0, basis.shape[-1] - 1)
+    hi = np.clip(lo + 1, 0, basis.shape[-1] - 1)
+    frac = t - lo
+    return basis[..., lo] * (1.0 - frac) + basis[..., hi] * frac
 
 
-def rom_schedule_func(t: np.ndarray, p: dict[str, float], ctx: FitContext) -> np.ndarray:
+def rom_schedule_basis(t: np.ndarray, p: dict[str, float], ctx: FitContext) -> np.ndarray:
     n_steps = int(math.ceil(float(np.max(t)))) if t.size else 0
-    phi = _at_times(_schedule_basis(p["k"], p["m"], n_steps, ctx), t)
-    return p["R_inf"] + (p["R_0"] - p["R_inf"]) * phi
+    return _at_times(_schedule_basis(p["k"], p["m"], n_steps, ctx), t)
 
 
 def _config_mass(ctx: FitContext) -> float | None:
@@ -258,20 +276,15 @@ def rom_schedule_guess(t: np.ndarray, y: np.ndarray, ctx: FitContext) -> list[di
     k_hi = min(k_hi, 1.0)  # a_n <= 1 keeps the discrete map monotone at the peak lr
     m_lo, m_hi = mass_bounds(t)
     fixed = _config_mass(ctx)
-    ms = [fixed] if fixed is not None else [0.0, m_hi / 50, m_hi / 15, m_hi / 5]
-    ks = np.geomspace(k_lo, k_hi, 32)
+    ms = [fixed] if fixed is not None else [0.0, m_hi / 30, m_hi / 8]
+    ks = np.geomspace(k_lo, k_hi, 20)
     n_steps = int(math.ceil(float(np.max(t))))
     sched = ctx.schedule(n_steps)
     grid = [(k, m) for m in ms for k in ks]
     a = np.array([k for k, _ in grid])[:, None] * sched[None, :]
-    phis = []
-    for m in ms:  # one batched run per momentum value
-        rows = [i for i, (_, mm) in enumerate(grid) if mm == m]
-        K = ctx.refresh_interval
-        x = simulate_recursion(a[rows], m / (1.0 + m), n_steps, refresh_interval=K)
-        phis.append(x)
-    basis = np.concatenate(phis, axis=0)
-    phi = np.stack([_at_times(row, t) for row in basis])
+    beta = np.array([m / (1.0 + m) for _, m in grid])
+    basis = simulate_recursion(a, beta, n_steps, refresh_interval=ctx.refresh_interval)
+    phi = _at_times(basis, t)
     phi = np.where(np.isfinite(phi), phi, 1e6)
     r_inf, r_0, sse = profile_levels(phi, y, level_bounds(y))
     i = int(np.argmin(sse))
@@ -287,7 +300,7 @@ FIT_MODELS.add(
     CurveModel(
         "rom_schedule",
         ("R_inf", "R_0", "k", "m"),
-        rom_schedule_func,
+        rom_schedule_basis,
         rom_schedule_guess,
         rom_schedule_priors,
     ),
@@ -297,9 +310,10 @@ FIT_MODELS.add(
 # --- logistic ----------------------------------------------------------------------------------
 
 
-def logistic_func(t: np.ndarray, p: dict[str, float], ctx: FitContext) -> np.ndarray:
+def logistic_basis(t: np.ndarray, p: dict[str, float], ctx: FitContext) -> np.ndarray:
+    """Weight on R_0: 1 - sigmoid((t - t_mid) / width) (R_0 is the lower asymptote here)."""
     z = np.clip((t - p["t_mid"]) / p["width"], -500, 500)
-    return p["R_0"] + (p["R_inf"] - p["R_0"]) / (1.0 + np.exp(-z))
+    return 1.0 - 1.0 / (1.0 + np.exp(-z))
 
 
 def logistic_guess(t: np.ndarray, y: np.ndarray, ctx: FitContext) -> list[dict[str, Parameter]]:
@@ -319,5 +333,5 @@ def logistic_guess(t: np.ndarray, y: np.ndarray, ctx: FitContext) -> list[dict[s
 
 FIT_MODELS.add(
     "logistic",
-    CurveModel("logistic", ("R_inf", "R_0", "t_mid", "width"), logistic_func, logistic_guess),
+    CurveModel("logistic", ("R_inf", "R_0", "t_mid", "width"), logistic_basis, logistic_guess),
 )

@@ -17,7 +17,15 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 from scipy.optimize import least_squares
 
-from pgrpo.dynamics.curves import FIT_MODELS, FitContext, Parameter
+from pgrpo.dynamics.curves import (
+    FIT_MODELS,
+    FitContext,
+    Parameter,
+    level_bounds,
+    mass_bounds,
+    profile_levels,
+    rate_bounds,
+)
 
 
 @dataclass(frozen=True)
@@ -179,9 +187,11 @@ def fit_model(
     *,
     loss: str = "linear",
     starts: Sequence[dict[str, Parameter]] = (),
+    refine: int = 1,
 ) -> FitResult:
-    """Fit one registered model from its guess() starts plus `starts`; keep the lowest cost
-    (including each start itself, so a fit never ends worse than where it began).
+    """Fit one registered model: score its guess() starts plus `starts`, refine the best
+    `refine` of them with least_squares, keep the lowest cost seen (a start itself included, so a
+    fit never ends worse than its best start). The levels R_inf, R_0 are profiled out.
 
     loss: least_squares' loss ('linear', 'soft_l1', 'huber', 'cauchy', 'arctan'); robust losses
     use the data's white-noise sd as f_scale.
@@ -195,27 +205,41 @@ def fit_model(
     all_starts = list(starts) + list(spec.guess(t, y, ctx))
     template = all_starts[0]
     varying = tuple(n for n in spec.param_names if template[n].vary)
-    lb = np.array([template[n].min for n in varying])
-    ub = np.array([template[n].max for n in varying])
 
-    def unpack(x: np.ndarray, start: dict[str, Parameter]) -> dict[str, float]:
+    prior_names = [n for n in priors if n in varying]
+    levels = ("R_inf", "R_0")
+    # variable projection: the levels enter linearly and are solved for inside the residual
+    project = all(n in varying for n in levels)
+    nonlin = tuple(n for n in varying if not (project and n in levels))
+    lb = np.array([template[n].min for n in nonlin])
+    ub = np.array([template[n].max for n in nonlin])
+    lvl_bounds = (template["R_inf"].min, template["R_inf"].max)
+
+    def unpack(x: np.ndarray, start: dict[str, Parameter]) -> tuple[dict[str, float], np.ndarray]:
         vals = {n: p.value for n, p in start.items()}
-        vals.update(zip(varying, (float(v) for v in x), strict=True))
-        return vals
+        vals.update(zip(nonlin, (float(v) for v in x), strict=True))
+        phi = spec.basis(t, vals, ctx)
+        phi = np.where(np.isfinite(phi), phi, 1e6)
+        if project:
+            r_inf, r_0, _ = profile_levels(phi[None, :], y, lvl_bounds)
+            vals["R_inf"], vals["R_0"] = float(r_inf[0]), float(r_0[0])
+        return vals, phi
 
     def residuals(x: np.ndarray, start: dict[str, Parameter]) -> np.ndarray:
-        vals = unpack(x, start)
-        r = spec.func(t, vals, ctx) - y
-        r = np.where(np.isfinite(r), r, 1e3)
-        extra = [sigma * (vals[n] - c) / s for n, (c, s) in priors.items() if n in varying]
-        return np.r_[r, extra] if extra else r
+        vals, phi = unpack(x, start)
+        r = vals["R_inf"] + (vals["R_0"] - vals["R_inf"]) * phi - y
+        if not prior_names:
+            return r
+        extra = np.array([sigma * (vals[n] - priors[n][0]) / priors[n][1] for n in prior_names])
+        return np.concatenate((r, extra))
 
-    best = None
+    scored = []
     for start in all_starts:
-        x0 = np.clip(np.array([start[n].value for n in varying]), lb, ub)
-        cost0 = _cost(residuals(x0, start), loss, sigma)
-        if best is None or cost0 < best[0]:
-            best = (cost0, x0, start, True, "starting point kept")
+        x0 = np.clip(np.array([start[n].value for n in nonlin]), lb, ub)
+        scored.append((_cost(residuals(x0, start), loss, sigma), x0, start))
+    scored.sort(key=lambda item: item[0])
+    best = (*scored[0], True, "starting point kept")
+    for _, x0, start in scored[: refine if nonlin else 0]:
         try:
             res = least_squares(
                 residuals,
@@ -225,7 +249,9 @@ def fit_model(
                 f_scale=sigma,
                 x_scale="jac",
                 args=(start,),
-                max_nfev=200 * (len(varying) + 1),
+                max_nfev=100 * (len(nonlin) + 1),
+                ftol=1e-6,
+                xtol=1e-6,
             )
         except ValueError as exc:  # e.g. a start on a bound the solver cannot move from
             best = best if best is not None else (math.inf, x0, start, False, str(exc))
@@ -235,8 +261,9 @@ def fit_model(
             best = (cost, res.x, start, bool(res.success), str(res.message))
     assert best is not None
     _, x, start, success, message = best
+    vals, _ = unpack(x, start)
     return _build_result(
-        spec.name, step, y, ctx, unpack(x, start), start, varying, priors, sigma, success, message
+        spec.name, step, y, ctx, vals, start, varying, priors, sigma, success, message
     )
 
 
@@ -374,13 +401,15 @@ def fit_curve(
 
 
 def _fit_rom(step, reward, ctx: FitContext, exp: FitResult, loss: str) -> FitResult:
-    rom_spec_start = FIT_MODELS.get("rom").guess(step - ctx.step0, reward, ctx)[0]
-    from_exp = dict(rom_spec_start)
-    k = float(np.clip(1.0 / exp.values["tau"], rom_spec_start["k"].min, rom_spec_start["k"].max))
-    from_exp["R_inf"] = replace(from_exp["R_inf"], value=exp.values["R_inf"])
-    from_exp["R_0"] = replace(from_exp["R_0"], value=exp.values["R_0"])
-    from_exp["k"] = replace(from_exp["k"], value=k)
-    from_exp["m"] = replace(from_exp["m"], value=0.0)
+    t = step - ctx.step0
+    k_lo, k_hi = rate_bounds(t)
+    lo, hi = level_bounds(reward)
+    from_exp = {
+        "R_inf": Parameter("R_inf", exp.values["R_inf"], lo, hi),
+        "R_0": Parameter("R_0", exp.values["R_0"], lo, hi),
+        "k": Parameter("k", float(np.clip(1.0 / exp.values["tau"], k_lo, k_hi)), k_lo, k_hi),
+        "m": Parameter("m", 0.0, *mass_bounds(t)),
+    }
     best = fit_model("rom", step, reward, ctx, loss=loss, starts=[from_exp])
     best = _with_variant(best, "constant_lr", exp)
     if ctx.lr_varies:

@@ -18,7 +18,7 @@ import numpy as np
 
 def simulate_recursion(
     a: np.ndarray | float,
-    beta1: float,
+    beta1: np.ndarray | float,
     n_steps: int,
     *,
     refresh_interval: int = 1,
@@ -28,10 +28,10 @@ def simulate_recursion(
 ) -> np.ndarray:
     """Run the recursion for `n_steps` steps, vectorised over a batch of runs.
 
-    a: scalar, [n_steps] (schedule shared by the batch) or [batch, n_steps]; x0, v0: scalar or
-    [batch]; noise: optional [batch, n_steps] additive force noise (already multiplied by eta_n;
-    it enters as -(1 - beta1) noise_n). Returns x: [batch, n_steps + 1] (x[:, 0] = x0); the batch
-    size is the broadcast of the inputs' leading dimensions (1 if all are scalars).
+    a: scalar, [n_steps] (schedule shared by the batch) or [batch, n_steps]; beta1, x0, v0:
+    scalar or [batch]; noise: optional [batch, n_steps] additive force noise (already
+    multiplied by eta_n; it enters as -(1 - beta1) noise_n). Returns x: [batch, n_steps + 1]
+    (x[:, 0] = x0); the batch size is the broadcast of the inputs' leading dimensions.
     """
     if n_steps < 0 or int(n_steps) != n_steps:
         raise ValueError(f"n_steps must be an integer >= 0, got {n_steps!r}")
@@ -45,12 +45,16 @@ def simulate_recursion(
         raise ValueError(f"a has {a_arr.shape[-1]} steps but n_steps = {n_steps}")
     x0_arr = np.atleast_1d(np.asarray(x0, dtype=float))
     v0_arr = np.atleast_1d(np.asarray(v0, dtype=float))
-    shapes = [a_arr.shape[0], x0_arr.shape[0], v0_arr.shape[0]]
+    b_arr = np.atleast_1d(np.asarray(beta1, dtype=float))
+    if np.any((b_arr < 0) | (b_arr >= 1)):
+        raise ValueError(f"beta1 must be in [0, 1), got {beta1!r}")
+    shapes = [a_arr.shape[0], x0_arr.shape[0], v0_arr.shape[0], b_arr.shape[0]]
     if noise is not None:
         noise = np.atleast_2d(np.asarray(noise, dtype=float))
         shapes.append(noise.shape[0])
     batch = int(np.broadcast_shapes(*[(s,) for s in shapes])[0])
-    g = 1.0 - beta1
+    beta = np.broadcast_to(b_arr, (batch,))
+    g = 1.0 - beta
     x = np.broadcast_to(x0_arr, (batch,)).astype(float)
     v = np.broadcast_to(v0_arr, (batch,)).astype(float)
     out = np.empty((batch, n_steps + 1))
@@ -62,7 +66,7 @@ def simulate_recursion(
         force = a_arr[:, n] * xs
         if noise is not None:
             force = force + noise[:, n]
-        v = beta1 * v - g * force
+        v = beta * v - g * force
         x = x + v
         out[:, n + 1] = x
     return out
