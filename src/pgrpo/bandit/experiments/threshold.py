@@ -25,9 +25,9 @@ import numpy as np
 
 from pgrpo.bandit.experiments.base import ExperimentResult, check_seeds, config_dict
 from pgrpo.bandit.kappa import Curvature, ForceModel, curvature
-from pgrpo.bandit.predict import oscillation_onset, refresh_threshold
 from pgrpo.bandit.simulate import BanditConfig, simulate
 from pgrpo.core.losses import LossConfig
+from pgrpo.dynamics.recursion import oscillation_onset, refresh_threshold
 
 
 @dataclass(frozen=True)
@@ -53,7 +53,7 @@ class ThresholdConfig:
     windows: int = 12
     """Windows of K steps simulated for each K."""
     displacement: float = 0.02
-    """Initial offset of the logit gap from d*, small enough for the linear regime (EMA rows); Adam rows start at grad_rms / kappa."""
+    """Initial offset of the logit gap from d*, small enough for the linear regime (EMA rows)."""
     seeds: int = 16
     """Independent runs per (row, K)."""
     adam_displacement: float = 1.0
@@ -109,6 +109,13 @@ def diverges(
     return low > 0, growth, low
 
 
+def _k_star(a: float, beta1: float) -> int:
+    k = refresh_threshold(a, beta1).K_star
+    if k is None:
+        raise ValueError(f"no unstable refresh interval for a={a}, beta1={beta1}")
+    return k
+
+
 def k_grid(k_pred: float, span: tuple[float, float], points: int) -> list[int]:
     ks = np.unique(np.round(k_pred * np.geomspace(span[0], span[1], points)).astype(int))
     return [int(k) for k in ks if k >= 1]
@@ -126,7 +133,7 @@ def _rows_for(cfg: ThresholdConfig, optimizer: str, ratio: bool) -> list[dict]:
     plan = []  # (setting index, K) per block of `seeds` runs
     lrs, b1s, ks = [], [], []
     for i, (a, beta1) in enumerate(cfg.settings):
-        k_pred = refresh_threshold(a, beta1)
+        k_pred = _k_star(a, beta1)
         span = cfg.k_span if optimizer == "ema" else cfg.adam_k_span
         for k in k_grid(k_pred, span, cfg.k_points):
             plan.append((i, k))
@@ -157,7 +164,7 @@ def _rows_for(cfg: ThresholdConfig, optimizer: str, ratio: bool) -> list[dict]:
             sweep.append((k, *diverges(dev, k, cfg.windows, rng)))
         diverged = [k for k, div, _, _ in sweep if div]
         measured = diverged[0] if diverged else None
-        k_pred = refresh_threshold(a, beta1)
+        k_pred = _k_star(a, beta1)
         rows.append(
             {
                 "optimizer": optimizer,
