@@ -1,0 +1,327 @@
+"""The reward log every reader produces, the cleaning they share, and hyperparameter lookup.
+
+Readers turn a file into records (one dict per logged step, in file order); `assemble` turns the
+records into a `RewardLog`: it resolves the reward and the optional columns by name, drops
+missing / NaN / non-numeric rewards, keeps the last occurrence of a repeated step (a restart),
+sorts, detects a logging stride, and says what it repaired in `warnings`. It never raises on bad
+rows; it raises `LogFormatError` (a ValueError naming the file and the fix) only when nothing
+usable is left.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+class LogFormatError(ValueError):
+    """A log that cannot be read; the message names the file, the problem and the fix."""
+
+
+@dataclass(frozen=True)
+class RewardLog:
+    """A cleaned reward curve. step, reward: [n] (float, strictly increasing steps); columns:
+    canonical name -> [n] (NaN where missing); hyperparameters: lr (peak), beta1,
+    refresh_interval, group_size, batch_prompts when found; warnings: what was repaired."""
+
+    step: np.ndarray
+    reward: np.ndarray
+    columns: dict[str, np.ndarray]
+    hyperparameters: dict[str, float]
+    warnings: tuple[str, ...]
+    format: str
+    source: str
+    reward_key: str
+    metrics: dict[str, float] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return int(self.step.size)
+
+    @property
+    def learning_rate(self) -> np.ndarray | None:
+        """[n] logged learning rate, or None when the log has none."""
+        lr = self.columns.get("learning_rate")
+        return lr if lr is not None and np.isfinite(lr).any() else None
+
+
+# canonical column -> candidate keys (after stripping a leading "train/"), first match wins
+COLUMN_KEYS: dict[str, tuple[str, ...]] = {
+    "learning_rate": ("learning_rate", "lr", "actor/lr"),
+    "group_size": ("group_size", "num_generations"),
+    "frac_reward_zero_std": ("frac_reward_zero_std",),
+    "reward_std": ("reward_std", "critic/score/std"),
+    "entropy": ("entropy", "actor/entropy"),
+    "kl": ("kl", "actor/kl_loss"),
+    "completion_length": ("completions/mean_length", "completion_length", "response_length/mean"),
+    "refresh_interval": ("refresh_interval",),
+    "beta1": ("beta1",),
+    "batch_prompts": ("batch_prompts",),
+}
+REWARD_KEYS = ("reward", "rewards/mean", "critic/score/mean", "critic/rewards/mean", "score")
+REWARD_PATTERN = re.compile(r"^rewards/.+/mean$")
+STEP_KEYS = ("step", "global_step", "train/global_step", "_step", "Step", "trainer/global_step")
+HYPER_NAMES = ("lr", "beta1", "refresh_interval", "group_size", "batch_prompts")
+
+
+def _canon(key: str) -> str:
+    return key[len("train/") :] if key.startswith("train/") else key
+
+
+def as_number(value: Any) -> float | None:
+    """float(value) for numbers and numeric strings; None for anything else (bool included)."""
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value.strip())
+        except ValueError:
+            return None
+    return None
+
+
+def resolve_reward_key(keys: Iterable[str], override: str | None = None) -> str | list[str]:
+    """The reward key among `keys`: `override`, else the first of REWARD_KEYS, else every
+    `rewards/<name>/mean` (summed, one reward function each). Raises LogFormatError if none."""
+    keys = list(dict.fromkeys(keys))
+    if override is not None:
+        if override not in keys:
+            raise LogFormatError(
+                f"reward column {override!r} not found; available: {', '.join(sorted(keys))}"
+            )
+        return override
+    canon = {_canon(k): k for k in keys}
+    for cand in REWARD_KEYS:
+        if cand in canon:
+            return canon[cand]
+    parts = [k for c, k in canon.items() if REWARD_PATTERN.match(c)]
+    if parts:
+        return parts[0] if len(parts) == 1 else parts
+    shown = ", ".join(sorted(keys)[:30]) or "(none)"
+    raise LogFormatError(
+        f"no reward column found (looked for {', '.join(REWARD_KEYS)} and rewards/<name>/mean); "
+        f"keys present: {shown}. Name it explicitly (read_log(..., reward_key=...) or "
+        f"`pgrpo fit --reward-column NAME`)"
+    )
+
+
+def assemble(
+    records: list[Mapping[str, Any]],
+    *,
+    fmt: str,
+    source: str,
+    warnings: list[str] | None = None,
+    hyperparameters: Mapping[str, float] | None = None,
+    reward_key: str | None = None,
+    step_key: str | None = None,
+) -> RewardLog:
+    """Records (file order) -> RewardLog; see the module docstring for the repairs."""
+    warns = list(warnings or [])
+    all_keys = [k for r in records for k in r]
+    if not records:
+        raise LogFormatError(f"{source}: no records ({fmt} format); is the file empty?")
+    rkey = resolve_reward_key(all_keys, reward_key)
+    skey = step_key or next((k for k in STEP_KEYS if k in set(all_keys)), None)
+    if step_key is not None and step_key not in set(all_keys):
+        raise LogFormatError(f"{source}: step column {step_key!r} not found")
+    if skey is None:
+        warns.append("no step column: using the record order as the step")
+    col_keys = _column_keys(all_keys)
+    steps, rewards, rows = [], [], []
+    counts = {"missing": 0, "nan": 0, "bad_step": 0}
+    for i, rec in enumerate(records):
+        r = _reward_of(rec, rkey)
+        if r is _ABSENT:
+            continue  # e.g. an eval or a summary entry: not a training step
+        s = float(i) if skey is None else as_number(rec.get(skey))
+        if s is None or not math.isfinite(s):
+            counts["bad_step"] += 1
+            continue
+        if r is None:
+            counts["missing"] += 1
+            continue
+        if not math.isfinite(r):
+            counts["nan"] += 1
+            continue
+        steps.append(s)
+        rewards.append(r)
+        rows.append(rec)
+    _count_warnings(counts, warns)
+    if not steps:
+        raise LogFormatError(
+            f"{source}: no usable (step, reward) rows ({fmt} format, reward key {rkey!r}); "
+            "check the file is a training log and not empty"
+        )
+    step, reward, keep, n_rep = _dedupe(np.array(steps), np.array(rewards))
+    if n_rep:
+        warns.append(f"{n_rep} repeated step(s) (a restart?): kept the last occurrence of each")
+    rows = [rows[i] for i in keep]
+    columns = {
+        name: np.array([_num(rec.get(key)) for rec in rows]) for name, key in col_keys.items()
+    }
+    stride = _stride(step, warns)
+    hyper = hyperparameters_from_columns(columns)
+    hyper.update({k: v for k, v in (hyperparameters or {}).items() if v is not None})
+    metrics = {
+        "n_rows": float(step.size),
+        "dropped_nan": float(counts["nan"]),
+        "dropped_missing": float(counts["missing"]),
+        "repeated_steps": float(n_rep),
+        "log_every": float(stride),
+    }
+    key_name = rkey if isinstance(rkey, str) else "+".join(rkey)
+    return RewardLog(step, reward, columns, hyper, tuple(warns), fmt, source, key_name, metrics)
+
+
+_ABSENT = object()
+
+
+def _reward_of(rec: Mapping[str, Any], rkey: str | list[str]) -> Any:
+    keys = [rkey] if isinstance(rkey, str) else rkey
+    if not any(k in rec for k in keys):
+        return _ABSENT
+    vals = [as_number(rec.get(k)) for k in keys]
+    if any(v is None for v in vals):
+        return None
+    return float(sum(vals))  # type: ignore[arg-type]
+
+
+def _num(v: Any) -> float:
+    x = as_number(v)
+    return math.nan if x is None else x
+
+
+def _column_keys(all_keys: list[str]) -> dict[str, str]:
+    canon = {}
+    for k in dict.fromkeys(all_keys):
+        canon.setdefault(_canon(k), k)
+    found = {}
+    for name, cands in COLUMN_KEYS.items():
+        for c in cands:
+            if c in canon:
+                found[name] = canon[c]
+                break
+    return found
+
+
+def _count_warnings(counts: dict[str, int], warns: list[str]) -> None:
+    if counts["nan"]:
+        warns.append(f"{counts['nan']} NaN/inf reward(s) dropped")
+    if counts["missing"]:
+        warns.append(f"{counts['missing']} row(s) with a missing or non-numeric reward dropped")
+    if counts["bad_step"]:
+        warns.append(f"{counts['bad_step']} row(s) with a missing or non-numeric step dropped")
+
+
+def _dedupe(step: np.ndarray, reward: np.ndarray):
+    """Keep the last occurrence of each step; sort. Returns (step, reward, kept rows, n_repeats)."""
+    _, last_rev = np.unique(step[::-1], return_index=True)
+    keep = np.sort(step.size - 1 - last_rev)
+    keep = keep[np.argsort(step[keep], kind="stable")]
+    return step[keep], reward[keep], keep.tolist(), int(step.size - keep.size)
+
+
+def _stride(step: np.ndarray, warns: list[str]) -> int:
+    if step.size < 2:
+        return 1
+    d = np.diff(step)
+    stride = int(np.median(d))
+    if stride > 1:
+        warns.append(f"logged every {stride} steps: fits use the logged steps as they are")
+    irregular = int(np.sum(d > 1.5 * max(stride, 1)))
+    if irregular:
+        warns.append(f"{irregular} gap(s) in the logged steps (missing rows)")
+    return max(stride, 1)
+
+
+def hyperparameters_from_columns(columns: Mapping[str, np.ndarray]) -> dict[str, float]:
+    """lr (peak of the logged schedule) and constant columns (group_size, beta1, ...)."""
+    out: dict[str, float] = {}
+    lr = columns.get("learning_rate")
+    if lr is not None and np.isfinite(lr).any():
+        out["lr"] = float(np.nanmax(lr))
+    for name in ("group_size", "refresh_interval", "beta1", "batch_prompts"):
+        col = columns.get(name)
+        if col is not None and np.isfinite(col).any():
+            out[name] = float(np.nanmedian(col))
+    return out
+
+
+def find_key(tree: Any, names: tuple[str, ...], _depth: int = 0) -> Any:
+    """The first value under any of `names` in a nested dict/list (depth-first, shallow first)."""
+    if _depth > 8:
+        return None
+    if isinstance(tree, Mapping):
+        for n in names:
+            if n in tree and not isinstance(tree[n], Mapping):
+                return tree[n]
+        for v in tree.values():
+            found = find_key(v, names, _depth + 1)
+            if found is not None:
+                return found
+    elif isinstance(tree, list):
+        for v in tree:
+            found = find_key(v, names, _depth + 1)
+            if found is not None:
+                return found
+    return None
+
+
+def hyperparameters_from_config(cfg: Any) -> dict[str, float]:
+    """Map a run config (pgrpo, TRL args, verl hydra config) to lr, beta1, refresh_interval,
+    group_size, batch_prompts. TRL: K = num_iterations x steps_per_generation / grad accum;
+    verl: K = ppo_epochs x train_batch_size / ppo_mini_batch_size."""
+    get = lambda *names: as_number(find_key(cfg, names))  # noqa: E731
+    out: dict[str, float | None] = {
+        "lr": get("learning_rate", "lr"),
+        "beta1": get("beta1", "adam_beta1"),
+        "group_size": get("group_size", "num_generations"),
+        "batch_prompts": get("batch_prompts"),
+        "refresh_interval": get("refresh_interval"),
+    }
+    betas = find_key(cfg, ("betas",))
+    if out["beta1"] is None and isinstance(betas, list) and betas:
+        out["beta1"] = as_number(betas[0])
+    if out["refresh_interval"] is None:
+        iters = get("num_iterations", "ppo_epochs")
+        spg, ga = get("steps_per_generation"), get("gradient_accumulation_steps")
+        tb, mb = get("train_batch_size"), get("ppo_mini_batch_size")
+        if iters is not None:
+            per = spg / ga if spg and ga else (tb / mb if tb and mb else 1.0)
+            out["refresh_interval"] = max(1.0, round(iters * per))
+    rollout = _find_mapping(cfg, "rollout")  # verl: actor_rollout_ref.rollout.n is G
+    if rollout is not None:
+        if out["group_size"] is None:
+            out["group_size"] = as_number(rollout.get("n"))
+        if out["batch_prompts"] is None:
+            out["batch_prompts"] = get("train_batch_size")
+    return {k: float(v) for k, v in out.items() if v is not None and math.isfinite(v)}
+
+
+def _find_mapping(tree: Any, name: str, _depth: int = 0) -> Mapping[str, Any] | None:
+    if _depth > 8 or not isinstance(tree, Mapping):
+        return None
+    if isinstance(tree.get(name), Mapping):
+        return tree[name]
+    for v in tree.values():
+        found = _find_mapping(v, name, _depth + 1)
+        if found is not None:
+            return found
+    return None
+
+
+@dataclass(frozen=True)
+class LogReader:
+    """A registered log format: `detect(path) -> bool` and `read(path, **options) -> RewardLog`."""
+
+    name: str
+    detect: Callable[[Path], bool]
+    read: Callable[..., RewardLog]
+    description: str = ""

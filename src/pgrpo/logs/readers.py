@@ -1,0 +1,284 @@
+"""Log readers, one per framework, behind the `LOG_READERS` registry (auto-detected in order).
+
+- pgrpo:  RUN_DIR/metrics.jsonl (one JSON object per step) + RUN_DIR/config.yaml
+- trl:    trainer_state.json (`log_history`), or an output dir holding it (or checkpoint-N/)
+- verl:   the file logger's JSONL, one {"step": n, "data": {...}} per line
+- wandb:  a W&B history CSV export (`_step`, `train/reward`, ...)
+- csv:    any CSV/TSV with a header; name the columns with reward_key= / step_key= if needed
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from pgrpo._registry import Registry
+from pgrpo.logs.base import (
+    LogFormatError,
+    LogReader,
+    RewardLog,
+    assemble,
+    hyperparameters_from_config,
+)
+
+LOG_READERS: Registry[LogReader] = Registry("log reader")
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise LogFormatError(f"{path}: cannot read ({exc.strerror or exc})") from None
+
+
+def read_jsonl(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
+    """Objects of a JSONL file; malformed / non-object lines are skipped and reported."""
+    records: list[dict[str, Any]] = []
+    bad, first_bad = 0, None
+    for i, line in enumerate(_read_text(path).splitlines(), start=1):
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            obj = json.loads(line)
+        except (json.JSONDecodeError, RecursionError):
+            obj = None
+        if isinstance(obj, dict):
+            records.append(obj)
+        else:
+            bad += 1
+            first_bad = first_bad or i
+    warns = [f"{bad} malformed line(s) skipped (first at line {first_bad})"] if bad else []
+    return records, warns
+
+
+def _first_object(path: Path) -> dict[str, Any] | None:
+    try:
+        with path.open(encoding="utf-8", errors="replace") as fh:
+            for _, line in zip(range(50), fh, strict=False):
+                try:
+                    obj = json.loads(line)
+                except (json.JSONDecodeError, RecursionError):
+                    continue
+                if isinstance(obj, dict):
+                    return obj
+    except OSError:
+        return None
+    return None
+
+
+def _load_config(path: Path) -> Any:
+    """A YAML/JSON config, or None when absent or unreadable (never fatal)."""
+    if not path.is_file():
+        return None
+    try:
+        text = _read_text(path)
+        return json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    except (ValueError, yaml.YAMLError, LogFormatError):
+        return None
+
+
+def _config_hyper(candidates: list[Path], warns: list[str]) -> dict[str, float]:
+    for c in candidates:
+        cfg = _load_config(c)
+        if cfg is not None:
+            hyper = hyperparameters_from_config(cfg)
+            if hyper:
+                return hyper
+        elif c.is_file():
+            warns.append(f"config {c.name} could not be parsed; hyperparameters from columns only")
+    return {}
+
+
+# --- pgrpo ----------------------------------------------------------------------------------------
+
+
+def _pgrpo_file(path: Path) -> Path:
+    return path / "metrics.jsonl" if path.is_dir() else path
+
+
+def detect_pgrpo(path: Path) -> bool:
+    f = _pgrpo_file(path)
+    if path.is_dir():
+        return f.is_file()
+    if f.suffix != ".jsonl":
+        return False
+    obj = _first_object(f)
+    return obj is not None and "data" not in obj and ("reward" in obj or f.name == "metrics.jsonl")
+
+
+def read_pgrpo(path: Path, **options: Any) -> RewardLog:
+    f = _pgrpo_file(path)
+    records, warns = read_jsonl(f)
+    hyper = _config_hyper([f.parent / "config.yaml"], warns)
+    return assemble(
+        records, fmt="pgrpo", source=str(f), warnings=warns, hyperparameters=hyper, **options
+    )
+
+
+# --- TRL ---------------------------------------------------------------------------------------
+
+
+def _trl_file(path: Path) -> Path | None:
+    if path.is_file():
+        return path
+    direct = path / "trainer_state.json"
+    if direct.is_file():
+        return direct
+    ckpts = sorted(
+        path.glob("checkpoint-*/trainer_state.json"),
+        key=lambda p: int(re.sub(r"\D", "", p.parent.name) or 0),
+    )
+    return ckpts[-1] if ckpts else None
+
+
+def detect_trl(path: Path) -> bool:
+    f = _trl_file(path)
+    if f is None or f.suffix != ".json":
+        return False
+    if f.name == "trainer_state.json":
+        return True
+    try:
+        with f.open(encoding="utf-8", errors="replace") as fh:
+            return '"log_history"' in fh.read(1 << 20)
+    except OSError:
+        return False
+
+
+def read_trl(path: Path, **options: Any) -> RewardLog:
+    f = _trl_file(path)
+    if f is None:
+        raise LogFormatError(f"{path}: no trainer_state.json here or in checkpoint-*/")
+    try:
+        state = json.loads(_read_text(f))
+    except json.JSONDecodeError as exc:
+        raise LogFormatError(
+            f"{f}: not valid JSON ({exc.msg} at line {exc.lineno}); is the file truncated?"
+        ) from None
+    history = state.get("log_history") if isinstance(state, dict) else None
+    if not isinstance(history, list):
+        raise LogFormatError(f"{f}: no 'log_history' list; is this a TRL trainer_state.json?")
+    warns: list[str] = []
+    records = [r for r in history if isinstance(r, dict)]
+    if len(records) < len(history):
+        warns.append(f"{len(history) - len(records)} non-object log_history entries skipped")
+    names = ("training_args.json", "args.json", "config.yaml", "config.json")
+    cands = [d / n for d in (f.parent, f.parent.parent) for n in names]
+    hyper = _config_hyper(cands, warns)
+    return assemble(
+        records, fmt="trl", source=str(f), warnings=warns, hyperparameters=hyper, **options
+    )
+
+
+# --- verl --------------------------------------------------------------------------------------
+
+
+def detect_verl(path: Path) -> bool:
+    if not path.is_file() or path.suffix not in (".jsonl", ".json", ".log"):
+        return False
+    obj = _first_object(path)
+    if obj is None:
+        return False
+    return isinstance(obj.get("data"), dict) or any(k.startswith("critic/") for k in obj)
+
+
+def read_verl(path: Path, **options: Any) -> RewardLog:
+    raw, warns = read_jsonl(path)
+    records = []
+    for r in raw:
+        data = r.get("data")
+        if isinstance(data, dict):
+            records.append({**data, "step": r.get("step", data.get("step"))})
+        else:
+            records.append(r)
+    cands = [path.parent / ".hydra" / "config.yaml", path.parent / "config.yaml"]
+    hyper = _config_hyper(cands, warns)
+    return assemble(
+        records, fmt="verl", source=str(path), warnings=warns, hyperparameters=hyper, **options
+    )
+
+
+# --- CSV (W&B export and generic) -----------------------------------------------------------------
+
+
+def _csv_rows(path: Path) -> tuple[list[str], list[dict[str, Any]]]:
+    text = _read_text(path)
+    if not text.strip():
+        raise LogFormatError(f"{path}: empty file")
+    sample = text[:4096]
+    delim = "\t" if sample.count("\t") > sample.count(",") else ","
+    reader = csv.DictReader(text.splitlines(), delimiter=delim)
+    header = [h for h in (reader.fieldnames or []) if h]
+    if not header:
+        raise LogFormatError(f"{path}: no CSV header row")
+    rows = [{k: v for k, v in row.items() if k} for row in reader]
+    return header, rows
+
+
+def detect_wandb(path: Path) -> bool:
+    if not path.is_file() or path.suffix not in (".csv", ".tsv"):
+        return False
+    try:
+        with path.open(encoding="utf-8", errors="replace") as fh:
+            header = fh.readline()
+    except OSError:
+        return False
+    return "_step" in header or "train/" in header
+
+
+def read_wandb(path: Path, **options: Any) -> RewardLog:
+    _, rows = _csv_rows(path)
+    return assemble(rows, fmt="wandb", source=str(path), **options)
+
+
+def detect_csv(path: Path) -> bool:
+    return path.is_file() and path.suffix in (".csv", ".tsv")
+
+
+def read_csv(path: Path, **options: Any) -> RewardLog:
+    _, rows = _csv_rows(path)
+    return assemble(rows, fmt="csv", source=str(path), **options)
+
+
+for _reader in (
+    LogReader("pgrpo", detect_pgrpo, read_pgrpo, "pgrpo RUN_DIR/metrics.jsonl (+ config.yaml)"),
+    LogReader("trl", detect_trl, read_trl, "TRL trainer_state.json log_history"),
+    LogReader("verl", detect_verl, read_verl, "verl file-logger JSONL"),
+    LogReader("wandb", detect_wandb, read_wandb, "W&B history CSV export"),
+    LogReader("csv", detect_csv, read_csv, "generic CSV/TSV (reward_key=, step_key=)"),
+):
+    LOG_READERS.add(_reader.name, _reader)
+
+
+def read_log(path: str | Path, format: str | None = None, **options: Any) -> RewardLog:
+    """Read a training log into a RewardLog, auto-detecting the format unless `format` is given.
+
+    options: reward_key= / step_key= (column names, for logs whose names are not standard).
+    Raises LogFormatError (a ValueError) naming the file, the problem and the fix.
+    """
+    p = Path(path)
+    if not p.exists():
+        raise LogFormatError(f"{p}: no such file or directory")
+    unknown = set(options) - {"reward_key", "step_key"}
+    if unknown:
+        raise TypeError(
+            f"unknown read_log option(s) {sorted(unknown)}; valid: reward_key, step_key"
+        )
+    if format is not None:
+        return LOG_READERS.get(format).read(p, **options)
+    for name in (*_ORDER, *(n for n in LOG_READERS.names() if n not in _ORDER)):
+        reader = LOG_READERS.get(name)
+        if reader.detect(p):
+            return reader.read(p, **options)
+    raise LogFormatError(
+        f"{p}: unrecognised log format; pass format= one of {', '.join(_ORDER)} "
+        "(a run dir with metrics.jsonl, trainer_state.json, verl JSONL, W&B CSV or any CSV)"
+    )
+
+
+_ORDER = ("pgrpo", "trl", "verl", "wandb", "csv")
