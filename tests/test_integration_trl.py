@@ -241,6 +241,10 @@ def test_multi_temperature_sampling(tmp_path):
     for group in groups:
         assert group[0] == group[1]
     assert any(group[2] != group[3] for group in groups)
+    rewards = torch.tensor(trainer.generated[0]["rewards"]["odd_digit"]).view(-1, G)
+    logged = [h for h in trainer.state.log_history if "reward/temperature_50" in h][0]
+    assert logged["reward/temperature_50"] == pytest.approx(float(rewards[:, 2:].mean()))
+    assert logged["reward/temperature_0.001"] == pytest.approx(float(rewards[:, :2].mean()))
 
 
 @pytest.mark.parametrize(

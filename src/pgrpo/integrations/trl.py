@@ -285,6 +285,15 @@ class PgrpoGRPOTrainer(GRPOTrainer):
         for name, value in advantage_metrics.items():
             metrics[name].append(value)
         metrics["group_size"].append(float(group_size))
+        temps = self.args.pgrpo_temperatures
+        if temps is not None and len(temps) == group_size:
+            # same name as `pgrpo train`: mean reward of the slots sampled at each temperature
+            slot_temps = torch.tensor(temps, dtype=torch.float64).repeat(
+                rewards.numel() // group_size
+            )
+            r = rewards.double().cpu()
+            for t in sorted(set(temps)):
+                metrics[f"reward/temperature_{t:g}"].append(float(r[slot_temps == t].nanmean()))
         mask = output["completion_mask"]
         if "tool_mask" in output:
             mask = mask * output["tool_mask"]
