@@ -4,7 +4,8 @@ One process (CPU or one GPU):
     python docs/examples/trl_pgrpo_train.py --model HuggingFaceTB/SmolLM2-135M-Instruct \
         --task gsm8k --output_dir runs/trl_sign --num_generations 4 --pgrpo_advantage sign
 Several GPUs / DeepSpeed ZeRO-3 (TRL ships the accelerate configs):
-    accelerate launch --config_file $(python -c "import trl,os;print(os.path.dirname(trl.__file__))")/accelerate_configs/zero3.yaml \
+    TRL_DIR=$(python -c "import trl, os; print(os.path.dirname(trl.__file__))")
+    accelerate launch --config_file $TRL_DIR/accelerate_configs/zero3.yaml \
         docs/examples/trl_pgrpo_train.py --model Qwen/Qwen2.5-1.5B-Instruct --task gsm8k ...
 Every PgrpoGRPOConfig / GRPOConfig field is a flag (`--help`); dict fields take JSON strings,
 e.g. --pgrpo_advantage_options '{"alpha": 0.2}'; lists are space-separated, e.g.
