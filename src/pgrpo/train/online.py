@@ -9,6 +9,8 @@ import math
 import warnings
 from typing import Any
 
+import numpy as np
+
 from pgrpo.train.config import RunConfig
 
 MIN_POINTS = 6
@@ -54,8 +56,49 @@ class OnlineForecaster:
         )
 
 
-def forecast_metrics(rewards: list[Any], lrs: list[Any], config: RunConfig) -> dict[str, Any]:
-    """Fit the dynamics model to the per-step rewards and summarise its forecast."""
-    from pgrpo.dynamics import fit_curve  # noqa: F401  (wired when the dynamics fit lands)
+def steps_to_fraction(fit: Any, start: float, horizon: float, fraction: float = 0.9) -> float:
+    """First step at which the fitted curve has covered `fraction` of the way from R_0 to R_inf
+    (searched up to `horizon`); inf when it does not get there."""
+    values = fit.values
+    r0, r_inf = values["R_0"], values["R_inf"]
+    grid = np.arange(start, horizon + 1.0)
+    pred = fit.predict(grid)
+    reached = np.abs(pred - r_inf) <= (1.0 - fraction) * abs(r_inf - r0)
+    return float(grid[np.argmax(reached)]) if reached.any() else math.inf
 
-    raise ImportError("pgrpo.dynamics has no fit yet")
+
+def forecast_metrics(rewards: list[Any], lrs: list[Any], config: RunConfig) -> dict[str, Any]:
+    """Fit the reduced-order model to the per-step rewards so far and summarise its forecast.
+
+    The model's time unit is the optimizer step: log step s is optimizer step s * K. Reported
+    steps are log steps. `forecast/k_star` is the exact refresh-interval threshold at the fitted
+    stiffness a = k (per optimizer step) and the run's beta1 (None when above 10 K).
+    """
+    from pgrpo.dynamics import fit_curve, refresh_threshold, regime
+
+    k_refresh = config.grpo.refresh_interval
+    reward = np.array([np.nan if r is None else r for r in rewards], dtype=float)
+    lr = np.array([np.nan if v is None else v for v in lrs], dtype=float)
+    keep = np.isfinite(reward) & np.isfinite(lr)
+    log_step = np.arange(1, reward.size + 1, dtype=float)[keep]
+    fit = fit_curve(
+        log_step * k_refresh,
+        reward[keep],
+        "rom",
+        lr=lr[keep],
+        beta1=config.optim.beta1,
+        refresh_interval=k_refresh,
+    )
+    values = fit.values
+    k, m = float(values["k"]), float(values.get("m", 0.0))
+    horizon = 100.0 * max(config.run.steps, reward.size) * k_refresh
+    reach = steps_to_fraction(fit, log_step[0] * k_refresh, horizon) / k_refresh
+    threshold = refresh_threshold(k, config.optim.beta1, max_refresh=max(10 * k_refresh, 200))
+    return {
+        "forecast/plateau": float(values["R_inf"]),
+        "forecast/steps_to_90": reach,
+        "forecast/regime": regime(m, 1.0, k) if k > 0 else "flat",
+        "forecast/tau": float(fit.metrics.get("tau", math.nan)) / k_refresh,
+        "forecast/r2": float(fit.r2),
+        "forecast/k_star": threshold.K_star,
+    }

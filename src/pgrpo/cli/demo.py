@@ -1,0 +1,49 @@
+"""`pgrpo demo`: GRPO on SmolLM2 + arithmetic on the CPU, then fit, forecast, diagnosis, plots."""
+
+from __future__ import annotations
+
+import json
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from pgrpo.cli.app import app
+from pgrpo.cli.train import _fmt, run_with_progress
+
+
+@app.command("demo")
+def demo_command(
+    steps: int = typer.Option(20, "--steps", help="GRPO steps (8 prompts x 4 completions each)."),
+    output_dir: str = typer.Option("runs", "--output-dir", help="Parent folder of runs/demo."),
+    overrides: list[str] = typer.Argument(None, help="Extra key=value config overrides."),
+    as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON only."),
+) -> None:
+    """The README's first job: a short CPU run with a rising reward, then its fit and forecast."""
+    from pgrpo.train.demo import analyse, demo_config
+
+    try:
+        cfg = demo_config(steps, output_dir, list(overrides or []))
+    except (KeyError, ValueError, TypeError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    console = Console(stderr=True)
+    console.print(
+        f"pgrpo demo: {cfg.model.name} on {cfg.task.name}, {steps} steps -> {cfg.run_dir}"
+    )
+    result = run_with_progress(cfg, resume=False, overwrite=True, console=console)
+    demo = analyse(result.run_dir, cfg, result.history)
+    if as_json:
+        info = {"run_dir": str(demo.run_dir), "files": {k: str(v) for k, v in demo.files.items()}}
+        typer.echo(json.dumps({**info, **demo.metrics}, default=str))
+        return
+    table = Table(title=f"pgrpo demo: {demo.run_dir}")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    for key, value in demo.metrics.items():
+        table.add_row(key, _fmt(value))
+    out = Console()
+    out.print(table)
+    out.print((demo.run_dir / "diagnosis.txt").read_text())
+    for name, path in demo.files.items():
+        out.print(f"{name:>10}: {path}")
