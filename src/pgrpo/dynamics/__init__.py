@@ -11,13 +11,24 @@ Public API (see docs/dynamics.md):
              `discrete_stationary_variance`.
 - force:     `finite_group_force(p, group_size, estimator="grpo")` -> FiniteGroupForce.
 - fitting:   `fit_curve(step, reward, model="rom", lr=, beta1=, refresh_interval=, loss=)`
-             -> FitResult; `FIT_MODELS` registry; `Parameter`; `fit_joint`.
-- forecast:  `forecast(step, reward, cut, ...)` -> Forecast; `evaluate_forecast`; `predict`.
+             -> FitResult; `FIT_MODELS` registry; `Parameter`; `fit_joint` (shared R_inf, k).
+- forecast:  `forecast(step, reward, cut, lr=, ...)` -> Forecast; `evaluate_forecast`.
+- predict:   `predict(lr, beta1, kappa, refresh_interval=, group_size=, ...)` -> Prediction.
+- logs:      `pgrpo.dynamics.logfit.fit_log(RewardLog, forecast_from=)` (behind `pgrpo fit`).
+- synthetic: `synthetic_suite(n_per_shape, seed)`: noisy recursion curves for tests/bench.
 """
 
 from pgrpo.dynamics.curves import FIT_MODELS, CurveModel, FitContext, Parameter
 from pgrpo.dynamics.fit import FitResult, fit_curve, fit_model, make_context, noise_scale
 from pgrpo.dynamics.force import FiniteGroupForce, finite_group_force
+from pgrpo.dynamics.forecast import (
+    Forecast,
+    ForecastEvaluation,
+    evaluate_forecast,
+    forecast,
+    last_window_mean,
+)
+from pgrpo.dynamics.joint import JointFitResult, fit_joint
 from pgrpo.dynamics.model import (
     RomCoefficients,
     continuum_oscillation_onset,
@@ -29,6 +40,7 @@ from pgrpo.dynamics.model import (
     stationary_variance,
     trajectory,
 )
+from pgrpo.dynamics.predict import Prediction, predict
 from pgrpo.dynamics.recursion import (
     RefreshThreshold,
     discrete_stationary_variance,
@@ -38,6 +50,7 @@ from pgrpo.dynamics.recursion import (
     simulate_recursion,
     spectral_radius,
 )
+from pgrpo.dynamics.synthetic import SyntheticCurve, lr_schedule, synthetic_suite
 
 __all__ = [
     "FIT_MODELS",
@@ -45,13 +58,25 @@ __all__ = [
     "FiniteGroupForce",
     "FitContext",
     "FitResult",
+    "Forecast",
+    "ForecastEvaluation",
+    "JointFitResult",
+    "Prediction",
+    "SyntheticCurve",
     "Parameter",
     "RefreshThreshold",
     "RomCoefficients",
     "continuum_oscillation_onset",
     "damping_ratio",
     "discrete_stationary_variance",
+    "evaluate_forecast",
     "finite_group_force",
+    "fit_joint",
+    "forecast",
+    "last_window_mean",
+    "lr_schedule",
+    "predict",
+    "synthetic_suite",
     "fit_curve",
     "fit_model",
     "inflection_time",

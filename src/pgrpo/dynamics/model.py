@@ -10,8 +10,10 @@ gives, in the continuum limit (time t = optimizer step n, mean lag l = (K - 1) /
 Source: "Predictable GRPO: A Closed-Form Model of Training Dynamics" (arXiv 2606.30789); the
 coefficients are our derivation (see ../shared/notes/dynamics.md and docs/dynamics.md): divide the
 recursion x_{n+1} - x_n = beta1 (x_n - x_{n-1}) - (1 - beta1) a x_{n-l} by (1 - beta1) and Taylor-
-expand the lagged force to second order. `noise_var` is the per-sample variance of the reward-space
-gradient per unit learning rate (0.25 = a binary reward at p = 0.5 with unit sensitivity).
+expand the lagged force to second order. `noise_var` is V_F, the per-sample variance of the
+force per unit learning rate (in the units of kappa x reward); the default kappa^2 p(1-p) at
+p = 0.5 says one sample's force error equals the force of a reward displacement of sd 0.5, so
+the stationary std is sqrt(a p (1 - p) / (2 c B G)) with a = eta kappa.
 
 All functions are pure and vectorise over numpy arrays of the time argument.
 """
@@ -65,7 +67,7 @@ def rom_coefficients(
     refresh_interval: int = 1,
     group_size: int = 1,
     batch_prompts: int = 1,
-    noise_var: float = 0.25,
+    noise_var: float | None = None,
 ) -> RomCoefficients:
     """Map hyperparameters to (m, c, k, D) of `m x'' + c x' + k x = xi`.
 
@@ -77,6 +79,10 @@ def rom_coefficients(
     lag = (refresh_interval - 1) / 2.0
     m = beta1 / (1.0 - beta1) + k * lag**2 / 2.0
     c = 1.0 - k * lag
+    if noise_var is None:
+        noise_var = 0.25 * kappa**2
+    if noise_var < 0:
+        raise ValueError(f"noise_var must be >= 0, got {noise_var!r}")
     D = lr**2 * noise_var / (2.0 * batch_prompts * group_size)
     zeta = damping_ratio(m, c, k)
     metrics: dict[str, float | str] = {

@@ -1,0 +1,87 @@
+"""Predict a run from its hyperparameters: regime, timescale, K*, oscillation onset, stationary
+fluctuation, and the mean trajectory (exact recursion, optionally with an lr schedule)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from pgrpo.dynamics.model import RomCoefficients, rom_coefficients, trajectory
+from pgrpo.dynamics.recursion import (
+    oscillation_onset,
+    refresh_threshold,
+    simulate_recursion,
+)
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """coefficients: the continuum (m, c, k, D); step, mean: [n + 1] exact recursion mean;
+    closed_form: [n + 1] continuum closed form (constant lr); metrics: stable names."""
+
+    coefficients: RomCoefficients
+    step: np.ndarray
+    mean: np.ndarray
+    closed_form: np.ndarray
+    metrics: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        c = self.coefficients
+        out = {**self.metrics, "m": c.m, "c": c.c, "k": c.k, "D": c.D}
+        return {
+            k: (None if isinstance(v, float) and not math.isfinite(v) else v)
+            for k, v in out.items()
+        }
+
+
+def predict(
+    lr: float,
+    beta1: float,
+    kappa: float,
+    *,
+    refresh_interval: int = 1,
+    group_size: int = 8,
+    batch_prompts: int = 1,
+    n_steps: int = 1000,
+    R0: float = 0.2,
+    R_inf: float = 0.8,
+    noise_var: float | None = None,
+    lr_schedule: np.ndarray | None = None,
+) -> Prediction:
+    """Everything the model predicts for one configuration (constant lr unless `lr_schedule`
+    ([n_steps] learning rates) is given; `lr` is then its peak)."""
+    coef = rom_coefficients(
+        lr,
+        beta1,
+        kappa,
+        refresh_interval=refresh_interval,
+        group_size=group_size,
+        batch_prompts=batch_prompts,
+        noise_var=noise_var,
+    )
+    a = kappa * (np.full(n_steps, lr) if lr_schedule is None else np.asarray(lr_schedule))
+    x = simulate_recursion(a, beta1, n_steps, refresh_interval=refresh_interval)[0]
+    mean = R_inf + (R0 - R_inf) * x
+    t = np.arange(n_steps + 1, dtype=float)
+    closed = (
+        trajectory(t, R0, R_inf, coef.m, coef.c, coef.k) if coef.c > 0 else np.full_like(t, np.nan)
+    )
+    thr = refresh_threshold(lr * kappa, beta1)
+    var = coef.metrics.get("stationary_variance", math.inf)
+    metrics = {
+        "regime": coef.regime,
+        "damping_ratio": coef.zeta,
+        "tau": coef.tau,
+        "refresh_threshold": thr.K_star,
+        "refresh_threshold_rule_of_thumb": thr.rule_of_thumb,
+        "stable": thr.K_star is None or refresh_interval < thr.K_star,
+        "oscillation_onset_a": oscillation_onset(beta1, refresh_interval),
+        "a": lr * kappa,
+        "stationary_std": math.sqrt(var) if math.isfinite(var) else math.inf,
+        "inflection_time": coef.metrics["inflection_time"],
+        "final_mean": float(mean[-1]) if np.isfinite(mean[-1]) else math.inf,
+    }
+    return Prediction(coef, t, mean, closed, metrics)
