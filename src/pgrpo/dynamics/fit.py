@@ -209,7 +209,8 @@ def fit_model(
     prior_names = [n for n in priors if n in varying]
     levels = ("R_inf", "R_0")
     # variable projection: the levels enter linearly and are solved for inside the residual
-    project = all(n in varying for n in levels)
+    # (by ordinary least squares, so only with the linear loss)
+    project = loss == "linear" and all(n in varying for n in levels)
     nonlin = tuple(n for n in varying if not (project and n in levels))
     lb = np.array([template[n].min for n in nonlin])
     ub = np.array([template[n].max for n in nonlin])
@@ -365,8 +366,8 @@ def _derived(name: str, vals: dict[str, float], ctx: FitContext) -> dict[str, fl
         out["tau"] = 1.0 / k
         out["zeta"] = 1.0 / (2.0 * math.sqrt(m * k)) if m > 0 else math.inf
         out["beta1_effective"] = m / (1.0 + m)
-        if ctx.lr is not None:
-            out["kappa"] = k / float(np.max(ctx.lr))
+        if ctx.lr is not None and name == "rom_schedule":
+            out["kappa"] = k / float(np.max(ctx.lr))  # k is the stiffness at the peak lr
     if "tau" in vals:
         out["tau"] = vals["tau"]
     return out

@@ -1,0 +1,118 @@
+"""The exact recursion: K* (check values, brute force), oscillation onset, loop vs vectorised."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pgrpo.dynamics import (
+    monodromy,
+    oscillation_onset,
+    refresh_threshold,
+    simulate_recursion,
+    spectral_radius,
+)
+from pgrpo.dynamics.model import continuum_oscillation_onset, rule_of_thumb_threshold
+from pgrpo.dynamics.recursion import unit_response
+
+
+@pytest.mark.parametrize(
+    "a,beta1,expected",
+    [
+        (0.1, 0.0, 21), (0.1, 0.9, 38), (0.1, 0.95, 28),
+        (0.02, 0.0, 101), (0.02, 0.9, 118), (0.02, 0.95, 138),
+        (0.01, 0.0, 201), (0.01, 0.9, 218), (0.01, 0.95, 238),
+    ],
+)  # fmt: skip
+def test_refresh_threshold_check_values(a, beta1, expected):
+    thr = refresh_threshold(a, beta1)
+    assert thr.K_star == expected
+    assert thr.rule_of_thumb == pytest.approx(rule_of_thumb_threshold(a, beta1))
+
+
+def _grows(a: float, beta1: float, K: int, windows: int = 300) -> float:
+    """Brute force: max |x| over the last 20 windows / over the first 20 windows."""
+    x = np.abs(simulate_recursion(a, beta1, K * windows, refresh_interval=K)[0])
+    return float(x[-20 * K :].max() / x[: 20 * K].max())
+
+
+@pytest.mark.parametrize("a", [0.05, 0.1, 0.2, 0.4])
+@pytest.mark.parametrize("beta1", [0.0, 0.5, 0.9])
+def test_refresh_threshold_matches_brute_force_simulation(a, beta1):
+    K_star = refresh_threshold(a, beta1).K_star
+    assert K_star is not None
+    assert _grows(a, beta1, K_star + 1) > 1.5  # past the threshold the mean diverges
+    if spectral_radius(a, beta1, K_star - 1) < 1 - 1e-3:
+        assert _grows(a, beta1, K_star - 1) < 1.0  # below it the mean decays
+
+
+def test_beta1_zero_threshold_is_two_over_a():
+    for a in (0.1, 0.05, 0.025):
+        assert refresh_threshold(a, 0.0).K_star == round(2 / a) + 1
+        assert spectral_radius(a, 0.0, round(2 / a)) == pytest.approx(1.0, abs=1e-9)
+
+
+def test_monodromy_is_one_window_of_the_recursion():
+    a, beta1, K = 0.03, 0.8, 7
+    x = simulate_recursion(a, beta1, 3 * K, refresh_interval=K, x0=1.0, v0=0.2)[0]
+    state = np.array([1.0, 1.0 - 0.2, 1.0])  # (x_0, x_{-1}, x_s)
+    M = monodromy(a, beta1, K)
+    for w in range(3):
+        state = M @ state
+        assert state[0] == pytest.approx(x[(w + 1) * K], abs=1e-12)
+
+
+def test_oscillation_onset_closed_form_and_simulation():
+    for beta1 in (0.5, 0.9, 0.95):
+        sb = math.sqrt(beta1)
+        onset = oscillation_onset(beta1)
+        assert onset == pytest.approx((1 - sb) / (1 + sb))
+        below = simulate_recursion(onset * 0.97, beta1, 3000)[0]
+        above = simulate_recursion(onset * 1.5, beta1, 3000)[0]
+        assert below.min() >= 0.0  # no overshoot below the onset
+        assert above.min() < 0.0  # overshoot above it
+    assert oscillation_onset(0.9) == pytest.approx(0.0263, abs=1e-4)
+    assert continuum_oscillation_onset(0.9) == pytest.approx(1 / 36)
+    assert oscillation_onset(0.0) == 1.0
+
+
+def test_oscillation_onset_with_refresh_interval_is_consistent():
+    a0 = oscillation_onset(0.9, 4)
+    ev_below = np.linalg.eigvals(monodromy(a0 * 0.95, 0.9, 4))
+    ev_above = np.linalg.eigvals(monodromy(a0 * 1.05, 0.9, 4))
+    top_b = ev_below[np.argmax(np.abs(ev_below))]
+    top_a = ev_above[np.argmax(np.abs(ev_above))]
+    assert abs(top_b.imag) < 1e-12 and top_b.real > 0
+    assert abs(top_a.imag) > 1e-9 or top_a.real < 0
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    beta1=st.floats(0.0, 0.99),
+    K=st.integers(1, 9),
+    n=st.integers(1, 200),
+    seed=st.integers(0, 2**16),
+)
+def test_python_loop_equals_vectorised_recursion(beta1, K, n, seed):
+    a = np.random.default_rng(seed).uniform(0.0, 0.2, n)
+    vec = simulate_recursion(a, beta1, n, refresh_interval=K)[0]
+    loop = np.array(unit_response(a.tolist(), beta1, K))
+    np.testing.assert_allclose(vec, loop, rtol=1e-12, atol=1e-12)
+
+
+def test_recursion_is_batched_and_validates():
+    a = np.array([[0.01] * 5, [0.02] * 5])
+    x = simulate_recursion(a, np.array([0.0, 0.9]), 5)
+    assert x.shape == (2, 6)
+    assert x[0, 1] == pytest.approx(0.99)
+    assert x[1, 1] == pytest.approx(1 - 0.1 * 0.02)
+    with pytest.raises(ValueError, match="refresh_interval"):
+        simulate_recursion(0.1, 0.9, 5, refresh_interval=0)
+    with pytest.raises(ValueError, match="beta1"):
+        simulate_recursion(0.1, 1.0, 5)
+    with pytest.raises(ValueError, match="a > 0|must be > 0"):
+        refresh_threshold(0.0, 0.9)
