@@ -301,3 +301,53 @@ def test_pgrpo_task_as_trl_dataset_and_reward(tmp_path):
     assert any(h.get("reward_errors") == 0.0 and "reward_timeouts" in h for h in history)
     rewards = trainer.generated[0]["rewards"]["arithmetic_reward"]
     assert set(rewards) <= {0.0, 1.0}
+
+
+@pytest.mark.slow
+def test_example_script_then_pgrpo_fit_and_diagnose(tmp_path, monkeypatch):
+    """docs/examples/trl_pgrpo_train.py (every field a flag) trains 6 steps; `pgrpo fit` and
+    `pgrpo diagnose` read the trainer_state.json it wrote."""
+    import runpy
+    import sys
+
+    from typer.testing import CliRunner
+
+    from pgrpo.cli import _load_commands, app
+
+    _load_commands()
+
+    tokenizer = _tokenizer()
+    _model(tokenizer).save_pretrained(tmp_path / "model")
+    tokenizer.save_pretrained(tmp_path / "model")
+    out = tmp_path / "run"
+    root = Path(__file__).resolve().parents[1]
+    cmd = [
+        str(root / "docs" / "examples" / "trl_pgrpo_train.py"),
+        *("--model", str(tmp_path / "model"), "--task", "arithmetic", "--conversational", "false"),
+        *("--max_examples", "16", "--output_dir", str(out), "--use_cpu", "true"),
+        *("--max_steps", "6", "--num_generations", str(G), "--per_device_train_batch_size", "8"),
+        *("--max_completion_length", "2", "--pgrpo_advantage", "sign", "--report_to", "none"),
+        *("--pgrpo_advantage_options", "{}", "--pgrpo_temperatures", "0.7", "0.7", "1", "1"),
+        *("--save_strategy", "no", "--logging_steps", "1", "--disable_tqdm", "true"),
+    ]
+    monkeypatch.setattr(sys, "argv", cmd)
+    monkeypatch.chdir(tmp_path)
+    runpy.run_path(cmd[0], run_name="__main__")  # the script's own argument parsing and main()
+    state = out / "trainer_state.json"
+    history = json.loads(state.read_text())["log_history"]
+    logged = [h for h in history if "degeneracy/all_fail" in h]
+    assert len(logged) == 6 and all("reward/temperature_0.7" in h for h in logged)
+
+    runner = CliRunner()
+    fit = runner.invoke(app, ["fit", str(state), "--json", "--out", str(tmp_path / "fit")])
+    assert fit.exit_code == 0, fit.output
+    fitted = json.loads(fit.stdout)
+    assert fitted["format"] == "trl" and fitted["n"] == 6 and fitted["reward_key"] == "reward"
+
+    diag = runner.invoke(app, ["diagnose", str(state), "--json"])
+    assert diag.exit_code == 0, diag.output
+    verdict = json.loads(diag.stdout)
+    degeneracy = [m for m in verdict["modes"] if "degeneracy" in m["name"]]
+    assert degeneracy, verdict
+    all_fail = sum(h["degeneracy/all_fail"] for h in logged) / len(logged)
+    assert degeneracy[0]["evidence"].get("all_fail") == pytest.approx(all_fail)
