@@ -33,11 +33,11 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import torch
 from scipy.optimize import brentq
 
-from pgrpo.core.advantages import ADVANTAGE_ESTIMATORS, ADVANTAGE_TRANSFORMS
-from pgrpo.core.groups import make_groups
+from pgrpo.core.advantages import ADVANTAGE_ESTIMATORS, compute_advantages
 from pgrpo.core.losses import KL_ESTIMATORS, LossConfig, asymmetric_kl_weights
 
 _GROUP_FREE = ("batch_std",)  # estimators whose advantage depends on other groups
@@ -96,30 +96,58 @@ def shaped_rewards(model: ForceModel, p_s: torch.Tensor) -> tuple[torch.Tensor, 
     return r_c, r_w
 
 
+def _binary_table(model: ForceModel, rewards_correct: float, rewards_wrong: float) -> np.ndarray:
+    """Advantages [G + 1, G] of the G + 1 groups [r_c]*k + [r_w]*(G - k), k = 0..G (one
+    `compute_advantages` call)."""
+    g = model.group_size
+    correct = np.arange(g)[None, :] < np.arange(g + 1)[:, None]
+    rewards = np.where(correct, rewards_correct, rewards_wrong).astype(np.float64)
+    adv = compute_advantages(
+        model.estimator, rewards.reshape(-1), group_size=g, **model.estimator_options
+    ).advantages
+    return np.asarray(adv, dtype=np.float64).reshape(g + 1, g)
+
+
+def _affine_basis(model: ForceModel) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(A0, Ac, Aw), each [G + 1, G], with A(r_c, r_w) = A0 + r_c Ac + r_w Aw for every k.
+
+    Exact for estimators affine in the rewards (dr_grpo, rloo, sign); checked at two extra points,
+    so a non-affine estimator (grpo's std normalisation) fails with a clear message.
+    """
+    a0 = _binary_table(model, 0.0, 0.0)
+    ac = _binary_table(model, 1.0, 0.0) - a0
+    aw = _binary_table(model, 0.0, 1.0) - a0
+    for rc, rw in ((0.7, -0.3), (2.5, 0.4)):
+        if not np.allclose(_binary_table(model, rc, rw), a0 + rc * ac + rw * aw, atol=1e-9):
+            raise ValueError(
+                f"with the KL in the reward the force model needs an estimator that is affine in "
+                f"the rewards (dr_grpo, rloo, sign); {model.estimator!r} is not (its std "
+                "normalisation makes the force jump at the fixed point). Put the KL in the loss "
+                "(loss.kl_coef) instead"
+            )
+    return a0, ac, aw
+
+
 def advantage_table(model: ForceModel, p_s: Any = 0.5) -> tuple[torch.Tensor, torch.Tensor]:
     """Advantages of a correct (A+[..., k]) and a wrong (A-[..., k]) sample in a group with k
     correct, for rollouts drawn at p_s [...]. Returns two float64 tensors [..., G + 1] (A+[.., 0]
     and A-[.., G] do not occur and are 0).
 
-    Calls the registered estimator on the G + 1 possible reward vectors [r+]*k + [r-]*(G - k)
-    (the registry function itself, not `compute_advantages`, so that gradients flow through the
-    KL-shaped rewards).
+    Without the KL in the reward the rewards are 1 / 0 and the table comes straight from
+    `compute_advantages`. With it they depend on p_s; the table is then the estimator's affine
+    map of the two reward levels, so it stays differentiable in p_s (exact derivatives).
     """
     g = model.group_size
     p_s = torch.as_tensor(p_s, dtype=torch.float64)
-    r_c, r_w = shaped_rewards(model, p_s)
-    correct = torch.arange(g).unsqueeze(0) < torch.arange(g + 1).unsqueeze(1)  # [G+1, G]
-    rewards = torch.where(correct, r_c[..., None, None], r_w[..., None, None])  # [..., G+1, G]
-    est = ADVANTAGE_ESTIMATORS.get(model.estimator)
-    transform = None
-    if est.default_transform is not None:
-        fn = ADVANTAGE_TRANSFORMS.get(est.default_transform)
-        transform = fn
-    flat = rewards.reshape(-1)
-    groups = make_groups(flat.numel(), group_size=g)
-    adv = est.fn(flat, groups, valid=None, transform=transform, **model.estimator_options)
-    adv = adv.reshape(rewards.shape)
     k = torch.arange(g + 1)
+    if not model.kl_reward_coef:
+        table = torch.from_numpy(_binary_table(model, 1.0, 0.0))
+        a_pos = torch.where(k > 0, table[:, 0], 0.0).expand(*p_s.shape, g + 1)
+        a_neg = torch.where(k < g, table[:, -1], 0.0).expand(*p_s.shape, g + 1)
+        return a_pos, a_neg
+    a0, ac, aw = (torch.from_numpy(t) for t in _affine_basis(model))
+    r_c, r_w = shaped_rewards(model, p_s)
+    adv = a0 + r_c[..., None, None] * ac + r_w[..., None, None] * aw  # [..., G+1, G]
     a_pos = torch.where(k > 0, adv[..., 0], torch.zeros_like(adv[..., 0]))
     a_neg = torch.where(k < g, adv[..., -1], torch.zeros_like(adv[..., -1]))
     return a_pos, a_neg
@@ -128,7 +156,8 @@ def advantage_table(model: ForceModel, p_s: Any = 0.5) -> tuple[torch.Tensor, to
 def _binomial_pmf(p: torch.Tensor, g: int) -> torch.Tensor:
     """P(k correct of G) for k = 0..G. p: [...] -> [..., G + 1]."""
     k = torch.arange(g + 1, dtype=torch.float64)
-    log_c = torch.lgamma(torch.tensor(g + 1.0)) - torch.lgamma(k + 1) - torch.lgamma(g - k + 1)
+    log_c = torch.lgamma(torch.tensor(g + 1.0, dtype=torch.float64)) - torch.lgamma(k + 1)
+    log_c = log_c - torch.lgamma(g - k + 1)
     p = p.unsqueeze(-1).clamp(1e-300, 1.0)
     q = (1.0 - p).clamp(1e-300, 1.0)
     return torch.exp(log_c + k * torch.log(p) + (g - k) * torch.log(q))
@@ -258,6 +287,8 @@ def curvature(model: ForceModel, *, batch_prompts: int = 1) -> Curvature:
     g_now, g_lag = torch.autograd.grad(f, (d, d_s))
     kappa_now, kappa_lag = -float(g_now), -float(g_lag)
     kappa = kappa_now + kappa_lag
+    if not math.isfinite(kappa):
+        raise ValueError(f"the force of {model.estimator!r} has no finite slope at its fixed point")
     mean, var = group_gradient_moments(model, d_star)
     rms = math.sqrt(mean**2 + var / batch_prompts)
     p_star = 1.0 / (1.0 + math.exp(-d_star))

@@ -48,8 +48,9 @@ class ThresholdConfig:
     k_span: tuple[float, float] = (0.7, 1.4)
     """The K sweep covers this range around the predicted K* (geometric grid)."""
     k_points: int = 13
-    adam_k_span: tuple[float, float] = (0.7, 2.5)
-    """Adam rows sweep wider: their K* is not expected where the EMA model puts it."""
+    adam_k_span: tuple[float, float] = (0.7, 2.0)
+    """Adam rows sweep wider (coarser): their K* is not expected where the EMA model puts it."""
+    adam_k_points: int = 9
     windows: int = 12
     """Windows of K steps simulated for each K."""
     displacement: float = 0.02
@@ -134,8 +135,10 @@ def _rows_for(cfg: ThresholdConfig, optimizer: str, ratio: bool) -> list[dict]:
     lrs, b1s, ks = [], [], []
     for i, (a, beta1) in enumerate(cfg.settings):
         k_pred = _k_star(a, beta1)
-        span = cfg.k_span if optimizer == "ema" else cfg.adam_k_span
-        for k in k_grid(k_pred, span, cfg.k_points):
+        span, points = (cfg.k_span, cfg.k_points)
+        if optimizer == "adam":
+            span, points = (cfg.adam_k_span, cfg.adam_k_points)
+        for k in k_grid(k_pred, span, points):
             plan.append((i, k))
             lrs += [a / kappa] * seeds
             b1s += [beta1] * seeds
@@ -208,7 +211,6 @@ def run_threshold(cfg: ThresholdConfig) -> ExperimentResult:
             "kappa",
             "predicted_K",
             "measured_K",
-            "rel_error",
         ),
         rows=rows,
         metrics={"ema_rows_within_10pct": len(ok), "ema_rows": len(exact)},

@@ -1,0 +1,76 @@
+"""`pgrpo reproduce EXPERIMENT`: run a softmax-bandit reproduction, print its table, write JSON
+and a PNG (docs/reproductions.md lists the experiments and their measured results)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from pgrpo.cli.app import app
+
+
+def _fmt(value: object) -> str:
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return str(value)
+        return f"{value:.4g}"
+    return "-" if value is None else str(value)
+
+
+@app.command("reproduce")
+def reproduce_command(
+    experiment: str = typer.Argument(
+        ..., help="threshold, transition, group-size, degeneracy or sign-vs-drgrpo."
+    ),
+    out: Path = typer.Option(
+        Path("runs/reproduce"), "--out", help="Folder for EXPERIMENT.json and EXPERIMENT.png."
+    ),
+    as_json: bool = typer.Option(
+        False, "--json", help='Print only {"rows": [...]} (the table as JSON) to stdout.'
+    ),
+    seeds: int = typer.Option(
+        None, "--seeds", help="Independent runs per configuration (default: the experiment's)."
+    ),
+) -> None:
+    """Reproduce a dynamics or starvation claim on the softmax bandit (each <= 60 s on 2 CPUs)."""
+    from pgrpo.bandit.experiments import EXPERIMENTS, run_experiment
+
+    err = Console(stderr=True)
+    try:
+        exp = EXPERIMENTS.get(experiment)
+        out.mkdir(parents=True, exist_ok=True)
+        if not out.is_dir():
+            raise ValueError(f"--out {out} is not a folder")
+    except (KeyError, ValueError, OSError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    if not as_json:
+        err.print(f"pgrpo reproduce {experiment}: {exp.description}")
+    try:
+        result = run_experiment(experiment, seeds=seeds)
+    except (ValueError, TypeError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    stem = out / experiment
+    payload = result.to_json()
+    stem.with_suffix(".json").write_text(json.dumps(payload, indent=1))
+    exp.plot(result, stem.with_suffix(".png"))
+    rows = [{c: row.get(c) for c in result.columns} for row in payload["rows"]]
+    if as_json:
+        typer.echo(json.dumps({"rows": rows}))
+        return
+    table = Table(title=f"pgrpo reproduce {experiment}")
+    for c in result.columns:
+        table.add_column(c, justify="right")
+    for row in rows:
+        table.add_row(*(_fmt(row[c]) for c in result.columns))
+    console = Console()
+    console.print(table)
+    for key, value in result.metrics.items():
+        console.print(f"{key}: {_fmt(value)}")
+    console.print(f"wrote {stem.with_suffix('.json')} and {stem.with_suffix('.png')}")
