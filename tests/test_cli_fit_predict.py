@@ -1,0 +1,94 @@
+"""End-to-end: `pgrpo fit` and `pgrpo predict` (JSON keys, PNG written, clear errors)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from pgrpo.cli import _load_commands, app
+from pgrpo.dynamics import synthetic_suite
+
+FIX = Path(__file__).resolve().parent / "fixtures" / "logs"
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _commands():
+    _load_commands()
+
+
+def _write_run(tmp_path: Path) -> Path:
+    c = synthetic_suite(1, seed=2, n_steps=400)[0]
+    run = tmp_path / "run"
+    run.mkdir()
+    with (run / "metrics.jsonl").open("w") as fh:
+        for s, r, lr in zip(c.step, c.reward, c.lr, strict=True):
+            fh.write(json.dumps({"step": int(s), "reward": r, "learning_rate": lr}) + "\n")
+    (run / "config.yaml").write_text("optim:\n  beta1: 0.9\n")
+    return run
+
+
+def test_fit_json_with_forecast(tmp_path):
+    run = _write_run(tmp_path)
+    out = tmp_path / "out"
+    res = runner.invoke(app, ["fit", str(run), "--forecast-from", "0.5", "--out", str(out),
+                              "--json"])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    assert 0.0 < data["r2"] <= 1.0
+    assert "R_inf" in data["params"] and 0.0 <= data["params"]["R_inf"] <= 1.0
+    for name in ("exponential", "logistic"):
+        assert "r2" in data["baselines"][name]
+    assert data["r2"] >= data["baselines"]["exponential"]["r2"]
+    fc = data["forecast"]
+    assert fc["band"][0] < fc["predicted_mean"] < fc["band"][1]
+    assert abs(fc["observed_mean"] - fc["predicted_mean"]) == pytest.approx(fc["error"])
+    assert "last_window_mean" in fc["baselines"]
+    assert data["hyperparameters"]["beta1"] == 0.9
+    assert (out / "fit.png").stat().st_size > 10_000
+
+
+def test_fit_table_on_trl_fixture(tmp_path):
+    res = runner.invoke(app, ["fit", str(FIX / "trl_output"), "--out", str(tmp_path)])
+    assert res.exit_code == 0, res.output
+    assert "exponential" in res.output and "logistic" in res.output
+    assert "every 2 steps" in res.output
+    assert (tmp_path / "fit.png").exists()
+
+
+def test_fit_errors_are_clear(tmp_path):
+    res = runner.invoke(app, ["fit", str(FIX / "generic.csv"), "--out", str(tmp_path)])
+    assert res.exit_code == 2 and "--reward-column" in res.output
+    mapped = ["--reward-column", "acc", "--step-column", "iteration"]
+    ok = runner.invoke(app, ["fit", str(FIX / "generic.csv"), *mapped, "--out", str(tmp_path)])
+    assert ok.exit_code == 0, ok.output
+    bad = runner.invoke(app, ["fit", str(FIX / "trl_output"), "--forecast-from", "1.5",
+                              "--out", str(tmp_path)])  # fmt: skip
+    assert bad.exit_code == 2 and "forecast_from" in bad.output
+
+
+def test_predict_json_and_png(tmp_path):
+    args = ["predict", "--lr", "1e-6", "--beta1", "0.9", "--refresh-interval", "4",
+            "--group-size", "8", "--kappa", "2e4", "--out", str(tmp_path), "--json"]  # fmt: skip
+    res = runner.invoke(app, args)
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    assert data["refresh_threshold"] == 118  # a = 0.02, beta1 = 0.9
+    assert data["regime"] == "overdamped"
+    assert data["tau"] == pytest.approx((1 - 0.02 * 1.5) / 0.02)
+    assert data["damping_ratio"] > 1 and data["stable"] is True
+    assert np.isfinite(data["stationary_std"]) and data["stationary_std"] > 0
+    assert (tmp_path / "predict.png").stat().st_size > 5_000
+
+
+def test_predict_unstable_and_bad_input(tmp_path):
+    res = runner.invoke(app, ["predict", "--lr", "1e-6", "--kappa", "1e5", "--beta1", "0.0",
+                              "--refresh-interval", "25", "--out", str(tmp_path)])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert "diverges" in res.output  # a = 0.1: K* = 21 < 25
+    bad = runner.invoke(app, ["predict", "--lr", "1e-6", "--kappa", "-3", "--out", str(tmp_path)])
+    assert bad.exit_code == 2 and "kappa" in bad.output
