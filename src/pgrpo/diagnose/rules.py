@@ -319,7 +319,8 @@ def _k_star(a: float, beta1: float) -> float | None:
     import pgrpo.dynamics as dyn
 
     fn = getattr(dyn, "refresh_threshold", None)
-    return None if fn is None else float(fn(a, beta1))
+    k_star = None if fn is None else fn(a, beta1).K_star
+    return None if k_star is None else float(k_star)
 
 
 def _margin_evidence(s: Signals) -> tuple[dict[str, float], list[str]]:
@@ -333,7 +334,7 @@ def _margin_evidence(s: Signals) -> tuple[dict[str, float], list[str]]:
         return {}, missing
     k_star = _k_star(lr * kappa, beta1 or 0.0)
     if k_star is None:
-        return {}, ["K* (pgrpo.dynamics has no refresh-interval threshold function)"]
+        return {}, ["K* (no unstable refresh interval found for these hyperparameters)"]
     return {
         "refresh_interval": k_int,
         "k_star": float(k_star),
@@ -347,6 +348,8 @@ def dynamical_instability(s: Signals) -> ModeVerdict:
     grow, a collapse of reward after its peak, exploding gradient norm, or NaN/inf."""
     name = "dynamical_instability"
     ev: dict[str, float] = _nonfinite_evidence(s)
+    if s.config.get("dropped_nonfinite_rewards"):
+        ev["nonfinite_reward_rows"] = float(s.config["dropped_nonfinite_rewards"])
     strengths = [0.99] if ev else []
     margin_ev, missing = _margin_evidence(s)
     ev.update(margin_ev)

@@ -226,7 +226,8 @@ def with_kappa(run: ScenarioRun) -> ScenarioRun:
 
 
 def write_run(run: ScenarioRun, run_dir: str | Path) -> Path:
-    """Write metrics.jsonl, config.yaml and eval.json (the `pgrpo eval` format) into run_dir."""
+    """Write metrics.jsonl, config.yaml and (when the run has eval points) eval.json, the
+    `pgrpo eval` format, into run_dir."""
     out = Path(run_dir)
     out.mkdir(parents=True, exist_ok=True)
     n = len(run.columns["step"])
@@ -244,7 +245,9 @@ def write_run(run: ScenarioRun, run_dir: str | Path) -> Path:
         {"name": f"step{int(s)}", "step": s, "accuracy": a, "n_problems": run.scenario.n_prompts}
         for s, a in run.eval_points
     ]
-    (out / "eval.json").write_text(json.dumps({"kind": "pgrpo.eval", "results": results}, indent=1))
+    if results:
+        doc = {"kind": "pgrpo.eval", "results": results}
+        (out / "eval.json").write_text(json.dumps(doc, indent=1))
     return out
 
 

@@ -23,7 +23,7 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "entropy": ("actor/entropy", "train/entropy"),
     "kl": ("actor/kl_loss", "actor/ppo_kl", "train/kl", "objective/kl"),
     "clip_ratio/region_mean": ("actor/pg_clipfrac", "train/clip_ratio/region_mean"),
-    "completions/mean_length": ("response_length/mean", "train/completions/mean_length"),
+    "completions/mean_length": ("completion_length", "response_length/mean"),
     "grad_norm": ("actor/grad_norm", "train/grad_norm"),
     "frac_reward_zero_std": ("train/frac_reward_zero_std",),
     "loss": ("train/loss", "actor/pg_loss"),
@@ -69,7 +69,7 @@ def _log_parts(log: Any) -> tuple[np.ndarray, dict[str, np.ndarray], dict[str, A
         n = len(next(iter(cols.values()))) if cols else 0
         steps = np.asarray(log.get("step", np.arange(n)), dtype=float)
         return steps, cols, {}, "mapping"
-    steps = np.asarray(log.steps, dtype=float)
+    steps = np.asarray(getattr(log, "step", None) if hasattr(log, "step") else log.steps, float)
     raw = getattr(log, "columns", None)
     if raw is None:
         raise TypeError(
@@ -77,13 +77,12 @@ def _log_parts(log: Any) -> tuple[np.ndarray, dict[str, np.ndarray], dict[str, A
             "pgrpo.logs.read_log or a mapping of column name -> per-step values"
         )
     cols = {k: np.asarray(v, dtype=float) for k, v in dict(raw).items()}
-    if "reward" not in cols and getattr(log, "reward", None) is not None:
+    if getattr(log, "reward", None) is not None:
         cols["reward"] = np.asarray(log.reward, dtype=float)
-    config = dict(getattr(log, "config", None) or {})
-    for name in HYPER_NAMES:
-        value = getattr(log, name, None)
-        if value is not None and name not in config:
-            config[name] = value
+    config = dict(getattr(log, "hyperparameters", None) or getattr(log, "config", None) or {})
+    dropped = (getattr(log, "metrics", None) or {}).get("dropped_nan", 0.0)
+    if dropped:  # the reader drops NaN/inf reward rows; the diagnosis still needs to know
+        config["dropped_nonfinite_rewards"] = float(dropped)
     return steps, cols, config, str(getattr(log, "source", "") or getattr(log, "format", ""))
 
 
@@ -120,7 +119,10 @@ def read_eval_points(path: str | Path) -> tuple[tuple[float, float], ...]:
     text = path.read_text()
     try:
         data = json.loads(text)
-        records = data.get("results", []) if isinstance(data, dict) else data
+        if isinstance(data, dict):
+            records = list(data.get("baseline", [])) + list(data.get("results", []))
+        else:
+            records = data
     except json.JSONDecodeError:
         records = [json.loads(line) for line in text.splitlines() if line.strip()]
     points = []
@@ -135,7 +137,10 @@ def read_eval_points(path: str | Path) -> tuple[tuple[float, float], ...]:
         points.append((float(rec["step"]), float(rec["accuracy"])))
     if not points:
         raise ValueError(f"{path} holds no eval results")
-    return tuple(sorted(points))
+    by_step: dict[float, list[float]] = {}
+    for step, acc in points:  # several seeds at one step: their mean
+        by_step.setdefault(step, []).append(acc)
+    return tuple((step, float(np.mean(v))) for step, v in sorted(by_step.items()))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -62,6 +62,14 @@ COLUMN_KEYS: dict[str, tuple[str, ...]] = {
     "refresh_interval": ("refresh_interval",),
     "beta1": ("beta1",),
     "batch_prompts": ("batch_prompts",),
+    # read by pgrpo.diagnose (failure-mode evidence)
+    "grad_norm": ("grad_norm", "actor/grad_norm"),
+    "loss": ("loss", "actor/pg_loss"),
+    "clip_ratio/region_mean": ("clip_ratio/region_mean", "actor/pg_clipfrac"),
+    "degeneracy/all_pass": ("degeneracy/all_pass",),
+    "degeneracy/all_fail": ("degeneracy/all_fail",),
+    "degeneracy/iid_prediction": ("degeneracy/iid_prediction",),
+    "frac_gradient_tokens": ("frac_gradient_tokens",),
 }
 REWARD_KEYS = ("reward", "rewards/mean", "critic/score/mean", "critic/rewards/mean", "score")
 REWARD_PATTERN = re.compile(r"^rewards/.+/mean$")
@@ -208,6 +216,9 @@ def _column_keys(all_keys: list[str]) -> dict[str, str]:
             if c in canon:
                 found[name] = canon[c]
                 break
+    for c, key in canon.items():  # per-function rewards (TRL rewards/<name>/mean), for diagnose
+        if REWARD_PATTERN.match(c):
+            found.setdefault(c, key)
     return found
 
 
@@ -285,6 +296,7 @@ def hyperparameters_from_config(cfg: Any) -> dict[str, float]:
         "group_size": get("group_size", "num_generations"),
         "batch_prompts": get("batch_prompts"),
         "refresh_interval": get("refresh_interval"),
+        "kappa": get("kappa"),  # a probed curvature (pgrpo probe), read by pgrpo.diagnose
     }
     betas = find_key(cfg, ("betas",))
     if out["beta1"] is None and isinstance(betas, list) and betas:

@@ -1,0 +1,70 @@
+"""`pgrpo diagnose LOG [--eval-log LOG] [--json]`: which failure mode a run is in, and the fix."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from pgrpo.cli.app import app
+
+
+def _fmt_evidence(evidence: dict[str, Any], limit: int = 6) -> str:
+    parts = []
+    for key, value in list(evidence.items())[:limit]:
+        if isinstance(value, float):
+            value = "-" if not math.isfinite(value) else f"{value:.3g}"
+        parts.append(f"{key}={value}")
+    return ", ".join(parts)
+
+
+def load_log(path: Path, log_format: str | None) -> Any:
+    """The run's RewardLog; a run directory means its metrics.jsonl."""
+    from pgrpo.logs import read_log
+
+    if path.is_dir():
+        path = path / "metrics.jsonl"
+    if not path.exists():
+        raise typer.BadParameter(f"log {path} not found (give a log file or a run directory)")
+    return read_log(path, format=log_format)
+
+
+@app.command("diagnose")
+def diagnose_cmd(
+    log: Path = typer.Argument(..., help="Training log (pgrpo/TRL/verl/W&B/CSV) or run directory."),
+    eval_log: Path | None = typer.Option(
+        None, "--eval-log", help="`pgrpo eval` JSON (or step/accuracy JSONL) of the same run."
+    ),
+    log_format: str | None = typer.Option(None, "--format", help="Force a log reader by name."),
+    as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON only."),
+) -> None:
+    """Detect reward hacking, advantage degeneracy, policy concentration and dynamical
+    instability from whatever columns the log has; say which signal is missing otherwise."""
+    from pgrpo.diagnose import diagnose
+
+    if eval_log is None and log.is_dir() and (log / "eval.json").is_file():
+        eval_log = log / "eval.json"
+    result = diagnose(load_log(log, log_format), eval_log=eval_log)
+    if as_json:
+        typer.echo(json.dumps(result.to_dict(), allow_nan=False))
+        return
+    table = Table(title=f"diagnosis of {log}")
+    table.add_column("mode", no_wrap=True)
+    table.add_column("detected", no_wrap=True)
+    table.add_column("conf.", no_wrap=True)
+    table.add_column("evidence", overflow="fold")
+    table.add_column("action / missing", overflow="fold")
+    for v in result.modes:
+        note = v.action or ("missing: " + "; ".join(v.missing) if v.missing else "")
+        mark = (
+            "[red]yes[/red]"
+            if v.detected and v.name != "healthy"
+            else ("[green]yes[/green]" if v.detected else "no")
+        )
+        table.add_row(v.name, mark, f"{v.confidence:.2f}", _fmt_evidence(v.evidence), note)
+    Console().print(table)
