@@ -300,3 +300,26 @@ def _flat_keys(tree, prefix=""):
             yield from _flat_keys(value, path + ".")
         else:
             yield path
+
+
+def test_registration_through_a_verl_plugins_entry_point(tmp_path):
+    """`import verl` loads `verl.plugins` entry points in every process: a distribution that
+    declares `pgrpo = pgrpo.integrations.verl` there (what pyproject can declare) registers the
+    names with no config at all."""
+    dist = tmp_path / "pgrpo_verl_plugin-0.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: pgrpo-verl-plugin\nVersion: 0.0\n")
+    (dist / "entry_points.txt").write_text("[verl.plugins]\npgrpo = pgrpo.integrations.verl\n")
+    code = (
+        "from verl.trainer.ppo import core_algos as c;"
+        "assert 'pgrpo_dual_anchor' in c.ADV_ESTIMATOR_REGISTRY, sorted(c.ADV_ESTIMATOR_REGISTRY);"
+        "assert 'pgrpo_reinforce' in c.POLICY_LOSS_REGISTRY"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "VERL_USE_EXTERNAL_MODULES"}
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), env.get("PYTHONPATH", "")]).rstrip(
+        os.pathsep
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
