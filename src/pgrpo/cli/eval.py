@@ -1,0 +1,107 @@
+"""`pgrpo eval`: accuracy and unbiased pass@k of a model or checkpoint, seeds aggregated with
+intervals, and (with --baseline) a paired comparison and the search-compression analysis."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from pgrpo.cli.app import app
+
+
+def _seeds(text: str) -> list[int]:
+    try:
+        seeds = [int(s) for s in text.split(",") if s.strip()]
+    except ValueError:
+        raise typer.BadParameter(
+            f"--seeds must be comma-separated integers, got {text!r}"
+        ) from None
+    if not seeds:
+        raise typer.BadParameter("--seeds needs at least one seed")
+    return seeds
+
+
+def _print(doc: dict, console: Console) -> None:
+    table = Table(title="eval")
+    for col in ("result", "step", "accuracy", "95% CI", "pass@k"):
+        table.add_column(col)
+    for rec in doc["results"] + doc.get("baseline", []):
+        curve = ", ".join(f"{k}:{v:.3f}" for k, v in rec["pass_at_k"].items())
+        lo, hi = rec["accuracy_ci"]
+        table.add_row(
+            rec["name"], str(rec["step"]), f"{rec['accuracy']:.3f}", f"[{lo:.3f}, {hi:.3f}]", curve
+        )
+    console.print(table)
+    agg = doc["aggregate"]
+    ci = agg["accuracy_ci"]
+    console.print(
+        f"mean accuracy over {agg['seeds']} seed(s): {agg['accuracy_mean']:.3f}"
+        + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else f" ({agg['note']})")
+    )
+    if "comparison" in doc:
+        cmp, sc = doc["comparison"], doc["search_compression"]
+        lo, hi = cmp["bootstrap_ci"]
+        console.print(
+            f"vs baseline: diff {cmp['diff']:+.3f}, paired bootstrap CI "
+            f"[{lo:+.3f}, {hi:+.3f}] p={cmp['bootstrap_p']:.3g}"
+            + (f"; Welch p={cmp['welch_p']:.3g}" if "welch_p" in cmp else "")
+        )
+        console.print(
+            f"pass@1 gain {sc['gain_pass1']:+.3f}, pass@{sc['k_max']} gain "
+            f"{sc['gain_pass_kmax']:+.3f}: {sc['verdict']}"
+        )
+
+
+@app.command("eval")
+def eval_cmd(
+    model: str = typer.Option("smollm2", help="'tiny', 'smollm2', HF path, or a RUN_DIR."),
+    task: str = typer.Option("arithmetic", help="Registered task name."),
+    split: str = typer.Option("test", help="Task split or path."),
+    problems: int = typer.Option(50, min=0, help="Problems drawn from the split (0 = all)."),
+    problem_seed: int = typer.Option(0, help="Seed of the problem draw (same for both systems)."),
+    samples: int = typer.Option(8, min=1, help="Samples per problem (pass@k up to k = n)."),
+    seeds: str = typer.Option("0", help="Comma-separated sampling seeds, e.g. 0,1,2."),
+    temperature: float = typer.Option(1.0, help="Sampling temperature."),
+    max_new_tokens: int = typer.Option(64, min=1, help="Completion length limit."),
+    tiny_warmup_steps: int = typer.Option(200, min=0, help="Tiny model's supervised warm-up."),
+    from_file: Path | None = typer.Option(
+        None, "--from", help="Skip sampling: take the results from this eval JSON."
+    ),
+    baseline: Path | None = typer.Option(
+        None, help="Eval JSON of a baseline (e.g. the base model) for the paired comparison."
+    ),
+    out: Path | None = typer.Option(
+        None, help="Write the eval JSON here (diagnose/report read it)."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON only."),
+) -> None:
+    """Evaluate; several seeds give an interval over seeds; --baseline adds Welch's t on seed
+    means, a paired bootstrap over problems, and pass@k curves base vs trained."""
+    from pgrpo.evaluate import EvalConfig, eval_document, evaluate, read_eval, write_eval
+
+    if from_file is not None:
+        runs = read_eval(from_file)
+    else:
+        cfg = EvalConfig(
+            model=model,
+            task=task,
+            split=split,
+            problems=problems,
+            problem_seed=problem_seed,
+            samples=samples,
+            temperature=temperature,
+            max_new_tokens=max_new_tokens,
+            tiny_warmup_steps=tiny_warmup_steps,
+        )
+        runs = [evaluate(cfg, seed=s) for s in _seeds(seeds)]
+    doc = eval_document(runs, read_eval(baseline) if baseline is not None else None)
+    if out is not None:
+        write_eval(doc, out)
+    if as_json:
+        typer.echo(json.dumps(doc, allow_nan=False))
+        return
+    _print(doc, Console())

@@ -1,0 +1,169 @@
+"""Evaluate a model or a training checkpoint on a task split: n samples per problem, scored
+safely, as per-problem counts (`EvalRun`); read and write the eval JSON that
+`pgrpo diagnose --eval-log` and `pgrpo report` read.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from pgrpo.evaluate.metrics import EvalRun, aggregate, compare, search_compression
+
+EVAL_KIND = "pgrpo.eval"
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    """What to evaluate and how."""
+
+    model: str = "smollm2"
+    """'tiny', 'smollm2', a Hugging Face path, or a pgrpo RUN_DIR (its latest checkpoint)."""
+    task: str = "arithmetic"
+    split: str = "test"
+    problems: int = 50
+    """Problems drawn (without replacement, seeded by problem_seed) from the split; 0 = all."""
+    problem_seed: int = 0
+    """Seed of the problem draw: keep it fixed to compare systems on the same problems."""
+    samples: int = 8
+    """n samples per problem (pass@k for k up to n)."""
+    temperature: float = 1.0
+    max_new_tokens: int = 64
+    batch_prompts: int = 4
+    """Problems generated together (each with `samples` completions)."""
+    tiny_warmup_steps: int = 200
+    model_seed: int = 0
+    """Seed of the model's construction (the tiny model's init and warm-up); sampling seeds vary
+    separately, so every seed evaluates the same network."""
+
+    def __post_init__(self) -> None:
+        for name in ("samples", "max_new_tokens", "batch_prompts"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.problems < 0:
+            raise ValueError(f"problems must be >= 0 (0 = the whole split), got {self.problems}")
+        if not self.temperature > 0:
+            raise ValueError(f"temperature must be > 0, got {self.temperature}")
+
+
+def _load(cfg: EvalConfig, task: Any, seed: int) -> tuple[Any, int | None]:
+    """(policy, training step): a run directory loads its config and latest checkpoint."""
+    from pgrpo.train.config import ModelConfig
+    from pgrpo.train.policies import load_policy
+
+    key = f"{cfg.task}:[]"
+    run_dir = Path(cfg.model)
+    if not (run_dir / "config.yaml").is_file():
+        mcfg = ModelConfig(name=cfg.model, tiny_warmup_steps=cfg.tiny_warmup_steps)
+        return load_policy(mcfg, task=task, task_key=key, seed=seed), 0
+    from pgrpo.train.checkpoint import latest_checkpoint
+    from pgrpo.train.config import load_config
+
+    run_cfg = load_config(run_dir / "config.yaml")
+    ckpt = latest_checkpoint(run_dir)
+    if ckpt is None:
+        raise FileNotFoundError(
+            f"{run_dir} has no checkpoint (checkpoints/latest); train with checkpointing on, or "
+            "evaluate the base model by name"
+        )
+    policy = load_policy(
+        run_cfg.model, task=task, task_key=key, seed=run_cfg.run.seed, warm_up=False
+    )
+    state = torch.load(ckpt / "state.pt", weights_only=False)
+    params = dict(policy.model.named_parameters())
+    with torch.no_grad():
+        for name, value in state["model"].items():
+            if name not in params:
+                raise ValueError(f"checkpoint {ckpt} has {name!r}, which the model lacks")
+            params[name].copy_(value)
+    return policy, int(state["step"])
+
+
+def evaluate(cfg: EvalConfig, *, seed: int = 0, name: str | None = None) -> EvalRun:
+    """Sample cfg.samples completions per problem at `seed` and count the correct ones."""
+    from pgrpo.tasks import get_task
+    from pgrpo.tasks.scoring import score_completions
+    from pgrpo.train.generation import sample
+
+    task = get_task(cfg.task)
+    examples = task.load(cfg.split)
+    idx = np.arange(len(examples))
+    if cfg.problems and cfg.problems < len(examples):
+        idx = np.sort(np.random.default_rng(cfg.problem_seed).choice(idx, cfg.problems, False))
+    policy, step = _load(cfg, task, cfg.model_seed)
+    torch.manual_seed(seed)
+    n, c = [], []
+    for start in range(0, idx.size, cfg.batch_prompts):
+        batch = [examples[i] for i in idx[start : start + cfg.batch_prompts]]
+        rollout = sample(
+            policy,
+            [task.prompt(e) for e in batch],
+            group_size=cfg.samples,
+            temperatures=[cfg.temperature] * cfg.samples,
+            max_new_tokens=cfg.max_new_tokens,
+        )
+        per = [e for e in batch for _ in range(cfg.samples)]
+        rewards = np.asarray(score_completions(task, rollout.texts, per).rewards)
+        correct = (rewards.reshape(len(batch), cfg.samples) >= 1.0 - 1e-9).sum(1)
+        n += [cfg.samples] * len(batch)
+        c += [int(x) for x in correct]
+    return EvalRun(
+        name=name or f"{Path(cfg.model).name}@{step}/seed{seed}",
+        ids=[str(i) for i in idx],
+        n=n,
+        c=c,
+        step=step,
+        seed=seed,
+        task=cfg.task,
+        split=cfg.split,
+        model=cfg.model,
+    )
+
+
+def eval_document(runs: list[EvalRun], baseline: list[EvalRun] | None = None) -> dict[str, Any]:
+    """The eval JSON: results (one per run/seed), their aggregate, and (with a baseline) the
+    paired comparison and the search-compression analysis."""
+    doc: dict[str, Any] = {
+        "kind": EVAL_KIND,
+        "results": [r.summary() for r in runs],
+        "aggregate": aggregate(runs),
+    }
+    if baseline:
+        doc["baseline"] = [r.summary() for r in baseline]
+        doc["comparison"] = compare(runs, baseline)
+        doc["search_compression"] = search_compression(baseline, runs)
+    return json_safe(doc)
+
+
+def json_safe(value: Any) -> Any:
+    """NaN/inf -> None (JSON null), recursively: e.g. Welch's t of two zero-variance samples."""
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_safe(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def read_eval(path: str | Path) -> list[EvalRun]:
+    """The EvalRuns of an eval JSON written by `pgrpo eval --out`."""
+    data = json.loads(Path(path).read_text())
+    if not isinstance(data, dict) or data.get("kind") != EVAL_KIND:
+        raise ValueError(f"{path} is not a `pgrpo eval` JSON (kind != {EVAL_KIND!r})")
+    return [EvalRun.from_summary(rec) for rec in data["results"]]
+
+
+def write_eval(doc: dict[str, Any], path: str | Path) -> Path:
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_suffix(out.suffix + ".tmp")
+    tmp.write_text(json.dumps(doc, indent=1, allow_nan=False))
+    tmp.replace(out)
+    return out
