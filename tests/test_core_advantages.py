@@ -514,3 +514,12 @@ def test_large_batch_fast_paths_agree():
     eq = compute_advantages("grpo", r, group_size=8).advantages
     rag = compute_advantages("grpo", r[perm], group_ids=ids[perm]).advantages
     np.testing.assert_allclose(rag, eq[perm], atol=1e-6)
+
+
+def test_constant_graded_group_is_exactly_zero_where_trl_formula_is_not():
+    """docs/core.md claim: float32 mean-then-subtract leaves ~7e-5 on a constant group of 0.1 at
+    G = 8 (TRL's lines); pgrpo shifts by a group member first and returns exact zeros."""
+    r = torch.full((8,), 0.1, dtype=torch.float32)
+    trl, _ = _trl_group_advantages(r, 8, "group")
+    assert 1e-5 < float(trl.abs().max()) < 1e-3
+    assert torch.all(compute_advantages("grpo", r, group_size=8).advantages == 0)
