@@ -124,16 +124,37 @@ def _meta(data: Any) -> dict[str, Any]:
     return meta
 
 
-def find_rows(data: Any) -> list[dict[str, Any]]:
-    """The table of a result: itself if it is a list of dicts, else the first such value."""
-    if isinstance(data, list) and data and all(isinstance(r, dict) for r in data):
-        return data
-    if isinstance(data, dict):
-        for key in ("rows", "results", *data.keys()):
-            value = data.get(key)
-            if isinstance(value, list) and value and all(isinstance(r, dict) for r in value):
-                return value
-    return []
+SKIP_TABLES = ("meta", "ratios", "targets")
+
+
+def find_tables(data: Any) -> list[tuple[str, list[dict[str, Any]]]]:
+    """Every table of a result, as (title, rows): the result itself if it is a list of dicts;
+    else each top-level list of dicts, each dict of dicts (one row per key, `name` = the key) and
+    each dict of numbers (rows `name`, `value`), in file order, `rows`/`results` first."""
+    if isinstance(data, list):
+        return [("", data)] if data and all(isinstance(r, dict) for r in data) else []
+    if not isinstance(data, dict):
+        return []
+    found = []
+    keys = [k for k in ("rows", "results") if k in data]
+    keys += [k for k in data if k not in keys and k not in SKIP_TABLES]
+    for key in keys:
+        value = data[key]
+        if isinstance(value, list) and value and all(isinstance(r, dict) for r in value):
+            found.append((key, value))
+        elif isinstance(value, dict) and value and all(isinstance(v, dict) for v in value.values()):
+            found.append((key, [{"name": k, **v} for k, v in value.items()]))
+        elif (
+            isinstance(value, dict)
+            and len(value) > 1
+            and all(_is_number(v) for v in value.values())
+        ):
+            found.append((key, [{"name": k, "value": v} for k, v in value.items()]))
+    return found
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def flatten(row: dict[str, Any]) -> dict[str, Any]:
@@ -191,7 +212,7 @@ def ratio_lines(data: Any, rows: list[dict[str, Any]]) -> list[str]:
     label = next((k for k in ("variant", "name", "task", "model") if rows and k in rows[0]), None)
     for i, row in enumerate(rows):
         for key, value in flatten(row).items():
-            if is_ratio(key) and isinstance(value, int | float) and not isinstance(value, bool):
+            if is_ratio(key) and _is_number(value):
                 who = row.get(label, f"row {i + 1}") if label else f"row {i + 1}"
                 lines.append(f"- {who}: `{key}` = {fmt(value)}")
     return lines
@@ -228,10 +249,13 @@ def render_one(name: str, data: Any, bench_dir: Path, outcome: RunOutcome | None
             f"- **the last `run_all` run of this benchmark failed** ({reason}); "
             "the table is the previous result"
         )
-    rows = find_rows(data)
-    body = table(rows)
-    lines += [""] + (body or ["(no table of rows in the result)"])
-    ratios = ratio_lines(data, rows)
+    tables = find_tables(data)
+    if not tables:
+        lines += ["", "(no table in the result)"]
+    for title, rows in tables:
+        heading = [f"### {title}", ""] if title not in ("", "rows", "results") else []
+        lines += [""] + heading + table(rows)
+    ratios = ratio_lines(data, [row for _, rows in tables for row in rows])
     if ratios:
         lines += ["", "Ratios vs the anchor:", ""] + ratios
     return lines + [""]

@@ -69,6 +69,13 @@ def test_from_results_renders_other_shapes(tmp_path):
     (results / "trainer.json").write_text(json.dumps(trainer_like))
     (results / "plain.json").write_text(json.dumps([{"k": 1, "x": float("nan")}]))
     (results / "broken.json").write_text("{not json")
+    fit_like = {
+        "command": "python bench/fit.py",
+        "fit_time_ms_median": {"rom": 61.3, "exponential": 2.8},
+        "accuracy": {"slow_start": {"n": 10, "r2": 0.3}, "all": {"n": 40, "r2": 0.2}},
+        "settings": {"seed": 0, "mode": "x"},
+    }
+    (results / "fit.json").write_text(json.dumps(fit_like))
     doc = tmp_path / "b.md"
     code = run_all.main(
         ["--from-results", "--bench-dir", str(tmp_path), "--results-dir", str(results)]
@@ -81,6 +88,9 @@ def test_from_results_renders_other_shapes(tmp_path):
     assert "- `speedup_vs_trl`: 1.5 (target >= 1.3)" in text
     assert "| 1 | nan |" in text and "- command: `not recorded`" in text
     assert "unreadable result broken.json" in text
+    assert "### fit_time_ms_median" in text and "| rom | 61.3 |" in text
+    assert "### accuracy" in text and "| name | n | r2 |" in text and "| all | 40 | 0.2 |" in text
+    assert "### settings" not in text  # a dict of mixed values is not a table
 
 
 def test_recorded_command_reuses_interpreter(tmp_path):
