@@ -27,7 +27,8 @@ class LogFormatError(ValueError):
 @dataclass(frozen=True)
 class RewardLog:
     """A cleaned reward curve. step, reward: [n] (float, strictly increasing steps); columns:
-    canonical name -> [n] (NaN where missing); hyperparameters: lr (peak), beta1,
+    canonical name -> [n] (NaN where missing; the names of COLUMN_KEYS, then every other numeric
+    key under its own name with "train/" stripped); hyperparameters: lr (peak), beta1,
     refresh_interval, group_size, batch_prompts when found; warnings: what was repaired."""
 
     step: np.ndarray
@@ -174,6 +175,9 @@ def assemble(
     columns = {
         name: np.array([_num(rec.get(key)) for rec in rows]) for name, key in col_keys.items()
     }
+    columns.update(
+        _other_columns(rows, all_keys, {*col_keys.values(), skey, *_as_list(rkey)}, set(columns))
+    )
     stride = _stride(step, warns)
     hyper = hyperparameters_from_columns(columns)
     hyper.update({k: v for k, v in (hyperparameters or {}).items() if v is not None})
@@ -189,6 +193,23 @@ def assemble(
 
 
 _ABSENT = object()
+
+
+def _as_list(rkey: str | list[str]) -> list[str]:
+    return [rkey] if isinstance(rkey, str) else list(rkey)
+
+
+def _other_columns(rows, all_keys, used, taken) -> dict[str, np.ndarray]:
+    """Every other numeric key under its own name ("train/" stripped), for the diagnostics."""
+    out = {}
+    for key in dict.fromkeys(all_keys):
+        name = _canon(key)
+        if key in used or name in taken or name in out:
+            continue
+        col = np.array([_num(rec.get(key)) for rec in rows])
+        if np.isfinite(col).any():
+            out[name] = col
+    return out
 
 
 def _reward_of(rec: Mapping[str, Any], rkey: str | list[str]) -> Any:
