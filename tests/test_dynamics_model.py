@@ -146,3 +146,22 @@ def test_trajectory_is_finite_and_starts_at_R0(m, c, k):
     y = trajectory(np.linspace(0, 500, 101), 0.1, 0.9, m, c, k)
     assert np.all(np.isfinite(y))
     assert y[0] == pytest.approx(0.1, abs=1e-12)
+
+
+def test_schedule_coefficients_and_finite_group_force_ratio():
+    from pgrpo.dynamics import finite_group_force, schedule_coefficients
+
+    lr = np.array([1e-7, 5e-7, 1e-6])
+    sc = schedule_coefficients(lr, 0.9, 2e4, refresh_interval=3)
+    for i, eta in enumerate(lr):
+        one = rom_coefficients(float(eta), 0.9, 2e4, refresh_interval=3)
+        assert (sc.m[i], sc.c[i], sc.k[i], sc.zeta[i]) == pytest.approx(
+            (one.m, one.c, one.k, one.zeta)
+        )
+    ratio = float(finite_group_force(0.5, 4).ratio[0])
+    slow = rom_coefficients(1e-6, 0.9, 2e4, group_size=4, force_ratio=ratio)
+    assert slow.k == pytest.approx(0.02 * ratio) and slow.tau > 50.0
+    with pytest.raises(ValueError, match="positive"):
+        schedule_coefficients(np.array([1e-6, 0.0]), 0.9, 2e4)
+    with pytest.raises(ValueError, match="force_ratio"):
+        rom_coefficients(1e-6, 0.9, 2e4, force_ratio=0.0)

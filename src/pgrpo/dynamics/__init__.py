@@ -37,6 +37,7 @@ from pgrpo.dynamics.model import (
     regime,
     rom_coefficients,
     rule_of_thumb_threshold,
+    schedule_coefficients,
     stationary_variance,
     trajectory,
 )
@@ -88,6 +89,7 @@ __all__ = [
     "regime",
     "rom_coefficients",
     "rule_of_thumb_threshold",
+    "schedule_coefficients",
     "simulate_recursion",
     "spectral_radius",
     "stationary_variance",

@@ -68,14 +68,19 @@ def rom_coefficients(
     group_size: int = 1,
     batch_prompts: int = 1,
     noise_var: float | None = None,
+    force_ratio: float = 1.0,
 ) -> RomCoefficients:
     """Map hyperparameters to (m, c, k, D) of `m x'' + c x' + k x = xi`.
 
     lr: learning rate eta (> 0); beta1: momentum in [0, 1); kappa: curvature scale (> 0);
-    refresh_interval K >= 1; group_size G >= 1; batch_prompts B >= 1.
+    refresh_interval K >= 1; group_size G >= 1; batch_prompts B >= 1. force_ratio: the exact
+    finite-G force relative to G -> infinity (`finite_group_force(p, G).ratio`), which scales the
+    stiffness: k = eta kappa force_ratio (1.0: the leading-order, G-invariant model).
     """
     _check_hyper(lr, beta1, kappa, refresh_interval, group_size, batch_prompts)
-    k = lr * kappa
+    if not 0.0 < force_ratio <= 2.0:
+        raise ValueError(f"force_ratio must be in (0, 2], got {force_ratio!r}")
+    k = lr * kappa * force_ratio
     lag = (refresh_interval - 1) / 2.0
     m = beta1 / (1.0 - beta1) + k * lag**2 / 2.0
     c = 1.0 - k * lag
@@ -96,6 +101,43 @@ def rom_coefficients(
     if c > 0:
         metrics["stationary_variance"] = stationary_variance(m, c, k, D)
     return RomCoefficients(m, c, k, D, lr, beta1, refresh_interval, kappa, metrics)
+
+
+@dataclass(frozen=True)
+class ScheduleCoefficients:
+    """Per-step coefficients for an lr schedule: m, c, k, D, zeta: [n]."""
+
+    m: np.ndarray
+    c: np.ndarray
+    k: np.ndarray
+    D: np.ndarray
+    zeta: np.ndarray
+
+
+def schedule_coefficients(
+    lr: np.ndarray,
+    beta1: float,
+    kappa: float,
+    *,
+    refresh_interval: int = 1,
+    group_size: int = 1,
+    batch_prompts: int = 1,
+    noise_var: float | None = None,
+    force_ratio: float = 1.0,
+) -> ScheduleCoefficients:
+    """`rom_coefficients` along an lr schedule: lr [n] (> 0) -> coefficients [n] (the frozen-
+    coefficient view; the exact dynamics under a schedule is `simulate_recursion`)."""
+    lr = np.asarray(lr, dtype=float)
+    if lr.ndim != 1 or lr.size == 0 or np.any(~(lr > 0)):
+        raise ValueError("lr must be a non-empty 1-D array of positive learning rates")
+    rows = [
+        rom_coefficients(float(e), beta1, kappa, refresh_interval=refresh_interval,
+                         group_size=group_size, batch_prompts=batch_prompts,
+                         noise_var=noise_var, force_ratio=force_ratio)
+        for e in lr
+    ]  # fmt: skip
+    get = lambda name: np.array([getattr(r, name) for r in rows])  # noqa: E731
+    return ScheduleCoefficients(get("m"), get("c"), get("k"), get("D"), get("zeta"))
 
 
 def _check_hyper(lr, beta1, kappa, refresh_interval, group_size, batch_prompts) -> None:
@@ -157,11 +199,10 @@ def _unit_response(t: np.ndarray, m: float, c: float, k: float, x0: float, v0: f
         denom = half_c + q
         r_plus = 0.0 if k == 0 else -k / denom  # = -gamma + h, without cancellation
         # e^{-gamma t} sinh(h t) / h = e^{r+ t} (1 - e^{-2 h t}) / (2 h), with h = q / m
-        if q > 0:
-            s_over_m = -np.expm1(-2.0 * q * t / m) / (2.0 * q)
-        else:
-            s_over_m = t / m
-        ch = 0.5 * (1.0 + np.exp(-2.0 * q * t / m))
+        with np.errstate(over="ignore"):  # q t / m -> inf as m -> 0: e^{-inf} = 0 is right
+            ht2 = 2.0 * q * t / m
+        s_over_m = -np.expm1(-ht2) / (2.0 * q) if q > 0 else t / m
+        ch = 0.5 * (1.0 + np.exp(-ht2))
         return np.exp(r_plus * t) * (x0 * ch + (v0 * m + half_c * x0) * s_over_m)
     p = math.sqrt(-disc)  # m * omega_d
     gamma = half_c / m

@@ -50,9 +50,11 @@ def predict(
     R_inf: float = 0.8,
     noise_var: float | None = None,
     lr_schedule: np.ndarray | None = None,
+    force_ratio: float = 1.0,
 ) -> Prediction:
     """Everything the model predicts for one configuration (constant lr unless `lr_schedule`
-    ([n_steps] learning rates) is given; `lr` is then its peak)."""
+    ([n_steps] learning rates) is given; `lr` is then its peak). force_ratio: the exact
+    finite-G force ratio (`finite_group_force(p, G).ratio`), 1.0 for the G-invariant model."""
     coef = rom_coefficients(
         lr,
         beta1,
@@ -61,15 +63,17 @@ def predict(
         group_size=group_size,
         batch_prompts=batch_prompts,
         noise_var=noise_var,
+        force_ratio=force_ratio,
     )
-    a = kappa * (np.full(n_steps, lr) if lr_schedule is None else np.asarray(lr_schedule))
+    eff = kappa * force_ratio
+    a = eff * (np.full(n_steps, lr) if lr_schedule is None else np.asarray(lr_schedule))
     x = simulate_recursion(a, beta1, n_steps, refresh_interval=refresh_interval)[0]
     mean = R_inf + (R0 - R_inf) * x
     t = np.arange(n_steps + 1, dtype=float)
     closed = (
         trajectory(t, R0, R_inf, coef.m, coef.c, coef.k) if coef.c > 0 else np.full_like(t, np.nan)
     )
-    thr = refresh_threshold(lr * kappa, beta1)
+    thr = refresh_threshold(lr * eff, beta1)
     var = coef.metrics.get("stationary_variance", math.inf)
     metrics = {
         "regime": coef.regime,
@@ -79,7 +83,7 @@ def predict(
         "refresh_threshold_rule_of_thumb": thr.rule_of_thumb,
         "stable": thr.K_star is None or refresh_interval < thr.K_star,
         "oscillation_onset_a": oscillation_onset(beta1, refresh_interval),
-        "a": lr * kappa,
+        "a": lr * eff,
         "stationary_std": math.sqrt(var) if math.isfinite(var) else math.inf,
         "inflection_time": coef.metrics["inflection_time"],
         "final_mean": float(mean[-1]) if np.isfinite(mean[-1]) else math.inf,
