@@ -198,3 +198,16 @@ def test_function_task_rejects_bad_loader_output():
     )
     with pytest.raises(TypeError, match="example 1 is a str"):
         task.load("train")
+
+
+def test_docs_custom_task_example_runs():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "docs" / "examples" / "custom_task.py"
+    out = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=120, check=True
+    ).stdout
+    assert "rewards [1.0, 0.0] errors 0 timeouts 1" in out
+    assert "isolation process" in out
