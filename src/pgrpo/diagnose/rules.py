@@ -323,23 +323,50 @@ def _k_star(a: float, beta1: float) -> float | None:
     return None if k_star is None else float(k_star)
 
 
+def fitted_kappa(s: Signals) -> float | None:
+    """kappa = k / lr from a ROM fit of the reward curve (None when the fit is poor, R^2 < 0.5,
+    or the log has no learning rate)."""
+    from pgrpo.dynamics import fit_curve
+
+    lr = s.hyper("learning_rate")
+    if lr is None or lr <= 0 or not s.has("reward", MIN_STEPS):
+        return None
+    r = s.get("reward")
+    ok = np.isfinite(r)
+    k_int = int(s.hyper("refresh_interval") or 1)
+    try:
+        fit = fit_curve(s.steps[ok], r[ok], "rom", beta1=s.hyper("beta1"), refresh_interval=k_int)
+    except (ValueError, RuntimeError, np.linalg.LinAlgError):
+        return None
+    if not fit.r2 >= 0.5 or "k" not in fit.params:
+        return None
+    kappa = fit.params["k"].value / lr
+    return kappa if math.isfinite(kappa) and kappa > 0 else None
+
+
 def _margin_evidence(s: Signals) -> tuple[dict[str, float], list[str]]:
-    """K / K* from the run's hyperparameters and kappa (config, probe, or a dynamics fit)."""
+    """K / K* from the run's hyperparameters and kappa (config, e.g. `pgrpo probe`, else a ROM
+    fit of the reward curve with the logged learning rate)."""
     k_int, lr, beta1 = s.hyper("refresh_interval"), s.hyper("learning_rate"), s.hyper("beta1")
-    kappa = s.hyper("kappa")
     missing = [n for n, v in (("refresh_interval", k_int), ("learning_rate", lr)) if v is None]
-    if kappa is None:
-        missing.append("kappa (probe it: `pgrpo probe`, or pass it in config.yaml)")
     if missing:
         return {}, missing
+    kappa, source = s.hyper("kappa"), "config"
+    if kappa is None:
+        kappa, source = fitted_kappa(s), "reward fit"
+    if kappa is None:
+        return {}, ["kappa (probe it: `pgrpo probe`, or pass it in config.yaml)"]
     k_star = _k_star(lr * kappa, beta1 or 0.0)
     if k_star is None:
         return {}, ["K* (no unstable refresh interval found for these hyperparameters)"]
-    return {
+    ev = {
         "refresh_interval": k_int,
+        "kappa": kappa,
+        "kappa_source": source,
         "k_star": float(k_star),
         "stability_margin": k_int / k_star,
-    }, []
+    }
+    return ev, []
 
 
 @DIAGNOSTIC_RULES.register("dynamical_instability")

@@ -1,0 +1,349 @@
+"""`pgrpo report RUN_DIR`: one self-contained HTML page (plots embedded as base64 PNG) with the
+reward fit and forecast, degeneracy vs the i.i.d. prediction, entropy, KL, lengths, the
+stability margin K/K*, the diagnosis and the eval tables; the PNGs are written beside it."""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from pgrpo.report import plots
+
+
+@dataclass(frozen=True)
+class ReportResult:
+    html_path: Path
+    pngs: dict[str, Path]
+    missing: dict[str, str]
+    """panel -> why it is absent (the signal the run lacks)."""
+    metrics: dict[str, float] = field(default_factory=dict)
+
+
+def _safe(fn: Any, *args: Any, **kwargs: Any) -> tuple[Any, str]:
+    """(result, "") or (None, the error message): a failed fit must not lose the report."""
+    try:
+        return fn(*args, **kwargs), ""
+    except (ValueError, RuntimeError, np.linalg.LinAlgError) as exc:
+        return None, f"{type(exc).__name__}: {exc}"
+
+
+def _fits(log: Any) -> tuple[Any, Any, list[str]]:
+    from pgrpo.dynamics import fit_curve, forecast
+
+    hp = log.hyperparameters
+    opts = {
+        "lr": log.learning_rate,
+        "beta1": hp.get("beta1"),
+        "refresh_interval": int(hp.get("refresh_interval", 1)),
+    }
+    notes = []
+    fit, err = _safe(fit_curve, log.step, log.reward, "rom", **opts)
+    if err:
+        notes.append(f"fit failed ({err})")
+    fc, err = _safe(forecast, log.step, log.reward, 0.5, **opts)
+    if err:
+        notes.append(f"forecast failed ({err})")
+    return fit, fc, notes
+
+
+def kappa_estimate(diagnosis: Any) -> tuple[float | None, str]:
+    """kappa as the diagnosis used it (config / `pgrpo probe`, else the reward fit)."""
+    ev = diagnosis.mode("dynamical_instability").evidence
+    if ev.get("kappa") is None:
+        return None, ""
+    return float(ev["kappa"]), str(ev.get("kappa_source", ""))
+
+
+def stability_margin(log: Any, kappa: float | None) -> np.ndarray | None:
+    """K / K*(n) per step with a_n = lr(n) kappa (the logged schedule, else the peak lr)."""
+    from pgrpo.dynamics import refresh_threshold
+
+    hp = log.hyperparameters
+    if kappa is None or not hp.get("refresh_interval"):
+        return None
+    lr = log.learning_rate
+    lr = np.full(log.step.shape, hp["lr"]) if lr is None and hp.get("lr") else lr
+    if lr is None:
+        return None
+    beta1 = float(hp.get("beta1", 0.0))
+    cache: dict[float, float] = {}
+    out = np.full(lr.shape, np.nan)
+    for i, eta in enumerate(lr):
+        if np.isfinite(eta) and eta > 0:
+            key = float(f"{eta:.4g}")
+            if key not in cache:
+                k_star = refresh_threshold(key * kappa, beta1).K_star
+                cache[key] = hp["refresh_interval"] / k_star if k_star else 0.0
+            out[i] = cache[key]
+    return out
+
+
+def _iid(log: Any) -> np.ndarray | None:
+    col = log.columns.get("degeneracy/iid_prediction")
+    if col is not None and np.isfinite(col).any():
+        return col
+    g = log.hyperparameters.get("group_size")
+    if g is None:
+        return None
+    p = np.clip(log.reward, 0, 1)
+    return p**g + (1 - p) ** g
+
+
+def _figure(draw: Any, *args: Any) -> bytes | None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7.0, 3.6), dpi=110)
+    try:
+        if not draw(ax, *args):
+            return None
+        ax.grid(alpha=0.3)
+        fig.tight_layout()
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png")
+        return buf.getvalue()
+    finally:
+        plt.close(fig)
+
+
+def _curves(eval_doc: dict | None) -> dict[str, dict[str, float]]:
+    """pass@k curves: base vs trained (seed means) when there is a baseline, else each result."""
+    if not eval_doc:
+        return {}
+    sc = eval_doc.get("search_compression")
+    if sc:
+        return {"base (mean over seeds)": sc["base"], "trained (mean over seeds)": sc["trained"]}
+    return {
+        f"{rec.get('name', '?')}": rec["pass_at_k"]
+        for rec in eval_doc.get("results", [])
+        if rec.get("pass_at_k")
+    }
+
+
+def _panels(
+    log: Any, diagnosis: Any, fit: Any, fc: Any, eval_doc: dict | None, points: tuple
+) -> dict:
+    cols = log.columns
+    kappa, source = kappa_estimate(diagnosis)
+    margin = stability_margin(log, kappa)
+    curves = _curves(eval_doc)
+    return {
+        "reward": (_figure(plots.reward_panel, log.step, log.reward, fit, fc, points), "no reward"),
+        "degeneracy": (
+            _figure(plots.degeneracy_panel, log.step, cols, _iid(log)),
+            "no frac_reward_zero_std / degeneracy columns and no group_size",
+        ),
+        "entropy": (
+            _figure(plots.series_panel, log.step, cols.get("entropy"), "Entropy", "nats / token"),
+            "no entropy column",
+        ),
+        "kl": (
+            _figure(
+                plots.series_panel,
+                log.step,
+                cols.get("kl"),
+                "KL to reference",
+                "nats / token",
+                plots.MODEL,
+            ),
+            "no kl column",
+        ),
+        "lengths": (
+            _figure(
+                plots.series_panel,
+                log.step,
+                cols.get("completion_length"),
+                "Completion length",
+                "tokens",
+                "#2ca02c",
+            ),
+            "no completion length column",
+        ),
+        "stability_margin": (
+            _figure(
+                plots.margin_panel,
+                log.step,
+                margin,
+                log.hyperparameters.get("refresh_interval"),
+                source,
+            ),
+            "needs refresh_interval, lr and kappa (config.yaml kappa from `pgrpo probe`, or a "
+            "fit with a known lr)",
+        ),
+        "pass_at_k": (_figure(plots.pass_at_k_panel, curves), "no eval log with pass@k"),
+    }
+
+
+CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px auto;
+max-width:1180px;color:#222;background:#fff}
+h1{font-size:24px;margin-bottom:4px}h2{font-size:19px;margin-top:28px;border-bottom:1px solid #ddd;
+padding-bottom:4px}.sub{color:#666;font-size:13px}
+table{border-collapse:collapse;font-size:13px;margin:8px 0;width:100%}
+th,td{border:1px solid #ddd;padding:5px 7px;text-align:left;vertical-align:top}
+th{background:#f4f4f4}.yes{color:#b00;font-weight:600}.ok{color:#070;font-weight:600}
+.no{color:#555}.grid{display:grid;grid-template-columns:repeat(2,minmax(0,1fr));gap:14px}
+.grid figure{margin:0;border:1px solid #eee;padding:6px}.grid img{width:100%;height:auto}
+.missing{color:#888;font-style:italic;font-size:13px}code{background:#f4f4f4;padding:1px 4px}
+"""
+
+
+def _e(x: Any) -> str:
+    return html.escape(str(x))
+
+
+def _num(v: Any) -> str:
+    if isinstance(v, float):
+        return "-" if not math.isfinite(v) else f"{v:.4g}"
+    return "-" if v is None else _e(v)
+
+
+def _cell(v: Any) -> str:
+    return ", ".join(_num(x) for x in v) if isinstance(v, list) else _num(v)
+
+
+def _diagnosis_html(diagnosis: Any) -> str:
+    rows = []
+    for v in diagnosis.modes:
+        if v.name == "healthy":
+            cls, mark = ("ok", "yes") if v.detected else ("no", "no")
+        else:
+            cls, mark = ("yes", "DETECTED") if v.detected else ("no", "no")
+        ev = ", ".join(f"{_e(k)}={_num(val)}" for k, val in v.evidence.items())
+        note = _e(v.action) if v.action else ""
+        if v.missing:
+            note += f'<div class="missing">missing: {_e("; ".join(v.missing))}</div>'
+        rows.append(
+            f'<tr><td><b>{_e(v.name)}</b></td><td class="{cls}">{mark}</td>'
+            f"<td>{v.confidence:.2f}</td><td>{ev}</td><td>{note}</td></tr>"
+        )
+    head = (
+        "<tr><th>mode</th><th>detected</th><th>confidence</th><th>evidence</th><th>action</th></tr>"
+    )
+    return f"<table>{head}{''.join(rows)}</table>"
+
+
+def _eval_html(doc: dict | None) -> str:
+    if not doc:
+        return (
+            '<p class="missing">no eval log (run '
+            "<code>pgrpo eval --out RUN_DIR/eval.json</code>)</p>"
+        )
+    rows = []
+    for rec in doc.get("baseline", []) + doc.get("results", []):
+        lo, hi = rec.get("accuracy_ci") or (math.nan, math.nan)
+        curve = ", ".join(f"@{k}: {v:.3f}" for k, v in rec.get("pass_at_k", {}).items())
+        rows.append(
+            f"<tr><td>{_e(rec.get('name'))}</td><td>{_num(rec.get('step'))}</td>"
+            f"<td>{_num(rec.get('accuracy'))}</td><td>[{_num(lo)}, {_num(hi)}]</td>"
+            f"<td>{_num(rec.get('n_problems'))} x {_num(rec.get('n_samples'))}</td>"
+            f"<td>{_e(curve)}</td></tr>"
+        )
+    out = (
+        "<table><tr><th>result</th><th>step</th><th>accuracy</th><th>95% CI</th>"
+        f"<th>problems x samples</th><th>pass@k</th></tr>{''.join(rows)}</table>"
+    )
+    for key in ("aggregate", "comparison", "search_compression"):
+        if key in doc:
+            items = {k: v for k, v in doc[key].items() if not isinstance(v, dict)}
+            cells = "".join(
+                f"<tr><td>{_e(k)}</td><td>{_cell(v)}</td></tr>" for k, v in items.items()
+            )
+            out += f"<h3>{_e(key.replace('_', ' '))}</h3><table>{cells}</table>"
+    return out
+
+
+TITLES = {
+    "reward": "Reward with fit and forecast",
+    "degeneracy": "Degeneracy vs i.i.d. prediction",
+    "entropy": "Entropy",
+    "kl": "KL",
+    "lengths": "Completion lengths",
+    "stability_margin": "Stability margin K/K*",
+    "pass_at_k": "pass@k",
+}
+
+
+def render_html(
+    log: Any, diagnosis: Any, panels: dict, eval_doc: dict | None, notes: list[str], fit: Any
+) -> str:
+    hp = ", ".join(f"{_e(k)}={_num(v)}" for k, v in log.hyperparameters.items()) or "none found"
+    figs = []
+    for name, (png, why) in panels.items():
+        if png is None:
+            figs.append(
+                f"<figure><figcaption><b>{_e(TITLES[name])}</b></figcaption>"
+                f'<p class="missing">not shown: {_e(why)}</p></figure>'
+            )
+        else:
+            data = base64.b64encode(png).decode()
+            figs.append(
+                f'<figure><img alt="{_e(TITLES[name])}" src="data:image/png;base64,{data}">'
+                "</figure>"
+            )
+    fit_txt = ""
+    if fit is not None:
+        params = ", ".join(f"{k}={p.value:.4g}" for k, p in fit.params.items())
+        fit_txt = (
+            f"<p>Fit <b>{_e(fit.model)}</b>: {_e(params)}; R<sup>2</sup> {fit.r2:.3f}, "
+            f"residual std {fit.residual_std:.3g}.</p>"
+        )
+    warn = "".join(f"<li>{_e(w)}</li>" for w in (*log.warnings, *notes))
+    return f"""<!DOCTYPE html><html><head><meta charset="utf-8">
+<title>pgrpo report: {_e(log.source)}</title><style>{CSS}</style></head><body>
+<h1>pgrpo run report</h1>
+<div class="sub">{_e(log.source)} &middot; format {_e(log.format)} &middot; {len(log.step)}
+logged steps ({_num(float(log.step[0]))} to {_num(float(log.step[-1]))}) &middot;
+hyperparameters: {hp}</div>
+<h2>Diagnosis</h2>{_diagnosis_html(diagnosis)}
+<h2>Dynamics</h2>{fit_txt}<div class="grid">{"".join(figs)}</div>
+<h2>Evaluation</h2>{_eval_html(eval_doc)}
+{f"<h2>Notes</h2><ul>{warn}</ul>" if warn else ""}
+</body></html>"""
+
+
+def build_report(
+    run_dir: str | Path, *, out_dir: str | Path | None = None, eval_log: str | Path | None = None
+) -> ReportResult:
+    """Write RUN_DIR/report/report.html (self-contained) and one PNG per panel."""
+    from pgrpo.diagnose import diagnose
+    from pgrpo.logs import read_log
+
+    run_dir = Path(run_dir)
+    log = read_log(run_dir)
+    if eval_log is None and run_dir.is_dir() and (run_dir / "eval.json").is_file():
+        eval_log = run_dir / "eval.json"
+    eval_doc = json.loads(Path(eval_log).read_text()) if eval_log is not None else None
+    diagnosis = diagnose(log, eval_log=eval_log)
+    points = ()
+    if eval_log is not None:
+        from pgrpo.diagnose.signals import read_eval_points
+
+        points, _ = _safe(read_eval_points, eval_log)
+    fit, fc, notes = _fits(log)
+    panels = _panels(log, diagnosis, fit, fc, eval_doc, points or ())
+    out = (
+        Path(out_dir)
+        if out_dir is not None
+        else (run_dir if run_dir.is_dir() else run_dir.parent) / "report"
+    )
+    out.mkdir(parents=True, exist_ok=True)
+    pngs = {}
+    for name, (png, _) in panels.items():
+        if png is not None:
+            pngs[name] = out / f"{name}.png"
+            pngs[name].write_bytes(png)
+    page = out / "report.html"
+    page.write_text(render_html(log, diagnosis, panels, eval_doc, notes, fit))
+    missing = {name: why for name, (png, why) in panels.items() if png is None}
+    return ReportResult(page, pngs, missing, {"panels": float(len(pngs))})

@@ -1,0 +1,143 @@
+"""The report's figures: one function per panel, each drawing on a given matplotlib Axes from
+arrays (no I/O), returning False when the run lacks the signal (the caller then says so)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+REWARD = "#1f77b4"
+MODEL = "#d62728"
+BAND = "#ff9896"
+GREY = "#7f7f7f"
+
+
+def _finite(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    ok = np.isfinite(x) & np.isfinite(y)
+    return x[ok], y[ok]
+
+
+def reward_panel(
+    ax: Any,
+    step: np.ndarray,
+    reward: np.ndarray,
+    fit: Any,
+    fc: Any,
+    eval_points: tuple[tuple[float, float], ...],
+) -> bool:
+    """Reward, the ROM fit on the whole run, the forecast from the first half with its band,
+    and eval accuracy points."""
+    ax.plot(step, reward, ".", ms=3, color=REWARD, alpha=0.6, label="train reward")
+    if fit is not None:
+        ax.plot(
+            fit.step,
+            fit.fitted,
+            "-",
+            color=MODEL,
+            lw=1.5,
+            label=f"{fit.model} fit (R$^2$={fit.r2:.2f})",
+        )
+    if fc is not None:
+        ax.fill_between(
+            fc.future_step,
+            fc.band_lo,
+            fc.band_hi,
+            color=BAND,
+            alpha=0.4,
+            label=f"forecast from step {fc.cut_step:g} ({fc.level:.0%} band)",
+        )
+        ax.plot(fc.future_step, fc.predicted, "--", color=MODEL, lw=1.2)
+        ax.axvline(fc.cut_step, color=GREY, ls=":", lw=1)
+    if eval_points:
+        es, ea = zip(*eval_points, strict=True)
+        ax.plot(es, ea, "s-", color="#2ca02c", ms=5, label="eval accuracy")
+    ax.set_xlabel("step")
+    ax.set_ylabel("reward")
+    ax.set_title("Reward, fit and forecast")
+    ax.legend(fontsize=8, loc="best")
+    return True
+
+
+def degeneracy_panel(
+    ax: Any, step: np.ndarray, cols: dict[str, np.ndarray], iid: np.ndarray | None
+) -> bool:
+    """Observed fraction of zero-spread groups (all-pass / all-fail) vs the i.i.d. prediction."""
+    drawn = False
+    for name, label, color in (
+        ("frac_reward_zero_std", "degenerate groups (observed)", "#9467bd"),
+        ("degeneracy/all_fail", "all fail", "#8c564b"),
+        ("degeneracy/all_pass", "all pass", "#17becf"),
+    ):
+        if name in cols and np.isfinite(cols[name]).any():
+            ax.plot(*_finite(step, cols[name]), "-", lw=1.2, color=color, label=label)
+            drawn = True
+    if iid is not None and np.isfinite(iid).any():
+        ax.plot(
+            *_finite(step, iid),
+            "--",
+            color="black",
+            lw=1.2,
+            label="i.i.d. prediction p$^G$+(1-p)$^G$",
+        )
+        drawn = True
+    if drawn:
+        ax.set_ylim(-0.02, 1.02)
+        ax.set_xlabel("step")
+        ax.set_ylabel("fraction of groups")
+        ax.set_title("Advantage degeneracy vs i.i.d. prediction")
+        ax.legend(fontsize=8, loc="best")
+    return drawn
+
+
+def series_panel(
+    ax: Any,
+    step: np.ndarray,
+    values: np.ndarray | None,
+    title: str,
+    ylabel: str,
+    color: str = REWARD,
+) -> bool:
+    if values is None or not np.isfinite(values).any():
+        return False
+    x, y = _finite(step, values)
+    ax.plot(x, y, "-", color=color, lw=1.2)
+    ax.set_xlabel("step")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    return True
+
+
+def margin_panel(
+    ax: Any, step: np.ndarray, margin: np.ndarray | None, k: float | None, source: str
+) -> bool:
+    """K / K*(n) with the unstable region above 1."""
+    if margin is None or not np.isfinite(margin).any():
+        return False
+    x, y = _finite(step, margin)
+    ax.plot(x, y, "-", color=MODEL if np.nanmax(y) >= 1 else REWARD, lw=1.5)
+    ax.axhline(1.0, color="black", ls="--", lw=1)
+    top = max(1.5, float(np.nanmax(y)) * 1.2)
+    ax.axhspan(1.0, top, color=BAND, alpha=0.25, label="unstable (K >= K*)")
+    ax.set_ylim(0, top)
+    ax.set_xlabel("step")
+    ax.set_ylabel("K / K*")
+    ax.set_title(f"Stability margin (K={k:g}, kappa from {source})")
+    ax.legend(fontsize=8, loc="best")
+    return True
+
+
+def pass_at_k_panel(ax: Any, curves: dict[str, dict[str, float]]) -> bool:
+    """pass@k against k (log2 axis), one line per system."""
+    if not curves:
+        return False
+    for name, curve in curves.items():
+        ks = sorted(int(k) for k in curve)
+        ax.plot(ks, [curve[str(k)] for k in ks], "o-", ms=4, label=name)
+    ax.set_xscale("log", base=2)
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_xlabel("k")
+    ax.set_ylabel("pass@k")
+    ax.set_title("pass@k (unbiased)")
+    ax.legend(fontsize=8, loc="best")
+    return True

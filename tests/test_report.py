@@ -1,0 +1,126 @@
+"""pgrpo report: a self-contained HTML page with embedded plots; rendered in headless Chromium
+when it is installed (docs/diagnostics.md describes the visual check)."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import tempfile
+
+import numpy as np
+import pytest
+
+from pgrpo.diagnose.scenarios import build, write_run
+from pgrpo.evaluate import EvalRun, eval_document, write_eval
+from pgrpo.report import build_report
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def _eval_doc(path, n_problems=30):
+    rng = np.random.default_rng(0)
+    ids = [str(i) for i in range(n_problems)]
+    base = [
+        EvalRun(
+            "base", ids, [8] * n_problems, rng.binomial(8, 0.3, n_problems).tolist(), step=0, seed=s
+        )
+        for s in range(2)
+    ]
+    trained = [
+        EvalRun(
+            "trained",
+            ids,
+            [8] * n_problems,
+            rng.binomial(8, 0.5, n_problems).tolist(),
+            step=149,
+            seed=s,
+        )
+        for s in range(2)
+    ]
+    return write_eval(eval_document(trained, base), path)
+
+
+@pytest.fixture(scope="module")
+def full_report(tmp_path_factory):
+    run_dir = write_run(build("high_lr_no_kl", 0), tmp_path_factory.mktemp("r") / "run")
+    _eval_doc(run_dir / "eval.json")
+    return build_report(run_dir)
+
+
+def test_report_is_self_contained_with_every_panel(full_report):
+    page = full_report.html_path.read_text()
+    assert page.startswith("<!DOCTYPE html>")
+    imgs = re.findall(r'<img alt="([^"]+)" src="data:image/png;base64,', page)
+    assert len(imgs) == 7 and full_report.missing == {}
+    assert not re.search(r'(src|href)="(?!data:)', page)  # nothing fetched from outside
+    for mode in (
+        "reward_hacking",
+        "advantage_degeneracy",
+        "policy_concentration",
+        "dynamical_instability",
+        "healthy",
+    ):
+        assert f"<b>{mode}</b>" in page
+    assert "DETECTED" in page  # this run concentrates
+    assert "search compression" in page and "pass@k" in page
+    for name, png in full_report.pngs.items():
+        assert png.read_bytes()[:8] == PNG_MAGIC, name
+
+
+def test_missing_signals_are_named(tmp_path):
+    run_dir = write_run(build("refresh_above_threshold", 0), tmp_path / "run")
+    res = build_report(run_dir, out_dir=tmp_path / "out")
+    assert set(res.missing) == {"entropy", "kl", "lengths", "pass_at_k"}
+    page = res.html_path.read_text()
+    assert "not shown: no entropy column" in page
+    assert "stability_margin" in res.pngs  # kappa from config.yaml, K = 250 > K*
+
+
+def test_cli_report_json(tmp_path):
+    from typer.testing import CliRunner
+
+    from pgrpo.cli import _load_commands, app
+
+    _load_commands()
+    run_dir = write_run(build("healthy", 0), tmp_path / "run")
+    res = CliRunner().invoke(app, ["report", str(run_dir), "--json"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert doc["html"].endswith("report.html") and "reward" in doc["pngs"]
+    bad = CliRunner().invoke(app, ["report", str(tmp_path / "none")])
+    assert bad.exit_code != 0 and "Invalid value" in bad.output
+
+
+def _chromium() -> str | None:
+    return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.mark.skipif(_chromium() is None, reason="chromium not installed (apt-get install chromium)")
+def test_report_renders_in_headless_chromium(full_report, tmp_path):
+    shot = tmp_path / "report.png"
+    cmd = [
+        _chromium(),
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={tempfile.mkdtemp()}",
+        f"--screenshot={shot}",
+        "--window-size=1280,2400",
+        full_report.html_path.resolve().as_uri(),
+    ]
+    subprocess.run(cmd, check=True, capture_output=True, timeout=120)
+    data = shot.read_bytes()
+    assert data[:8] == PNG_MAGIC
+    import matplotlib.image as mpimg
+
+    img = mpimg.imread(shot)
+    assert img.shape[0] == 2400 and img.shape[1] == 1280
+    # the page is not blank: plenty of non-white pixels (plots, tables)
+    assert (img[..., :3].mean(-1) < 0.9).mean() > 0.05
