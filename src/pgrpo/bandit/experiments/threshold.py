@@ -50,7 +50,7 @@ class ThresholdConfig:
     k_points: int = 13
     adam_k_span: tuple[float, float] = (0.7, 2.0)
     """Adam rows sweep wider (coarser): their K* is not expected where the EMA model puts it."""
-    adam_k_points: int = 9
+    adam_k_points: int = 7
     windows: int = 12
     """Windows of K steps simulated for each K."""
     displacement: float = 0.02
@@ -159,11 +159,13 @@ def _rows_for(cfg: ThresholdConfig, optimizer: str, ratio: bool) -> list[dict]:
     rows = []
     rng = np.random.default_rng(cfg.seed)
     for i, (a, beta1) in enumerate(cfg.settings):
-        sweep = []
+        sweep, rms = [], []
         for j, (si, k) in enumerate(plan):
             if si != i:
                 continue
             dev = res.gap[:, j * seeds : (j + 1) * seeds] - curv.d_star
+            late = dev[(cfg.windows - 2) * k : cfg.windows * k]
+            rms.append(float(np.sqrt((late**2).mean())) / delta)
             sweep.append((k, *diverges(dev, k, cfg.windows, rng)))
         diverged = [k for k, div, _, _ in sweep if div]
         measured = diverged[0] if diverged else None
@@ -185,6 +187,7 @@ def _rows_for(cfg: ThresholdConfig, optimizer: str, ratio: bool) -> list[dict]:
                 "sweep_K": [k for k, *_ in sweep],
                 "sweep_growth": [g for _, _, g, _ in sweep],
                 "sweep_growth_low": [lo for *_, lo in sweep],
+                "sweep_rms_late": rms,  # RMS over runs of d - d* in the last two windows / start
                 "bracketed": bool(diverged) and diverged[0] != sweep[0][0],
             }
         )
@@ -223,7 +226,7 @@ class TransitionConfig:
     """Defaults: the documented run of `pgrpo reproduce transition`."""
 
     beta1s: tuple[float, ...] = (0.5, 0.8)
-    lr_span: tuple[float, float] = (0.5, 2.0)
+    lr_span: tuple[float, float] = (0.45, 2.0)
     """The lr sweep covers a = lr * kappa over this range times the predicted onset."""
     lr_points: int = 30
     steps: int = 60
@@ -282,9 +285,10 @@ def run_transition(cfg: TransitionConfig) -> ExperimentResult:
             if j in (0, len(grid) // 2, len(grid) - 1):
                 series[f"beta1={beta1} a/a_on={grid[j]:.2f}"] = x.tolist()
         first = next((j for j, f in enumerate(flags) if f), None)
-        measured = None
+        measured = low = high = None
         if first is not None and first > 0:  # geometric midpoint of the bracketing lrs
-            measured = float(math.sqrt(grid[first - 1] * grid[first]) * a_on / curv.kappa)
+            low, high = (float(grid[j] * a_on / curv.kappa) for j in (first - 1, first))
+            measured = math.sqrt(low * high)
         predicted = a_on / curv.kappa
         rows.append(
             {
@@ -293,6 +297,8 @@ def run_transition(cfg: TransitionConfig) -> ExperimentResult:
                 "predicted_onset_lr": predicted,
                 "measured_onset_lr": measured,
                 "rel_error": None if measured is None else measured / predicted - 1,
+                "bracket_low_lr": low,
+                "bracket_high_lr": high,
                 "predicted_onset_a": a_on,
                 "continuum_onset_a": (1 - beta1) / (4 * beta1),
                 "oscillates": flags,
@@ -306,6 +312,8 @@ def run_transition(cfg: TransitionConfig) -> ExperimentResult:
             "kappa",
             "predicted_onset_lr",
             "measured_onset_lr",
+            "bracket_low_lr",
+            "bracket_high_lr",
             "rel_error",
             "continuum_onset_a",
         ),
