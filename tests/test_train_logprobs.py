@@ -94,3 +94,28 @@ def test_row_temperatures_fixed_position_in_group_and_processor_divides_rows():
     scores = torch.ones(2, 5)
     out = RowTemperature(torch.tensor([0.5, 2.0]))(None, scores)
     assert out[:, 0].tolist() == [2.0, 0.5]
+
+
+def test_shared_prompt_prefix_gives_the_same_values_and_gradients(batch):
+    model, input_ids, attention, p = batch
+    g = 3
+    ids = input_ids[:1].repeat(g * 2, 1)  # two groups of 3 rows sharing a prompt each
+    ids[g:, :p] = input_ids[2, :p]
+    att = torch.cat([attention[:1].repeat(g, 1), attention[2:3].repeat(g, 1)])
+    ids[:, p:] = torch.randint(2, 200, (g * 2, ids.shape[1] - p))
+    temps = torch.tensor([0.5, 1.0, 2.0] * 2)
+    weights = torch.randn(g * 2, ids.shape[1] - p)
+
+    def run(group_size):
+        model.zero_grad()
+        s = completion_scores(
+            model, ids, att, p, temps, chunk=3, with_entropy=True, group_size=group_size
+        )
+        (s.log_probs * weights).sum().backward()
+        return s, [q.grad.clone() for q in model.parameters()]
+
+    (full, gfull), (shared, gshared) = run(None), run(g)
+    torch.testing.assert_close(shared.log_probs, full.log_probs, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(shared.entropy, full.entropy, atol=1e-5, rtol=1e-5)
+    for a, b in zip(gshared, gfull, strict=True):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)

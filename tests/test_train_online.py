@@ -33,7 +33,8 @@ def test_forecaster_fits_every_n_steps_only():
               if f.update({"step": s, "reward": r, "learning_rate": 1e-6})]
     assert fitted == [10]  # step 5 has too few points (< 6)
     off = OnlineForecaster(load_config(None, ["forecast_every=0"]), [])
-    assert all(not off.update({"step": s, "reward": 0.5, "learning_rate": 1e-6}) for s in range(1, 20))
+    steps = range(1, 20)
+    assert all(not off.update({"step": s, "reward": 0.5, "learning_rate": 1e-6}) for s in steps)
 
 
 def test_warns_when_refresh_interval_reaches_k_star():

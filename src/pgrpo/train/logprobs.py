@@ -12,6 +12,7 @@ caller passes ones (MDP-GRPO's code scores everything at T = 1).
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 
 import torch
@@ -67,6 +68,58 @@ def _chunk_scores(
     return log_probs, entropy
 
 
+def _cache_kwarg(backbone: torch.nn.Module) -> str:
+    """transformers >= 5.40 renames `past_key_values` to `cache`."""
+    params = inspect.signature(backbone.forward).parameters
+    return "cache" if "cache" in params else "past_key_values"
+
+
+def completion_hidden(
+    model: torch.nn.Module,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    prompt_len: int,
+    group_size: int | None = None,
+) -> torch.Tensor:
+    """Hidden states [N, T, H] at the positions that predict the T completion tokens.
+
+    group_size: when rows come in contiguous groups of G that share one prompt (as sampled), the
+    prompt runs once per group and its KV cache is repeated G times for the completions: the same
+    values and gradients as running every row in full, with (G - 1) / G less prompt compute.
+    """
+    backbone = _backbone(model)
+    positions = position_ids(attention_mask)
+    n, length = input_ids.shape
+    if not group_size or group_size == 1 or length == prompt_len:
+        out = backbone(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            position_ids=positions,
+            use_cache=False,
+        )
+        return out.last_hidden_state[:, prompt_len - 1 : length - 1]
+    g = group_size
+    prompt = backbone(
+        input_ids=input_ids[::g, :prompt_len],
+        attention_mask=attention_mask[::g, :prompt_len],
+        position_ids=positions[::g, :prompt_len],
+        use_cache=True,
+    )
+    cache = prompt.cache if "cache" in prompt else prompt.past_key_values
+    cache.batch_repeat_interleave(g)
+    first = prompt.last_hidden_state[:, -1:].repeat_interleave(g, dim=0)  # predicts token P
+    if length - prompt_len == 1:
+        return first
+    rest = backbone(
+        input_ids=input_ids[:, prompt_len : length - 1],
+        attention_mask=attention_mask[:, : length - 1],
+        position_ids=positions[:, prompt_len : length - 1],
+        use_cache=True,
+        **{_cache_kwarg(backbone): cache},
+    )
+    return torch.cat([first, rest.last_hidden_state], dim=1)
+
+
 def completion_scores(
     model: torch.nn.Module,
     input_ids: torch.Tensor,
@@ -76,21 +129,17 @@ def completion_scores(
     *,
     chunk: int = 16,
     with_entropy: bool = False,
+    group_size: int | None = None,
 ) -> TokenScores:
     """Log-probs [N, T] of tokens input_ids[:, prompt_len:] under `model`, chunked over positions.
 
-    input_ids, attention_mask: [N, P + T]; temperatures: [N] (None: 1.0). Runs with gradients when
-    grad mode is on (call under torch.no_grad() for old / reference log-probs).
+    input_ids, attention_mask: [N, P + T]; temperatures: [N] (None: 1.0); group_size: rows in
+    contiguous groups sharing a prompt (see `completion_hidden`). Runs with gradients when grad
+    mode is on (call under torch.no_grad() for old / reference log-probs).
     """
     n, length = input_ids.shape
     t = length - prompt_len
-    out = _backbone(model)(
-        input_ids=input_ids,
-        attention_mask=attention_mask,
-        position_ids=position_ids(attention_mask),
-        use_cache=False,
-    )
-    hidden = out.last_hidden_state[:, prompt_len - 1 : length - 1]  # [N, T, H] predicts tokens
+    hidden = completion_hidden(model, input_ids, attention_mask, prompt_len, group_size)
     targets = input_ids[:, prompt_len:]
     temps = torch.ones(n) if temperatures is None else temperatures.float()
     inv_temp = (1.0 / temps).view(n, 1, 1)

@@ -147,12 +147,15 @@ def optimize(run: _Run, rollout: Rollout, advantages: torch.Tensor) -> dict[str,
     cfg, policy = run.config, run.policy
     k_steps, m = cfg.grpo.refresh_interval, cfg.grpo.num_minibatches
     temps = rollout.temperatures if cfg.generation.score_temperature == "sampled" else None
-    minibatches = torch.arange(rollout.input_ids.shape[0]).chunk(m)
-    old = _score(policy.model, rollout, temps, cfg) if k_steps > 1 else None
+    n = rollout.input_ids.shape[0]
+    minibatches = torch.arange(n).chunk(m)
+    # rows of a group share their prompt: run it once per group (exact, less compute)
+    shared = cfg.grpo.group_size if (n // m) % cfg.grpo.group_size == 0 else None
+    old = _score(policy.model, rollout, temps, cfg, shared) if k_steps > 1 else None
     ref = None
     if cfg.loss.uses_reference:
         with policy.reference_model() as reference:
-            ref = _score(reference, rollout, temps, cfg)
+            ref = _score(reference, rollout, temps, cfg, shared)
     params = policy.trainable_parameters()
     records = []
     for k in range(k_steps):
@@ -165,6 +168,7 @@ def optimize(run: _Run, rollout: Rollout, advantages: torch.Tensor) -> dict[str,
             None if temps is None else temps[idx],
             chunk=cfg.generation.logprob_chunk,
             with_entropy=(k == 0 or cfg.loss.entropy_coef > 0),
+            group_size=shared,
         )
         old_k = old[idx] if old is not None else scores.log_probs.detach()
         result = policy_loss(
@@ -200,7 +204,9 @@ def optimize(run: _Run, rollout: Rollout, advantages: torch.Tensor) -> dict[str,
 
 
 @torch.no_grad()
-def _score(model: torch.nn.Module, rollout: Rollout, temps: Any, cfg: RunConfig) -> torch.Tensor:
+def _score(
+    model: torch.nn.Module, rollout: Rollout, temps: Any, cfg: RunConfig, shared: int | None
+) -> torch.Tensor:
     return completion_scores(
         model,
         rollout.input_ids,
@@ -208,6 +214,7 @@ def _score(model: torch.nn.Module, rollout: Rollout, temps: Any, cfg: RunConfig)
         rollout.prompt_len,
         temps,
         chunk=cfg.generation.logprob_chunk,
+        group_size=shared,
     ).log_probs
 
 
