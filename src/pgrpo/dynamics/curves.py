@@ -103,19 +103,17 @@ FIT_MODELS: Registry[CurveModel] = Registry("fit model")
 
 
 def level_bounds(y: np.ndarray) -> tuple[float, float]:
-    """Bounds for R_0 / R_inf: data range +- 2 ranges, clipped to [0, 1] when y lies inside it."""
+    """Bounds for R_0 / R_inf: the data range +- 3 ranges (wide enough for a still-rising curve;
+    not clipped to [0, 1], so any reward scale works and no fit is forced by the box)."""
     lo, hi = float(np.min(y)), float(np.max(y))
     span = max(hi - lo, 1e-6)
-    blo, bhi = lo - 2 * span, hi + 2 * span
-    if lo >= 0.0 and hi <= 1.0:
-        blo, bhi = 0.0, 1.0
-    return blo, bhi
+    return lo - 3 * span, hi + 3 * span
 
 
 def rate_bounds(t: np.ndarray) -> tuple[float, float]:
-    """Bounds for k = 1 / tau (per step): tau in [0.2 steps, 20 x the time span]."""
+    """Bounds for k = 1 / tau (per step): tau in [0.2 steps, 50 x the time span]."""
     span = max(float(np.max(t) - np.min(t)), 1.0)
-    return 1.0 / (20.0 * span), 5.0
+    return 1.0 / (50.0 * span), 5.0
 
 
 def profile_levels(phi: np.ndarray, y: np.ndarray, bounds: tuple[float, float]):
