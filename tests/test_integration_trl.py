@@ -52,6 +52,7 @@ def _model(tokenizer, seed=0):
         pad_token_id=0,
         eos_token_id=1,
         bos_token_id=None,
+        initializer_range=0.2,  # spread-out logits: no near-ties at temperature 1e-3
     )
     return transformers.LlamaForCausalLM(cfg)
 
@@ -81,7 +82,7 @@ class RecordingTrainer(PgrpoGRPOTrainer):
 
     def _generate_and_score_completions(self, inputs):
         output = super()._generate_and_score_completions(inputs)
-        n = output["advantages"].numel()
+        n = output["advantages"].numel() * self.accelerator.num_processes  # logs are gathered
         rewards = {k: list(v)[-n:] for k, v in self._logs["rewards"].items()}
         self.generated.append(
             {
@@ -351,3 +352,40 @@ def test_example_script_then_pgrpo_fit_and_diagnose(tmp_path, monkeypatch):
     assert degeneracy, verdict
     all_fail = sum(h["degeneracy/all_fail"] for h in logged) / len(logged)
     assert degeneracy[0]["evidence"].get("all_fail") == pytest.approx(all_fail)
+
+
+@pytest.mark.slow
+def test_two_processes(tmp_path):
+    """torchrun, 2 CPU processes (gloo): each process keeps its slice of the advantages computed
+    over the gathered batch, constraint counts are gathered, group slots keep their temperature
+    across the process boundary, and the metrics are logged once."""
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    worker = Path(__file__).resolve().parent / "trl_two_process_worker.py"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2"]
+    cmd += ["--master_port", str(port), str(worker), str(tmp_path)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
+    assert len(ranks[0]) == len(ranks[1]) == 2
+    for first, second in zip(*ranks, strict=True):
+        assert first["rewards"] == second["rewards"] and len(first["rewards"]) == 3 * G
+        assert len(first["advantages"]) == len(second["advantages"]) == 6
+        used = torch.tensor(first["advantages"] + second["advantages"], dtype=torch.float64)
+        rewards = torch.tensor(first["rewards"], dtype=torch.float64)
+        counts = first["num_constraints"]
+        assert all(len(set(counts[i : i + G])) == 1 for i in range(0, len(counts), G))
+        expected = compute_advantages(
+            "dual_anchor", rewards, group_size=G, num_constraints=counts
+        ).advantages
+        torch.testing.assert_close(used, expected, rtol=1e-5, atol=1e-6)
+        completions = first["completions"]
+        for i in range(0, len(completions), G):  # the group at 4..7 spans both processes
+            assert completions[i] == completions[i + 1]
+    state = json.loads((tmp_path / "trainer_state.json").read_text())
+    assert len([h for h in state["log_history"] if "degeneracy/all_pass" in h]) == 2
