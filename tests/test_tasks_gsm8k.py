@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pgrpo.tasks import get_task, score_completions
 from pgrpo.tasks.answers import extract_final_number, numbers_equal
@@ -141,3 +143,18 @@ def test_every_reference_solution_scores_one_on_the_real_test_set():
     # a solution that stops before its final line scores 0 on most problems
     truncated = [e["answer"].rsplit("####", 1)[0] + " The answer is 0.5" for e in examples]
     assert sum(score_completions(task, truncated, examples).rewards) == 0.0
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.integers(-(10**9), 10**9),
+    st.sampled_from(["{}", "${}", "{:,}", "${:,}", "{}.00", "\\boxed{{{}}}"]),
+    st.sampled_from(["The answer is {}.", "So we get {}", "#### {}", "Total: {} dollars."]),
+    st.sampled_from(["", "First 3 + 4 = 7 and 12 - 2 = 10. ", "Step 1, 2, 3. "]),
+)
+def test_final_number_survives_formatting(value, number_fmt, sentence, preamble):
+    formatted = number_fmt.format(value)
+    if formatted.startswith("$-"):  # written "-$5" in practice
+        formatted = "-$" + formatted[2:]
+    text = preamble + sentence.format(formatted)
+    assert numbers_equal(extract_final_number(text), value), text
