@@ -110,6 +110,31 @@ def test_vectorised_matches_loop(name, opts, ragged):
         np.testing.assert_allclose(got_eq, expected, rtol=1e-10, atol=1e-10)
 
 
+@pytest.mark.parametrize("name,opts", CASES)
+@pytest.mark.parametrize("ragged", [False, True])
+def test_nan_mask_matches_loop_over_finite_rewards(name, opts, ragged):
+    """nan="mask": every estimator equals the loop run on the finite rewards alone, and the
+    masked rollouts get exactly 0."""
+    r, ids = _batch(7, ragged)
+    rng = np.random.default_rng(8)
+    bad = rng.random(r.size) < 0.1
+    r = np.where(bad, np.where(rng.random(r.size) < 0.5, np.nan, np.inf), r)
+    ok = ~bad
+    if name == "dual_anchor":
+        opts = {**opts, "num_constraints": rng.integers(1, 7, r.size)}
+    # groups left with < 2 finite rewards have no relative signal: keep them out of the check
+    dense = np.unique(ids, return_inverse=True)[1]
+    keep = ok & (np.bincount(dense, weights=ok)[dense] >= 2)
+    kw = {"group_ids": ids} if ragged else {"group_size": 6}
+    got = compute_advantages(name, r, nan="mask", **kw, **opts).advantages
+    assert np.all(got[bad] == 0.0)
+    sub = {**opts}
+    if name == "dual_anchor":
+        sub["num_constraints"] = opts["num_constraints"][ok]
+    want = naive(name, r[ok], ids[ok], **sub)
+    np.testing.assert_allclose(got[keep], want[keep[ok]], rtol=1e-10, atol=1e-10)
+
+
 def test_every_registered_builtin_is_covered():
     assert {"grpo", "dr_grpo", "rloo", "batch_std", "sign", "dual_anchor"} <= set(
         ADVANTAGE_ESTIMATORS.names()
@@ -148,6 +173,8 @@ def test_metrics_have_stable_names_and_values():
     assert m["advantages/std"] == pytest.approx(a.std(), abs=1e-12)
     assert m["advantages/abs_max"] == pytest.approx(np.abs(a).max())
     assert m["advantages/nonfinite_rewards"] == 0.0
+    empty = compute_advantages("grpo", np.array([]), group_ids=[])
+    assert empty.advantages.shape == (0,) and set(empty.metrics) == set(m)  # same names
 
 
 # ---------------------------------------------------------------------------------------------

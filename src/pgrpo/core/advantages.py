@@ -375,7 +375,9 @@ def _advantage_metrics(adv: torch.Tensor, valid: torch.Tensor | None) -> dict[st
         return {
             "advantages/mean": math.nan,
             "advantages/std": math.nan,
+            "advantages/abs_max": math.nan,
             "advantages/frac_zero": math.nan,
+            "advantages/nonfinite_rewards": 0.0,
         }
     # One cheap pass each (var_mean on a 1-D tensor is ~10x slower than sum + dot on CPU).
     mean = float(adv.sum()) / n
