@@ -100,6 +100,10 @@ class RecordingTrainer(PgrpoGRPOTrainer):
 
 
 def _config(tmp_path, **overrides):
+    return PgrpoGRPOConfig(**_base_config(tmp_path, **overrides))
+
+
+def _base_config(tmp_path, **overrides):
     base = dict(
         output_dir=str(tmp_path / "out"),
         use_cpu=True,
@@ -116,7 +120,7 @@ def _config(tmp_path, **overrides):
         disable_tqdm=True,
     )
     base.update(overrides)
-    return PgrpoGRPOConfig(**base)
+    return base
 
 
 def _train(tmp_path, reward, trainer_cls=RecordingTrainer, **overrides):
@@ -389,3 +393,32 @@ def test_two_processes(tmp_path):
             assert completions[i] == completions[i + 1]
     state = json.loads((tmp_path / "trainer_state.json").read_text())
     assert len([h for h in state["log_history"] if "degeneracy/all_pass" in h]) == 2
+
+
+def test_default_grpo_reproduces_trls_own_advantages(tmp_path):
+    """pgrpo_advantage="grpo" (the default) gives the advantages TRL computes itself with
+    scale_rewards="group": same seed, same completions, same advantages in the loss."""
+
+    class TRLRecorder(trl.GRPOTrainer):
+        def _compute_loss(self, model, inputs):
+            self.loss_advantages.append(inputs["advantages"].detach().clone())
+            return super()._compute_loss(model, inputs)
+
+    runs = {}
+    for name, cls, config_cls in (
+        ("trl", TRLRecorder, trl.GRPOConfig),
+        ("pgrpo", RecordingTrainer, PgrpoGRPOConfig),
+    ):
+        tokenizer = _tokenizer()
+        trainer = cls(
+            model=_model(tokenizer),
+            reward_funcs=digit_share,
+            args=config_cls(**_base_config(tmp_path / name, max_steps=1)),
+            train_dataset=_dataset(),
+            processing_class=tokenizer,
+        )
+        trainer.loss_advantages = []
+        trainer.train()
+        runs[name] = torch.cat(trainer.loss_advantages)
+    assert runs["trl"].abs().sum() > 0
+    torch.testing.assert_close(runs["pgrpo"], runs["trl"], rtol=1e-5, atol=1e-6)
