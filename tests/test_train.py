@@ -237,3 +237,45 @@ def test_log_is_valid_json_without_nan(tmp_path):
     result = train(tiny(tmp_path, "run.name=j", "steps=1"))
     text = (result.run_dir / "metrics.jsonl").read_text()
     json.loads(text.splitlines()[0], parse_constant=lambda c: pytest.fail(f"non-JSON {c}"))
+
+
+@pytest.mark.parametrize(
+    "aggregator", ["token_mean", "seq_mean_token_mean", "seq_sum_constant_norm"]
+)
+@pytest.mark.parametrize("with_old", [False, True])
+def test_micro_batches_give_the_minibatch_gradient(tmp_path, aggregator, with_old):
+    from pgrpo.core.advantages import compute_advantages
+    from pgrpo.train.generation import sample
+    from pgrpo.train.trainer import _score, minibatch_gradient
+
+    def grads(micro):
+        cfg = tiny(
+            tmp_path,
+            f"loss.aggregator={aggregator}",
+            "loss.kl_coef=0.1",
+            "loss.entropy_coef=0.01",
+            f"grpo.micro_batch_size={micro}",
+        )
+        run = build_run(cfg, resume=False)
+        torch.manual_seed(0)
+        prompts = [run.task.prompt(e) for e in run.stream.next_batch(4)]
+        rollout = sample(
+            run.policy, prompts, group_size=4, temperatures=[0.5, 1, 1, 2], max_new_tokens=4
+        )
+        adv = compute_advantages("grpo", torch.rand(16), group_size=4).advantages
+        temps = rollout.temperatures
+        old = _score(run.policy.model, rollout, temps, cfg, 4) - 0.05 if with_old else None
+        ref = _score(run.policy.model, rollout, temps, cfg, 4) + 0.1
+        run.optimizer.zero_grad()
+        result = minibatch_gradient(
+            run, rollout, torch.arange(16), adv, old, ref, temps, first=True
+        )
+        return result, [p.grad.clone() for p in run.policy.trainable_parameters()]
+
+    (whole, g_whole), (split, g_split), (_shared, g_shared) = grads("null"), grads(3), grads(8)
+    for g in (g_split, g_shared):
+        for a, b in zip(g_whole, g, strict=True):
+            torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-4)
+    assert float(split.loss) == pytest.approx(float(whole.loss), abs=1e-6)
+    for key in whole.metrics:
+        assert split.metrics[key] == pytest.approx(whole.metrics[key], abs=1e-6), key

@@ -159,8 +159,15 @@ class GRPOConfig:
     """M: the rollout batch is split into M minibatches; the K steps cycle through them, so K must
     be a multiple of M (K / M passes over the batch)."""
 
+    micro_batch_size: int | None = None
+    """Rows per forward/backward pass; gradients of a minibatch's micro-batches are summed into
+    exactly the minibatch gradient (less memory, same result up to float rounding). None: the
+    whole minibatch at once. A multiple of group_size lets each group's prompt run once."""
+
     def __post_init__(self) -> None:
         est = ADVANTAGE_ESTIMATORS.get(self.advantage)
+        if self.micro_batch_size is not None and self.micro_batch_size < 1:
+            _fail("grpo.micro_batch_size", self.micro_batch_size, "use None or a size >= 1")
         if self.transform not in (None, "default"):
             ADVANTAGE_TRANSFORMS.get(self.transform)
         if self.group_size < 1 or self.batch_prompts < 1:

@@ -51,6 +51,7 @@ def _chunk_scores(
     head: torch.nn.Module,
     softcap: float | None,
     with_entropy: bool,
+    entropy_grad: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """hidden [N, C, H], targets [N, C], inv_temp [N, 1, 1] -> log_probs, entropy [N, C]."""
     logits = head(hidden).float()
@@ -60,8 +61,8 @@ def _chunk_scores(
     lse = torch.logsumexp(logits, dim=-1)
     log_probs = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - lse
     if with_entropy:
-        # H = lse - sum p * logits; no gradient (the loss's entropy bonus is off by default)
-        with torch.no_grad():
+        # H = lse - sum p * logits; with a gradient only for an entropy bonus (off by default)
+        with torch.set_grad_enabled(entropy_grad and torch.is_grad_enabled()):
             entropy = lse - (torch.softmax(logits, dim=-1) * logits).sum(-1)
     else:
         entropy = torch.zeros_like(lse)
@@ -129,12 +130,14 @@ def completion_scores(
     *,
     chunk: int = 16,
     with_entropy: bool = False,
+    entropy_grad: bool = False,
     group_size: int | None = None,
 ) -> TokenScores:
     """Log-probs [N, T] of tokens input_ids[:, prompt_len:] under `model`, chunked over positions.
 
     input_ids, attention_mask: [N, P + T]; temperatures: [N] (None: 1.0); group_size: rows in
-    contiguous groups sharing a prompt (see `completion_hidden`). Runs with gradients when grad
+    contiguous groups sharing a prompt (see `completion_hidden`); entropy_grad: keep the entropy's
+    gradient (for an entropy bonus). Runs with gradients when grad
     mode is on (call under torch.no_grad() for old / reference log-probs).
     """
     n, length = input_ids.shape
@@ -150,12 +153,20 @@ def completion_scores(
         args = (hidden[:, start : start + chunk], targets[:, start : start + chunk], inv_temp)
         if torch.is_grad_enabled():
             lp, ent = checkpoint(
-                _chunk_scores, *args, head, softcap, with_entropy, use_reentrant=False
+                _chunk_scores,
+                *args,
+                head,
+                softcap,
+                with_entropy,
+                entropy_grad,
+                use_reentrant=False,
             )
         else:
             lp, ent = _chunk_scores(*args, head, softcap, with_entropy)
         logps.append(lp)
         ents.append(ent)
     log_probs = torch.cat(logps, dim=1)
-    entropy = torch.cat(ents, dim=1).detach() if with_entropy else None
+    entropy = torch.cat(ents, dim=1) if with_entropy else None
+    if entropy is not None and not entropy_grad:
+        entropy = entropy.detach()
     return TokenScores(log_probs=log_probs, entropy=entropy)

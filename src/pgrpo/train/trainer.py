@@ -28,7 +28,7 @@ import torch
 
 from pgrpo.core.advantages import compute_advantages
 from pgrpo.core.degeneracy import group_stats
-from pgrpo.core.losses import policy_loss
+from pgrpo.core.losses import LossResult, policy_loss
 from pgrpo.train import checkpoint as ckpt
 from pgrpo.train.config import RunConfig, load_config, save_config
 from pgrpo.train.data import PromptStream
@@ -159,31 +159,11 @@ def optimize(run: _Run, rollout: Rollout, advantages: torch.Tensor) -> dict[str,
     params = policy.trainable_parameters()
     records = []
     for k in range(k_steps):
-        idx = minibatches[k % m]
-        scores = completion_scores(
-            policy.model,
-            rollout.input_ids[idx],
-            rollout.attention_mask[idx],
-            rollout.prompt_len,
-            None if temps is None else temps[idx],
-            chunk=cfg.generation.logprob_chunk,
-            with_entropy=(k == 0 or cfg.loss.entropy_coef > 0),
-            group_size=shared,
-        )
-        old_k = old[idx] if old is not None else scores.log_probs.detach()
-        result = policy_loss(
-            scores.log_probs,
-            old_k,
-            advantages[idx],
-            rollout.completion_mask[idx],
-            cfg.loss,
-            ref_log_probs=None if ref is None else ref[idx],
-            entropy=scores.entropy,
-        )
         run.optimizer.zero_grad(set_to_none=True)
-        result.loss.backward()
-        max_norm = cfg.optim.max_grad_norm or math.inf
-        grad_norm = torch.nn.utils.clip_grad_norm_(params, max_norm)
+        result = minibatch_gradient(
+            run, rollout, minibatches[k % m], advantages, old, ref, temps, first=(k == 0)
+        )
+        grad_norm = torch.nn.utils.clip_grad_norm_(params, cfg.optim.max_grad_norm or math.inf)
         lr = run.scheduler.get_last_lr()[0]
         run.optimizer.step()
         run.scheduler.step()
@@ -201,6 +181,69 @@ def optimize(run: _Run, rollout: Rollout, advantages: torch.Tensor) -> dict[str,
     out["learning_rate"] = records[0]["learning_rate"]  # the lr that met these rollouts first
     out["entropy"] = records[0].get("entropy", math.nan)  # on-policy entropy of the samples
     return out
+
+
+def minibatch_gradient(
+    run: _Run,
+    rollout: Rollout,
+    idx: torch.Tensor,
+    advantages: torch.Tensor,
+    old: torch.Tensor | None,
+    ref: torch.Tensor | None,
+    temps: torch.Tensor | None,
+    *,
+    first: bool,
+) -> LossResult:
+    """Accumulate the gradient of the minibatch `idx` into .grad, in micro-batches of rows.
+
+    Exact for any aggregator linear in the per-token values (all registered ones): a micro-batch's
+    log-probs are placed into a [n, T] tensor whose other rows are constants, so the loss over
+    the whole minibatch (same normaliser) gets the micro-batch's share of the gradient. Returns
+    the loss and metrics of the whole minibatch.
+    """
+    cfg, g = run.config, run.config.grpo.group_size
+    mask, adv = rollout.completion_mask[idx], advantages[idx]
+    ref_mb = None if ref is None else ref[idx]
+    size = cfg.grpo.micro_batch_size or len(idx)
+    parts = torch.arange(len(idx)).split(size)
+    entropy_grad = cfg.loss.entropy_coef > 0
+    with_entropy = first or entropy_grad
+    log_probs = torch.zeros(mask.shape)
+    entropy = torch.zeros(mask.shape) if with_entropy else None
+    base_old = torch.zeros(mask.shape) if old is None else old[idx]
+    for part in parts:
+        rows = idx[part]
+        scores = completion_scores(
+            run.policy.model,
+            rollout.input_ids[rows],
+            rollout.attention_mask[rows],
+            rollout.prompt_len,
+            None if temps is None else temps[rows],
+            chunk=cfg.generation.logprob_chunk,
+            with_entropy=with_entropy,
+            entropy_grad=entropy_grad,
+            group_size=g if len(part) % g == 0 else None,
+        )
+        part_old = scores.log_probs.detach() if old is None else base_old[part]
+        full_old = base_old.index_put((part,), part_old)
+        full_lp = full_old.index_put((part,), scores.log_probs)  # other rows: constant, ratio 1
+        full_ent = None
+        if entropy_grad:
+            full_ent = entropy.detach().index_put((part,), scores.entropy)
+        result = policy_loss(
+            full_lp, full_old, adv, mask, cfg.loss, ref_log_probs=ref_mb, entropy=full_ent
+        )
+        result.loss.backward()
+        log_probs[part] = scores.log_probs.detach()
+        if entropy is not None:
+            entropy[part] = scores.entropy.detach()
+    if len(parts) == 1 and not with_entropy:
+        return result
+    with torch.no_grad():  # loss value and metrics of the whole minibatch
+        final_old = log_probs if old is None else base_old
+        return policy_loss(
+            log_probs, final_old, adv, mask, cfg.loss, ref_log_probs=ref_mb, entropy=entropy
+        )
 
 
 @torch.no_grad()
