@@ -28,7 +28,7 @@ from rich.console import Console
 from rich.table import Table
 
 from pgrpo.dynamics import evaluate_forecast, fit_curve, synthetic_suite
-from pgrpo.dynamics.synthetic import SHAPES
+from pgrpo.dynamics.synthetic import OUT_OF_FAMILY, SHAPES, out_of_family_suite
 
 OUT = Path(__file__).resolve().parent / "results" / "fit.json"
 
@@ -55,8 +55,8 @@ def timing(suite) -> dict[str, float]:
     }
 
 
-def accuracy(suite) -> dict[str, dict[str, float]]:
-    rows: dict[str, list[tuple]] = {s: [] for s in SHAPES}
+def accuracy(suite, shapes) -> dict[str, dict[str, float]]:
+    rows: dict[str, list[tuple]] = {s: [] for s in shapes}
     for c in suite:
         rom = fit_curve(c.step, c.reward, "rom", lr=c.lr)
         exp = fit_curve(c.step, c.reward, "exponential")
@@ -102,8 +102,27 @@ def main() -> None:
     for name, ms in times.items():
         t.add_row(name, f"{ms:.1f}")
     console.print(t)
-    acc = accuracy(suite)
-    t = Table(title="fit quality and forecast of the second half's mean from the first half")
+    acc = accuracy(suite, SHAPES)
+    ood = out_of_family_suite(args.n_per_shape, seed=args.seed, n_steps=args.steps)
+    acc_ood = accuracy(ood, OUT_OF_FAMILY)
+    _print_accuracy(console, acc, "model family (the exact recursion)")
+    _print_accuracy(console, acc_ood, "out of family (logistic, power law, decline, step)")
+    result = {
+        "command": f"python bench/fit.py --n-per-shape {args.n_per_shape} --seed {args.seed} "
+        f"--steps {args.steps}",  # fmt: skip
+        "date": time.strftime("%Y-%m-%d"),
+        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, load average {load:.1f}",
+        "fit_time_ms_median": times,
+        "rows": [{"suite": "family", "shape": k, **v} for k, v in acc.items()]
+        + [{"suite": "out_of_family", "shape": k, **v} for k, v in acc_ood.items()],
+    }
+    OUT.parent.mkdir(parents=True, exist_ok=True)
+    OUT.write_text(json.dumps(result, indent=2) + "\n")
+    console.print(f"wrote {OUT}")
+
+
+def _print_accuracy(console: Console, acc: dict, title: str) -> None:
+    t = Table(title=f"{title}: fit quality and forecast of the second half's mean")
     cols = ["shape", "n", "R2 rom", "R2 exp", "rom>=exp", "err rom", "err last-win",
             "err exp", "rom<last-win", "cover mean 90%", "cover step 90%"]  # fmt: skip
     for c in cols:
@@ -115,17 +134,6 @@ def main() -> None:
     for shape, row in acc.items():
         t.add_row(shape, *[f"{row[k]:.4g}" for k in keys])
     console.print(t)
-    result = {
-        "command": f"python bench/fit.py --n-per-shape {args.n_per_shape} --seed {args.seed} "
-        f"--steps {args.steps}",  # fmt: skip
-        "date": time.strftime("%Y-%m-%d"),
-        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, load average {load:.1f}",
-        "fit_time_ms_median": times,
-        "rows": [{"shape": shape, **row} for shape, row in acc.items()],
-    }
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(json.dumps(result, indent=2) + "\n")
-    console.print(f"wrote {OUT}")
 
 
 if __name__ == "__main__":

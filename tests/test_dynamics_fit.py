@@ -70,7 +70,10 @@ def test_exponential_and_logistic_recover_their_own_curves():
 
 
 def test_rom_is_at_least_as_good_as_the_exponential_on_the_synthetic_suite():
-    for c in synthetic_suite(3, seed=11, n_steps=600):
+    from pgrpo.dynamics.synthetic import out_of_family_suite
+
+    curves = synthetic_suite(3, seed=11, n_steps=600) + out_of_family_suite(2, 12, n_steps=400)
+    for c in curves:
         rom = fit_curve(c.step, c.reward, "rom", lr=c.lr)
         exp = fit_curve(c.step, c.reward, "exponential")
         assert rom.sse <= exp.sse * (1 + 1e-12), c.shape

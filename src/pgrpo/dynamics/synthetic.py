@@ -84,3 +84,36 @@ def synthetic_suite(n_per_shape: int = 6, seed: int = 0, n_steps: int = 1000):
     """n_per_shape curves of each shape (list of SyntheticCurve), deterministic in `seed`."""
     rng = np.random.default_rng(seed)
     return [synthetic_curve(s, rng, n_steps) for s in SHAPES for _ in range(n_per_shape)]
+
+
+OUT_OF_FAMILY = ("logistic", "power_law", "decline", "step")
+
+
+def out_of_family_curve(shape: str, rng: np.random.Generator, n_steps: int = 1000):
+    """A noisy curve NOT made by the model (logistic rise, power law, rise then decline, a step
+    jump), with a warm-up + cosine lr logged beside it that does not drive it: a robustness check
+    for fits and forecast bands."""
+    n = n_steps
+    t = np.arange(1, n + 1, dtype=float)
+    if shape == "logistic":
+        mid, width = rng.uniform(0.05, 0.4) * n, rng.uniform(0.02, 0.1) * n
+        mean = 0.2 + 0.5 / (1 + np.exp(-(t - mid) / width))
+    elif shape == "power_law":
+        mean = np.clip(0.8 - 0.6 * (t / 5) ** -rng.uniform(0.2, 0.6), 0, 1)
+    elif shape == "decline":
+        rise = 0.2 + 0.5 * (1 - np.exp(-t / (0.1 * n)))
+        mean = rise - 0.15 * np.clip((t - 0.5 * n) / (0.5 * n), 0, 1)
+    elif shape == "step":
+        mean = 0.3 + 0.4 * (t > rng.uniform(0.1, 0.3) * n)
+    else:
+        raise ValueError(f"unknown shape {shape!r}; valid: {', '.join(OUT_OF_FAMILY)}")
+    G = int(rng.choice([2, 4, 8]))
+    reward = rng.binomial(G, mean) / G
+    lr = lr_schedule(n, 1e-6, int(0.05 * n), "cosine")
+    return SyntheticCurve(shape, t, reward, mean, lr, {"group_size": G})
+
+
+def out_of_family_suite(n_per_shape: int = 6, seed: int = 0, n_steps: int = 1000):
+    """n_per_shape curves of each OUT_OF_FAMILY shape, deterministic in `seed`."""
+    rng = np.random.default_rng(seed)
+    return [out_of_family_curve(s, rng, n_steps) for s in OUT_OF_FAMILY for _ in range(n_per_shape)]
