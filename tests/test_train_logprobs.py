@@ -119,3 +119,23 @@ def test_shared_prompt_prefix_gives_the_same_values_and_gradients(batch):
     torch.testing.assert_close(shared.entropy, full.entropy, atol=1e-5, rtol=1e-5)
     for a, b in zip(gshared, gfull, strict=True):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
+
+
+def test_sampling_with_the_shared_prompt_cache_matches_full_prefill(monkeypatch):
+    import pgrpo.train.generation as gen
+    from pgrpo.train.policies import Policy
+
+    torch.manual_seed(0)
+    policy = Policy(tiny_model(ModelConfig(name="tiny", tiny_hidden=32), 2), ByteTokenizer(), "t")
+    prompts = ["What is 1 + 2?", "What is 33 + 4? Answer", "x"]
+
+    def draw():
+        torch.manual_seed(0)
+        return gen.sample(policy, prompts, group_size=3, temperatures=[0.5, 1, 2], max_new_tokens=6)
+
+    shared = draw()
+    monkeypatch.setattr(gen, "shared_prompt_cache", lambda *a, **k: None)
+    full = draw()
+    assert torch.equal(shared.input_ids, full.input_ids)
+    assert shared.texts == full.texts
+    assert shared.completion_mask.shape == (9, shared.completion_ids.shape[1])

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import torch
 
+from pgrpo.train.logprobs import _backbone, _cache_kwarg, position_ids
 from pgrpo.train.policies import Policy
 
 
@@ -86,6 +87,28 @@ def row_temperatures(n_prompts: int, group_size: int, schedule: Sequence[float])
 
 
 @torch.no_grad()
+def shared_prompt_cache(
+    model: torch.nn.Module, encoded: Sequence[Sequence[int]], pad_id: int, group_size: int
+) -> object | None:
+    """KV cache of every prompt but its last token, computed once per prompt and repeated G
+    times: `generate` then prefills only the last prompt token of each row instead of the whole
+    prompt G times. None when there is nothing to share (G = 1 or one-token prompts)."""
+    ids, mask = left_pad(encoded, pad_id)
+    if group_size < 2 or ids.shape[1] < 2:
+        return None
+    backbone = _backbone(model)
+    out = backbone(
+        input_ids=ids[:, :-1],
+        attention_mask=mask[:, :-1],
+        position_ids=position_ids(mask)[:, :-1],
+        use_cache=True,
+    )
+    cache = out.cache if "cache" in out else out.past_key_values
+    cache.batch_repeat_interleave(group_size)
+    return cache
+
+
+@torch.no_grad()
 def sample(
     policy: Policy,
     prompts: Sequence[str],
@@ -115,11 +138,13 @@ def sample(
     )
     was_training = policy.model.training
     policy.model.eval()
+    cache = shared_prompt_cache(policy.model, encoded, tok.pad_token_id, group_size)
     out = policy.model.generate(
         input_ids=prompt_ids,
         attention_mask=prompt_mask,
         generation_config=gen_config,
         logits_processor=LogitsProcessorList([RowTemperature(temps)]),
+        **({} if cache is None else {_cache_kwarg(_backbone(policy.model)): cache}),
     )
     policy.model.train(was_training)
     completion_ids = out[:, prompt_ids.shape[1] :]
