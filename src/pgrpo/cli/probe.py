@@ -1,0 +1,59 @@
+"""`pgrpo probe [--config FILE.yaml] [key=value ...]`: measure the curvature kappa of a run's
+model + task + optimizer settings at its initial policy, so `pgrpo predict` can forecast it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+from rich.console import Console
+
+from pgrpo.cli.app import app
+
+
+@app.command("probe")
+def probe_cmd(
+    overrides: list[str] | None = typer.Argument(None, help="Run-config overrides key=value."),
+    config: Path | None = typer.Option(None, "--config", help="Run config YAML (as for train)."),
+    pairs: int = typer.Option(8, min=2, help="Finite-difference pairs (stderr over pairs)."),
+    direction_batches: int = typer.Option(4, min=1, help="Batches averaged for the direction."),
+    step_lrs: float = typer.Option(
+        10.0, help="Probe step along the update direction, in multiples of the run's lr."
+    ),
+    preconditioner: str = typer.Option("adam", help="'adam' (the trainer's AdamW) or 'sgd'."),
+    seed: int = typer.Option(0, help="Seed of the probe batches."),
+    as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON only."),
+) -> None:
+    """kappa = -g^T P H P g / g^T P g along the preconditioned update direction (finite
+    differences of expected gradients with common random numbers), its standard error, and
+    the ROM's prediction with it (regime, tau, K*)."""
+    from pgrpo.diagnose.probe import ProbeConfig, probe_run_config
+    from pgrpo.train.config import load_config
+
+    run_cfg = load_config(config, list(overrides or []))
+    cfg = ProbeConfig(
+        epsilon=step_lrs,
+        n_direction=direction_batches,
+        n_pairs=pairs,
+        preconditioner=preconditioner,
+        seed=seed,
+    )
+    out = probe_run_config(run_cfg, cfg)
+    if as_json:
+        typer.echo(json.dumps(out, allow_nan=False, default=str))
+        return
+    console = Console()
+    console.print(f"kappa = {out['kappa']:.4g} +- {out['stderr']:.2g} (stderr over {pairs} pairs)")
+    pred = out.get("prediction")
+    if pred:
+        console.print(
+            f"lr={out['lr']:g}, beta1={out['beta1']:g}, K={out['refresh_interval']}: regime "
+            f"{pred['regime']}, tau={pred['tau']:.4g} steps, K*={pred['refresh_threshold']}"
+        )
+        console.print(
+            f"forecast a run: pgrpo predict --lr {out['lr']:g} --beta1 {out['beta1']:g} "
+            f"--kappa {out['kappa']:.4g} --refresh-interval {out['refresh_interval']}"
+        )
+    else:
+        console.print(out.get("note", ""))

@@ -1,0 +1,290 @@
+"""Measure the curvature scale kappa of the dynamics model before (or early in) a run.
+
+The ROM (../shared/notes/dynamics.md) needs one measured number: kappa, the stiffness per unit
+learning rate along the update direction, including the optimizer's preconditioner P:
+
+    kappa = - g^T P H P g / g^T P g,        u = P g (the update direction)
+
+where g is the EXPECTED ascent gradient of the GRPO objective (rollouts redrawn at every theta, so
+H includes how the outcome distribution moves with the policy, not only the Hessian of one fixed
+batch's surrogate) and H its Jacobian. We never form H: H u is a finite difference of expected
+gradients along u, estimated with common random numbers (the same sampling seed at theta and at
+theta + eps u, so most rollouts coincide and the difference is mostly signal):
+
+    kappa_i = - u . (g_s(theta + eps u) - g_s(theta)) / (eps g^T P g),     s = seed of pair i
+
+averaged over pairs, with its standard error. P is Adam's steady-state preconditioner
+1 / (sqrt(E[g_b^2]) + eps_adam) estimated from the direction batches' gradients (identity for
+SGD / EMA momentum). On the two-arm bandit this reduces to -dF/dd, the exact curvature of
+`pgrpo.bandit.kappa` (checked in tests/test_probe.py).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+import torch
+
+GradFn = Callable[[torch.Tensor, int], torch.Tensor]
+"""grad_fn(theta [P] float64, seed) -> an unbiased estimate of the expected ascent gradient [P]."""
+
+
+@dataclass(frozen=True)
+class ProbeConfig:
+    """How to probe."""
+
+    epsilon: float = 0.1
+    """Probe step along u, in units of the learning rate (theta + epsilon * u)."""
+    n_direction: int = 4
+    """Gradient batches averaged for the direction g (and Adam's second moment)."""
+    n_pairs: int = 8
+    """Finite-difference pairs (each gives one kappa sample; the spread gives the stderr)."""
+    preconditioner: str = "adam"
+    """'adam' (P = 1 / (sqrt(v) + adam_eps), v from the direction batches) or 'sgd' (P = I)."""
+    adam_eps: float = 1e-8
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.preconditioner not in ("adam", "sgd"):
+            raise ValueError(f"preconditioner must be 'adam' or 'sgd', got {self.preconditioner!r}")
+        if not self.epsilon > 0:
+            raise ValueError(f"epsilon must be > 0, got {self.epsilon}")
+        if self.n_pairs < 2 or self.n_direction < 1:
+            raise ValueError("need n_pairs >= 2 (for a standard error) and n_direction >= 1")
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    """kappa (mean over pairs), its standard error, the per-pair samples."""
+
+    kappa: float
+    stderr: float
+    samples: tuple[float, ...]
+    metrics: dict[str, float] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kappa": self.kappa,
+            "stderr": self.stderr,
+            "samples": list(self.samples),
+            "metrics": dict(self.metrics),
+        }
+
+
+def probe_curvature(grad_fn: GradFn, theta: torch.Tensor, cfg: ProbeConfig) -> ProbeResult:
+    """kappa along the preconditioned update direction at theta ([P], float64)."""
+    theta = theta.detach().to(torch.float64)
+    dirs = torch.stack([grad_fn(theta, cfg.seed + 10_000 + i) for i in range(cfg.n_direction)])
+    g = dirs.mean(0)
+    if cfg.preconditioner == "adam":
+        p = 1.0 / (dirs.pow(2).mean(0).sqrt() + cfg.adam_eps)
+    else:
+        p = torch.ones_like(g)
+    u = p * g
+    gpg = float(g @ u)
+    if not gpg > 0:
+        raise ValueError(
+            "the expected gradient is zero at this point (all groups degenerate, or the policy "
+            "is at its fixed point): probe earlier in the run or with more rollouts"
+        )
+    samples = []
+    for i in range(cfg.n_pairs):
+        seed = cfg.seed + i
+        diff = grad_fn(theta + cfg.epsilon * u, seed) - grad_fn(theta, seed)
+        samples.append(-float(u @ diff) / (cfg.epsilon * gpg))
+    arr = np.asarray(samples)
+    stderr = float(arr.std(ddof=1) / math.sqrt(arr.size))
+    metrics = {
+        "kappa": float(arr.mean()),
+        "kappa_stderr": stderr,
+        "grad_norm": float(g.norm()),
+        "gPg": gpg,
+        "preconditioner_mean": float(p.mean()),
+    }
+    if len(dirs) > 1:  # |mean gradient| / its standard error: is the direction signal or noise?
+        metrics["direction_snr"] = float(g.norm() / (dirs.std(0).norm() / math.sqrt(len(dirs))))
+    return ProbeResult(float(arr.mean()), stderr, tuple(samples), metrics)
+
+
+# ---------------------------------------------------------------------------------------------
+# The two-arm bandit: exact and sampled expected gradients in the logits (z0, z1)
+# ---------------------------------------------------------------------------------------------
+
+
+def bandit_exact_gradient(model: Any) -> GradFn:
+    """g(z) = the exact expected ascent gradient of `pgrpo.bandit.kappa.ForceModel` (seed unused):
+    (E g0, -E g0) with E g0 = F(d) / 2, d = z0 - z1."""
+    from pgrpo.bandit.kappa import force
+
+    def grad_fn(theta: torch.Tensor, seed: int) -> torch.Tensor:
+        half = force(model, theta[0] - theta[1]) / 2
+        return torch.stack([half, -half]).to(torch.float64)
+
+    return grad_fn
+
+
+def bandit_sampled_gradient(model: Any, n_groups: int) -> GradFn:
+    """g(z) from n_groups sampled groups of G (common random numbers: uniforms drawn from `seed`),
+    advantages from the registry, loss from `pgrpo.core.losses.policy_loss` (as the trainer)."""
+    from pgrpo.core.advantages import compute_advantages
+    from pgrpo.core.losses import policy_loss
+
+    g_size = model.group_size
+
+    def grad_fn(theta: torch.Tensor, seed: int) -> torch.Tensor:
+        gen = torch.Generator().manual_seed(seed)
+        z = theta.detach().clone().requires_grad_(True)
+        logp = torch.log_softmax(z, 0)
+        uniforms = torch.rand(n_groups * g_size, generator=gen, dtype=torch.float64)
+        correct = uniforms < logp[0].exp().detach()
+        rewards = correct.to(torch.float64)
+        adv = compute_advantages(
+            model.estimator, rewards, group_size=g_size, **model.estimator_options
+        ).advantages
+        lp = torch.where(correct, logp[0], logp[1])[:, None]
+        ref_lp = None
+        if model.loss.uses_reference:
+            p_ref = torch.tensor([model.p_ref, 1 - model.p_ref], dtype=torch.float64).log()
+            ref_lp = torch.where(correct, p_ref[0], p_ref[1])[:, None]
+        mask = torch.ones_like(lp)
+        res = policy_loss(lp, lp.detach(), adv, mask, model.loss, ref_log_probs=ref_lp)
+        (grad,) = torch.autograd.grad(-res.loss, z)
+        return grad.detach()
+
+    return grad_fn
+
+
+# ---------------------------------------------------------------------------------------------
+# A causal LM on a task (tiny model, SmolLM2, any HF model): the trainer's own pieces
+# ---------------------------------------------------------------------------------------------
+
+
+def lm_gradient(
+    policy: Any,
+    task: Any,
+    examples: list[dict[str, Any]],
+    *,
+    batch_prompts: int,
+    group_size: int,
+    max_new_tokens: int,
+    estimator: str = "grpo",
+    loss: Any = None,
+    temperature: float = 1.0,
+) -> tuple[GradFn, torch.Tensor]:
+    """(grad_fn, theta0) for the policy's trainable parameters: grad_fn samples batch_prompts
+    prompts (chosen by the seed) x group_size completions at theta, scores them, and returns the
+    ascent gradient of the on-policy GRPO objective (`policy_loss` with ratio 1)."""
+    from torch.nn.utils import parameters_to_vector, vector_to_parameters
+
+    from pgrpo.core.advantages import compute_advantages
+    from pgrpo.core.losses import LossConfig, policy_loss
+    from pgrpo.tasks.scoring import score_completions
+    from pgrpo.train.generation import sample
+    from pgrpo.train.logprobs import completion_scores
+
+    loss = loss or LossConfig()
+    params = policy.trainable_parameters()
+    theta0 = parameters_to_vector(params).detach().to(torch.float64).clone()
+
+    def grad_fn(theta: torch.Tensor, seed: int) -> torch.Tensor:
+        with torch.no_grad():
+            vector_to_parameters(theta.to(params[0].dtype), params)
+        rng = np.random.default_rng(seed)
+        batch = [examples[i] for i in rng.choice(len(examples), batch_prompts, replace=False)]
+        torch.manual_seed(seed)  # common random numbers: same draws at theta and theta + eps u
+        ro = sample(
+            policy,
+            [task.prompt(e) for e in batch],
+            group_size=group_size,
+            temperatures=[temperature] * group_size,
+            max_new_tokens=max_new_tokens,
+        )
+        per = [e for e in batch for _ in range(group_size)]
+        rewards = torch.tensor(score_completions(task, ro.texts, per).rewards)
+        adv = compute_advantages(estimator, rewards, group_size=group_size).advantages
+        scores = completion_scores(
+            policy.model, ro.input_ids, ro.attention_mask, ro.prompt_len, ro.temperatures
+        )
+        ref = None
+        if loss.uses_reference:
+            with torch.no_grad(), policy.reference_model() as reference:
+                ref = completion_scores(
+                    reference, ro.input_ids, ro.attention_mask, ro.prompt_len, ro.temperatures
+                ).log_probs
+        res = policy_loss(
+            scores.log_probs,
+            scores.log_probs.detach(),
+            adv,
+            ro.completion_mask,
+            loss,
+            ref_log_probs=ref,
+        )
+        grads = torch.autograd.grad(-res.loss, params, allow_unused=True)
+        flat = [torch.zeros_like(p) if g is None else g for g, p in zip(grads, params, strict=True)]
+        return torch.cat([g.reshape(-1) for g in flat]).to(torch.float64)
+
+    return grad_fn, theta0
+
+
+def probe_run_config(config: Any, cfg: ProbeConfig) -> dict[str, Any]:
+    """Probe kappa for a `pgrpo.train.config.RunConfig` (model, task, G, B, loss, optimizer) at
+    its initial policy, then what the ROM predicts with it (`pgrpo.dynamics.predict`): regime,
+    timescale tau = c / k, K*. The probe step is cfg.epsilon in units of the run's lr."""
+    from torch.nn.utils import vector_to_parameters
+
+    from pgrpo.dynamics import predict
+    from pgrpo.tasks import get_task
+    from pgrpo.train.policies import load_policy
+
+    c = config
+    task = get_task(c.task.name, **c.task.options)
+    policy = load_policy(
+        c.model,
+        task=task,
+        task_key=f"{c.task.name}:{sorted(c.task.options.items())}",
+        seed=c.run.seed,
+        need_reference=c.loss.uses_reference,
+    )
+    grad_fn, theta0 = lm_gradient(
+        policy,
+        task,
+        task.load(c.task.split),
+        batch_prompts=c.grpo.batch_prompts,
+        group_size=c.grpo.group_size,
+        max_new_tokens=c.generation.max_new_tokens,
+        estimator=c.grpo.advantage,
+        loss=c.loss,
+        temperature=c.generation.temperature,
+    )
+    try:
+        result = probe_curvature(grad_fn, theta0, replace(cfg, epsilon=cfg.epsilon * c.optim.lr))
+    finally:
+        with torch.no_grad():
+            vector_to_parameters(theta0.to(torch.float32), policy.trainable_parameters())
+    kappa = result.kappa
+    out: dict[str, Any] = {
+        **result.to_dict(),
+        "lr": c.optim.lr,
+        "beta1": c.optim.beta1,
+        "refresh_interval": c.grpo.refresh_interval,
+    }
+    if kappa > 0:
+        pred = predict(
+            c.optim.lr,
+            c.optim.beta1,
+            kappa,
+            refresh_interval=c.grpo.refresh_interval,
+            group_size=c.grpo.group_size,
+            batch_prompts=c.grpo.batch_prompts,
+            n_steps=c.run.steps,
+        )
+        out["prediction"] = pred.to_dict()
+    else:
+        out["prediction"] = None
+        out["note"] = "kappa <= 0 here: no restoring force yet (the reward is still far from a "
+        "fixed point, or the probe is noise-dominated); add pairs or probe later"
+    return out
