@@ -1,6 +1,6 @@
 """Worker of test_integration_trl.py::test_two_processes (run by torchrun, 2 CPU processes).
 
-Trains 2 steps of dual_anchor with multi-temperature sampling where groups span processes
+Trains 1 step of dual_anchor with multi-temperature sampling where groups span processes
 (6 completions per process, G = 4) and writes what each rank saw to OUT/rank<r>.json.
 """
 
@@ -27,7 +27,7 @@ def main(out: Path) -> None:
         per_device_train_batch_size=6,  # 12 completions per step: group 2 spans both processes
         num_generations=G,
         max_completion_length=4,
-        max_steps=2,
+        max_steps=1,
         logging_steps=1,
         learning_rate=1e-3,
         report_to=[],
