@@ -47,11 +47,11 @@ class ThresholdConfig:
     p_ref: float = 0.119
     k_span: tuple[float, float] = (0.7, 1.4)
     """The K sweep covers this range around the predicted K* (geometric grid)."""
-    k_points: int = 13
+    k_points: int = 11
     adam_k_span: tuple[float, float] = (0.7, 2.0)
     """Adam rows sweep wider (coarser): their K* is not expected where the EMA model puts it."""
     adam_k_points: int = 7
-    windows: int = 12
+    windows: int = 10
     """Windows of K steps simulated for each K."""
     displacement: float = 0.02
     """Initial offset of the logit gap from d*, small enough for the linear regime (EMA rows)."""
