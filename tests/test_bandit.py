@@ -7,6 +7,8 @@ import math
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pgrpo.bandit.kappa import ForceModel, advantage_table, curvature, force
 from pgrpo.bandit.optim import Adam, EmaMomentum, lr_factor
@@ -255,3 +257,23 @@ def test_logits_round_trip_and_gap() -> None:
 def test_config_errors_say_how_to_fix(kwargs, match) -> None:
     with pytest.raises((ValueError, KeyError), match=match):
         BanditConfig(num_runs=4, **kwargs)
+
+
+@settings(max_examples=40, deadline=None)
+@given(p=st.floats(0.01, 0.99), g=st.integers(2, 16))
+def test_sign_force_is_scaled_dr_grpo_force(p: float, g: int) -> None:
+    """The expected Sign gradient is 2G/(G-1) times Dr. GRPO's, for every p: the step-size
+    confound the sign-vs-drgrpo control removes (notes/advantages.md section 1)."""
+    d = math.log(p / (1 - p))
+    sign = float(force(ForceModel("sign", g), d))
+    dr = float(force(ForceModel("dr_grpo", g), d))
+    assert sign == pytest.approx(2 * g / (g - 1) * dr, rel=1e-9)
+
+
+def test_warmup_scales_the_first_update() -> None:
+    base = {"num_runs": 8, "steps": 1, "lr": 0.4, "initial_logit_gap": -1.0, "seed": 2}
+    const = simulate(BanditConfig(**base))
+    warm = simulate(BanditConfig(**base, lr_schedule="cosine", warmup_steps=4))
+    np.testing.assert_allclose(
+        warm.gap[1] - warm.gap[0], 0.25 * (const.gap[1] - const.gap[0]), rtol=1e-12
+    )

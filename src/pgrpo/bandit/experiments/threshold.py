@@ -195,7 +195,7 @@ def _rows_for(cfg: ThresholdConfig, optimizer: str, ratio: bool) -> list[dict]:
 
 
 def run_threshold(cfg: ThresholdConfig) -> ExperimentResult:
-    check_seeds(cfg.seeds, 1)
+    check_seeds(cfg.seeds)
     rows = [
         row
         for optimizer in cfg.optimizers
@@ -247,7 +247,7 @@ def ar2_roots_complex(x: np.ndarray) -> tuple[bool, float, float]:
 
 
 def run_transition(cfg: TransitionConfig) -> ExperimentResult:
-    check_seeds(cfg.seeds, 1)
+    check_seeds(cfg.seeds)
     model = ForceModel(
         "dr_grpo",
         cfg.group_size,
