@@ -27,7 +27,7 @@ def _save(plt, fig, path: Path) -> None:
 
 def plot_threshold(result: ExperimentResult, path: Path) -> None:
     """Window growth of the mean deviation vs K / K*_pred, one panel per (optimizer, ratio)."""
-    keys = sorted({(r["optimizer"], r["importance_ratio"]) for r in result.rows})
+    keys = list(dict.fromkeys((r["optimizer"], r["importance_ratio"]) for r in result.rows))
     plt, fig, axes = _figure(len(keys), 1, (4.5, 3.8))
     for ax, (opt, ratio) in zip(axes, keys, strict=False):
         for r in result.rows:
