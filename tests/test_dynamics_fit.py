@@ -155,3 +155,15 @@ def test_joint_fit_supports_g_invariance_and_measures_variance_ratio():
     assert diff.delta_aic > 10  # different trajectories: sharing is rejected
     with pytest.raises(ValueError, match="at least two"):
         fit_joint(runs[:1])
+
+
+def test_rom_v0_recovers_an_initial_velocity():
+    rng = np.random.default_rng(8)
+    t = np.arange(0.0, 600.0)
+    x0, m, k, u = -0.5, 30.0, 0.01, 0.04  # v0 = u x0 < 0: the run starts moving away first
+    mean = 0.7 + trajectory(t, x0, 0.0, m, 1.0, k, v0=u * x0)
+    y = mean + rng.normal(0, 0.02, t.size)
+    res = fit_curve(t, y, "rom_v0")
+    assert res.values["u"] == pytest.approx(u, rel=0.3)
+    assert res.values["R_inf"] == pytest.approx(0.7, abs=0.02)
+    assert res.sse <= fit_curve(t, y, "rom").sse

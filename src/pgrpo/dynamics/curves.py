@@ -340,3 +340,32 @@ FIT_MODELS.add(
     "logistic",
     CurveModel("logistic", ("R_inf", "R_0", "t_mid", "width"), logistic_basis, logistic_guess),
 )
+
+
+# --- rom with a free initial velocity (two free exponential weights) ---------------------------
+
+
+def rom_v0_basis(t: np.ndarray, p: dict[str, float], ctx: FitContext) -> np.ndarray:
+    """Closed form with x'(0) = u x(0): u (1/step) frees the weights of the two modes, so a fast
+    rise followed by a slow creep (a run resumed mid-flight, or a format reward learned first)
+    is representable. u = 0 is `rom`. Optional: not part of fit_curve(model="rom")'s selection
+    (on the synthetic suites it helped out-of-family forecasts only partly; docs/dynamics.md)."""
+    return _unit_response(t, p["m"], 1.0, p["k"], 1.0, p["u"])
+
+
+def rom_v0_guess(t: np.ndarray, y: np.ndarray, ctx: FitContext) -> list[dict[str, Parameter]]:
+    """The rom's starts with u = 0, plus inertial starts with a fast or a slow first mode."""
+    base = rom_guess(t, y, ctx)
+    starts = [{**b, "u": Parameter("u", 0.0, -2.0, 2.0)} for b in base]
+    m_lo, m_hi = mass_bounds(t)
+    for m in (5.0, 20.0, 60.0):
+        for u in (-0.5, 0.05):
+            starts.append({**base[0], "m": Parameter("m", min(m, m_hi), m_lo, m_hi),
+                           "u": Parameter("u", u, -2.0, 2.0)})  # fmt: skip
+    return starts
+
+
+FIT_MODELS.add(
+    "rom_v0",
+    CurveModel("rom_v0", ("R_inf", "R_0", "k", "m", "u"), rom_v0_basis, rom_v0_guess, rom_priors),
+)
