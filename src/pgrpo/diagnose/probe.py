@@ -8,10 +8,10 @@ learning rate along the update direction, including the optimizer's precondition
 where g is the EXPECTED ascent gradient of the GRPO objective (rollouts redrawn at every theta, so
 H includes how the outcome distribution moves with the policy, not only the Hessian of one fixed
 batch's surrogate) and H its Jacobian. We never form H: H u is a finite difference of expected
-gradients along u, estimated with common random numbers (the same sampling seed at theta and at
-theta + eps u, so most rollouts coincide and the difference is mostly signal):
+gradients along u, estimated with common random numbers (the same sampling seed at theta - eps u
+and at theta + eps u, so most rollouts coincide and the difference is mostly signal):
 
-    kappa_i = - u . (g_s(theta + eps u) - g_s(theta)) / (eps g^T P g),     s = seed of pair i
+    kappa_i = - u . (g_s(theta + eps u) - g_s(theta - eps u)) / (2 eps g^T P g)   (s: pair seed)
 
 averaged over pairs, with its standard error. P is Adam's steady-state preconditioner
 1 / (sqrt(E[g_b^2]) + eps_adam) estimated from the direction batches' gradients (identity for
@@ -94,8 +94,9 @@ def probe_curvature(grad_fn: GradFn, theta: torch.Tensor, cfg: ProbeConfig) -> P
     samples = []
     for i in range(cfg.n_pairs):
         seed = cfg.seed + i
-        diff = grad_fn(theta + cfg.epsilon * u, seed) - grad_fn(theta, seed)
-        samples.append(-float(u @ diff) / (cfg.epsilon * gpg))
+        # central difference: the O(eps) bias of a one-sided difference cancels
+        diff = grad_fn(theta + cfg.epsilon * u, seed) - grad_fn(theta - cfg.epsilon * u, seed)
+        samples.append(-float(u @ diff) / (2 * cfg.epsilon * gpg))
     arr = np.asarray(samples)
     stderr = float(arr.std(ddof=1) / math.sqrt(arr.size))
     metrics = {

@@ -410,10 +410,13 @@ def signals_of(run: ScenarioRun):
     return Signals(run.columns["step"], cols, dict(run.config), run.eval_points, "scenario")
 
 
-def calibration_table(seeds: tuple[int, ...] = (0, 1, 2, 3, 4)) -> dict[str, dict[str, float]]:
+def calibration_table(
+    seeds: tuple[int, ...] = (0, 1, 2, 3, 4), drop_config: tuple[str, ...] = ()
+) -> dict[str, dict[str, float]]:
     """scenario -> mode -> fraction of seeds where the mode was detected (the confusion matrix),
     plus 'correct': the fraction of seeds whose detected set is the expected set, allowing the
-    entry's `allowed` modes."""
+    entry's `allowed` modes. drop_config: config keys hidden from the diagnosis (e.g. 'kappa',
+    to judge instability from the reward curve alone)."""
     from pgrpo.diagnose import MODES, diagnose
 
     table: dict[str, dict[str, float]] = {}
@@ -421,7 +424,11 @@ def calibration_table(seeds: tuple[int, ...] = (0, 1, 2, 3, 4)) -> dict[str, dic
         counts = dict.fromkeys(MODES, 0.0)
         correct = 0
         for seed in seeds:
-            d = diagnose(signals_of(entry.builder(seed)))
+            run = entry.builder(seed)
+            if drop_config:
+                config = {k: v for k, v in run.config.items() if k not in drop_config}
+                run = replace(run, config=config)
+            d = diagnose(signals_of(run))
             got = {v.name for v in d.modes if v.detected and v.name in MODES}
             for mode in got:
                 counts[mode] += 1

@@ -1,0 +1,76 @@
+"""Gradient effective rank per advantage estimator on SmolLM2-135M-Instruct (full parameters,
+CountSketch D = 4096) vs the random-advantage control; writes bench/results/gradrank_smollm2.json.
+
+    nice -n 10 python bench/gradrank_smollm2.py [--model smollm2] [--prompts 4] [--group-size 8]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import torch
+
+from pgrpo.diagnose.gradrank import GradRankConfig, measure_gradrank
+from pgrpo.train.config import ModelConfig
+
+SHOWN = (
+    "rank/entropy",
+    "rank/participation_ratio",
+    "rank/stable",
+    "rank/energy_90",
+    "rank/energy_95",
+    "rank/energy_99",
+    "rank/numerical",
+    "nonzero_rows",
+)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", default="smollm2")
+    ap.add_argument("--task", default="arithmetic")
+    ap.add_argument("--prompts", type=int, default=4)
+    ap.add_argument("--group-size", type=int, default=8)
+    ap.add_argument("--max-new-tokens", type=int, default=24)
+    ap.add_argument("--projection-dim", type=int, default=4096)
+    ap.add_argument("--seeds", default="0,1")
+    ap.add_argument("--out", default="bench/results/gradrank_smollm2.json")
+    args = ap.parse_args()
+    torch.set_num_threads(2)
+    runs = []
+    for seed in [int(s) for s in args.seeds.split(",")]:
+        t0 = time.time()
+        res = measure_gradrank(
+            ModelConfig(name=args.model),
+            args.task,
+            n_prompts=args.prompts,
+            group_size=args.group_size,
+            max_new_tokens=args.max_new_tokens,
+            cfg=GradRankConfig(projection_dim=args.projection_dim, seed=seed),
+            seed=seed,
+        )
+        runs.append(
+            {
+                "seed": seed,
+                "seconds": time.time() - t0,
+                "rewards": res.rewards,
+                "ranks": res.ranks,
+                "metrics": res.metrics,
+            }
+        )
+        print(
+            f"seed {seed}: reward mean {res.metrics['reward_mean']:.3f} "
+            f"({time.time() - t0:.0f} s, {int(res.metrics['n_params'])} params)"
+        )
+        print(f"{'advantage':<16}" + "".join(f"{k.replace('rank/', ''):>20}" for k in SHOWN))
+        for name, m in res.ranks.items():
+            print(f"{name:<16}" + "".join(f"{m[k]:>20.2f}" for k in SHOWN))
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps({"args": vars(args), "runs": runs}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
