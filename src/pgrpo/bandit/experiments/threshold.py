@@ -89,23 +89,23 @@ def _bandit(cfg, model: ForceModel, optimizer: str, **kw) -> BanditConfig:
     )
 
 
-def window_growth(x: np.ndarray, k: int, windows: int) -> float:
-    """log(envelope of the last two windows / envelope of windows 1-2) of a mean deviation
-    x [S + 1]; > 0: the deviation grows (divergent)."""
-    env = np.array([np.abs(x[w * k : (w + 1) * k]).max() for w in range(windows)])
+def window_growth(x: np.ndarray, k: int, windows: int) -> np.ndarray:
+    """log(envelope of the last two windows / envelope of windows 1-2) of mean deviations
+    x [S + 1, ...] (S + 1 >= windows * K); > 0: the deviation grows (divergent). Returns [...]."""
+    env = np.abs(x[: windows * k]).reshape(windows, k, *x.shape[1:]).max(axis=1)
     env = np.maximum(env, 1e-300)
-    return float(np.log(env[-2:].mean()) - np.log(env[1:3].mean()))
+    return np.log(env[-2:].mean(0)) - np.log(env[1:3].mean(0))
 
 
 def diverges(
-    dev: np.ndarray, k: int, windows: int, rng: np.random.Generator, n_boot: int = 100
+    dev: np.ndarray, k: int, windows: int, rng: np.random.Generator, n_boot: int = 200
 ) -> tuple[bool, float, float]:
     """Whether the run-mean of the deviations dev [S + 1, runs] grows over the windows, with
     sampling noise accounted for: the growth of the mean over a bootstrap resample of runs must
     be > 0 in at least 95% of resamples. Returns (diverges, growth, 5% bootstrap quantile)."""
-    growth = window_growth(dev.mean(1), k, windows)
+    growth = float(window_growth(dev.mean(1), k, windows))
     idx = rng.integers(0, dev.shape[1], size=(n_boot, dev.shape[1]))
-    boots = [window_growth(dev[:, i].mean(1), k, windows) for i in idx]
+    boots = window_growth(dev[:, idx].mean(-1), k, windows)  # [n_boot]
     low = float(np.quantile(boots, 0.05))
     return low > 0, growth, low
 
