@@ -281,8 +281,8 @@ def rom_schedule_guess(t: np.ndarray, y: np.ndarray, ctx: FitContext) -> list[di
     k_hi = min(k_hi, 1.0)  # a_n <= 1 keeps the discrete map monotone at the peak lr
     m_lo, m_hi = mass_bounds(t)
     fixed = _config_mass(ctx)
-    ms = [fixed] if fixed is not None else [0.0, m_hi / 30, m_hi / 8]
-    ks = np.geomspace(k_lo, k_hi, 20)
+    ms = [fixed] if fixed is not None else [0.0, min(10.0, m_hi), min(30.0, m_hi)]
+    ks = np.geomspace(k_lo, k_hi, 16)
     n_steps = int(math.ceil(float(np.max(t))))
     sched = ctx.schedule(n_steps)
     grid = [(k, m) for m in ms for k in ks]
