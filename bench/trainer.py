@@ -3,7 +3,9 @@
 Workload (both): SmolLM2-135M-Instruct (the converted gguf, float32), arithmetic level 1 prompts in
 the chat template, B = 8 prompts x G = 4 completions, at most 32 new tokens, temperature 1, no
 top-k / top-p, full fine-tune, AdamW lr 1e-6, token-mean loss, no KL (both frameworks' defaults),
-K = 1. One warm-up step, then `--steps` timed steps.
+K = 1. One warm-up step, then `--steps` timed steps. pgrpo runs with grpo.micro_batch_size=8
+(two groups per forward/backward; the gradient is exactly the full batch's); TRL with its defaults
+(which turn on activation checkpointing).
 Floor: the same generation (HF generate) plus one forward/backward of the same tokens through a
 plain full-logits log-softmax, no optimizer, no scoring.
 
@@ -49,6 +51,7 @@ def worker_pgrpo(steps: int) -> list[float]:
             f"max_new_tokens={NEW_TOKENS}",
             f"lr={LR}",
             "forecast_every=0",
+            "grpo.micro_batch_size=8",
         ],
     )
     run = build_run(cfg, resume=False)
