@@ -279,3 +279,23 @@ def test_micro_batches_give_the_minibatch_gradient(tmp_path, aggregator, with_ol
     assert float(split.loss) == pytest.approx(float(whole.loss), abs=1e-6)
     for key in whole.metrics:
         assert split.metrics[key] == pytest.approx(whole.metrics[key], abs=1e-6), key
+
+
+def test_missing_reporter_package_fails_before_training(tmp_path):
+    pytest.importorskip("torch")
+    try:
+        import tensorboard  # noqa: F401
+
+        pytest.skip("tensorboard is installed")
+    except ImportError:
+        pass
+    with pytest.raises(ImportError, match="pip install tensorboard"):
+        train(tiny(tmp_path, "run.name=tb", "run.report_to=[tensorboard]"))
+    assert not (tmp_path / "tb" / "metrics.jsonl").exists()
+
+
+def test_overwrite_starts_afresh_and_drops_old_checkpoints(tmp_path):
+    train(tiny(tmp_path, "run.name=w", "steps=2"))
+    result = train(tiny(tmp_path, "run.name=w", "steps=1"), overwrite=True)
+    assert [r["step"] for r in result.history] == [1]
+    assert [p.name for p in (result.run_dir / "checkpoints").glob("step-*")] == ["step-1"]

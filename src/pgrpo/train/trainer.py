@@ -17,6 +17,7 @@ import importlib
 import math
 import pkgutil
 import random
+import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -421,6 +422,9 @@ def train(
             f"{run_dir} already holds a run: continue it with --resume, or choose another "
             "run.name (or delete the folder) to start afresh"
         )
+    if overwrite and not resume:  # a fresh run must never resume the old run's checkpoint
+        shutil.rmtree(run_dir / ckpt.CHECKPOINT_DIR, ignore_errors=True)
+    reporters = Reporters(cfg.run.report_to, run_dir, cfg.to_dict())  # fails before the model
     run = build_run(cfg, resume=resume)
     start = 0
     if resume:
@@ -436,7 +440,6 @@ def train(
     save_config(cfg, run_dir / CONFIG_FILE)
     history = read_metrics(run_dir)
     forecaster = OnlineForecaster(cfg, history)
-    reporters = Reporters(cfg.run.report_to, run_dir, cfg.to_dict())
     try:
         for step in range(start + 1, cfg.run.steps + 1):
             metrics = train_step(run, step)
