@@ -115,12 +115,23 @@ def run_script(script: Path, results_dir: Path, timeout_s: float, nice: int) -> 
 
 
 def _meta(data: Any) -> dict[str, Any]:
+    """command/date/machine (+ other scalars) from `meta` or the top level; where a result keeps
+    them per row or per section instead, from the rows ("per row" when they differ)."""
+    if isinstance(data, list):
+        data = {"rows": data}
     if not isinstance(data, dict):
         return {}
     meta = dict(data.get("meta") or {}) if isinstance(data.get("meta"), dict) else {}
     for key in META_KEYS:
         if key in data and not isinstance(data[key], dict | list):
             meta.setdefault(key, data[key])
+    rows = [r for v in data.values() if isinstance(v, list) for r in v if isinstance(r, dict)]
+    rows += [r for v in data.values() if isinstance(v, dict) for r in v.values()]
+    rows = [r for r in rows if isinstance(r, dict)]
+    for key in META_KEYS:
+        values = {str(r[key]) for r in rows if _is_scalar(r.get(key)) and r.get(key) is not None}
+        if key not in meta and values:
+            meta[key] = values.pop() if len(values) == 1 else "per row (see the table)"
     return meta
 
 
@@ -186,6 +197,10 @@ def fmt(value: Any) -> str:
     return str(value).replace("|", "\\|").replace("\n", " ")
 
 
+TRANSPOSE_AT = 12  # more columns than this and at most 6 rows: one column per row instead
+LABELS = ("variant", "name", "task", "model")
+
+
 def table(rows: list[dict[str, Any]]) -> list[str]:
     flat = [flatten(r) for r in rows]
     columns: list[str] = []
@@ -193,6 +208,16 @@ def table(rows: list[dict[str, Any]]) -> list[str]:
         columns.extend(k for k in r if k not in columns)
     if not columns:
         return []
+    if len(columns) > TRANSPOSE_AT and len(flat) <= 6:
+        label = next((c for c in LABELS if c in columns), columns[0])
+        heads = [fmt(r.get(label, f"row {i + 1}")) for i, r in enumerate(flat)]
+        lines = ["| " + " | ".join([label, *heads]) + " |", "|" + "---|" * (len(flat) + 1)]
+        lines += [
+            "| " + " | ".join([c, *(fmt(r.get(c)) for r in flat)]) + " |"
+            for c in columns
+            if c != label
+        ]
+        return lines
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     lines += ["| " + " | ".join(fmt(r.get(c)) for c in columns) + " |" for r in flat]
     return lines
@@ -209,7 +234,7 @@ def ratio_lines(data: Any, rows: list[dict[str, Any]]) -> list[str]:
         for key, value in data["ratios"].items():
             target = f" (target {targets[key]})" if key in targets else ""
             lines.append(f"- `{key}`: {fmt(value)}{target}")
-    label = next((k for k in ("variant", "name", "task", "model") if rows and k in rows[0]), None)
+    label = next((k for k in LABELS if rows and k in rows[0]), None)
     for i, row in enumerate(rows):
         for key, value in flatten(row).items():
             if is_ratio(key) and _is_number(value):
@@ -231,14 +256,17 @@ def describe(script: Path) -> str:
     return doc.split("\n\n")[0].strip()
 
 
-def render_one(name: str, data: Any, bench_dir: Path, outcome: RunOutcome | None) -> list[str]:
+def render_one(path: Path, data: Any, bench_dir: Path, outcome: RunOutcome | None) -> list[str]:
+    """The section of one result file `path` (parsed: `data`)."""
+    name = path.stem
     meta = _meta(data)
     lines = [f"## {name}", ""]
     desc = describe(bench_dir / f"{name}.py")
     if desc:
         lines += [desc, ""]
     lines.append(f"- command: `{meta.get('command', 'not recorded')}`")
-    lines.append(f"- date: {meta.get('date', 'not recorded')}")
+    written = dt.datetime.fromtimestamp(path.stat().st_mtime, dt.UTC).strftime("%Y-%m-%d %H:%M")
+    lines.append(f"- date: {meta.get('date', f'not recorded (result file written {written} UTC)')}")
     lines.append(f"- machine: {fmt(meta.get('machine', 'not recorded'))}")
     other = {k: v for k, v in meta.items() if k not in META_KEYS and _is_scalar(v)}
     if other:
@@ -287,7 +315,7 @@ def render(results_dir: Path, bench_dir: Path, outcomes: dict[str, RunOutcome]) 
         except (OSError, json.JSONDecodeError) as exc:
             lines += [f"## {f.stem}", "", f"(unreadable result {f.name}: {exc})", ""]
             continue
-        lines += render_one(f.stem, data, bench_dir, outcomes.get(f.stem))
+        lines += render_one(f, data, bench_dir, outcomes.get(f.stem))
     return "\n".join(lines).rstrip() + "\n"
 
 

@@ -114,3 +114,33 @@ def test_unknown_benchmark_name_lists_the_valid_ones(tmp_path, capsys):
     with pytest.raises(SystemExit):
         run_all.main(["--only", "nope", "--bench-dir", str(tmp_path), "--out", str(tmp_path / "d")])
     assert "available: good" in capsys.readouterr().err
+
+
+def test_meta_from_rows_and_wide_tables(tmp_path):
+    results = tmp_path / "results"
+    results.mkdir()
+    same = {"tasks": {t: {"command": "python bench/t.py", "date": "d1", "acc": 0.5} for t in "ab"}}
+    wide = {f"c{i}": float(i) for i in range(20)}
+    differ = {
+        "rows": [
+            {"command": "python bench/t.py --x 1", "name": "one", **wide},
+            {"command": "python bench/t.py --x 2", "name": "two", **wide},
+        ]
+    }
+    (results / "same.json").write_text(json.dumps(same))
+    (results / "differ.json").write_text(json.dumps(differ))
+    doc = tmp_path / "b.md"
+    run_all.main(
+        ["--from-results", "--bench-dir", str(tmp_path), "--results-dir", str(results)]
+        + ["--out", str(doc)]
+    )
+    text = doc.read_text()
+    same_part = text[text.index("## same") :]
+    assert "- command: `python bench/t.py`" in same_part and "- date: d1" in same_part
+    differ_part = text[text.index("## differ") : text.index("## same")]
+    assert "- command: `per row (see the table)`" in differ_part
+    assert "not recorded (result file written" in differ_part  # no date anywhere: file time
+    # 22 columns, 2 rows: transposed, one column per row
+    assert "| name | one | two |" in differ_part
+    assert "| command | python bench/t.py --x 1 | python bench/t.py --x 2 |" in differ_part
+    assert "| c19 | 19 | 19 |" in differ_part
