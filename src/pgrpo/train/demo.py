@@ -143,8 +143,9 @@ def _diagnose(history: list[dict[str, Any]]) -> str:
         columns = _columns(history)
         verdict = diagnose(columns)
         for mode in verdict.modes:
-            flag = "DETECTED" if mode.detected else "not detected"
-            lines.append(f"{mode.name}: {flag}" + (f" -> {mode.action}" if mode.detected else ""))
+            flag = "yes" if mode.detected else "no"
+            line = f"{mode.name}: {flag} (confidence {mode.confidence:.2f})"
+            lines.append(line + (f" -> {mode.action}" if mode.detected and mode.action else ""))
     except Exception as exc:  # the diagnosis is a report: never lose the run over it
         lines.append(f"(pgrpo.diagnose unavailable: {type(exc).__name__}: {exc})")
     return "\n".join(lines)
