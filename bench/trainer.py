@@ -203,7 +203,13 @@ def main() -> None:
         times, tokens = WORKERS[args.worker](args.steps)
         print(json.dumps({"times": times, "tokens": tokens}))
         return
-    rows = [launch(v, args.steps) for v in args.variants.split(",")]
+    rows = []
+    for variant in args.variants.split(","):
+        rows.append(launch(variant, args.steps))
+        write(args, rows)  # partial results survive a later variant's failure
+
+
+def write(args: argparse.Namespace, rows: list[dict]) -> None:
     by = {r["variant"]: r for r in rows}
     ratios = {}
     if "pgrpo" in by and "trl" in by:
@@ -221,7 +227,8 @@ def main() -> None:
     for k, v in ratios.items():
         print(f"{k}: {v:.2f}")
     out = {
-        "command": "nice -n 10 python bench/trainer.py " + " ".join(sys.argv[1:]),
+        "command": f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', '')} nice -n 10 "
+        "python bench/trainer.py " + " ".join(sys.argv[1:]),
         "date": time.strftime("%Y-%m-%d"),
         "machine": "2-core CPU, 24 GiB, no GPU (shared with other jobs)",
         "torch_threads": int(os.environ.get("OMP_NUM_THREADS", "0")) or None,
