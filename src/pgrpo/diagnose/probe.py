@@ -286,6 +286,8 @@ def probe_run_config(config: Any, cfg: ProbeConfig) -> dict[str, Any]:
         out["prediction"] = pred.to_dict()
     else:
         out["prediction"] = None
-        out["note"] = "kappa <= 0 here: no restoring force yet (the reward is still far from a "
-        "fixed point, or the probe is noise-dominated); add pairs or probe later"
+        out["note"] = (
+            "kappa <= 0 here: no restoring force measured (the reward is far from a fixed point, "
+            "or the probe is noise-dominated: most groups degenerate); add pairs or rollouts"
+        )
     return out
