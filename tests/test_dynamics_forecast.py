@@ -21,6 +21,24 @@ def test_forecast_beats_last_window_mean_and_covers_on_the_suite():
     assert np.mean(covered) >= 0.75  # nominal 90%, 12 curves
 
 
+def test_combination_leans_on_the_model_in_family_and_on_the_level_off_it():
+    from pgrpo.dynamics.synthetic import out_of_family_curve
+
+    c = synthetic_suite(1, seed=4, n_steps=800)[1]  # plateau_early: a well-identified model
+    fc = forecast(c.step, c.reward, 0.5, lr=c.lr)
+    pure = forecast(c.step, c.reward, 0.5, lr=c.lr, combine=False)
+    assert pure.metrics["weight_model"] == 1.0
+    assert pure.predicted_mean == pytest.approx(fc.metrics["model_mean"])
+    assert 0.0 <= fc.metrics["weight_model"] <= 1.0
+    lwm = fc.baselines["last_window_mean"]
+    w = fc.metrics["weight_model"]
+    assert fc.predicted_mean == pytest.approx(w * pure.predicted_mean + (1 - w) * lwm)
+    step = out_of_family_curve("step", np.random.default_rng(1), 800)
+    off = forecast(step.step, step.reward, 0.5, lr=step.lr)
+    assert off.metrics["var_mean_structural"] >= 0.0
+    assert abs(off.predicted_mean - step.mean[400:].mean()) < 0.1
+
+
 def test_forecast_shapes_band_and_known_future_schedule():
     c = synthetic_suite(1, seed=3, n_steps=400)[0]
     fc = forecast(c.step, c.reward, 0.4, lr=c.lr)

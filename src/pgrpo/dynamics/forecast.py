@@ -5,9 +5,10 @@ Band = model variance (delta method: J Sigma J^T with the fit's parameter covari
 observed residual noise, both inflated by (1 + rho) / (1 - rho) for lag-1 residual
 autocorrelation rho > 0 (correlated residuals carry less information than white ones), plus a
 structural term for model misspecification measured by a backtest inside the prefix (fit its
-first 60%, forecast the rest, keep the squared error the band did not explain). On the synthetic
-suite the 90% band of the mean covers ~0.9; on curves outside the model family (logistic, power
-law, decline, step) the structural term lifts coverage from 0.63 to 0.85 (docs/dynamics.md).
+first 60%, forecast the rest, keep the squared error the band did not explain). The reported
+forecast then blends the model with the last-window mean by inverse variance (`_combine`), so a
+curve outside the model family leans on its recent level. Measured coverage and errors:
+docs/dynamics.md (bench/fit.py).
 """
 
 from __future__ import annotations
@@ -71,13 +72,16 @@ def forecast(
     refresh_interval: int | None = 1,
     level: float = 0.9,
     loss: str = "linear",
+    combine: bool = True,
 ) -> Forecast:
     """Fit `model` on the points up to `cut` and predict the rest.
 
     step, reward: [n] (the whole log; only the prefix is used for fitting). cut: a fraction of
     the points in (0, 1), or a step. horizon: the future steps ([m], default: the log's steps
     after the cut). lr / lr_step: the lr schedule, which may cover the future (the run's config
-    knows it); beyond it the last lr is held.
+    knows it); beyond it the last lr is held. combine: blend the model's forecast with the
+    last-window mean by inverse variance (`_combine`; robust off the model family); False gives
+    the model's own forecast (its mean is always in metrics["model_mean"]).
     """
     step = np.array(step, dtype=float)
     reward = np.array(reward, dtype=float)
@@ -94,22 +98,31 @@ def forecast(
     kw = dict(lr=lr, lr_step=lr_step, beta1=beta1, refresh_interval=refresh_interval, loss=loss)
     fit = fit_curve(step[:i], reward[:i], model, **kw)
     struct, bt_metrics = _backtest(step[:i], reward[:i], model, kw, future)
-    pred, lo, hi, mean_lo, mean_hi, var_parts = _band(fit, future, level, struct)
+    pred, var_step, var_mean, var_parts = _band(fit, future, struct)
     var_parts.update(bt_metrics)
+    lwm = last_window_mean(reward[:i])
+    if combine:
+        pred, var_step, var_mean, comb = _combine(fit, pred, var_step, var_mean, lwm, reward[:i])
+        var_parts.update(comb)
+    else:
+        var_parts.update({"weight_model": 1.0, "model_mean": float(np.mean(pred))})
+    z = float(norm.ppf(0.5 + level / 2.0))
+    sd, half = np.sqrt(var_step), z * math.sqrt(var_mean)
+    mean = float(np.mean(pred))
     observed = reward[i:]
     exp = fit_curve(step[:i], reward[:i], "exponential", loss=loss)
     baselines = {
-        "last_window_mean": last_window_mean(reward[:i]),
+        "last_window_mean": lwm,
         "exponential": float(np.mean(exp.predict(future))),
     }
     return Forecast(
         cut_step=float(step[i - 1]),
         future_step=future,
         predicted=pred,
-        band_lo=lo,
-        band_hi=hi,
-        predicted_mean=float(np.mean(pred)),
-        mean_band=(mean_lo, mean_hi),
+        band_lo=pred - z * sd,
+        band_hi=pred + z * sd,
+        predicted_mean=mean,
+        mean_band=(mean - half, mean + half),
         observed_mean=float(np.mean(observed)) if horizon is None else math.nan,
         level=level,
         fit=fit,
@@ -131,7 +144,7 @@ def _backtest(step: np.ndarray, reward: np.ndarray, model: str, kw: dict, future
     except ValueError:
         return 0.0, {}
     fut = step[j:]
-    pred, *_, parts = _band(bt, fut, 0.9, 0.0)
+    pred, _, _, parts = _band(bt, fut, 0.0)
     err = float(np.mean(pred) - np.mean(reward[j:]))
     explained = parts["var_mean_model"] + parts["var_mean_noise"]
     excess = max(err * err - explained, 0.0) if math.isfinite(explained) else 0.0
@@ -149,9 +162,10 @@ def _backtest(step: np.ndarray, reward: np.ndarray, model: str, kw: dict, future
 BACKTEST_FRACTION = 0.6
 
 
-def _band(fit: FitResult, future: np.ndarray, level: float, struct: float = 0.0):
+def _band(fit: FitResult, future: np.ndarray, struct: float = 0.0):
+    """Model prediction [m], its per-step variance [m] (one new observation), the variance of
+    its mean over `future`, and the parts."""
     pred = fit.predict(future)
-    z = float(norm.ppf(0.5 + level / 2.0))
     rho = max(fit.residual_autocorr, 0.0)
     infl = (1.0 + rho) / (1.0 - rho) if rho < 0.99 else 100.0
     s2 = fit.residual_std**2
@@ -164,17 +178,49 @@ def _band(fit: FitResult, future: np.ndarray, level: float, struct: float = 0.0)
         var_model = np.full(future.size, math.inf)
         var_mean_model = math.inf
     var_model = np.clip(var_model, 0.0, None)
-    sd = np.sqrt(var_model + s2 + struct)
+    var_step = var_model + s2 + struct
     var_mean = max(var_mean_model, 0.0) + s2 * infl / future.size + struct
-    half = z * math.sqrt(var_mean)
-    m = float(np.mean(pred))
     parts = {
         "var_mean_structural": struct,
         "var_mean_model": var_mean_model,
         "var_mean_noise": s2 * infl / future.size,
         "autocorr_inflation": infl,
     }
-    return pred, pred - z * sd, pred + z * sd, m - half, m + half, parts
+    return pred, var_step, var_mean, parts
+
+
+def _combine(fit, pred, var_step, var_mean, lwm: float, prefix: np.ndarray):
+    """Inverse-variance combination of the model's forecast with the last-window mean.
+
+    The flat forecast (no further change) has variance v_flat = s^2 infl / w (its noise) plus a
+    bias: the change the model predicts, delta. Weight w_model = v_flat / (v_model + v_flat):
+    when the model is well identified and the backtest finds no misspecification, v_model is
+    small and the model dominates; when a curve is outside the model family (structural
+    variance large) the forecast leans on the recent level. The band is the variance of the
+    two-component mixture: sum_i w_i (v_i + (mu_i - mu)^2), with v_flat + delta^2 for the flat
+    forecast (conservative: it covers either forecast being the right one).
+    """
+    w = max(5, int(round(0.1 * prefix.size)))
+    infl = (1.0 + max(fit.residual_autocorr, 0.0)) / (
+        1.0 - min(max(fit.residual_autocorr, 0.0), 0.99)
+    )
+    s2 = fit.residual_std**2
+    v_flat = s2 * infl / w
+    if not math.isfinite(var_mean):
+        wm = 0.0
+    else:
+        wm = v_flat / (var_mean + v_flat) if var_mean + v_flat > 0 else 1.0
+    delta = float(np.mean(pred) - np.mean(fit.fitted[-w:]))
+    flat_var = v_flat + delta**2  # the flat forecast misses the change the model predicts
+    spread = wm * (1.0 - wm) * (float(np.mean(pred)) - lwm) ** 2  # disagreement of the two
+    new_pred = wm * pred + (1.0 - wm) * lwm
+    model_var = var_mean if math.isfinite(var_mean) else 0.0
+    new_mean_var = wm * model_var + (1.0 - wm) * flat_var + spread
+    step_model = np.where(np.isfinite(var_step), var_step, 0.0)
+    new_step_var = wm * step_model + (1.0 - wm) * (s2 * infl + flat_var) + spread
+    metrics = {"weight_model": wm, "model_mean": float(np.mean(pred)), "var_flat": v_flat,
+               "delta_model": delta}  # fmt: skip
+    return new_pred, new_step_var, new_mean_var, metrics
 
 
 @dataclass(frozen=True)
