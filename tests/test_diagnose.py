@@ -184,3 +184,38 @@ def test_cli_diagnose_json(tmp_path):
     assert table.exit_code == 0 and "advantage_degeneracy" in table.stdout
     missing = CliRunner().invoke(app, ["diagnose", str(tmp_path / "nope")])
     assert missing.exit_code != 0 and "not found" in missing.output
+
+
+def test_verl_jsonl_and_wandb_csv(tmp_path):
+    """The same degeneracy run written as a verl JSONL log and a W&B CSV export."""
+    from pgrpo.logs import read_log
+
+    run = build("hard_prompts_small_group", 0)
+    c = run.columns
+    verl = tmp_path / "verl.jsonl"
+    with verl.open("w") as fh:
+        for i in range(len(c["step"])):
+            data = {
+                "critic/score/mean": c["reward"][i],
+                "actor/entropy": c["entropy"][i],
+                "actor/kl_loss": c["kl"][i],
+            }
+            fh.write(json.dumps({"step": i + 1, "data": data}) + "\n")
+    (tmp_path / "config.yaml").write_text(
+        "actor_rollout_ref:\n  rollout:\n    n: 2\n  actor:\n    optim:\n      lr: 0.3\n"
+    )
+    d = diagnose(read_log(verl))
+    deg = d.mode("advantage_degeneracy")
+    assert deg.detected and "degeneracy_lower_bound" in deg.evidence  # from reward and G = 2
+    assert d.mode("policy_concentration").judged
+    wandb = tmp_path / "export.csv"
+    lines = ["_step,train/reward,train/frac_reward_zero_std,train/entropy"]
+    lines += [
+        f"{i},{c['reward'][i]},{c['frac_reward_zero_std'][i]},{c['entropy'][i]}"
+        for i in range(len(c["step"]))
+    ]
+    wandb.write_text("\n".join(lines) + "\n")
+    d = diagnose(read_log(wandb))
+    assert d.mode("advantage_degeneracy").evidence["degeneracy"] > 0.5
+    assert d.mode("advantage_degeneracy").detected
+    assert "group_size" in d.mode("advantage_degeneracy").missing
