@@ -344,12 +344,13 @@ def test_example_script_then_pgrpo_fit_and_diagnose(tmp_path, monkeypatch):
     assert len(logged) == 6 and all("reward/temperature_0.7" in h for h in logged)
 
     runner = CliRunner()
-    fit = runner.invoke(app, ["fit", str(state), "--json", "--out", str(tmp_path / "fit")])
+    # both commands take the output directory TRL wrote (they find trainer_state.json in it)
+    fit = runner.invoke(app, ["fit", str(out), "--json", "--out", str(tmp_path / "fit")])
     assert fit.exit_code == 0, fit.output
     fitted = json.loads(fit.stdout)
     assert fitted["format"] == "trl" and fitted["n"] == 6 and fitted["reward_key"] == "reward"
 
-    diag = runner.invoke(app, ["diagnose", str(state), "--json"])
+    diag = runner.invoke(app, ["diagnose", str(out), "--json"])
     assert diag.exit_code == 0, diag.output
     verdict = json.loads(diag.stdout)
     degeneracy = [m for m in verdict["modes"] if "degeneracy" in m["name"]]

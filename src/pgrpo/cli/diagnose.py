@@ -24,10 +24,11 @@ def _fmt_evidence(evidence: dict[str, Any], limit: int = 6) -> str:
 
 
 def load_log(path: Path, log_format: str | None) -> Any:
-    """The run's RewardLog; a run directory means its metrics.jsonl."""
+    """The run's RewardLog; a pgrpo run directory means its metrics.jsonl, any other directory
+    goes to read_log (a TRL output dir holds trainer_state.json)."""
     from pgrpo.logs import read_log
 
-    if path.is_dir():
+    if path.is_dir() and (path / "metrics.jsonl").is_file():
         path = path / "metrics.jsonl"
     if not path.exists():
         raise typer.BadParameter(f"log {path} not found (give a log file or a run directory)")
