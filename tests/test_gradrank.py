@@ -212,3 +212,25 @@ def test_cli_gradrank_json_on_tiny_model():
     assert len(out["rewards"]) == 8 and out["metrics"]["projection_dim"] == 1024
     sign = out["ranks"]["sign"]
     assert sign["nonzero_rows"] == 8 and 1.0 <= sign["rank/entropy"] <= 8.0
+
+
+def test_lora_adapter_gradients_on_tiny_model():
+    """--lora-rank: rows are gradients of the LoRA adapter only (the frozen base gets none)."""
+    from pgrpo.diagnose.gradrank import score_gradients
+    from pgrpo.train.config import ModelConfig
+    from pgrpo.train.generation import sample
+    from pgrpo.train.policies import load_policy
+
+    torch.manual_seed(0)
+    policy = load_policy(ModelConfig(name="tiny", tiny_warmup_steps=0, lora_rank=4), seed=0)
+    params = policy.trainable_parameters()
+    n_total = sum(p.numel() for p in policy.model.parameters())
+    n_lora = sum(p.numel() for p in params)
+    assert 0 < n_lora < n_total / 2
+    rollout = sample(
+        policy, ["1 + 1 =", "2 + 2 ="], group_size=3, temperatures=[1.0] * 3, max_new_tokens=5
+    )
+    rows = score_gradients(policy.model, rollout, params, projection_dim=0, seed=0)
+    assert rows.shape == (6, n_lora) and torch.isfinite(rows).all()
+    res = gradient_rank(rows, [1, 0, 0, 1, 1, 1], 3, GradRankConfig(projection_dim=0))
+    assert res.ranks["grpo"]["nonzero_rows"] == 3  # the all-pass group carries nothing
