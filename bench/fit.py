@@ -11,7 +11,8 @@ Prints two tables and writes bench/results/fit.json:
    band of that mean and of the per-step band.
 The suite: the exact recursion with warm-up + cosine/linear lr decay, one prompt per step
 (binomial noise of G = 2..6 samples, sd 0.2-0.4), shapes slow start / early plateau / still
-rising / oscillating (pgrpo.dynamics.synthetic).
+rising / oscillating (pgrpo.dynamics.synthetic). A second table repeats (2) on curves the model
+does NOT generate (logistic, power law, rise-then-decline, step), with the same noise and lr.
 """
 
 from __future__ import annotations
