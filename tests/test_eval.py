@@ -151,3 +151,51 @@ def test_cli_eval_tiny_and_baseline(tmp_path):
     assert bad.exit_code == 0  # --from ignores sampling options
     bad = CliRunner().invoke(app, ["eval", "--model", "tiny", "--seeds", "x,y"])
     assert bad.exit_code != 0 and "comma-separated" in bad.output
+
+
+def test_eval_a_training_checkpoint(tmp_path):
+    """--model RUN_DIR loads the run's config and latest checkpoint and records its step."""
+    import torch
+
+    from pgrpo.evaluate import EvalConfig, evaluate
+    from pgrpo.train.config import load_config
+    from pgrpo.train.trainer import train
+
+    cfg = load_config(
+        None,
+        [
+            "model.name=tiny",
+            "model.tiny_hidden=32",
+            "model.tiny_warmup_steps=60",
+            "task.options={levels: [1], n: 200}",
+            "steps=2",
+            "group_size=2",
+            "batch_prompts=2",
+            "max_new_tokens=4",
+            "lr=3e-3",
+            "forecast_every=0",
+            "checkpoint_every=1",
+            f"run.output_dir={tmp_path}",
+            "run.name=ck",
+        ],
+    )
+    train(cfg)
+    run_dir = tmp_path / "ck"
+    res = evaluate(
+        EvalConfig(
+            model=str(run_dir),
+            task="arithmetic",
+            split="train",
+            problems=3,
+            samples=2,
+            max_new_tokens=4,
+        ),
+        seed=0,
+    )
+    assert res.step == 2 and len(res.n) == 3 and res.name.startswith("ck@2")
+    state = torch.load(run_dir / "checkpoints" / "step-2" / "state.pt", weights_only=False)
+    assert state["step"] == 2
+    with pytest.raises(FileNotFoundError, match="no checkpoint"):
+        (tmp_path / "empty").mkdir()
+        (tmp_path / "empty" / "config.yaml").write_text((run_dir / "config.yaml").read_text())
+        evaluate(EvalConfig(model=str(tmp_path / "empty"), problems=1, samples=1), seed=0)
