@@ -38,6 +38,14 @@ DIVERGENCE_DROP = 0.5  # fall from the peak as a share of the rise to it
 GRAD_BLOWUP = 10.0
 
 
+def _lack(s: Signals, name: str, need: int) -> str:
+    """How a signal is missing: absent, or logged at too few steps to judge."""
+    if name not in s.columns:
+        return name
+    have = int(np.isfinite(s.columns[name]).sum())
+    return f"{name} (only {have} finite values, need {need})"
+
+
 def _rel_gain(x: np.ndarray) -> tuple[float, float, float]:
     """first-10% mean, last-10% mean, their difference."""
     a, b = window_mean(x, 0.0, 0.1), window_mean(x, 0.9, 1.0)
@@ -74,7 +82,7 @@ def reward_hacking(s: Signals) -> ModeVerdict:
     completion length blowing up with reward, or gains only from format-like reward functions."""
     name = "reward_hacking"
     if not s.has("reward", MIN_STEPS):
-        return cannot_judge(name, ["reward"], f"fewer than {MIN_STEPS} reward values")
+        return cannot_judge(name, [_lack(s, "reward", MIN_STEPS)], "too few reward values")
     ev: dict[str, float] = {}
     missing: list[str] = []
     strengths = []
@@ -97,7 +105,7 @@ def reward_hacking(s: Signals) -> ModeVerdict:
         # length growth alone is also how reasoning improves: weak evidence, capped at 0.7
         strengths.append(min(0.7, confidence(ratio, LENGTH_BLOWUP, 0.5)) if rising else 0.0)
     else:
-        missing.append("completions/mean_length")
+        missing.append(_lack(s, "completions/mean_length", 4))
     fmt = _format_gain_share(s)
     if fmt is not None:
         ev["format_gain_share"], ev["content_reward_gain"] = fmt
@@ -140,7 +148,8 @@ def advantage_degeneracy(s: Signals) -> ModeVerdict:
         deg = s.get("degeneracy/all_pass") + s.get("degeneracy/all_fail")
     else:
         deg = None
-        missing.append("frac_reward_zero_std (or degeneracy/all_pass + degeneracy/all_fail)")
+        what = _lack(s, "frac_reward_zero_std", 4)
+        missing.append(f"{what} (or degeneracy/all_pass + degeneracy/all_fail)")
     if deg is None and (g is None or not s.has("reward", 4)):
         return cannot_judge(
             name, missing + ["reward"] * (not s.has("reward")), "no degeneracy signal"
@@ -230,7 +239,7 @@ def policy_concentration(s: Signals) -> ModeVerdict:
         ev.update(e_ev)
         strengths.append(e_strength)
     else:
-        missing.append("entropy")
+        missing.append(_lack(s, "entropy", MIN_STEPS))
     if s.has("kl", MIN_STEPS):
         # KL to the initial policy starts at 0 by construction: judge whether it still grows
         # over the second half instead of growth from the start. Weak alone (capped at 0.65).
@@ -241,12 +250,12 @@ def policy_concentration(s: Signals) -> ModeVerdict:
         cap = 0.5 if s.has("entropy", MIN_STEPS) else 0.65  # with entropy, KL only corroborates
         strengths.append(min(cap, confidence(growth, KL_RUNAWAY, 0.5)) if late > KL_FLOOR else 0.0)
     else:
-        missing.append("kl")
+        missing.append(_lack(s, "kl", MIN_STEPS))
     if s.has("clip_ratio/region_mean", 4):
         ev["clip_ratio"] = clip = window_mean(s.get("clip_ratio/region_mean"), 0.5, 1.0)
         strengths.append(confidence(clip, CLIP_HIGH, 0.05))
     else:
-        missing.append("clip_ratio/region_mean")
+        missing.append(_lack(s, "clip_ratio/region_mean", 4))
     if not strengths:
         return cannot_judge(name, missing, "no entropy, KL or clip-ratio column")
     action = (
@@ -387,7 +396,7 @@ def dynamical_instability(s: Signals) -> ModeVerdict:
         ev.update(o_ev)
         strengths.append(o_strength)
     else:
-        missing.append("reward")
+        missing.append(_lack(s, "reward", MIN_STEPS))
     if s.has("grad_norm", MIN_STEPS):
         gn = finite(s.get("grad_norm"))
         ev["grad_norm_growth"] = growth = float(
@@ -395,7 +404,7 @@ def dynamical_instability(s: Signals) -> ModeVerdict:
         )
         strengths.append(confidence(growth, GRAD_BLOWUP, 3.0))
     else:
-        missing.append("grad_norm")
+        missing.append(_lack(s, "grad_norm", MIN_STEPS))
     if not strengths:
         return cannot_judge(name, missing, "no reward, grad_norm or hyperparameters")
     if margin_ev and margin_ev["stability_margin"] >= 1.0:
