@@ -167,3 +167,20 @@ def test_rom_v0_recovers_an_initial_velocity():
     assert res.values["u"] == pytest.approx(u, rel=0.3)
     assert res.values["R_inf"] == pytest.approx(0.7, abs=0.02)
     assert res.sse <= fit_curve(t, y, "rom").sse
+
+
+def test_profiled_levels_one_row_fast_path_equals_the_batched_form():
+    from pgrpo.dynamics.curves import _profile_one, profile_levels
+
+    rng = np.random.default_rng(9)
+    y = rng.random(300)
+    phis = np.stack([np.exp(-np.arange(300) / tau) for tau in (5.0, 50.0, 500.0)])
+    batched = profile_levels(phis, y, (-3.0, 4.0))
+    for i, phi in enumerate(phis):
+        one = _profile_one(phi, y, (-3.0, 4.0))
+        for a, b in zip(batched, one, strict=True):
+            assert a[i] == pytest.approx(b[0], abs=1e-10)
+    # the levels are the least-squares solution when inside the bounds
+    A = np.stack([1 - phis[1], phis[1]], axis=1)
+    sol = np.linalg.lstsq(A, y, rcond=None)[0]
+    np.testing.assert_allclose([batched[0][1], batched[1][1]], sol, atol=1e-10)

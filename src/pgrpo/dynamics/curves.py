@@ -122,6 +122,8 @@ def profile_levels(phi: np.ndarray, y: np.ndarray, bounds: tuple[float, float]):
     Returns (R_inf [P], R_0 [P], sse [P]); levels are clipped to `bounds` (then slightly
     suboptimal, which only matters for ranking grid points).
     """
+    if phi.shape[0] == 1:
+        return _profile_one(phi[0], y, bounds)
     n = y.size
     sw, sww, swy = phi.sum(1), np.einsum("ij,ij->i", phi, phi), phi @ y
     suu, suw, suy = n - 2.0 * sw + sww, sw - sww, float(y.sum()) - swy
@@ -140,6 +142,24 @@ def profile_levels(phi: np.ndarray, y: np.ndarray, bounds: tuple[float, float]):
         + r_0**2 * sww
     )
     return r_inf, r_0, np.maximum(sse, 0.0)
+
+
+def _profile_one(phi: np.ndarray, y: np.ndarray, bounds: tuple[float, float]):
+    """`profile_levels` for one basis row with Python scalars (the fit's inner loop)."""
+    n = float(y.size)
+    sw, sww, swy, sy = float(phi.sum()), float(phi @ phi), float(phi @ y), float(y.sum())
+    suu, suw, suy = n - 2.0 * sw + sww, sw - sww, sy - swy
+    det = suu * sww - suw * suw
+    lo, hi = bounds
+    if math.isfinite(det) and abs(det) > 1e-12 * (suu * sww + 1e-300):
+        r_inf = (suy * sww - swy * suw) / det
+        r_0 = (swy * suu - suy * suw) / det
+    else:
+        r_inf = r_0 = sy / n
+    r_inf, r_0 = min(max(r_inf, lo), hi), min(max(r_0, lo), hi)
+    yy = float(y @ y)
+    sse = yy - 2 * (r_inf * suy + r_0 * swy) + r_inf**2 * suu + 2 * r_inf * r_0 * suw + r_0**2 * sww
+    return np.array([r_inf]), np.array([r_0]), np.array([max(sse, 0.0)])
 
 
 def _levels(y: np.ndarray, R_inf: float, R_0: float) -> dict[str, Parameter]:
