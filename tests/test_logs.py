@@ -74,6 +74,14 @@ def test_wandb_export_with_empty_cells():
     assert log.step[0] == 1  # train/global_step is preferred over _step
 
 
+def test_wandb_chart_panel_export():
+    log = read_log(FIX / "wandb_panel.csv")
+    ref = read_log(FIX / "verl_run" / "gsm8k_grpo.jsonl")
+    assert log.format == "wandb" and log.reward_key == "train/reward" and len(log) == 80
+    np.testing.assert_allclose(log.reward, ref.reward, atol=1e-6)
+    assert any("2 runs" in w and "grpo-qwen" in w for w in log.warnings)
+
+
 def test_generic_csv_needs_a_mapping_and_says_how():
     with pytest.raises(LogFormatError, match="--reward-column"):
         read_log(FIX / "generic.csv")

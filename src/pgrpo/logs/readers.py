@@ -232,8 +232,27 @@ def detect_wandb(path: Path) -> bool:
 
 
 def read_wandb(path: Path, **options: Any) -> RewardLog:
-    _, rows = _csv_rows(path)
-    return assemble(rows, fmt="wandb", source=str(path), **options)
+    """W&B history export (`_step`, `train/reward`, ...) or a chart-panel export (`Step`,
+    `<run> - train/reward`, `<run> - train/reward__MIN`, ...): the run prefix and the
+    __MIN/__MAX envelope columns are dropped; with several runs the first one is read."""
+    header, rows = _csv_rows(path)
+    warns: list[str] = []
+    runs = list(dict.fromkeys(h.rsplit(" - ", 1)[0] for h in header if " - " in h))
+    if runs:
+        keep = runs[0]
+        if len(runs) > 1:
+            warns.append(f"{len(runs)} runs in the export; read {keep!r} (export one run to "
+                         "read another)")  # fmt: skip
+        rename = {}
+        for h in header:
+            if h.endswith(("__MIN", "__MAX")):
+                continue
+            if " - " not in h:
+                rename[h] = h
+            elif h.rsplit(" - ", 1)[0] == keep:
+                rename[h] = h.rsplit(" - ", 1)[1]
+        rows = [{rename[k]: v for k, v in r.items() if k in rename} for r in rows]
+    return assemble(rows, fmt="wandb", source=str(path), warnings=warns, **options)
 
 
 def detect_csv(path: Path) -> bool:
