@@ -231,10 +231,11 @@ def lm_gradient(
     return grad_fn, theta0
 
 
-def probe_run_config(config: Any, cfg: ProbeConfig) -> dict[str, Any]:
+def probe_run_config(config: Any, cfg: ProbeConfig, *, checkpoint: Any = None) -> dict[str, Any]:
     """Probe kappa for a `pgrpo.train.config.RunConfig` (model, task, G, B, loss, optimizer) at
-    its initial policy, then what the ROM predicts with it (`pgrpo.dynamics.predict`): regime,
-    timescale tau = c / k, K*. The probe step is cfg.epsilon in units of the run's lr."""
+    its initial policy (or at a trainer `checkpoint` folder: "early in a run"), then what the
+    ROM predicts with it (`pgrpo.dynamics.predict`): regime, timescale tau = c / k, K*. The
+    probe step is cfg.epsilon in units of the run's lr."""
     from torch.nn.utils import vector_to_parameters
 
     from pgrpo.dynamics import predict
@@ -243,13 +244,19 @@ def probe_run_config(config: Any, cfg: ProbeConfig) -> dict[str, Any]:
 
     c = config
     task = get_task(c.task.name, **c.task.options)
+    key = f"{c.task.name}:{sorted(c.task.options.items())}"
     policy = load_policy(
         c.model,
         task=task,
-        task_key=f"{c.task.name}:{sorted(c.task.options.items())}",
+        task_key=key,
         seed=c.run.seed,
         need_reference=c.loss.uses_reference,
+        warm_up=checkpoint is None,
     )
+    if checkpoint is not None:
+        from pgrpo.evaluate.runner import load_checkpoint_weights
+
+        load_checkpoint_weights(policy, checkpoint)
     grad_fn, theta0 = lm_gradient(
         policy,
         task,

@@ -75,14 +75,21 @@ def _load(cfg: EvalConfig, task: Any, seed: int) -> tuple[Any, int | None]:
     policy = load_policy(
         run_cfg.model, task=task, task_key=key, seed=run_cfg.run.seed, warm_up=False
     )
-    state = torch.load(ckpt / "state.pt", weights_only=False)
+    state = load_checkpoint_weights(policy, ckpt)
+    return policy, int(state["step"])
+
+
+def load_checkpoint_weights(policy: Any, checkpoint: Path) -> dict[str, Any]:
+    """Copy a trainer checkpoint's trainable weights into `policy` (in place); returns the
+    checkpoint state (its `step` says which)."""
+    state = torch.load(Path(checkpoint) / "state.pt", weights_only=False)
     params = dict(policy.model.named_parameters())
     with torch.no_grad():
         for name, value in state["model"].items():
             if name not in params:
-                raise ValueError(f"checkpoint {ckpt} has {name!r}, which the model lacks")
+                raise ValueError(f"checkpoint {checkpoint} has {name!r}, which the model lacks")
             params[name].copy_(value)
-    return policy, int(state["step"])
+    return state
 
 
 def evaluate(cfg: EvalConfig, *, seed: int = 0, name: str | None = None) -> EvalRun:
