@@ -16,6 +16,9 @@ from pgrpo.cli.app import app
 def probe_cmd(
     overrides: list[str] | None = typer.Argument(None, help="Run-config overrides key=value."),
     config: Path | None = typer.Option(None, "--config", help="Run config YAML (as for train)."),
+    run_dir: Path | None = typer.Option(
+        None, "--run", help="Probe early in a run: its config.yaml and latest checkpoint."
+    ),
     pairs: int = typer.Option(8, min=2, help="Finite-difference pairs (stderr over pairs)."),
     direction_batches: int = typer.Option(4, min=1, help="Batches averaged for the direction."),
     step_lrs: float = typer.Option(
@@ -31,6 +34,14 @@ def probe_cmd(
     from pgrpo.diagnose.probe import ProbeConfig, probe_run_config
     from pgrpo.train.config import load_config
 
+    checkpoint = None
+    if run_dir is not None:
+        from pgrpo.train.checkpoint import latest_checkpoint
+
+        checkpoint = latest_checkpoint(run_dir)
+        if checkpoint is None:
+            raise typer.BadParameter(f"{run_dir} has no checkpoint (checkpoints/latest)")
+        config = config or run_dir / "config.yaml"
     run_cfg = load_config(config, list(overrides or []))
     cfg = ProbeConfig(
         epsilon=step_lrs,
@@ -39,7 +50,7 @@ def probe_cmd(
         preconditioner=preconditioner,
         seed=seed,
     )
-    out = probe_run_config(run_cfg, cfg)
+    out = probe_run_config(run_cfg, cfg, checkpoint=checkpoint)
     if as_json:
         typer.echo(json.dumps(out, allow_nan=False, default=str))
         return
