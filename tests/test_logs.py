@@ -16,7 +16,7 @@ FIX = Path(__file__).resolve().parent / "fixtures" / "logs"
 
 
 def test_registry_lists_every_format():
-    assert set(LOG_READERS.names()) == {"pgrpo", "trl", "verl", "wandb", "csv"}
+    assert set(LOG_READERS.names()) == {"pgrpo", "trl", "verl", "verl_console", "wandb", "csv"}
     with pytest.raises(KeyError, match="valid names"):
         read_log(FIX / "generic.csv", format="tensorboard")
 
@@ -64,6 +64,15 @@ def test_verl_file_logger():
     h = log.hyperparameters
     assert h["group_size"] == 5 and h["batch_prompts"] == 32 and h["refresh_interval"] == 2
     assert h["beta1"] == 0.9 and "entropy" in log.columns and "kl" in log.columns
+
+
+def test_verl_console_log():
+    log = read_log(FIX / "verl_run" / "console.log")
+    ref = read_log(FIX / "verl_run" / "gsm8k_grpo.jsonl")
+    assert log.format == "verl_console" and log.reward_key == "critic/score/mean"
+    np.testing.assert_allclose(log.reward, ref.reward)
+    np.testing.assert_allclose(log.learning_rate, ref.learning_rate, rtol=1e-5)
+    assert log.hyperparameters["group_size"] == 5  # from .hydra/config.yaml
 
 
 def test_wandb_export_with_empty_cells():
@@ -181,10 +190,33 @@ def test_fuzzed_csv_reads_or_fails_clearly(tmp_path, rows):
 )
 @given(data=st.binary(max_size=200))
 def test_fuzzed_bytes_never_crash(tmp_path, data):
-    for name in ("trainer_state.json", "run.jsonl", "hist.csv"):
+    for name in ("trainer_state.json", "run.jsonl", "hist.csv", "console.log"):
         p = tmp_path / name
         p.write_bytes(data)
         try:
             read_log(p)
         except LogFormatError:
             pass
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    parts=st.lists(
+        st.tuples(st.sampled_from(["step", "critic/score/mean", "actor/lr", "x"]),
+                  st.one_of(st.text(max_size=6), st.floats().map(repr))),
+        max_size=6,
+    ),
+    n=st.integers(0, 5),
+)  # fmt: skip
+def test_fuzzed_console_lines_read_or_fail_clearly(tmp_path, parts, n):
+    line = "(TaskRunner pid=1) step:3 - " + " - ".join(f"{k}:{v}" for k, v in parts)
+    p = tmp_path / "console.log"
+    p.write_text("\n".join([line] * n))
+    try:
+        log = read_log(p)
+    except LogFormatError as exc:
+        assert str(exc)
+        return
+    assert np.all(np.isfinite(log.reward))

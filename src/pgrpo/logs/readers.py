@@ -3,6 +3,7 @@
 - pgrpo:  RUN_DIR/metrics.jsonl (one JSON object per step) + RUN_DIR/config.yaml
 - trl:    trainer_state.json (`log_history`), or an output dir holding it (or checkpoint-N/)
 - verl:   the file logger's JSONL, one {"step": n, "data": {...}} per line
+- verl_console: verl's console output, `step:N - key:value - ...` lines
 - wandb:  a W&B history CSV export (`_step`, `train/reward`, ...)
 - csv:    any CSV/TSV with a header; name the columns with reward_key= / step_key= if needed
 """
@@ -203,6 +204,47 @@ def read_verl(path: Path, **options: Any) -> RewardLog:
     )
 
 
+# --- verl console -------------------------------------------------------------------------------
+
+_CONSOLE_STEP = re.compile(r"step:(\d+)")
+_NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|inf|-inf")
+
+
+def detect_verl_console(path: Path) -> bool:
+    if not path.is_file() or path.suffix not in (".log", ".txt", ".out", ""):
+        return False
+    try:
+        with path.open(encoding="utf-8", errors="replace") as fh:
+            head = fh.read(1 << 20)
+    except OSError:
+        return False
+    return bool(_CONSOLE_STEP.search(head)) and " - " in head and "/" in head
+
+
+def read_verl_console(path: Path, **options: Any) -> RewardLog:
+    """verl's console logger: `step:N - critic/score/mean:0.53 - actor/lr:1e-06 - ...` lines
+    (possibly behind a Ray prefix such as `(TaskRunner pid=1)`); other lines are ignored."""
+    records = []
+    for line in _read_text(path).splitlines():
+        m = _CONSOLE_STEP.search(line)
+        if m is None:
+            continue
+        rec: dict[str, Any] = {}
+        for part in line[m.start() :].split(" - "):
+            key, sep, value = part.strip().rpartition(":")
+            if "(" in value:  # numpy 2 reprs: np.float64(0.25)
+                value = value[value.rfind("(") + 1 :].split(")")[0]
+            num = _NUMBER.fullmatch(value.strip()) if sep else None
+            if key and num is not None:
+                rec[key] = num.group(0)
+        records.append(rec)
+    cands = [path.parent / ".hydra" / "config.yaml", path.parent / "config.yaml"]
+    warns: list[str] = []
+    hyper = _config_hyper(cands, warns)
+    return assemble(records, fmt="verl_console", source=str(path), warnings=warns,
+                    hyperparameters=hyper, **options)  # fmt: skip
+
+
 # --- CSV (W&B export and generic) -----------------------------------------------------------------
 
 
@@ -268,6 +310,7 @@ for _reader in (
     LogReader("pgrpo", detect_pgrpo, read_pgrpo, "pgrpo RUN_DIR/metrics.jsonl (+ config.yaml)"),
     LogReader("trl", detect_trl, read_trl, "TRL trainer_state.json log_history"),
     LogReader("verl", detect_verl, read_verl, "verl file-logger JSONL"),
+    LogReader("verl_console", detect_verl_console, read_verl_console, "verl console log"),
     LogReader("wandb", detect_wandb, read_wandb, "W&B history CSV export"),
     LogReader("csv", detect_csv, read_csv, "generic CSV/TSV (reward_key=, step_key=)"),
 ):
@@ -300,4 +343,4 @@ def read_log(path: str | Path, format: str | None = None, **options: Any) -> Rew
     )
 
 
-_ORDER = ("pgrpo", "trl", "verl", "wandb", "csv")
+_ORDER = ("pgrpo", "trl", "verl", "verl_console", "wandb", "csv")
