@@ -239,33 +239,38 @@ def fit_model(
         x0 = np.clip(np.array([start[n].value for n in nonlin]), lb, ub)
         scored.append((_cost(residuals(x0, start), loss, sigma), x0, start))
     scored.sort(key=lambda item: item[0])
-    best = (*scored[0], True, "starting point kept")
-    for _, x0, start in scored[: refine if nonlin else 0]:
-        try:
-            res = least_squares(
-                residuals,
-                x0,
-                bounds=(lb, ub),
-                loss=loss,
-                f_scale=sigma,
-                x_scale="jac",
-                args=(start,),
-                max_nfev=100 * (len(nonlin) + 1),
-                ftol=1e-6,
-                xtol=1e-6,
-            )
-        except ValueError as exc:  # e.g. a start on a bound the solver cannot move from
-            best = best if best is not None else (math.inf, x0, start, False, str(exc))
-            continue
-        cost = _cost(res.fun, loss, sigma)
-        if cost < best[0]:
-            best = (cost, res.x, start, bool(res.success), str(res.message))
-    assert best is not None
-    _, x, start, success, message = best
+    x, start, success, message = _refine(residuals, scored[: refine if nonlin else 0],
+                                         scored[0], (lb, ub), loss, sigma)  # fmt: skip
     vals, _ = unpack(x, start)
     return _build_result(
         spec.name, step, y, ctx, vals, start, varying, priors, sigma, success, message
     )
+
+
+def _refine(residuals, todo, first, bounds, loss: str, sigma: float):
+    """least_squares from each (cost, x0, start) in `todo`; the lowest cost seen wins, the best
+    starting point `first` included. Returns (x, start, success, message)."""
+    best = (*first, True, "starting point kept")
+    for _, x0, start in todo:
+        try:
+            res = least_squares(
+                residuals,
+                x0,
+                bounds=bounds,
+                loss=loss,
+                f_scale=sigma,
+                x_scale="jac",
+                args=(start,),
+                max_nfev=100 * (x0.size + 1),
+                ftol=1e-6,
+                xtol=1e-6,
+            )
+        except ValueError:  # e.g. a degenerate start the solver rejects: keep what we have
+            continue
+        cost = _cost(res.fun, loss, sigma)
+        if cost < best[0]:
+            best = (cost, res.x, start, bool(res.success), str(res.message))
+    return best[1:]
 
 
 def _cost(r: np.ndarray, loss: str, f_scale: float) -> float:
