@@ -8,7 +8,8 @@ answered once greedily and `--samples` times at temperature 1.0 (top-k/top-p off
 generation (left padding, KV cache) on the model's chat template. Completions are scored with
 `pgrpo.tasks.score_completions` (the trainer's reward path) and pass@k uses the unbiased estimator
 `pgrpo.core.stats.pass_at_k`. For ifeval, "correct" means all constraints followed (HSR), and the
-greedy SSR/HSR are reported. Prints a table and writes bench/results/task_baselines.json.
+greedy SSR/HSR are reported. Prints a line per task and updates bench/results/task_baselines.json
+(one entry per task); `--report` prints the markdown table of docs/tasks.md from that file.
 Data: ../shared/data (gsm8k/test.jsonl, math500/test.jsonl, ifeval/input_data.jsonl).
 """
 
@@ -139,6 +140,35 @@ def save(out: Path, row: dict, args, argv) -> None:
     out.write_text(json.dumps(results, indent=2))
 
 
+def report(path: Path) -> str:
+    """The docs table (markdown) from a results file, with Wilson 95% intervals for greedy."""
+    from pgrpo.core.stats import accuracy_ci
+
+    rows = json.loads(path.read_text())["tasks"]
+    lines = [
+        "| task | problems | greedy (95% CI) | pass@1 | pass@2 | pass@4 | pass@8 | s/problem "
+        "greedy + samples | other greedy metrics |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name in ("arithmetic", "gsm8k", "math", "ifeval"):
+        if name not in rows:
+            continue
+        r = rows[name]
+        n = r["n_problems"]
+        ci = accuracy_ci(round(r["greedy_accuracy"] * n), n)
+        pk = [r["pass_at_k"].get(str(k)) for k in (1, 2, 4, 8)]
+        extra = ", ".join(
+            f"{k} {v:.3f}" for k, v in r["greedy_metrics"].items() if k not in ("accuracy",)
+        )
+        lines.append(
+            f"| {name} | {n} | {r['greedy_accuracy']:.3f} [{ci.low:.2f}, {ci.high:.2f}] | "
+            + " | ".join("-" if v is None else f"{v:.3f}" for v in pk)
+            + f" | {r['greedy_seconds_per_problem']:.1f} + {r['sample_seconds_per_problem']:.1f}"
+            f" | {extra} |"
+        )
+    return "\n".join(lines)
+
+
 def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -151,15 +181,20 @@ def main(argv=None):
     # 1 thread: on a shared 2-core machine, 2 OpenMP threads were 14x slower (spin-waiting)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "task_baselines.json"))
+    parser.add_argument("--report", action="store_true", help="print the docs table and exit")
     args = parser.parse_args(argv)
+    if args.report:
+        print(report(Path(args.out)))
+        return
     torch.set_num_threads(args.threads)
     if not DATA.is_dir():
         sys.exit(f"data folder not found: {DATA} (the shared/ folder must sit beside the repo)")
     model, tok = load_model()
     for name in args.tasks.split(","):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         row = run_task(name.strip(), model, tok, args)
         row["total_seconds"] = time.perf_counter() - t0
+        row["cpu_seconds"] = time.process_time() - c0  # this process only (not the reward worker)
         save(Path(args.out), row, args, argv)
         pk = "  ".join(f"pass@{k} {v:.3f}" for k, v in row["pass_at_k"].items())
         print(

@@ -32,6 +32,7 @@ from typing import Any
 from pgrpo.tasks.base import TASKS
 from pgrpo.tasks.data import load_examples
 from pgrpo.tasks.ifeval_checkers import (
+    ConstraintCheck,
     check_response,
     seeded_global_random,
     use_offline_tokenizers,
@@ -205,7 +206,7 @@ class IFEvalTask:
         """C: the number of constraints of the example (the dual-anchor's `num_constraints`)."""
         return len(example["instruction_id_list"])
 
-    def check(self, completion: str, example: dict[str, Any]) -> list:
+    def check(self, completion: str, example: dict[str, Any]) -> list[ConstraintCheck]:
         """One `ConstraintCheck` per constraint (strict, or loose with `loose=True`)."""
         return check_response(
             completion,
