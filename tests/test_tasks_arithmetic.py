@@ -41,6 +41,8 @@ def test_levels_in_equal_shares_and_answers_match_python():
     level1 = [e for e in examples if e["level"] == 1]
     assert all(len(e["expression"]) == 5 and "+" in e["expression"] for e in level1)
     assert any(e["answer"] >= 1000 for e in examples if e["level"] == 6)
+    task = ArithmeticTask()
+    assert all(task.reward(task.reference(e), e) == 1.0 for e in examples)
 
 
 def test_test_split_prefers_distinct_problems():

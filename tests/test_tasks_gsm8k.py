@@ -140,6 +140,8 @@ def test_every_reference_solution_scores_one_on_the_real_test_set():
     assert len(examples) == 1319
     res = score_completions(task, [e["answer"] for e in examples], examples)
     assert res.rewards == [1.0] * 1319 and res.errors == res.timeouts == 0
+    short = [task.reference(e) for e in examples]
+    assert score_completions(task, short, examples).rewards == [1.0] * 1319
     # a solution that stops before its final line scores 0 on most problems
     truncated = [e["answer"].rsplit("####", 1)[0] + " The answer is 0.5" for e in examples]
     assert sum(score_completions(task, truncated, examples).rewards) == 0.0

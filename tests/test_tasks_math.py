@@ -73,3 +73,5 @@ def test_real_math500_gold_answers_verify_against_themselves():
         task, [f"The answer is $\\boxed{{{e['answer']}}}$." for e in subset], subset, timeout_s=10
     )
     assert res.rewards == [1.0] * len(subset)
+    refs = [task.reference(e) for e in subset]
+    assert score_completions(task, refs, subset, timeout_s=10).rewards == [1.0] * len(subset)

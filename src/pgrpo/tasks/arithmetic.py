@@ -148,6 +148,10 @@ class ArithmeticTask:
     def prompt(self, example: dict[str, Any]) -> str:
         return PROMPT.format(expression=example["expression"])
 
+    def reference(self, example: dict[str, Any]) -> str:
+        """A completion that earns the full reward (the tiny model's supervised warm-up)."""
+        return str(example["answer"])
+
     def correct(self, completion: str, example: dict[str, Any]) -> bool:
         return numbers_equal(extract_final_number(completion), example["answer"])
 

@@ -65,6 +65,10 @@ class GSM8KTask:
     def prompt(self, example: dict[str, Any]) -> str:
         return self.prompt_template.format(question=example["question"])
 
+    def reference(self, example: dict[str, Any]) -> str:
+        """A short completion that earns reward 1 (the tiny model's supervised warm-up)."""
+        return f"The answer is {gold_answer(example)}."
+
     def reward(self, completion: str, example: dict[str, Any]) -> float:
         return float(numbers_equal(extract_final_number(completion), gold_answer(example)))
 
