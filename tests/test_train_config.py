@@ -74,3 +74,12 @@ def test_valid_keys_cover_every_section():
     for section in ("model", "task", "generation", "grpo", "loss", "optim", "run"):
         assert any(k.startswith(section + ".") for k in keys)
     assert RunConfig().grpo.group_size == 8  # TRL's num_generations default
+
+
+def test_a_bare_section_names_it():
+    # `pgrpo train task=gsm8k model=tiny`, as the docs write it.
+    cfg = load_config(None, ["task=gsm8k", "model=tiny", "task.split=/data/gsm8k/train.jsonl"])
+    assert cfg.task.name == "gsm8k" and cfg.model.name == "tiny"
+    assert cfg.task.split == "/data/gsm8k/train.jsonl"
+    with pytest.raises(TypeError, match="must be a mapping"):
+        load_config(None, ["optim=3"])  # a section without a `name` field stays a section

@@ -310,11 +310,13 @@ def valid_keys() -> list[str]:
 
 
 def _resolve_key(key: str) -> list[str]:
-    """'lr' -> ['optim', 'lr']; 'optim.lr' -> same; dict fields keep their sub-keys."""
+    """'lr' -> ['optim', 'lr']; 'optim.lr' -> same; dict fields keep their sub-keys;
+    a bare section with a `name` field names it: 'task' -> ['task', 'name'], 'model' likewise."""
     parts = key.split(".")
     sections = _sections()
     if parts[0] in sections:
-        return parts
+        named = any(f.name == "name" for f in dataclasses.fields(sections[parts[0]]))
+        return [parts[0], "name"] if len(parts) == 1 and named else parts
     owners = [
         s for s, cls in sections.items() if parts[0] in {f.name for f in dataclasses.fields(cls)}
     ]
