@@ -133,6 +133,7 @@ def test_generated_split_through_the_task():
     examples = task.load("generated")
     assert len(examples) == 7 and all(task.num_constraints(e) <= 3 for e in examples)
     assert task.prompt(examples[0]) == examples[0]["prompt"]
+    assert task.load("train") == examples  # training prompts: the generated ones
 
 
 def test_kwargs_must_pair_with_ids(tmp_path):

@@ -80,7 +80,7 @@ def _from_hub(
             f"{f' (config {config!r})' if config else ''}: {type(exc).__name__}: {exc}. "
             f"No local path {name!r} exists either. Offline? Pass a local path: "
             f"get_task({task!r}, data='path/to/folder_with_{split}.jsonl' or 'file.jsonl'), "
-            f"or task.data=... on the command line"
+            f"or task.options.data=... on the pgrpo command line"
         ) from exc
     rows = [dict(row) for row in ds]
     for i, row in enumerate(rows):

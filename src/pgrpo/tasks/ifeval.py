@@ -2,7 +2,8 @@
 
     task = get_task("ifeval", data="../shared/data/ifeval")  # folder with input_data.jsonl
     task.load("test")        # the 541 IFEval prompts (evaluation)
-    task.load("generated")   # seeded multi-constraint training prompts (1-6 constraints each)
+    task.load("generated")   # seeded multi-constraint training prompts (1-6 constraints each);
+                             # "train" is the same (the IFEval prompts are for evaluation only)
     task.reward(response, example)      # fraction of the example's constraints followed
     task.num_constraints(example)       # C, for the dual_anchor advantage (`num_constraints=`)
 
@@ -175,7 +176,7 @@ class IFEvalTask:
         )
 
     def load(self, split_or_path: str) -> list[dict[str, Any]]:
-        if split_or_path == GENERATED_SPLIT:
+        if split_or_path in (GENERATED_SPLIT, "train"):  # IFEval's own prompts are for evaluation
             return generate_prompts(
                 self.n_generated,
                 seed=self.seed,
