@@ -14,7 +14,7 @@ from pgrpo.cli.train import _fmt, run_with_progress
 
 @app.command("demo")
 def demo_command(
-    steps: int = typer.Option(15, "--steps", help="GRPO steps (8 prompts x 4 completions each)."),
+    steps: int = typer.Option(12, "--steps", help="GRPO steps (8 prompts x 4 completions each)."),
     output_dir: str = typer.Option("runs", "--output-dir", help="Parent folder of runs/demo."),
     overrides: list[str] = typer.Argument(None, help="Extra key=value config overrides."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON only."),
