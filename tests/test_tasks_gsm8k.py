@@ -160,3 +160,24 @@ def test_final_number_survives_formatting(value, number_fmt, sentence, preamble)
         formatted = "-$" + formatted[2:]
     text = preamble + sentence.format(formatted)
     assert numbers_equal(extract_final_number(text), value), text
+
+
+def test_data_option_as_a_single_file_serves_every_split(tmp_path):
+    path = _write(tmp_path / "mine.jsonl", ROWS)
+    task = get_task("gsm8k", data=str(path))
+    assert task.load("train") == task.load("test") == ROWS
+    with pytest.raises(FileNotFoundError, match="missing.jsonl"):
+        get_task("gsm8k", data=str(tmp_path / "missing.jsonl")).load("test")
+
+
+def test_math_and_ifeval_hub_fallbacks_name_their_datasets(monkeypatch):
+    import datasets
+
+    def offline(name, config=None, split=None, **kw):
+        raise ConnectionError("no internet")
+
+    monkeypatch.setattr(datasets, "load_dataset", offline)
+    with pytest.raises(RuntimeError, match="HuggingFaceH4/MATH-500.*Pass a local path"):
+        get_task("math").load("test")
+    with pytest.raises(RuntimeError, match="google/IFEval.*Pass a local path"):
+        get_task("ifeval").load("test")

@@ -111,6 +111,24 @@ def test_fast_task_runs_in_process_with_signal_timer_and_is_fast():
     assert elapsed < 1.0, f"2000 fast rewards took {elapsed:.2f} s"
 
 
+def test_signal_path_restores_an_outer_timer():
+    import signal
+
+    fired = []
+    previous = signal.signal(signal.SIGALRM, lambda *a: fired.append(True))
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 1.5)
+        res = score_completions(_task(fast=True), ["hang", "yes"], EXAMPLES * 2, timeout_s=0.3)
+        assert res.isolation == "signal" and res.timeouts == 1
+        remaining = signal.getitimer(signal.ITIMER_REAL)[0]
+        assert 0.5 < remaining < 1.3  # the outer timer is armed again with what it had left
+        time.sleep(remaining + 0.3)
+        assert fired == [True]
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
 def test_fast_task_off_main_thread_uses_the_worker_and_still_times_out():
     out = {}
 

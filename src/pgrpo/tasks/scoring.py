@@ -124,7 +124,12 @@ def _score_signal(
     tally: _Tally,
     timeout_s: float,
 ) -> None:
-    """Main thread only: an ITIMER_REAL timer interrupts each call after `timeout_s`."""
+    """Main thread only: an ITIMER_REAL timer interrupts each call after `timeout_s`.
+
+    A timer someone else had armed (e.g. pytest-timeout's) is re-armed afterwards with the time it
+    had left, so an outer timeout still fires."""
+    outer_delay, outer_interval = signal.getitimer(signal.ITIMER_REAL)
+    started = time.monotonic()
     previous = signal.signal(signal.SIGALRM, _alarm_handler)
     try:
         for i, completion, example in items:
@@ -143,6 +148,9 @@ def _score_signal(
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+        if outer_delay > 0:  # overdue: fire almost at once
+            left = max(outer_delay - (time.monotonic() - started), 1e-3)
+            signal.setitimer(signal.ITIMER_REAL, left, outer_interval)
 
 
 def _score_inline(
