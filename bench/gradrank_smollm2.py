@@ -32,6 +32,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default="smollm2")
     ap.add_argument("--task", default="arithmetic")
+    ap.add_argument("--levels", default="", help="arithmetic levels, e.g. 1 (default: task's)")
     ap.add_argument("--prompts", type=int, default=4)
     ap.add_argument("--group-size", type=int, default=8)
     ap.add_argument("--max-new-tokens", type=int, default=24)
@@ -41,11 +42,13 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(2)
     runs = []
+    options = {"levels": [int(x) for x in args.levels.split(",")]} if args.levels else {}
     for seed in [int(s) for s in args.seeds.split(",")]:
         t0 = time.time()
         res = measure_gradrank(
             ModelConfig(name=args.model),
             args.task,
+            task_options=options,
             n_prompts=args.prompts,
             group_size=args.group_size,
             max_new_tokens=args.max_new_tokens,
