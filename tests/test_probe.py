@@ -106,3 +106,53 @@ def test_cli_probe_tiny_model():
         assert out["prediction"]["regime"] in ("overdamped", "critical", "underdamped", "unstable")
     else:
         assert "no restoring force" in out["note"]
+
+
+def test_cli_probe_early_in_a_run(tmp_path):
+    """--run RUN_DIR probes at the run's latest checkpoint with the run's own config."""
+    from typer.testing import CliRunner
+
+    from pgrpo.cli import _load_commands, app
+    from pgrpo.train.config import load_config
+    from pgrpo.train.trainer import train
+
+    cfg = load_config(
+        None,
+        [
+            "model.name=tiny",
+            "model.tiny_hidden=32",
+            "model.tiny_warmup_steps=60",
+            "task.options={levels: [1], n: 200}",
+            "steps=2",
+            "group_size=4",
+            "batch_prompts=2",
+            "max_new_tokens=4",
+            "lr=3e-3",
+            "forecast_every=0",
+            "checkpoint_every=1",
+            f"run.output_dir={tmp_path}",
+            "run.name=r",
+        ],
+    )
+    train(cfg)
+    _load_commands()
+    missing = CliRunner().invoke(app, ["probe", "--run", str(tmp_path / "none")])
+    assert missing.exit_code != 0
+    res = CliRunner().invoke(
+        app,
+        [
+            "probe",
+            "--run",
+            str(tmp_path / "r"),
+            "--pairs",
+            "2",
+            "--direction-batches",
+            "1",
+            "--json",
+        ],
+    )
+    if res.exit_code != 0:  # every sampled group degenerate at this tiny budget: said, not hidden
+        assert "expected gradient is zero" in str(res.exception)
+        return
+    out = json.loads(res.stdout)
+    assert out["lr"] == 3e-3 and len(out["samples"]) == 2
