@@ -29,8 +29,11 @@ def test_forecast_recovers_plateau_and_time_to_90_percent():
 def test_forecaster_fits_every_n_steps_only():
     cfg = load_config(None, ["steps=40", "forecast_every=5"])
     f = OnlineForecaster(cfg, [])
-    fitted = [s for s, r in enumerate(_curve(12), 1)
-              if f.update({"step": s, "reward": r, "learning_rate": 1e-6})]
+    fitted = [
+        s
+        for s, r in enumerate(_curve(12), 1)
+        if f.update({"step": s, "reward": r, "learning_rate": 1e-6})
+    ]
     assert fitted == [10]  # step 5 has too few points (< 6)
     off = OnlineForecaster(load_config(None, ["forecast_every=0"]), [])
     steps = range(1, 20)
