@@ -36,7 +36,7 @@ from pgrpo.train.config import RunConfig, load_config, save_config
 from pgrpo.train.data import PromptStream
 from pgrpo.train.generation import Rollout, sample
 from pgrpo.train.log import CONFIG_FILE, MetricsLog, Reporters, read_metrics
-from pgrpo.train.logprobs import completion_scores
+from pgrpo.train.logprobs import TokenScores, completion_scores
 from pgrpo.train.online import OnlineForecaster
 from pgrpo.train.policies import Policy, load_policy
 
@@ -216,15 +216,14 @@ def minibatch_gradient(
     base_old = torch.zeros(mask.shape) if old is None else old[idx]
     for part in parts:
         rows = idx[part]
-        scores = completion_scores(
-            run.policy.model,
-            rollout.input_ids[rows],
-            rollout.attention_mask[rows],
-            rollout.prompt_len,
-            None if temps is None else temps[rows],
-            chunk=cfg.generation.logprob_chunk,
-            with_entropy=with_entropy,
-            entropy_grad=entropy_grad,
+        scores = _score_rows(
+            run,
+            rollout,
+            rows,
+            temps,
+            base_old[part],
+            with_entropy,
+            entropy_grad,
             group_size=g if len(part) % g == 0 else None,
         )
         part_old = scores.log_probs.detach() if old is None else base_old[part]
@@ -247,6 +246,44 @@ def minibatch_gradient(
         return policy_loss(
             log_probs, final_old, adv, mask, cfg.loss, ref_log_probs=ref_mb, entropy=entropy
         )
+
+
+def _score_rows(
+    run: _Run,
+    rollout: Rollout,
+    rows: torch.Tensor,
+    temps: torch.Tensor | None,
+    fill: torch.Tensor,
+    with_entropy: bool,
+    entropy_grad: bool,
+    group_size: int | None,
+) -> TokenScores:
+    """Scores of `rows` with the columns that are padding in all of them cut off (the prompt's
+    left padding, the completions' tail after the last EOS): less compute, same values on the
+    completion mask. Cut completion positions get `fill` (log-probs; ratio 1 against it) and
+    entropy 0; they are outside the mask, so the loss and its gradient are unchanged."""
+    att = rollout.attention_mask[rows]
+    p, t_full = rollout.prompt_len, rollout.completion_mask.shape[1]
+    lo = int(att[:, :p].sum(0).nonzero()[0]) if p else 0
+    t = max(1, int(rollout.completion_mask[rows].sum(1).max()))
+    scores = completion_scores(
+        run.policy.model,
+        rollout.input_ids[rows, lo : p + t],
+        att[:, lo : p + t],
+        p - lo,
+        None if temps is None else temps[rows],
+        chunk=run.config.generation.logprob_chunk,
+        with_entropy=with_entropy,
+        entropy_grad=entropy_grad,
+        group_size=group_size,
+    )
+    if t == t_full:
+        return scores
+    log_probs = torch.cat([scores.log_probs, fill[:, t:]], dim=1)
+    entropy = scores.entropy
+    if entropy is not None:
+        entropy = torch.cat([entropy, entropy.new_zeros(len(rows), t_full - t)], dim=1)
+    return TokenScores(log_probs=log_probs, entropy=entropy)
 
 
 @torch.no_grad()
