@@ -101,6 +101,7 @@ def test_cli_probe_tiny_model():
     assert len(out["samples"]) == 2 and out["stderr"] >= 0
     assert out["lr"] == 3e-3 and out["refresh_interval"] == 1
     assert out["metrics"]["gPg"] > 0
+    assert out["noise_dominated"] == (out["stderr"] > 0.5 * abs(out["kappa"]))
     assert (out["prediction"] is None) == (out["kappa"] <= 0)
     if out["prediction"] is not None:
         assert out["prediction"]["regime"] in ("overdamped", "critical", "underdamped", "unstable")

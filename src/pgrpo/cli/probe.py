@@ -56,6 +56,11 @@ def probe_cmd(
         return
     console = Console()
     console.print(f"kappa = {out['kappa']:.4g} +- {out['stderr']:.2g} (stderr over {pairs} pairs)")
+    if out["noise_dominated"]:
+        console.print(
+            "[yellow]warning: the standard error exceeds half of kappa (noise-dominated); raise "
+            "--pairs, grpo.batch_prompts or grpo.group_size before trusting the forecast[/yellow]"
+        )
     pred = out.get("prediction")
     if pred:
         console.print(

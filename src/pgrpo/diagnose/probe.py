@@ -280,6 +280,7 @@ def probe_run_config(config: Any, cfg: ProbeConfig, *, checkpoint: Any = None) -
         "beta1": c.optim.beta1,
         "refresh_interval": c.grpo.refresh_interval,
     }
+    out["noise_dominated"] = bool(result.stderr > 0.5 * abs(kappa))
     if kappa > 0:
         pred = predict(
             c.optim.lr,
