@@ -256,6 +256,18 @@ def describe(script: Path) -> str:
     return doc.split("\n\n")[0].strip()
 
 
+# Commands of result files whose scripts do not record their own command (see docs/diagnostics.md).
+KNOWN_COMMANDS = {
+    "diagnose_calibration": "python bench/diagnose_calibration.py",
+    "gradrank_smollm2_level1": "nice -n 5 python bench/gradrank_smollm2.py --levels 1 --seeds 0 "
+    "--out bench/results/gradrank_smollm2_level1.json",
+    "gradrank_tiny": "pgrpo gradrank --model tiny --prompts 4 --group-size 8 --max-new-tokens 16 "
+    "--projection-dim 0 --json",
+    "probe_bandit": "python bench/probe_bandit.py",
+    "probe_tiny": "nice -n 10 python bench/probe_tiny.py",
+}
+
+
 def render_one(path: Path, data: Any, bench_dir: Path, outcome: RunOutcome | None) -> list[str]:
     """The section of one result file `path` (parsed: `data`)."""
     name = path.stem
@@ -264,10 +276,12 @@ def render_one(path: Path, data: Any, bench_dir: Path, outcome: RunOutcome | Non
     desc = describe(bench_dir / f"{name}.py")
     if desc:
         lines += [desc, ""]
-    lines.append(f"- command: `{meta.get('command', 'not recorded')}`")
+    command = meta.get("command", KNOWN_COMMANDS.get(name, "not recorded"))
+    lines.append(f"- command: `{command}`")
     written = dt.datetime.fromtimestamp(path.stat().st_mtime, dt.UTC).strftime("%Y-%m-%d %H:%M")
     lines.append(f"- date: {meta.get('date', f'not recorded (result file written {written} UTC)')}")
-    lines.append(f"- machine: {fmt(meta.get('machine', 'not recorded'))}")
+    machine = meta.get("machine", "2-core CPU, 24 GiB, no GPU" if name in KNOWN_COMMANDS else None)
+    lines.append(f"- machine: {fmt(machine or 'not recorded')}")
     other = {k: v for k, v in meta.items() if k not in META_KEYS and _is_scalar(v)}
     if other:
         lines.append("- settings: " + ", ".join(f"{k}={fmt(v)}" for k, v in other.items()))
