@@ -1,0 +1,133 @@
+"""Setting up a run: seeding, the task, the policy, the optimizer and its lr schedule, and the
+checks that a resumed run is the same run. The loop itself is in `pgrpo.train.trainer`."""
+
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+import importlib
+import math
+import pkgutil
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from pgrpo.train.config import RunConfig, load_config
+from pgrpo.train.data import PromptStream
+from pgrpo.train.log import CONFIG_FILE
+from pgrpo.train.policies import Policy, load_policy
+
+
+@dataclass
+class _Run:
+    """Everything a step needs (mutable: the policy and optimizer change every step)."""
+
+    config: RunConfig
+    policy: Policy
+    task: Any
+    stream: PromptStream
+    optimizer: torch.optim.Optimizer
+    scheduler: Any
+    temperatures: tuple[float, ...]
+    optimizer_steps: int = 0
+
+
+def _seed(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def _import_tasks() -> None:
+    """Import every module of pgrpo.tasks so that the built-in tasks are registered."""
+    import pgrpo.tasks as tasks
+
+    for info in pkgutil.iter_modules(tasks.__path__):
+        if not info.name.startswith("_"):
+            importlib.import_module(f"pgrpo.tasks.{info.name}")
+
+
+def make_scheduler(optimizer: torch.optim.Optimizer, cfg: RunConfig) -> Any:
+    """Linear warm-up, then constant, linear or cosine decay to 0 at the last optimizer step."""
+    total = cfg.run.steps * cfg.grpo.refresh_interval
+    warm, kind = cfg.optim.warmup_steps, cfg.optim.schedule
+
+    def factor(n: int) -> float:
+        if n < warm:
+            return (n + 1) / warm
+        if kind == "constant":
+            return 1.0
+        frac = min(1.0, (n - warm) / max(1, total - warm))
+        return 1.0 - frac if kind == "linear" else 0.5 * (1.0 + math.cos(math.pi * frac))
+
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+
+def _resolve(config: RunConfig) -> RunConfig:
+    """Fill values that depend on other sections (Dr. GRPO's constant = the generation limit)."""
+    if config.loss.aggregator == "seq_sum_constant_norm" and config.loss.max_length is None:
+        loss = dataclasses.replace(config.loss, max_length=config.generation.max_new_tokens)
+        config = dataclasses.replace(config, loss=loss)
+    return config
+
+
+def _check_resume(config: RunConfig, run_dir: Path) -> None:
+    saved = load_config(run_dir / CONFIG_FILE).to_dict()
+    now = config.to_dict()
+    saved["run"].pop("steps"), now["run"].pop("steps")
+    diff = [
+        f"{s}.{k}: {saved[s][k]!r} -> {now[s][k]!r}"
+        for s in now
+        for k in now[s]
+        if saved[s].get(k) != now[s][k]
+    ]
+    if diff:
+        raise ValueError(
+            f"cannot resume {run_dir}: the config differs from the run's config.yaml "
+            f"({'; '.join(diff)}); resume with the same settings (only run.steps may change)"
+        )
+
+
+def _return_freed_memory() -> None:
+    """Serve allocations >= 1 MB with mmap, so that freed tensors go back to the OS instead of
+    fragmenting the heap (glibc's adaptive threshold otherwise climbs to 32 MB). Measured here on
+    SmolLM2: peak RSS of a training step 3.83 -> 3.58 GB. No-op without glibc."""
+    try:
+        ctypes.CDLL("libc.so.6").mallopt(-3, 1 << 20)  # M_MMAP_THRESHOLD
+    except (OSError, AttributeError):
+        pass
+
+
+def build_run(config: RunConfig, *, resume: bool) -> _Run:
+    """Task, policy (the tiny model skips its warm-up when resuming), optimizer, schedule."""
+    cfg = config
+    _return_freed_memory()
+    if cfg.run.torch_threads:
+        torch.set_num_threads(cfg.run.torch_threads)
+    _seed(cfg.run.seed)
+    _import_tasks()
+    from pgrpo.tasks import get_task
+
+    task = get_task(cfg.task.name, **cfg.task.options)
+    stream = PromptStream(task.load(cfg.task.split), cfg.run.seed)
+    policy = load_policy(
+        cfg.model,
+        task=task,
+        task_key=f"{cfg.task.name}:{sorted(cfg.task.options.items())}",
+        seed=cfg.run.seed,
+        need_reference=cfg.loss.uses_reference,
+        warm_up=not resume,
+    )
+    _seed(cfg.run.seed)  # the training stream does not depend on how the model was obtained
+    optimizer = torch.optim.AdamW(
+        policy.trainable_parameters(),
+        lr=cfg.optim.lr,
+        betas=(cfg.optim.beta1, cfg.optim.beta2),
+        weight_decay=cfg.optim.weight_decay,
+    )
+    temps = cfg.generation.temperatures or (cfg.generation.temperature,) * cfg.grpo.group_size
+    return _Run(cfg, policy, task, stream, optimizer, make_scheduler(optimizer, cfg), temps)
