@@ -270,6 +270,8 @@ def recursion_run(
     a = lr kappa, s(n) = K floor(n / K), R = clip(r_inf + x, 0, 1) + measurement `noise`.
     The cleanest run with K above (or below) the threshold K*; the config carries kappa, lr,
     beta1 and K so that the margin K / K* can be checked."""
+    # Not `dynamics.simulate_recursion`: this run clips the state to [0, 1] at every step (a reward
+    # cannot leave it), which the linear recursion deliberately does not.
     rng = np.random.default_rng(seed)
     a, k = lr * kappa, refresh_interval
     x = np.zeros(steps + 1)
