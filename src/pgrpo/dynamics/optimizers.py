@@ -1,0 +1,273 @@
+"""Optimizer reductions: what each optimizer turns the mean-field GRPO dynamics into.
+
+One registry, `OPTIMIZER_REDUCTIONS`, one signature: `reduction(settings: OptimizerSettings) ->
+OptimizerReduction`. Every entry gives the exact linearised recursion near the fixed point (the
+heavy-ball recursion of `pgrpo.dynamics.recursion` at an effective per-step stiffness `a`), its
+continuum mass / damping / stiffness, and a statement about the refresh-interval threshold K*:
+a number, or "no threshold predicted" with the reason. Derivation: docs/dynamics.md, section
+"Adam and AdamW" (our own; arXiv 2606.30789 derives only the heavy-ball case).
+
+- `sgd_momentum`: SGD with EMA momentum, v <- b1 v + (1 - b1) g, theta <- theta + lr v. The
+  recursion is exact in the linear regime with a = lr kappa; K* is the exact first-unstable K of
+  the one-window monodromy (`refresh_threshold`).
+- `adam`: Adam / AdamW, theta <- theta + lr m_hat / (sqrt(v_hat) + eps). With v frozen at its
+  mean, the recursion is the heavy-ball one at a = lr kappa / u, u = sqrt(E g^2) + eps. Near the
+  fixed point E g^2 = sigma^2 + kappa^2 Var(x_s) (sigma: the gradient's noise RMS): a deviation
+  raises v and lowers the step, so the mean cannot grow geometrically. The noise-only
+  linearisation (u = sigma) loses stability at K_lin (the heavy-ball K* at a0 = lr kappa / sigma);
+  past it the self-consistent (Gaussian-closure) v holds the deviation at a finite RMS that grows
+  ~ lr K / 2 (parameter units). So: no divergence threshold, a soft onset of a bounded
+  oscillation near K_lin.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from scipy.linalg import solve_discrete_lyapunov
+
+from pgrpo._registry import Registry
+from pgrpo.dynamics.model import rom_coefficients
+from pgrpo.dynamics.recursion import refresh_threshold
+
+
+@dataclass(frozen=True)
+class OptimizerSettings:
+    """The hyperparameters and measured scales one reduction needs."""
+
+    lr: float
+    """Learning rate (peak)."""
+    kappa: float
+    """Curvature of the expected gradient along the update direction, per unit of the state x.
+    For `adam` with grad_rms=None: the preconditioned curvature kappa / sigma (a = lr kappa)."""
+    beta1: float = 0.9
+    """Momentum / Adam first-moment decay, in [0, 1)."""
+    refresh_interval: int = 1
+    """K: optimizer steps per rollout batch."""
+    beta2: float = 0.999
+    """Adam second-moment decay, in (0, 1) (unused by sgd_momentum)."""
+    eps: float = 1e-8
+    """Adam's eps, in the gradient's units (unused by sgd_momentum)."""
+    grad_rms: float | None = None
+    """sigma: RMS of the stochastic gradient at the fixed point (its noise; the mean is 0 there),
+    in the units of kappa x. None: kappa is already divided by it (sigma = 1, eps ignored)."""
+
+    def __post_init__(self) -> None:
+        for name in ("lr", "kappa"):
+            v = getattr(self, name)
+            if not (isinstance(v, int | float) and math.isfinite(v) and v > 0):
+                raise ValueError(f"{name} must be a finite number > 0, got {v!r}")
+        if not 0.0 <= self.beta1 < 1.0:
+            raise ValueError(f"beta1 must be in [0, 1), got {self.beta1!r}")
+        if not 0.0 < self.beta2 < 1.0:
+            raise ValueError(f"beta2 must be in (0, 1), got {self.beta2!r}")
+        if int(self.refresh_interval) != self.refresh_interval or self.refresh_interval < 1:
+            raise ValueError(
+                f"refresh_interval must be an integer >= 1, got {self.refresh_interval!r}"
+            )
+        if self.eps < 0:
+            raise ValueError(f"eps must be >= 0, got {self.eps!r}")
+        if self.grad_rms is not None and not (math.isfinite(self.grad_rms) and self.grad_rms > 0):
+            raise ValueError(f"grad_rms must be > 0 or None, got {self.grad_rms!r}")
+
+
+@dataclass(frozen=True)
+class OptimizerReduction:
+    """The linearised dynamics one optimizer gives, and what it says about K.
+
+    a, beta1: the exact linear recursion x_{n+1} - x_n = beta1 (x_n - x_{n-1}) - (1 - beta1) a
+    x_{s(n)} (`simulate_recursion(a, beta1, ...)`); mass, damping, stiffness: its continuum
+    coefficients at the settings' K; K_star: the first refresh interval at which the mean
+    diverges, None when no divergence is predicted (`K_statement` says why); metrics: stable
+    names (`linear_threshold`, `effective_a`, ...).
+    """
+
+    optimizer: str
+    a: float
+    beta1: float
+    mass: float
+    damping: float
+    stiffness: float
+    K_star: int | None
+    K_statement: str
+    metrics: dict[str, Any] = field(default_factory=dict)
+
+    def diverges(self, refresh_interval: int) -> bool:
+        """Whether the mean is predicted to diverge at this K."""
+        return self.K_star is not None and refresh_interval >= self.K_star
+
+
+Reduction = Callable[[OptimizerSettings], OptimizerReduction]
+OPTIMIZER_REDUCTIONS: Registry[Reduction] = Registry("optimizer reduction")
+
+
+def reduce_optimizer(name: str, settings: OptimizerSettings) -> OptimizerReduction:
+    """The reduction registered under `name` (unknown names list the valid ones)."""
+    return OPTIMIZER_REDUCTIONS.get(name)(settings)
+
+
+def _continuum(a: float, beta1: float, refresh_interval: int) -> tuple[float, float, float]:
+    """(m, c, k) of the heavy-ball continuum at per-step stiffness a (lr = 1, kappa = a)."""
+    coef = rom_coefficients(1.0, beta1, a, refresh_interval=refresh_interval)
+    return coef.m, coef.c, coef.k
+
+
+@OPTIMIZER_REDUCTIONS.register("sgd_momentum")
+def sgd_momentum(s: OptimizerSettings) -> OptimizerReduction:
+    """EMA momentum: a = lr kappa; K* exact from the one-window monodromy."""
+    a = s.lr * s.kappa
+    thr = refresh_threshold(a, s.beta1)
+    m, c, k = _continuum(a, s.beta1, s.refresh_interval)
+    if thr.K_star is None:
+        statement = "no threshold found up to the scan limit (the window map stays stable)"
+    else:
+        statement = (
+            f"K* = {thr.K_star}: first refresh interval whose one-window map has spectral radius "
+            f"> 1 (a = lr kappa = {a:.4g}, beta1 = {s.beta1:g}); the mean diverges for K >= K*"
+        )
+    return OptimizerReduction(
+        "sgd_momentum",
+        a,
+        s.beta1,
+        m,
+        c,
+        k,
+        thr.K_star,
+        statement,
+        {
+            "linear_threshold": thr.K_star,
+            "effective_a": a,
+            "rule_of_thumb": thr.rule_of_thumb,
+            "spectral_radius_at_K_star": thr.metrics["spectral_radius_at_K_star"],
+        },
+    )
+
+
+def window_maps(a: float, beta1: float, refresh_interval: int) -> tuple[np.ndarray, np.ndarray]:
+    """One rollout window of the recursion with a force noise e held for the window (the rollouts'
+    sampling error): (x, x_prev) at the next window start = A (x, x_prev) + B e.
+
+    Steps use force a x_s + e (x_s = x at the window start). Returns A: [2, 2], B: [2].
+    """
+    g = 1.0 - beta1
+    step = np.array(
+        [
+            [1.0 + beta1, -beta1, -g * a, -g],
+            [1.0, 0.0, 0.0, 0.0],
+            [0.0, 0.0, 1.0, 0.0],
+            [0.0, 0.0, 0.0, 1.0],
+        ]
+    )
+    P = np.linalg.matrix_power(step, int(refresh_interval))
+    A = P[:2, :2].copy()
+    A[:, 0] += P[:2, 2]  # x_s <- x at the refresh
+    return A, P[:2, 3].copy()
+
+
+def window_noise_gain(a: float, beta1: float, refresh_interval: int) -> float:
+    """Phi: stationary Var(x_s) per unit Var(e) of the window recursion (inf when unstable).
+
+    Exact for the linear recursion with one independent noise draw per window (discrete
+    Lyapunov equation); beta1 = 0 gives K^2 / (a K (2 - a K)).
+    """
+    A, B = window_maps(a, beta1, refresh_interval)
+    if np.max(np.abs(np.linalg.eigvals(A))) >= 1.0 - 1e-12:
+        return math.inf
+    sigma = solve_discrete_lyapunov(A, np.outer(B, B))
+    return float(sigma[0, 0])
+
+
+def adam_self_consistent(a0: float, beta1: float, refresh_interval: int) -> tuple[float, float]:
+    """Gaussian closure of Adam's second moment near the fixed point.
+
+    a0 = lr kappa / sigma (the noise-only stiffness). Unknown w = u / sigma, u^2 = E g^2 =
+    sigma^2 + kappa^2 Var(x_s); with the step's force a x_s + e, a = a0 / w and e of RMS
+    lr sigma / u, Var(x_s) / s^2 = a^2 Phi(a) (s = sigma / kappa), so
+
+        w^2 = 1 + (a0 / w)^2 Phi(a0 / w, beta1, K).
+
+    Solved by bisection in log w (the right side falls as w grows, the left rises: one root).
+    Returns (w, rms) with rms = sqrt(w^2 - 1) = RMS of x_s in units of s.
+    """
+
+    def excess(w: float) -> float:
+        a = a0 / w
+        phi = window_noise_gain(a, beta1, refresh_interval)
+        return w * w - 1.0 - (a * a * phi if math.isfinite(phi) else math.inf)
+
+    lo, hi = 1.0, 2.0
+    while excess(hi) < 0:
+        lo, hi = hi, hi * 2.0
+        if hi > 1e12:
+            raise ValueError(f"no self-consistent second moment for a0={a0!r}")
+    for _ in range(80):
+        mid = math.sqrt(lo * hi)
+        lo, hi = (mid, hi) if excess(mid) < 0 else (lo, mid)
+    w = hi
+    return w, math.sqrt(max(w * w - 1.0, 0.0))
+
+
+def adam_step_bound(beta1: float, beta2: float) -> float:
+    """Bound on |m_hat / sqrt(v_hat)| per coordinate (Kingma & Ba 2015, sec. 2.1): each step
+    moves a parameter by at most lr times this, (1 - beta1) / sqrt(1 - beta2) when
+    (1 - beta1) > sqrt(1 - beta2), else 1 (eps = 0)."""
+    ratio = (1.0 - beta1) / math.sqrt(1.0 - beta2)
+    return max(ratio, 1.0)
+
+
+@OPTIMIZER_REDUCTIONS.register("adam")
+def adam(s: OptimizerSettings) -> OptimizerReduction:
+    """Adam / AdamW near the fixed point: heavy-ball at a = lr kappa / u, u self-consistent."""
+    sigma = 1.0 if s.grad_rms is None else s.grad_rms
+    eps = 0.0 if s.grad_rms is None else s.eps
+    a0 = s.lr * s.kappa / (sigma + eps)
+    K = int(s.refresh_interval)
+    w, rms = adam_self_consistent(a0, s.beta1, K)
+    a_eff = s.lr * s.kappa / (w * sigma + eps)
+    k_lin = refresh_threshold(a0, s.beta1).K_star
+    m, c, k = _continuum(a0, s.beta1, K)
+    where = "no K up to the scan limit" if k_lin is None else f"K_lin = {k_lin}"
+    statement = (
+        "no divergence threshold predicted: Adam divides the step by sqrt(v), and v grows with "
+        "the deviation (E g^2 = sigma^2 + kappa^2 Var x), so the mean cannot grow geometrically "
+        f"(each step is at most {adam_step_bound(s.beta1, s.beta2):.3g} lr per coordinate). The "
+        f"noise-only linearisation (a0 = lr kappa / sigma = {a0:.4g}) loses stability at {where}; "
+        "past it a bounded oscillation of RMS ~ lr K / 2 (parameter units) is predicted"
+    )
+    return OptimizerReduction(
+        "adam",
+        a0,
+        s.beta1,
+        m,
+        c,
+        k,
+        None,
+        statement,
+        {
+            "linear_threshold": k_lin,
+            "effective_a": a_eff,
+            "noise_only_a": a0,
+            "second_moment_ratio": w * w,
+            "rms_over_noise_scale": rms,
+            "rms_deviation": rms * sigma / s.kappa,
+            "noise_scale": sigma / s.kappa,
+            "step_bound": adam_step_bound(s.beta1, s.beta2),
+            "beta2_memory": 1.0 / (1.0 - s.beta2),
+        },
+    )
+
+
+__all__ = [
+    "OPTIMIZER_REDUCTIONS",
+    "OptimizerReduction",
+    "OptimizerSettings",
+    "adam_self_consistent",
+    "adam_step_bound",
+    "reduce_optimizer",
+    "window_maps",
+    "window_noise_gain",
+]
