@@ -82,4 +82,4 @@ def test_a_bare_section_names_it():
     assert cfg.task.name == "gsm8k" and cfg.model.name == "tiny"
     assert cfg.task.split == "/data/gsm8k/train.jsonl"
     with pytest.raises(TypeError, match="must be a mapping"):
-        load_config(None, ["optim=3"])  # a section without a `name` field stays a section
+        load_config(None, ["grpo=3"])  # a section without a `name` field stays a section

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -42,10 +43,25 @@ def test_forecaster_fits_every_n_steps_only():
 
 def test_warns_when_refresh_interval_reaches_k_star():
     # a fast curve (tau = 2 optimizer steps) with K = 40: far beyond the stability threshold
-    cfg = load_config(None, ["steps=40", "forecast_every=8", "refresh_interval=40"])
+    cfg = load_config(
+        None, ["steps=40", "forecast_every=8", "refresh_interval=40", "optim.name=sgd_momentum"]
+    )
     f = OnlineForecaster(cfg, [])
     rewards = _curve(8, tau=2.0 / 40)  # per log step = 40 optimizer steps
     with pytest.warns(RuntimeWarning, match="refresh_interval"):
         for s, r in enumerate(rewards, 1):
             out = f.update({"step": s, "reward": r, "learning_rate": 1e-6})
     assert out["forecast/k_star"] is not None and out["forecast/k_star"] <= 40
+
+
+def test_adamw_run_gets_no_k_star_and_no_warning():
+    # the same curve under AdamW: its reduction predicts no divergence threshold, so the trainer
+    # reports the noise-only linear threshold and says nothing about K*
+    cfg = load_config(None, ["steps=40", "forecast_every=8", "refresh_interval=40"])
+    f = OnlineForecaster(cfg, [])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        for s, r in enumerate(_curve(8, tau=2.0 / 40), 1):
+            out = f.update({"step": s, "reward": r, "learning_rate": 1e-6})
+    assert out["forecast/k_star"] is None
+    assert out["forecast/k_linear"] is not None and out["forecast/k_linear"] <= 40

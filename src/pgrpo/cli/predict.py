@@ -25,6 +25,13 @@ def predict_cmd(
     steps: int = typer.Option(1000, "--steps", help="Steps to predict."),
     r0: float = typer.Option(0.2, "--r0", help="Initial expected reward."),
     r_inf: float = typer.Option(0.8, "--r-inf", help="Plateau (fixed point)."),
+    optimizer: str = typer.Option(
+        "sgd_momentum",
+        "--optimizer",
+        help="Optimizer reduction: sgd_momentum (heavy-ball K*) or adam (kappa preconditioned: "
+        "kappa / grad RMS; no divergence threshold).",
+    ),
+    beta2: float = typer.Option(0.999, "--beta2", help="Adam second-moment decay."),
     out: Path = typer.Option(Path("."), "--out", help="Directory for predict.png."),
     as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON only."),
 ) -> None:
@@ -43,6 +50,8 @@ def predict_cmd(
             n_steps=steps,
             R0=r0,
             R_inf=r_inf,
+            optimizer=optimizer,
+            beta2=beta2,
         )
     except ValueError as exc:
         typer.echo(f"error: {exc}", err=True)
@@ -53,7 +62,7 @@ def predict_cmd(
         typer.echo(json.dumps(data, allow_nan=False))
         return
     table = Table(
-        title=f"prediction: lr={lr:g}, kappa={kappa:g}, beta1={beta1:g}, "
+        title=f"prediction ({optimizer}): lr={lr:g}, kappa={kappa:g}, beta1={beta1:g}, "
         f"K={refresh_interval}, G={group_size}, B={batch_prompts}"
     )
     table.add_column("quantity")
@@ -65,6 +74,7 @@ def predict_cmd(
         "a",
         "refresh_threshold",
         "refresh_threshold_rule_of_thumb",
+        "linear_threshold",
         "stable",
         "oscillation_onset_a",
         "stationary_std",
@@ -80,4 +90,5 @@ def predict_cmd(
             f"[red]K={refresh_interval} >= K*={data['refresh_threshold']}: the mean "
             "diverges; lower the refresh interval or the learning rate[/]"
         )
+    console.print(data["refresh_threshold_statement"])
     console.print(f"figure: {png}")

@@ -16,8 +16,9 @@ a number, or "no threshold predicted" with the reason. Derivation: docs/dynamics
   raises v and lowers the step, so the mean cannot grow geometrically. The noise-only
   linearisation (u = sigma) loses stability at K_lin (the heavy-ball K* at a0 = lr kappa / sigma);
   past it the self-consistent (Gaussian-closure) v holds the deviation at a finite RMS that grows
-  ~ lr K / 2 (parameter units). So: no divergence threshold, a soft onset of a bounded
-  oscillation near K_lin.
+  about linearly in K (-> lr K / 2 at beta1 = 0). So: no divergence threshold; the RMS of the
+  deviation is a smooth function of K (with window-constant noise it has no visible kink at
+  K_lin either, see docs/reproductions.md).
 """
 
 from __future__ import annotations
@@ -52,6 +53,11 @@ class OptimizerSettings:
     """Adam second-moment decay, in (0, 1) (unused by sgd_momentum)."""
     eps: float = 1e-8
     """Adam's eps, in the gradient's units (unused by sgd_momentum)."""
+    current_fraction: float = 0.0
+    """Part of kappa that acts on the current state rather than the rollouts' (e.g. a KL in the
+    loss: `pgrpo.bandit.kappa.Curvature.kappa_now / kappa`); 0 = the notes' all-stale force."""
+    max_refresh: int | None = None
+    """Scan K up to this for the thresholds (None: 10 (2 / a + 2 / (1 - beta1)) + 10)."""
     grad_rms: float | None = None
     """sigma: RMS of the stochastic gradient at the fixed point (its noise; the mean is 0 there),
     in the units of kappa x. None: kappa is already divided by it (sigma = 1, eps ignored)."""
@@ -69,6 +75,8 @@ class OptimizerSettings:
             raise ValueError(
                 f"refresh_interval must be an integer >= 1, got {self.refresh_interval!r}"
             )
+        if not 0.0 <= self.current_fraction <= 1.0:
+            raise ValueError(f"current_fraction must be in [0, 1], got {self.current_fraction!r}")
         if self.eps < 0:
             raise ValueError(f"eps must be >= 0, got {self.eps!r}")
         if self.grad_rms is not None and not (math.isfinite(self.grad_rms) and self.grad_rms > 0):
@@ -120,13 +128,14 @@ def _continuum(a: float, beta1: float, refresh_interval: int) -> tuple[float, fl
 def sgd_momentum(s: OptimizerSettings) -> OptimizerReduction:
     """EMA momentum: a = lr kappa; K* exact from the one-window monodromy."""
     a = s.lr * s.kappa
-    thr = refresh_threshold(a, s.beta1)
+    thr = refresh_threshold(a, s.beta1, max_refresh=s.max_refresh)
+    k_star = window_threshold(a, s.beta1, s.current_fraction, max_refresh=s.max_refresh)
     m, c, k = _continuum(a, s.beta1, s.refresh_interval)
-    if thr.K_star is None:
+    if k_star is None:
         statement = "no threshold found up to the scan limit (the window map stays stable)"
     else:
         statement = (
-            f"K* = {thr.K_star}: first refresh interval whose one-window map has spectral radius "
+            f"K* = {k_star}: first refresh interval whose one-window map has spectral radius "
             f"> 1 (a = lr kappa = {a:.4g}, beta1 = {s.beta1:g}); the mean diverges for K >= K*"
         )
     return OptimizerReduction(
@@ -136,27 +145,32 @@ def sgd_momentum(s: OptimizerSettings) -> OptimizerReduction:
         m,
         c,
         k,
-        thr.K_star,
+        k_star,
         statement,
         {
-            "linear_threshold": thr.K_star,
+            "linear_threshold": k_star,
+            "stale_force_threshold": thr.K_star,
             "effective_a": a,
             "rule_of_thumb": thr.rule_of_thumb,
-            "spectral_radius_at_K_star": thr.metrics["spectral_radius_at_K_star"],
         },
     )
 
 
-def window_maps(a: float, beta1: float, refresh_interval: int) -> tuple[np.ndarray, np.ndarray]:
+def window_maps(
+    a: float, beta1: float, refresh_interval: int, current_fraction: float = 0.0
+) -> tuple[np.ndarray, np.ndarray]:
     """One rollout window of the recursion with a force noise e held for the window (the rollouts'
     sampling error): (x, x_prev) at the next window start = A (x, x_prev) + B e.
 
-    Steps use force a x_s + e (x_s = x at the window start). Returns A: [2, 2], B: [2].
+    Steps use force a ((1 - f) x_s + f x_n) + e (x_s = x at the window start, f =
+    current_fraction); f = 0 is `recursion.monodromy` (its nonzero eigenvalues are A's).
+    Returns A: [2, 2], B: [2].
     """
     g = 1.0 - beta1
+    f = current_fraction
     step = np.array(
         [
-            [1.0 + beta1, -beta1, -g * a, -g],
+            [1.0 + beta1 - g * a * f, -beta1, -g * a * (1.0 - f), -g],
             [1.0, 0.0, 0.0, 0.0],
             [0.0, 0.0, 1.0, 0.0],
             [0.0, 0.0, 0.0, 1.0],
@@ -168,20 +182,52 @@ def window_maps(a: float, beta1: float, refresh_interval: int) -> tuple[np.ndarr
     return A, P[:2, 3].copy()
 
 
-def window_noise_gain(a: float, beta1: float, refresh_interval: int) -> float:
+def window_threshold(
+    a: float,
+    beta1: float,
+    current_fraction: float = 0.0,
+    *,
+    max_refresh: int | None = None,
+    tol: float = 1e-12,
+) -> int | None:
+    """First K whose window map A has spectral radius > 1 + tol (None: none up to max_refresh,
+    default as `refresh_threshold`). Equal to `refresh_threshold(a, beta1).K_star` at f = 0."""
+    if current_fraction == 0.0:
+        return refresh_threshold(a, beta1, max_refresh=max_refresh, tol=tol).K_star
+    if max_refresh is None:
+        max_refresh = int(10 * (2.0 / a + 2.0 / (1.0 - beta1))) + 10
+    g, f = 1.0 - beta1, current_fraction
+    step = np.array(
+        [[1.0 + beta1 - g * a * f, -beta1, -g * a * (1.0 - f)], [1.0, 0.0, 0.0], [0.0, 0.0, 1.0]]
+    )
+    P = np.eye(3)
+    for K in range(1, max_refresh + 1):
+        P = step @ P
+        A = P[:2, :2].copy()
+        A[:, 0] += P[:2, 2]
+        if np.max(np.abs(np.linalg.eigvals(A))) > 1.0 + tol:
+            return K
+    return None
+
+
+def window_noise_gain(
+    a: float, beta1: float, refresh_interval: int, current_fraction: float = 0.0
+) -> float:
     """Phi: stationary Var(x_s) per unit Var(e) of the window recursion (inf when unstable).
 
     Exact for the linear recursion with one independent noise draw per window (discrete
     Lyapunov equation); beta1 = 0 gives K^2 / (a K (2 - a K)).
     """
-    A, B = window_maps(a, beta1, refresh_interval)
+    A, B = window_maps(a, beta1, refresh_interval, current_fraction)
     if np.max(np.abs(np.linalg.eigvals(A))) >= 1.0 - 1e-12:
         return math.inf
     sigma = solve_discrete_lyapunov(A, np.outer(B, B))
     return float(sigma[0, 0])
 
 
-def adam_self_consistent(a0: float, beta1: float, refresh_interval: int) -> tuple[float, float]:
+def adam_self_consistent(
+    a0: float, beta1: float, refresh_interval: int, current_fraction: float = 0.0
+) -> tuple[float, float]:
     """Gaussian closure of Adam's second moment near the fixed point.
 
     a0 = lr kappa / sigma (the noise-only stiffness). Unknown w = u / sigma, u^2 = E g^2 =
@@ -196,7 +242,7 @@ def adam_self_consistent(a0: float, beta1: float, refresh_interval: int) -> tupl
 
     def excess(w: float) -> float:
         a = a0 / w
-        phi = window_noise_gain(a, beta1, refresh_interval)
+        phi = window_noise_gain(a, beta1, refresh_interval, current_fraction)
         return w * w - 1.0 - (a * a * phi if math.isfinite(phi) else math.inf)
 
     lo, hi = 1.0, 2.0
@@ -226,21 +272,22 @@ def adam(s: OptimizerSettings) -> OptimizerReduction:
     eps = 0.0 if s.grad_rms is None else s.eps
     a0 = s.lr * s.kappa / (sigma + eps)
     K = int(s.refresh_interval)
-    w, rms = adam_self_consistent(a0, s.beta1, K)
+    w, rms = adam_self_consistent(a0, s.beta1, K, s.current_fraction)
     a_eff = s.lr * s.kappa / (w * sigma + eps)
-    k_lin = refresh_threshold(a0, s.beta1).K_star
-    m, c, k = _continuum(a0, s.beta1, K)
+    k_lin = window_threshold(a0, s.beta1, s.current_fraction, max_refresh=s.max_refresh)
+    m, c, k = _continuum(a_eff, s.beta1, K)
     where = "no K up to the scan limit" if k_lin is None else f"K_lin = {k_lin}"
     statement = (
         "no divergence threshold predicted: Adam divides the step by sqrt(v), and v grows with "
         "the deviation (E g^2 = sigma^2 + kappa^2 Var x), so the mean cannot grow geometrically "
         f"(each step is at most {adam_step_bound(s.beta1, s.beta2):.3g} lr per coordinate). The "
         f"noise-only linearisation (a0 = lr kappa / sigma = {a0:.4g}) loses stability at {where}; "
-        "past it a bounded oscillation of RMS ~ lr K / 2 (parameter units) is predicted"
+        "past it the deviation stays bounded, its RMS growing about linearly in K (-> lr K / 2 in "
+        "the normalised coordinate at beta1 = 0)"
     )
     return OptimizerReduction(
         "adam",
-        a0,
+        a_eff,
         s.beta1,
         m,
         c,
@@ -270,4 +317,5 @@ __all__ = [
     "reduce_optimizer",
     "window_maps",
     "window_noise_gain",
+    "window_threshold",
 ]

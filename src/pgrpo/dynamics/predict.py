@@ -10,11 +10,8 @@ from typing import Any
 import numpy as np
 
 from pgrpo.dynamics.model import RomCoefficients, rom_coefficients, trajectory
-from pgrpo.dynamics.recursion import (
-    oscillation_onset,
-    refresh_threshold,
-    simulate_recursion,
-)
+from pgrpo.dynamics.optimizers import OptimizerSettings, reduce_optimizer
+from pgrpo.dynamics.recursion import oscillation_onset, simulate_recursion
 
 
 @dataclass(frozen=True)
@@ -51,21 +48,39 @@ def predict(
     noise_var: float | None = None,
     lr_schedule: np.ndarray | None = None,
     force_ratio: float = 1.0,
+    optimizer: str = "sgd_momentum",
+    beta2: float = 0.999,
+    grad_rms: float | None = None,
 ) -> Prediction:
     """Everything the model predicts for one configuration (constant lr unless `lr_schedule`
     ([n_steps] learning rates) is given; `lr` is then its peak). force_ratio: the exact
-    finite-G force ratio (`finite_group_force(p, G).ratio`), 1.0 for the G-invariant model."""
+    finite-G force ratio (`finite_group_force(p, G).ratio`), 1.0 for the G-invariant model.
+    optimizer: a `pgrpo.dynamics.optimizers.OPTIMIZER_REDUCTIONS` name; for 'adam', kappa is the
+    preconditioned curvature (kappa / grad_rms unless grad_rms is given) and the effective
+    stiffness is the self-consistent one at this K; `stationary_std` is then the closure's RMS
+    of x at the window starts (noise_var, group_size, batch_prompts enter through kappa)."""
+    red = reduce_optimizer(
+        optimizer,
+        OptimizerSettings(
+            lr=lr,
+            kappa=kappa * force_ratio,
+            beta1=beta1,
+            refresh_interval=refresh_interval,
+            beta2=beta2,
+            grad_rms=grad_rms,
+        ),
+    )
+    eff = red.a / lr  # effective kappa (x force_ratio) of the linearised recursion
     coef = rom_coefficients(
         lr,
         beta1,
-        kappa,
+        eff / force_ratio,
         refresh_interval=refresh_interval,
         group_size=group_size,
         batch_prompts=batch_prompts,
         noise_var=noise_var,
         force_ratio=force_ratio,
     )
-    eff = kappa * force_ratio
     a = eff * (np.full(n_steps, lr) if lr_schedule is None else np.asarray(lr_schedule))
     x = simulate_recursion(a, beta1, n_steps, refresh_interval=refresh_interval)[0]
     mean = R_inf + (R0 - R_inf) * x
@@ -73,15 +88,19 @@ def predict(
     closed = (
         trajectory(t, R0, R_inf, coef.m, coef.c, coef.k) if coef.c > 0 else np.full_like(t, np.nan)
     )
-    thr = refresh_threshold(lr * eff, beta1)
     var = coef.metrics.get("stationary_variance", math.inf)
+    if "rms_deviation" in red.metrics:  # adam: the second-moment closure's RMS of x_s
+        var = red.metrics["rms_deviation"] ** 2
     metrics = {
         "regime": coef.regime,
         "damping_ratio": coef.zeta,
         "tau": coef.tau,
-        "refresh_threshold": thr.K_star,
-        "refresh_threshold_rule_of_thumb": thr.rule_of_thumb,
-        "stable": thr.K_star is None or refresh_interval < thr.K_star,
+        "optimizer": red.optimizer,
+        "refresh_threshold": red.K_star,
+        "refresh_threshold_rule_of_thumb": red.metrics.get("rule_of_thumb"),
+        "refresh_threshold_statement": red.K_statement,
+        "linear_threshold": red.metrics["linear_threshold"],
+        "stable": not red.diverges(refresh_interval),
         "oscillation_onset_a": oscillation_onset(beta1, refresh_interval),
         "a": lr * eff,
         "stationary_std": math.sqrt(var) if math.isfinite(var) else math.inf,

@@ -200,10 +200,13 @@ class GRPOConfig:
 
 @dataclass(frozen=True)
 class OptimConfig:
+    name: str = "adamw"
+    """Optimizer (`pgrpo.train.optimizers.TRAIN_OPTIMIZERS`): 'adamw' (TRL's) or 'sgd_momentum'
+    (SGD with EMA momentum beta1: the heavy-ball model's optimizer)."""
     lr: float = 1e-6
-    """AdamW learning rate (TRL default 1e-6)."""
+    """Learning rate (TRL default 1e-6)."""
     beta1: float = 0.9
-    """AdamW first-moment decay (momentum)."""
+    """AdamW first-moment decay / SGD momentum."""
     beta2: float = 0.999
     """AdamW second-moment decay."""
     weight_decay: float = 0.0
@@ -217,6 +220,10 @@ class OptimConfig:
     """Linear warm-up, in optimizer steps."""
 
     def __post_init__(self) -> None:
+        from pgrpo.train.optimizers import TRAIN_OPTIMIZERS
+
+        if self.name not in TRAIN_OPTIMIZERS:
+            _fail("optim.name", self.name, f"use one of {', '.join(TRAIN_OPTIMIZERS.names())}")
         if not self.lr > 0:
             _fail("optim.lr", self.lr, "must be > 0")
         for name in ("beta1", "beta2"):

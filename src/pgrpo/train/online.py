@@ -74,7 +74,9 @@ def forecast_metrics(rewards: list[Any], lrs: list[Any], config: RunConfig) -> d
     steps are log steps. `forecast/k_star` is the exact refresh-interval threshold at the fitted
     stiffness a = k (per optimizer step) and the run's beta1 (None when above 10 K).
     """
-    from pgrpo.dynamics import fit_curve, refresh_threshold, regime
+    from pgrpo.dynamics import fit_curve, regime
+    from pgrpo.dynamics.optimizers import OptimizerSettings, reduce_optimizer
+    from pgrpo.train.optimizers import TRAIN_OPTIMIZERS
 
     k_refresh = config.grpo.refresh_interval
     reward = np.array([np.nan if r is None else r for r in rewards], dtype=float)
@@ -93,12 +95,26 @@ def forecast_metrics(rewards: list[Any], lrs: list[Any], config: RunConfig) -> d
     k, m = float(values["k"]), float(values.get("m", 0.0))
     horizon = 100.0 * max(config.run.steps, reward.size) * k_refresh
     reach = steps_to_fraction(fit, log_step[0] * k_refresh, horizon) / k_refresh
-    threshold = refresh_threshold(k, config.optim.beta1, max_refresh=max(10 * k_refresh, 200))
+    k_star = k_linear = None
+    if k > 0:  # the reduction of the run's optimizer: adam predicts no K*, and then none is said
+        red = reduce_optimizer(
+            TRAIN_OPTIMIZERS.get(config.optim.name).reduction,
+            OptimizerSettings(
+                lr=1.0,
+                kappa=k,
+                beta1=config.optim.beta1,
+                refresh_interval=k_refresh,
+                beta2=config.optim.beta2,
+                max_refresh=max(10 * k_refresh, 200),
+            ),
+        )
+        k_star, k_linear = red.K_star, red.metrics["linear_threshold"]
     return {
         "forecast/plateau": float(values["R_inf"]),
         "forecast/steps_to_90": reach,
         "forecast/regime": regime(m, 1.0, k) if k > 0 else "flat",
         "forecast/tau": float(fit.metrics.get("tau", math.nan)) / k_refresh,
         "forecast/r2": float(fit.r2),
-        "forecast/k_star": threshold.K_star,
+        "forecast/k_star": k_star,
+        "forecast/k_linear": k_linear,
     }

@@ -19,6 +19,7 @@ import torch
 from pgrpo.train.config import RunConfig, load_config
 from pgrpo.train.data import PromptStream
 from pgrpo.train.log import CONFIG_FILE
+from pgrpo.train.optimizers import build_optimizer
 from pgrpo.train.policies import Policy, load_policy
 
 
@@ -123,11 +124,6 @@ def build_run(config: RunConfig, *, resume: bool) -> _Run:
         warm_up=not resume,
     )
     _seed(cfg.run.seed)  # the training stream does not depend on how the model was obtained
-    optimizer = torch.optim.AdamW(
-        policy.trainable_parameters(),
-        lr=cfg.optim.lr,
-        betas=(cfg.optim.beta1, cfg.optim.beta2),
-        weight_decay=cfg.optim.weight_decay,
-    )
+    optimizer = build_optimizer(policy.trainable_parameters(), cfg.optim)
     temps = cfg.generation.temperatures or (cfg.generation.temperature,) * cfg.grpo.group_size
     return _Run(cfg, policy, task, stream, optimizer, make_scheduler(optimizer, cfg), temps)

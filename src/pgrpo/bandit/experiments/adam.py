@@ -160,7 +160,13 @@ def run_sgd_sweep(cfg: AdamBanditConfig) -> list[dict]:
             flags.append(div)
             growth.append(g)
         red = reduce_optimizer(
-            "sgd_momentum", OptimizerSettings(lr=a / curv.kappa, kappa=curv.kappa, beta1=beta1)
+            "sgd_momentum",
+            OptimizerSettings(
+                lr=a / curv.kappa,
+                kappa=curv.kappa,
+                beta1=beta1,
+                current_fraction=curv.kappa_now / curv.kappa,
+            ),
         )
         bracket = first_unstable_bracket(ks, flags)
         rows.append(
@@ -171,6 +177,8 @@ def run_sgd_sweep(cfg: AdamBanditConfig) -> list[dict]:
                 "lr": a / curv.kappa,
                 "kappa": curv.kappa,
                 "predicted_K": red.K_star,
+                "predicted_K_stale_force": red.metrics["stale_force_threshold"],
+                "current_fraction": curv.kappa_now / curv.kappa,
                 "measured": bracket["statement"],
                 "measured_lo": bracket["lo"],
                 "measured_hi": bracket["hi"],
@@ -179,6 +187,8 @@ def run_sgd_sweep(cfg: AdamBanditConfig) -> list[dict]:
                 "within_one_step": bracket["hi"] is not None
                 and red.K_star is not None
                 and bracket["lo"] - 1 <= red.K_star <= bracket["hi"] + 1,
+                "stale_within_one_step": bracket["hi"] is not None
+                and bracket["lo"] - 1 <= red.metrics["stale_force_threshold"] <= bracket["hi"] + 1,
                 "sweep_K": ks,
                 "diverged": flags,
                 "growth": growth,
@@ -234,6 +244,7 @@ def _adam_prediction(curv: Curvature, lr: float, beta1: float, beta2: float, k: 
         beta2=beta2,
         eps=2.0 * eps,
         grad_rms=sigma,
+        current_fraction=curv.kappa_now / curv.kappa,
     )
     return reduce_optimizer("adam", settings)
 
@@ -384,7 +395,7 @@ def run_adam_bandit(cfg: AdamBanditConfig) -> ExperimentResult:
     adam_growing = sum(bool(r["still_growing"]) for r in adam)
     return ExperimentResult(
         name="adam-bandit",
-        columns=("optimizer", "a", "beta1", "predicted_K", "measured"),
+        columns=("optimizer", "a", "beta1", "predicted_K_stale_force", "predicted_K", "measured"),
         rows=sgd,
         series={
             "adam": adam,
