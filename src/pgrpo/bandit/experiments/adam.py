@@ -424,8 +424,7 @@ def small_config(**overrides) -> AdamBanditConfig:
         adam_k_tail=(30,),
         group_sizes=(4, 16),
         group_k=(1, 30),
-        adam_min_steps=300,
-        seeds=8,
+        seeds=16,
     )
     return replace(base, **overrides)
 
