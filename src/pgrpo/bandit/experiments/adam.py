@@ -40,8 +40,7 @@ from pgrpo.bandit.experiments.threshold import (
 )
 from pgrpo.bandit.kappa import Curvature, curvature
 from pgrpo.bandit.simulate import simulate
-from pgrpo.dynamics.optimizers import OptimizerSettings, reduce_optimizer
-from pgrpo.dynamics.recursion import spectral_radius
+from pgrpo.dynamics.optimizers import OptimizerSettings, reduce_optimizer, window_maps
 
 
 @dataclass(frozen=True)
@@ -159,13 +158,14 @@ def run_sgd_sweep(cfg: AdamBanditConfig) -> list[dict]:
             div, g = sgd_diverged(dev, k, cfg.sgd_windows, cfg.sgd_displacement, rng)
             flags.append(div)
             growth.append(g)
+        frac = curv.kappa_now / curv.kappa
         red = reduce_optimizer(
             "sgd_momentum",
             OptimizerSettings(
                 lr=a / curv.kappa,
                 kappa=curv.kappa,
                 beta1=beta1,
-                current_fraction=curv.kappa_now / curv.kappa,
+                current_fraction=frac,
             ),
         )
         bracket = first_unstable_bracket(ks, flags)
@@ -194,12 +194,16 @@ def run_sgd_sweep(cfg: AdamBanditConfig) -> list[dict]:
                 "growth": growth,
                 # predicted log growth of the run-mean envelope over the same window span
                 "predicted_growth": [
-                    (cfg.sgd_windows - 3) * math.log(max(spectral_radius(a, beta1, k), 1e-300))
+                    (cfg.sgd_windows - 3) * math.log(max(_radius(a, beta1, k, frac), 1e-300))
                     for k in ks
                 ],
             }
         )
     return rows
+
+
+def _radius(a: float, beta1: float, k: int, current_fraction: float) -> float:
+    return float(np.max(np.abs(np.linalg.eigvals(window_maps(a, beta1, k, current_fraction)[0]))))
 
 
 def _adam_scales(curv: Curvature) -> tuple[float, float]:
