@@ -2,7 +2,8 @@
 
 Runs `pgrpo.bandit.experiments.adam.run_adam_bandit` with its defaults (seed 0, 16 runs per
 cell): SGD momentum on every K in 1..60 for four (a, beta1); Adam on every K in 1..40 plus
-48, 64, 96, 128 for six (a0, beta1, beta2); Adam at G = 4, 8, 16. Prints the tables of
+48, 64, 96, 128 for six (a0, beta1, beta2); Adam at G = 4, 8, 16; Adam far from the
+fixed point at G = 4, 16. Prints the tables of
 docs/reproductions.md ("adam-bandit") and writes bench/results/adam_bandit.json with the
 command, the date, the wall and CPU time, and every cell.
 
@@ -59,6 +60,20 @@ def print_tables(res) -> None:
         )
 
 
+def print_far_field(res) -> None:
+    print("\nfar field (beta1 = 0, K = 1, run-mean of x = d - d*):")
+    print("| G | beta2 | x0 | x0 / s | speed / eta (first 50 steps) | t_half | x0 / (2 eta) |"
+          " t_10% | noise-only 1 / a0 |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|")
+    for r in res.series["far_field"]:
+        print(
+            f"| {r['group_size']} | {r['beta2']} | {r['x0']} | {r['x0_over_s']:.0f} | "
+            f"{r['speed_over_eta_first_50']:.3f} | {r['t_half']} | "
+            f"{r['t_half_constant_speed']:.0f} | {r['t_10pct']} | "
+            f"{r['noise_only_timescale']:.2f} |"
+        )
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=AdamBanditConfig.seeds)
@@ -70,6 +85,7 @@ def main(argv: list[str] | None = None) -> None:
         res = run_adam_bandit(cfg)
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     print_tables(res)
+    print_far_field(res)
     print(f"\nmetrics: {res.metrics}\nwall {wall:.0f} s, cpu {cpu:.0f} s")
     out = {
         "command": "python bench/adam_bandit.py" + "".join(f" {a}" for a in (argv or sys.argv[1:])),

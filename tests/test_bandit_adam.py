@@ -2,10 +2,34 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
-from pgrpo.bandit.experiments.adam import first_unstable_bracket, run_adam_bandit, small_config
+from pgrpo.bandit.experiments.adam import (
+    AdamBanditConfig,
+    first_unstable_bracket,
+    run_adam_bandit,
+)
 from pgrpo.bandit.experiments.base import single_thread
+
+
+def small_config(**overrides) -> AdamBanditConfig:
+    """A seconds-long version of the documented sweep."""
+    base = AdamBanditConfig(
+        sgd_settings=((0.2, 0.0),),
+        sgd_k_max=14,
+        adam_settings=((0.2, 0.0, 0.999),),
+        adam_k_max=4,
+        adam_k_tail=(30,),
+        group_sizes=(4, 16),
+        group_k=(1, 30),
+        far_starts=(1.0,),
+        far_beta2=(0.9,),
+        far_steps=400,
+        seeds=16,
+    )
+    return replace(base, **overrides)
 
 
 def test_bracket_on_a_contiguous_and_a_skipping_grid():
@@ -41,6 +65,16 @@ def test_adam_bounded_and_rms_as_the_closure_predicts(result):
         final = c.get("long_rerun", c)
         assert not final["still_growing"], c
         assert 0.7 <= final["rms_ratio"] <= 1.4, c
+
+
+def test_far_from_the_fixed_point_adam_moves_at_eta_per_step_whatever_g(result):
+    rows = result.series["far_field"]
+    assert {r["group_size"] for r in rows} == {4, 16}
+    for r in rows:
+        assert r["x0_over_s"] > 100  # kappa |x| >> sigma
+        assert r["speed_over_eta_first_50"] == pytest.approx(1.0, abs=0.1)
+        assert r["t_half"] == pytest.approx(r["t_half_constant_speed"], rel=0.15)
+        assert r["t_half"] > 20 * r["noise_only_timescale"]  # not the near-field time scale
 
 
 def test_adam_stiffness_moves_with_group_size(result):

@@ -19,6 +19,8 @@ Three sweeps, every prediction from `pgrpo.dynamics.optimizers` (registry entrie
   the middle third, 5% bootstrap quantile > log 1.25).
 - `group`: Adam at one lr for G in group_sizes: the model predicts the noise-only stiffness
   a0 = lr kappa / sigma to move with G (sigma falls with G) and the large-K RMS ~ lr K to not.
+- `far_field`: Adam from far above d* (kappa |x| >> sigma): speed ~ eta per step, time to halve
+  ~ x0 / (2 eta), the same at every G.
 
 Units: d moves by 2 lr m / sqrt(v) per step (both logits move; their gradients are opposite), so
 the model's lr is 2 lr, its gradient 2 g0 (noise RMS 2 sigma0) and kappa = -dF/dd.
@@ -30,6 +32,7 @@ import math
 from dataclasses import dataclass, replace
 
 import numpy as np
+import torch
 
 from pgrpo.bandit.experiments.base import ExperimentResult, check_seeds, config_dict
 from pgrpo.bandit.experiments.threshold import (
@@ -39,7 +42,8 @@ from pgrpo.bandit.experiments.threshold import (
     force_model,
 )
 from pgrpo.bandit.kappa import Curvature, curvature
-from pgrpo.bandit.simulate import simulate
+from pgrpo.bandit.policy import logits_from_success
+from pgrpo.bandit.simulate import BanditConfig, simulate
 from pgrpo.dynamics.optimizers import OptimizerSettings, reduce_optimizer, window_maps
 
 
@@ -72,6 +76,13 @@ class AdamBanditConfig:
     group_k: tuple[int, ...] = (1, 4, 16, 64)
     group_a0: float = 0.1
     """The group sweep's lr is the one giving a0 = group_a0 at G = 8, beta1 = 0.9, beta2 = 0.999."""
+    far_lr: float = 1e-3
+    """Far-field sweep: Adam (beta1 0, K = 1) from far above d*, where kappa |x| >> sigma."""
+    far_starts: tuple[float, ...] = (1.0, 2.0)
+    """Initial displacements x0 = d - d* of the far-field runs."""
+    far_group_sizes: tuple[int, ...] = (4, 16)
+    far_beta2: tuple[float, ...] = (0.9, 0.999)
+    far_steps: int = 1500
     seeds: int = 16
     """Independent runs per (setting, K)."""
     seed: int = 0
@@ -356,6 +367,55 @@ def run_group_sweep(cfg: AdamBanditConfig, rng: np.random.Generator) -> list[dic
     return rows
 
 
+def run_far_field(cfg: AdamBanditConfig) -> list[dict]:
+    """Adam far from the fixed point: the step is ~ eta = 2 lr per step in d whatever kappa and
+    sigma (so G) are, and the time to halve x0 is ~ x0 / (2 eta), not the noise-only 1 / a0."""
+    rows = []
+    for g in cfg.far_group_sizes:
+        mc = _model_cfg(cfg, g)
+        model = force_model(mc, False)
+        curv = curvature(model, batch_prompts=mc.batch_prompts)
+        sigma, _ = _adam_scales(curv)
+        for beta2 in cfg.far_beta2:
+            starts = [x0 for x0 in cfg.far_starts for _ in range(cfg.seeds)]
+            bc = _bandit(
+                mc,
+                model,
+                "adam",
+                num_runs=len(starts),
+                steps=cfg.far_steps,
+                lr=cfg.far_lr,
+                beta1=0.0,
+                beta2=beta2,
+                initial_logit_gap=curv.d_star,
+            )
+            z0 = _shifted_start(bc, starts)
+            gap = simulate(bc, logits=z0).gap - curv.d_star
+            for i, x0 in enumerate(cfg.far_starts):
+                x = gap[:, i * cfg.seeds : (i + 1) * cfg.seeds].mean(1)
+                eta = 2.0 * cfg.far_lr
+                rows.append(
+                    {
+                        "group_size": g,
+                        "beta2": beta2,
+                        "x0": x0,
+                        "x0_over_s": x0 * curv.kappa / sigma,
+                        "speed_over_eta_first_50": float((x[0] - x[50]) / 50 / eta),
+                        "t_half": int(np.argmax(x <= x0 / 2)) if (x <= x0 / 2).any() else None,
+                        "t_10pct": int(np.argmax(x <= x0 / 10)) if (x <= x0 / 10).any() else None,
+                        "t_half_constant_speed": x0 / 2 / eta,
+                        "noise_only_timescale": sigma / (eta * curv.kappa),
+                    }
+                )
+    return rows
+
+
+def _shifted_start(bc: BanditConfig, starts: list[float]) -> torch.Tensor:
+    """Initial logits [R, 1, 2] at d = d* + starts[r] (d* from bc.initial_logit_gap)."""
+    d = torch.tensor([bc.initial_logit_gap + x for x in starts], dtype=torch.float64)
+    return logits_from_success(torch.sigmoid(d)[:, None], bc.num_arms)
+
+
 def summarise_adam(rows: list[dict]) -> list[dict]:
     """One line per Adam setting: K_lin, the K range, how many K still grow, and the RMS ratio
     (measured / predicted) median and range."""
@@ -395,6 +455,7 @@ def run_adam_bandit(cfg: AdamBanditConfig) -> ExperimentResult:
     sgd = run_sgd_sweep(cfg)
     adam = run_adam_sweep(cfg, rng)
     group = run_group_sweep(cfg, rng)
+    far = run_far_field(cfg)
     within = sum(bool(r["within_one_step"]) for r in sgd)
     adam_growing = sum(bool(r["still_growing"]) for r in adam)
     return ExperimentResult(
@@ -406,6 +467,7 @@ def run_adam_bandit(cfg: AdamBanditConfig) -> ExperimentResult:
             "adam_summary": summarise_adam(adam),
             "group": group,
             "group_summary": summarise_adam(group),
+            "far_field": far,
         },
         metrics={
             "sgd_rows_within_one_grid_step": within,
@@ -418,21 +480,6 @@ def run_adam_bandit(cfg: AdamBanditConfig) -> ExperimentResult:
     )
 
 
-def small_config(**overrides) -> AdamBanditConfig:
-    """A seconds-long version for tests."""
-    base = AdamBanditConfig(
-        sgd_settings=((0.2, 0.0),),
-        sgd_k_max=14,
-        adam_settings=((0.2, 0.0, 0.999),),
-        adam_k_max=4,
-        adam_k_tail=(30,),
-        group_sizes=(4, 16),
-        group_k=(1, 30),
-        seeds=16,
-    )
-    return replace(base, **overrides)
-
-
 __all__ = [
     "AdamBanditConfig",
     "first_unstable_bracket",
@@ -440,6 +487,6 @@ __all__ = [
     "run_adam_sweep",
     "run_group_sweep",
     "run_sgd_sweep",
-    "small_config",
+    "run_far_field",
     "summarise_adam",
 ]
