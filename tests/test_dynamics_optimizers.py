@@ -218,3 +218,16 @@ def test_bandit_adam_rms_at_k1_matches_closure() -> None:
     late = _run("adam", lr_adam, 0.9, 1, steps=900, start=sigma / kappa, runs=32)
     rms = float(np.sqrt((late**2).mean()))
     assert rms / red.metrics["rms_deviation"] == pytest.approx(1.0, abs=0.15)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.floats(0.005, 0.8), st.floats(0.0, 0.99), st.integers(1, 300))
+def test_adam_closure_has_one_root(a0, beta1, k) -> None:
+    # w^2 - 1 - (a0/w)^2 Phi(a0/w) changes sign exactly once on w in [1, 1e4]
+    ws = np.geomspace(1.0, 1e4, 300)
+    vals = []
+    for w in ws:
+        phi = window_noise_gain(a0 / w, beta1, k)
+        vals.append(w * w - 1.0 - ((a0 / w) ** 2 * phi if math.isfinite(phi) else math.inf))
+    signs = np.sign(vals)
+    assert int(np.sum(signs[1:] != signs[:-1])) == 1
