@@ -18,6 +18,7 @@ from pgrpo.dynamics.optimizers import (
     OPTIMIZER_REDUCTIONS,
     OptimizerSettings,
     adam_self_consistent,
+    adam_step_bound,
     reduce_optimizer,
     window_maps,
     window_noise_gain,
@@ -232,3 +233,24 @@ def test_adam_closure_has_one_root(a0, beta1, k) -> None:
         vals.append(w * w - 1.0 - ((a0 / w) ** 2 * phi if math.isfinite(phi) else math.inf))
     signs = np.sign(vals)
     assert int(np.sum(signs[1:] != signs[:-1])) == 1
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    st.sampled_from([(0.0, 0.999), (0.9, 0.999), (0.9, 0.99), (0.5, 0.9)]), st.integers(0, 10**6)
+)
+def test_adam_step_never_exceeds_its_bound(betas, seed) -> None:
+    # random heavy-tailed gradient sequences, and the worst case the bound is built on
+    beta1, beta2 = betas
+    bound = adam_step_bound(beta1, beta2)
+    rng = np.random.default_rng(seed)
+    t = int(rng.integers(1, 400))
+    worst = (beta1 / beta2) ** np.arange(t - 1, -1, -1.0)
+    for g in (rng.standard_cauchy(t), worst):
+        m = v = 0.0
+        for gn in g:
+            m = beta1 * m + (1 - beta1) * gn
+            v = beta2 * v + (1 - beta2) * gn * gn
+        step = abs(m / (1 - beta1**t)) / math.sqrt(v / (1 - beta2**t))
+        assert step <= bound * (1 + 1e-9)
+    assert math.isinf(adam_step_bound(0.99, 0.9))  # b1^2 >= b2: no uniform bound
