@@ -45,11 +45,20 @@ def test_verdicts_carry_evidence_actions_and_missing_signals():
 
 
 def test_degeneracy_from_reward_and_group_size_only_is_a_lower_bound():
+    """The i.i.d. bound p^G + (1-p)^G holds for means of 0/1 rewards: it needs N = B x G to
+    tell one (values on the 1/N grid) from a [0, 1] score (changed: it used to assume it)."""
     steps = 60
-    cols = {"reward": np.full(steps, 0.05), "group_size": np.full(steps, 4.0)}
+    cols = {
+        "reward": np.full(steps, 0.05),
+        "group_size": np.full(steps, 4.0),
+        "batch_prompts": np.full(steps, 5.0),
+    }
     v = diagnose(cols).mode("advantage_degeneracy")
     assert v.detected
     assert v.evidence["degeneracy_lower_bound"] == pytest.approx(0.05**4 + 0.95**4)
+    del cols["batch_prompts"]
+    v = diagnose(cols).mode("advantage_degeneracy")
+    assert not v.judged and any("batch_prompts" in m for m in v.missing)
 
 
 def test_nan_and_inf_are_instability():
@@ -150,6 +159,7 @@ def test_trl_trainer_state(tmp_path):
             "reward": float(r),
             "entropy": float(e),
             "num_generations": 8,
+            "batch_prompts": 64,
             "learning_rate": 8.0,
         }
         for s, r, e in zip(
@@ -203,6 +213,7 @@ def test_verl_jsonl_and_wandb_csv(tmp_path):
             fh.write(json.dumps({"step": i + 1, "data": data}) + "\n")
     (tmp_path / "config.yaml").write_text(
         "actor_rollout_ref:\n  rollout:\n    n: 2\n  actor:\n    optim:\n      lr: 0.3\n"
+        "data:\n  train_batch_size: 64\n"
     )
     d = diagnose(read_log(verl))
     deg = d.mode("advantage_degeneracy")

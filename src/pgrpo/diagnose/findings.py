@@ -121,7 +121,7 @@ def findings(diagnosis: Any) -> list[dict[str, str]]:
         out.append({
             "about": "healthy",
             "sentence": f"No failure mode found among the {len(judged)} the log lets us judge "
-            f"({', '.join(judged)}); each reward test fires on at most 1% of noise curves.",
+            f"({', '.join(judged)}); each reward test fires on at most 0.5% of noise curves.",
             "action": "",
         })  # fmt: skip
     if unjudged:

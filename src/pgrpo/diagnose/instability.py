@@ -1,7 +1,7 @@
 """Dynamical instability (arXiv 2606.30789): the refresh interval K at or above the exact
 threshold K*, oscillations beyond batch noise, a collapse after a rise, an exploding gradient
 norm, or NaN/inf. Each reward-curve test is calibrated on null curves of the same length
-(`pgrpo.diagnose.nullmodel`) at level ALPHA_MODE, so the three together fire on at most ~3% of
+(`pgrpo.diagnose.nullmodel`) at level ALPHA_MODE, so the three together fire on at most ~1.5% of
 pure-noise curves; slow wander (a red spectrum) is not an oscillation (local spectral
 prominence)."""
 

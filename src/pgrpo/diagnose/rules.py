@@ -35,7 +35,7 @@ FAST_FRACTION = 0.25
 KL_RUNAWAY = 2.0  # KL over the last 10% / KL at mid-run, with final KL above KL_FLOOR
 KL_FLOOR = 0.05
 CLIP_HIGH = 0.2  # mean clipped-token fraction over the second half
-ALPHA_MODE = 0.01  # level of each reward-curve test on null curves of the same length
+ALPHA_MODE = 0.005  # level of each reward-curve test on null curves of the same length
 
 
 def _lack(s: Signals, name: str, need: int) -> str:
@@ -153,6 +153,16 @@ def _iid_degeneracy(reward: np.ndarray, g: float) -> np.ndarray:
     return p**g + (1 - p) ** g
 
 
+def _maybe_binary(s: Signals, reward: np.ndarray) -> bool:
+    """Whether the reward can be a mean of 0/1 rewards (the i.i.d. prediction assumes it): in
+    [0, 1], and multiples of 1/N when N = B x G is known."""
+    r = reward[np.isfinite(reward)]
+    if r.size == 0 or r.min() < 0 or r.max() > 1:
+        return False
+    n = n_rollouts(s)
+    return n is None or nm.is_binary_mean(r, n)
+
+
 def _degeneracy_series(s: Signals) -> tuple[np.ndarray | None, str]:
     """The per-step share of zero-spread groups and where it comes from: the logged fraction,
     all_pass + all_fail, or the share of steps with reward_std == 0 (a step whose reward_std
@@ -216,7 +226,7 @@ def advantage_degeneracy(s: Signals) -> ModeVerdict:
     reward = s.get("reward") if s.has("reward") else np.full_like(s.steps, np.nan)
     ok = np.isfinite(reward)
     iid = None
-    if g is not None and ok.any():
+    if g is not None and ok.any() and _maybe_binary(s, reward):
         iid = (
             s.get("degeneracy/iid_prediction")
             if s.has("degeneracy/iid_prediction")
@@ -228,8 +238,11 @@ def advantage_degeneracy(s: Signals) -> ModeVerdict:
             f"{_lack(s, 'frac_reward_zero_std', 4)} (or degeneracy/all_pass + all_fail, or "
             "reward_std)"
         )
-        if iid is None:
-            why = "no degeneracy signal (and the reward is not in [0, 1] for the i.i.d. bound)"
+        if iid is None or not nm.is_binary_mean(reward[ok], n_rollouts(s)):
+            # the i.i.d. bound alone needs a reward known to be a mean of N 0/1 rewards
+            if iid is not None:
+                missing.append("batch_prompts (to tell a mean of 0/1 rewards from a [0, 1] score)")
+            why = "no degeneracy signal, and the reward is not known to be a mean of 0/1 rewards"
             return cannot_judge(name, missing + ["reward"] * (not s.has("reward")), why)
     live = _live_steps(reward)
     ev: dict[str, float | str] = {"unsaturated_steps": float(live.sum())}
