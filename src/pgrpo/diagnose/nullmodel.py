@@ -150,14 +150,16 @@ def curve_statistics(y: np.ndarray, scale: np.ndarray | None = None) -> dict[str
 
 
 def lag1_autocorr(y: np.ndarray) -> float:
-    """Lag-1 autocorrelation of the residuals from a centred moving average ([n] -> float),
-    clipped to [0, 0.9]."""
-    y = np.asarray(y, dtype=float)[None, :]
-    r = (y - _centred_smooth(y, max(5, y.shape[1] // 10)))[0]
-    r = r - r.mean()
-    den = float(r @ r)
-    rho = float(r[1:] @ r[:-1]) / den if den > 0 else 0.0
-    return float(np.clip(rho, 0.0, 0.9))
+    """AR(1) coefficient from the first differences, rho = 1 + 2 corr(dy_t, dy_t-1) (for
+    AR(1) noise corr(dy_t, dy_t-1) = -(1 - rho) / 2): a trend, even a curved one, barely moves
+    it. [n] -> float, rounded up to the 0.1 grid of the cached nulls, clipped to [0, 0.9]."""
+    d = np.diff(np.asarray(y, dtype=float))
+    d = d - d.mean()
+    den = float(d @ d)
+    if d.size < 3 or den <= 0:
+        return 0.0
+    rho = 1.0 + 2.0 * float(d[1:] @ d[:-1]) / den
+    return float(np.clip(math.ceil(rho * 10 - 1e-9) / 10, 0.0, 0.9))
 
 
 def is_binary_mean(reward: np.ndarray, n_rollouts: float | None) -> bool:
@@ -180,7 +182,7 @@ def choose_null(reward: np.ndarray, n_rollouts: float | None, rho: float | None 
         # p on a 0.01 grid (for the cache), never 0 or 1: a null with no variation tests nothing
         p = float(np.clip(round(float(np.mean(reward)) * 100) / 100, 0.01, 0.99))
         return NullModel("binomial", rho, int(n_rollouts), p)
-    return NullModel("ar1", round(rho, 1))
+    return NullModel("ar1", rho)
 
 
 def null_curves(n: int, null: NullModel, m: int = N_NULL, seed: int = SEED) -> np.ndarray:

@@ -6,10 +6,12 @@
 - `saturated`: the reward sits at its ceiling: the end window is the best of the run and the
   groups have no spread (reward_std == 0 / frac_reward_zero_std = 1 on >= 80% of its steps, or
   a 0/1 reward at >= 0.99), after a significant rise or at a known ceiling.
-- `collapsed`: a significant fall from the best window, ending at or below the start level (or
-  at the run's floor with no spread left).
+- `collapsed`: a significant fall from the best window, ending at or below the start level, or
+  a run that ends stuck at its floor (the end window constant at the run's minimum, no spread
+  within groups) below where it started.
 - `declining`: a significant fall from the best window, or a significant negative trend.
-- `learning`: a significant rise that is still going on over the second half (one-sided 5%).
+- `learning`: a significant rise that is still going on over the second half (one-sided: at
+  ALPHA, or at 5% unless the exponential fit bounds the remaining gain below 5% of the gain).
 - `plateau`: a significant rise that has stopped.
 - `flat`: none of these beyond batch noise.
 
@@ -205,6 +207,10 @@ def _label(ev: dict[str, Any], x: np.ndarray, n_rollouts: float | None, alpha: f
     no_spread = ev.get("zero_spread_end", 0.0) >= ZERO_SPREAD_SHARE
     if ceiling or (no_spread and at_top and rose):
         return "saturated"
+    tail = x[-int(ev["window"]) :]
+    stuck = no_spread and np.ptp(tail) == 0 and tail[0] <= x.min()
+    if stuck and ev["start_level"] > ev["end_level"] + se_w:
+        return "collapsed"  # stuck at the floor, every group scoring the same, below the start
     if dropped or fell:
         at_floor = ev["end_level"] <= ev["floor_level"] + se_w
         lost_all = ev["end_level"] <= ev["start_level"] and ev["best_level"] > ev["start_level"]
@@ -212,8 +218,20 @@ def _label(ev: dict[str, Any], x: np.ndarray, n_rollouts: float | None, alpha: f
             return "collapsed"
         return "declining"
     if rose or ev["recent_p_up"] < alpha:
-        return "learning" if ev["recent_p_up"] < ALPHA_RECENT else "plateau"
+        weak = ev["recent_p_up"] < ALPHA_RECENT and not _fit_says_done(ev)
+        still = ev["recent_p_up"] < alpha or weak
+        return "learning" if still else "plateau"
     return "flat"
+
+
+def _fit_says_done(ev: dict[str, Any]) -> bool:
+    """The exponential fit bounds the remaining gain (90% upper bound) below 5% of the gain
+    made: the curve has reached its asymptote though its second half tilts up (weakly: the
+    fit is not asked when that rise is significant at ALPHA)."""
+    rem, se, gain = ev["remaining_gain"], ev["remaining_gain_se"], ev["fit_gain"]
+    if not all(math.isfinite(v) for v in (rem, se, gain)) or gain <= 0:
+        return False
+    return rem + Z90 * se < 0.05 * gain
 
 
 def _g(v: float) -> str:
