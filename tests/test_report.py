@@ -124,3 +124,50 @@ def test_report_renders_in_headless_chromium(full_report, tmp_path):
     assert img.shape[0] == 2400 and img.shape[1] == 1280
     # the page is not blank: plenty of non-white pixels (plots, tables)
     assert (img[..., :3].mean(-1) < 0.9).mean() > 0.05
+
+
+def test_report_leads_with_the_verdict_and_folds_the_evidence(full_report):
+    page = full_report.html_path.read_text()
+    verdict, details, dynamics = (
+        page.index("<h2>Verdict</h2>"),
+        page.index("<details>"),
+        page.index("<h2>Dynamics</h2>"),
+    )
+    assert verdict < details < page.index("<b>reward_hacking</b>") < dynamics
+    findings = re.findall(r'<li class="finding"><b>([^<]+)</b>: ([^<]+)', page)
+    assert findings[0][0].startswith("progress: ")
+    assert any(about == "policy_concentration" for about, _ in findings)  # this run concentrates
+
+
+class _Axes:
+    """Records what a panel draws."""
+
+    def __init__(self):
+        self.calls = []
+
+    def __getattr__(self, name):
+        return lambda *a, **k: self.calls.append((name, a, k))
+
+
+def test_the_forecast_drawn_is_the_forecast_reported(tmp_path):
+    """The band drawn is the band of the predicted mean that the report prints (it was the
+    per-step band of one new observation, from -0.4 to 1.3 on the demo), and the words in the
+    legend are the words in the text."""
+    from pgrpo.logs import read_log
+    from pgrpo.report import plots
+    from pgrpo.report.build import _fits, forecast_text
+
+    run_dir = write_run(build("healthy", 1), tmp_path / "run")
+    res = build_report(run_dir)
+    log = read_log(run_dir)
+    fit, fc, _ = _fits(log)
+    ax = _Axes()
+    plots.reward_panel(ax, log.step, log.reward, fit, fc, ())
+    bands = [a for name, a, _ in ax.calls if name == "fill_between"]
+    assert len(bands) == 1 and tuple(bands[0][1:]) == tuple(fc.mean_band)
+    labels = {k.get("label") for _, _, k in ax.calls}
+    words = plots.forecast_label(fc)
+    assert words["band"] in labels and words["line"] in labels
+    page = res.html_path.read_text()
+    assert forecast_text(fc, log.reward) in page
+    assert words["band"] in page and f"{fc.predicted_mean:.3g}" in page

@@ -44,8 +44,8 @@ class NullModel:
 
 
 def window_size(n: int) -> int:
-    """Points in the start / end / peak windows: a fifth of the run, at least 5."""
-    return max(5, n // 5)
+    """Points in the start / end / peak windows: a fifth of the run, at least 3."""
+    return max(3, n // 5)
 
 
 def _moving_mean(y: np.ndarray, w: int) -> np.ndarray:
@@ -151,14 +151,19 @@ def curve_statistics(y: np.ndarray, scale: np.ndarray | None = None) -> dict[str
 
 def lag1_autocorr(y: np.ndarray) -> float:
     """AR(1) coefficient from the first differences, rho = 1 + 2 corr(dy_t, dy_t-1) (for
-    AR(1) noise corr(dy_t, dy_t-1) = -(1 - rho) / 2): a trend, even a curved one, barely moves
-    it. [n] -> float, rounded up to the 0.1 grid of the cached nulls, clipped to [0, 0.9]."""
+    AR(1) noise corr(dy_t, dy_t-1) = -(1 - rho) / 2), with a straight line removed from the
+    differences so that a trend, even a curved one, barely moves it; shrunk by n / (n + 20)
+    (short curves give wild estimates). [n] -> float, rounded up to the 0.1 grid of the cached
+    nulls, clipped to [0, 0.9]."""
     d = np.diff(np.asarray(y, dtype=float))
-    d = d - d.mean()
-    den = float(d @ d)
-    if d.size < 3 or den <= 0:
+    if d.size < 4:
         return 0.0
-    rho = 1.0 + 2.0 * float(d[1:] @ d[:-1]) / den
+    t = np.arange(d.size, dtype=float)
+    d = d - np.polyval(np.polyfit(t, d, 1), t)
+    den = float(d @ d)
+    if den <= 0:
+        return 0.0
+    rho = (1.0 + 2.0 * float(d[1:] @ d[:-1]) / den) * y.size / (y.size + 20.0)
     return float(np.clip(math.ceil(rho * 10 - 1e-9) / 10, 0.0, 0.9))
 
 
@@ -174,11 +179,11 @@ def is_binary_mean(reward: np.ndarray, n_rollouts: float | None) -> bool:
 
 
 def choose_null(reward: np.ndarray, n_rollouts: float | None, rho: float | None = None):
-    """Binomial batch noise at N = B x G when N is known, the values are means of N 0/1
-    rewards and the residuals show no autocorrelation beyond 0.2; AR(1) with the curve's rho
+    """Binomial batch noise at N = B x G when N is known and the values are means of N 0/1
+    rewards (fresh rollouts every step: independent noise); AR(1) with the curve's rho
     otherwise. reward: [n] finite values."""
     rho = lag1_autocorr(reward) if rho is None else rho
-    if is_binary_mean(reward, n_rollouts) and rho <= 0.2:
+    if is_binary_mean(reward, n_rollouts):
         # p on a 0.01 grid (for the cache), never 0 or 1: a null with no variation tests nothing
         p = float(np.clip(round(float(np.mean(reward)) * 100) / 100, 0.01, 0.99))
         return NullModel("binomial", rho, int(n_rollouts), p)

@@ -42,7 +42,7 @@ PROGRESS_LABELS = (
     "collapsed",
     "too_short",
 )
-MIN_POINTS = 10
+MIN_POINTS = 8
 ALPHA = 0.005
 ALPHA_RECENT = 0.05
 ZERO_SPREAD_SHARE = 0.8
@@ -256,9 +256,15 @@ def _words(label: str, ev: dict[str, Any]) -> tuple[str, str]:
                else " and check again later"),
         )  # fmt: skip
     if label == "plateau":
+        late = (
+            f"the fit puts it within {_g(ev['remaining_gain'] + Z90 * ev['remaining_gain_se'])} "
+            f"of its asymptote (the second half still tilts up, p={ev['recent_p_up']:.2g})"
+            if ev["recent_p_up"] < ALPHA_RECENT
+            else f"it has not risen over the second half (p={ev['recent_p_up']:.2g})"
+        )
         return (
             f"Plateaued: reward rose from {_g(a)} to {_g(b)} (p={min(p, ev['gain_p']):.2g}) "
-            f"but has not risen over the second half (p={ev['recent_p_up']:.2g}).",
+            f"but {late}.",
             "more steps at this setting are unlikely to help: stop here, or change something "
             "(harder prompts, a larger group, the learning rate)",
         )
