@@ -44,6 +44,12 @@ def diagnose_cmd(
     ),
     log_format: str | None = typer.Option(None, "--format", help="Force a log reader by name."),
     as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON only."),
+    group_size: int | None = typer.Option(
+        None, "--group-size", min=1, help="G, when the log does not say (binomial noise model)."
+    ),
+    batch_prompts: int | None = typer.Option(
+        None, "--batch-prompts", min=1, help="Prompts per step B, when the log does not say."
+    ),
 ) -> None:
     """Say whether the run is learning (learning / plateau / flat / declining / saturated /
     collapsed / too_short) and detect reward hacking, advantage degeneracy, policy concentration
@@ -53,7 +59,14 @@ def diagnose_cmd(
 
     if eval_log is None and log.is_dir() and (log / "eval.json").is_file():
         eval_log = log / "eval.json"
-    result = diagnose(load_log(log, log_format), eval_log=eval_log)
+    run = load_log(log, log_format)
+    given = {"group_size": group_size, "batch_prompts": batch_prompts}
+    if any(v is not None for v in given.values()):
+        from dataclasses import replace
+
+        hp = {**run.hyperparameters, **{k: float(v) for k, v in given.items() if v is not None}}
+        run = replace(run, hyperparameters=hp)
+    result = diagnose(run, eval_log=eval_log)
     if as_json:
         typer.echo(json.dumps(result.to_dict(), allow_nan=False))
         return
