@@ -69,6 +69,15 @@ def reference(note: str) -> set[str] | None:
     return None
 
 
+def strict_reference(note: str) -> set[str] | None:
+    """The note read literally: learning -> learning, flat -> flat, collapsed -> collapsed or
+    declining (a plateau counts for neither)."""
+    ref = reference(note)
+    if ref is None:
+        return None
+    return {"collapsed", "declining"} if "collapsed" in ref else ref & {"learning", "flat"}
+
+
 def n_rollouts(meta: dict) -> int | None:
     g, b = meta.get("G"), meta.get("prompts_per_step")
     return meta.get("completions_per_step") or (g * b if g and b else None)
@@ -222,10 +231,13 @@ def real_runs(runs: list[dict], rld: dict) -> list[dict]:
         row.update(pgrpo_row(log))
         row.update(forecast_row(log))
         row["reference"] = sorted(ref) if ref else None
+        strict = strict_reference(meta.get("notes", ""))
         row["sensible"] = None if ref is None else row["progress"] in ref
+        row["strict"] = None if strict is None else row["progress"] in strict
         label, alarms = rldoctor_label(rld.get(path, {}))
         row.update(rldoctor_progress=label, rldoctor_alarms=alarms)
         row["rldoctor_sensible"] = None if ref is None or label is None else label in ref
+        row["rldoctor_strict"] = None if strict is None or label is None else label in strict
         rows.append(row)
     return rows
 
@@ -291,6 +303,8 @@ def summary(rows: list[dict], nulls: list[dict]) -> dict:
         "sensible_progress": sum(r["sensible"] for r in judged),
         "rldoctor_runs_with_reference": len(rjudged),
         "rldoctor_sensible_progress": sum(r["rldoctor_sensible"] for r in rjudged),
+        "strict_progress": sum(bool(r["strict"]) for r in judged),
+        "rldoctor_strict_progress": sum(bool(r["rldoctor_strict"]) for r in rjudged),
         "instability_runs_without_collapse_note": sum(
             "dynamical_instability" in r["modes"] for r in shows_none
         ),

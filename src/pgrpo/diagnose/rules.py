@@ -26,7 +26,8 @@ HACK_EVAL_SHARE = 0.25  # eval gain below this share of the train gain = diverge
 LENGTH_BLOWUP = 2.5  # final / initial mean completion length
 FORMAT_SHARE = 0.7  # share of the reward gain from format-like reward functions
 # advantage degeneracy
-DEGENERACY_MAX = 0.5  # share of zero-spread groups (by 2 standard errors) on unsaturated steps
+DEGENERACY_MAX = 0.5  # share of zero-spread groups (one-sided 5%) on unsaturated steps
+Z95 = 1.645
 SATURATED = 0.85  # for a reward in [0, 1]: steps with smoothed reward above it are not judged
 # policy concentration
 ENTROPY_COLLAPSE = 0.1  # final / initial entropy
@@ -216,9 +217,10 @@ def _split(s: Signals, deg: np.ndarray | None, live: np.ndarray, reward: np.ndar
 @DIAGNOSTIC_RULES.register("advantage_degeneracy")
 def advantage_degeneracy(s: Signals) -> ModeVerdict:
     """Most groups carry no advantage (all-equal rewards): gradient starvation (arXiv
-    2605.07689). Fires when the zero-spread share exceeds DEGENERACY_MAX by two standard errors
-    (of a mean of autocorrelated steps); the i.i.d. prediction stands in only for rewards in
-    [0, 1]. Nothing assumes a reward scale."""
+    2605.07689). Fires when the zero-spread share exceeds DEGENERACY_MAX by Z95 standard errors
+    (of a mean of autocorrelated steps, one-sided 5%); the i.i.d. prediction p^G + (1-p)^G
+    (a lower bound, Jensen) serves only a reward in [0, 1], and alone only a known mean of 0/1
+    rewards. Nothing assumes a reward scale."""
     name = "advantage_degeneracy"
     g = s.hyper("group_size")
     missing = [] if g is not None else ["group_size"]
@@ -254,6 +256,11 @@ def advantage_degeneracy(s: Signals) -> ModeVerdict:
         if "iid_prediction" in ev:
             ev["jensen_gap"] = level - float(ev["iid_prediction"])
         vals = deg[live][np.isfinite(deg[live])]
+        if source.startswith("steps with") and iid is not None and level < ev["iid_prediction"]:
+            # two lower bounds (zero-spread steps; Jensen for 0/1 rewards): take the larger
+            if nm.is_binary_mean(reward[ok], n_rollouts(s)):
+                level = ev["degeneracy_lower_bound"] = float(ev["iid_prediction"])
+                vals = iid[live][np.isfinite(iid[live])]
     else:  # the i.i.d. prediction is a lower bound on the true rate (Jensen)
         level = float(ev["iid_prediction"])
         ev["degeneracy_lower_bound"] = level
@@ -264,7 +271,7 @@ def advantage_degeneracy(s: Signals) -> ModeVerdict:
     if s.has("frac_gradient_tokens"):
         ev["frac_gradient_tokens"] = float(np.nanmean(s.get("frac_gradient_tokens")[live]))
     ev["reward_mean"] = float(np.nanmean(reward[live])) if ok.any() else math.nan
-    strength = confidence(level - DEGENERACY_MAX - 2 * se, 0.0, 0.1)
+    strength = confidence(level - DEGENERACY_MAX - Z95 * se, 0.0, 0.1)
     action = _degeneracy_action(ev, reward)
     cov = 1.0 if deg is not None else 0.5
     return verdict(name, strength, ev, action=action, missing=missing, coverage=cov)
