@@ -308,3 +308,25 @@ def test_real_corpus_no_instability_and_notes_respected():
             disagree.append((meta["name"], d.progress.label))
     assert len(unstable) <= 2, unstable
     assert len(disagree) <= 3, disagree  # >= 85% of the 24 runs whose note has an opinion
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    values=st.lists(
+        st.one_of(
+            st.floats(allow_nan=True, allow_infinity=True, width=32),
+            st.sampled_from([0.0, 1.0, 0.5]),
+        ),
+        min_size=0,
+        max_size=60,
+    ),
+    with_std=st.booleans(),
+    n_rollouts=st.sampled_from([None, 1, 8]),
+)
+def test_any_curve_gets_a_label_and_json_clean_evidence(values, with_std, n_rollouts):
+    """Constant, tied, NaN/inf-riddled or tiny curves never raise and give a known label."""
+    r = np.asarray(values, dtype=float)
+    sd = np.zeros_like(r) if with_std else None
+    v = assess_progress(np.arange(r.size, dtype=float), r, reward_std=sd, n_rollouts=n_rollouts)
+    assert v.label in PROGRESS_LABELS and v.summary and v.action
+    json.dumps(v.to_dict(), allow_nan=False)
