@@ -360,6 +360,7 @@ def main() -> None:
     doc = {
         "command": "python bench/real_runs.py " + " ".join(sys.argv[1:]),
         "date": dt.date.today().isoformat(),
+        "machine": "2-core CPU shared with other jobs, no GPU",
         "rldoctor": "0.2.0" if rld else None,
         "summary": summ,
         "runs": rows,

@@ -68,9 +68,11 @@ def test_each_label_on_a_curve_built_for_it():
         "saturated": saturating,
     }
     for want, p in cases.items():
-        got = label(binomial_groups(rng, n, b, g, p), n_rollouts=nr)
-        assert got.label == want, (want, got.label, got.summary)
-        assert got.summary and got.action and got.label in PROGRESS_LABELS
+        # "learning" vs "plateau" is a one-sided 5% test on the second half: judged on 5 seeds
+        labels = [label(binomial_groups(rng, n, b, g, p), n_rollouts=nr) for _ in range(5)]
+        got = [v.label for v in labels]
+        assert got.count(want) >= 4, (want, got, [v.summary for v in labels])
+        assert all(v.summary and v.action and v.label in PROGRESS_LABELS for v in labels)
     short = assess_progress(np.arange(5.0), np.arange(5.0))
     assert short.label == "too_short" and "8" in short.action
 
