@@ -178,12 +178,25 @@ def is_binary_mean(reward: np.ndarray, n_rollouts: float | None) -> bool:
     return bool(np.mean(np.abs(k - np.round(k)) < 1e-3 * max(1.0, float(n_rollouts))) >= 0.9)
 
 
+OVERDISPERSION = 2.0
+
+
+def overdispersed(reward: np.ndarray, n_rollouts: float) -> bool:
+    """Batch noise variance (from first differences) above OVERDISPERSION x the binomial
+    p (1 - p) / N: prompts of unequal difficulty make the batch mean far noisier than N
+    independent draws, and the binomial shape is then the wrong null."""
+    r = np.asarray(reward, dtype=float)
+    p = float(np.mean(r))
+    binom = p * (1 - p) / float(n_rollouts)
+    return binom > 0 and float(noise_sd(r[None, :])[0]) ** 2 > OVERDISPERSION * binom
+
+
 def choose_null(reward: np.ndarray, n_rollouts: float | None, rho: float | None = None):
-    """Binomial batch noise at N = B x G when N is known and the values are means of N 0/1
-    rewards (fresh rollouts every step: independent noise); AR(1) with the curve's rho
-    otherwise. reward: [n] finite values."""
+    """Binomial batch noise at N = B x G when N is known, the values are means of N 0/1
+    rewards (fresh rollouts every step: independent noise) and their noise is not overdispersed;
+    AR(1) with the curve's rho otherwise. reward: [n] finite values."""
     rho = lag1_autocorr(reward) if rho is None else rho
-    if is_binary_mean(reward, n_rollouts):
+    if is_binary_mean(reward, n_rollouts) and not overdispersed(reward, n_rollouts):
         # p on a 0.01 grid (for the cache), never 0 or 1: a null with no variation tests nothing
         p = float(np.clip(round(float(np.mean(reward)) * 100) / 100, 0.01, 0.99))
         return NullModel("binomial", rho, int(n_rollouts), p)
