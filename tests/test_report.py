@@ -171,3 +171,28 @@ def test_the_forecast_drawn_is_the_forecast_reported(tmp_path):
     page = res.html_path.read_text()
     assert forecast_text(fc, log.reward) in page
     assert words["band"] in page and f"{fc.predicted_mean:.3g}" in page
+
+
+def test_a_forecast_wider_than_the_run_is_not_enough_evidence():
+    """A band of the mean wider than the run's whole range is said to be uninformative and is
+    not drawn (a forecast of 0.49 with a band from -0.4 to 1.3 told the user nothing)."""
+    from types import SimpleNamespace
+
+    from pgrpo.report.build import forecast_text, informative
+
+    fc = SimpleNamespace(
+        mean_band=(-0.4, 1.3),
+        predicted_mean=0.49,
+        level=0.9,
+        cut_step=6.0,
+        observed_mean=0.85,
+        future_step=np.arange(7.0, 13.0),
+        fit=SimpleNamespace(step=np.arange(1.0, 7.0)),
+    )
+    reward = np.linspace(0.16, 0.91, 12)
+    assert not informative(fc, reward)
+    assert "not enough evidence" in forecast_text(fc, reward)
+    fc.mean_band = (0.8, 0.9)
+    assert informative(fc, reward) and "Backtest: forecast made at step 6" in forecast_text(
+        fc, reward
+    )

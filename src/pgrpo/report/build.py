@@ -227,11 +227,26 @@ def _findings_html(diagnosis: Any) -> str:
     return f'<ul class="findings">{"".join(items)}</ul>'
 
 
+def informative(fc: Any, reward: np.ndarray) -> bool:
+    """A forecast worth drawing: its band of the mean is narrower than the run's whole range."""
+    r = np.asarray(reward, dtype=float)
+    r = r[np.isfinite(r)]
+    lo, hi = fc.mean_band
+    return bool(r.size and math.isfinite(lo) and math.isfinite(hi) and hi - lo < np.ptp(r))
+
+
 def forecast_text(fc: Any, reward: np.ndarray) -> str:
-    """The forecast in words: the same object, and the same words, as the reward panel draws."""
+    """The forecast in words: the same object, and the same words, as the reward panel draws;
+    a band wider than the run's range is "not enough evidence" and is not drawn."""
     if fc is None:
         return ""
     words = plots.forecast_label(fc)
+    if not informative(fc, reward):
+        return (
+            f"<p>Backtest: a {_e(words['line'])} has a band of its mean ({_e(words['band'])}) "
+            "wider than the whole range of the run's reward: not enough evidence to forecast "
+            "the second half from the first, so it is not drawn.</p>"
+        )
     n_before = int(np.searchsorted(np.asarray(fc.fit.step), fc.cut_step, side="right"))
     obs = fc.observed_mean
     tail = ""
@@ -377,7 +392,8 @@ def build_report(
 
         points, _ = _safe(read_eval_points, eval_log)
     fit, fc, notes = _fits(log)
-    panels = _panels(log, diagnosis, fit, fc, eval_doc, points or ())
+    drawn = fc if fc is not None and informative(fc, log.reward) else None
+    panels = _panels(log, diagnosis, fit, drawn, eval_doc, points or ())
     out = (
         Path(out_dir)
         if out_dir is not None
