@@ -31,10 +31,17 @@ def _hacking(ev: dict) -> str:
 
 
 def _degeneracy(ev: dict) -> str:
-    if "degeneracy" in ev:
-        level, how = ev["degeneracy"], f"({ev.get('degeneracy_source', 'logged')})"
+    source = str(ev.get("degeneracy_source", ""))
+    if "degeneracy_lower_bound" in ev:
+        level = ev["degeneracy_lower_bound"]
+        how = "at least, by the i.i.d. lower bound p^G + (1-p)^G of the mean reward"
+        if source:
+            how += f"; {ev['degeneracy']:.0%} of steps had reward_std == 0"
+    elif source.startswith("steps with"):
+        level, how = ev["degeneracy"], "at least: the share of steps with reward_std == 0"
     else:
-        level, how = ev.get("degeneracy_lower_bound"), "(i.i.d. lower bound from the mean reward)"
+        level, how = ev.get("degeneracy"), f"from {source or 'the log'}"
+    how = f"({how})"
     split = ""
     if isinstance(ev.get("all_fail"), float) and isinstance(ev.get("all_pass"), float):
         split = f"; all-fail {ev['all_fail']:.0%}, all-pass {ev['all_pass']:.0%}"

@@ -269,9 +269,15 @@ def _words(label: str, ev: dict[str, Any]) -> tuple[str, str]:
             "penalty or use fewer inner updates (num_iterations)",
         )
     if label == "collapsed":
+        how = (
+            f" (fall p={ev['drop_p']:.2g})"
+            if ev["drop_p"] < ALPHA
+            else f", and stays at its floor with no spread within groups on "
+            f"{ev.get('zero_spread_end', math.nan):.0%} of the last steps"
+        )
         return (
             f"Collapsed: reward fell from {_g(best)} near step {ps:g} to {_g(b)}, at or below "
-            f"where it started ({_g(a)}; fall p={ev['drop_p']:.2g}).",
+            f"where it started ({_g(a)}){how}.",
             f"restart from the checkpoint near step {ps:g} with a lower learning rate, fewer "
             "off-policy epochs (num_iterations) or a KL penalty",
         )
