@@ -22,8 +22,8 @@ from functools import lru_cache
 import numpy as np
 from scipy.signal import lfilter
 
-N_NULL = 1000
-"""Null curves per (length, null model): p-values resolve down to 1 / 1001."""
+N_NULL = 2000
+"""Null curves per (length, null model): p-values resolve down to 1 / 2001."""
 SEED = 20261201
 
 
@@ -56,25 +56,32 @@ def _moving_mean(y: np.ndarray, w: int) -> np.ndarray:
 
 def _centred_smooth(y: np.ndarray, w: int) -> np.ndarray:
     """Centred moving average with shrinking edges: [M, n] -> [M, n]."""
-    n = y.shape[1]
+    n, h = y.shape[1], w // 2
     c = np.cumsum(np.pad(y, ((0, 0), (1, 0))), axis=1)
-    i = np.arange(n)
-    lo, hi = np.clip(i - w // 2, 0, n), np.clip(i + w // 2 + 1, 0, n)
-    return (c[:, hi] - c[:, lo]) / (hi - lo)
+    if n <= 2 * h:
+        i = np.arange(n)
+        lo, hi = np.clip(i - h, 0, n), np.clip(i + h + 1, 0, n)
+        return (c[:, hi] - c[:, lo]) / (hi - lo)
+    out = np.empty_like(y)
+    out[:, h : n - h] = (c[:, 2 * h + 1 :] - c[:, : n - 2 * h]) / (2 * h + 1)
+    head, tail = np.arange(h), np.arange(n - h, n)
+    out[:, :h] = c[:, head + h + 1] / (head + h + 1)
+    out[:, n - h :] = (c[:, [n]] - c[:, tail - h]) / (n - tail + h)
+    return out
 
 
 def _hac_t(y: np.ndarray) -> np.ndarray:
     """OLS slope t-statistic with a Newey-West (Bartlett) variance: [M, n] -> [M]."""
     n = y.shape[1]
-    t = np.arange(n, dtype=float) - (n - 1) / 2.0
+    t = (np.arange(n) - (n - 1) / 2.0).astype(y.dtype)
     stt = float(t @ t)
     slope = (y @ t) / stt
     resid = y - y.mean(axis=1, keepdims=True) - slope[:, None] * t
     u = resid * t
-    s = np.sum(u * u, axis=1)
+    s = np.einsum("ij,ij->i", u, u)
     lags = int(math.floor(4.0 * (n / 100.0) ** (2.0 / 9.0)))
     for lag in range(1, lags + 1):
-        s += 2.0 * (1.0 - lag / (lags + 1.0)) * np.sum(u[:, lag:] * u[:, :-lag], axis=1)
+        s += 2.0 * (1.0 - lag / (lags + 1.0)) * np.einsum("ij,ij->i", u[:, lag:], u[:, :-lag])
     se = np.sqrt(np.maximum(s, 0.0)) / stt
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(se > 0, slope / se, 0.0)
@@ -203,18 +210,33 @@ def choose_null(reward: np.ndarray, n_rollouts: float | None, rho: float | None 
     return NullModel("ar1", rho)
 
 
-def null_curves(n: int, null: NullModel, m: int = N_NULL, seed: int = SEED) -> np.ndarray:
-    """m seeded null curves of length n: [m, n]."""
-    rng = np.random.default_rng([seed, n, int(null.rho * 10), null.n_rollouts, int(null.p * 100)])
+CHUNK_VALUES = 1_000_000
+"""Null curves are simulated in row chunks of at most this many values (bounded memory on long
+logs: 1,000 curves of 10,000 steps are 10 chunks of 8 MB arrays)."""
+
+
+def null_curves(
+    n: int, null: NullModel, m: int = N_NULL, seed: int = SEED, chunk: int = 0
+) -> np.ndarray:
+    """m seeded null curves of length n: [m, n] (chunk: which block of rows, for seeding)."""
+    key = [seed, n, round(null.rho * 10), null.n_rollouts, round(null.p * 100), chunk]
+    rng = np.random.default_rng(key)
     if null.kind == "binomial":
-        return rng.binomial(null.n_rollouts, null.p, size=(m, n)) / null.n_rollouts
-    e = rng.standard_normal((m, n + 50))
-    return lfilter([1.0], [1.0, -null.rho], e, axis=1)[:, 50:]
+        x = rng.binomial(null.n_rollouts, null.p, size=(m, n)) / null.n_rollouts
+        return x.astype(np.float32)  # float32: half the memory traffic, ample precision
+    e = rng.standard_normal((m, n + 50), dtype=np.float32)
+    return lfilter([1.0], [1.0, -null.rho], e, axis=1)[:, 50:].astype(np.float32)
 
 
 @lru_cache(maxsize=256)
 def _null_stats(n: int, kind: str, rho: float, n_rollouts: int, p: float) -> dict:
-    stats = curve_statistics(null_curves(n, NullModel(kind, rho, n_rollouts, p)))
+    null = NullModel(kind, rho, n_rollouts, p)
+    rows = max(1, CHUNK_VALUES // max(n, 1))
+    parts = [
+        curve_statistics(null_curves(n, null, min(rows, N_NULL - i), chunk=i // rows))
+        for i in range(0, N_NULL, rows)
+    ]
+    stats = {k: np.concatenate([part[k] for part in parts]) for k in parts[0]}
     # a null curve with no variation at all (binomial at p = 0 or 1) is never significant
     flat = stats["noise_sd"] <= 0
     for key in ("trend_t", "recent_t", "gain_z", "drop_z", "rise_z"):
