@@ -1,7 +1,7 @@
 """fit, forecast and diagnose on every real run of the corpus (../shared/data/curves) and on
 null curves of the same lengths, beside rldoctor 0.2.0 (PyPI) on the same files.
 
-    python bench/real_runs.py [--rldoctor .venv-rldoctor/bin/python] [--nulls-per-run 3]
+    python bench/real_runs.py [--rldoctor .venv-rldoctor/bin/python] [--nulls-per-run 10]
 
 rldoctor pins numpy and nothing else, but it lives in its own venv so that the comparison never
 depends on pgrpo's environment: `python -m venv .venv-rldoctor && .venv-rldoctor/bin/pip install
@@ -343,7 +343,7 @@ def summary(rows: list[dict], nulls: list[dict]) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rldoctor", default=str(ROOT / ".venv-rldoctor" / "bin" / "python"))
-    ap.add_argument("--nulls-per-run", type=int, default=3)
+    ap.add_argument("--nulls-per-run", type=int, default=10)
     args = ap.parse_args()
     t0 = time.time()
     runs = json.loads((CURVES / "index.json").read_text())["runs"]
