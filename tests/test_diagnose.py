@@ -22,7 +22,9 @@ def test_every_mode_on_every_failure_run(name):
         got = {v.name for v in d.modes if v.detected and v.name in MODES}
         assert entry.expected <= got, (name, seed, got)
         assert got <= entry.expected | entry.allowed, (name, seed, got)
-        assert d.healthy.detected == (not got)
+        # healthy when nothing fired, unless fewer than two modes can be judged: the recursion
+        # runs log a continuous reward only (not a mean of 0/1 rewards), so "not enough evidence"
+        assert d.healthy.detected == (not got) or (not got and not d.healthy.judged)
 
 
 def test_verdicts_carry_evidence_actions_and_missing_signals():

@@ -350,3 +350,17 @@ def test_any_curve_gets_a_label_and_json_clean_evidence(values, with_std, n_roll
     v = assess_progress(np.arange(r.size, dtype=float), r, reward_std=sd, n_rollouts=n_rollouts)
     assert v.label in PROGRESS_LABELS and v.summary and v.action
     json.dumps(v.to_dict(), allow_nan=False)
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    n_rollouts=st.integers(1, 4096), seed=st.integers(0, 1000), decimals=st.sampled_from([4, 6, 16])
+)
+def test_means_of_binary_rewards_are_told_from_continuous_scores(n_rollouts, seed, decimals):
+    rng = np.random.default_rng(seed)
+    k = rng.binomial(n_rollouts, 0.4, size=80)
+    assert nm.is_binary_mean(np.round(k / n_rollouts, decimals), n_rollouts)
+    score = rng.uniform(0.05, 0.95, size=80)
+    if n_rollouts >= 8:  # with few rollouts the 1/N grid is coarse and a score may sit near it
+        assert not nm.is_binary_mean(score, n_rollouts)
+    assert not nm.is_binary_mean(k / n_rollouts * 10.0, n_rollouts)  # a 0-10 scale
