@@ -8,6 +8,8 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from pgrpo.diagnose.nullmodel import fmt_p
+
 
 def _f(v: Any, fmt: str = ".3g") -> str:
     return "-" if not isinstance(v, int | float) or not math.isfinite(v) else format(v, fmt)
@@ -87,18 +89,18 @@ def _instability(ev: dict) -> str:
     if key == "oscillation_growth_p":
         return (
             f"Dynamical instability: the swings of the reward grew x"
-            f"{_f(ev['oscillation_growth'], '.1f')} from the first to the last third (p="
-            f"{_f(p[key], '.2g')} against {ev.get('null_model', 'noise')})."
+            f"{_f(ev['oscillation_growth'], '.1f')} from the first to the last third "
+            f"({fmt_p(p[key])} against {ev.get('null_model', 'noise')})."
         )
     if key == "spectral_peak_p":
         return (
             f"Dynamical instability: the reward oscillates with a period of about "
             f"{_f(ev.get('spectral_peak_period_points'), '.0f')} logged points, beyond batch "
-            f"noise (p={_f(p[key], '.2g')} against {ev.get('null_model', 'noise')})."
+            f"noise ({fmt_p(p[key])} against {ev.get('null_model', 'noise')})."
         )
     return (
         f"Dynamical instability: the reward fell back to or below its start after rising "
-        f"(p={_f(p[key], '.2g')})."
+        f"({fmt_p(p[key])})."
     )
 
 

@@ -264,6 +264,11 @@ def p_value(value: float, null_sorted: np.ndarray, two_sided: bool = False) -> f
     return float((count + 1) / (null_sorted.size + 1))
 
 
+def fmt_p(p: float) -> str:
+    """'p=0.012', or 'p<0.001' at the resolution of the null (no null curve as extreme)."""
+    return "p<0.001" if p <= 1.5 / (N_NULL + 1) else f"p={p:.2g}"
+
+
 def quantile(null_sorted: np.ndarray, q: float) -> float:
     """The q-quantile of a sorted null statistic (the threshold of a level 1 - q test)."""
     return float(np.quantile(null_sorted[np.isfinite(null_sorted)], q))

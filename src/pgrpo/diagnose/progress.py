@@ -240,22 +240,22 @@ def _words(label: str, ev: dict[str, Any]) -> tuple[str, str]:
             else "; the fit cannot yet tell how much more to expect"
         )
         return (
-            f"Still learning: reward went from {_g(a)} to {_g(b)} (trend p={p:.2g}) and is "
-            f"still rising over the second half (p={ev['recent_p_up']:.2g}){more}.",
+            f"Still learning: reward went from {_g(a)} to {_g(b)} (trend {nm.fmt_p(p)}) and is "
+            f"still rising over the second half ({nm.fmt_p(ev['recent_p_up'])}){more}.",
             "keep training"
             + (f": about {t90:.0f} more steps should bring 90% of the rest" if math.isfinite(t90)
                else " and check again later"),
         )  # fmt: skip
     if label == "plateau":
         return (
-            f"Plateaued: reward rose from {_g(a)} to {_g(b)} (p={min(p, ev['gain_p']):.2g}) "
-            f"but has not risen over the second half (p={ev['recent_p_up']:.2g}).",
+            f"Plateaued: reward rose from {_g(a)} to {_g(b)} ({nm.fmt_p(min(p, ev['gain_p']))}) "
+            f"but has not risen over the second half ({nm.fmt_p(ev['recent_p_up'])}).",
             "more steps at this setting are unlikely to help: stop here, or change something "
             "(harder prompts, a larger group, the learning rate)",
         )
     if label == "flat":
         return (
-            f"Flat: no change beyond batch noise (start {_g(a)}, end {_g(b)}, trend p={p:.2g}, "
+            f"Flat: no change beyond batch noise (start {_g(a)}, end {_g(b)}, trend {nm.fmt_p(p)}, "
             f"noise sd {_g(ev['noise_sd'])} per step; null: {ev['null_model']}).",
             "nothing is being learned: check that rewards vary within groups (advantage "
             "degeneracy), that the learning rate is not too small, and that the reward scores "
@@ -264,13 +264,13 @@ def _words(label: str, ev: dict[str, Any]) -> tuple[str, str]:
     if label == "declining":
         return (
             f"Declining: reward fell from its best, {_g(best)} near step {ps:g}, to {_g(b)} "
-            f"(fall p={ev['drop_p']:.2g}, trend p={p:.2g}).",
+            f"(fall {nm.fmt_p(ev['drop_p'])}, trend {nm.fmt_p(p)}).",
             f"roll back to the checkpoint near step {ps:g}; lower the learning rate, add a KL "
             "penalty or use fewer inner updates (num_iterations)",
         )
     if label == "collapsed":
         how = (
-            f" (fall p={ev['drop_p']:.2g})"
+            f" (fall {nm.fmt_p(ev['drop_p'])})"
             if ev["drop_p"] < ALPHA
             else f", and stays at its floor with no spread within groups on "
             f"{ev.get('zero_spread_end', math.nan):.0%} of the last steps"
