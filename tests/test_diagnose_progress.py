@@ -314,8 +314,15 @@ def test_real_corpus_no_instability_and_notes_respected():
     """The 33 real runs: the old rules reported dynamical_instability on 30 of 31 runs that
     show none. Allowed now: at most 2. The progress label agrees with the corpus note where the
     note has an opinion (collapsed / flat / learning)."""
-    from bench.real_runs import reference, with_metadata
+    import importlib.util
+
     from pgrpo.logs import read_log
+
+    path = Path(__file__).resolve().parents[1] / "bench" / "real_runs.py"
+    spec = importlib.util.spec_from_file_location("real_runs", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    reference, with_metadata = bench.reference, bench.with_metadata
 
     runs = json.loads((CURVES / "index.json").read_text())["runs"]
     unstable, disagree = [], []
