@@ -1,6 +1,8 @@
 """Confusion matrix of `pgrpo diagnose` on runs driven into each failure mode
 (pgrpo.diagnose.scenarios.CATALOG): detection rate of every mode on every scenario over seeds.
-Thresholds were tuned on seeds 0-4; this reports seeds 0-4 and held-out seeds 10-29.
+The ratio thresholds (entropy, KL, length, clip) were tuned on seeds 0-4; the reward-curve tests
+are calibrated on null curves (pgrpo.diagnose.nullmodel), not here. This reports seeds 0-4 and
+held-out seeds 10-29; the real-run counterpart is bench/real_runs.py.
 Writes bench/results/diagnose_calibration.json.
 
     python bench/diagnose_calibration.py

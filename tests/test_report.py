@@ -124,3 +124,75 @@ def test_report_renders_in_headless_chromium(full_report, tmp_path):
     assert img.shape[0] == 2400 and img.shape[1] == 1280
     # the page is not blank: plenty of non-white pixels (plots, tables)
     assert (img[..., :3].mean(-1) < 0.9).mean() > 0.05
+
+
+def test_report_leads_with_the_verdict_and_folds_the_evidence(full_report):
+    page = full_report.html_path.read_text()
+    verdict, details, dynamics = (
+        page.index("<h2>Verdict</h2>"),
+        page.index("<details>"),
+        page.index("<h2>Dynamics</h2>"),
+    )
+    assert verdict < details < page.index("<b>reward_hacking</b>") < dynamics
+    findings = re.findall(r'<li class="finding"><b>([^<]+)</b>: ([^<]+)', page)
+    assert findings[0][0].startswith("progress: ")
+    assert any(about == "policy_concentration" for about, _ in findings)  # this run concentrates
+
+
+class _Axes:
+    """Records what a panel draws."""
+
+    def __init__(self):
+        self.calls = []
+
+    def __getattr__(self, name):
+        return lambda *a, **k: self.calls.append((name, a, k))
+
+
+def test_the_forecast_drawn_is_the_forecast_reported(tmp_path):
+    """The band drawn is the band of the predicted mean that the report prints (it was the
+    per-step band of one new observation, from -0.4 to 1.3 on the demo), and the words in the
+    legend are the words in the text."""
+    from pgrpo.logs import read_log
+    from pgrpo.report import plots
+    from pgrpo.report.build import _fits, forecast_text
+
+    run_dir = write_run(build("healthy", 1), tmp_path / "run")
+    res = build_report(run_dir)
+    log = read_log(run_dir)
+    fit, fc, _ = _fits(log)
+    ax = _Axes()
+    plots.reward_panel(ax, log.step, log.reward, fit, fc, ())
+    bands = [a for name, a, _ in ax.calls if name == "fill_between"]
+    assert len(bands) == 1 and tuple(bands[0][1:]) == tuple(fc.mean_band)
+    labels = {k.get("label") for _, _, k in ax.calls}
+    words = plots.forecast_label(fc)
+    assert words["band"] in labels and words["line"] in labels
+    page = res.html_path.read_text()
+    assert forecast_text(fc, log.reward) in page
+    assert words["band"] in page and f"{fc.predicted_mean:.3g}" in page
+
+
+def test_a_forecast_wider_than_the_run_is_not_enough_evidence():
+    """A band of the mean wider than the run's whole range is said to be uninformative and is
+    not drawn (a forecast of 0.49 with a band from -0.4 to 1.3 told the user nothing)."""
+    from types import SimpleNamespace
+
+    from pgrpo.report.build import forecast_text, informative
+
+    fc = SimpleNamespace(
+        mean_band=(-0.4, 1.3),
+        predicted_mean=0.49,
+        level=0.9,
+        cut_step=6.0,
+        observed_mean=0.85,
+        future_step=np.arange(7.0, 13.0),
+        fit=SimpleNamespace(step=np.arange(1.0, 7.0)),
+    )
+    reward = np.linspace(0.16, 0.91, 12)
+    assert not informative(fc, reward)
+    assert "not enough evidence" in forecast_text(fc, reward)
+    fc.mean_band = (0.8, 0.9)
+    assert informative(fc, reward) and "Backtest: forecast made at step 6" in forecast_text(
+        fc, reward
+    )

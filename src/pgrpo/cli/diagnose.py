@@ -9,6 +9,7 @@ from typing import Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from pgrpo.cli.app import app
@@ -43,18 +44,39 @@ def diagnose_cmd(
     ),
     log_format: str | None = typer.Option(None, "--format", help="Force a log reader by name."),
     as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON only."),
+    group_size: int | None = typer.Option(
+        None, "--group-size", min=1, help="G, when the log does not say (binomial noise model)."
+    ),
+    batch_prompts: int | None = typer.Option(
+        None, "--batch-prompts", min=1, help="Prompts per step B, when the log does not say."
+    ),
 ) -> None:
-    """Detect reward hacking, advantage degeneracy, policy concentration and dynamical
-    instability from whatever columns the log has; say which signal is missing otherwise."""
+    """Say whether the run is learning (learning / plateau / flat / declining / saturated /
+    collapsed / too_short) and detect reward hacking, advantage degeneracy, policy concentration
+    and dynamical instability from whatever columns the log has; say which signal is missing
+    otherwise."""
     from pgrpo.diagnose import diagnose
 
     if eval_log is None and log.is_dir() and (log / "eval.json").is_file():
         eval_log = log / "eval.json"
-    result = diagnose(load_log(log, log_format), eval_log=eval_log)
+    run = load_log(log, log_format)
+    given = {"group_size": group_size, "batch_prompts": batch_prompts}
+    if any(v is not None for v in given.values()):
+        from dataclasses import replace
+
+        hp = {**run.hyperparameters, **{k: float(v) for k, v in given.items() if v is not None}}
+        run = replace(run, hyperparameters=hp)
+    result = diagnose(run, eval_log=eval_log)
     if as_json:
         typer.echo(json.dumps(result.to_dict(), allow_nan=False))
         return
-    table = Table(title=f"diagnosis of {log}")
+    console = Console()
+    console.print(f"[bold]diagnosis of[/bold] {escape(str(log))}")
+    for item in result.findings():
+        console.print(f"- {escape(item['sentence'])}")
+        if item["action"]:
+            console.print(f"  [bold]action:[/bold] {escape(item['action'])}")
+    table = Table(title="evidence")
     table.add_column("mode", no_wrap=True)
     table.add_column("detected", no_wrap=True)
     table.add_column("conf.", no_wrap=True)
@@ -68,4 +90,4 @@ def diagnose_cmd(
             else ("[green]yes[/green]" if v.detected else "no")
         )
         table.add_row(v.name, mark, f"{v.confidence:.2f}", _fmt_evidence(v.evidence), note)
-    Console().print(table)
+    console.print(table)

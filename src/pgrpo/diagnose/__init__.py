@@ -6,6 +6,8 @@
     from pgrpo.diagnose import diagnose
     d = diagnose(read_log("runs/x/metrics.jsonl"), eval_log="runs/x/eval.json")
     [(v.name, v.detected, v.action) for v in d.modes]
+    d.progress.label, d.progress.summary      # learning / plateau / flat / declining / ...
+    [f["sentence"] for f in d.findings()]     # the verdict in plain words, then each mode
 
 Also here: effective-rank definitions (`rank`), the per-rollout gradient matrix (`gradrank`) and
 the curvature probe (`probe`).
@@ -16,7 +18,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from pgrpo.diagnose import instability as _instability  # noqa: F401  (registers its rule)
 from pgrpo.diagnose import rules as _rules  # noqa: F401  (registers the rules)
+from pgrpo.diagnose.progress import (
+    PROGRESS_LABELS,
+    ProgressVerdict,
+    assess_progress,
+    assess_signals,
+)
 from pgrpo.diagnose.signals import Signals, read_eval_points, signals_from_log
 from pgrpo.diagnose.verdict import (
     DIAGNOSTIC_RULES,
@@ -41,7 +50,12 @@ def diagnose(log: Any, eval_log: Any = None) -> Diagnosis:
         signals = Signals(signals.steps, signals.columns, signals.config, points, signals.source)
     modes = [DIAGNOSTIC_RULES.get(name)(signals) for name in MODES]
     modes += [DIAGNOSTIC_RULES.get(n)(signals) for n in DIAGNOSTIC_RULES.names() if n not in MODES]
-    return Diagnosis(modes=[*modes, _healthy(modes)], metrics={"steps": float(signals.steps.size)})
+    progress = assess_signals(signals) if "reward" in signals.columns else None
+    return Diagnosis(
+        modes=[*modes, _healthy(modes)],
+        metrics={"steps": float(signals.steps.size)},
+        progress=progress,
+    )
 
 
 def _healthy(modes: list[ModeVerdict]) -> ModeVerdict:
@@ -59,4 +73,14 @@ def _healthy(modes: list[ModeVerdict]) -> ModeVerdict:
     return ModeVerdict("healthy", True, conf, evidence, "", missing)
 
 
-__all__ = ["DIAGNOSTIC_RULES", "MODES", "Diagnosis", "ModeVerdict", "Signals", "diagnose"]
+__all__ = [
+    "DIAGNOSTIC_RULES",
+    "MODES",
+    "PROGRESS_LABELS",
+    "Diagnosis",
+    "ModeVerdict",
+    "ProgressVerdict",
+    "Signals",
+    "assess_progress",
+    "diagnose",
+]

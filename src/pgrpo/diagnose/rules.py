@@ -1,8 +1,11 @@
 """The four failure-mode rules of the dynamics paper (arXiv 2606.30789), on whatever a log holds.
 
 Each rule reads `Signals`, computes its evidence figures, fires when a figure crosses a threshold
-calibrated on deliberately broken bandit runs (docs/diagnostics.md, `pgrpo.diagnose.scenarios`),
-and lists the signals it missed. Thresholds are module constants so that they are visible.
+and lists the signals it missed. Tests on the reward curve are calibrated on null curves of the
+same length (`pgrpo.diagnose.nullmodel`: binomial batch noise at the log's B x G, AR(1) noise
+otherwise), so each fires on at most ALPHA_MODE of them; ratio thresholds (entropy, KL, length,
+clip share) are module constants, checked on deliberately broken bandit runs
+(`pgrpo.diagnose.scenarios`) and on real logs (bench/real_runs.py, docs/diagnostics.md).
 """
 
 from __future__ import annotations
@@ -12,18 +15,20 @@ import re
 
 import numpy as np
 
+from pgrpo.diagnose import nullmodel as nm
 from pgrpo.diagnose.signals import Signals, finite, smooth, window_mean
 from pgrpo.diagnose.verdict import DIAGNOSTIC_RULES, ModeVerdict, cannot_judge, confidence, verdict
 
 MIN_STEPS = 8
 # reward hacking
-HACK_MIN_TRAIN_GAIN = 0.05  # train reward must rise at least this much for "gain without eval"
+HACK_MIN_TRAIN_GAIN = 0.05  # train reward gain (at the eval steps) for "gain without eval"
 HACK_EVAL_SHARE = 0.25  # eval gain below this share of the train gain = divergence
 LENGTH_BLOWUP = 2.5  # final / initial mean completion length
 FORMAT_SHARE = 0.7  # share of the reward gain from format-like reward functions
 # advantage degeneracy
-DEGENERACY_MAX = 0.5  # fraction of groups with zero reward spread while reward < SATURATED
-SATURATED = 0.85
+DEGENERACY_MAX = 0.5  # share of zero-spread groups (one-sided 5%) on unsaturated steps
+Z95 = 1.645
+SATURATED = 0.85  # for a reward in [0, 1]: steps with smoothed reward above it are not judged
 # policy concentration
 ENTROPY_COLLAPSE = 0.1  # final / initial entropy
 ENTROPY_FAST = 0.2  # ... or this ratio reached within the first FAST_FRACTION of the run
@@ -31,11 +36,7 @@ FAST_FRACTION = 0.25
 KL_RUNAWAY = 2.0  # KL over the last 10% / KL at mid-run, with final KL above KL_FLOOR
 KL_FLOOR = 0.05
 CLIP_HIGH = 0.2  # mean clipped-token fraction over the second half
-# dynamical instability
-OSCILLATION_GROWTH = 2.0  # late / early residual amplitude
-SWING_MIN = 0.3  # reward retraced back and forth over the second half (smoothed)
-DIVERGENCE_DROP = 0.5  # fall from the peak as a share of the rise to it
-GRAD_BLOWUP = 10.0
+ALPHA_MODE = 0.005  # level of each reward-curve test on null curves of the same length
 
 
 def _lack(s: Signals, name: str, need: int) -> str:
@@ -57,6 +58,23 @@ def _reward_at(s: Signals, step: float) -> float:
     ok = np.isfinite(s.get("reward"))
     steps, r = s.steps[ok], smooth(s.get("reward"), max(3, int(ok.sum()) // 10))
     return float(r[int(np.argmin(np.abs(steps - step)))])
+
+
+def n_rollouts(s: Signals) -> float | None:
+    """Rollouts per step N = group_size x batch_prompts when both are known."""
+    g, b = s.hyper("group_size"), s.hyper("batch_prompts")
+    return s.hyper("completions_per_step") or (g * b if g and b else None)
+
+
+def reward_rises(s: Signals) -> bool:
+    """A significant positive whole-run trend of the reward (HAC t against the null curves,
+    two-sided level ALPHA_MODE): "rising" in the reward's own noise units, any reward scale."""
+    x = finite(s.get("reward"))
+    if x.size < MIN_STEPS:
+        return False
+    t = float(nm.curve_statistics(x)["trend_t"][0])
+    null = nm.null_statistics(x.size, nm.choose_null(x, n_rollouts(s)))
+    return t > 0 and nm.p_value(t, null["trend_t"], two_sided=True) < ALPHA_MODE
 
 
 # ---------------------------------------------------------------------------------------------
@@ -101,7 +119,7 @@ def reward_hacking(s: Signals) -> ModeVerdict:
         l0, l1, _ = _rel_gain(s.get("completions/mean_length"))
         ratio = l1 / l0 if l0 > 0 else math.nan
         ev["length_ratio"] = ratio
-        rising = _rel_gain(s.get("reward"))[2] > HACK_MIN_TRAIN_GAIN
+        rising = reward_rises(s)
         # length growth alone is also how reasoning improves: weak evidence, capped at 0.7
         strengths.append(min(0.7, confidence(ratio, LENGTH_BLOWUP, 0.5)) if rising else 0.0)
     else:
@@ -130,74 +148,171 @@ def reward_hacking(s: Signals) -> ModeVerdict:
 
 
 def _iid_degeneracy(reward: np.ndarray, g: float) -> np.ndarray:
-    """f_G(p) = p^G + (1 - p)^G: i.i.d. Bernoulli chance that a group is all-equal (binary)."""
-    p = np.clip(reward, 0.0, 1.0)
+    """f_G(p) = p^G + (1 - p)^G: i.i.d. Bernoulli chance that a group is all-equal. Only for
+    rewards in [0, 1] (read as 0/1 rewards); NaN elsewhere."""
+    p = np.where((reward >= 0) & (reward <= 1), reward, np.nan)
     return p**g + (1 - p) ** g
+
+
+def _maybe_binary(s: Signals, reward: np.ndarray) -> bool:
+    """Whether the reward can be a mean of 0/1 rewards (the i.i.d. prediction assumes it): in
+    [0, 1], and multiples of 1/N when N = B x G is known."""
+    r = reward[np.isfinite(reward)]
+    if r.size == 0 or r.min() < 0 or r.max() > 1:
+        return False
+    n = n_rollouts(s)
+    return n is None or nm.is_binary_mean(r, n)
+
+
+def _degeneracy_series(s: Signals) -> tuple[np.ndarray | None, str]:
+    """The per-step share of zero-spread groups and where it comes from: the logged fraction,
+    all_pass + all_fail, or the share of steps with reward_std == 0 (a step whose reward_std
+    is 0 had no spread in any group: a lower bound on the zero-variance share)."""
+    if s.has("frac_reward_zero_std", 4):
+        return s.get("frac_reward_zero_std"), "frac_reward_zero_std"
+    if s.has("degeneracy/all_pass", 4) and s.has("degeneracy/all_fail", 4):
+        return s.get("degeneracy/all_pass") + s.get("degeneracy/all_fail"), "all_pass + all_fail"
+    if s.has("reward_std", 4):
+        sd = s.get("reward_std")
+        return np.where(np.isfinite(sd), (np.abs(sd) <= 1e-12).astype(float), np.nan), (
+            "steps with reward_std == 0 (lower bound)"
+        )
+    return None, ""
+
+
+def _live_steps(reward: np.ndarray) -> np.ndarray:
+    """Steps judged for starvation: for a reward in [0, 1], those whose smoothed reward is
+    below SATURATED (saturation is success, not starvation); every step on any other scale."""
+    ok = np.isfinite(reward)
+    live = ok.copy()
+    r = reward[ok]
+    if r.size and r.min() >= 0 and r.max() <= 1:
+        sm = np.full_like(reward, np.nan)
+        sm[ok] = smooth(reward, max(3, int(ok.sum()) // 10))
+        live = np.isfinite(sm) & (sm < SATURATED)
+    if live.sum() < 3:
+        live = np.arange(reward.size) < max(3, reward.size // 2)
+    return live
+
+
+def _split(s: Signals, deg: np.ndarray | None, live: np.ndarray, reward: np.ndarray) -> dict:
+    """all_fail / all_pass shares where the log allows: logged columns, else the reward of the
+    zero-spread steps against the run's lowest and highest reward."""
+    ev: dict[str, float] = {}
+    for part in ("all_fail", "all_pass"):
+        if s.has(f"degeneracy/{part}"):
+            ev[part] = float(np.nanmean(s.get(f"degeneracy/{part}")[live]))
+    if ev or deg is None or not np.isfinite(reward).any():
+        return ev
+    zero = live & (deg >= 0.999) & np.isfinite(reward)
+    if zero.sum() >= 2:
+        lo, hi = np.nanmin(reward), np.nanmax(reward)
+        tol = 1e-9 + 1e-6 * (hi - lo)
+        if hi - lo > tol:
+            ev["zero_spread_steps_at_min"] = float(np.mean(reward[zero] <= lo + tol))
+            ev["zero_spread_steps_at_max"] = float(np.mean(reward[zero] >= hi - tol))
+    return ev
 
 
 @DIAGNOSTIC_RULES.register("advantage_degeneracy")
 def advantage_degeneracy(s: Signals) -> ModeVerdict:
-    """Most groups carry no advantage (all-equal rewards) while the task is unsolved: gradient
-    starvation (arXiv 2605.07689). Judged on the steps whose smoothed reward is below SATURATED."""
+    """Most groups carry no advantage (all-equal rewards): gradient starvation (arXiv
+    2605.07689). Fires when the zero-spread share exceeds DEGENERACY_MAX by Z95 standard errors
+    (of a mean of autocorrelated steps, one-sided 5%); the i.i.d. prediction p^G + (1-p)^G
+    (a lower bound, Jensen) serves only a reward in [0, 1], and alone only a known mean of 0/1
+    rewards. Nothing assumes a reward scale."""
     name = "advantage_degeneracy"
     g = s.hyper("group_size")
     missing = [] if g is not None else ["group_size"]
-    if s.has("frac_reward_zero_std", 4):
-        deg = s.get("frac_reward_zero_std")
-    elif s.has("degeneracy/all_pass", 4) and s.has("degeneracy/all_fail", 4):
-        deg = s.get("degeneracy/all_pass") + s.get("degeneracy/all_fail")
-    else:
-        deg = None
-        what = _lack(s, "frac_reward_zero_std", 4)
-        missing.append(f"{what} (or degeneracy/all_pass + degeneracy/all_fail)")
-    if deg is None and (g is None or not s.has("reward", 4)):
-        return cannot_judge(
-            name, missing + ["reward"] * (not s.has("reward")), "no degeneracy signal"
-        )
+    deg, source = _degeneracy_series(s)
     reward = s.get("reward") if s.has("reward") else np.full_like(s.steps, np.nan)
-    sm = np.full_like(reward, np.nan)
     ok = np.isfinite(reward)
-    if ok.any():
-        sm[ok] = smooth(reward, max(3, int(ok.sum()) // 10))
-    live = np.isfinite(sm) & (sm < SATURATED)
-    if live.sum() < 3:
-        live = np.arange(sm.size) < max(3, sm.size // 2)
-    ev: dict[str, float] = {"unsaturated_steps": float(live.sum())}
-    if g is not None and ok.any():
+    iid = None
+    if g is not None and ok.any() and _maybe_binary(s, reward):
         iid = (
-            _iid_degeneracy(reward, g)
-            if not s.has("degeneracy/iid_prediction")
-            else (s.get("degeneracy/iid_prediction"))
+            s.get("degeneracy/iid_prediction")
+            if s.has("degeneracy/iid_prediction")
+            else _iid_degeneracy(reward, g)
         )
+        iid = iid if np.isfinite(iid).any() else None
+    if deg is None:
+        missing.append(
+            f"{_lack(s, 'frac_reward_zero_std', 4)} (or degeneracy/all_pass + all_fail, or "
+            "reward_std)"
+        )
+        if iid is None or not nm.is_binary_mean(reward[ok], n_rollouts(s)):
+            # the i.i.d. bound alone needs a reward known to be a mean of N 0/1 rewards
+            if iid is not None:
+                missing.append("batch_prompts (to tell a mean of 0/1 rewards from a [0, 1] score)")
+            why = "no degeneracy signal, and the reward is not known to be a mean of 0/1 rewards"
+            return cannot_judge(name, missing + ["reward"] * (not s.has("reward")), why)
+    live = _live_steps(reward)
+    ev: dict[str, float | str] = {"unsaturated_steps": float(live.sum())}
+    if iid is not None:
         ev["iid_prediction"] = float(np.nanmean(iid[live]))
     if deg is not None:
         ev["degeneracy"] = level = float(np.nanmean(deg[live]))
-        for part in ("all_fail", "all_pass"):
-            if s.has(f"degeneracy/{part}"):
-                ev[part] = float(np.nanmean(s.get(f"degeneracy/{part}")[live]))
+        ev["degeneracy_source"] = source
         if "iid_prediction" in ev:
-            ev["jensen_gap"] = level - ev["iid_prediction"]
+            ev["jensen_gap"] = level - float(ev["iid_prediction"])
+        vals = deg[live][np.isfinite(deg[live])]
+        if source.startswith("steps with") and iid is not None and level < ev["iid_prediction"]:
+            # two lower bounds (zero-spread steps; Jensen for 0/1 rewards): take the larger
+            if nm.is_binary_mean(reward[ok], n_rollouts(s)):
+                level = ev["degeneracy_lower_bound"] = float(ev["iid_prediction"])
+                vals = iid[live][np.isfinite(iid[live])]
     else:  # the i.i.d. prediction is a lower bound on the true rate (Jensen)
-        level = ev["iid_prediction"]
+        level = float(ev["iid_prediction"])
         ev["degeneracy_lower_bound"] = level
+        vals = iid[live][np.isfinite(iid[live])]
+    ev.update(_split(s, deg, live, reward))
+    se = _mean_se(vals)
+    ev["degeneracy_se"] = se
     if s.has("frac_gradient_tokens"):
         ev["frac_gradient_tokens"] = float(np.nanmean(s.get("frac_gradient_tokens")[live]))
     ev["reward_mean"] = float(np.nanmean(reward[live])) if ok.any() else math.nan
-    strength = confidence(level, DEGENERACY_MAX, 0.1)
-    fail_heavy = ev.get("all_fail", 1 - ev["reward_mean"] if ok.any() else 1.0) >= ev.get(
-        "all_pass", ev["reward_mean"] if ok.any() else 0.0
-    )
-    action = (
-        "most groups are all-wrong: raise group_size, switch to advantage='sign' (pass@G failure "
-        "descent) or 'dual_anchor', or filter prompts the model never solves"
-        if fail_heavy
-        else "most groups are all-correct: drop solved prompts or raise difficulty; 'dual_anchor' "
-        "keeps a signal on homogeneous groups"
-    )
-    if "jensen_gap" in ev and ev["jensen_gap"] > 0.2:
-        action += "; the rate far exceeds the i.i.d. prediction: difficulty is bimodal, filter it"
+    strength = confidence(level - DEGENERACY_MAX - Z95 * se, 0.0, 0.1)
+    action = _degeneracy_action(ev, reward)
     cov = 1.0 if deg is not None else 0.5
     return verdict(name, strength, ev, action=action, missing=missing, coverage=cov)
+
+
+def _mean_se(vals: np.ndarray) -> float:
+    """Standard error of a mean of autocorrelated per-step values (lag-1 inflation)."""
+    if vals.size < 3 or np.ptp(vals) == 0:
+        return 0.0
+    c = vals - vals.mean()
+    rho = float(np.clip((c[1:] @ c[:-1]) / (c @ c), 0.0, 0.95))
+    return float(np.std(vals) * math.sqrt((1 + rho) / (1 - rho) / vals.size))
+
+
+def _degeneracy_action(ev: dict, reward: np.ndarray) -> str:
+    fail = ev.get("all_fail", ev.get("zero_spread_steps_at_min"))
+    pas = ev.get("all_pass", ev.get("zero_spread_steps_at_max"))
+    r = reward[np.isfinite(reward)]
+    if fail is None and r.size and r.min() >= 0 and r.max() <= 1:
+        fail, pas = 1 - ev["reward_mean"], ev["reward_mean"]  # a 0/1 reward: its mean says
+    hard = (
+        "too hard: most groups are all-wrong: raise group_size, switch to advantage='sign' "
+        "(pass@G failure descent) or 'dual_anchor', or filter prompts the model never solves"
+    )
+    easy = (
+        "too easy: most groups are all-correct: drop solved prompts or raise difficulty; "
+        "'dual_anchor' keeps a signal on homogeneous groups"
+    )
+    if fail is None or pas is None or fail == pas:
+        action = (
+            "most groups score all-equal (the log does not say whether all-pass or all-fail): "
+            "check the reward varies at all (truncation, a constant score); if "
+            + hard
+            + "; if "
+            + easy
+        )
+    else:
+        action = hard if fail > pas else easy
+    if isinstance(ev.get("jensen_gap"), float) and ev["jensen_gap"] > 0.2:
+        action += "; the rate far exceeds the i.i.d. prediction: difficulty is bimodal, filter it"
+    return action
 
 
 # ---------------------------------------------------------------------------------------------
@@ -262,156 +377,6 @@ def policy_concentration(s: Signals) -> ModeVerdict:
         "the policy is collapsing: lower the learning rate, add or raise the KL penalty "
         "(kl_coef / beta), use a higher sampling temperature or an entropy bonus, and watch pass@k"
     )
-    return verdict(
-        name, max(strengths), ev, action=action, missing=missing, coverage=len(strengths) / 3
-    )
-
-
-# ---------------------------------------------------------------------------------------------
-# dynamical instability
-# ---------------------------------------------------------------------------------------------
-
-
-def _nonfinite_evidence(s: Signals) -> dict[str, float]:
-    """Steps where reward / loss / grad_norm / kl went NaN or inf after having been finite."""
-    ev = {}
-    for col in ("reward", "loss", "grad_norm", "kl"):
-        if col in s.columns:
-            x = s.get(col)
-            seen = np.nonzero(np.isfinite(x))[0]
-            bad = np.isinf(x) | (
-                np.isnan(x) & (np.arange(x.size) > (seen[0] if seen.size else x.size))
-            )
-            # a NaN after the column's last finite value, or an inf anywhere
-            tail_nan = seen.size and seen[-1] < x.size - 1 and np.isnan(x[seen[-1] + 1 :]).all()
-            if np.isinf(x).any() or tail_nan:
-                ev[f"nonfinite_{col}_step"] = float(s.steps[int(np.argmax(bad))])
-    return ev
-
-
-def _oscillation_evidence(s: Signals) -> tuple[dict[str, float], float]:
-    """Growth of fast residuals, back-and-forth swings of the smoothed curve in the second half
-    (total variation minus net change: zero for a monotone curve), and a fall after the peak."""
-    r = finite(s.get("reward"))
-    width = max(5, r.size // 20)
-    sm = smooth(r, width)
-    resid = r - sm
-    third = max(3, r.size // 3)
-    early, late = float(np.std(resid[:third])), float(np.std(resid[-third:]))
-    g, b = s.hyper("group_size"), s.hyper("batch_prompts")
-    p = float(np.clip(np.mean(r), 0.02, 0.98))
-    floor = math.sqrt(p * (1 - p) / (g * b)) if g and b else early
-    growth = late / max(early, 0.5 * floor, 1e-9)
-    half = sm[sm.size // 2 :]
-    retrace = float(np.abs(np.diff(half)).sum() - abs(half[-1] - half[0])) / 2
-    swing_floor = max(SWING_MIN, 10 * floor / math.sqrt(width))
-    peak = int(np.argmax(sm))
-    rise = sm[peak] - sm[0]
-    drop = (sm[peak] - sm[-1]) / rise if rise > 0.05 else 0.0
-    ev = {
-        "oscillation_growth": growth,
-        "residual_late": late,
-        "noise_floor": floor,
-        "swing_second_half": retrace,
-        "peak_drop": float(drop),
-    }
-    strength = max(
-        confidence(growth, OSCILLATION_GROWTH, 0.5) if late > 2 * floor else 0.0,
-        confidence(retrace, swing_floor, 0.05),
-        confidence(drop, DIVERGENCE_DROP, 0.1) if sm[peak] - sm[-1] > 0.1 else 0.0,
-    )
-    return ev, strength
-
-
-def _k_star(a: float, beta1: float) -> float | None:
-    """The exact refresh-interval threshold from pgrpo.dynamics (None when unavailable)."""
-    import pgrpo.dynamics as dyn
-
-    fn = getattr(dyn, "refresh_threshold", None)
-    k_star = None if fn is None else fn(a, beta1).K_star
-    return None if k_star is None else float(k_star)
-
-
-def fitted_kappa(s: Signals) -> float | None:
-    """kappa = k / lr from a ROM fit of the reward curve (None when the fit is poor, R^2 < 0.5,
-    or the log has no learning rate)."""
-    from pgrpo.dynamics import fit_curve
-
-    lr = s.hyper("learning_rate")
-    if lr is None or lr <= 0 or not s.has("reward", MIN_STEPS):
-        return None
-    r = s.get("reward")
-    ok = np.isfinite(r)
-    k_int = int(s.hyper("refresh_interval") or 1)
-    try:
-        fit = fit_curve(s.steps[ok], r[ok], "rom", beta1=s.hyper("beta1"), refresh_interval=k_int)
-    except (ValueError, RuntimeError, np.linalg.LinAlgError):
-        return None
-    if not fit.r2 >= 0.5 or "k" not in fit.params:
-        return None
-    kappa = fit.params["k"].value / lr
-    return kappa if math.isfinite(kappa) and kappa > 0 else None
-
-
-def _margin_evidence(s: Signals) -> tuple[dict[str, float], list[str]]:
-    """K / K* from the run's hyperparameters and kappa (config, e.g. `pgrpo probe`, else a ROM
-    fit of the reward curve with the logged learning rate)."""
-    k_int, lr, beta1 = s.hyper("refresh_interval"), s.hyper("learning_rate"), s.hyper("beta1")
-    missing = [n for n, v in (("refresh_interval", k_int), ("learning_rate", lr)) if v is None]
-    if missing:
-        return {}, missing
-    kappa, source = s.hyper("kappa"), "config"
-    if kappa is None:
-        kappa, source = fitted_kappa(s), "reward fit"
-    if kappa is None:
-        return {}, ["kappa (probe it: `pgrpo probe`, or pass it in config.yaml)"]
-    k_star = _k_star(lr * kappa, beta1 or 0.0)
-    if k_star is None:
-        return {}, ["K* (no unstable refresh interval found for these hyperparameters)"]
-    ev = {
-        "refresh_interval": k_int,
-        "kappa": kappa,
-        "kappa_source": source,
-        "k_star": float(k_star),
-        "stability_margin": k_int / k_star,
-    }
-    return ev, []
-
-
-@DIAGNOSTIC_RULES.register("dynamical_instability")
-def dynamical_instability(s: Signals) -> ModeVerdict:
-    """The update is unstable: refresh interval K at or above the threshold K*, oscillations that
-    grow, a collapse of reward after its peak, exploding gradient norm, or NaN/inf."""
-    name = "dynamical_instability"
-    ev: dict[str, float] = _nonfinite_evidence(s)
-    if s.config.get("dropped_nonfinite_rewards"):
-        ev["nonfinite_reward_rows"] = float(s.config["dropped_nonfinite_rewards"])
-    strengths = [0.99] if ev else []
-    margin_ev, missing = _margin_evidence(s)
-    ev.update(margin_ev)
-    if margin_ev:
-        strengths.append(confidence(margin_ev["stability_margin"], 1.0, 0.1))
-    if s.has("reward", MIN_STEPS):
-        o_ev, o_strength = _oscillation_evidence(s)
-        ev.update(o_ev)
-        strengths.append(o_strength)
-    else:
-        missing.append(_lack(s, "reward", MIN_STEPS))
-    if s.has("grad_norm", MIN_STEPS):
-        gn = finite(s.get("grad_norm"))
-        ev["grad_norm_growth"] = growth = float(
-            np.median(gn[-max(1, gn.size // 10) :]) / max(np.median(gn[: gn.size // 2]), 1e-12)
-        )
-        strengths.append(confidence(growth, GRAD_BLOWUP, 3.0))
-    else:
-        missing.append(_lack(s, "grad_norm", MIN_STEPS))
-    if not strengths:
-        return cannot_judge(name, missing, "no reward, grad_norm or hyperparameters")
-    if margin_ev and margin_ev["stability_margin"] >= 1.0:
-        action = f"lower the refresh interval K below K*={margin_ev['k_star']:.0f} or lower lr"
-    else:
-        action = "lower the learning rate or the refresh interval K (num_iterations)"
-    action += "; clip gradients and check sampler/learner log-prob agreement"
     return verdict(
         name, max(strengths), ev, action=action, missing=missing, coverage=len(strengths) / 3
     )

@@ -46,10 +46,12 @@ class ModeVerdict:
 
 @dataclass(frozen=True)
 class Diagnosis:
-    """modes: the four failure-mode verdicts then `healthy`, in MODES order."""
+    """modes: the four failure-mode verdicts then `healthy`, in MODES order; progress: the
+    ProgressVerdict of the reward curve (`pgrpo.diagnose.progress`), None without a reward."""
 
     modes: list[ModeVerdict]
     metrics: dict[str, float] = field(default_factory=dict)
+    progress: Any = None
 
     def mode(self, name: str) -> ModeVerdict:
         for verdict in self.modes:
@@ -61,8 +63,20 @@ class Diagnosis:
     def healthy(self) -> ModeVerdict:
         return self.mode("healthy")
 
+    def findings(self) -> list[dict[str, str]]:
+        """Plain-words findings, the verdict first: [{"about", "sentence", "action"}]."""
+        from pgrpo.diagnose.findings import findings
+
+        return findings(self)
+
     def to_dict(self) -> dict[str, Any]:
-        return {"modes": [v.to_dict() for v in self.modes], "metrics": dict(self.metrics)}
+        out: dict[str, Any] = {}
+        if self.progress is not None:
+            out["progress"] = self.progress.to_dict()
+        out["findings"] = self.findings()
+        out["modes"] = [v.to_dict() for v in self.modes]
+        out["metrics"] = dict(self.metrics)
+        return out
 
 
 def _jsonable(value: Any) -> Any:

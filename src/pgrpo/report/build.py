@@ -1,6 +1,8 @@
-"""`pgrpo report RUN_DIR`: one self-contained HTML page (plots embedded as base64 PNG) with the
-reward fit and forecast, degeneracy vs the i.i.d. prediction, entropy, KL, lengths, the
-stability margin K/K*, the diagnosis and the eval tables; the PNGs are written beside it."""
+"""`pgrpo report RUN_DIR`: one self-contained HTML page (plots embedded as base64 PNG) that
+leads with the verdict in plain words (progress, then each finding with its number and action;
+the evidence table folded below), then the reward fit and the forecast (drawn and stated from
+the same Forecast), degeneracy vs the i.i.d. prediction, entropy, KL, lengths, the stability
+margin K/K* and the eval tables; the PNGs are written beside it."""
 
 from __future__ import annotations
 
@@ -87,13 +89,15 @@ def stability_margin(log: Any, kappa: float | None) -> np.ndarray | None:
 
 
 def _iid(log: Any) -> np.ndarray | None:
+    """The i.i.d. degeneracy p^G + (1-p)^G, only for a reward in [0, 1] (read as 0/1)."""
     col = log.columns.get("degeneracy/iid_prediction")
     if col is not None and np.isfinite(col).any():
         return col
     g = log.hyperparameters.get("group_size")
-    if g is None:
+    r = log.reward[np.isfinite(log.reward)]
+    if g is None or r.size == 0 or r.min() < 0 or r.max() > 1:
         return None
-    p = np.clip(log.reward, 0, 1)
+    p = log.reward
     return p**g + (1 - p) ** g
 
 
@@ -195,6 +199,8 @@ th{background:#f4f4f4}.yes{color:#b00;font-weight:600}.ok{color:#070;font-weight
 .no{color:#555}.grid{display:grid;grid-template-columns:repeat(2,minmax(0,1fr));gap:14px}
 .grid figure{margin:0;border:1px solid #eee;padding:6px}.grid img{width:100%;height:auto}
 .missing{color:#888;font-style:italic;font-size:13px}code{background:#f4f4f4;padding:1px 4px}
+.findings{font-size:15px;line-height:1.5}.finding{margin:4px 0}details{margin:8px 0}
+summary{cursor:pointer;color:#444}
 """
 
 
@@ -210,6 +216,53 @@ def _num(v: Any) -> str:
 
 def _cell(v: Any) -> str:
     return ", ".join(_num(x) for x in v) if isinstance(v, list) else _num(v)
+
+
+def _findings_html(diagnosis: Any) -> str:
+    """The verdict in plain words: one sentence per finding with its number, then the action."""
+    items = []
+    for f in diagnosis.findings():
+        act = f" <b>Action:</b> {_e(f['action'])}." if f["action"] else ""
+        items.append(f'<li class="finding"><b>{_e(f["about"])}</b>: {_e(f["sentence"])}{act}</li>')
+    return f'<ul class="findings">{"".join(items)}</ul>'
+
+
+def informative(fc: Any, reward: np.ndarray) -> bool:
+    """A forecast worth drawing: its band of the mean is narrower than the run's whole range."""
+    r = np.asarray(reward, dtype=float)
+    r = r[np.isfinite(r)]
+    lo, hi = fc.mean_band
+    return bool(r.size and math.isfinite(lo) and math.isfinite(hi) and hi - lo < np.ptp(r))
+
+
+def forecast_text(fc: Any, reward: np.ndarray) -> str:
+    """The forecast in words: the same object, and the same words, as the reward panel draws;
+    a band wider than the run's range is "not enough evidence" and is not drawn."""
+    if fc is None:
+        return ""
+    words = plots.forecast_label(fc)
+    if not informative(fc, reward):
+        return (
+            f"<p>Backtest: a {_e(words['line'])} has a band of its mean ({_e(words['band'])}) "
+            "wider than the whole range of the run's reward: not enough evidence to forecast "
+            "the second half from the first, so it is not drawn.</p>"
+        )
+    n_before = int(np.searchsorted(np.asarray(fc.fit.step), fc.cut_step, side="right"))
+    obs = fc.observed_mean
+    tail = ""
+    if math.isfinite(obs):
+        inside = "inside" if fc.mean_band[0] <= obs <= fc.mean_band[1] else "outside"
+        prefix = np.asarray(reward)[:n_before]
+        last10 = float(np.mean(prefix[-10:])) if prefix.size else math.nan
+        tail = (
+            f"; {words['observed']}, {inside} the band (the mean of the last 10 steps before "
+            f"the cut was {last10:.3g})"
+        )
+    return (
+        f"<p>Backtest: {_e(words['line'])} ({n_before} steps) predicts the mean reward over "
+        f"steps {fc.future_step[0]:g} to {fc.future_step[-1]:g}: {_e(words['band'])}{_e(tail)}."
+        "</p>"
+    )
 
 
 def _diagnosis_html(diagnosis: Any) -> str:
@@ -275,7 +328,13 @@ TITLES = {
 
 
 def render_html(
-    log: Any, diagnosis: Any, panels: dict, eval_doc: dict | None, notes: list[str], fit: Any
+    log: Any,
+    diagnosis: Any,
+    panels: dict,
+    eval_doc: dict | None,
+    notes: list[str],
+    fit: Any,
+    fc: Any = None,
 ) -> str:
     hp = ", ".join(f"{_e(k)}={_num(v)}" for k, v in log.hyperparameters.items()) or "none found"
     figs = []
@@ -305,8 +364,10 @@ def render_html(
 <div class="sub">{_e(log.source)} &middot; format {_e(log.format)} &middot; {len(log.step)}
 logged steps ({_num(float(log.step[0]))} to {_num(float(log.step[-1]))}) &middot;
 hyperparameters: {hp}</div>
-<h2>Diagnosis</h2>{_diagnosis_html(diagnosis)}
-<h2>Dynamics</h2>{fit_txt}<div class="grid">{"".join(figs)}</div>
+<h2>Verdict</h2>{_findings_html(diagnosis)}
+<details><summary>Evidence: every mode, its figures and the signals it missed</summary>
+{_diagnosis_html(diagnosis)}</details>
+<h2>Dynamics</h2>{fit_txt}{forecast_text(fc, log.reward)}<div class="grid">{"".join(figs)}</div>
 <h2>Evaluation</h2>{_eval_html(eval_doc)}
 {f"<h2>Notes</h2><ul>{warn}</ul>" if warn else ""}
 </body></html>"""
@@ -331,7 +392,8 @@ def build_report(
 
         points, _ = _safe(read_eval_points, eval_log)
     fit, fc, notes = _fits(log)
-    panels = _panels(log, diagnosis, fit, fc, eval_doc, points or ())
+    drawn = fc if fc is not None and informative(fc, log.reward) else None
+    panels = _panels(log, diagnosis, fit, drawn, eval_doc, points or ())
     out = (
         Path(out_dir)
         if out_dir is not None
@@ -344,6 +406,6 @@ def build_report(
             pngs[name] = out / f"{name}.png"
             pngs[name].write_bytes(png)
     page = out / "report.html"
-    page.write_text(render_html(log, diagnosis, panels, eval_doc, notes, fit))
+    page.write_text(render_html(log, diagnosis, panels, eval_doc, notes, fit, fc))
     missing = {name: why for name, (png, why) in panels.items() if png is None}
     return ReportResult(page, pngs, missing, {"panels": float(len(pngs))})

@@ -18,6 +18,17 @@ def _finite(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return x[ok], y[ok]
 
 
+def forecast_label(fc: Any) -> dict[str, str]:
+    """The words the report prints and the legend draws for one Forecast (the same object)."""
+    lo, hi = fc.mean_band
+    obs = fc.observed_mean
+    return {
+        "line": f"forecast made at step {fc.cut_step:g} from the steps before it",
+        "band": f"its mean {fc.predicted_mean:.3g}, {fc.level:.0%} band [{lo:.3g}, {hi:.3g}]",
+        "observed": f"observed mean {obs:.3g}" if np.isfinite(obs) else "",
+    }
+
+
 def reward_panel(
     ax: Any,
     step: np.ndarray,
@@ -26,28 +37,22 @@ def reward_panel(
     fc: Any,
     eval_points: tuple[tuple[float, float], ...],
 ) -> bool:
-    """Reward, the ROM fit on the whole run, the forecast from the first half with its band,
-    and eval accuracy points."""
+    """Reward, the rom fit to all steps, the forecast as the report states it (its predicted
+    curve after the cut, and the band of its predicted mean over those steps: the number the
+    report prints, not a per-step band), and eval accuracy points."""
     ax.plot(step, reward, ".", ms=3, color=REWARD, alpha=0.6, label="train reward")
     if fit is not None:
-        ax.plot(
-            fit.step,
-            fit.fitted,
-            "-",
-            color=MODEL,
-            lw=1.5,
-            label=f"{fit.model} fit (R$^2$={fit.r2:.2f})",
-        )
+        ax.plot(fit.step, fit.fitted, "-", color=GREY, lw=1.2,
+                label=f"{fit.model} fit to all steps (R$^2$={fit.r2:.2f})")  # fmt: skip
     if fc is not None:
-        ax.fill_between(
-            fc.future_step,
-            fc.band_lo,
-            fc.band_hi,
-            color=BAND,
-            alpha=0.4,
-            label=f"forecast from step {fc.cut_step:g} ({fc.level:.0%} band)",
-        )
-        ax.plot(fc.future_step, fc.predicted, "--", color=MODEL, lw=1.2)
+        words = forecast_label(fc)
+        x0, x1 = float(fc.future_step[0]), float(fc.future_step[-1])
+        ax.plot(fc.future_step, fc.predicted, "--", color=MODEL, lw=1.4, label=words["line"])
+        ax.fill_between([x0, x1], *fc.mean_band, color=BAND, alpha=0.35, label=words["band"])
+        ax.hlines(fc.predicted_mean, x0, x1, color=MODEL, lw=1.0)
+        if words["observed"]:
+            ax.hlines(fc.observed_mean, x0, x1, color="#2ca02c", lw=1.4, ls="-.",
+                      label=words["observed"])  # fmt: skip
         ax.axvline(fc.cut_step, color=GREY, ls=":", lw=1)
     if eval_points:
         es, ea = zip(*eval_points, strict=True)
@@ -55,7 +60,7 @@ def reward_panel(
     ax.set_xlabel("step")
     ax.set_ylabel("reward")
     ax.set_title("Reward, fit and forecast")
-    ax.legend(fontsize=8, loc="best")
+    ax.legend(fontsize=7, loc="best")
     return True
 
 

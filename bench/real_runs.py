@@ -1,0 +1,374 @@
+"""fit, forecast and diagnose on every real run of the corpus (../shared/data/curves) and on
+null curves of the same lengths, beside rldoctor 0.2.0 (PyPI) on the same files.
+
+    python bench/real_runs.py [--rldoctor .venv-rldoctor/bin/python] [--nulls-per-run 10]
+
+rldoctor pins numpy and nothing else, but it lives in its own venv so that the comparison never
+depends on pgrpo's environment: `python -m venv .venv-rldoctor && .venv-rldoctor/bin/pip install
+rldoctor==0.2.0`. Without that venv its columns are left empty.
+
+Per run: the corpus note, the progress verdict, the failure modes detected, R^2 of the `rom` fit
+(free; constrained when `fit_log` provides one), the forecast of the second-half mean from the
+first half against the mean of the last 10 logged steps of the first half (|error| / std of the
+run's reward), and whether the forecast's band covered the observed mean. The log's own G, B
+(prompts per step), lr and num_iterations come from index.json.
+
+A "sensible" progress verdict is judged against the corpus note, a first opinion, not ground
+truth: a note that says COLLAPSED accepts collapsed / declining; one that says flat (or "no clear
+trend") accepts flat / plateau; one that says learning (or slow / fast) accepts learning /
+plateau / saturated; a note that says none of these gives no reference and the run is left out
+of the rate (listed as '?').
+
+Null curves: per corpus run, `--nulls-per-run` curves of its length, seeded: for a run whose
+rewards are means of N = B x G 0/1 rewards, B prompts x G rollouts at the run's mean success
+rate (clipped to [0.2, 0.8]) with TRL's reward_std and frac_reward_zero_std; otherwise i.i.d.
+Gaussian at the run's mean and noise level. Plus the issue's suite: 40 curves of 1 prompt x G=8
+at a constant p ~ U(0.2, 0.8), lengths drawn from the corpus. Results:
+bench/results/real_runs.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+from pgrpo.diagnose import MODES, diagnose
+from pgrpo.diagnose.nullmodel import is_binary_mean, noise_sd
+from pgrpo.dynamics.logfit import fit_log
+from pgrpo.logs import read_log
+
+ROOT = Path(__file__).resolve().parents[1]
+CURVES = ROOT.parent / "shared" / "data" / "curves"
+RESULTS = ROOT / "bench" / "results" / "real_runs.json"
+SHORT = {
+    "reward_hacking": "hack",
+    "advantage_degeneracy": "degen",
+    "policy_concentration": "conc",
+    "dynamical_instability": "INSTAB",
+}
+
+
+def reference(note: str) -> set[str] | None:
+    """Acceptable progress labels from a corpus note (a first opinion)."""
+    n = note.lower()
+    if "collapsed" in n:
+        return {"collapsed", "declining"}
+    if "flat" in n or "no clear trend" in n:
+        return {"flat", "plateau"}
+    if "learning" in n or "(slow" in n or "(fast" in n:
+        return {"learning", "plateau", "saturated"}
+    return None
+
+
+def strict_reference(note: str) -> set[str] | None:
+    """The note read literally: learning -> learning, flat -> flat, collapsed -> collapsed or
+    declining (a plateau counts for neither)."""
+    ref = reference(note)
+    if ref is None:
+        return None
+    return {"collapsed", "declining"} if "collapsed" in ref else ref & {"learning", "flat"}
+
+
+def n_rollouts(meta: dict) -> int | None:
+    g, b = meta.get("G"), meta.get("prompts_per_step")
+    return meta.get("completions_per_step") or (g * b if g and b else None)
+
+
+def with_metadata(log, meta: dict):
+    """The log with the corpus's G, B, N, lr and K added where the log itself lacks them."""
+    hp = dict(log.hyperparameters)
+    extra = {
+        "group_size": meta.get("G"),
+        "batch_prompts": meta.get("prompts_per_step"),
+        "completions_per_step": n_rollouts(meta),
+        "refresh_interval": meta.get("num_iterations"),
+        "lr": meta.get("learning_rate"),
+    }
+    for key, value in extra.items():
+        if value is not None and key not in hp:
+            hp[key] = float(value)
+    return replace(log, hyperparameters=hp)
+
+
+def forecast_row(log) -> dict:
+    """R^2 of the fit on the whole log and the forecast of the second half from the first."""
+    out: dict = {"r2": None, "r2_constrained": None}
+    try:
+        lf = fit_log(log, forecast_from=0.5)
+    except (ValueError, RuntimeError, np.linalg.LinAlgError) as exc:
+        return {**out, "fit_error": f"{type(exc).__name__}: {exc}"}
+    out["r2"] = float(lf.rom.r2)
+    constrained = getattr(lf, "constrained", None)
+    if constrained is not None and hasattr(constrained, "r2"):
+        out["r2_constrained"] = float(constrained.r2)
+    fc = lf.forecast
+    r = log.reward
+    half = int(round(0.5 * r.size))
+    std = float(np.std(r)) or 1.0
+    obs = float(fc.observed_mean)
+    last10 = float(np.mean(r[:half][-10:]))
+    out.update(
+        forecast=float(fc.predicted_mean),
+        observed=obs,
+        err=abs(fc.predicted_mean - obs) / std,
+        err_last10=abs(last10 - obs) / std,
+        covered=bool(fc.mean_band[0] <= obs <= fc.mean_band[1]),
+    )
+    return out
+
+
+def pgrpo_row(log) -> dict:
+    t0 = time.perf_counter()
+    d = diagnose(log)
+    secs = time.perf_counter() - t0
+    modes = [v.name for v in d.modes if v.detected and v.name in MODES]
+    return {"progress": d.progress.label, "modes": modes, "diagnose_s": secs,
+            "summary": d.progress.summary}  # fmt: skip
+
+
+RLDOCTOR = r"""
+import json, sys
+from rl_doctor import diagnose, load_csv
+out = {}
+for path in json.load(sys.stdin):
+    try:
+        d = diagnose(load_csv(path))
+    except Exception as exc:  # a run rldoctor cannot read is reported, not fatal
+        out[path] = {"error": f"{type(exc).__name__}: {exc}"}
+        continue
+    f = {x.detector: (x.severity.name, x.summary) for x in d.findings}
+    out[path] = {"findings": f, "headline": d.headline}
+json.dump(out, sys.stdout)
+"""
+
+
+def rldoctor_label(res: dict) -> tuple[str | None, list[str]]:
+    """rldoctor's plateau finding as a progress label, and its other findings >= WARNING."""
+    if "findings" not in res:
+        return None, []
+    sev, summary = res["findings"].get("plateau", ("SKIPPED", ""))
+    text = summary.lower()
+    if sev == "OK":
+        label = "learning"
+    elif "declining" in text:
+        label = "declining"
+    elif "stopped improving" in text:
+        label = "plateau"
+    elif sev == "INFO" and "flat" in text:
+        label = "flat"
+    else:
+        label = "too_short" if sev == "SKIPPED" else sev.lower()
+    alarms = [
+        name
+        for name, (s, _) in res["findings"].items()
+        if name != "plateau" and s in ("WARNING", "CRITICAL")
+    ]
+    return label, alarms
+
+
+def run_rldoctor(python: str | None, paths: list[str]) -> dict:
+    if not python or not Path(python).exists():
+        return {}
+    proc = subprocess.run(
+        [python, "-c", RLDOCTOR], input=json.dumps(paths), capture_output=True, text=True,
+        timeout=1800, check=True,
+    )  # fmt: skip
+    return json.loads(proc.stdout)
+
+
+def null_curve(rng, n: int, meta: dict, reward: np.ndarray) -> dict[str, np.ndarray]:
+    """One null curve of length n for a run: binomial groups at its N, else Gaussian noise."""
+    n_roll = n_rollouts(meta)
+    g, b = meta.get("G"), meta.get("prompts_per_step")
+    if n_roll and g and b and is_binary_mean(reward, n_roll):
+        p = float(np.clip(np.mean(reward), 0.2, 0.8))
+        return group_curve(rng, n, int(b), int(g), p)
+    sd = float(noise_sd(reward[None, :])[0]) or 1.0
+    return {"reward": float(np.mean(reward)) + sd * rng.standard_normal(n)}
+
+
+def group_curve(rng, n: int, b: int, g: int, p: float) -> dict[str, np.ndarray]:
+    """B prompts x G 0/1 rollouts per step at constant p: reward (batch mean), reward_std
+    (TRL: mean over groups of the per-group std) and frac_reward_zero_std."""
+    x = rng.random((n, b, g)) < p
+    std = x.std(axis=2, ddof=1) if g > 1 else np.zeros((n, b))
+    return {
+        "reward": x.mean(axis=(1, 2)),
+        "reward_std": std.mean(axis=1),
+        "frac_reward_zero_std": (std == 0).mean(axis=1),
+    }
+
+
+def write_csv(path: Path, cols: dict[str, np.ndarray], step: np.ndarray) -> None:
+    names = list(cols)
+    lines = [",".join(["step", *names])]
+    for i in range(step.size):
+        lines.append(",".join([f"{step[i]:g}", *(f"{cols[k][i]:.6g}" for k in names)]))
+    path.write_text("\n".join(lines) + "\n")
+
+
+def median(rows: list[dict], key: str) -> float | None:
+    vals = [r[key] for r in rows if isinstance(r.get(key), float)]
+    return float(np.median(vals)) if vals else None
+
+
+def real_runs(runs: list[dict], rld: dict) -> list[dict]:
+    rows = []
+    for meta in runs:
+        path = str(CURVES / meta["csv"])
+        log = with_metadata(read_log(path), meta)
+        ref = reference(meta.get("notes", ""))
+        row = {"run": meta["name"], "repo": meta["repo"], "n": len(log), "note": meta["notes"]}
+        row.update(pgrpo_row(log))
+        row.update(forecast_row(log))
+        row["reference"] = sorted(ref) if ref else None
+        strict = strict_reference(meta.get("notes", ""))
+        row["sensible"] = None if ref is None else row["progress"] in ref
+        row["strict"] = None if strict is None else row["progress"] in strict
+        label, alarms = rldoctor_label(rld.get(path, {}))
+        row.update(rldoctor_progress=label, rldoctor_alarms=alarms)
+        row["rldoctor_sensible"] = None if ref is None or label is None else label in ref
+        row["rldoctor_strict"] = None if strict is None or label is None else label in strict
+        rows.append(row)
+    return rows
+
+
+def null_suite(runs: list[dict], per_run: int, tmp: Path) -> list[tuple[dict, Path, dict]]:
+    """(metadata, csv path, columns) for every null curve, seeded."""
+    rng = np.random.default_rng(20261201)
+    out = []
+    for meta in runs:
+        log = read_log(CURVES / meta["csv"])
+        for j in range(per_run):
+            cols = null_curve(rng, len(log), meta, log.reward)
+            out.append((meta, tmp / f"null_{meta['name']}_{j}.csv", cols))
+    lengths = [int(m["steps_logged"]) for m in runs]
+    for j in range(40):
+        n = int(rng.choice(lengths))
+        meta = {"name": f"issue_G8_{j}", "G": 8, "prompts_per_step": 1, "completions_per_step": 8}
+        out.append(
+            (meta, tmp / f"null_issue_{j}.csv", group_curve(rng, n, 1, 8, rng.uniform(0.2, 0.8)))
+        )
+    for _meta, path, cols in out:
+        write_csv(path, cols, np.arange(1, cols["reward"].size + 1, dtype=float))
+    return out
+
+
+def null_rows(suite, rld: dict) -> list[dict]:
+    rows = []
+    for meta, path, _ in suite:
+        log = with_metadata(read_log(path), meta)
+        row = {"null": path.stem, "n": len(log), **pgrpo_row(log)}
+        label, alarms = rldoctor_label(rld.get(str(path), {}))
+        row.update(rldoctor_progress=label, rldoctor_alarms=alarms)
+        rows.append(row)
+    return rows
+
+
+def show(rows: list[dict], nulls: list[dict]) -> None:
+    def f(v, fmt=".2f"):
+        return "-" if v is None else format(v, fmt)
+
+    print("| run | note | progress | ok | modes | R^2 | R^2 constr. | err | err last-10 | "
+          "covered | rldoctor progress | ok | rldoctor alarms |")  # fmt: skip
+    print("|" + "---|" * 13)
+    for r in rows:
+        ok = {True: "yes", False: "NO", None: "?"}
+        modes = ",".join(SHORT[m] for m in r["modes"]) or "-"
+        print(
+            f"| {r['run']} | {r['note'][:38]} | {r['progress']} | {ok[r['sensible']]} | {modes} | "
+            f"{f(r['r2'])} | {f(r['r2_constrained'])} | {f(r.get('err'))} | "
+            f"{f(r.get('err_last10'))} | {r.get('covered', '-')} | {r['rldoctor_progress']} | "
+            f"{ok[r['rldoctor_sensible']]} | {','.join(r['rldoctor_alarms']) or '-'} |"
+        )
+
+
+def summary(rows: list[dict], nulls: list[dict]) -> dict:
+    judged = [r for r in rows if r["sensible"] is not None]
+    rjudged = [r for r in rows if r["rldoctor_sensible"] is not None]
+    shows_none = [r for r in rows if "collapsed" not in (r["reference"] or [])]
+    fc = [r for r in rows if isinstance(r.get("err"), float)]
+    out = {
+        "runs": len(rows),
+        "runs_with_reference": len(judged),
+        "sensible_progress": sum(r["sensible"] for r in judged),
+        "rldoctor_runs_with_reference": len(rjudged),
+        "rldoctor_sensible_progress": sum(r["rldoctor_sensible"] for r in rjudged),
+        "strict_progress": sum(bool(r["strict"]) for r in judged),
+        "rldoctor_strict_progress": sum(bool(r["rldoctor_strict"]) for r in rjudged),
+        "instability_runs_without_collapse_note": sum(
+            "dynamical_instability" in r["modes"] for r in shows_none
+        ),
+        "runs_without_collapse_note": len(shows_none),
+        "median_r2": median(rows, "r2"),
+        "median_forecast_err": median(fc, "err"),
+        "median_last10_err": median(fc, "err_last10"),
+        "forecast_beats_last10": sum(r["err"] < r["err_last10"] for r in fc),
+        "forecast_runs": len(fc),
+        "band_coverage": float(np.mean([r["covered"] for r in fc])) if fc else None,
+        "median_diagnose_s": median(rows, "diagnose_s"),
+        "nulls": len(nulls),
+        "null_no_mode_and_flat": sum((not r["modes"]) and r["progress"] == "flat" for r in nulls),
+        "null_any_mode": sum(bool(r["modes"]) for r in nulls),
+        "null_modes": {m: sum(m in r["modes"] for r in nulls) for m in MODES},
+        "null_progress": {
+            k: sum(r["progress"] == k for r in nulls)
+            for k in sorted({r["progress"] for r in nulls})
+        },  # fmt: skip
+        "rldoctor_null_flat_no_alarm": sum(
+            r["rldoctor_progress"] == "flat" and not r["rldoctor_alarms"] for r in nulls
+        ),
+        "rldoctor_null_any_alarm": sum(bool(r["rldoctor_alarms"]) for r in nulls),
+        "rldoctor_null_progress": {
+            str(k): sum(r["rldoctor_progress"] == k for r in nulls)
+            for k in sorted({str(r["rldoctor_progress"]) for r in nulls})
+        },
+    }
+    by_repo: dict[str, list[bool]] = {}
+    for r in judged:
+        by_repo.setdefault(r["repo"], []).append(bool(r["sensible"]))
+    out["sensible_by_repository"] = {k: f"{sum(v)}/{len(v)}" for k, v in by_repo.items()}
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--rldoctor", default=str(ROOT / ".venv-rldoctor" / "bin" / "python"))
+    ap.add_argument("--nulls-per-run", type=int, default=10)
+    args = ap.parse_args()
+    t0 = time.time()
+    runs = json.loads((CURVES / "index.json").read_text())["runs"]
+    with tempfile.TemporaryDirectory() as tmp:
+        suite = null_suite(runs, args.nulls_per_run, Path(tmp))
+        paths = [str(CURVES / m["csv"]) for m in runs] + [str(p) for _, p, _ in suite]
+        rld = run_rldoctor(args.rldoctor, paths)
+        rows = real_runs(runs, rld)
+        nulls = null_rows(suite, rld)
+    show(rows, nulls)
+    summ = summary(rows, nulls)
+    print(json.dumps(summ, indent=1))
+    print(f"{time.time() - t0:.0f} s")
+    doc = {
+        "command": "python bench/real_runs.py " + " ".join(sys.argv[1:]),
+        "date": dt.date.today().isoformat(),
+        "machine": "2-core CPU shared with other jobs, no GPU",
+        "rldoctor": "0.2.0" if rld else None,
+        "summary": summ,
+        "runs": rows,
+        "nulls": nulls,
+    }
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(doc, indent=1, default=float))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,144 @@
+"""A diagnosis in plain words: the progress verdict first, then one sentence per detected mode,
+each with the number that supports it and the action. The evidence tables stay below it in the
+CLI and the HTML report."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+from pgrpo.diagnose.nullmodel import fmt_p
+
+
+def _f(v: Any, fmt: str = ".3g") -> str:
+    return "-" if not isinstance(v, int | float) or not math.isfinite(v) else format(v, fmt)
+
+
+def _hacking(ev: dict) -> str:
+    if "eval_gain" in ev and "train_gain" in ev:
+        return (
+            f"Reward hacking: train reward changed by {_f(ev['train_gain'], '+.3g')} between the "
+            f"first and last eval while eval accuracy changed by {_f(ev['eval_gain'], '+.3g')}."
+        )
+    if isinstance(ev.get("format_gain_share"), float) and ev["format_gain_share"] > 0.5:
+        return (
+            f"Reward hacking: {ev['format_gain_share']:.0%} of the reward gain comes from "
+            "format-like reward functions."
+        )
+    return (
+        f"Reward hacking: completions grew x{_f(ev.get('length_ratio'), '.1f')} while the "
+        "reward rose (length alone is weak evidence)."
+    )
+
+
+def _degeneracy(ev: dict) -> str:
+    source = str(ev.get("degeneracy_source", ""))
+    if "degeneracy_lower_bound" in ev:
+        level = ev["degeneracy_lower_bound"]
+        how = "at least, by the i.i.d. lower bound p^G + (1-p)^G of the mean reward"
+        if source:
+            how += f"; {ev['degeneracy']:.0%} of steps had reward_std == 0"
+    elif source.startswith("steps with"):
+        level, how = ev["degeneracy"], "at least: the share of steps with reward_std == 0"
+    else:
+        level, how = ev.get("degeneracy"), f"from {source or 'the log'}"
+    how = f"({how})"
+    split = ""
+    if isinstance(ev.get("all_fail"), float) and isinstance(ev.get("all_pass"), float):
+        split = f"; all-fail {ev['all_fail']:.0%}, all-pass {ev['all_pass']:.0%}"
+    elif isinstance(ev.get("zero_spread_steps_at_min"), float):
+        split = (
+            f"; of the zero-spread steps {ev['zero_spread_steps_at_min']:.0%} sit at the run's "
+            f"lowest reward, {ev.get('zero_spread_steps_at_max', 0.0):.0%} at its highest"
+        )
+    return (
+        f"Advantage degeneracy: {_f(level, '.0%')} of groups have no reward spread {how}, so "
+        f"they give no gradient{split}."
+    )
+
+
+def _concentration(ev: dict) -> str:
+    if isinstance(ev.get("entropy_ratio"), float):
+        return (
+            f"Policy concentration: entropy fell to {ev['entropy_ratio']:.0%} of its start "
+            f"(lowest in the first quarter: {_f(ev.get('entropy_ratio_early'), '.0%')})."
+        )
+    if isinstance(ev.get("clip_ratio"), float):
+        return f"Policy concentration: {ev['clip_ratio']:.0%} of tokens are clipped."
+    return f"Policy concentration: KL to the reference grew x{_f(ev.get('kl_late_growth'))}."
+
+
+def _instability(ev: dict) -> str:
+    bad = [k for k in ev if k.startswith("nonfinite_") and k.endswith("_step")]
+    if bad:
+        col = bad[0][len("nonfinite_") : -len("_step")]
+        return f"Dynamical instability: {col} went NaN/inf at step {_f(ev[bad[0]], 'g')}."
+    if ev.get("nonfinite_reward_rows"):
+        return f"Dynamical instability: {ev['nonfinite_reward_rows']:.0f} rewards were NaN/inf."
+    if isinstance(ev.get("stability_margin"), float) and ev["stability_margin"] >= 1.0:
+        return (
+            f"Dynamical instability: the refresh interval K={_f(ev['refresh_interval'], 'g')} "
+            f"is at or above the threshold K*={_f(ev['k_star'], '.0f')} "
+            f"(kappa from {ev.get('kappa_source', '?')})."
+        )
+    p = {k: ev.get(k, 1.0) for k in ("oscillation_growth_p", "spectral_peak_p", "peak_drop_p")}
+    if isinstance(ev.get("grad_norm_growth"), float) and min(p.values()) >= 0.01:
+        return f"Dynamical instability: the gradient norm grew x{ev['grad_norm_growth']:.0f}."
+    key = min(p, key=p.get)
+    if key == "oscillation_growth_p":
+        return (
+            f"Dynamical instability: the swings of the reward grew x"
+            f"{_f(ev['oscillation_growth'], '.1f')} from the first to the last third "
+            f"({fmt_p(p[key])} against {ev.get('null_model', 'noise')})."
+        )
+    if key == "spectral_peak_p":
+        return (
+            f"Dynamical instability: the reward oscillates with a period of about "
+            f"{_f(ev.get('spectral_peak_period_points'), '.0f')} logged points, beyond batch "
+            f"noise ({fmt_p(p[key])} against {ev.get('null_model', 'noise')})."
+        )
+    return (
+        f"Dynamical instability: the reward fell back to or below its start after rising "
+        f"({fmt_p(p[key])})."
+    )
+
+
+SENTENCES: dict[str, Callable[[dict], str]] = {
+    "reward_hacking": _hacking,
+    "advantage_degeneracy": _degeneracy,
+    "policy_concentration": _concentration,
+    "dynamical_instability": _instability,
+}
+
+
+def findings(diagnosis: Any) -> list[dict[str, str]]:
+    """[{"about", "sentence", "action"}]: progress, each detected mode, then what is healthy
+    or could not be judged."""
+    out = []
+    if diagnosis.progress is not None:
+        pv = diagnosis.progress
+        out.append({"about": f"progress: {pv.label}", "sentence": pv.summary, "action": pv.action})
+    modes = [v for v in diagnosis.modes if v.name in SENTENCES]
+    for v in modes:
+        if v.detected:
+            out.append({"about": v.name, "sentence": SENTENCES[v.name](v.evidence),
+                        "action": v.action})  # fmt: skip
+    judged = [v.name for v in modes if v.judged and not v.detected]
+    unjudged = [v.name for v in modes if not v.judged]
+    if judged and not any(v.detected for v in modes):
+        out.append({
+            "about": "healthy",
+            "sentence": f"No failure mode found among the {len(judged)} the log lets us judge "
+            f"({', '.join(judged)}); each reward test fires on at most 0.5% of noise curves.",
+            "action": "",
+        })  # fmt: skip
+    if unjudged:
+        out.append({
+            "about": "not judged",
+            "sentence": f"Not enough evidence to judge {', '.join(unjudged)}: the log lacks the "
+            "signals listed under 'missing'.",
+            "action": "log entropy, KL, completion lengths, per-function rewards or an eval "
+            "accuracy to judge them",
+        })  # fmt: skip
+    return out

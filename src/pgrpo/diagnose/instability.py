@@ -1,0 +1,180 @@
+"""Dynamical instability (arXiv 2606.30789): the refresh interval K at or above the exact
+threshold K*, oscillations beyond batch noise, a collapse after a rise, an exploding gradient
+norm, or NaN/inf. Each reward-curve test is calibrated on null curves of the same length
+(`pgrpo.diagnose.nullmodel`) at level ALPHA_MODE, so the three together fire on at most ~1.5% of
+pure-noise curves; slow wander (a red spectrum) is not an oscillation (local spectral
+prominence)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from pgrpo.diagnose import nullmodel as nm
+from pgrpo.diagnose.rules import ALPHA_MODE, MIN_STEPS, _lack, n_rollouts
+from pgrpo.diagnose.signals import Signals, finite, smooth
+from pgrpo.diagnose.verdict import DIAGNOSTIC_RULES, ModeVerdict, cannot_judge, confidence, verdict
+
+GRAD_BLOWUP = 10.0
+
+
+def _nonfinite_evidence(s: Signals) -> dict[str, float]:
+    """Steps where reward / loss / grad_norm / kl went NaN or inf after having been finite."""
+    ev = {}
+    for col in ("reward", "loss", "grad_norm", "kl"):
+        if col in s.columns:
+            x = s.get(col)
+            seen = np.nonzero(np.isfinite(x))[0]
+            bad = np.isinf(x) | (
+                np.isnan(x) & (np.arange(x.size) > (seen[0] if seen.size else x.size))
+            )
+            # a NaN after the column's last finite value, or an inf anywhere
+            tail_nan = seen.size and seen[-1] < x.size - 1 and np.isnan(x[seen[-1] + 1 :]).all()
+            if np.isinf(x).any() or tail_nan:
+                ev[f"nonfinite_{col}_step"] = float(s.steps[int(np.argmax(bad))])
+    return ev
+
+
+def _noise_profile(s: Signals, x: np.ndarray) -> np.ndarray | None:
+    """Expected per-step noise scale [n] of a mean of 0/1 rewards, sqrt(p (1 - p)) at the
+    smoothed level (the batch noise changes with the reward level); None on any other scale.
+    Not the logged reward_std: it is the spread within groups, while the batch mean of few
+    prompts is dominated by the spread between prompts."""
+    if nm.is_binary_mean(x, n_rollouts(s)):
+        p = np.clip(smooth(x, max(5, x.size // 10)), 0.02, 0.98)
+        return np.sqrt(p * (1 - p))
+    return None
+
+
+def _oscillation_evidence(s: Signals) -> tuple[dict[str, float], float]:
+    """Oscillations beyond batch noise, each against null curves of the same length
+    (`nullmodel`: binomial at the log's N when known, AR(1) otherwise), each at level
+    ALPHA_MODE: growth of the residual amplitude (last third / first third, after dividing by
+    the expected noise profile), a spectral peak of the residuals, and a collapse (a
+    significant fall from the best window to at or below the start)."""
+    ok = np.isfinite(s.get("reward"))
+    x = s.get("reward")[ok]
+    null = nm.choose_null(x, n_rollouts(s))
+    st = {k: float(v[0]) for k, v in nm.curve_statistics(x, _noise_profile(s, x)).items()}
+    ns = nm.null_statistics(x.size, null)
+    w = nm.window_size(x.size)
+    mw = np.convolve(x, np.ones(w) / w, mode="valid")
+    se_w = st["noise_sd"] / math.sqrt(w) if st["noise_sd"] > 0 else math.inf
+    best, start, end = float(mw.max()), float(mw[0]), float(mw[-1])
+    lost = end <= start and best - start > 2 * se_w
+    ev = {
+        "oscillation_growth": st["growth"],
+        "oscillation_growth_p": nm.p_value(st["growth"], ns["growth"]),
+        "spectral_peak": st["spectral"],
+        "spectral_peak_p": nm.p_value(st["spectral"], ns["spectral"]),
+        "spectral_peak_period_points": st["peak_period"],
+        "peak_drop_p": nm.p_value(st["drop_z"], ns["drop_z"]) if lost else 1.0,
+        "peak_drop": (best - end) / (best - start) if best > start else 0.0,
+        "null_model": null.describe(),
+    }
+    strength = max(
+        _p_strength(ev["oscillation_growth_p"]) if st["growth"] > 1 else 0.0,
+        _p_strength(ev["spectral_peak_p"]),
+        _p_strength(ev["peak_drop_p"]),
+    )
+    return ev, strength
+
+
+def _p_strength(p: float) -> float:
+    """0.5 at p = ALPHA_MODE, towards 1 as p falls a decade below it, towards 0 above."""
+    return confidence(-math.log10(max(p, 1e-12)), -math.log10(ALPHA_MODE), 0.5)
+
+
+def _k_star(a: float, beta1: float) -> float | None:
+    """The exact refresh-interval threshold from pgrpo.dynamics (None when unavailable)."""
+    import pgrpo.dynamics as dyn
+
+    fn = getattr(dyn, "refresh_threshold", None)
+    k_star = None if fn is None else fn(a, beta1).K_star
+    return None if k_star is None else float(k_star)
+
+
+def fitted_kappa(s: Signals) -> float | None:
+    """kappa = k / lr from a ROM fit of the reward curve (None when the fit is poor, R^2 < 0.5,
+    or the log has no learning rate)."""
+    from pgrpo.dynamics import fit_curve
+
+    lr = s.hyper("learning_rate")
+    if lr is None or lr <= 0 or not s.has("reward", MIN_STEPS):
+        return None
+    r = s.get("reward")
+    ok = np.isfinite(r)
+    k_int = int(s.hyper("refresh_interval") or 1)
+    try:
+        fit = fit_curve(s.steps[ok], r[ok], "rom", beta1=s.hyper("beta1"), refresh_interval=k_int)
+    except (ValueError, RuntimeError, np.linalg.LinAlgError):
+        return None
+    if not fit.r2 >= 0.5 or "k" not in fit.params:
+        return None
+    kappa = fit.params["k"].value / lr
+    return kappa if math.isfinite(kappa) and kappa > 0 else None
+
+
+def _margin_evidence(s: Signals) -> tuple[dict[str, float], list[str]]:
+    """K / K* from the run's hyperparameters and kappa (config, e.g. `pgrpo probe`, else a ROM
+    fit of the reward curve with the logged learning rate)."""
+    k_int, lr, beta1 = s.hyper("refresh_interval"), s.hyper("learning_rate"), s.hyper("beta1")
+    missing = [n for n, v in (("refresh_interval", k_int), ("learning_rate", lr)) if v is None]
+    if missing:
+        return {}, missing
+    kappa, source = s.hyper("kappa"), "config"
+    if kappa is None:
+        kappa, source = fitted_kappa(s), "reward fit"
+    if kappa is None:
+        return {}, ["kappa (probe it: `pgrpo probe`, or pass it in config.yaml)"]
+    k_star = _k_star(lr * kappa, beta1 or 0.0)
+    if k_star is None:
+        return {}, ["K* (no unstable refresh interval found for these hyperparameters)"]
+    ev = {
+        "refresh_interval": k_int,
+        "kappa": kappa,
+        "kappa_source": source,
+        "k_star": float(k_star),
+        "stability_margin": k_int / k_star,
+    }
+    return ev, []
+
+
+@DIAGNOSTIC_RULES.register("dynamical_instability")
+def dynamical_instability(s: Signals) -> ModeVerdict:
+    """The update is unstable: refresh interval K at or above the threshold K*, oscillations that
+    grow, a collapse of reward after its peak, exploding gradient norm, or NaN/inf."""
+    name = "dynamical_instability"
+    ev: dict[str, float] = _nonfinite_evidence(s)
+    if s.config.get("dropped_nonfinite_rewards"):
+        ev["nonfinite_reward_rows"] = float(s.config["dropped_nonfinite_rewards"])
+    strengths = [0.99] if ev else []
+    margin_ev, missing = _margin_evidence(s)
+    ev.update(margin_ev)
+    if margin_ev:
+        strengths.append(confidence(margin_ev["stability_margin"], 1.0, 0.1))
+    if s.has("reward", MIN_STEPS):
+        o_ev, o_strength = _oscillation_evidence(s)
+        ev.update(o_ev)
+        strengths.append(o_strength)
+    else:
+        missing.append(_lack(s, "reward", MIN_STEPS))
+    if s.has("grad_norm", MIN_STEPS):
+        gn = finite(s.get("grad_norm"))
+        ev["grad_norm_growth"] = growth = float(
+            np.median(gn[-max(1, gn.size // 10) :]) / max(np.median(gn[: gn.size // 2]), 1e-12)
+        )
+        strengths.append(confidence(growth, GRAD_BLOWUP, 3.0))
+    else:
+        missing.append(_lack(s, "grad_norm", MIN_STEPS))
+    if not strengths:
+        return cannot_judge(name, missing, "no reward, grad_norm or hyperparameters")
+    if margin_ev and margin_ev["stability_margin"] >= 1.0:
+        action = f"lower the refresh interval K below K*={margin_ev['k_star']:.0f} or lower lr"
+    else:
+        action = "lower the learning rate or the refresh interval K (num_iterations)"
+    action += "; clip gradients and check sampler/learner log-prob agreement"
+    return verdict(
+        name, max(strengths), ev, action=action, missing=missing, coverage=len(strengths) / 3
+    )

@@ -1,0 +1,307 @@
+"""Is the run still learning? A progress verdict from a logged reward curve.
+
+`assess_progress(step, reward, ...)` -> ProgressVerdict with one label of PROGRESS_LABELS:
+
+- `too_short`: fewer than MIN_POINTS finite rewards.
+- `saturated`: the reward sits at its ceiling: the end window is the best of the run and the
+  groups have no spread (reward_std == 0 / frac_reward_zero_std = 1 on >= 80% of its steps, or
+  a 0/1 reward at >= 0.99), after a significant rise or at a known ceiling.
+- `collapsed`: a significant fall from the best window, ending at or below the start level, or
+  a run that ends stuck at its floor (the end window constant at the run's minimum, no spread
+  within groups) below where it started.
+- `declining`: a significant fall from the best window, or a significant negative trend.
+- `learning`: a significant rise that is still going on over the second half (one-sided 5%:
+  a flat second half reads "learning" 5% of the time, a stated cost of not missing a creep).
+- `plateau`: a significant rise that has stopped.
+- `flat`: none of these beyond batch noise.
+
+"Significant" is against null curves of the same length (`pgrpo.diagnose.nullmodel`): binomial
+batch means at the log's N = B x G when known, AR(1) noise with the curve's autocorrelation
+otherwise; level ALPHA (two-sided for the trend). Slopes are ordinary least squares with a
+Newey-West variance, so their sign is the sign of the reported slope and ties cost nothing.
+The evidence also carries an exponential fit (`pgrpo.dynamics.fit_curve`): the fitted gain and
+its 90% band, the expected remaining gain and the steps to 90% of it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from pgrpo.diagnose import nullmodel as nm
+
+PROGRESS_LABELS = (
+    "learning",
+    "plateau",
+    "flat",
+    "declining",
+    "saturated",
+    "collapsed",
+    "too_short",
+)
+MIN_POINTS = 8
+ALPHA = 0.005
+ALPHA_RECENT = 0.05
+ZERO_SPREAD_SHARE = 0.8
+Z90 = 1.6449
+
+
+@dataclass(frozen=True)
+class ProgressVerdict:
+    """label: one of PROGRESS_LABELS; summary: one plain sentence with the number behind it;
+    evidence: the figures (stable names); action: what to do; metrics: the numeric evidence."""
+
+    label: str
+    summary: str
+    evidence: dict[str, Any]
+    action: str
+    metrics: dict[str, float] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        from pgrpo.diagnose.verdict import _jsonable
+
+        return {
+            "label": self.label,
+            "summary": self.summary,
+            "action": self.action,
+            "evidence": {k: _jsonable(v) for k, v in self.evidence.items()},
+        }
+
+
+def _zero_spread(reward_std: np.ndarray | None, frac_zero: np.ndarray | None) -> np.ndarray | None:
+    """Per step: 1.0 where no group had any reward spread, 0.0 where one had, NaN unknown."""
+    if frac_zero is not None and np.isfinite(frac_zero).any():
+        return np.where(np.isfinite(frac_zero), (frac_zero >= 0.999).astype(float), np.nan)
+    if reward_std is not None and np.isfinite(reward_std).any():
+        zero = (np.abs(reward_std) <= 1e-12).astype(float)
+        return np.where(np.isfinite(reward_std), zero, np.nan)
+    return None
+
+
+def _fit_evidence(step: np.ndarray, reward: np.ndarray) -> dict[str, float]:
+    """Exponential fit R(t) = R_inf + (R_0 - R_inf) exp(-t / tau): gain and its 90% band, the
+    remaining gain after the last step and the steps to 90% of it (NaN when the fit fails)."""
+    from pgrpo.dynamics import fit_curve
+
+    out = dict.fromkeys(
+        ("fit_gain", "fit_gain_lo", "fit_gain_hi", "remaining_gain", "remaining_gain_se"),
+        math.nan,
+    )
+    out["steps_to_90pct"] = math.nan
+    try:
+        fit = fit_curve(step, reward, "exponential")
+    except (ValueError, RuntimeError, np.linalg.LinAlgError):
+        return out
+    v = fit.values
+    names = list(fit.varying)
+    cov = fit.covariance
+    gain = v["R_inf"] - v["R_0"]
+    se_gain = se_inf = math.nan
+    if cov is not None and {"R_inf", "R_0"} <= set(names):
+        i, j = names.index("R_inf"), names.index("R_0")
+        se_gain = math.sqrt(max(cov[i, i] + cov[j, j] - 2 * cov[i, j], 0.0))
+        se_inf = math.sqrt(max(cov[i, i], 0.0))
+    remaining = v["R_inf"] - float(fit.fitted[-1])
+    out.update(
+        fit_gain=gain,
+        fit_gain_lo=gain - Z90 * se_gain,
+        fit_gain_hi=gain + Z90 * se_gain,
+        remaining_gain=remaining,
+        remaining_gain_se=se_inf,
+        fit_tau=float(v["tau"]),
+        fit_r2=float(fit.r2),
+    )
+    if math.isfinite(se_inf) and abs(remaining) > Z90 * se_inf:
+        out["steps_to_90pct"] = float(v["tau"]) * math.log(10.0)
+    return out
+
+
+def _windows(step: np.ndarray, x: np.ndarray) -> dict[str, float]:
+    w = nm.window_size(x.size)
+    mw = np.convolve(x, np.ones(w) / w, mode="valid")
+    k = int(np.argmax(mw))
+    return {
+        "window": float(w),
+        "start_level": float(mw[0]),
+        "end_level": float(mw[-1]),
+        "best_level": float(mw[k]),
+        "best_step": float(step[k + w // 2]),
+        "floor_level": float(mw.min()),
+    }
+
+
+def _slope(step: np.ndarray, x: np.ndarray) -> float:
+    return float(np.polyfit(step, x, 1)[0]) if np.ptp(step) > 0 else 0.0
+
+
+def _tests(step: np.ndarray, x: np.ndarray, n_rollouts: float | None) -> dict[str, Any]:
+    """Statistics of the curve, their null p-values and the null model used."""
+    null = nm.choose_null(x, n_rollouts)
+    st = {k: float(v[0]) for k, v in nm.curve_statistics(x).items()}
+    ns = nm.null_statistics(x.size, null)
+    half = x.size // 2
+    return {
+        "null_model": null.describe(),
+        "noise_sd": st["noise_sd"],
+        "trend_slope": _slope(step, x),
+        "trend_p": nm.p_value(st["trend_t"], ns["trend_t"], two_sided=True),
+        "recent_slope": _slope(step[half:], x[half:]),
+        "recent_p_up": nm.p_value(st["recent_t"], ns["recent_t"]),
+        "recent_p_down": nm.p_value(-st["recent_t"], np.sort(-ns["recent_t"])),
+        "gain_p": nm.p_value(st["gain_z"], ns["gain_z"]),
+        "drop_p": nm.p_value(st["drop_z"], ns["drop_z"]),
+        "_trend_t": st["trend_t"],
+        "_recent_t": st["recent_t"],
+    }
+
+
+def assess_progress(
+    step: np.ndarray,
+    reward: np.ndarray,
+    *,
+    reward_std: np.ndarray | None = None,
+    frac_zero_std: np.ndarray | None = None,
+    n_rollouts: float | None = None,
+    alpha: float = ALPHA,
+) -> ProgressVerdict:
+    """Progress verdict of a reward curve. step, reward: [n]; reward_std, frac_zero_std: [n] or
+    None (NaN where not logged); n_rollouts: B x G rollouts per step when known."""
+    step, reward = np.asarray(step, float), np.asarray(reward, float)
+    ok = np.isfinite(reward) & np.isfinite(step)
+    n = int(ok.sum())
+    if n < MIN_POINTS:
+        return ProgressVerdict(
+            "too_short",
+            f"Too short to judge: {n} logged rewards, at least {MIN_POINTS} are needed.",
+            {"n": n},
+            f"log at least {MIN_POINTS} steps (and the reward at every step)",
+            {"n": float(n)},
+        )
+    s, x = step[ok], reward[ok]
+    ev: dict[str, Any] = {"n": n, **_windows(s, x), **_tests(s, x, n_rollouts)}
+    spread = _zero_spread(
+        None if reward_std is None else np.asarray(reward_std, float)[ok],
+        None if frac_zero_std is None else np.asarray(frac_zero_std, float)[ok],
+    )
+    w = int(ev["window"])
+    if spread is not None and np.isfinite(spread[-w:]).any():
+        ev["zero_spread_end"] = float(np.nanmean(spread[-w:]))
+    ev.update(_fit_evidence(s, x))
+    label = _label(ev, x, n_rollouts, alpha)
+    summary, action = _words(label, ev)
+    metrics = {k: float(v) for k, v in ev.items() if isinstance(v, int | float)}
+    evidence = {k: v for k, v in ev.items() if not k.startswith("_")}
+    return ProgressVerdict(label, summary, evidence, action, metrics)
+
+
+def _label(ev: dict[str, Any], x: np.ndarray, n_rollouts: float | None, alpha: float) -> str:
+    se_w = ev["noise_sd"] / math.sqrt(ev["window"])
+    rose = (ev["_trend_t"] > 0 and ev["trend_p"] < alpha) or ev["gain_p"] < alpha
+    fell = ev["_trend_t"] < 0 and ev["trend_p"] < alpha
+    dropped = ev["drop_p"] < alpha
+    at_top = ev["end_level"] >= ev["best_level"] - se_w
+    ceiling = nm.is_binary_mean(x, n_rollouts) and ev["end_level"] >= 0.99
+    no_spread = ev.get("zero_spread_end", 0.0) >= ZERO_SPREAD_SHARE
+    if ceiling or (no_spread and at_top and rose):
+        return "saturated"
+    tail = x[-int(ev["window"]) :]
+    stuck = no_spread and np.ptp(tail) == 0 and tail[0] <= x.min()
+    if stuck and ev["start_level"] > ev["end_level"] + se_w:
+        return "collapsed"  # stuck at the floor, every group scoring the same, below the start
+    if dropped or fell:
+        at_floor = ev["end_level"] <= ev["floor_level"] + se_w
+        lost_all = ev["end_level"] <= ev["start_level"] and ev["best_level"] > ev["start_level"]
+        if dropped and (lost_all or (no_spread and at_floor)):
+            return "collapsed"
+        return "declining"
+    if rose or ev["recent_p_up"] < alpha:
+        # one-sided at ALPHA_RECENT: a flat second half reads "learning" 5% of the time. Not
+        # overruled by the exponential fit: real runs creep on after a fast rise, which an
+        # exponential cannot follow (it calls the asymptote reached).
+        return "learning" if ev["recent_p_up"] < ALPHA_RECENT else "plateau"
+    return "flat"
+
+
+def _g(v: float) -> str:
+    return "-" if not math.isfinite(v) else f"{v:.3g}"
+
+
+def _words(label: str, ev: dict[str, Any]) -> tuple[str, str]:
+    a, b, best = ev["start_level"], ev["end_level"], ev["best_level"]
+    p, ps = ev["trend_p"], ev["best_step"]
+    if label == "learning":
+        rem, t90 = ev["remaining_gain"], ev["steps_to_90pct"]
+        more = (
+            f"; the fit expects {rem:+.3g} more, 90% of it within ~{t90:.0f} steps"
+            if math.isfinite(t90)
+            else "; the fit cannot yet tell how much more to expect"
+        )
+        return (
+            f"Still learning: reward went from {_g(a)} to {_g(b)} (trend {nm.fmt_p(p)}) and is "
+            f"still rising over the second half ({nm.fmt_p(ev['recent_p_up'])}){more}.",
+            "keep training"
+            + (f": about {t90:.0f} more steps should bring 90% of the rest" if math.isfinite(t90)
+               else " and check again later"),
+        )  # fmt: skip
+    if label == "plateau":
+        return (
+            f"Plateaued: reward rose from {_g(a)} to {_g(b)} ({nm.fmt_p(min(p, ev['gain_p']))}) "
+            f"but has not risen over the second half ({nm.fmt_p(ev['recent_p_up'])}).",
+            "more steps at this setting are unlikely to help: stop here, or change something "
+            "(harder prompts, a larger group, the learning rate)",
+        )
+    if label == "flat":
+        return (
+            f"Flat: no change beyond batch noise (start {_g(a)}, end {_g(b)}, trend {nm.fmt_p(p)}, "
+            f"noise sd {_g(ev['noise_sd'])} per step; null: {ev['null_model']}).",
+            "nothing is being learned: check that rewards vary within groups (advantage "
+            "degeneracy), that the learning rate is not too small, and that the reward scores "
+            "what you intend",
+        )
+    if label == "declining":
+        return (
+            f"Declining: reward fell from its best, {_g(best)} near step {ps:g}, to {_g(b)} "
+            f"(fall {nm.fmt_p(ev['drop_p'])}, trend {nm.fmt_p(p)}).",
+            f"roll back to the checkpoint near step {ps:g}; lower the learning rate, add a KL "
+            "penalty or use fewer inner updates (num_iterations)",
+        )
+    if label == "collapsed":
+        how = (
+            f" (fall {nm.fmt_p(ev['drop_p'])})"
+            if ev["drop_p"] < ALPHA
+            else f", and stays at its floor with no spread within groups on "
+            f"{ev.get('zero_spread_end', math.nan):.0%} of the last steps"
+        )
+        return (
+            f"Collapsed: reward fell from {_g(best)} near step {ps:g} to {_g(b)}, at or below "
+            f"where it started ({_g(a)}){how}.",
+            f"restart from the checkpoint near step {ps:g} with a lower learning rate, fewer "
+            "off-policy epochs (num_iterations) or a KL penalty",
+        )
+    share = ev.get("zero_spread_end", math.nan)
+    return (
+        f"Saturated: reward sits at its ceiling ({_g(b)})"
+        + (f" with no spread within groups on {share:.0%} of the last steps." if
+           math.isfinite(share) else "."),
+        "the task is solved at this difficulty and no gradient is left: stop, or move to "
+        "harder prompts",
+    )  # fmt: skip
+
+
+def assess_signals(signals: Any) -> ProgressVerdict:
+    """`assess_progress` on a diagnosis's Signals (reward, reward_std, frac_reward_zero_std and
+    N = group_size x batch_prompts from the config when known)."""
+    cols = signals.columns
+    g, b = signals.hyper("group_size"), signals.hyper("batch_prompts")
+    n_rollouts = signals.hyper("completions_per_step") or (g * b if g and b else None)
+    reward = cols.get("reward", np.full(signals.steps.shape, np.nan))
+    return assess_progress(
+        signals.steps,
+        reward,
+        reward_std=cols.get("reward_std"),
+        frac_zero_std=cols.get("frac_reward_zero_std"),
+        n_rollouts=n_rollouts,
+    )
