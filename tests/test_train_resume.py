@@ -3,6 +3,7 @@ uninterrupted run, whether the run crashes in-process or is SIGKILLed at a rando
 
 from __future__ import annotations
 
+import itertools
 import os
 import random
 import signal
@@ -122,6 +123,7 @@ def test_resume_refuses_a_changed_config_and_a_missing_checkpoint(tmp_path):
 # ---------------------------------------------------------------------------------------------
 
 _REFERENCES: dict = {}
+_RUN_IDS = itertools.count()  # not `random`: train() seeds it
 
 
 def _exact_cfg(tmp_path, name, model, lora, steps):
@@ -177,7 +179,7 @@ def _check_exact_resume(tmp_path, model, lora, stop_after, steps):
     if key not in _REFERENCES:  # one uninterrupted run per kind, shared by the examples
         _REFERENCES[key] = train(_exact_cfg(tmp_path, f"ref-{model}-{lora}", model, lora, steps))
     reference = _REFERENCES[key].run_dir
-    name = f"cut-{model}-{lora}-{stop_after}-{random.getrandbits(32)}"
+    name = f"cut-{model}-{lora}-{stop_after}-{next(_RUN_IDS)}"
 
     def crash(metrics):
         if metrics["step"] == stop_after:

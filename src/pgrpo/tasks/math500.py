@@ -9,7 +9,9 @@ signal-based timeouts are disabled here (they only work in the main thread): the
 `pgrpo.tasks.scoring.score_completions`, which runs this task in a worker process that it kills on a
 timeout. math-verify can hang in C code on pathological input (e.g. `\\boxed{9^{9^{9^{9}}}}`, a
 power tower sympy tries to evaluate): only that process kill stops it, so call `task.reward`
-through `score_completions`, not directly, on untrusted completions.
+through `score_completions`, not directly, on untrusted completions. Before math-verify a
+completion is cut to its last `MAX_CHARS` characters and refused (a counted error, reward 0) when
+nested more than `MAX_NESTING` brackets deep.
 """
 
 from __future__ import annotations
