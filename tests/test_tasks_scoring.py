@@ -50,6 +50,12 @@ def picky_reward(completion, example):
                 time.sleep(0.01)
             except BaseException:
                 pass
+    if completion == "swallow_once":
+        try:  # swallows the first timeout and returns a reward late: still a timeout
+            while True:
+                pass
+        except BaseException:
+            return 1.0
     if completion == "swallow":
         try:  # a reward that swallows exceptions must still time out
             while True:
@@ -70,7 +76,10 @@ def _task(fast: bool) -> FunctionTask:
 
 @pytest.mark.parametrize("isolation", ["process", "fork", "signal"])
 def test_raising_hanging_and_nan_rewards_score_zero_and_scoring_continues(isolation):
-    completions = ["yes", "boom", "no", "hang", "yes", "nan", "inf", "text", "swallow", "yes"]
+    completions = [
+        *("yes", "boom", "no", "hang", "yes", "nan", "inf", "text", "swallow", "yes"),
+        "swallow_once",
+    ]
     t0 = time.perf_counter()
     res = score_completions(
         _task(fast=False),
@@ -80,15 +89,15 @@ def test_raising_hanging_and_nan_rewards_score_zero_and_scoring_continues(isolat
         isolation=isolation,
     )
     assert res.isolation == isolation
-    assert res.rewards == [1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 1.0]
-    assert res.timeouts == 2  # "hang" and "swallow"
+    assert res.rewards == [1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0]
+    assert res.timeouts == 3  # "hang", "swallow" and "swallow_once"
     assert res.errors == 4  # boom, nan, inf, text
     joined = " | ".join(res.error_messages)
     assert "completion 1: error: RuntimeError: user reward exploded" in joined
     assert "completion 3: timeout after 1 s" in joined
     assert "not finite" in joined
     assert len(res.error_messages) == 5  # capped
-    assert res.metrics["reward_errors"] == 4.0 and res.metrics["reward_timeouts"] == 2.0
+    assert res.metrics["reward_errors"] == 4.0 and res.metrics["reward_timeouts"] == 3.0
     assert time.perf_counter() - t0 < 30
 
 

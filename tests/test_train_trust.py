@@ -192,6 +192,28 @@ def test_second_writer_fails_naming_the_holder_and_a_signal_stops_with_a_checkpo
     assert _log(run_dir) == reference  # one trajectory, identical to the uninterrupted run
 
 
+def test_a_second_signal_abandons_the_step_and_resume_still_matches(tmp_path):
+    steps = ["steps=8", "checkpoint_every=2"]
+    reference = _log(_train(tmp_path, "ref", *steps))
+    proc = _start(tmp_path, "twice", *steps)
+    run_dir = tmp_path / "twice"
+    try:
+        _wait_for_steps(proc, run_dir, 3)
+        proc.send_signal(signal.SIGINT)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=240)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130
+    line = [x for x in err.splitlines() if x.startswith("stopped:")]
+    assert len(line) == 1 and "Traceback" not in err, err
+    latest = ckpt.latest_checkpoint(run_dir)
+    assert f"checkpoint {latest.name} holds step" in line[0]
+    finished = runner.invoke(app, shlex.split(line[0].split("resume: ", 1)[1])[1:])
+    assert finished.exit_code == 0, finished.output
+    assert _log(run_dir) == reference
+
+
 def test_two_runs_started_together_one_fails_and_the_log_holds_one_trajectory(tmp_path):
     reference = _log(_train(tmp_path, "ref", "steps=4"))
     procs = [_start(tmp_path, "both", "steps=4", "--overwrite") for _ in range(2)]

@@ -117,8 +117,41 @@ class _Tally:
 # ----------------------------------------------------------------------------- in-process paths
 
 
-def _alarm_handler(signum: int, frame: Any) -> None:
-    raise RewardTimeout()
+class _Alarm:
+    """SIGALRM handler of the signal path: raises RewardTimeout in the reward, again every
+    REPEAT_S while the call goes on, and remembers that it fired. A reward that catches
+    BaseException in a loop still cannot be stopped in-process (tracing cannot be switched on
+    from a signal handler in the interrupted frame): that needs the "fork" or "process" modes."""
+
+    REPEAT_S = 0.1
+
+    def __init__(self) -> None:
+        self.fired = 0
+
+    def __call__(self, signum: int, frame: Any) -> None:
+        self.fired += 1
+        raise RewardTimeout()
+
+
+def _call_with_alarm(reward: Callable, completion: str, example: dict, timeout_s: float) -> Any:
+    """`reward(completion, example)` under the alarm; RewardTimeout when it fired at all."""
+    alarm = _Alarm()
+    signal.signal(signal.SIGALRM, alarm)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, timeout_s, _Alarm.REPEAT_S)
+        try:
+            value = reward(completion, example)
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+    except RewardTimeout:
+        raise
+    except Exception:
+        if alarm.fired:  # the reward turned our timeout into its own exception
+            raise RewardTimeout() from None
+        raise
+    if alarm.fired:  # it swallowed the timeout and returned late
+        raise RewardTimeout()
+    return value
 
 
 def _score_signal(
@@ -133,15 +166,11 @@ def _score_signal(
     had left, so an outer timeout still fires."""
     outer_delay, outer_interval = signal.getitimer(signal.ITIMER_REAL)
     started = time.monotonic()
-    previous = signal.signal(signal.SIGALRM, _alarm_handler)
+    previous = signal.getsignal(signal.SIGALRM)
     try:
         for i, completion, example in items:
             try:
-                signal.setitimer(signal.ITIMER_REAL, timeout_s)
-                try:
-                    value = reward(completion, example)
-                finally:
-                    signal.setitimer(signal.ITIMER_REAL, 0)
+                value = _call_with_alarm(reward, completion, example, timeout_s)
             except RewardTimeout:
                 tally.fail(i, f"timeout after {timeout_s:g} s", timeout=True)
             except Exception as exc:  # a reward failure never reaches the caller
@@ -332,7 +361,11 @@ class _Worker:
         while pending:
             self._ensure(token, blob)
             self.conn.send(("score", token, pending))
-            done, failed = _collect(self.conn, pending, tally, timeout_s)
+            try:
+                done, failed = _collect(self.conn, pending, tally, timeout_s)
+            except BaseException:  # interrupted (e.g. a second Ctrl-C): unread replies stale
+                self.stop()
+                raise
             if failed:
                 self.stop()  # kill the hung worker; the next loop restarts it
             pending = pending[done:]

@@ -255,8 +255,11 @@ def read_state(path: Path) -> dict[str, Any]:
     return state
 
 
-def load_weights(model: torch.nn.Module, state: dict[str, Any], path: Path) -> None:
-    """Copy the checkpoint's trainable weights into `model` after checking its frozen base."""
+def load_weights(
+    model: torch.nn.Module, state: dict[str, Any], path: Path, base_digest: str | None = None
+) -> None:
+    """Copy the checkpoint's trainable weights into `model` after checking its frozen base
+    (`base_digest`: `frozen_digest(model)` if the caller has it)."""
     params = dict(model.named_parameters())
     missing = sorted(set(state["model"]) - set(params))
     if missing:
@@ -264,7 +267,7 @@ def load_weights(model: torch.nn.Module, state: dict[str, Any], path: Path) -> N
             f"checkpoint {path} has weights the model lacks ({missing[:3]}...): use the same "
             "model.name and model.lora_rank as the run that wrote it"
         )
-    digest = frozen_digest(model)
+    digest = base_digest if base_digest is not None else frozen_digest(model)
     if digest != state["base_digest"]:
         raise ValueError(
             f"checkpoint {path} was trained on a different frozen base model than the one loaded "
@@ -277,11 +280,16 @@ def load_weights(model: torch.nn.Module, state: dict[str, Any], path: Path) -> N
 
 
 def load_checkpoint(
-    path: Path, *, model: torch.nn.Module, optimizer: torch.optim.Optimizer, scheduler: Any
+    path: Path,
+    *,
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scheduler: Any,
+    base_digest: str | None = None,
 ) -> Checkpoint:
     """Restore weights, optimizer, scheduler and RNG states in place."""
     state = read_state(path)
-    load_weights(model, state, path)
+    load_weights(model, state, path, base_digest)
     optimizer.load_state_dict(state["optimizer"])
     scheduler.load_state_dict(state["scheduler"])
     set_rng_state(state["rng"])

@@ -28,7 +28,7 @@ from pgrpo.core.losses import LossResult, policy_loss
 from pgrpo.train import checkpoint as ckpt
 from pgrpo.train.config import RunConfig, save_config
 from pgrpo.train.generation import Rollout, sample
-from pgrpo.train.interrupts import RunInterrupted, StepAbandoned, deferred_signals, resume_command
+from pgrpo.train.interrupts import StopFlag, interrupted, stop_on_signals
 from pgrpo.train.log import CONFIG_FILE, MetricsLog, Reporters, read_metrics
 from pgrpo.train.logprobs import TokenScores, completion_scores
 from pgrpo.train.online import OnlineForecaster
@@ -357,7 +357,7 @@ def train(
         if on_note is not None:
             on_note(text)
 
-    with run_lock(run_dir):
+    with run_lock(run_dir), stop_on_signals(run_dir) as stop:
         start = plan_start(cfg, run_dir, resume=resume, overwrite=overwrite)
         for text in start.notes:
             note(text)
@@ -373,6 +373,7 @@ def train(
                 model=run.policy.model,
                 optimizer=run.optimizer,
                 scheduler=run.scheduler,
+                base_digest=base,
             )
             run.stream.restore(state.data_position)
             run.optimizer_steps = state.step * cfg.grpo.refresh_interval
@@ -384,7 +385,7 @@ def train(
             log = MetricsLog(run_dir)
         save_config(cfg, run_dir / CONFIG_FILE)
         try:
-            _run_steps(run, log, reporters, first, base, on_step)
+            _run_steps(run, log, reporters, first, base, stop, on_step)
         finally:
             reporters.close()
         _save_final(run, run_dir)
@@ -397,45 +398,36 @@ def _run_steps(
     reporters: Reporters,
     first: int,
     base: str,
+    stop: StopFlag,
     on_step: Callable[[dict[str, Any]], None] | None,
 ) -> None:
-    """Steps `first`..run.steps: step, forecast, log, checkpoint; stop cleanly on a signal."""
+    """Steps `first`..run.steps: step, forecast, log, checkpoint. After a SIGINT/SIGTERM the step
+    in flight finishes and is checkpointed, then RunInterrupted ends the run."""
     cfg, run_dir = run.config, run.config.run_dir
     history = read_metrics(run_dir)
     forecaster = OnlineForecaster(cfg, history)
-    step, saved = first - 1, None
-
-    def checkpoint(at: int) -> Path:
-        return ckpt.save_checkpoint(
-            run_dir,
-            step=at,
-            model=run.policy.model,
-            optimizer=run.optimizer,
-            scheduler=run.scheduler,
-            data_position=run.stream.position(),
-            metrics_offset=log.offset(),
-            base_digest=base,
-        )
-
-    with deferred_signals() as stop:
-        try:
-            for step in range(first, cfg.run.steps + 1):
-                metrics = train_step(run, step)
-                metrics.update(forecaster.update(metrics))
-                log.append(metrics)
-                reporters.log(metrics)
-                history.append(metrics)
-                every = cfg.run.checkpoint_every
-                if step == cfg.run.steps or (every and step % every == 0) or stop.signum:
-                    saved = checkpoint(step)
-                if on_step is not None:
-                    on_step(metrics)
-                if stop.signum is not None and step < cfg.run.steps:
-                    raise RunInterrupted(stop.signum, step, saved, resume_command(run_dir))
-        except StepAbandoned as exc:  # second signal: the step in flight is dropped
-            latest = ckpt.latest_checkpoint(run_dir)
-            done = int(latest.name.split("-")[1]) if latest else 0
-            raise RunInterrupted(exc.signum, done, latest, resume_command(run_dir)) from None
+    for step in range(first, cfg.run.steps + 1):
+        if stop.signum is not None:
+            raise interrupted(stop.signum, run_dir)
+        metrics = train_step(run, step)
+        metrics.update(forecaster.update(metrics))
+        log.append(metrics)
+        reporters.log(metrics)
+        history.append(metrics)
+        every = cfg.run.checkpoint_every
+        if step == cfg.run.steps or (every and step % every == 0) or stop.signum is not None:
+            ckpt.save_checkpoint(
+                run_dir,
+                step=step,
+                model=run.policy.model,
+                optimizer=run.optimizer,
+                scheduler=run.scheduler,
+                data_position=run.stream.position(),
+                metrics_offset=log.offset(),
+                base_digest=base,
+            )
+        if on_step is not None:
+            on_step(metrics)
 
 
 def _save_final(run: _Run, run_dir: Path) -> None:
