@@ -283,8 +283,7 @@ def _score_fork(
             done, _ = _collect(parent, pending, tally, timeout_s)
         finally:
             parent.close()
-            if proc.is_alive():
-                proc.kill()
+            proc.kill()  # done or hung: either way no need to wait for a clean exit
             proc.join(timeout=5)
         pending = pending[done:]
 
