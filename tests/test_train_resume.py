@@ -265,9 +265,9 @@ def test_resume_repairs_a_damaged_log_to_exactly_the_uninterrupted_one(tmp_path,
         log.write_text(lines[0].replace('"step": 1', '"step": 7') + "".join(lines[1:]))
     else:
         log.unlink()
-    notes = []
-    resumed = train(config, resume=True, on_note=notes.append)
-    assert _steps_and_no_nul(run_dir) == [1, 2, 3, 4]
+    resumed = train(config, resume=True)
+    assert _steps_and_no_nul(run_dir) == [1, 2, 3, 4]  # the old code padded with NUL bytes
+    notes = resumed.notes
     ref = [{k: v for k, v in r.items() if k not in TIMING_KEYS} for r in read_metrics(reference)]
     got = [{k: v for k, v in r.items() if k not in TIMING_KEYS} for r in resumed.history]
     assert got == ref
@@ -291,13 +291,14 @@ def test_resume_of_a_finished_run_says_what_it_does_and_never_shortens_it(tmp_pa
     train(cfg(tmp_path, "done", "steps=2"))
     config_file = tmp_path / "done" / "config.yaml"
     saved = config_file.read_text()
+    with pytest.raises(ValueError, match="cannot be shortened"):  # the old code rewrote steps
+        train(cfg(tmp_path, "done", "steps=1"), resume=True)
+    assert config_file.read_text() == saved  # not silently rewritten
     notes = []
     same = train(cfg(tmp_path, "done", "steps=2"), resume=True, on_note=notes.append)
     assert [r["step"] for r in same.history] == [1, 2]
     assert any("nothing to do" in n for n in notes)
-    with pytest.raises(ValueError, match="cannot be shortened"):
-        train(cfg(tmp_path, "done", "steps=1"), resume=True)
-    assert config_file.read_text() == saved  # not silently rewritten
+    assert same.notes == tuple(notes)
     notes.clear()
     more = train(
         cfg(tmp_path, "done", "steps=3", "optim.schedule=constant"),
