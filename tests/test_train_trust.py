@@ -263,6 +263,40 @@ def test_disk_full_writing_the_log_is_one_line_and_leaves_no_torn_line(tmp_path,
     assert text.endswith("\n") and [json.loads(x)["step"] for x in text.splitlines()] == [1]
 
 
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 640 KiB tmpfs (root only): room for one tiny-model checkpoint, not two."""
+    mnt = tmp_path / "disk"
+    mnt.mkdir()
+    cmd = ["mount", "-t", "tmpfs", "-o", "size=640k", "tmpfs", str(mnt)]
+    if os.geteuid() != 0 or subprocess.run(cmd, capture_output=True).returncode != 0:
+        pytest.skip("mounting a small tmpfs needs root")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+
+
+def test_a_really_full_disk_is_one_line_and_the_run_resumes_once_there_is_room(
+    tmp_path, small_disk
+):
+    """On a real full device torch's zip writer reports RuntimeError, not ENOSPC."""
+    steps = ["steps=4", "checkpoint_every=1"]
+    reference = _log(_train(tmp_path, "ref", *steps))
+    args = ["train", *TINY, *steps, f"run.output_dir={small_disk}", "run.name=r"]
+    out = runner.invoke(app, args)
+    assert out.exit_code == 2 and _one_error_line(out), out.output
+    assert "no space left on the device writing checkpoint step-" in out.output
+    run_dir = small_disk / "r"
+    assert ckpt.latest_checkpoint(run_dir) is not None
+    assert not [p for p in (run_dir / "checkpoints").iterdir() if p.name.startswith(".tmp")]
+    remount = ["mount", "-o", "remount,size=16m", str(small_disk)]
+    subprocess.run(remount, check=True)
+    again = runner.invoke(app, [*args, "--resume", "--json"])
+    assert again.exit_code == 0, again.output
+    assert _log(run_dir) == reference
+
+
 def test_partial_checkpoint_folders_are_removed_on_the_next_start(tmp_path):
     run_dir = _train(tmp_path, "r", "steps=1")
     (run_dir / "checkpoints" / ".tmp-step-2-99999").mkdir()

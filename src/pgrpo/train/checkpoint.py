@@ -15,6 +15,7 @@ new checkpoint, never a torn one; the next start removes the leftover temporary 
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import os
@@ -22,6 +23,7 @@ import pickle
 import random
 import re
 import shutil
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -122,8 +124,31 @@ def disk_full(path: Path, what: str) -> DiskFullError:
     )
 
 
-def is_disk_full(exc: BaseException) -> bool:
-    return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
+def is_disk_full(exc: BaseException, where: Path | None = None) -> bool:
+    """ENOSPC/EDQUOT, or an error of a C++ writer (torch's zip writer reports a short write as
+    RuntimeError "unexpected pos") while `where`'s device has less than 1 MiB free."""
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return True
+    if where is None or not isinstance(exc, (OSError, RuntimeError)):
+        return False
+    probe = Path(where)
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    try:
+        return shutil.disk_usage(probe).free < 1 << 20
+    except OSError:
+        return False
+
+
+@contextlib.contextmanager
+def disk_full_is_one_line(path: Path, what: str) -> Iterator[None]:
+    """Turn running out of space while writing `what` at `path` into DiskFullError."""
+    try:
+        yield
+    except (OSError, RuntimeError) as exc:
+        if is_disk_full(exc, path):
+            raise disk_full(path, what) from None
+        raise
 
 
 def save_checkpoint(
@@ -161,7 +186,10 @@ def save_checkpoint(
         root.mkdir(parents=True, exist_ok=True)
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir()
-        torch.save(state, tmp / STATE_FILE)
+        with open(tmp / STATE_FILE, "wb") as f:  # a file object: ENOSPC arrives as OSError
+            torch.save(state, f)
+            f.flush()
+            os.fsync(f.fileno())
         with open(log, "rb") if log.exists() else open(os.devnull, "rb") as src:
             with open(tmp / LOG_COPY, "wb") as dst:
                 dst.write(src.read(metrics_offset))
@@ -173,9 +201,10 @@ def save_checkpoint(
         pointer = root / f".latest-{os.getpid()}"
         pointer.write_text(final.name + "\n")
         os.replace(pointer, root / "latest")
-    except OSError as exc:
+    except (OSError, RuntimeError) as exc:
+        full = is_disk_full(exc, root)  # before the partial folder frees its space
         shutil.rmtree(tmp, ignore_errors=True)
-        if is_disk_full(exc):
+        if full:
             raise disk_full(tmp, f"checkpoint step-{step}") from None
         raise
     for old in root.iterdir():

@@ -62,7 +62,7 @@ class MetricsLog:
         except OSError as exc:
             with contextlib.suppress(OSError), open(self.path, "r+b") as f:
                 f.truncate(size)
-            if is_disk_full(exc):
+            if is_disk_full(exc, self.path):
                 raise disk_full(self.path, f"step {metrics.get('step')} of the log") from None
             raise
 

@@ -383,12 +383,14 @@ def train(
             first = state.step + 1
         else:
             log = MetricsLog(run_dir)
-        save_config(cfg, run_dir / CONFIG_FILE)
+        with ckpt.disk_full_is_one_line(run_dir / CONFIG_FILE, "the run's config"):
+            save_config(cfg, run_dir / CONFIG_FILE)
         try:
             _run_steps(run, log, reporters, first, base, stop, on_step)
         finally:
             reporters.close()
-        _save_final(run, run_dir)
+        with ckpt.disk_full_is_one_line(run_dir / "final", "the final model"):
+            _save_final(run, run_dir)
     return TrainResult(run_dir=run_dir, history=read_metrics(run_dir), notes=tuple(notes))
 
 
