@@ -201,10 +201,17 @@ def _score_inline(
 # ----------------------------------------------------------------------------- worker process
 
 
+def _ignore_stop_signals() -> None:
+    """Reward processes leave SIGINT/SIGTERM to the trainer (a Ctrl-C or a `kill` of the process
+    group must not fail the step in flight: the trainer finishes it); the parent kills them."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+
 def _worker_main(conn: Any) -> None:
     """Worker loop. Messages: ("task", token, bytes) -> ("ready",) | ("load_error", msg);
     ("score", token, [(i, completion, example)]) -> one ("ok"|"err", i, value|msg) per item."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the trainer's to handle
+    _ignore_stop_signals()
     tasks: dict[str, Any] = {}
     while True:
         try:
@@ -236,7 +243,7 @@ def _worker_main(conn: Any) -> None:
 
 def _fork_main(conn: Any, reward: Callable[[str, dict], Any], items: list) -> None:
     """Child of the "fork" mode: score `items` in order, one reply per item."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _ignore_stop_signals()
     for i, completion, example in items:
         try:
             conn.send(("ok", i, float(reward(completion, example))))

@@ -357,6 +357,10 @@ def train(
         if on_note is not None:
             on_note(text)
 
+    if resume and not run_dir.is_dir():  # before the lock, which would create the folder
+        raise FileNotFoundError(
+            f"nothing to resume: {run_dir} does not exist; start the run without --resume"
+        )
     with run_lock(run_dir), stop_on_signals(run_dir) as stop:
         start = plan_start(cfg, run_dir, resume=resume, overwrite=overwrite)
         for text in start.notes:
