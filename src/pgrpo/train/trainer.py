@@ -6,8 +6,9 @@ One step, in the paper's order (`train_step`, top to bottom): sample B prompts x
 score them (each reward call isolated, failures score 0 and are counted); advantages from the
 registry; K optimizer steps over minibatches with the old log-probs kept fixed; diagnostics; one
 line of `RUN_DIR/metrics.jsonl`. `train` wraps it with set-up, periodic online forecasts, atomic
-checkpoints and resume. Seeded and deterministic on CPU: same config, same parameters, same log
-(up to the timing fields).
+checkpoints and resume, under the run folder's lock (`runlock`), with SIGINT/SIGTERM deferred to
+the end of the step (`interrupts`); what each promise means: docs/reliability.md. Seeded and
+deterministic on CPU: same config, same parameters, same log (up to the timing fields).
 """
 
 from __future__ import annotations
