@@ -128,6 +128,25 @@ def test_checkpoints_latest_pointing_outside_the_run_is_refused(tmp_path):
         assert out.exit_code == 2 and "refused" in out.output, out.output
 
 
+def test_a_deleted_or_damaged_checkpoint_is_refused_and_the_log_kept(tmp_path):
+    """The old code restarted at step 1 (overwriting the log) when `latest` named a folder
+    without its state file."""
+    run_dir = _train(tmp_path, "r", "steps=2")
+    log = (run_dir / "metrics.jsonl").read_text()
+    state = run_dir / "checkpoints" / "step-2" / "state.pt"
+    data = state.read_bytes()
+    for damage in ("deleted", "cut"):
+        if damage == "deleted":
+            state.unlink()
+        else:
+            state.write_bytes(data[: len(data) // 2])
+        out = runner.invoke(app, [*_args(tmp_path, "r", "steps=3"), "--resume"])
+        assert out.exit_code == 2 and _one_error_line(out), out.output
+        assert ("has no state.pt" if damage == "deleted" else "is damaged") in out.output
+        assert "--overwrite" in out.output
+        assert (run_dir / "metrics.jsonl").read_text() == log
+
+
 def test_checkpoint_state_is_plain_tensors_and_values(tmp_path):
     run_dir = _train(tmp_path, "r", "steps=1")
     state = torch.load(run_dir / "checkpoints/step-1/state.pt", weights_only=True)

@@ -237,7 +237,8 @@ def remove_partial(run_dir: Path) -> list[str]:
 
 def latest_checkpoint(run_dir: Path) -> Path | None:
     """The folder `checkpoints/latest` names, or None when there is none. Raises
-    UnsafeCheckpointError when it names anything but a `step-<n>` folder inside checkpoints/."""
+    UnsafeCheckpointError when it names anything but a `step-<n>` folder inside checkpoints/, or
+    one without its state file."""
     root = Path(run_dir) / CHECKPOINT_DIR
     pointer = root / "latest"
     if not pointer.is_file():
@@ -255,7 +256,12 @@ def latest_checkpoint(run_dir: Path) -> Path | None:
             "refused; write the name of a checkpoint folder there, or delete the file to start "
             "the run afresh"
         )
-    return path if (path / STATE_FILE).is_file() else None
+    if not (path / STATE_FILE).is_file():  # save_checkpoint never leaves a dangling pointer
+        raise UnsafeCheckpointError(
+            f"{pointer} names {name}, which has no {STATE_FILE} (deleted or moved): restore "
+            f"that folder, or start the run afresh with --overwrite"
+        )
+    return path
 
 
 def read_state(path: Path) -> dict[str, Any]:
@@ -271,10 +277,15 @@ def read_state(path: Path) -> dict[str, Any]:
             "loading it could run code. Load only checkpoints written by this pgrpo version "
             "(older ones stored numpy objects: retrain, or resume with the pgrpo that wrote it)"
         ) from None
-    except (RuntimeError, EOFError, OSError) as exc:
+    except OSError as exc:
         raise UnsafeCheckpointError(
-            f"{file} is not a readable checkpoint ({type(exc).__name__}: {str(exc)[:120]}): "
-            "delete the folder and checkpoints/latest to start afresh"
+            f"could not read {file} ({type(exc).__name__}: {str(exc)[:120]}); if a run is "
+            "writing this folder it may have just replaced that checkpoint: try again"
+        ) from None
+    except (RuntimeError, EOFError) as exc:
+        raise UnsafeCheckpointError(
+            f"{file} is damaged ({type(exc).__name__}: {str(exc)[:120]}): restore it from a "
+            "backup, or start the run afresh with --overwrite"
         ) from None
     if not isinstance(state, dict) or state.get("format") != 2:
         raise UnsafeCheckpointError(
