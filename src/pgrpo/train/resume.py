@@ -108,20 +108,17 @@ def restore_log(run_dir: Path, state: ckpt.Checkpoint) -> tuple[MetricsLog, list
                 "those steps are trained again"
             )
         return MetricsLog(run_dir, truncate_at=off), notes
-    why = (
-        "missing"
-        if not log.exists()
-        else (
-            f"{len(data)} bytes, the checkpoint needs the first {off}"
-            if len(data) < off
-            else "its lines before the checkpoint were changed"
-        )
-    )
+    if not log.exists():
+        why = "is missing"
+    elif len(data) < off:
+        why = f"has {len(data)} bytes, fewer than the checkpoint's {off}"
+    else:
+        why = "differs from the checkpoint's copy before its offset"
     saved = copy.read_bytes() if copy.is_file() else None
     if saved is None or len(saved) != off or _sha256(saved) != state.metrics_sha256:
         raise ValueError(
-            f"cannot resume {run_dir}: metrics.jsonl does not hold the steps of checkpoint "
-            f"{name} ({why}) and the checkpoint's copy is missing or damaged: restore "
+            f"cannot resume {run_dir}: metrics.jsonl {why} and the copy in checkpoint {name} "
+            "is missing or damaged: restore "
             "metrics.jsonl from a backup, or start afresh with --overwrite"
         )
     backup = None
@@ -132,5 +129,5 @@ def restore_log(run_dir: Path, state: ckpt.Checkpoint) -> tuple[MetricsLog, list
     tmp.write_bytes(saved)
     os.replace(tmp, log)
     kept = f"; the old file is kept as {backup.name}" if backup else ""
-    note = f"metrics.jsonl was {why}: restored its steps from checkpoint {name}{kept}"
+    note = f"metrics.jsonl {why}: restored its steps from checkpoint {name}{kept}"
     return MetricsLog(run_dir, truncate_at=off), [note]
