@@ -59,6 +59,7 @@ def test_train_from_yaml_then_resume_extends_the_run(tmp_path):
     )
     assert more.exit_code == 0, more.output
     assert json.loads(more.stdout.strip().splitlines()[-1])["steps"] == 3
+    assert "note: run.steps 2 -> 3: training steps 3..3; config.yaml is updated" in more.output
 
 
 @pytest.mark.parametrize(

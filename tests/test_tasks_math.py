@@ -75,3 +75,25 @@ def test_real_math500_gold_answers_verify_against_themselves():
     assert res.rewards == [1.0] * len(subset)
     refs = [task.reference(e) for e in subset]
     assert score_completions(task, refs, subset, timeout_s=10).rewards == [1.0] * len(subset)
+
+
+def _nest(depth):
+    text = "2"
+    for _ in range(depth):
+        text = "\\frac{1}{" + text + "}"
+    return text  # 1/2 for an odd depth
+
+
+def test_deeply_nested_answers_are_counted_errors_not_scored_or_timed_out(task):
+    """150 nested \\frac (= 1/2) scored 1.0 after seconds of sympy; now it is refused before
+    math-verify: an error, reward 0, no timeout. A shallow nesting of the same value still
+    scores 1 (the cap is far above MATH-500's answers, which nest at most 2 deep)."""
+    from pgrpo.tasks.math500 import MAX_NESTING
+
+    gold = task.load("test")[0]  # 1/2
+    completions = [f"$\\boxed{{{_nest(151)}}}$", f"$\\boxed{{{_nest(3)}}}$", "(" * 5000 + "1"]
+    res = score_completions(task, completions, [gold] * 3, timeout_s=10.0)
+    assert res.rewards == [0.0, 1.0, 0.0]
+    assert res.errors == 2 and res.timeouts == 0
+    assert f"over the cap of {MAX_NESTING}" in res.error_messages[0]
+    assert res.seconds < 8

@@ -44,6 +44,18 @@ def picky_reward(completion, example):
         return float("inf")
     if completion == "text":
         return "one"
+    if completion == "swallow_all":
+        while True:  # catches every exception a timer could raise, forever
+            try:
+                time.sleep(0.01)
+            except BaseException:
+                pass
+    if completion == "swallow_once":
+        try:  # swallows the first timeout and returns a reward late: still a timeout
+            while True:
+                pass
+        except BaseException:
+            return 1.0
     if completion == "swallow":
         try:  # a reward that swallows exceptions must still time out
             while True:
@@ -62,9 +74,12 @@ def _task(fast: bool) -> FunctionTask:
     )
 
 
-@pytest.mark.parametrize("isolation", ["process", "signal"])
+@pytest.mark.parametrize("isolation", ["process", "fork", "signal"])
 def test_raising_hanging_and_nan_rewards_score_zero_and_scoring_continues(isolation):
-    completions = ["yes", "boom", "no", "hang", "yes", "nan", "inf", "text", "swallow", "yes"]
+    completions = [
+        *("yes", "boom", "no", "hang", "yes", "nan", "inf", "text", "swallow", "yes"),
+        "swallow_once",
+    ]
     t0 = time.perf_counter()
     res = score_completions(
         _task(fast=False),
@@ -74,15 +89,15 @@ def test_raising_hanging_and_nan_rewards_score_zero_and_scoring_continues(isolat
         isolation=isolation,
     )
     assert res.isolation == isolation
-    assert res.rewards == [1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 1.0]
-    assert res.timeouts == 2  # "hang" and "swallow"
+    assert res.rewards == [1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0]
+    assert res.timeouts == 3  # "hang", "swallow" and "swallow_once"
     assert res.errors == 4  # boom, nan, inf, text
     joined = " | ".join(res.error_messages)
     assert "completion 1: error: RuntimeError: user reward exploded" in joined
     assert "completion 3: timeout after 1 s" in joined
     assert "not finite" in joined
     assert len(res.error_messages) == 5  # capped
-    assert res.metrics["reward_errors"] == 4.0 and res.metrics["reward_timeouts"] == 2.0
+    assert res.metrics["reward_errors"] == 4.0 and res.metrics["reward_timeouts"] == 3.0
     assert time.perf_counter() - t0 < 30
 
 
@@ -99,14 +114,36 @@ def test_worker_crash_and_sleep_are_counted_and_the_worker_restarts():
     assert again.rewards == [1.0] and again.errors == again.timeouts == 0
 
 
-def test_fast_task_runs_in_process_with_signal_timer_and_is_fast():
+def _lambda_task() -> FunctionTask:
+    return FunctionTask(
+        "lambda_task",
+        examples=EXAMPLES,
+        prompt=lambda e: "x",
+        reward=lambda c, e: picky_reward(c, e),
+    )
+
+
+@pytest.mark.timeout(120, method="thread")  # the old in-process timer hung here for good
+@pytest.mark.parametrize("kind", ["fast", "slow", "unpicklable"])
+def test_every_auto_path_stops_a_reward_that_swallows_base_exception(kind):
+    task = {"fast": _task(True), "slow": _task(False), "unpicklable": _lambda_task()}[kind]
+    completions = ["yes", "swallow_all", "yes", "hang", "sleep", "yes"]
+    t0 = time.perf_counter()
+    res = score_completions(task, completions, EXAMPLES * 6, timeout_s=0.5)
+    assert res.isolation == ("process" if kind == "slow" else "fork")
+    assert res.rewards == [1.0, 0.0, 1.0, 0.0, 0.0, 1.0]
+    assert res.timeouts == 3 and res.errors == 0
+    assert time.perf_counter() - t0 < 20
+
+
+def test_fast_task_runs_in_a_forked_child_and_is_fast():
     task = get_task("arithmetic", n=50, levels=[1])
     examples = task.load("train")
     completions = [str(e["answer"]) for e in examples] * 40
     t0 = time.perf_counter()
     res = score_completions(task, completions, examples * 40)
     elapsed = time.perf_counter() - t0
-    assert res.isolation == "signal"
+    assert res.isolation == "fork"
     assert res.rewards == [1.0] * 2000 and res.errors == 0
     assert elapsed < 1.0, f"2000 fast rewards took {elapsed:.2f} s"
 
@@ -118,7 +155,9 @@ def test_signal_path_restores_an_outer_timer():
     previous = signal.signal(signal.SIGALRM, lambda *a: fired.append(True))
     try:
         signal.setitimer(signal.ITIMER_REAL, 1.5)
-        res = score_completions(_task(fast=True), ["hang", "yes"], EXAMPLES * 2, timeout_s=0.3)
+        res = score_completions(
+            _task(fast=True), ["hang", "yes"], EXAMPLES * 2, timeout_s=0.3, isolation="signal"
+        )
         assert res.isolation == "signal" and res.timeouts == 1
         remaining = signal.getitimer(signal.ITIMER_REAL)[0]
         assert 0.5 < remaining < 1.3  # the outer timer is armed again with what it had left
@@ -129,7 +168,7 @@ def test_signal_path_restores_an_outer_timer():
         signal.signal(signal.SIGALRM, previous)
 
 
-def test_fast_task_off_main_thread_uses_the_worker_and_still_times_out():
+def test_fast_task_off_main_thread_still_times_out():
     out = {}
 
     def run():
@@ -141,20 +180,14 @@ def test_fast_task_off_main_thread_uses_the_worker_and_still_times_out():
     thread.start()
     thread.join(60)
     res = out["res"]
-    assert res.isolation == "process"
+    assert res.isolation == "fork"
     assert res.rewards == [1.0, 0.0, 1.0] and res.timeouts == 1
 
 
-def test_unpicklable_task_falls_back_to_signal_timer_with_a_warning():
-    task = FunctionTask(
-        "lambda_task",
-        examples=EXAMPLES,
-        prompt=lambda e: "x",
-        reward=lambda c, e: picky_reward(c, e),
-    )
-    with pytest.warns(RuntimeWarning, match="module top level"):
-        res = score_completions(task, ["hang", "yes"], EXAMPLES * 2, timeout_s=0.5)
-    assert res.isolation == "signal"
+def test_unpicklable_task_runs_in_a_forked_child_with_a_timeout():
+    task = _lambda_task()
+    res = score_completions(task, ["hang", "yes"], EXAMPLES * 2, timeout_s=0.5)
+    assert res.isolation == "fork"
     assert res.rewards == [0.0, 1.0] and res.timeouts == 1
     with pytest.raises(ValueError, match="picklable"):
         score_completions(task, ["yes"], EXAMPLES, isolation="process")

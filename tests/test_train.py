@@ -71,7 +71,7 @@ def tiny(tmp_path, *extra):
 
 
 def _params(run_dir):
-    return torch.load(run_dir / "checkpoints" / "step-3" / "state.pt", weights_only=False)["model"]
+    return torch.load(run_dir / "checkpoints" / "step-3" / "state.pt", weights_only=True)["model"]
 
 
 def _strip(history):

@@ -3,6 +3,7 @@ uninterrupted run, whether the run crashes in-process or is SIGKILLed at a rando
 
 from __future__ import annotations
 
+import itertools
 import os
 import random
 import signal
@@ -50,7 +51,7 @@ def cfg(tmp_path, name, *extra):
 
 
 def _final(run_dir):
-    state = torch.load(run_dir / "checkpoints" / f"step-{STEPS}" / "state.pt", weights_only=False)
+    state = torch.load(run_dir / "checkpoints" / f"step-{STEPS}" / "state.pt", weights_only=True)
     return state["model"], state["optimizer"]["state"]
 
 
@@ -115,3 +116,194 @@ def test_resume_refuses_a_changed_config_and_a_missing_checkpoint(tmp_path):
         train(cfg(tmp_path, "nothing"), resume=True)
     more = train(cfg(tmp_path, "r", "steps=3"), resume=True)  # extending a finished run
     assert [r["step"] for r in more.history] == [1, 2, 3]
+
+
+# ---------------------------------------------------------------------------------------------
+# Exact resume for every model kind (issue 11): resumed == uninterrupted, property-style
+# ---------------------------------------------------------------------------------------------
+
+_REFERENCES: dict = {}
+_RUN_IDS = itertools.count()  # not `random`: train() seeds it
+
+
+def _exact_cfg(tmp_path, name, model, lora, steps):
+    if model == "tiny":
+        base = [
+            "model.name=tiny",
+            "model.tiny_hidden=32",
+            "model.tiny_warmup_steps=60",
+            "group_size=4",
+            "batch_prompts=4",
+            "lr=3e-3",
+        ]
+    else:  # SmolLM2-135M, the default model
+        base = ["group_size=2", "batch_prompts=1", "lr=1e-5"]
+    return load_config(
+        None,
+        [
+            *base,
+            "task.options={levels: [1], n: 200}",
+            f"model.lora_rank={lora}",
+            f"steps={steps}",
+            "max_new_tokens=4",
+            "torch_threads=1",
+            "checkpoint_every=1",
+            "forecast_every=0",
+            f"run.output_dir={tmp_path}",
+            f"run.name={name}",
+        ],
+    )
+
+
+def _state(run_dir, steps):
+    return torch.load(run_dir / "checkpoints" / f"step-{steps}" / "state.pt", weights_only=True)
+
+
+def _assert_same(a, b, steps):
+    sa, sb = _state(a, steps), _state(b, steps)
+    assert sa["base_digest"] == sb["base_digest"]  # the frozen base (LoRA: warmed-up tiny model)
+    assert sa["model"].keys() == sb["model"].keys()
+    assert all(torch.equal(sa["model"][k], sb["model"][k]) for k in sa["model"])
+    oa, ob = sa["optimizer"]["state"], sb["optimizer"]["state"]
+    assert oa.keys() == ob.keys()
+    for i in oa:
+        assert all(torch.equal(oa[i][k], ob[i][k]) for k in ("step", "exp_avg", "exp_avg_sq"))
+    la = [{k: v for k, v in r.items() if k not in TIMING_KEYS} for r in read_metrics(a)]
+    lb = [{k: v for k, v in r.items() if k not in TIMING_KEYS} for r in read_metrics(b)]
+    assert [r["step"] for r in lb] == list(range(1, steps + 1))
+    assert la == lb
+
+
+def _check_exact_resume(tmp_path, model, lora, stop_after, steps):
+    key = (model, lora, steps)
+    if key not in _REFERENCES:  # one uninterrupted run per kind, shared by the examples
+        _REFERENCES[key] = train(_exact_cfg(tmp_path, f"ref-{model}-{lora}", model, lora, steps))
+    reference = _REFERENCES[key].run_dir
+    name = f"cut-{model}-{lora}-{stop_after}-{next(_RUN_IDS)}"
+
+    def crash(metrics):
+        if metrics["step"] == stop_after:
+            raise _Crash
+
+    with pytest.raises(_Crash):
+        train(_exact_cfg(tmp_path, name, model, lora, steps), on_step=crash)
+    resumed = train(_exact_cfg(tmp_path, name, model, lora, steps), resume=True).run_dir
+    _assert_same(reference, resumed, steps)
+
+
+@pytest.mark.parametrize("lora", [0, 4], ids=["full", "lora"])
+def test_tiny_resume_is_bit_identical_at_any_interruption_step(tmp_path_factory, lora):
+    """Before the fix a tiny LoRA run resumed on an un-warmed random base (the checkpoint holds
+    only the adapter) and its log diverged after the interruption."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    tmp = tmp_path_factory.mktemp(f"exact-{lora}")
+
+    @settings(max_examples=3, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(stop_after=st.integers(1, 3))
+    def check(stop_after):
+        _check_exact_resume(tmp, "tiny", lora, stop_after, 4)
+
+    check()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("lora", [0, 8], ids=["full", "lora"])
+def test_smollm2_resume_is_bit_identical(tmp_path, lora):
+    _check_exact_resume(tmp_path, "smollm2", lora, 1, 2)
+
+
+def test_resume_refuses_a_checkpoint_on_a_different_frozen_base(tmp_path):
+    config = _exact_cfg(tmp_path, "base", "tiny", 4, 2)
+    train(config)
+    state_file = tmp_path / "base" / "checkpoints" / "step-2" / "state.pt"
+    state = torch.load(state_file, weights_only=True)
+    state["base_digest"] = "0" * 64
+    torch.save(state, state_file)
+    with pytest.raises(ValueError, match="different frozen base"):
+        train(_exact_cfg(tmp_path, "base", "tiny", 4, 3), resume=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# Resume never invents or drops data (issue 11)
+# ---------------------------------------------------------------------------------------------
+
+
+def _crashed_run(tmp_path, name):
+    """A 4-step run (checkpoint every 2) killed after logging step 3: checkpoint at step 2."""
+
+    def crash(metrics):
+        if metrics["step"] == 3:
+            raise _Crash
+
+    config = cfg(tmp_path, name, "steps=4")
+    with pytest.raises(_Crash):
+        train(config, on_step=crash)
+    return config, tmp_path / name
+
+
+def _steps_and_no_nul(run_dir):
+    data = (run_dir / "metrics.jsonl").read_bytes()
+    assert b"\0" not in data
+    return [r["step"] for r in read_metrics(run_dir)]
+
+
+@pytest.mark.parametrize("damage", ["shorter", "torn", "longer", "edited", "missing"])
+def test_resume_repairs_a_damaged_log_to_exactly_the_uninterrupted_one(tmp_path, damage):
+    reference = train(cfg(tmp_path, "ref", "steps=4")).run_dir
+    config, run_dir = _crashed_run(tmp_path, "cut")
+    log = run_dir / "metrics.jsonl"
+    lines = log.read_text().splitlines(keepends=True)
+    if damage == "shorter":  # the checkpoint is at step 2; the log lost step 2 (and 3)
+        log.write_text(lines[0])
+    elif damage == "torn":
+        log.write_text("".join(lines) + '{"step": 4, "rew')
+    elif damage == "longer":  # step 3 twice
+        log.write_text("".join(lines) + lines[2])
+    elif damage == "edited":
+        log.write_text(lines[0].replace('"step": 1', '"step": 7') + "".join(lines[1:]))
+    else:
+        log.unlink()
+    resumed = train(config, resume=True)
+    assert _steps_and_no_nul(run_dir) == [1, 2, 3, 4]  # the old code padded with NUL bytes
+    notes = resumed.notes
+    ref = [{k: v for k, v in r.items() if k not in TIMING_KEYS} for r in read_metrics(reference)]
+    got = [{k: v for k, v in r.items() if k not in TIMING_KEYS} for r in resumed.history]
+    assert got == ref
+    if damage in ("shorter", "edited"):
+        assert any("restored its steps from checkpoint step-2" in n for n in notes), notes
+        assert (run_dir / "metrics.jsonl.damaged-step-2").is_file()
+    if damage in ("torn", "longer"):
+        assert any("dropped" in n for n in notes), notes
+
+
+def test_resume_refuses_when_the_log_and_the_checkpoint_copy_are_both_damaged(tmp_path):
+    config, run_dir = _crashed_run(tmp_path, "cut")
+    (run_dir / "metrics.jsonl").write_text("")
+    (run_dir / "checkpoints" / "step-2" / "metrics.jsonl").write_text("")
+    with pytest.raises(ValueError, match="--overwrite"):
+        train(config, resume=True)
+    assert (run_dir / "metrics.jsonl").read_text() == ""  # nothing invented
+
+
+def test_resume_of_a_finished_run_says_what_it_does_and_never_shortens_it(tmp_path):
+    train(cfg(tmp_path, "done", "steps=2"))
+    config_file = tmp_path / "done" / "config.yaml"
+    saved = config_file.read_text()
+    with pytest.raises(ValueError, match="cannot be shortened"):  # the old code rewrote steps
+        train(cfg(tmp_path, "done", "steps=1"), resume=True)
+    assert config_file.read_text() == saved  # not silently rewritten
+    notes = []
+    same = train(cfg(tmp_path, "done", "steps=2"), resume=True, on_note=notes.append)
+    assert [r["step"] for r in same.history] == [1, 2]
+    assert any("nothing to do" in n for n in notes)
+    assert same.notes == tuple(notes)
+    notes.clear()
+    more = train(
+        cfg(tmp_path, "done", "steps=3", "optim.schedule=constant"),
+        resume=True,
+        on_note=notes.append,
+    )
+    assert [r["step"] for r in more.history] == [1, 2, 3]
+    assert any("run.steps 2 -> 3" in n and "config.yaml is updated" in n for n in notes)

@@ -9,6 +9,7 @@ from typing import Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
@@ -59,7 +60,10 @@ def run_with_progress(config: Any, *, resume: bool, overwrite: bool, console: Co
                 description=progress_description({**metrics, **forecast}),
             )
 
-        return train(config, resume=resume, overwrite=overwrite, on_step=on_step)
+        def on_note(text: str) -> None:
+            progress.console.print(f"note: {escape(text)}")
+
+        return train(config, resume=resume, overwrite=overwrite, on_step=on_step, on_note=on_note)
 
 
 def summary(history: list[dict[str, Any]]) -> dict[str, Any]:
@@ -98,10 +102,20 @@ def train_command(
     except (KeyError, ValueError, TypeError, FileNotFoundError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
+    from pgrpo.train.checkpoint import DiskFullError
+    from pgrpo.train.interrupts import RunInterrupted
+    from pgrpo.train.runlock import RunLockedError
+
     console = Console(stderr=True)
     try:
         result = run_with_progress(cfg, resume=resume, overwrite=overwrite, console=console)
-    except (FileExistsError, FileNotFoundError, ValueError) as exc:
+    except RunInterrupted as exc:  # a checkpoint is written; the message names --resume
+        typer.echo(f"stopped: {exc}", err=True)
+        raise typer.Exit(exc.exit_code) from None
+    except DiskFullError as exc:
+        typer.echo(f"error: {exc.strerror}", err=True)
+        raise typer.Exit(2) from None
+    except (FileExistsError, FileNotFoundError, ValueError, RunLockedError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
     info = {"run_dir": str(result.run_dir), **summary(result.history)}

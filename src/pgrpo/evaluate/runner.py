@@ -72,8 +72,13 @@ def _load(cfg: EvalConfig, task: Any, seed: int) -> tuple[Any, int | None]:
             f"{run_dir} has no checkpoint (checkpoints/latest); train with checkpointing on, or "
             "evaluate the base model by name"
         )
+    # the run's own task and options: a LoRA run's frozen base is warmed up on them
+    from pgrpo.tasks import get_task
+
+    run_task = get_task(run_cfg.task.name, **run_cfg.task.options)
+    run_key = f"{run_cfg.task.name}:{sorted(run_cfg.task.options.items())}"
     policy = load_policy(
-        run_cfg.model, task=task, task_key=key, seed=run_cfg.run.seed, warm_up=False
+        run_cfg.model, task=run_task, task_key=run_key, seed=run_cfg.run.seed, warm_up=False
     )
     state = load_checkpoint_weights(policy, ckpt)
     return policy, int(state["step"])
@@ -81,14 +86,12 @@ def _load(cfg: EvalConfig, task: Any, seed: int) -> tuple[Any, int | None]:
 
 def load_checkpoint_weights(policy: Any, checkpoint: Path) -> dict[str, Any]:
     """Copy a trainer checkpoint's trainable weights into `policy` (in place); returns the
-    checkpoint state (its `step` says which)."""
-    state = torch.load(Path(checkpoint) / "state.pt", weights_only=False)
-    params = dict(policy.model.named_parameters())
-    with torch.no_grad():
-        for name, value in state["model"].items():
-            if name not in params:
-                raise ValueError(f"checkpoint {checkpoint} has {name!r}, which the model lacks")
-            params[name].copy_(value)
+    checkpoint state (its `step` says which). Loaded with weights_only=True: a checkpoint that
+    holds pickled objects is refused (UnsafeCheckpointError) before anything in it runs."""
+    from pgrpo.train.checkpoint import load_weights, read_state
+
+    state = read_state(Path(checkpoint))
+    load_weights(policy.model, state, Path(checkpoint))
     return state
 
 

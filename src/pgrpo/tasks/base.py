@@ -66,11 +66,11 @@ class FunctionTask:
     - `prompt`: `example -> str` (the user message). `reward`: `(completion, example) -> float`.
     - `metrics`: optional `(completions, examples, rewards) -> dict[str, float]`, merged over the
       default `reward_mean`.
-    - `reward_is_fast`: True only for rewards that take microseconds and cannot hang (they are then
-      scored in-process with a signal timer instead of in the reward worker process).
+    - `reward_is_fast`: True for rewards that take microseconds (they are then scored in a child
+      forked per batch instead of the persistent reward worker process).
 
-    For process isolation (a real timeout on any reward) define the functions at module top level,
-    so the task can be pickled; lambdas fall back to an in-process timer (see `tasks/scoring.py`).
+    Every reward call has a hard timeout (its process is killed); a task that cannot be pickled
+    (lambdas, closures) is scored in a forked child as well (see `tasks/scoring.py`).
     """
 
     def __init__(

@@ -9,7 +9,9 @@ signal-based timeouts are disabled here (they only work in the main thread): the
 `pgrpo.tasks.scoring.score_completions`, which runs this task in a worker process that it kills on a
 timeout. math-verify can hang in C code on pathological input (e.g. `\\boxed{9^{9^{9^{9}}}}`, a
 power tower sympy tries to evaluate): only that process kill stops it, so call `task.reward`
-through `score_completions`, not directly, on untrusted completions.
+through `score_completions`, not directly, on untrusted completions. Before math-verify a
+completion is cut to its last `MAX_CHARS` characters and refused (a counted error, reward 0) when
+nested more than `MAX_NESTING` brackets deep.
 """
 
 from __future__ import annotations
@@ -23,6 +25,36 @@ from pgrpo.tasks.base import TASKS
 from pgrpo.tasks.data import load_examples
 
 PROMPT = "{problem}\nGive the final answer in \\boxed{{}}."
+MAX_NESTING = 24
+"""Deepest bracket nesting ({[( together) math-verify is asked to parse; MATH-500's gold answers
+reach 2 and its reference solutions 7. Deeper input makes sympy recurse for seconds (or hang):
+it raises, so it is counted as a reward error and scores 0, instead of timing out."""
+MAX_CHARS = 20_000
+"""A completion is parsed on its last 20,000 characters (the final answer is at the end)."""
+
+
+def _nesting(text: str) -> int:
+    """Maximum depth of nested brackets in `text` (unbalanced closers are ignored)."""
+    depth = deepest = 0
+    for ch in text:
+        if ch in "{[(":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in "}])" and depth:
+            depth -= 1
+    return deepest
+
+
+def bounded(text: str) -> str:
+    """`text` cut to its last MAX_CHARS characters; ValueError when nested deeper than
+    MAX_NESTING (the caps that keep math-verify from recursing for seconds)."""
+    text = text[-MAX_CHARS:]
+    depth = _nesting(text)
+    if depth > MAX_NESTING:
+        raise ValueError(
+            f"answer nested {depth} brackets deep, over the cap of {MAX_NESTING}: not parsed"
+        )
+    return text
 
 
 @functools.lru_cache(maxsize=4096)
@@ -83,7 +115,7 @@ class MathTask:
         gold = _parse_gold(str(example["answer"]))
         if not gold:
             raise ValueError(f"math-verify could not parse the gold answer {example['answer']!r}")
-        predicted = parse(completion, parsing_timeout=None)
+        predicted = parse(bounded(completion), parsing_timeout=None)
         if not predicted:
             return 0.0
         return float(verify(gold, predicted, timeout_seconds=None))

@@ -4,18 +4,21 @@
     result.rewards   # one float per completion; 0.0 where the call raised, hung or gave NaN/inf
     result.errors, result.timeouts, result.error_messages, result.metrics
 
-How a call is isolated (`isolation="auto"`, the default):
-- A task that declares `reward_is_fast = True` (arithmetic, gsm8k: microseconds of regex) runs in
-  this process. In the main thread a `SIGALRM` interval timer interrupts a call that hangs in Python
-  code; elsewhere (no signals off the main thread) the call runs in the worker process below.
+How a call is isolated (`isolation="auto"`, the default): always in another process, which is
+killed when a call runs past `timeout_s`. Only a kill stops every hang: C code that never returns
+to Python (regex backtracking, sympy), and a reward that catches `BaseException` in a loop (which
+swallows any exception a timer raises in-process).
+- A task that declares `reward_is_fast = True` (arithmetic, gsm8k: microseconds of regex) and a
+  task that cannot be pickled (a lambda or closure reward) run in a child forked for the batch
+  ("fork": nothing is pickled, the child shares the parent's memory; milliseconds per batch).
 - Any other task (math-verify, IFEval checkers, user functions) runs in one persistent worker
-  process (multiprocessing 'forkserver' context, 'spawn' where that is missing). The task is sent
-  once per batch; each completion gets `timeout_s` from the moment the previous one finished. On a
-  timeout the worker is killed (this also stops C code that never returns to Python, which a signal
-  cannot) and restarted, and scoring continues with the next completion.
-- A task that cannot be pickled (e.g. a lambda reward) or that the worker cannot import falls back
-  to the in-process signal timer in the main thread, with a warning that says how to get process
-  isolation; off the main thread it runs without a timeout (warned once).
+  process ("process": multiprocessing 'forkserver' context, 'spawn' where that is missing); the
+  task is sent once per batch.
+In both, each completion gets `timeout_s` from the moment the previous one finished; on a timeout
+the child is killed and scoring continues in a new one with the next completion.
+Where fork is missing (Windows), fast and unpicklable tasks fall back to a `SIGALRM` timer in
+the main thread ("signal"), with a warning. The explicit modes "signal" and "inline" (no timeout)
+run in this process: they cannot stop C code or a reward that swallows `BaseException`.
 
 Exceptions, timeouts and non-finite rewards score 0.0 and are counted; only a programming error of
 the caller (mismatched lengths, an unknown isolation mode) raises.
@@ -38,7 +41,7 @@ from typing import Any
 
 MAX_ERROR_MESSAGES = 5
 WORKER_START_TIMEOUT_S = 120.0
-ISOLATION_MODES = ("auto", "process", "signal", "inline")
+ISOLATION_MODES = ("auto", "process", "fork", "signal", "inline")
 
 
 @dataclass(frozen=True)
@@ -49,7 +52,7 @@ class ScoreResult:
     - `errors`: calls that raised, returned a non-number or a NaN/inf.
     - `timeouts`: calls that ran past `timeout_s`.
     - `error_messages`: the first few failure messages (for the log), each naming its completion.
-    - `isolation`: how the calls were run ("signal", "process" or "inline").
+    - `isolation`: how the calls were run ("process", "fork", "signal" or "inline").
     """
 
     rewards: list[float]
@@ -114,8 +117,41 @@ class _Tally:
 # ----------------------------------------------------------------------------- in-process paths
 
 
-def _alarm_handler(signum: int, frame: Any) -> None:
-    raise RewardTimeout()
+class _Alarm:
+    """SIGALRM handler of the signal path: raises RewardTimeout in the reward, again every
+    REPEAT_S while the call goes on, and remembers that it fired. A reward that catches
+    BaseException in a loop still cannot be stopped in-process (tracing cannot be switched on
+    from a signal handler in the interrupted frame): that needs the "fork" or "process" modes."""
+
+    REPEAT_S = 0.1
+
+    def __init__(self) -> None:
+        self.fired = 0
+
+    def __call__(self, signum: int, frame: Any) -> None:
+        self.fired += 1
+        raise RewardTimeout()
+
+
+def _call_with_alarm(reward: Callable, completion: str, example: dict, timeout_s: float) -> Any:
+    """`reward(completion, example)` under the alarm; RewardTimeout when it fired at all."""
+    alarm = _Alarm()
+    signal.signal(signal.SIGALRM, alarm)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, timeout_s, _Alarm.REPEAT_S)
+        try:
+            value = reward(completion, example)
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+    except RewardTimeout:
+        raise
+    except Exception:
+        if alarm.fired:  # the reward turned our timeout into its own exception
+            raise RewardTimeout() from None
+        raise
+    if alarm.fired:  # it swallowed the timeout and returned late
+        raise RewardTimeout()
+    return value
 
 
 def _score_signal(
@@ -130,15 +166,11 @@ def _score_signal(
     had left, so an outer timeout still fires."""
     outer_delay, outer_interval = signal.getitimer(signal.ITIMER_REAL)
     started = time.monotonic()
-    previous = signal.signal(signal.SIGALRM, _alarm_handler)
+    previous = signal.getsignal(signal.SIGALRM)
     try:
         for i, completion, example in items:
             try:
-                signal.setitimer(signal.ITIMER_REAL, timeout_s)
-                try:
-                    value = reward(completion, example)
-                finally:
-                    signal.setitimer(signal.ITIMER_REAL, 0)
+                value = _call_with_alarm(reward, completion, example, timeout_s)
             except RewardTimeout:
                 tally.fail(i, f"timeout after {timeout_s:g} s", timeout=True)
             except Exception as exc:  # a reward failure never reaches the caller
@@ -169,9 +201,17 @@ def _score_inline(
 # ----------------------------------------------------------------------------- worker process
 
 
+def _ignore_stop_signals() -> None:
+    """Reward processes leave SIGINT/SIGTERM to the trainer (a Ctrl-C or a `kill` of the process
+    group must not fail the step in flight: the trainer finishes it); the parent kills them."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+
 def _worker_main(conn: Any) -> None:
     """Worker loop. Messages: ("task", token, bytes) -> ("ready",) | ("load_error", msg);
     ("score", token, [(i, completion, example)]) -> one ("ok"|"err", i, value|msg) per item."""
+    _ignore_stop_signals()
     tasks: dict[str, Any] = {}
     while True:
         try:
@@ -199,6 +239,60 @@ def _worker_main(conn: Any) -> None:
                     conn.send(("err", i, _describe(exc)))
         elif msg[0] == "stop":
             return
+
+
+def _fork_main(conn: Any, reward: Callable[[str, dict], Any], items: list) -> None:
+    """Child of the "fork" mode: score `items` in order, one reply per item."""
+    _ignore_stop_signals()
+    for i, completion, example in items:
+        try:
+            conn.send(("ok", i, float(reward(completion, example))))
+        except BaseException as exc:
+            conn.send(("err", i, _describe(exc)))
+    conn.close()
+
+
+def _collect(conn: Any, items: list, tally: _Tally, timeout_s: float) -> tuple[int, bool]:
+    """Read one reply per item, each within `timeout_s`; returns (items settled, whether the
+    child timed out or crashed). Stops at the first timeout or crash (counted): the caller kills
+    the child then."""
+    done = 0
+    for i, _, _ in items:
+        try:
+            reply = conn.recv() if conn.poll(timeout_s) else None
+        except (EOFError, OSError):
+            reply = ("crash",)
+        if reply is None or reply[0] == "crash":
+            timeout = reply is None
+            msg = f"timeout after {timeout_s:g} s" if timeout else "reward worker crashed"
+            tally.fail(i, msg, timeout=timeout)
+            return done + 1, True
+        if reply[0] == "ok":
+            tally.ok(i, reply[2])
+        else:
+            tally.fail(i, f"error: {reply[2]}")
+        done += 1
+    return done, False
+
+
+def _score_fork(
+    reward: Callable[[str, dict], Any], items: list, tally: _Tally, timeout_s: float
+) -> None:
+    """Score in a child forked per batch (and again after each timeout), killed on a timeout."""
+    ctx = multiprocessing.get_context("fork")
+    pending = list(items)
+    while pending:
+        parent, child = ctx.Pipe(duplex=False)
+        proc = ctx.Process(target=_fork_main, args=(child, reward, pending), daemon=True)
+        proc.start()
+        child.close()
+        try:
+            done, _ = _collect(parent, pending, tally, timeout_s)
+        finally:
+            parent.close()
+            proc.kill()  # done or hung: either way no need to wait for a clean exit
+            proc.join(timeout=5)
+        pending = pending[done:]
 
 
 class _TaskLoadError(RuntimeError):
@@ -256,7 +350,11 @@ class _Worker:
             raise _TaskLoadError(
                 f"the reward worker did not load the task in {WORKER_START_TIMEOUT_S} s"
             )
-        reply = self.conn.recv()
+        try:
+            reply = self.conn.recv()
+        except (EOFError, OSError) as exc:
+            self.stop()
+            raise _TaskLoadError(f"the reward worker died loading the task ({exc})") from None
         if reply[0] != "ready":
             raise _TaskLoadError(reply[1])
         self.token = token
@@ -269,25 +367,13 @@ class _Worker:
         while pending:
             self._ensure(token, blob)
             self.conn.send(("score", token, pending))
-            done = 0
-            for i, _, _ in pending:
-                try:
-                    ready = self.conn.poll(timeout_s)
-                    reply = self.conn.recv() if ready else None
-                except (EOFError, OSError):
-                    reply = ("crash",)
-                if reply is None or reply[0] == "crash":
-                    timeout = reply is None
-                    msg = f"timeout after {timeout_s:g} s" if timeout else "reward worker crashed"
-                    tally.fail(i, msg, timeout=timeout)
-                    self.stop()  # kill the hung worker; the next loop restarts it
-                    done += 1
-                    break
-                if reply[0] == "ok":
-                    tally.ok(i, reply[2])
-                else:
-                    tally.fail(i, f"error: {reply[2]}")
-                done += 1
+            try:
+                done, failed = _collect(self.conn, pending, tally, timeout_s)
+            except BaseException:  # interrupted (e.g. a second Ctrl-C): unread replies stale
+                self.stop()
+                raise
+            if failed:
+                self.stop()  # kill the hung worker; the next loop restarts it
             pending = pending[done:]
 
 
@@ -307,12 +393,15 @@ def shutdown_workers() -> None:
 def _choose(task: Any, isolation: str) -> tuple[str, bytes | None]:
     """Pick the isolation mode; returns (mode, pickled task or None)."""
     main = threading.current_thread() is threading.main_thread() and hasattr(signal, "setitimer")
+    can_fork = "fork" in multiprocessing.get_all_start_methods()
     if isolation == "signal" and not main:
         raise ValueError("isolation='signal' needs the main thread; use 'process' or 'auto'")
-    if isolation in ("signal", "inline"):
+    if isolation == "fork" and not can_fork:
+        raise ValueError("isolation='fork' needs os.fork (POSIX); use 'process' or 'auto'")
+    if isolation in ("signal", "inline", "fork"):
         return isolation, None
-    if isolation == "auto" and getattr(task, "reward_is_fast", False) and main:
-        return "signal", None
+    if isolation == "auto" and getattr(task, "reward_is_fast", False) and can_fork:
+        return "fork", None
     try:
         return "process", pickle.dumps(task)
     except Exception as exc:
@@ -320,6 +409,8 @@ def _choose(task: Any, isolation: str) -> tuple[str, bytes | None]:
             raise ValueError(
                 f"isolation='process' needs a picklable task: {_describe(exc)}"
             ) from exc
+        if can_fork:
+            return "fork", None
         _warn_fallback(task, _describe(exc), main)
         return ("signal" if main else "inline"), None
 
@@ -332,7 +423,12 @@ def _warn_fallback(task: Any, reason: str, main: bool) -> None:
     if key in _WARNED:
         return
     _WARNED.add(key)
-    how = "a signal timer in this process" if main else "NO timeout (not in the main thread)"
+    if "fork" in multiprocessing.get_all_start_methods():
+        how = "a forked child process per batch (killed on a timeout)"
+    elif main:
+        how = "a signal timer in this process (it cannot stop C code)"
+    else:
+        how = "NO timeout (not in the main thread)"
     warnings.warn(
         f"task {getattr(task, 'name', task)!r} cannot run in the reward worker process ({reason}); "
         f"scoring it with {how}. Define the task and its reward function at module top level "
@@ -377,9 +473,12 @@ def score_completions(
         except _TaskLoadError as exc:
             main = threading.current_thread() is threading.main_thread()
             _warn_fallback(task, f"the worker could not load it: {exc}", main)
-            mode = "signal" if main else "inline"
+            can_fork = "fork" in multiprocessing.get_all_start_methods()
+            mode = "fork" if can_fork else "signal" if main else "inline"
             tally = _Tally(len(completions))
-    if mode == "signal":
+    if mode == "fork" and items:
+        _score_fork(task.reward, items, tally, timeout_s)
+    elif mode == "signal":
         _score_signal(task.reward, items, tally, timeout_s)
     elif mode == "inline":
         _score_inline(task.reward, items, tally)

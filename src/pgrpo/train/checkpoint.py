@@ -1,19 +1,29 @@
-"""Atomic checkpoints and exact resume.
+"""Atomic, safe checkpoints and exact resume.
 
-A checkpoint is a folder `RUN_DIR/checkpoints/step-<n>/` holding `state.pt`: the trainable weights
-(all parameters for a full fine-tune, the adapter for LoRA), optimizer and scheduler states, the
-RNG states (python, numpy, torch), the data position, the step and the byte offset of
-metrics.jsonl. It is written to a temporary folder and moved into place with `os.replace`; then
-`RUN_DIR/checkpoints/latest` (a one-line file, itself replaced atomically) names it, and older
-checkpoints are deleted. A run killed at any instant leaves either the previous or the new
-checkpoint, never a torn one.
+A checkpoint is a folder `RUN_DIR/checkpoints/step-<n>/` holding `state.pt` and `metrics.jsonl`.
+`state.pt` has only tensors and plain values (loaded with `torch.load(weights_only=True)`, so a
+checkpoint can never run code): the trainable weights (all parameters for a full fine-tune, the
+adapter for LoRA), optimizer and scheduler states, the RNG states (python, numpy, torch), the data
+position, the step, the byte offset and SHA-256 of metrics.jsonl at that step, and a digest of the
+frozen weights (the base of a LoRA run, e.g. the tiny model's warm-up), which resume checks.
+`metrics.jsonl` is the run's log up to that step, so a log lost or cut after the checkpoint can be
+restored. The folder is written under `.tmp-step-<n>-<pid>` and moved into place with
+`os.replace`; then `checkpoints/latest` (a one-line file, itself replaced atomically) names it,
+and older checkpoints are deleted. A run killed at any instant leaves either the previous or the
+new checkpoint, never a torn one; the next start removes the leftover temporary folders.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import hashlib
 import os
+import pickle
 import random
+import re
 import shutil
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,35 +32,123 @@ import numpy as np
 import torch
 
 CHECKPOINT_DIR = "checkpoints"
+STATE_FILE = "state.pt"
+LOG_COPY = "metrics.jsonl"
+_STEP_NAME = re.compile(r"step-\d+")
+
+
+class UnsafeCheckpointError(ValueError):
+    """A checkpoint that holds more than tensors and plain values, or lies outside its run."""
+
+
+class DiskFullError(OSError):
+    """No space left while writing a run's files; the message names the file and the fix."""
 
 
 @dataclass(frozen=True)
 class Checkpoint:
-    """What `load_checkpoint` returns: the step done, the data position and the log offset."""
+    """What `load_checkpoint` returns: the step done, the data position and the log's state."""
 
     step: int
     data_position: dict[str, int]
     metrics_offset: int
+    metrics_sha256: str
     path: Path
 
 
+# ---------------------------------------------------------------------------------------------
+# State as tensors and plain values
+# ---------------------------------------------------------------------------------------------
+
+
 def rng_state() -> dict[str, Any]:
+    """python / numpy / torch RNG states as lists, ints, floats and tensors (weights_only-safe)."""
+    version, internal, gauss = random.getstate()
+    kind, keys, pos, has_gauss, cached = np.random.get_state()
     return {
-        "python": random.getstate(),
-        "numpy": np.random.get_state(),
+        "python": [int(version), [int(x) for x in internal], gauss],
+        "numpy": {
+            "kind": str(kind),
+            "keys": torch.from_numpy(np.asarray(keys, dtype=np.int64)),
+            "pos": int(pos),
+            "has_gauss": int(has_gauss),
+            "cached_gaussian": float(cached),
+        },
         "torch": torch.get_rng_state(),
     }
 
 
 def set_rng_state(state: dict[str, Any]) -> None:
-    random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
+    version, internal, gauss = state["python"]
+    random.setstate((int(version), tuple(int(x) for x in internal), gauss))
+    n = state["numpy"]
+    keys = n["keys"].numpy().astype(np.uint32)
+    np.random.set_state((n["kind"], keys, n["pos"], n["has_gauss"], n["cached_gaussian"]))
     torch.set_rng_state(state["torch"])
 
 
 def trainable_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     """The parameters that training changes (LoRA: only the adapter)."""
     return {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
+
+
+def frozen_digest(model: torch.nn.Module) -> str:
+    """SHA-256 over the names, shapes and bytes of the parameters training does not change (the
+    base of a LoRA run; empty for a full fine-tune). Resume refuses a base that differs."""
+    h = hashlib.sha256()
+    for name, p in model.named_parameters():
+        if not p.requires_grad:
+            h.update(f"{name}:{tuple(p.shape)}:{p.dtype}".encode())
+            h.update(p.detach().contiguous().view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()
+
+
+def _sha256_prefix(path: Path, size: int) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        h.update(f.read(size))
+    return h.hexdigest()
+
+
+# ---------------------------------------------------------------------------------------------
+# Save
+# ---------------------------------------------------------------------------------------------
+
+
+def disk_full(path: Path, what: str) -> DiskFullError:
+    """The one-line error for ENOSPC/EDQUOT while writing `path`."""
+    return DiskFullError(
+        errno.ENOSPC,
+        f"no space left on the device writing {what} ({path}): free space there, then continue "
+        "with --resume (the last complete checkpoint is kept)",
+    )
+
+
+def is_disk_full(exc: BaseException, where: Path | None = None) -> bool:
+    """ENOSPC/EDQUOT, or an error of a C++ writer (torch's zip writer reports a short write as
+    RuntimeError "unexpected pos") while `where`'s device has less than 1 MiB free."""
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return True
+    if where is None or not isinstance(exc, (OSError, RuntimeError)):
+        return False
+    probe = Path(where)
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    try:
+        return shutil.disk_usage(probe).free < 1 << 20
+    except OSError:
+        return False
+
+
+@contextlib.contextmanager
+def disk_full_is_one_line(path: Path, what: str) -> Iterator[None]:
+    """Turn running out of space while writing `what` at `path` into DiskFullError."""
+    try:
+        yield
+    except (OSError, RuntimeError) as exc:
+        if is_disk_full(exc, path):
+            raise disk_full(path, what) from None
+        raise
 
 
 def save_checkpoint(
@@ -62,66 +160,183 @@ def save_checkpoint(
     scheduler: Any,
     data_position: dict[str, int],
     metrics_offset: int,
+    base_digest: str | None = None,
 ) -> Path:
-    """Write checkpoint `step` atomically and make it the latest; returns its folder."""
+    """Write checkpoint `step` atomically and make it the latest; returns its folder.
+
+    Raises DiskFullError (the previous checkpoint intact, the partial folder removed) when the
+    device is full."""
     root = Path(run_dir) / CHECKPOINT_DIR
-    root.mkdir(parents=True, exist_ok=True)
     final = root / f"step-{step}"
     tmp = root / f".tmp-step-{step}-{os.getpid()}"
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    tmp.mkdir()
+    log = Path(run_dir) / LOG_COPY
     state = {
-        "step": step,
+        "format": 2,
+        "step": int(step),
         "model": trainable_state(model),
         "optimizer": optimizer.state_dict(),
         "scheduler": scheduler.state_dict(),
         "rng": rng_state(),
-        "data_position": dict(data_position),
+        "data_position": {k: int(v) for k, v in data_position.items()},
         "metrics_offset": int(metrics_offset),
+        "metrics_sha256": _sha256_prefix(log, metrics_offset) if log.exists() else "",
+        "base_digest": base_digest if base_digest is not None else frozen_digest(model),
     }
-    torch.save(state, tmp / "state.pt")
-    if final.exists():
-        shutil.rmtree(final)
-    os.replace(tmp, final)
-    pointer = root / f".latest-{os.getpid()}"
-    pointer.write_text(final.name + "\n")
-    os.replace(pointer, root / "latest")
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir()
+        with open(tmp / STATE_FILE, "wb") as f:  # a file object: ENOSPC arrives as OSError
+            torch.save(state, f)
+            f.flush()
+            os.fsync(f.fileno())
+        with open(log, "rb") if log.exists() else open(os.devnull, "rb") as src:
+            with open(tmp / LOG_COPY, "wb") as dst:
+                dst.write(src.read(metrics_offset))
+                dst.flush()
+                os.fsync(dst.fileno())
+        if final.exists():
+            shutil.rmtree(final)
+        os.replace(tmp, final)
+        pointer = root / f".latest-{os.getpid()}"
+        pointer.write_text(final.name + "\n")
+        os.replace(pointer, root / "latest")
+    except (OSError, RuntimeError) as exc:
+        full = is_disk_full(exc, root)  # before the partial folder frees its space
+        shutil.rmtree(tmp, ignore_errors=True)
+        if full:
+            raise disk_full(tmp, f"checkpoint step-{step}") from None
+        raise
     for old in root.iterdir():
         if old.name.startswith("step-") and old != final:
             shutil.rmtree(old, ignore_errors=True)
     return final
 
 
+def remove_partial(run_dir: Path) -> list[str]:
+    """Delete `.tmp-step-*` folders and `.latest-*` files a killed or disk-full save left behind;
+    returns their names. Call only while holding the run's lock."""
+    root = Path(run_dir) / CHECKPOINT_DIR
+    if not root.is_dir():
+        return []
+    removed = []
+    for p in root.iterdir():
+        if p.name.startswith((".tmp-step-", ".latest-")):
+            if p.is_dir() and not p.is_symlink():
+                shutil.rmtree(p, ignore_errors=True)
+            else:
+                p.unlink(missing_ok=True)
+            removed.append(p.name)
+    return sorted(removed)
+
+
+# ---------------------------------------------------------------------------------------------
+# Load
+# ---------------------------------------------------------------------------------------------
+
+
 def latest_checkpoint(run_dir: Path) -> Path | None:
-    pointer = Path(run_dir) / CHECKPOINT_DIR / "latest"
+    """The folder `checkpoints/latest` names, or None when there is none. Raises
+    UnsafeCheckpointError when it names anything but a `step-<n>` folder inside checkpoints/, or
+    one without its state file."""
+    root = Path(run_dir) / CHECKPOINT_DIR
+    pointer = root / "latest"
     if not pointer.is_file():
         return None
-    path = pointer.parent / pointer.read_text().strip()
-    return path if (path / "state.pt").is_file() else None
+    name = pointer.read_text(errors="replace").strip()
+    path = root / name
+    inside = root.resolve()
+    if (
+        not _STEP_NAME.fullmatch(name)
+        or path.resolve().parent != inside
+        or (path / STATE_FILE).resolve().parent != path.resolve()
+    ):
+        raise UnsafeCheckpointError(
+            f"{pointer} names {name[:80]!r}, which is not a step-<n> folder inside {root}: "
+            "refused; write the name of a checkpoint folder there, or delete the file to start "
+            "the run afresh"
+        )
+    if not (path / STATE_FILE).is_file():  # save_checkpoint never leaves a dangling pointer
+        raise UnsafeCheckpointError(
+            f"{pointer} names {name}, which has no {STATE_FILE} (deleted or moved): restore "
+            f"that folder, or start the run afresh with --overwrite"
+        )
+    return path
 
 
-def load_checkpoint(
-    path: Path, *, model: torch.nn.Module, optimizer: torch.optim.Optimizer, scheduler: Any
-) -> Checkpoint:
-    """Restore weights, optimizer, scheduler and RNG states in place."""
-    state = torch.load(Path(path) / "state.pt", weights_only=False)
+def read_state(path: Path) -> dict[str, Any]:
+    """`state.pt` of checkpoint folder `path`, loaded with weights_only=True (tensors and plain
+    values only: a pickled object is refused before it can run)."""
+    file = Path(path) / STATE_FILE
+    try:
+        state = torch.load(file, weights_only=True, map_location="cpu")
+    except pickle.UnpicklingError as exc:
+        reason = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else "not a tensor"
+        raise UnsafeCheckpointError(
+            f"{file} holds objects other than tensors and plain values ({reason}): refused, "
+            "loading it could run code. Load only checkpoints written by this pgrpo version "
+            "(older ones stored numpy objects: retrain, or resume with the pgrpo that wrote it)"
+        ) from None
+    except OSError as exc:
+        raise UnsafeCheckpointError(
+            f"could not read {file} ({type(exc).__name__}: {str(exc)[:120]}); if a run is "
+            "writing this folder it may have just replaced that checkpoint: try again"
+        ) from None
+    except (RuntimeError, EOFError) as exc:
+        raise UnsafeCheckpointError(
+            f"{file} is damaged ({type(exc).__name__}: {str(exc)[:120]}): restore it from a "
+            "backup, or start the run afresh with --overwrite"
+        ) from None
+    if not isinstance(state, dict) or state.get("format") != 2:
+        raise UnsafeCheckpointError(
+            f"{file} is not a pgrpo checkpoint of this version (format 2): retrain, or resume "
+            "with the pgrpo version that wrote it"
+        )
+    return state
+
+
+def load_weights(
+    model: torch.nn.Module, state: dict[str, Any], path: Path, base_digest: str | None = None
+) -> None:
+    """Copy the checkpoint's trainable weights into `model` after checking its frozen base
+    (`base_digest`: `frozen_digest(model)` if the caller has it)."""
     params = dict(model.named_parameters())
     missing = sorted(set(state["model"]) - set(params))
     if missing:
         raise ValueError(
-            f"checkpoint {path} has weights the model lacks ({missing[:3]}...): resume with the "
-            "same model.name and model.lora_rank as the run that wrote it"
+            f"checkpoint {path} has weights the model lacks ({missing[:3]}...): use the same "
+            "model.name and model.lora_rank as the run that wrote it"
+        )
+    digest = base_digest if base_digest is not None else frozen_digest(model)
+    if digest != state["base_digest"]:
+        raise ValueError(
+            f"checkpoint {path} was trained on a different frozen base model than the one loaded "
+            "now (weights digest differs): use the same model.name, model options and seed as "
+            "the run that wrote it (for the tiny model, the same task and warm-up settings)"
         )
     with torch.no_grad():
         for name, value in state["model"].items():
             params[name].copy_(value)
+
+
+def load_checkpoint(
+    path: Path,
+    *,
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scheduler: Any,
+    base_digest: str | None = None,
+) -> Checkpoint:
+    """Restore weights, optimizer, scheduler and RNG states in place."""
+    state = read_state(path)
+    load_weights(model, state, path, base_digest)
     optimizer.load_state_dict(state["optimizer"])
     scheduler.load_state_dict(state["scheduler"])
     set_rng_state(state["rng"])
     return Checkpoint(
         step=int(state["step"]),
-        data_position=dict(state["data_position"]),
+        data_position={k: int(v) for k, v in state["data_position"].items()},
         metrics_offset=int(state["metrics_offset"]),
+        metrics_sha256=str(state["metrics_sha256"]),
         path=Path(path),
     )

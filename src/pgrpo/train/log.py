@@ -10,6 +10,7 @@ so that no step is missing or duplicated.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -36,16 +37,34 @@ class MetricsLog:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         if truncate_at is None:
             self.path.write_text("")  # a fresh run starts an empty log
-        else:
-            with open(self.path, "r+b" if self.path.exists() else "w+b") as f:
-                f.truncate(truncate_at)
+            return
+        size = self.path.stat().st_size if self.path.exists() else 0
+        if truncate_at > size:  # truncate() would pad with NUL bytes
+            raise ValueError(
+                f"{self.path} has {size} bytes, fewer than the {truncate_at} to keep: "
+                "repair it first (pgrpo.train.resume.restore_log)"
+            )
+        with open(self.path, "r+b") as f:
+            f.truncate(truncate_at)
 
     def append(self, metrics: dict[str, Any]) -> None:
-        line = json.dumps(_clean(metrics), sort_keys=False, allow_nan=False)
-        with open(self.path, "a") as f:
-            f.write(line + "\n")
-            f.flush()
-            os.fsync(f.fileno())
+        """Write one line, flushed and fsync'ed; a failed write (disk full) is cut back off, so
+        the file never ends in a torn line."""
+        from pgrpo.train.checkpoint import disk_full, is_disk_full
+
+        line = (json.dumps(_clean(metrics), sort_keys=False, allow_nan=False) + "\n").encode()
+        size = self.offset()
+        try:
+            with open(self.path, "ab") as f:
+                f.write(line)
+                f.flush()
+                os.fsync(f.fileno())
+        except OSError as exc:
+            with contextlib.suppress(OSError), open(self.path, "r+b") as f:
+                f.truncate(size)
+            if is_disk_full(exc, self.path):
+                raise disk_full(self.path, f"step {metrics.get('step')} of the log") from None
+            raise
 
     def offset(self) -> int:
         """Bytes written so far (saved in each checkpoint)."""

@@ -312,7 +312,10 @@ def load_policy(
 ) -> Policy:
     """Build the policy named by `cfg.name`. `task` is needed for the tiny model's warm-up
     (`task_key`, a string naming the task and its options, enables the warm-up cache);
-    `warm_up=False` skips it (resuming: the weights come from the checkpoint)."""
+    `warm_up=False` skips it (resuming a full fine-tune: all weights come from the checkpoint).
+    With LoRA the warm-up always runs: the frozen base is part of the run's state and the
+    checkpoint holds only the adapter."""
+    warm_up = warm_up or bool(cfg.lora_rank)
     if cfg.name == "tiny":
         model, tokenizer = _tiny_policy(cfg, task, task_key, seed, warm_up)
         model = model.to(getattr(torch, cfg.dtype))

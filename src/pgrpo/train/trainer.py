@@ -6,14 +6,14 @@ One step, in the paper's order (`train_step`, top to bottom): sample B prompts x
 score them (each reward call isolated, failures score 0 and are counted); advantages from the
 registry; K optimizer steps over minibatches with the old log-probs kept fixed; diagnostics; one
 line of `RUN_DIR/metrics.jsonl`. `train` wraps it with set-up, periodic online forecasts, atomic
-checkpoints and resume. Seeded and deterministic on CPU: same config, same parameters, same log
-(up to the timing fields).
+checkpoints and resume, under the run folder's lock (`runlock`), with SIGINT/SIGTERM deferred to
+the end of the step (`interrupts`); what each promise means: docs/reliability.md. Seeded and
+deterministic on CPU: same config, same parameters, same log (up to the timing fields).
 """
 
 from __future__ import annotations
 
 import math
-import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -29,10 +29,13 @@ from pgrpo.core.losses import LossResult, policy_loss
 from pgrpo.train import checkpoint as ckpt
 from pgrpo.train.config import RunConfig, save_config
 from pgrpo.train.generation import Rollout, sample
+from pgrpo.train.interrupts import StopFlag, interrupted, stop_on_signals
 from pgrpo.train.log import CONFIG_FILE, MetricsLog, Reporters, read_metrics
 from pgrpo.train.logprobs import TokenScores, completion_scores
 from pgrpo.train.online import OnlineForecaster
-from pgrpo.train.setup import _check_resume, _resolve, _Run, build_run
+from pgrpo.train.resume import plan_start, restore_log
+from pgrpo.train.runlock import run_lock
+from pgrpo.train.setup import _resolve, _Run, build_run
 
 TIMING_KEYS = ("time/generate_s", "time/score_s", "time/update_s", "tokens_per_second")
 
@@ -43,6 +46,7 @@ class TrainResult:
 
     run_dir: Path
     history: list[dict[str, Any]]
+    notes: tuple[str, ...] = ()
 
     @property
     def rewards(self) -> list[float]:
@@ -338,65 +342,99 @@ def train(
     resume: bool = False,
     overwrite: bool = False,
     on_step: Callable[[dict[str, Any]], None] | None = None,
+    on_note: Callable[[str], None] | None = None,
 ) -> TrainResult:
-    """Run GRPO for `config.run.steps` steps (or the rest of them, with `resume=True`)."""
+    """Run GRPO for `config.run.steps` steps (or the rest of them, with `resume=True`).
+
+    Holds the run folder's lock throughout (RunLockedError if another process writes it);
+    `on_note` gets each line the user should read (what a resume changed or repaired).
+    SIGINT/SIGTERM end the run after the step in flight with a checkpoint and RunInterrupted."""
     cfg = _resolve(config)
     run_dir = cfg.run_dir
-    latest = ckpt.latest_checkpoint(run_dir)
-    if resume:
-        if not (run_dir / CONFIG_FILE).is_file():
-            raise FileNotFoundError(
-                f"nothing to resume in {run_dir} (no config.yaml): start the run without --resume"
+    notes: list[str] = []
+
+    def note(text: str) -> None:
+        notes.append(text)
+        if on_note is not None:
+            on_note(text)
+
+    if resume and not run_dir.is_dir():  # before the lock, which would create the folder
+        raise FileNotFoundError(
+            f"nothing to resume: {run_dir} does not exist; start the run without --resume"
+        )
+    with run_lock(run_dir), stop_on_signals(run_dir) as stop:
+        start = plan_start(cfg, run_dir, resume=resume, overwrite=overwrite)
+        for text in start.notes:
+            note(text)
+        if start.done:
+            return TrainResult(run_dir, read_metrics(run_dir), tuple(notes))
+        reporters = Reporters(cfg.run.report_to, run_dir, cfg.to_dict())  # fails before the model
+        run = build_run(cfg, resume=start.checkpoint is not None)
+        base = ckpt.frozen_digest(run.policy.model)
+        first = 1
+        if start.checkpoint is not None:
+            state = ckpt.load_checkpoint(
+                start.checkpoint,
+                model=run.policy.model,
+                optimizer=run.optimizer,
+                scheduler=run.scheduler,
+                base_digest=base,
             )
-        _check_resume(cfg, run_dir)
-        resume = latest is not None  # killed before its first checkpoint: start it again
-    elif (latest is not None or (run_dir / "metrics.jsonl").exists()) and not overwrite:
-        raise FileExistsError(
-            f"{run_dir} already holds a run: continue it with --resume, or choose another "
-            "run.name (or delete the folder) to start afresh"
-        )
-    if overwrite and not resume:  # a fresh run must never resume the old run's checkpoint
-        shutil.rmtree(run_dir / ckpt.CHECKPOINT_DIR, ignore_errors=True)
-    reporters = Reporters(cfg.run.report_to, run_dir, cfg.to_dict())  # fails before the model
-    run = build_run(cfg, resume=resume)
-    start = 0
-    if resume:
-        state = ckpt.load_checkpoint(
-            latest, model=run.policy.model, optimizer=run.optimizer, scheduler=run.scheduler
-        )
-        run.stream.restore(state.data_position)
-        run.optimizer_steps = state.step * cfg.grpo.refresh_interval
-        log = MetricsLog(run_dir, truncate_at=state.metrics_offset)
-        start = state.step
-    else:
-        log = MetricsLog(run_dir)
-    save_config(cfg, run_dir / CONFIG_FILE)
+            run.stream.restore(state.data_position)
+            run.optimizer_steps = state.step * cfg.grpo.refresh_interval
+            log, repaired = restore_log(run_dir, state)
+            for text in repaired:
+                note(text)
+            first = state.step + 1
+        else:
+            log = MetricsLog(run_dir)
+        with ckpt.disk_full_is_one_line(run_dir / CONFIG_FILE, "the run's config"):
+            save_config(cfg, run_dir / CONFIG_FILE)
+        try:
+            _run_steps(run, log, reporters, first, base, stop, on_step)
+        finally:
+            reporters.close()
+        with ckpt.disk_full_is_one_line(run_dir / "final", "the final model"):
+            _save_final(run, run_dir)
+    return TrainResult(run_dir=run_dir, history=read_metrics(run_dir), notes=tuple(notes))
+
+
+def _run_steps(
+    run: _Run,
+    log: MetricsLog,
+    reporters: Reporters,
+    first: int,
+    base: str,
+    stop: StopFlag,
+    on_step: Callable[[dict[str, Any]], None] | None,
+) -> None:
+    """Steps `first`..run.steps: step, forecast, log, checkpoint. After a SIGINT/SIGTERM the step
+    in flight finishes and is checkpointed, then RunInterrupted ends the run."""
+    cfg, run_dir = run.config, run.config.run_dir
     history = read_metrics(run_dir)
     forecaster = OnlineForecaster(cfg, history)
-    try:
-        for step in range(start + 1, cfg.run.steps + 1):
-            metrics = train_step(run, step)
-            metrics.update(forecaster.update(metrics))
-            log.append(metrics)
-            reporters.log(metrics)
-            history.append(metrics)
-            every = cfg.run.checkpoint_every
-            if step == cfg.run.steps or (every and step % every == 0):
-                ckpt.save_checkpoint(
-                    run_dir,
-                    step=step,
-                    model=run.policy.model,
-                    optimizer=run.optimizer,
-                    scheduler=run.scheduler,
-                    data_position=run.stream.position(),
-                    metrics_offset=log.offset(),
-                )
-            if on_step is not None:
-                on_step(metrics)
-    finally:
-        reporters.close()
-    _save_final(run, run_dir)
-    return TrainResult(run_dir=run_dir, history=read_metrics(run_dir))
+    for step in range(first, cfg.run.steps + 1):
+        if stop.signum is not None:
+            raise interrupted(stop.signum, run_dir)
+        metrics = train_step(run, step)
+        metrics.update(forecaster.update(metrics))
+        log.append(metrics)
+        reporters.log(metrics)
+        history.append(metrics)
+        every = cfg.run.checkpoint_every
+        if step == cfg.run.steps or (every and step % every == 0) or stop.signum is not None:
+            ckpt.save_checkpoint(
+                run_dir,
+                step=step,
+                model=run.policy.model,
+                optimizer=run.optimizer,
+                scheduler=run.scheduler,
+                data_position=run.stream.position(),
+                metrics_offset=log.offset(),
+                base_digest=base,
+            )
+        if on_step is not None:
+            on_step(metrics)
 
 
 def _save_final(run: _Run, run_dir: Path) -> None:

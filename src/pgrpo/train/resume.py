@@ -1,0 +1,133 @@
+"""Starting or resuming a run folder safely (the caller holds the run's lock).
+
+`plan_start` decides what a `train` call does with the folder: start afresh, resume from the
+latest checkpoint, or nothing (a finished run asked for the steps it already has); it refuses a
+shortened run and states what an extension changes. `restore_log` makes metrics.jsonl hold
+exactly the checkpoint's steps: lines logged after the checkpoint are dropped (they are recomputed
+identically), a log that lost or changed lines is restored from the checkpoint's own copy (the
+damaged file kept beside it), and when neither works the resume is refused with the fix. The log
+is never extended with NUL bytes and never gets a step twice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from pgrpo.train import checkpoint as ckpt
+from pgrpo.train.config import RunConfig, load_config
+from pgrpo.train.log import CONFIG_FILE, METRICS_FILE, MetricsLog
+from pgrpo.train.setup import _check_resume
+
+
+@dataclass(frozen=True)
+class Start:
+    """checkpoint: resume from it (None: start at step 1); done: the run already has all its
+    steps; notes: what the user should be told, one line each."""
+
+    checkpoint: Path | None
+    done: bool = False
+    notes: tuple[str, ...] = ()
+
+
+def _step_of(path: Path) -> int:
+    return int(path.name.split("-", 1)[1])
+
+
+def plan_start(cfg: RunConfig, run_dir: Path, *, resume: bool, overwrite: bool) -> Start:
+    notes = []
+    removed = ckpt.remove_partial(run_dir)
+    if removed:
+        notes.append(f"removed partial checkpoint files a killed run left: {', '.join(removed)}")
+    if not resume:
+        exists = (run_dir / ckpt.CHECKPOINT_DIR).exists() or (run_dir / METRICS_FILE).exists()
+        if exists and not overwrite:
+            raise FileExistsError(
+                f"{run_dir} already holds a run: continue it with --resume, or choose another "
+                "run.name (or pass --overwrite) to start afresh"
+            )
+        if overwrite:  # a fresh run must never resume the old run's checkpoint
+            shutil.rmtree(run_dir / ckpt.CHECKPOINT_DIR, ignore_errors=True)
+        return Start(None, notes=tuple(notes))
+    if not (run_dir / CONFIG_FILE).is_file():
+        raise FileNotFoundError(
+            f"nothing to resume in {run_dir} (no config.yaml): start the run without --resume"
+        )
+    _check_resume(cfg, run_dir)
+    latest = ckpt.latest_checkpoint(run_dir)
+    if latest is None:
+        notes.append(f"{run_dir} has no checkpoint yet: the run starts again at step 1")
+        return Start(None, notes=tuple(notes))
+    done, saved = _step_of(latest), load_config(run_dir / CONFIG_FILE).run.steps
+    wanted = cfg.run.steps
+    if wanted < done:
+        raise ValueError(
+            f"run.steps={wanted} is below the checkpoint of {run_dir} at step {done}: a run "
+            f"cannot be shortened; pass run.steps >= {done} (the log has steps 1..{done})"
+        )
+    if wanted == done:
+        notes.append(
+            f"{run_dir} already has its {done} steps: nothing to do (pass run.steps=N > {done} "
+            "to train further)"
+        )
+        return Start(latest, done=True, notes=tuple(notes))
+    if wanted != saved:
+        text = (
+            f"run.steps {saved} -> {wanted}: training steps {done + 1}..{wanted}; config.yaml "
+            "is updated"
+        )
+        if cfg.optim.schedule != "constant":
+            text += (
+                f"; optim.schedule={cfg.optim.schedule} spans run.steps, so the learning rate "
+                f"from step {done + 1} on follows the {wanted}-step schedule (not the same run "
+                f"as one started with run.steps={wanted})"
+            )
+        notes.append(text)
+    return Start(latest, notes=tuple(notes))
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def restore_log(run_dir: Path, state: ckpt.Checkpoint) -> tuple[MetricsLog, list[str]]:
+    """metrics.jsonl cut or restored to exactly the checkpoint's steps; returns the log opened
+    for appending and the notes on what was changed."""
+    log, copy = run_dir / METRICS_FILE, state.path / ckpt.LOG_COPY
+    off, name = state.metrics_offset, state.path.name
+    data = log.read_bytes() if log.exists() else b""
+    if len(data) >= off and _sha256(data[:off]) == state.metrics_sha256:
+        dropped = data[off:].count(b"\n") + (0 if data.endswith(b"\n") or len(data) == off else 1)
+        notes = []
+        if dropped:
+            notes.append(
+                f"dropped {dropped} line(s) of metrics.jsonl logged after checkpoint {name}; "
+                "those steps are trained again"
+            )
+        return MetricsLog(run_dir, truncate_at=off), notes
+    if not log.exists():
+        why = "is missing"
+    elif len(data) < off:
+        why = f"has {len(data)} bytes, fewer than the checkpoint's {off}"
+    else:
+        why = "differs from the checkpoint's copy before its offset"
+    saved = copy.read_bytes() if copy.is_file() else None
+    if saved is None or len(saved) != off or _sha256(saved) != state.metrics_sha256:
+        raise ValueError(
+            f"cannot resume {run_dir}: metrics.jsonl {why} and the copy in checkpoint {name} "
+            "is missing or damaged: restore "
+            "metrics.jsonl from a backup, or start afresh with --overwrite"
+        )
+    backup = None
+    if log.exists():
+        backup = run_dir / f"{METRICS_FILE}.damaged-{name}"
+        os.replace(log, backup)
+    tmp = run_dir / f".{METRICS_FILE}.tmp-{os.getpid()}"
+    tmp.write_bytes(saved)
+    os.replace(tmp, log)
+    kept = f"; the old file is kept as {backup.name}" if backup else ""
+    note = f"metrics.jsonl {why}: restored its steps from checkpoint {name}{kept}"
+    return MetricsLog(run_dir, truncate_at=off), [note]
