@@ -25,6 +25,7 @@ import numpy as np
 from pgrpo._registry import Registry
 from pgrpo.dynamics.model import _unit_response
 from pgrpo.dynamics.recursion import simulate_recursion, unit_response
+from pgrpo.dynamics.reductions import DEFAULT_REDUCTION
 
 
 @dataclass(frozen=True)
@@ -51,12 +52,17 @@ class FitContext:
 
     lr: [T] learning rate at integer times t = 0..T-1 (t = step - step0), or None (unknown);
     extended with its last value beyond T. beta1 / refresh_interval: from the config, or None / 1.
+    time_scale: user step units per internal time unit (the fit rescales the step axis for the
+    models that allow it, `CurveModel.physical_time` False; 1 for the others, whose time is the
+    optimizer step). optimizer: the `OPTIMIZER_REDUCTIONS` name that maps beta1, K to (m, c).
     """
 
     step0: float = 0.0
     lr: np.ndarray | None = None
     beta1: float | None = None
     refresh_interval: int = 1
+    time_scale: float = 1.0
+    optimizer: str = DEFAULT_REDUCTION
     metrics: dict[str, float] = field(default_factory=dict)
 
     def schedule(self, n_steps: int) -> np.ndarray:
@@ -83,17 +89,33 @@ GuessFunc = Callable[[np.ndarray, np.ndarray, FitContext], list[dict[str, Parame
 @dataclass(frozen=True)
 class CurveModel:
     """A registered curve model: shape basis, parameter names (R_inf, R_0 first), guess (one or
-    more starts) and Gaussian priors {name: (centre, scale)} on weakly identified parameters."""
+    more starts) and Gaussian priors {name: (centre, scale)} on weakly identified parameters.
+
+    time_power: name -> the power of time in its unit (tau: 1, k: -1; absent: 0), so a fit on a
+    rescaled step axis reports in the user's units. physical_time: the model's clock is the
+    optimizer step (an lr schedule on the integer step grid, beta1 per step): never rescaled.
+    """
 
     name: str
     param_names: tuple[str, ...]
     basis: BasisFunc
     guess: GuessFunc
     priors: Callable[[np.ndarray, FitContext], dict[str, tuple[float, float]]] = lambda t, ctx: {}
+    time_power: dict[str, int] = field(default_factory=dict)
+    physical_time: bool = False
 
     def func(self, t: np.ndarray, p: dict[str, float], ctx: FitContext) -> np.ndarray:
-        """R(t): [n] for t: [n]."""
+        """R(t): [n] for t: [n] (user step units since ctx.step0, parameters in user units)."""
+        ts = ctx.time_scale
+        if ts != 1.0:
+            t = np.asarray(t, dtype=float) / ts
+            p = to_internal(self, p, ts)
         return p["R_inf"] + (p["R_0"] - p["R_inf"]) * self.basis(t, p, ctx)
+
+
+def to_internal(spec: CurveModel, p: dict[str, float], time_scale: float) -> dict[str, float]:
+    """Parameters in user step units -> internal units (time divided by time_scale)."""
+    return {n: v / time_scale ** spec.time_power.get(n, 0) for n, v in p.items()}
 
 
 FIT_MODELS: Registry[CurveModel] = Registry("fit model")
@@ -190,7 +212,13 @@ def exponential_guess(t: np.ndarray, y: np.ndarray, ctx: FitContext) -> list[dic
 
 FIT_MODELS.add(
     "exponential",
-    CurveModel("exponential", ("R_inf", "R_0", "tau"), exponential_basis, exponential_guess),
+    CurveModel(
+        "exponential",
+        ("R_inf", "R_0", "tau"),
+        exponential_basis,
+        exponential_guess,
+        time_power={"tau": 1},
+    ),
 )
 
 
@@ -243,7 +271,15 @@ def rom_guess(t: np.ndarray, y: np.ndarray, ctx: FitContext) -> list[dict[str, P
 
 
 FIT_MODELS.add(
-    "rom", CurveModel("rom", ("R_inf", "R_0", "k", "m"), rom_basis, rom_guess, rom_priors)
+    "rom",
+    CurveModel(
+        "rom",
+        ("R_inf", "R_0", "k", "m"),
+        rom_basis,
+        rom_guess,
+        rom_priors,
+        time_power={"k": -1, "m": 1},
+    ),
 )
 
 
@@ -328,6 +364,8 @@ FIT_MODELS.add(
         rom_schedule_basis,
         rom_schedule_guess,
         rom_schedule_priors,
+        time_power={"k": -1, "m": 1},
+        physical_time=True,
     ),
 )
 
@@ -358,7 +396,13 @@ def logistic_guess(t: np.ndarray, y: np.ndarray, ctx: FitContext) -> list[dict[s
 
 FIT_MODELS.add(
     "logistic",
-    CurveModel("logistic", ("R_inf", "R_0", "t_mid", "width"), logistic_basis, logistic_guess),
+    CurveModel(
+        "logistic",
+        ("R_inf", "R_0", "t_mid", "width"),
+        logistic_basis,
+        logistic_guess,
+        time_power={"t_mid": 1, "width": 1},
+    ),
 )
 
 
@@ -387,5 +431,12 @@ def rom_v0_guess(t: np.ndarray, y: np.ndarray, ctx: FitContext) -> list[dict[str
 
 FIT_MODELS.add(
     "rom_v0",
-    CurveModel("rom_v0", ("R_inf", "R_0", "k", "m", "u"), rom_v0_basis, rom_v0_guess, rom_priors),
+    CurveModel(
+        "rom_v0",
+        ("R_inf", "R_0", "k", "m", "u"),
+        rom_v0_basis,
+        rom_v0_guess,
+        rom_priors,
+        time_power={"k": -1, "m": 1, "u": -1},
+    ),
 )

@@ -17,8 +17,10 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 from scipy.optimize import least_squares
 
+import pgrpo.dynamics.constrained  # noqa: F401  (registers rom_fixed)
 from pgrpo.dynamics.curves import (
     FIT_MODELS,
+    CurveModel,
     FitContext,
     Parameter,
     level_bounds,
@@ -26,6 +28,7 @@ from pgrpo.dynamics.curves import (
     profile_levels,
     rate_bounds,
 )
+from pgrpo.dynamics.reductions import DEFAULT_REDUCTION, reduce_optimizer
 
 
 @dataclass(frozen=True)
@@ -108,6 +111,7 @@ def make_context(
     lr_step: np.ndarray | None = None,
     beta1: float | None = None,
     refresh_interval: int | None = 1,
+    optimizer: str = DEFAULT_REDUCTION,
 ) -> FitContext:
     """Context with the lr schedule on the integer grid t = 0..T from the first step.
 
@@ -139,7 +143,7 @@ def make_context(
     K = int(refresh_interval or 1)
     if K < 1:
         raise ValueError(f"refresh_interval must be >= 1, got {refresh_interval!r}")
-    return FitContext(step0=step0, lr=grid_lr, beta1=beta1, refresh_interval=K)
+    return FitContext(step0=step0, lr=grid_lr, beta1=beta1, refresh_interval=K, optimizer=optimizer)
 
 
 def _check_curve(step: np.ndarray, reward: np.ndarray, min_points: int) -> tuple:
@@ -197,11 +201,18 @@ def fit_model(
     use the data's white-noise sd as f_scale.
     """
     spec = FIT_MODELS.get(name)
-    step, y = _check_curve(step, reward, min_points=len(spec.param_names) + 2)
-    ctx = context if context is not None else make_context(step)
-    t = step - ctx.step0
+    step, reward = _check_curve(step, reward, min_points=len(spec.param_names) + 2)
+    user_ctx = context if context is not None else make_context(step)
+    # internal units: reward standardised, steps in units of the median spacing (models whose
+    # clock is the optimizer step keep it); reported back in the user's units (`_to_user`)
+    ts = 1.0 if spec.physical_time else float(np.median(np.diff(step)))
+    loc, scale = _reward_units(reward)
+    ctx = replace(user_ctx, step0=0.0, time_scale=1.0)
+    t = (step - user_ctx.step0) / ts
+    y = (reward - loc) / scale
     sigma = noise_scale(y)
     priors = spec.priors(t, ctx)
+    starts = [_params_to(spec, s, ts, loc, scale, inverse=True) for s in starts]
     all_starts = list(starts) + list(spec.guess(t, y, ctx))
     template = all_starts[0]
     varying = tuple(n for n in spec.param_names if template[n].vary)
@@ -242,9 +253,61 @@ def fit_model(
     x, start, success, message = _refine(residuals, scored[: refine if nonlin else 0],
                                          scored[0], (lb, ub), loss, sigma)  # fmt: skip
     vals, _ = unpack(x, start)
-    return _build_result(
-        spec.name, step, y, ctx, vals, start, varying, priors, sigma, success, message
-    )
+    inner = _build_result(spec.name, t, y, ctx, vals, start, varying, priors, sigma, success,
+                          message)  # fmt: skip
+    return _to_user(inner, spec, step, reward, replace(user_ctx, time_scale=ts), loc, scale)
+
+
+def _reward_units(y: np.ndarray) -> tuple[float, float]:
+    """(loc, scale) that standardise a reward curve (scale 1 for a constant zero curve)."""
+    loc = float(np.mean(y))
+    scale = float(np.std(y))
+    if not scale > 0:
+        scale = abs(loc) if loc != 0 else 1.0
+    return loc, scale
+
+
+def _unit_factor(spec: CurveModel, name: str, ts: float, scale: float) -> float:
+    """User units per internal unit of a parameter: the reward scale for the levels, ts^power
+    for the time-dimension parameters, 1 otherwise."""
+    if name in ("R_inf", "R_0"):
+        return scale
+    return ts ** spec.time_power.get(name, 0)
+
+
+def _params_to(spec, params, ts, loc, scale, *, inverse=False) -> dict[str, Parameter]:
+    """Parameters internal -> user units (inverse: user -> internal), bounds and stderr too."""
+
+    def conv(name: str, v: float, err: bool = False) -> float:
+        f = _unit_factor(spec, name, ts, scale)
+        shift = 0.0 if err or name not in ("R_inf", "R_0") else loc
+        return (v - shift) / f if inverse else v * f + shift
+
+    out = {}
+    for n, p in params.items():
+        lo, hi = sorted((conv(n, p.min), conv(n, p.max)))
+        err = None if p.stderr is None else abs(conv(n, p.stderr, err=True))
+        out[n] = replace(p, value=min(max(conv(n, p.value), lo), hi), min=lo, max=hi, stderr=err)
+    return out
+
+
+def _to_user(inner: FitResult, spec, step, reward, ctx: FitContext, loc, scale) -> FitResult:
+    """A fit in internal units -> the same fit in the user's step and reward units."""
+    ts = ctx.time_scale
+    params = _params_to(spec, inner.params, ts, loc, scale)
+    cov = inner.covariance
+    if cov is not None:
+        d = np.array([_unit_factor(spec, n, ts, scale) for n in inner.varying])
+        cov = cov * np.outer(d, d)
+    n, p = reward.size, len(inner.varying)
+    sse = inner.sse * scale * scale
+    ll = n * math.log(max(sse, 1e-300) / n)
+    vals = {nm: q.value for nm, q in params.items()}
+    return replace(
+        inner, params=params, step=step, reward=reward, fitted=inner.fitted * scale + loc,
+        context=ctx, covariance=cov, sse=sse, aic=ll + 2 * p, bic=ll + p * math.log(n),
+        residual_std=inner.residual_std * scale, metrics=_derived(inner.model, vals, ctx),
+    )  # fmt: skip
 
 
 def _refine(residuals, todo, first, bounds, loss: str, sigma: float):
@@ -367,11 +430,15 @@ def _covariance(result: FitResult, priors, sigma: float) -> np.ndarray | None:
 def _derived(name: str, vals: dict[str, float], ctx: FitContext) -> dict[str, float | str]:
     out: dict[str, float | str] = {}
     if "k" in vals:
-        k, m = vals["k"], vals.get("m", 0.0)
-        out["tau"] = 1.0 / k
-        out["zeta"] = 1.0 / (2.0 * math.sqrt(m * k)) if m > 0 else math.inf
+        k, m, c = vals["k"], vals.get("m", 0.0), 1.0
+        if "m" not in vals and ctx.beta1 is not None:  # rom_fixed: m, c from the optimizer
+            red = reduce_optimizer(k, ctx.beta1, ctx.refresh_interval, ctx.optimizer)
+            m, c = red.m, red.c
+            out.update(m=m, c=c, optimizer_reduction=red.name)
+        out["tau"] = c / k if k > 0 else math.inf
+        out["zeta"] = c / (2.0 * math.sqrt(m * k)) if m > 0 and k > 0 else math.inf
         out["beta1_effective"] = m / (1.0 + m)
-        if ctx.lr is not None and name == "rom_schedule":
+        if ctx.lr is not None:
             out["kappa"] = k / float(np.max(ctx.lr))  # k is the stiffness at the peak lr
     if "tau" in vals:
         out["tau"] = vals["tau"]
@@ -391,39 +458,87 @@ def fit_curve(
     beta1: float | None = None,
     refresh_interval: int | None = 1,
     loss: str = "linear",
+    optimizer: str = DEFAULT_REDUCTION,
 ) -> FitResult:
     """Fit `model` (a FIT_MODELS name) to a reward curve: step, reward: [n] -> FitResult.
 
-    For model="rom": also fits the exponential and starts from its solution (so SSE_rom <=
-    SSE_exponential); with a varying lr schedule it also fits the exact recursion
-    (`rom_schedule`) and keeps it when SSE <= SSE_exponential and its AIC is lower.
+    For model="rom" (the free fit: mass and damping free): also fits the exponential and starts
+    from its solution (so SSE_rom <= SSE_exponential); with a varying lr schedule it also fits
+    the exact recursion (`rom_schedule`, m free) and keeps it when SSE <= SSE_exponential and
+    its AIC is lower. When lr and beta1 are known it also fits `rom_fixed` (m, c from the
+    optimizer, `optimizer` names the reduction) and puts the comparison in metrics
+    (`compare_constrained`). Models with an optimizer-step clock (rom_schedule, rom_fixed) need
+    `step` in optimizer steps; the others are invariant to the units of step and reward.
     """
     step, reward = _check_curve(step, reward, min_points=6)
-    ctx = make_context(step, lr=lr, lr_step=lr_step, beta1=beta1, refresh_interval=refresh_interval)
+    ctx = make_context(step, lr=lr, lr_step=lr_step, beta1=beta1,
+                       refresh_interval=refresh_interval, optimizer=optimizer)  # fmt: skip
     if model != "rom":
         return fit_model(model, step, reward, ctx, loss=loss)
     exp = fit_model("exponential", step, reward, ctx, loss=loss)
-    return _fit_rom(step, reward, ctx, exp, loss)
+    best = _fit_rom(step, reward, ctx, exp, loss)
+    if ctx.lr is None or ctx.beta1 is None:
+        return best
+    fixed = fit_model("rom_fixed", step, reward, ctx, loss=loss)
+    return replace(best, metrics={**best.metrics, **compare_constrained(best, fixed)})
+
+
+def aicc(result: FitResult) -> float:
+    """Small-sample AIC: AIC + 2 p (p + 1) / (n - p - 1) (inf when n <= p + 1)."""
+    n, p = result.n, len(result.varying)
+    return result.aic + 2 * p * (p + 1) / (n - p - 1) if n > p + 1 else math.inf
+
+
+def compare_constrained(free: FitResult, fixed: FitResult, level: float = 0.9) -> dict:
+    """AICc of the free fit vs the optimizer-constrained one, and kappa with its interval.
+
+    delta_aicc = AICc(constrained) - AICc(free): negative means the run follows the closed
+    form with m, c from the optimizer at least as well as a free curve (per parameter spent).
+    """
+    from pgrpo.dynamics.constrained import kappa_interval
+
+    ctx = fixed.context
+    peak = float(np.max(ctx.lr))
+    t = fixed.step - ctx.step0
+    rho = fixed.residual_autocorr
+    lo, hi = kappa_interval(t, fixed.reward, ctx, fixed.values["k"], peak_lr=peak, level=level,
+                            autocorr=rho)  # fmt: skip
+    d = aicc(fixed) - aicc(free)
+    return {
+        "aicc_free": aicc(free),
+        "aicc_constrained": aicc(fixed),
+        "delta_aicc": d,
+        "preferred": "constrained" if d <= 0 else "free",
+        "r2_constrained": fixed.r2,
+        "kappa_constrained": fixed.metrics["kappa"],
+        "kappa_lo": lo,
+        "kappa_hi": hi,
+        "kappa_level": level,
+        "optimizer_reduction": str(fixed.metrics.get("optimizer_reduction", "")),
+    }
 
 
 def _fit_rom(step, reward, ctx: FitContext, exp: FitResult, loss: str) -> FitResult:
     t = step - ctx.step0
-    k_lo, k_hi = rate_bounds(t)
+    ts = float(np.median(np.diff(step)))
+    k_lo, k_hi = rate_bounds(t / ts)
     lo, hi = level_bounds(reward)
     from_exp = {
-        "R_inf": Parameter("R_inf", exp.values["R_inf"], lo, hi),
-        "R_0": Parameter("R_0", exp.values["R_0"], lo, hi),
-        "k": Parameter("k", float(np.clip(1.0 / exp.values["tau"], k_lo, k_hi)), k_lo, k_hi),
-        "m": Parameter("m", 0.0, *mass_bounds(t)),
-    }
+        "R_inf": Parameter("R_inf", float(np.clip(exp.values["R_inf"], lo, hi)), lo, hi),
+        "R_0": Parameter("R_0", float(np.clip(exp.values["R_0"], lo, hi)), lo, hi),
+        "k": Parameter("k", float(np.clip(ts / exp.values["tau"], k_lo, k_hi)) / ts,
+                       k_lo / ts, k_hi / ts),
+        "m": Parameter("m", 0.0, *(ts * b for b in mass_bounds(t / ts))),
+    }  # fmt: skip
     best = fit_model("rom", step, reward, ctx, loss=loss, starts=[from_exp])
     best = _with_variant(best, "constant_lr", exp)
-    if ctx.lr_varies:
+    if ctx.lr_varies:  # the free fit: m free even when beta1 is known (rom_fixed uses it)
+        free_ctx = replace(ctx, beta1=None)
         sched = _with_variant(
-            fit_model("rom_schedule", step, reward, ctx, loss=loss), "schedule", exp
+            fit_model("rom_schedule", step, reward, free_ctx, loss=loss), "schedule", exp
         )
         if sched.sse <= exp.sse * (1 + 1e-12) and sched.aic < best.aic:
-            best = sched
+            best = replace(sched, context=replace(sched.context, beta1=ctx.beta1))
     return best
 
 
