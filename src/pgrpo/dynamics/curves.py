@@ -55,6 +55,7 @@ class FitContext:
     time_scale: user step units per internal time unit (the fit rescales the step axis for the
     models that allow it, `CurveModel.physical_time` False; 1 for the others, whose time is the
     optimizer step). optimizer: the `OPTIMIZER_REDUCTIONS` name that maps beta1, K to (m, c).
+    clock: optimizer steps per unit of the user's step (K when a log counts rollout batches).
     """
 
     step0: float = 0.0
@@ -63,6 +64,7 @@ class FitContext:
     refresh_interval: int = 1
     time_scale: float = 1.0
     optimizer: str = DEFAULT_REDUCTION
+    clock: float = 1.0
     metrics: dict[str, float] = field(default_factory=dict)
 
     def schedule(self, n_steps: int) -> np.ndarray:

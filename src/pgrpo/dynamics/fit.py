@@ -27,6 +27,7 @@ from pgrpo.dynamics.curves import (
     mass_bounds,
     profile_levels,
     rate_bounds,
+    to_internal,
 )
 from pgrpo.dynamics.reductions import DEFAULT_REDUCTION, reduce_optimizer
 
@@ -112,14 +113,20 @@ def make_context(
     beta1: float | None = None,
     refresh_interval: int | None = 1,
     optimizer: str = DEFAULT_REDUCTION,
+    clock: float = 1.0,
 ) -> FitContext:
-    """Context with the lr schedule on the integer grid t = 0..T from the first step.
+    """Context with the lr schedule on the integer optimizer-step grid t = 0..T from the first
+    step (optimizer steps = (step - step0) * clock).
 
     lr: [m] learning rates at lr_step ([m], default `step`); may extend past the data (the known
     future schedule, used by forecasts); NaN entries are ignored; interpolated linearly.
+    clock: optimizer steps per unit of `step` (the refresh interval K when `step` counts rollout
+    batches; `runfit.optimizer_clock` derives it from a log's optimizer_step column).
     """
     step = np.asarray(step, dtype=float)
     step0 = float(step[0])
+    if not (clock > 0 and math.isfinite(clock)):
+        raise ValueError(f"clock (optimizer steps per logged step) must be > 0, got {clock!r}")
     grid_lr = None
     if lr is not None:
         lr = np.asarray(lr, dtype=float)
@@ -134,8 +141,8 @@ def make_context(
             if np.any(lv < 0):
                 raise ValueError("lr must be >= 0")
             end = max(float(ls[-1]), float(step[-1]))
-            t = np.arange(int(math.ceil(end - step0)) + 1, dtype=float)
-            grid_lr = np.interp(t + step0, ls, lv)
+            t = np.arange(int(math.ceil((end - step0) * clock - 1e-9)) + 1, dtype=float)
+            grid_lr = np.interp(t / clock + step0, ls, lv)
             if not np.any(grid_lr > 0):
                 grid_lr = None
     if beta1 is not None and not 0.0 <= beta1 < 1.0:
@@ -143,7 +150,9 @@ def make_context(
     K = int(refresh_interval or 1)
     if K < 1:
         raise ValueError(f"refresh_interval must be >= 1, got {refresh_interval!r}")
-    return FitContext(step0=step0, lr=grid_lr, beta1=beta1, refresh_interval=K, optimizer=optimizer)
+    return FitContext(
+        step0=step0, lr=grid_lr, beta1=beta1, refresh_interval=K, optimizer=optimizer, clock=clock
+    )
 
 
 def _check_curve(step: np.ndarray, reward: np.ndarray, min_points: int) -> tuple:
@@ -205,9 +214,9 @@ def fit_model(
     user_ctx = context if context is not None else make_context(step)
     # internal units: reward standardised, steps in units of the median spacing (models whose
     # clock is the optimizer step keep it); reported back in the user's units (`_to_user`)
-    ts = 1.0 if spec.physical_time else float(np.median(np.diff(step)))
+    ts = 1.0 / user_ctx.clock if spec.physical_time else float(np.median(np.diff(step)))
     loc, scale = _reward_units(reward)
-    ctx = replace(user_ctx, step0=0.0, time_scale=1.0)
+    ctx = replace(user_ctx, step0=0.0, time_scale=1.0, clock=1.0)
     t = (step - user_ctx.step0) / ts
     y = (reward - loc) / scale
     sigma = noise_scale(y)
@@ -428,13 +437,15 @@ def _covariance(result: FitResult, priors, sigma: float) -> np.ndarray | None:
 
 
 def _derived(name: str, vals: dict[str, float], ctx: FitContext) -> dict[str, float | str]:
-    out: dict[str, float | str] = {}
+    out: dict[str, float | str] = {"time_unit": "optimizer step"}
+    vals = to_internal(FIT_MODELS.get(name), vals, 1.0 / ctx.clock)  # per optimizer step
     if "k" in vals:
         k, m, c = vals["k"], vals.get("m", 0.0), 1.0
         if "m" not in vals and ctx.beta1 is not None:  # rom_fixed: m, c from the optimizer
             red = reduce_optimizer(k, ctx.beta1, ctx.refresh_interval, ctx.optimizer)
             m, c = red.m, red.c
-            out.update(m=m, c=c, optimizer_reduction=red.name)
+            out.update(c=c, optimizer_reduction=red.name)
+        out.update(k=k, m=m)
         out["tau"] = c / k if k > 0 else math.inf
         out["zeta"] = c / (2.0 * math.sqrt(m * k)) if m > 0 and k > 0 else math.inf
         out["beta1_effective"] = m / (1.0 + m)
@@ -459,8 +470,12 @@ def fit_curve(
     refresh_interval: int | None = 1,
     loss: str = "linear",
     optimizer: str = DEFAULT_REDUCTION,
+    clock: float = 1.0,
 ) -> FitResult:
     """Fit `model` (a FIT_MODELS name) to a reward curve: step, reward: [n] -> FitResult.
+
+    params are in the units of `step` and `reward`; metrics tau, kappa, m are per optimizer step
+    (`clock` optimizer steps per unit of step; a log's fits go through `runfit.fit_run`).
 
     For model="rom" (the free fit: mass and damping free): also fits the exponential and starts
     from its solution (so SSE_rom <= SSE_exponential); with a varying lr schedule it also fits
@@ -471,7 +486,7 @@ def fit_curve(
     `step` in optimizer steps; the others are invariant to the units of step and reward.
     """
     step, reward = _check_curve(step, reward, min_points=6)
-    ctx = make_context(step, lr=lr, lr_step=lr_step, beta1=beta1,
+    ctx = make_context(step, lr=lr, lr_step=lr_step, beta1=beta1, clock=clock,
                        refresh_interval=refresh_interval, optimizer=optimizer)  # fmt: skip
     if model != "rom":
         return fit_model(model, step, reward, ctx, loss=loss)
@@ -499,10 +514,10 @@ def compare_constrained(free: FitResult, fixed: FitResult, level: float = 0.9) -
 
     ctx = fixed.context
     peak = float(np.max(ctx.lr))
-    t = fixed.step - ctx.step0
+    t = (fixed.step - ctx.step0) * ctx.clock  # optimizer steps
     rho = fixed.residual_autocorr
-    lo, hi = kappa_interval(t, fixed.reward, ctx, fixed.values["k"], peak_lr=peak, level=level,
-                            autocorr=rho)  # fmt: skip
+    k_hat = fixed.values["k"] / ctx.clock
+    lo, hi = kappa_interval(t, fixed.reward, ctx, k_hat, peak_lr=peak, level=level, autocorr=rho)
     d = aicc(fixed) - aicc(free)
     return {
         "aicc_free": aicc(free),

@@ -20,6 +20,7 @@ import numpy as np
 from scipy.stats import norm
 
 from pgrpo.dynamics.fit import FitResult, fit_curve
+from pgrpo.dynamics.reductions import DEFAULT_REDUCTION
 
 
 @dataclass(frozen=True)
@@ -73,6 +74,8 @@ def forecast(
     level: float = 0.9,
     loss: str = "linear",
     combine: bool = True,
+    clock: float = 1.0,
+    optimizer: str = DEFAULT_REDUCTION,
 ) -> Forecast:
     """Fit `model` on the points up to `cut` and predict the rest.
 
@@ -81,7 +84,8 @@ def forecast(
     after the cut). lr / lr_step: the lr schedule, which may cover the future (the run's config
     knows it); beyond it the last lr is held. combine: blend the model's forecast with the
     last-window mean by inverse variance (`_combine`; robust off the model family); False gives
-    the model's own forecast (its mean is always in metrics["model_mean"]).
+    the model's own forecast (its mean is always in metrics["model_mean"]). clock: optimizer
+    steps per unit of step (`fit_curve`).
     """
     step = np.array(step, dtype=float)
     reward = np.array(reward, dtype=float)
@@ -95,7 +99,8 @@ def forecast(
         raise ValueError("nothing to forecast: the cut is at the end of the log; pass horizon")
     if lr is not None and lr_step is None:
         lr_step = step
-    kw = dict(lr=lr, lr_step=lr_step, beta1=beta1, refresh_interval=refresh_interval, loss=loss)
+    kw = dict(lr=lr, lr_step=lr_step, beta1=beta1, refresh_interval=refresh_interval, loss=loss,
+              clock=clock, optimizer=optimizer)  # fmt: skip
     fit = fit_curve(step[:i], reward[:i], model, **kw)
     struct, bt_metrics = _backtest(step[:i], reward[:i], model, kw, future)
     pred, var_step, var_mean, var_parts = _band(fit, future, struct)

@@ -13,6 +13,7 @@ import numpy as np
 
 from pgrpo.dynamics.fit import FitResult, fit_curve
 from pgrpo.dynamics.forecast import Forecast, forecast
+from pgrpo.dynamics.runfit import fit_run, run_inputs
 from pgrpo.logs import RewardLog
 
 BASELINES = ("exponential", "logistic")
@@ -100,17 +101,10 @@ def fit_log(
     forecast the rest of the log from its first `forecast_from` fraction (0 < f < 1)."""
     if forecast_from is not None and not 0.0 < forecast_from < 1.0:
         raise ValueError(f"forecast_from must be a fraction in (0, 1), got {forecast_from!r}")
-    hyper = log.hyperparameters
-    lr = log.learning_rate
-    kw: dict[str, Any] = {
-        "lr": lr,
-        "lr_step": log.step if lr is not None else None,
-        "beta1": hyper.get("beta1"),
-        "refresh_interval": int(hyper.get("refresh_interval", 1) or 1),
-    }
-    rom = fit_curve(log.step, log.reward, "rom", loss=loss, **kw)
+    kw: dict[str, Any] = {**run_inputs(log.step, log.columns, log.hyperparameters), "loss": loss}
+    rom = fit_run(log.step, log.reward, **kw)
     baselines = {name: fit_curve(log.step, log.reward, name, loss=loss) for name in BASELINES}
     fc = None
     if forecast_from is not None:
-        fc = forecast(log.step, log.reward, forecast_from, loss=loss, level=level, **kw)
+        fc = forecast(log.step, log.reward, forecast_from, level=level, **kw)
     return LogFit(log, rom, baselines, fc)

@@ -70,35 +70,32 @@ def steps_to_fraction(fit: Any, start: float, horizon: float, fraction: float = 
 def forecast_metrics(rewards: list[Any], lrs: list[Any], config: RunConfig) -> dict[str, Any]:
     """Fit the reduced-order model to the per-step rewards so far and summarise its forecast.
 
-    The model's time unit is the optimizer step: log step s is optimizer step s * K. Reported
-    steps are log steps. `forecast/k_star` is the exact refresh-interval threshold at the fitted
-    stiffness a = k (per optimizer step) and the run's beta1 (None when above 10 K).
+    The model's time unit is the optimizer step (`pgrpo.dynamics.runfit`: log step s is
+    optimizer step s * K): tau and kappa are per optimizer step, as in every other fit of a run.
+    Reported step counts are log steps. `forecast/k_star` is the exact refresh-interval threshold
+    at the fitted stiffness a = k (per optimizer step) and the run's beta1 (None above 10 K).
     """
-    from pgrpo.dynamics import fit_curve, refresh_threshold, regime
+    from pgrpo.dynamics import refresh_threshold, regime
+    from pgrpo.dynamics.runfit import fit_run, run_inputs
 
     k_refresh = config.grpo.refresh_interval
     reward = np.array([np.nan if r is None else r for r in rewards], dtype=float)
     lr = np.array([np.nan if v is None else v for v in lrs], dtype=float)
     keep = np.isfinite(reward) & np.isfinite(lr)
     log_step = np.arange(1, reward.size + 1, dtype=float)[keep]
-    fit = fit_curve(
-        log_step * k_refresh,
-        reward[keep],
-        "rom",
-        lr=lr[keep],
-        beta1=config.optim.beta1,
-        refresh_interval=k_refresh,
-    )
-    values = fit.values
-    k, m = float(values["k"]), float(values.get("m", 0.0))
-    horizon = 100.0 * max(config.run.steps, reward.size) * k_refresh
-    reach = steps_to_fraction(fit, log_step[0] * k_refresh, horizon) / k_refresh
+    columns = {"learning_rate": lr[keep], "optimizer_step": log_step * k_refresh}
+    hyper = {"beta1": config.optim.beta1, "refresh_interval": k_refresh}
+    fit = fit_run(log_step, reward[keep], **run_inputs(log_step, columns, hyper))
+    k, m = float(fit.metrics["k"]), float(fit.metrics["m"])  # per optimizer step
+    horizon = 100.0 * max(config.run.steps, reward.size)
+    reach = steps_to_fraction(fit, log_step[0], horizon)
     threshold = refresh_threshold(k, config.optim.beta1, max_refresh=max(10 * k_refresh, 200))
     return {
-        "forecast/plateau": float(values["R_inf"]),
+        "forecast/plateau": float(fit.values["R_inf"]),
         "forecast/steps_to_90": reach,
         "forecast/regime": regime(m, 1.0, k) if k > 0 else "flat",
-        "forecast/tau": float(fit.metrics.get("tau", math.nan)) / k_refresh,
+        "forecast/tau": float(fit.metrics.get("tau", math.nan)),
+        "forecast/kappa": float(fit.metrics.get("kappa", math.nan)),
         "forecast/r2": float(fit.r2),
         "forecast/k_star": threshold.K_star,
     }
