@@ -130,7 +130,9 @@ def level_bounds(y: np.ndarray) -> tuple[float, float]:
     """Bounds for R_0 / R_inf: the data range +- 3 ranges (wide enough for a still-rising curve;
     not clipped to [0, 1], so any reward scale works and no fit is forced by the box)."""
     lo, hi = float(np.min(y)), float(np.max(y))
-    span = max(hi - lo, 1e-6)
+    span = hi - lo
+    if not span > 0:  # a constant curve: a relative floor keeps every reward scale alike
+        span = 1e-6 * abs(hi) if hi != 0 else 1e-6
     return lo - 3 * span, hi + 3 * span
 
 
@@ -367,6 +369,41 @@ FIT_MODELS.add(
         rom_schedule_guess,
         rom_schedule_priors,
         time_power={"k": -1, "m": 1},
+        physical_time=True,
+    ),
+)
+
+
+# --- exponential on the lr clock (the overdamped limit under a schedule) ----------------------
+
+
+def lr_time(t: np.ndarray, ctx: FitContext) -> np.ndarray:
+    """U(t) = sum_{n < t} lr_n / max(lr): progress measured in peak-lr optimizer steps ([n] for
+    t: [n] optimizer steps; = t with a constant or unknown lr). Interpolated between steps."""
+    n_steps = int(math.ceil(float(np.max(t)))) if t.size else 0
+    u = np.concatenate(([0.0], np.cumsum(ctx.schedule(n_steps))))
+    return _at_times(u, np.asarray(t, dtype=float))
+
+
+def exponential_lr_basis(t: np.ndarray, p: dict[str, float], ctx: FitContext) -> np.ndarray:
+    """exp(-U(t) / tau): the exponential law with the lr schedule as its clock, the m -> 0 limit
+    of `rom_schedule` (a step at half the peak lr makes half the progress)."""
+    return np.exp(-lr_time(t, ctx) / p["tau"])
+
+
+def exponential_lr_guess(t, y, ctx: FitContext) -> list[dict[str, Parameter]]:
+    params = exponential_guess(lr_time(t, ctx), y, ctx)[0]
+    return [params]
+
+
+FIT_MODELS.add(
+    "exponential_lr",
+    CurveModel(
+        "exponential_lr",
+        ("R_inf", "R_0", "tau"),
+        exponential_lr_basis,
+        exponential_lr_guess,
+        time_power={"tau": 1},
         physical_time=True,
     ),
 )

@@ -268,12 +268,15 @@ def fit_model(
 
 
 def _reward_units(y: np.ndarray) -> tuple[float, float]:
-    """(loc, scale) that standardise a reward curve (scale 1 for a constant zero curve)."""
+    """(loc, scale) that standardise a reward curve: scale = +-std, signed so that the internal
+    curve rises from its first to its last third (a mirrored curve fits identically); 1 for a
+    constant zero curve."""
     loc = float(np.mean(y))
     scale = float(np.std(y))
     if not scale > 0:
         scale = abs(loc) if loc != 0 else 1.0
-    return loc, scale
+    k = max(1, y.size // 3)
+    return loc, -scale if float(np.mean(y[-k:])) < float(np.mean(y[:k])) else scale
 
 
 def _unit_factor(spec: CurveModel, name: str, ts: float, scale: float) -> float:

@@ -13,7 +13,7 @@ import numpy as np
 
 from pgrpo.dynamics.fit import FitResult, fit_curve
 from pgrpo.dynamics.forecast import Forecast, forecast
-from pgrpo.dynamics.runfit import fit_run, run_inputs
+from pgrpo.dynamics.runfit import fit_constrained, fit_run, run_inputs
 from pgrpo.logs import RewardLog
 
 BASELINES = ("exponential", "logistic")
@@ -21,13 +21,16 @@ BASELINES = ("exponential", "logistic")
 
 @dataclass(frozen=True)
 class LogFit:
-    """rom: the reduced-order model fit on the whole log; baselines: name -> FitResult;
-    forecast: from the first `forecast_from` of the log (None when not asked)."""
+    """rom: the reduced-order model fit on the whole log (free: m, c fitted); constrained: the
+    fit with m, c fixed by the optimizer (None without lr and beta1; the AICc comparison is in
+    rom.metrics); baselines: name -> FitResult; forecast: from the first `forecast_from` of the
+    log (None when not asked)."""
 
     log: RewardLog
     rom: FitResult
     baselines: dict[str, FitResult]
     forecast: Forecast | None
+    constrained: FitResult | None = None
     metrics: dict[str, float | str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -40,6 +43,7 @@ class LogFit:
             "warnings": list(self.log.warnings),
             "hyperparameters": self.log.hyperparameters,
             **_fit_dict(self.rom),
+            "constrained": None if self.constrained is None else _fit_dict(self.constrained),
             "baselines": {name: _fit_dict(r) for name, r in self.baselines.items()},
         }
         if self.forecast is not None:
@@ -103,8 +107,9 @@ def fit_log(
         raise ValueError(f"forecast_from must be a fraction in (0, 1), got {forecast_from!r}")
     kw: dict[str, Any] = {**run_inputs(log.step, log.columns, log.hyperparameters), "loss": loss}
     rom = fit_run(log.step, log.reward, **kw)
+    constrained = fit_constrained(log.step, log.reward, **kw)
     baselines = {name: fit_curve(log.step, log.reward, name, loss=loss) for name in BASELINES}
     fc = None
     if forecast_from is not None:
         fc = forecast(log.step, log.reward, forecast_from, level=level, **kw)
-    return LogFit(log, rom, baselines, fc)
+    return LogFit(log, rom, baselines, fc, constrained)

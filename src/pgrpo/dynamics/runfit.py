@@ -77,6 +77,14 @@ def fit_run(step: np.ndarray, reward: np.ndarray, **inputs: Any) -> FitResult:
     return fit_curve(step, reward, "rom", **inputs)
 
 
+def fit_constrained(step: np.ndarray, reward: np.ndarray, **inputs: Any) -> FitResult | None:
+    """The optimizer-constrained fit (`rom_fixed`: m, c from beta1 and K) on the same time
+    axis, or None when lr or beta1 is unknown (then the run cannot be checked against it)."""
+    if inputs.get("lr") is None or inputs.get("beta1") is None:
+        return None
+    return fit_curve(step, reward, "rom_fixed", **inputs)
+
+
 def fit_log_run(log: Any, **overrides: Any) -> FitResult:
     """`fit_run` on a RewardLog (pgrpo.logs): its step, reward, columns and hyperparameters."""
     inputs = {**run_inputs(log.step, log.columns, log.hyperparameters), **overrides}
