@@ -104,13 +104,25 @@ def kappa_interval(
     interval is returned as the range's end (0 or inf: the data do not bound kappa there).
     """
     k_lo, k_hi = fixed_rate_bounds(t, ctx)
-    ks = np.unique(np.r_[np.geomspace(k_lo, k_hi, 160), k_hat])
-    phi = np.where(np.isfinite(phi := fixed_basis_batch(t, ks, ctx)), phi, 1e6)
-    _, _, sse = profile_levels(phi, y, (-math.inf, math.inf))
     rho = min(max(autocorr, 0.0), 0.95)
     n_eff = max(y.size * (1.0 - rho) / (1.0 + rho), 1.0)
-    dev = n_eff * np.log(np.maximum(sse, 1e-300) / max(float(np.min(sse)), 1e-300))
-    inside = ks[dev <= chi2.ppf(level, 1)]
-    lo = 0.0 if inside[0] <= ks[0] else float(inside[0])
-    hi = math.inf if inside[-1] >= ks[-1] else float(inside[-1])
+    limit = chi2.ppf(level, 1)
+
+    def scan(ks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        phi = fixed_basis_batch(t, ks, ctx)
+        _, _, sse = profile_levels(np.where(np.isfinite(phi), phi, 1e6), y, (-math.inf, math.inf))
+        return ks, sse
+
+    ks, sse = scan(np.unique(np.r_[np.geomspace(k_lo, k_hi, 96), k_hat]))
+    best = float(np.min(sse))
+    inside = np.flatnonzero(n_eff * np.log(np.maximum(sse, 1e-300) / max(best, 1e-300)) <= limit)
+    i0, i1 = int(inside[0]), int(inside[-1])
+    # refine between the last grid point outside and the first inside, on each side
+    fine_lo, fine_hi = ks[max(i0 - 1, 0)], ks[min(i1 + 1, ks.size - 1)]
+    fk, fsse = scan(np.unique(np.r_[np.geomspace(fine_lo, fine_hi, 200), k_hat]))
+    best = min(best, float(np.min(fsse)))
+    dev = n_eff * np.log(np.maximum(fsse, 1e-300) / max(best, 1e-300))
+    ok = fk[dev <= limit]
+    lo = 0.0 if i0 == 0 and ok[0] <= fk[0] else float(ok[0])
+    hi = math.inf if i1 == ks.size - 1 and ok[-1] >= fk[-1] else float(ok[-1])
     return lo / peak_lr, hi / peak_lr

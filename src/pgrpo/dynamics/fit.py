@@ -90,8 +90,17 @@ class FitResult:
             lines.append(f"    {p.name:<6} = {p.value:< 12.6g} {err}  [{p.min:.3g}, {p.max:.3g}]")
         derived = {k: v for k, v in self.metrics.items() if isinstance(v, float)}
         if derived:
-            lines.append("[[Derived]]")
+            lines.append("[[Derived]] (time unit: optimizer step)")
             lines += [f"    {k} = {v:.6g}" for k, v in derived.items()]
+        if "preferred" in self.metrics:
+            m = self.metrics
+            lines += [
+                f"[[Constrained]] m, c from beta1 and K ({m['optimizer_reduction']} reduction)",
+                f"    R^2 = {m['r2_constrained']:.4f}; AICc constrained - free = "
+                f"{m['delta_aicc']:.2f} -> {m['preferred']} preferred",
+                f"    kappa = {m['kappa_constrained']:.4g}, {100 * m['kappa_level']:.0f}% "
+                f"interval [{m['kappa_lo']:.4g}, {m['kappa_hi']:.4g}]",
+            ]
         return "\n".join(lines)
 
 

@@ -78,6 +78,7 @@ def _forecast_dict(fc: Forecast) -> dict[str, Any]:
         "error": abs(fc.predicted_mean - obs),
         "covered": bool(fc.mean_band[0] <= obs <= fc.mean_band[1]),
         "model": fc.fit.model,
+        "method": fc.metrics.get("method"),
         "model_mean": fc.metrics.get("model_mean"),
         "weight_model": fc.metrics.get("weight_model"),
         "baselines": {
