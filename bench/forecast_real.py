@@ -1,6 +1,6 @@
 """Forecasts and fits on the real GRPO logs of ../shared/data/curves, leave-one-repository-out.
 
-    python bench/forecast_real.py [--cuts 0.3 0.5 0.7] [--derive-prior]
+    python bench/forecast_real.py [--cuts 0.3 0.5 0.7] [--derive-prior] [--weights]
 
 For each cut (a fraction of the logged points) every run's mean reward after the cut is
 forecast from the points before it by `pgrpo.dynamics.forecast` (default method `level_gain`)
@@ -15,8 +15,10 @@ profile interval.
 Hyperparameters come from index.json: lr (the logged column when there is one, else the
 stated peak, constant), K = num_iterations, beta1 = 0.9 (torch AdamW's default: stated for
 the runs whose optimizer is AdamW, assumed for the others; the "beta1" column says which).
-Own training loops log one row per rollout batch, so their clock is K optimizer steps per
-logged step; TRL and verl log optimizer steps.
+--weights: level_gain's fit weights each step by 1 / (reward_std^2 / (G B) + median)
+(`noise_weights`; G, B from index.json; off by default: it measured worse, docs/dynamics.md).
+Own training loops log one row per rollout batch, so their clock is K optimizer steps per logged
+step; TRL and verl log optimizer steps.
 --derive-prior prints the prior from all runs at cut 0.5 (the value stored in
 `pgrpo.dynamics.levelgain.CORPUS_PRIOR`). Writes bench/results/forecast_real.json.
 """
@@ -36,17 +38,18 @@ from rich.table import Table
 
 from pgrpo.dynamics import forecast, noise_scale
 from pgrpo.dynamics.levelgain import ForecastPrior, derive_prior
-from pgrpo.dynamics.runfit import fit_constrained, fit_run, run_inputs
+from pgrpo.dynamics.runfit import fit_constrained, fit_run, noise_weights, run_inputs
 from pgrpo.logs import read_log
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT.parent / "shared" / "data" / "curves"
 OUT = ROOT / "bench" / "results" / "forecast_real.json"
+OUT_WEIGHTED = ROOT / "bench" / "results" / "forecast_real_weighted.json"
 RESEARCH = "ShibukiZero/assignment5-alignment"  # 32 prompts x 8 = 256 rollouts per step
 
 
-def load_corpus() -> list[dict]:
-    """[{meta, log, inputs, beta1_source}] for every run of index.json."""
+def load_corpus(weighted: bool = False) -> list[dict]:
+    """[{meta, log, inputs, beta1_source, weights}] for every run of index.json."""
     runs = []
     for meta in json.loads((CORPUS / "index.json").read_text())["runs"]:
         log = read_log(CORPUS / meta["csv"])
@@ -57,8 +60,11 @@ def load_corpus() -> list[dict]:
         if str(meta.get("framework", "")).startswith("own") and k > 1:
             cols["optimizer_step"] = log.step * k  # one logged row per rollout batch
         inputs = run_inputs(log.step, cols, hyper)
+        gb = {"group_size": meta.get("G"), "batch_prompts": meta.get("prompts_per_step")}
+        weights = noise_weights(log.columns, gb) if weighted else None
         source = "stated" if "adam" in opt.lower() else "assumed"
-        runs.append({"meta": meta, "log": log, "inputs": inputs, "beta1_source": source})
+        runs.append({"meta": meta, "log": log, "inputs": inputs, "beta1_source": source,
+                     "weights": weights})  # fmt: skip
     return runs
 
 
@@ -69,8 +75,9 @@ def forecast_parts(run: dict, cut: float, prior: ForecastPrior | None = None) ->
     y = log.reward
     i = int(round(cut * y.size))
     kw = {k: v for k, v in inputs.items() if k != "optimizer"}
-    fc = forecast(log.step, y, cut, **kw) if prior is None else forecast(
-        log.step, y, cut, prior=prior, **kw)  # fmt: skip
+    kw_lg = {**kw, "weights": run["weights"]}
+    fc = forecast(log.step, y, cut, **kw_lg) if prior is None else forecast(
+        log.step, y, cut, prior=prior, **kw_lg)  # fmt: skip
     std = float(np.std(y)) or 1.0
     obs = fc.observed_mean
     out = {
@@ -236,9 +243,10 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--cuts", type=float, nargs="+", default=[0.3, 0.5, 0.7])
     ap.add_argument("--derive-prior", action="store_true")
+    ap.add_argument("--weights", action="store_true", help="weight level_gain's fit by noise")
     args = ap.parse_args(argv)
     warnings.filterwarnings("ignore", category=RuntimeWarning)
-    runs = load_corpus()
+    runs = load_corpus(args.weights)
     console = Console()
     if args.derive_prior:
         prior = _prior([forecast_parts(r, 0.5) for r in runs])
@@ -263,7 +271,8 @@ def main(argv: list[str] | None = None) -> int:
         },
     }
     console.print(fit_summary)
-    OUT.parent.mkdir(parents=True, exist_ok=True)
+    out = OUT_WEIGHTED if args.weights else OUT
+    out.parent.mkdir(parents=True, exist_ok=True)
     doc = {
         "command": "python bench/forecast_real.py "
         + " ".join(sys.argv[1:] if argv is None else argv),  # fmt: skip
@@ -271,7 +280,7 @@ def main(argv: list[str] | None = None) -> int:
         "forecast": {str(c): {"summary": by_cut[c], "runs": per_cut[c]} for c in args.cuts},
         "fits": {"summary": fit_summary, "runs": fits},
     }
-    OUT.write_text(json.dumps(doc, indent=1, default=float))
+    out.write_text(json.dumps(doc, indent=1, default=float))
     return 0
 
 

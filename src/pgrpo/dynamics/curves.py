@@ -142,14 +142,15 @@ def rate_bounds(t: np.ndarray) -> tuple[float, float]:
     return 1.0 / (50.0 * span), 5.0
 
 
-def profile_levels(phi: np.ndarray, y: np.ndarray, bounds: tuple[float, float]):
+def profile_levels(phi: np.ndarray, y: np.ndarray, bounds: tuple[float, float], weights=None):
     """Best (R_inf, R_0) for y ~ R_inf (1 - phi) + R_0 phi, per basis row: phi [P, n].
 
     Returns (R_inf [P], R_0 [P], sse [P]); levels are clipped to `bounds` (then slightly
-    suboptimal, which only matters for ranking grid points).
+    suboptimal, which only matters for ranking grid points). weights: [n] sqrt-weights (one
+    basis row only): weighted least squares, sse weighted.
     """
     if phi.shape[0] == 1:
-        return _profile_one(phi[0], y, bounds)
+        return _profile_one(phi[0], y, bounds, weights)
     n = y.size
     sw, sww, swy = phi.sum(1), np.einsum("ij,ij->i", phi, phi), phi @ y
     suu, suw, suy = n - 2.0 * sw + sww, sw - sww, float(y.sum()) - swy
@@ -170,10 +171,17 @@ def profile_levels(phi: np.ndarray, y: np.ndarray, bounds: tuple[float, float]):
     return r_inf, r_0, np.maximum(sse, 0.0)
 
 
-def _profile_one(phi: np.ndarray, y: np.ndarray, bounds: tuple[float, float]):
-    """`profile_levels` for one basis row with Python scalars (the fit's inner loop)."""
-    n = float(y.size)
-    sw, sww, swy, sy = float(phi.sum()), float(phi @ phi), float(phi @ y), float(y.sum())
+def _profile_one(phi: np.ndarray, y: np.ndarray, bounds: tuple[float, float], sqrt_w=None):
+    """`profile_levels` for one basis row with Python scalars (the fit's inner loop); sqrt_w:
+    [n] sqrt-weights or None."""
+    if sqrt_w is None:
+        n, sy, yy = float(y.size), float(y.sum()), float(y @ y)
+        sw, sww, swy = float(phi.sum()), float(phi @ phi), float(phi @ y)
+    else:
+        w = sqrt_w * sqrt_w
+        wphi = w * phi
+        n, sy, yy = float(w.sum()), float(w @ y), float(w @ (y * y))
+        sw, sww, swy = float(wphi.sum()), float(wphi @ phi), float(wphi @ y)
     suu, suw, suy = n - 2.0 * sw + sww, sw - sww, sy - swy
     det = suu * sww - suw * suw
     lo, hi = bounds
@@ -183,7 +191,6 @@ def _profile_one(phi: np.ndarray, y: np.ndarray, bounds: tuple[float, float]):
     else:
         r_inf = r_0 = sy / n
     r_inf, r_0 = min(max(r_inf, lo), hi), min(max(r_0, lo), hi)
-    yy = float(y @ y)
     sse = yy - 2 * (r_inf * suy + r_0 * swy) + r_inf**2 * suu + 2 * r_inf * r_0 * suw + r_0**2 * sww
     return np.array([r_inf]), np.array([r_0]), np.array([max(sse, 0.0)])
 

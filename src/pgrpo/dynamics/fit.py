@@ -130,13 +130,16 @@ def fit_model(
     loss: str = "linear",
     starts: Sequence[dict[str, Parameter]] = (),
     refine: int = 1,
+    weights: np.ndarray | None = None,
 ) -> FitResult:
     """Fit one registered model: score its guess() starts plus `starts`, refine the best
     `refine` of them with least_squares, keep the lowest cost seen (a start itself included, so a
     fit never ends worse than its best start). The levels R_inf, R_0 are profiled out.
 
     loss: least_squares' loss ('linear', 'soft_l1', 'huber', 'cauchy', 'arctan'); robust losses
-    use the data's white-noise sd as f_scale.
+    use the data's white-noise sd as f_scale. weights: [n] > 0, inverse noise variances of the
+    points (relative; e.g. `noise_weights` from the logged reward_std): a weighted fit, whose
+    R^2, SSE and AIC are still reported unweighted.
     """
     spec = FIT_MODELS.get(name)
     step, reward = _check_curve(step, reward, min_points=len(spec.param_names) + 2)
@@ -149,6 +152,7 @@ def fit_model(
     t = (step - user_ctx.step0) / ts
     y = (reward - loc) / scale
     sigma = noise_scale(y)
+    sw = _sqrt_weights(weights, y.size)
     priors = spec.priors(t, ctx)
     starts = [_params_to(spec, s, ts, loc, scale, inverse=True) for s in starts]
     all_starts = list(starts) + list(spec.guess(t, y, ctx))
@@ -171,13 +175,15 @@ def fit_model(
         phi = spec.basis(t, vals, ctx)
         phi = np.where(np.isfinite(phi), phi, 1e6)
         if project:
-            r_inf, r_0, _ = profile_levels(phi[None, :], y, lvl_bounds)
+            r_inf, r_0, _ = profile_levels(phi[None, :], y, lvl_bounds, weights=sw)
             vals["R_inf"], vals["R_0"] = float(r_inf[0]), float(r_0[0])
         return vals, phi
 
     def residuals(x: np.ndarray, start: dict[str, Parameter]) -> np.ndarray:
         vals, phi = unpack(x, start)
         r = vals["R_inf"] + (vals["R_0"] - vals["R_inf"]) * phi - y
+        if sw is not None:
+            r = r * sw
         if not prior_names:
             return r
         extra = np.array([sigma * (vals[n] - priors[n][0]) / priors[n][1] for n in prior_names])
@@ -192,7 +198,7 @@ def fit_model(
                                          scored[0], (lb, ub), loss, sigma)  # fmt: skip
     vals, _ = unpack(x, start)
     inner = _build_result(spec.name, t, y, ctx, vals, start, varying, priors, sigma, success,
-                          message)  # fmt: skip
+                          message, sw)  # fmt: skip
     return _to_user(inner, spec, step, reward, replace(user_ctx, time_scale=ts), loc, scale)
 
 
@@ -255,7 +261,18 @@ def _cost(r: np.ndarray, loss: str, f_scale: float) -> float:
     return float(0.5 * f_scale**2 * np.sum(rho))
 
 
-def _build_result(name, step, y, ctx, vals, start, varying, priors, sigma, success, message):
+def _sqrt_weights(weights: np.ndarray | None, n: int) -> np.ndarray | None:
+    """sqrt of the weights normalised to mean 1: [n] (None: unweighted)."""
+    if weights is None:
+        return None
+    w = np.asarray(weights, dtype=float)
+    if w.shape != (n,) or not np.all(np.isfinite(w)) or np.any(w <= 0):
+        raise ValueError(f"weights must be {n} finite positive numbers (one per point)")
+    return np.sqrt(w / w.mean())
+
+
+def _build_result(name, step, y, ctx, vals, start, varying, priors, sigma, success, message,
+                  sw=None):  # fmt: skip
     spec = FIT_MODELS.get(name)
     t = step - ctx.step0
     fitted = spec.func(t, vals, ctx)
@@ -284,7 +301,7 @@ def _build_result(name, step, y, ctx, vals, start, varying, priors, sigma, succe
         success,
         message,
     )
-    cov = _covariance(proto, priors, sigma)
+    cov = _covariance(proto, priors, sigma, sw)
     if cov is not None:
         se = np.sqrt(np.clip(np.diag(cov), 0, None))
         for nm, s in zip(varying, se, strict=True):
@@ -317,18 +334,23 @@ def _jacobian(func, result: FitResult, step: np.ndarray) -> np.ndarray:
     return np.stack(cols, axis=1) if cols else np.zeros((t.size, 0))
 
 
-def _covariance(result: FitResult, priors, sigma: float) -> np.ndarray | None:
-    """s^2 (J^T J + prior precision)^-1 with s^2 = SSE / (n - p) (pseudo-inverse)."""
+def _covariance(result: FitResult, priors, sigma: float, sw=None) -> np.ndarray | None:
+    """s^2 (J^T W J + prior precision)^-1 with s^2 = sum w r^2 / (n - p) (pseudo-inverse;
+    W = 1 unweighted)."""
     if not result.varying:
         return None
     J = result.prediction_jacobian(result.step)
+    if sw is not None:
+        J = J * sw[:, None]
     A = J.T @ J
     for i, nm in enumerate(result.varying):
         if nm in priors:
             A[i, i] += (sigma / priors[nm][1]) ** 2
     if not np.all(np.isfinite(A)):
         return None
-    s2 = result.sse / max(result.n - len(result.varying), 1)
+    r = result.reward - result.fitted
+    sse = result.sse if sw is None else float(((r * sw) ** 2).sum())
+    s2 = sse / max(result.n - len(result.varying), 1)
     return s2 * np.linalg.pinv(A, rcond=1e-12)
 
 
@@ -367,6 +389,7 @@ def fit_curve(
     loss: str = "linear",
     optimizer: str = DEFAULT_REDUCTION,
     clock: float = 1.0,
+    weights: np.ndarray | None = None,
 ) -> FitResult:
     """Fit `model` (a FIT_MODELS name) to a reward curve: step, reward: [n] -> FitResult.
 
@@ -384,13 +407,14 @@ def fit_curve(
     step, reward = _check_curve(step, reward, min_points=6)
     ctx = make_context(step, lr=lr, lr_step=lr_step, beta1=beta1, clock=clock,
                        refresh_interval=refresh_interval, optimizer=optimizer)  # fmt: skip
+    w = {"loss": loss, "weights": weights}
     if model != "rom":
-        return fit_model(model, step, reward, ctx, loss=loss)
-    exp = fit_model("exponential", step, reward, ctx, loss=loss)
-    best = _fit_rom(step, reward, ctx, exp, loss)
+        return fit_model(model, step, reward, ctx, **w)
+    exp = fit_model("exponential", step, reward, ctx, **w)
+    best = _fit_rom(step, reward, ctx, exp, w)
     if ctx.lr is None or ctx.beta1 is None:
         return best
-    fixed = fit_model("rom_fixed", step, reward, ctx, loss=loss)
+    fixed = fit_model("rom_fixed", step, reward, ctx, **w)
     return replace(best, metrics={**best.metrics, **compare_constrained(best, fixed)})
 
 
@@ -429,7 +453,7 @@ def compare_constrained(free: FitResult, fixed: FitResult, level: float = 0.9) -
     }
 
 
-def _fit_rom(step, reward, ctx: FitContext, exp: FitResult, loss: str) -> FitResult:
+def _fit_rom(step, reward, ctx: FitContext, exp: FitResult, w: dict) -> FitResult:
     t = step - ctx.step0
     ts = float(np.median(np.diff(step)))
     k_lo, k_hi = rate_bounds(t / ts)
@@ -441,12 +465,12 @@ def _fit_rom(step, reward, ctx: FitContext, exp: FitResult, loss: str) -> FitRes
                        k_lo / ts, k_hi / ts),
         "m": Parameter("m", 0.0, *(ts * b for b in mass_bounds(t / ts))),
     }  # fmt: skip
-    best = fit_model("rom", step, reward, ctx, loss=loss, starts=[from_exp])
+    best = fit_model("rom", step, reward, ctx, starts=[from_exp], **w)
     best = _with_variant(best, "constant_lr", exp)
     if ctx.lr_varies:  # the free fit: m free even when beta1 is known (rom_fixed uses it)
         free_ctx = replace(ctx, beta1=None)
         sched = _with_variant(
-            fit_model("rom_schedule", step, reward, free_ctx, loss=loss), "schedule", exp
+            fit_model("rom_schedule", step, reward, free_ctx, **w), "schedule", exp
         )
         if sched.sse <= exp.sse * (1 + 1e-12) and sched.aic < best.aic:
             best = replace(sched, context=replace(sched.context, beta1=ctx.beta1))

@@ -81,6 +81,7 @@ def forecast(
     clock: float = 1.0,
     optimizer: str = DEFAULT_REDUCTION,
     prior: ForecastPrior = CORPUS_PRIOR,
+    weights: np.ndarray | None = None,
 ) -> Forecast:
     """Fit the points up to `cut` and predict the rest.
 
@@ -91,6 +92,8 @@ def forecast(
     fit's loss). horizon: the future steps ([m], default: the log's steps after the cut).
     lr / lr_step: the lr schedule, which may cover the future (the run's config knows it);
     beyond it the last lr is held. clock: optimizer steps per unit of step (`fit_curve`).
+    weights: [n] inverse noise variances of the points (`runfit.noise_weights` from the logged
+    reward_std and G, B), used by level_gain's fit of the prefix.
     metrics["model_mean"] is always the fitted curve's own mean over the horizon.
     """
     step = np.array(step, dtype=float)
@@ -108,7 +111,12 @@ def forecast(
         lr_step = step
     kw = dict(lr=lr, lr_step=lr_step, beta1=beta1, refresh_interval=refresh_interval, loss=loss,
               clock=clock, optimizer=optimizer)  # fmt: skip
-    opts = {"model": model, "combine": combine, "prior": prior}
+    if weights is not None and np.shape(weights) != step.shape:
+        raise ValueError(
+            f"weights must have one entry per step ({step.size}), got {np.shape(weights)}"
+        )
+    w = None if weights is None else np.asarray(weights, dtype=float)[:i]
+    opts = {"model": model, "combine": combine, "prior": prior, "weights": w}
     fit, pred, var_step, var_mean, var_parts = run(step[:i], reward[:i], future, kw, **opts)
     z = float(norm.ppf(0.5 + level / 2.0))
     sd, half = np.sqrt(var_step), z * math.sqrt(var_mean)
@@ -135,7 +143,7 @@ def forecast(
     )
 
 
-def _rom_blend(step, reward, future, kw, *, model=None, combine=True, prior=None):
+def _rom_blend(step, reward, future, kw, *, model=None, combine=True, prior=None, weights=None):
     """The ROM's own forecast with its delta-method band and a backtest's structural term,
     blended with the last-window mean by inverse variance (`_combine`) when `combine`."""
     model = model or "rom"
@@ -152,8 +160,9 @@ def _rom_blend(step, reward, future, kw, *, model=None, combine=True, prior=None
     return fit, pred, var_step, var_mean, var_parts
 
 
-def _level_gain(step, reward, future, kw, *, model=None, combine=True, prior=CORPUS_PRIOR):
-    return level_gain(step, reward, future, kw, model=model, prior=prior)
+def _level_gain(step, reward, future, kw, *, model=None, combine=True, prior=CORPUS_PRIOR,
+                weights=None):  # fmt: skip
+    return level_gain(step, reward, future, {**kw, "weights": weights}, model=model, prior=prior)
 
 
 FORECAST_METHODS: Registry = Registry("forecast method")

@@ -70,6 +70,24 @@ def run_inputs(
     }
 
 
+def noise_weights(columns: Mapping[str, np.ndarray], hyper: Mapping[str, Any]) -> np.ndarray | None:
+    """Per-step weights 1 / (v_n + median v) from the logged noise of the batch mean,
+    v_n = reward_std_n^2 / (G B) (the within-group part; the median floor stands for the
+    between-prompt part and keeps steps with reward_std = 0 from dominating): [n], or None
+    when the log has no usable reward_std."""
+    sd = columns.get("reward_std")
+    if sd is None:
+        return None
+    sd = np.asarray(sd, dtype=float)
+    ok = np.isfinite(sd)
+    if ok.sum() < 3:
+        return None
+    gb = float(hyper.get("group_size") or 1) * float(hyper.get("batch_prompts") or 1)
+    v = np.where(ok, sd, np.median(sd[ok])) ** 2 / max(gb, 1.0)
+    floor = max(float(np.median(v)), 0.1 * float(np.mean(v)))
+    return 1.0 / (v + floor) if floor > 0 else None
+
+
 def fit_run(step: np.ndarray, reward: np.ndarray, **inputs: Any) -> FitResult:
     """The ROM fit of a run (free fit, with the optimizer-constrained one compared in its
     metrics when lr and beta1 are known): step, reward: [n]; inputs: `run_inputs(...)`.
