@@ -1,6 +1,7 @@
 """Forecasts and fits on the real GRPO logs of ../shared/data/curves, leave-one-repository-out.
 
     python bench/forecast_real.py [--cuts 0.3 0.5 0.7] [--derive-prior] [--weights]
+                                  [--timescale-prior]
 
 For each cut (a fraction of the logged points) every run's mean reward after the cut is
 forecast from the points before it by `pgrpo.dynamics.forecast` (default method `level_gain`)
@@ -19,6 +20,9 @@ the runs whose optimizer is AdamW, assumed for the others; the "beta1" column sa
 (`noise_weights`; G, B from index.json; off by default: it measured worse, docs/dynamics.md).
 Own training loops log one row per rollout batch, so their clock is K optimizer steps per logged
 step; TRL and verl log optimizer steps.
+--timescale-prior adds a prior on the curve's timescale, tau ~ N(c, c^2) with c = exp(median
+log(tau / clock time of the run)) from the training runs' whole-run fits (off by default: it
+measured better at cuts 0.3 and 0.7 but worse at 0.5, docs/dynamics.md).
 --derive-prior prints the prior from all runs at cut 0.5 (the value stored in
 `pgrpo.dynamics.levelgain.CORPUS_PRIOR`). Writes bench/results/forecast_real.json.
 """
@@ -37,7 +41,7 @@ from rich.console import Console
 from rich.table import Table
 
 from pgrpo.dynamics import forecast, noise_scale
-from pgrpo.dynamics.levelgain import ForecastPrior, derive_prior
+from pgrpo.dynamics.levelgain import ForecastPrior, derive_prior, log_tau_ratio, timescale_centre
 from pgrpo.dynamics.runfit import fit_constrained, fit_run, noise_weights, run_inputs
 from pgrpo.logs import read_log
 
@@ -45,6 +49,7 @@ ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT.parent / "shared" / "data" / "curves"
 OUT = ROOT / "bench" / "results" / "forecast_real.json"
 OUT_WEIGHTED = ROOT / "bench" / "results" / "forecast_real_weighted.json"
+OUT_TAU = ROOT / "bench" / "results" / "forecast_real_timescale_prior.json"
 RESEARCH = "ShibukiZero/assignment5-alignment"  # 32 prompts x 8 = 256 rollouts per step
 
 
@@ -63,14 +68,18 @@ def load_corpus(weighted: bool = False) -> list[dict]:
         gb = {"group_size": meta.get("G"), "batch_prompts": meta.get("prompts_per_step")}
         weights = noise_weights(log.columns, gb) if weighted else None
         source = "stated" if "adam" in opt.lower() else "assumed"
+        kw = {k: v for k, v in inputs.items() if k != "optimizer"}
+        ratio = log_tau_ratio(log.step, log.reward, kw)
         runs.append({"meta": meta, "log": log, "inputs": inputs, "beta1_source": source,
-                     "weights": weights})  # fmt: skip
+                     "weights": weights, "log_tau_ratio": ratio})  # fmt: skip
     return runs
 
 
-def forecast_parts(run: dict, cut: float, prior: ForecastPrior | None = None) -> dict:
+def forecast_parts(
+    run: dict, cut: float, prior: ForecastPrior | None = None, with_rom: bool = True
+) -> dict:
     """One forecast of the run's mean after `cut` (level_gain with `prior`, default the stored
-    one) and the naive and ROM baselines, all in |error| / std."""
+    one) and the naive and ROM baselines (`with_rom`), all in |error| / std."""
     log, inputs = run["log"], run["inputs"]
     y = log.reward
     i = int(round(cut * y.size))
@@ -91,6 +100,8 @@ def forecast_parts(run: dict, cut: float, prior: ForecastPrior | None = None) ->
         "err_last10": abs(float(np.mean(y[max(i - 10, 0) : i])) - obs) / std,
         "covered": bool(fc.mean_band[0] <= obs <= fc.mean_band[1]),
     }
+    if not with_rom:
+        return out
     try:
         rom = forecast(log.step, y, cut, method="rom_blend", **kw)
         out["err_rom_blend"] = abs(rom.predicted_mean - obs) / std
@@ -100,19 +111,25 @@ def forecast_parts(run: dict, cut: float, prior: ForecastPrior | None = None) ->
     return out
 
 
-def _prior(parts: list[dict]) -> ForecastPrior:
+def _prior(parts: list[dict], mu: float | None = None) -> ForecastPrior:
     cols = {k: np.array([p[k] for p in parts]) for k in ("level", "model_mean", "band_unit",
                                                           "observed", "std")}  # fmt: skip
-    return derive_prior(**cols)
+    return derive_prior(**cols, log_tau_ratio=mu)
 
 
-def loro(runs: list[dict], cut: float) -> list[dict]:
+def fold_prior(train: list[dict], cut: float, timescale: bool) -> ForecastPrior:
+    """The prior from training runs only: the timescale prior's centre from their whole-run
+    fits, then gamma and the band scale from their forecasts made with that centre."""
+    mu = timescale_centre([r["log_tau_ratio"] for r in train]) if timescale else None
+    base = ForecastPrior(0.0, 1.0, log_tau_ratio=mu)
+    return _prior([forecast_parts(r, cut, base, with_rom=False) for r in train], mu)
+
+
+def loro(runs: list[dict], cut: float, timescale: bool = True) -> list[dict]:
     """Leave-one-repository-out: the prior from the other repositories, scored on this one."""
-    parts = [forecast_parts(r, cut) for r in runs]
     rows = []
     for repo in sorted({r["meta"]["repo"] for r in runs}):
-        train = [p for p, r in zip(parts, runs, strict=True) if r["meta"]["repo"] != repo]
-        prior = _prior(train)
+        prior = fold_prior([r for r in runs if r["meta"]["repo"] != repo], cut, timescale)
         for r in runs:
             if r["meta"]["repo"] == repo:
                 held = forecast_parts(r, cut, prior)
@@ -244,16 +261,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cuts", type=float, nargs="+", default=[0.3, 0.5, 0.7])
     ap.add_argument("--derive-prior", action="store_true")
     ap.add_argument("--weights", action="store_true", help="weight level_gain's fit by noise")
+    ap.add_argument("--timescale-prior", action="store_true",
+                    help="also a prior on tau, centred by the training runs")  # fmt: skip
     args = ap.parse_args(argv)
     warnings.filterwarnings("ignore", category=RuntimeWarning)
     runs = load_corpus(args.weights)
     console = Console()
+    timescale = args.timescale_prior
     if args.derive_prior:
-        prior = _prior([forecast_parts(r, 0.5) for r in runs])
-        console.print(f"gain_fraction={prior.gain_fraction}, band_scale={prior.band_scale:.3f} "
-                      f"({len(runs)} runs, cut 0.5)")  # fmt: skip
+        prior = fold_prior(runs, 0.5, timescale)
+        console.print(f"gain_fraction={prior.gain_fraction}, band_scale={prior.band_scale:.3f}, "
+                      f"log_tau_ratio={prior.log_tau_ratio} ({len(runs)} runs, cut 0.5)",
+                      soft_wrap=True)  # fmt: skip
         return 0
-    per_cut = {cut: loro(runs, cut) for cut in args.cuts}
+    per_cut = {cut: loro(runs, cut, timescale) for cut in args.cuts}
     by_cut = {cut: summary(rows) for cut, rows in per_cut.items()}
     fits = [fit_row(r) for r in runs]
     print_tables(console, by_cut, fits)
@@ -271,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
         },
     }
     console.print(fit_summary)
-    out = OUT_WEIGHTED if args.weights else OUT
+    out = OUT_WEIGHTED if args.weights else (OUT_TAU if timescale else OUT)
     out.parent.mkdir(parents=True, exist_ok=True)
     doc = {
         "command": "python bench/forecast_real.py "

@@ -4,6 +4,7 @@ the prior is derived from the other repositories, the error is scored on the hel
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -80,3 +81,23 @@ def test_derive_prior_recovers_a_known_gain_fraction_and_covers():
     assert np.mean(np.abs(pred - observed) <= prior.band_scale * unit) >= 0.9
     with pytest.raises(ValueError, match="at least 3"):
         derive_prior(level[:2], level[:2], unit[:2], observed[:2], np.ones(2))
+
+
+def test_the_timescale_prior_pulls_an_unidentified_tau_and_stays_unit_free():
+    from pgrpo.dynamics.levelgain import ForecastPrior, log_tau_ratio, timescale_centre
+
+    rng = np.random.default_rng(3)
+    t = np.arange(1.0, 201.0)
+    y = 0.2 + 0.002 * t + rng.normal(0.0, 0.05, t.size)  # a straight creep: tau not identified
+    free = forecast(t, y, 0.5)
+    tight = ForecastPrior(0.2, 3.0, log_tau_ratio=math.log(0.05), tau_spread=0.1)
+    pulled = forecast(t, y, 0.5, prior=tight)
+    # tau pulled towards 5% of the whole run's 199 steps; a short tau means no further gain
+    assert pulled.fit.metrics["tau"] == pytest.approx(0.05 * 199, rel=0.3)
+    assert pulled.fit.metrics["tau"] < free.fit.metrics["tau"]
+    scaled = forecast(t / 100.0, 3 * y, 0.5, prior=tight)
+    assert scaled.predicted_mean / 3 == pytest.approx(pulled.predicted_mean, rel=1e-5)
+    assert math.isfinite(log_tau_ratio(t, y, {}))
+    assert timescale_centre([0.0, 1.0, 2.0, np.nan]) == 1.0
+    with pytest.raises(ValueError, match="tau_spread"):
+        ForecastPrior(0.2, 1.0, tau_spread=0.0)

@@ -203,6 +203,27 @@ def _levels(y: np.ndarray, R_inf: float, R_0: float) -> dict[str, Parameter]:
     }
 
 
+def lr_time(t: np.ndarray, ctx: FitContext) -> np.ndarray:
+    """U(t) = sum_{n < t} lr_n / max(lr): progress measured in peak-lr optimizer steps ([n] for
+    t: [n] optimizer steps; = t with a constant or unknown lr). Interpolated between steps."""
+    n_steps = int(math.ceil(float(np.max(t)))) if t.size else 0
+    u = np.concatenate(([0.0], np.cumsum(ctx.schedule(n_steps))))
+    return _at_times(u, np.asarray(t, dtype=float))
+
+
+def timescale_prior(t: np.ndarray, ctx: FitContext) -> dict[str, tuple[float, float]]:
+    """A prior on tau when ctx.metrics carries one (the forecaster's, `levelgain`):
+    tau ~ N(c, (spread c)^2) with c = exp(tau_prior_log_ratio) x the clock time of the whole run
+    (the fitted prefix times `horizon_ratio`); nothing otherwise (ordinary fits)."""
+    m = ctx.metrics
+    if "tau_prior_log_ratio" not in m or not t.size:
+        return {}
+    total = float(np.max(t)) * float(m["horizon_ratio"])
+    clock = total if ctx.lr is None else float(lr_time(np.array([total]), ctx)[0])
+    centre = math.exp(float(m["tau_prior_log_ratio"])) * max(clock, 1e-12)
+    return {"tau": (centre, float(m["tau_prior_spread"]) * centre)}
+
+
 # --- exponential -----------------------------------------------------------------------------
 
 
@@ -229,6 +250,7 @@ FIT_MODELS.add(
         exponential_basis,
         exponential_guess,
         time_power={"tau": 1},
+        priors=timescale_prior,
     ),
 )
 
@@ -384,14 +406,6 @@ FIT_MODELS.add(
 # --- exponential on the lr clock (the overdamped limit under a schedule) ----------------------
 
 
-def lr_time(t: np.ndarray, ctx: FitContext) -> np.ndarray:
-    """U(t) = sum_{n < t} lr_n / max(lr): progress measured in peak-lr optimizer steps ([n] for
-    t: [n] optimizer steps; = t with a constant or unknown lr). Interpolated between steps."""
-    n_steps = int(math.ceil(float(np.max(t)))) if t.size else 0
-    u = np.concatenate(([0.0], np.cumsum(ctx.schedule(n_steps))))
-    return _at_times(u, np.asarray(t, dtype=float))
-
-
 def exponential_lr_basis(t: np.ndarray, p: dict[str, float], ctx: FitContext) -> np.ndarray:
     """exp(-U(t) / tau): the exponential law with the lr schedule as its clock, the m -> 0 limit
     of `rom_schedule` (a step at half the peak lr makes half the progress)."""
@@ -410,6 +424,7 @@ FIT_MODELS.add(
         ("R_inf", "R_0", "tau"),
         exponential_lr_basis,
         exponential_lr_guess,
+        timescale_prior,
         time_power={"tau": 1},
         physical_time=True,
     ),
