@@ -25,7 +25,7 @@ import numpy as np
 from pgrpo._registry import Registry
 from pgrpo.dynamics.model import _unit_response
 from pgrpo.dynamics.recursion import simulate_recursion, unit_response
-from pgrpo.dynamics.reductions import DEFAULT_REDUCTION
+from pgrpo.dynamics.reductions import DEFAULT_REDUCTION, reduce_optimizer
 
 
 @dataclass(frozen=True)
@@ -354,9 +354,11 @@ def rom_schedule_basis(t: np.ndarray, p: dict[str, float], ctx: FitContext) -> n
 
 
 def _config_mass(ctx: FitContext) -> float | None:
+    """Mass m = beta / (1 - beta) of the reduction's recursion (None: beta1 unknown)."""
     if ctx.beta1 is None:
         return None
-    return ctx.beta1 / (1.0 - ctx.beta1)
+    beta = reduce_optimizer(0.0, ctx.beta1, ctx.refresh_interval, ctx.optimizer).beta
+    return beta / (1.0 - beta)
 
 
 def rom_schedule_priors(t: np.ndarray, ctx: FitContext) -> dict[str, tuple[float, float]]:
