@@ -8,12 +8,13 @@ level" than a last-window mean. So the forecast is
 
 where f is a robust (soft_l1) fit of the exponential law with the lr schedule as its clock
 (`exponential_lr`; the plain exponential when the lr is constant or unknown), and gamma, the
-share of the fitted further gain that real runs deliver, is a prior learned from the corpus by
-leave-one-repository-out. The band of the future mean is band_scale * S, S^2 = s^2 infl / w +
-(f_mean - L)^2: the noise of the level (residual variance s^2 inflated for lag-1
+share of the fitted further gain that real runs deliver, is a prior learned from the corpus
+(validated leave-one-repository-out). The band of the future mean is band_scale * S, S^2 =
+s^2 infl / w + (f_mean - L)^2: the noise of the level (residual variance s^2 inflated for lag-1
 autocorrelation, over a window of w = max(5, n / 10) points) plus the size of the extrapolated
-gain; band_scale is the corpus' 90% quantile of |error| / S (held-out repositories' coverage is
-measured, not assumed).
+gain; band_scale is the corpus' split-conformal 90% quantile of |error| / S (held-out
+repositories' coverage is measured, not assumed). Optional: a prior on the curve's timescale
+(`ForecastPrior.log_tau_ratio`, centred by `timescale_centre`) and per-step noise weights.
 """
 
 from __future__ import annotations
@@ -52,8 +53,8 @@ class ForecastPrior:
 
 
 # Derived from all 33 runs / 13 repositories of ../shared/data/curves at cut 0.5 by
-#   python bench/forecast_real.py --derive-prior
-# (docs/dynamics.md gives the date and the leave-one-repository-out figures).
+#   python bench/forecast_real.py --derive-prior        (2026-12-01: 0.2, 3.554)
+# (docs/dynamics.md gives the leave-one-repository-out figures; the data are not copied here).
 CORPUS_PRIOR = ForecastPrior(
     gain_fraction=0.2,
     band_scale=3.55,
