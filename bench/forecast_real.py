@@ -176,6 +176,8 @@ def fit_row(run: dict) -> dict:
         "r2_constrained_block10": None if fixed is None else block_r2(log.reward, fixed.fitted),
         "delta_aicc": m.get("delta_aicc"),
         "preferred": m.get("preferred"),
+        "closed_form": m.get("closed_form"),
+        "lr_test_p": m.get("lr_test_p"),
         "kappa": m.get("kappa_constrained"),
         "kappa_lo": m.get("kappa_lo"),
         "kappa_hi": m.get("kappa_hi"),
@@ -243,6 +245,7 @@ def print_tables(console: Console, by_cut: dict, fits: list[dict]) -> None:
         "R^2 10-step means",
         "dAICc",
         "preferred",
+        "LR p",
         "kappa [90%]",
     ):
         f.add_column(c)  # fmt: skip
@@ -252,7 +255,7 @@ def print_tables(console: Console, by_cut: dict, fits: list[dict]) -> None:
         f.add_row(r["run"], r["beta1"], _f(r["r2_free"]), _f(r["r2_constrained"]),
                   _f(r["r2_ceiling"]), f"{_f(r['r2_free_block10'])} / "
                   f"{_f(r['r2_constrained_block10'])}", _f(r["delta_aicc"], 1),
-                  str(r["preferred"]), k)  # fmt: skip
+                  str(r["preferred"]), _f(r["lr_test_p"]), k)  # fmt: skip
     console.print(f)
 
 
@@ -282,6 +285,7 @@ def main(argv: list[str] | None = None) -> int:
     research = [r for r in fits if r["repo"] == RESEARCH]
     fit_summary = {
         "constrained_preferred": sum(r["preferred"] == "constrained" for r in fitted),
+        "closed_form_consistent": sum(r["closed_form"] == "consistent" for r in fitted),
         "runs_compared": len(fitted),
         "research_scale_r2_free": {r["run"]: r["r2_free"] for r in research},
         "research_scale_r2_constrained": {r["run"]: r["r2_constrained"] for r in research},

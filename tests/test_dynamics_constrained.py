@@ -38,6 +38,7 @@ def test_beta1_now_changes_the_fit_and_kappa_is_recovered_with_its_interval():
     assert m9["r2_constrained"] != pytest.approx(m5["r2_constrained"], abs=1e-4)
     assert m9["kappa_constrained"] == pytest.approx(3000.0, rel=0.1)
     assert m9["preferred"] == "constrained" and m9["delta_aicc"] < 0
+    assert m9["closed_form"] == "consistent" and m9["lr_test_p"] >= 0.05
     assert m9["optimizer_reduction"] == "momentum"
     fixed = fit_curve(t, reward, "rom_fixed", lr=lr, beta1=0.9)
     assert fixed.varying == ("R_inf", "R_0", "k")
@@ -61,6 +62,7 @@ def test_a_run_off_the_optimizer_model_prefers_the_free_fit():
     reward = mean + np.random.default_rng(1).normal(0.0, 0.01, t.size)
     res = fit_curve(t, reward, lr=np.full(t.size, 1e-5), beta1=0.5)
     assert res.metrics["preferred"] == "free" and res.metrics["delta_aicc"] > 10
+    assert res.metrics["closed_form"] == "rejected" and res.metrics["lr_test_p"] < 1e-3
 
 
 def test_schedule_and_refresh_interval_use_the_exact_recursion():

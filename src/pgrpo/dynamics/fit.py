@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 from scipy.optimize import least_squares
+from scipy.stats import chi2
 
 import pgrpo.dynamics.constrained  # noqa: F401  (registers rom_fixed)
 from pgrpo.dynamics.curves import (
@@ -104,7 +105,8 @@ class FitResult:
             lines += [
                 f"[[Constrained]] m, c from beta1 and K ({m['optimizer_reduction']} reduction)",
                 f"    R^2 = {m['r2_constrained']:.4f}; AICc constrained - free = "
-                f"{m['delta_aicc']:.2f} -> {m['preferred']} preferred",
+                f"{m['delta_aicc']:.2f} -> {m['preferred']} preferred; likelihood-ratio test "
+                f"p = {m['lr_test_p']:.3g}: the closed form is {m['closed_form']}",
                 f"    kappa = {m['kappa_constrained']:.4g}, {100 * m['kappa_level']:.0f}% "
                 f"interval [{m['kappa_lo']:.4g}, {m['kappa_hi']:.4g}]",
             ]
@@ -429,6 +431,9 @@ def compare_constrained(free: FitResult, fixed: FitResult, level: float = 0.9) -
 
     delta_aicc = AICc(constrained) - AICc(free): negative means the run follows the closed
     form with m, c from the optimizer at least as well as a free curve (per parameter spent).
+    The constraint is also tested: likelihood ratio n_eff log(SSE_c / SSE_f) against chi2 with
+    p_free - p_constrained degrees of freedom, n_eff = n (1 - rho) / (1 + rho) for the free fit's
+    lag-1 residual autocorrelation; closed_form = "rejected" when p < 0.05, else "consistent".
     """
     from pgrpo.dynamics.constrained import kappa_interval
 
@@ -439,7 +444,15 @@ def compare_constrained(free: FitResult, fixed: FitResult, level: float = 0.9) -
     k_hat = fixed.values["k"] / ctx.clock
     lo, hi = kappa_interval(t, fixed.reward, ctx, k_hat, peak_lr=peak, level=level, autocorr=rho)
     d = aicc(fixed) - aicc(free)
+    r = min(max(free.residual_autocorr, 0.0), 0.95)
+    n_eff = free.n * (1.0 - r) / (1.0 + r)
+    stat = max(n_eff * math.log(max(fixed.sse, 1e-300) / max(free.sse, 1e-300)), 0.0)
+    dof = max(len(free.varying) - len(fixed.varying), 1)
+    p_value = float(chi2.sf(stat, dof))
     return {
+        "lr_test_stat": stat,
+        "lr_test_p": p_value,
+        "closed_form": "rejected" if p_value < 0.05 else "consistent",
         "aicc_free": aicc(free),
         "aicc_constrained": aicc(fixed),
         "delta_aicc": d,
