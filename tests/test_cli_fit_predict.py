@@ -106,3 +106,13 @@ def test_fit_compares_the_optimizer_constrained_fit(tmp_path):
     assert data["constrained"]["r2"] == pytest.approx(m["r2_constrained"])
     text = runner.invoke(app, ["fit", str(run), "--out", str(tmp_path / "t")])
     assert text.exit_code == 0 and "constrained (m, c from beta1, K)" in text.output
+
+
+def test_fit_names_a_broken_optimizer_step_column(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    rows = [{"step": s, "reward": 0.1 + 0.01 * s, "optimizer_step": 100 - s} for s in range(1, 30)]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    res = runner.invoke(app, ["fit", str(run), "--out", str(tmp_path / "o")])
+    assert res.exit_code == 2
+    assert "optimizer_step" in res.output and "Traceback" not in res.output
