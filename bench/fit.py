@@ -32,6 +32,8 @@ from pgrpo.dynamics import evaluate_forecast, fit_curve, synthetic_suite
 from pgrpo.dynamics.synthetic import OUT_OF_FAMILY, SHAPES, out_of_family_suite
 
 OUT = Path(__file__).resolve().parent / "results" / "fit.json"
+# the ROM forecaster on curves the ROM generates; real runs: bench/forecast_real.py (level_gain)
+METHOD = "rom_blend"
 
 
 def _time(fn, repeats: int = 3) -> float:
@@ -61,7 +63,7 @@ def accuracy(suite, shapes) -> dict[str, dict[str, float]]:
     for c in suite:
         rom = fit_curve(c.step, c.reward, "rom", lr=c.lr)
         exp = fit_curve(c.step, c.reward, "exponential")
-        ev = evaluate_forecast(c.step, c.reward, 0.5, lr=c.lr)
+        ev = evaluate_forecast(c.step, c.reward, 0.5, lr=c.lr, method=METHOD)
         fc = ev.forecast
         future = c.reward[-fc.future_step.size :]
         step_cov = float(np.mean((future >= fc.band_lo) & (future <= fc.band_hi)))

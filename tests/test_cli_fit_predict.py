@@ -92,3 +92,27 @@ def test_predict_unstable_and_bad_input(tmp_path):
     assert "diverges" in res.output  # a = 0.1: K* = 21 < 25
     bad = runner.invoke(app, ["predict", "--lr", "1e-6", "--kappa", "-3", "--out", str(tmp_path)])
     assert bad.exit_code == 2 and "kappa" in bad.output
+
+
+def test_fit_compares_the_optimizer_constrained_fit(tmp_path):
+    run = _write_run(tmp_path)  # logged lr schedule + beta1 0.9 in config.yaml
+    res = runner.invoke(app, ["fit", str(run), "--out", str(tmp_path / "o"), "--json"])
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    m = data["metrics"]
+    assert m["preferred"] in ("free", "constrained") and m["time_unit"] == "optimizer step"
+    assert m["kappa_lo"] <= m["kappa_constrained"] <= (m["kappa_hi"] or float("inf"))
+    assert data["constrained"]["model"] == "rom_fixed"
+    assert data["constrained"]["r2"] == pytest.approx(m["r2_constrained"])
+    text = runner.invoke(app, ["fit", str(run), "--out", str(tmp_path / "t")])
+    assert text.exit_code == 0 and "constrained (m, c from beta1, K)" in text.output
+
+
+def test_fit_names_a_broken_optimizer_step_column(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    rows = [{"step": s, "reward": 0.1 + 0.01 * s, "optimizer_step": 100 - s} for s in range(1, 30)]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    res = runner.invoke(app, ["fit", str(run), "--out", str(tmp_path / "o")])
+    assert res.exit_code == 2
+    assert "optimizer_step" in res.output and "Traceback" not in res.output

@@ -107,7 +107,9 @@ def test_result_is_frozen_reports_and_does_not_mutate_inputs():
         assert word in text
     with pytest.raises(AttributeError):
         res.r2 = 1.0  # type: ignore[misc]
-    assert res.covariance is not None and res.covariance.shape == (3, 3)
+    # the free fit: m is free even with beta1 given (the constrained fit is compared in metrics)
+    assert res.covariance is not None and res.covariance.shape == (4, 4)
+    assert res.metrics["preferred"] in ("free", "constrained")
     np.testing.assert_allclose(res.predict(step), res.fitted)
     assert set(FIT_MODELS.names()) >= {"rom", "rom_schedule", "exponential", "logistic"}
 
@@ -184,3 +186,32 @@ def test_profiled_levels_one_row_fast_path_equals_the_batched_form():
     A = np.stack([1 - phis[1], phis[1]], axis=1)
     sol = np.linalg.lstsq(A, y, rcond=None)[0]
     np.testing.assert_allclose([batched[0][1], batched[1][1]], sol, atol=1e-10)
+
+
+def test_weighted_profile_equals_weighted_least_squares_and_weights_help():
+    from pgrpo.dynamics.curves import profile_levels
+    from pgrpo.dynamics.runfit import noise_weights
+
+    rng = np.random.default_rng(7)
+    phi, y, w = rng.uniform(0, 1, 40), rng.normal(0, 1, 40), rng.uniform(0.1, 3.0, 40)
+    r_inf, r_0, sse = profile_levels(phi[None, :], y, (-np.inf, np.inf), weights=np.sqrt(w))
+    A = np.stack([1 - phi, phi], axis=1) * np.sqrt(w)[:, None]
+    coef, *_ = np.linalg.lstsq(A, y * np.sqrt(w), rcond=None)
+    assert (r_inf[0], r_0[0]) == pytest.approx(tuple(coef))
+    assert sse[0] == pytest.approx(float(((A @ coef - y * np.sqrt(w)) ** 2).sum()))
+    # half the points 10x noisier: weighting by the known noise recovers the plateau better
+    t = np.arange(300.0)
+    sd = np.where(t % 2 == 0, 0.01, 0.1)
+    errs = {"w": [], "u": []}
+    for seed in range(5):
+        y = trajectory(t, 0.2, 0.8, 0.0, 1.0, 0.03) + np.random.default_rng(seed).normal(0, sd)
+        errs["w"].append(
+            abs(fit_curve(t, y, "exponential", weights=1 / sd**2).values["R_inf"] - 0.8)
+        )
+        errs["u"].append(abs(fit_curve(t, y, "exponential").values["R_inf"] - 0.8))
+    assert np.mean(errs["w"]) < np.mean(errs["u"])
+    with pytest.raises(ValueError, match="weights"):
+        fit_curve(t, y, "exponential", weights=np.zeros(t.size))
+    w = noise_weights({"reward_std": sd * 8}, {"group_size": 8, "batch_prompts": 8})
+    assert w is not None and w[0] > w[1]
+    assert noise_weights({}, {}) is None

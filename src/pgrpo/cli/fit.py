@@ -68,6 +68,14 @@ def _print(data: dict) -> None:
             r["model"], _fmt(r["r2"], ".4f"), _fmt(r["aic"], ".1f"), _fmt(r["bic"], ".1f"), params
         )
     console.print(table)
+    m = data["metrics"]
+    if "preferred" in m:  # the closed form with m, c from the optimizer vs the free fit
+        console.print(
+            f"constrained (m, c from beta1, K): R^2 {_fmt(m['r2_constrained'], '.4f')}, "
+            f"AICc - free {_fmt(m['delta_aicc'], '.2f')}: {m['preferred']} preferred, "
+            f"closed form {m['closed_form']} (p {_fmt(m['lr_test_p'], '.2g')}); kappa "
+            f"{_fmt(m['kappa_constrained'])} [{_fmt(m['kappa_lo'])}, {_fmt(m['kappa_hi'])}]"
+        )
     fc = data.get("forecast")
     if fc:
         t = Table(title=f"forecast of the mean after step {_fmt(fc['cut_step'], '.0f')}")

@@ -96,23 +96,24 @@ def _k_star(a: float, beta1: float) -> float | None:
 
 
 def fitted_kappa(s: Signals) -> float | None:
-    """kappa = k / lr from a ROM fit of the reward curve (None when the fit is poor, R^2 < 0.5,
-    or the log has no learning rate)."""
-    from pgrpo.dynamics import fit_curve
+    """kappa (per optimizer step) from the ROM fit of the reward curve that every fit of a run
+    uses (`pgrpo.dynamics.runfit`); None when the fit is poor (R^2 < 0.5) or no lr is known."""
+    from pgrpo.dynamics.runfit import fit_run, run_inputs
 
     lr = s.hyper("learning_rate")
     if lr is None or lr <= 0 or not s.has("reward", MIN_STEPS):
         return None
     r = s.get("reward")
     ok = np.isfinite(r)
-    k_int = int(s.hyper("refresh_interval") or 1)
+    cols = {n: s.columns[n][ok] for n in ("learning_rate", "optimizer_step") if n in s.columns}
+    hyper = {"lr": lr, "beta1": s.hyper("beta1"), "refresh_interval": s.hyper("refresh_interval")}
     try:
-        fit = fit_curve(s.steps[ok], r[ok], "rom", beta1=s.hyper("beta1"), refresh_interval=k_int)
+        fit = fit_run(s.steps[ok], r[ok], **run_inputs(s.steps[ok], cols, hyper))
     except (ValueError, RuntimeError, np.linalg.LinAlgError):
         return None
-    if not fit.r2 >= 0.5 or "k" not in fit.params:
+    kappa = fit.metrics.get("kappa")
+    if not fit.r2 >= 0.5 or not isinstance(kappa, float):
         return None
-    kappa = fit.params["k"].value / lr
     return kappa if math.isfinite(kappa) and kappa > 0 else None
 
 

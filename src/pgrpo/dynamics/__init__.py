@@ -10,9 +10,19 @@ Public API (see docs/dynamics.md):
              `oscillation_onset(beta1, refresh_interval=1)`; `spectral_radius`, `monodromy`;
              `discrete_stationary_variance`.
 - force:     `finite_group_force(p, group_size, estimator="grpo")` -> FiniteGroupForce.
-- fitting:   `fit_curve(step, reward, model="rom", lr=, beta1=, refresh_interval=, loss=)`
-             -> FitResult; `FIT_MODELS` registry; `Parameter`; `fit_joint` (shared R_inf, k).
-- forecast:  `forecast(step, reward, cut, lr=, ...)` -> Forecast; `evaluate_forecast`.
+- fitting:   `fit_curve(step, reward, model="rom", lr=, beta1=, refresh_interval=, loss=,
+             clock=, optimizer=)` -> FitResult (free fit; with lr and beta1 also the
+             optimizer-constrained `rom_fixed`, compared by AICc in metrics); `FIT_MODELS`
+             registry; `Parameter`; `fit_joint` (shared R_inf, k). Invariant to the units of
+             step and reward (internal units, `inputs`).
+- reductions: `reduce_optimizer(k, beta1, K, optimizer=)` -> (m, c): the one path from
+             optimizer settings to mass and damping (`OPTIMIZER_REDUCTIONS` registry).
+- runfit:    `run_inputs(step, columns, hyper)`, `fit_run(step, reward, **inputs)`: the one fit of
+             a run's log, tau and kappa per optimizer step (online forecast, demo, fit, report,
+             diagnose).
+- forecast:  `forecast(step, reward, cut, method="level_gain", lr=, ...)` -> Forecast
+             (`FORECAST_METHODS`: level_gain, calibrated on real runs, `levelgain.CORPUS_PRIOR`;
+             rom_blend); `evaluate_forecast`.
 - predict:   `predict(lr, beta1, kappa, refresh_interval=, group_size=, ...)` -> Prediction.
 - logs:      `pgrpo.dynamics.logfit.fit_log(RewardLog, forecast_from=)` (behind `pgrpo fit`).
 - synthetic: `synthetic_suite(n_per_shape, seed)`: noisy recursion curves for tests/bench.

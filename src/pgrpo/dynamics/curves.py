@@ -25,6 +25,7 @@ import numpy as np
 from pgrpo._registry import Registry
 from pgrpo.dynamics.model import _unit_response
 from pgrpo.dynamics.recursion import simulate_recursion, unit_response
+from pgrpo.dynamics.reductions import DEFAULT_REDUCTION, reduce_optimizer
 
 
 @dataclass(frozen=True)
@@ -51,12 +52,19 @@ class FitContext:
 
     lr: [T] learning rate at integer times t = 0..T-1 (t = step - step0), or None (unknown);
     extended with its last value beyond T. beta1 / refresh_interval: from the config, or None / 1.
+    time_scale: user step units per internal time unit (the fit rescales the step axis for the
+    models that allow it, `CurveModel.physical_time` False; 1 for the others, whose time is the
+    optimizer step). optimizer: the `OPTIMIZER_REDUCTIONS` name that maps beta1, K to (m, c).
+    clock: optimizer steps per unit of the user's step (K when a log counts rollout batches).
     """
 
     step0: float = 0.0
     lr: np.ndarray | None = None
     beta1: float | None = None
     refresh_interval: int = 1
+    time_scale: float = 1.0
+    optimizer: str = DEFAULT_REDUCTION
+    clock: float = 1.0
     metrics: dict[str, float] = field(default_factory=dict)
 
     def schedule(self, n_steps: int) -> np.ndarray:
@@ -83,17 +91,33 @@ GuessFunc = Callable[[np.ndarray, np.ndarray, FitContext], list[dict[str, Parame
 @dataclass(frozen=True)
 class CurveModel:
     """A registered curve model: shape basis, parameter names (R_inf, R_0 first), guess (one or
-    more starts) and Gaussian priors {name: (centre, scale)} on weakly identified parameters."""
+    more starts) and Gaussian priors {name: (centre, scale)} on weakly identified parameters.
+
+    time_power: name -> the power of time in its unit (tau: 1, k: -1; absent: 0), so a fit on a
+    rescaled step axis reports in the user's units. physical_time: the model's clock is the
+    optimizer step (an lr schedule on the integer step grid, beta1 per step): never rescaled.
+    """
 
     name: str
     param_names: tuple[str, ...]
     basis: BasisFunc
     guess: GuessFunc
     priors: Callable[[np.ndarray, FitContext], dict[str, tuple[float, float]]] = lambda t, ctx: {}
+    time_power: dict[str, int] = field(default_factory=dict)
+    physical_time: bool = False
 
     def func(self, t: np.ndarray, p: dict[str, float], ctx: FitContext) -> np.ndarray:
-        """R(t): [n] for t: [n]."""
+        """R(t): [n] for t: [n] (user step units since ctx.step0, parameters in user units)."""
+        ts = ctx.time_scale
+        if ts != 1.0:
+            t = np.asarray(t, dtype=float) / ts
+            p = to_internal(self, p, ts)
         return p["R_inf"] + (p["R_0"] - p["R_inf"]) * self.basis(t, p, ctx)
+
+
+def to_internal(spec: CurveModel, p: dict[str, float], time_scale: float) -> dict[str, float]:
+    """Parameters in user step units -> internal units (time divided by time_scale)."""
+    return {n: v / time_scale ** spec.time_power.get(n, 0) for n, v in p.items()}
 
 
 FIT_MODELS: Registry[CurveModel] = Registry("fit model")
@@ -106,7 +130,9 @@ def level_bounds(y: np.ndarray) -> tuple[float, float]:
     """Bounds for R_0 / R_inf: the data range +- 3 ranges (wide enough for a still-rising curve;
     not clipped to [0, 1], so any reward scale works and no fit is forced by the box)."""
     lo, hi = float(np.min(y)), float(np.max(y))
-    span = max(hi - lo, 1e-6)
+    span = hi - lo
+    if not span > 0:  # a constant curve: a relative floor keeps every reward scale alike
+        span = 1e-6 * abs(hi) if hi != 0 else 1e-6
     return lo - 3 * span, hi + 3 * span
 
 
@@ -116,14 +142,15 @@ def rate_bounds(t: np.ndarray) -> tuple[float, float]:
     return 1.0 / (50.0 * span), 5.0
 
 
-def profile_levels(phi: np.ndarray, y: np.ndarray, bounds: tuple[float, float]):
+def profile_levels(phi: np.ndarray, y: np.ndarray, bounds: tuple[float, float], weights=None):
     """Best (R_inf, R_0) for y ~ R_inf (1 - phi) + R_0 phi, per basis row: phi [P, n].
 
     Returns (R_inf [P], R_0 [P], sse [P]); levels are clipped to `bounds` (then slightly
-    suboptimal, which only matters for ranking grid points).
+    suboptimal, which only matters for ranking grid points). weights: [n] sqrt-weights (one
+    basis row only): weighted least squares, sse weighted.
     """
     if phi.shape[0] == 1:
-        return _profile_one(phi[0], y, bounds)
+        return _profile_one(phi[0], y, bounds, weights)
     n = y.size
     sw, sww, swy = phi.sum(1), np.einsum("ij,ij->i", phi, phi), phi @ y
     suu, suw, suy = n - 2.0 * sw + sww, sw - sww, float(y.sum()) - swy
@@ -144,10 +171,17 @@ def profile_levels(phi: np.ndarray, y: np.ndarray, bounds: tuple[float, float]):
     return r_inf, r_0, np.maximum(sse, 0.0)
 
 
-def _profile_one(phi: np.ndarray, y: np.ndarray, bounds: tuple[float, float]):
-    """`profile_levels` for one basis row with Python scalars (the fit's inner loop)."""
-    n = float(y.size)
-    sw, sww, swy, sy = float(phi.sum()), float(phi @ phi), float(phi @ y), float(y.sum())
+def _profile_one(phi: np.ndarray, y: np.ndarray, bounds: tuple[float, float], sqrt_w=None):
+    """`profile_levels` for one basis row with Python scalars (the fit's inner loop); sqrt_w:
+    [n] sqrt-weights or None."""
+    if sqrt_w is None:
+        n, sy, yy = float(y.size), float(y.sum()), float(y @ y)
+        sw, sww, swy = float(phi.sum()), float(phi @ phi), float(phi @ y)
+    else:
+        w = sqrt_w * sqrt_w
+        wphi = w * phi
+        n, sy, yy = float(w.sum()), float(w @ y), float(w @ (y * y))
+        sw, sww, swy = float(wphi.sum()), float(wphi @ phi), float(wphi @ y)
     suu, suw, suy = n - 2.0 * sw + sww, sw - sww, sy - swy
     det = suu * sww - suw * suw
     lo, hi = bounds
@@ -157,7 +191,6 @@ def _profile_one(phi: np.ndarray, y: np.ndarray, bounds: tuple[float, float]):
     else:
         r_inf = r_0 = sy / n
     r_inf, r_0 = min(max(r_inf, lo), hi), min(max(r_0, lo), hi)
-    yy = float(y @ y)
     sse = yy - 2 * (r_inf * suy + r_0 * swy) + r_inf**2 * suu + 2 * r_inf * r_0 * suw + r_0**2 * sww
     return np.array([r_inf]), np.array([r_0]), np.array([max(sse, 0.0)])
 
@@ -168,6 +201,27 @@ def _levels(y: np.ndarray, R_inf: float, R_0: float) -> dict[str, Parameter]:
         "R_inf": Parameter("R_inf", float(np.clip(R_inf, lo, hi)), lo, hi),
         "R_0": Parameter("R_0", float(np.clip(R_0, lo, hi)), lo, hi),
     }
+
+
+def lr_time(t: np.ndarray, ctx: FitContext) -> np.ndarray:
+    """U(t) = sum_{n < t} lr_n / max(lr): progress measured in peak-lr optimizer steps ([n] for
+    t: [n] optimizer steps; = t with a constant or unknown lr). Interpolated between steps."""
+    n_steps = int(math.ceil(float(np.max(t)))) if t.size else 0
+    u = np.concatenate(([0.0], np.cumsum(ctx.schedule(n_steps))))
+    return _at_times(u, np.asarray(t, dtype=float))
+
+
+def timescale_prior(t: np.ndarray, ctx: FitContext) -> dict[str, tuple[float, float]]:
+    """A prior on tau when ctx.metrics carries one (the forecaster's, `levelgain`):
+    tau ~ N(c, (spread c)^2) with c = exp(tau_prior_log_ratio) x the clock time of the whole run
+    (the fitted prefix times `horizon_ratio`); nothing otherwise (ordinary fits)."""
+    m = ctx.metrics
+    if "tau_prior_log_ratio" not in m or not t.size:
+        return {}
+    total = float(np.max(t)) * float(m["horizon_ratio"])
+    clock = total if ctx.lr is None else float(lr_time(np.array([total]), ctx)[0])
+    centre = math.exp(float(m["tau_prior_log_ratio"])) * max(clock, 1e-12)
+    return {"tau": (centre, float(m["tau_prior_spread"]) * centre)}
 
 
 # --- exponential -----------------------------------------------------------------------------
@@ -190,7 +244,14 @@ def exponential_guess(t: np.ndarray, y: np.ndarray, ctx: FitContext) -> list[dic
 
 FIT_MODELS.add(
     "exponential",
-    CurveModel("exponential", ("R_inf", "R_0", "tau"), exponential_basis, exponential_guess),
+    CurveModel(
+        "exponential",
+        ("R_inf", "R_0", "tau"),
+        exponential_basis,
+        exponential_guess,
+        time_power={"tau": 1},
+        priors=timescale_prior,
+    ),
 )
 
 
@@ -243,7 +304,15 @@ def rom_guess(t: np.ndarray, y: np.ndarray, ctx: FitContext) -> list[dict[str, P
 
 
 FIT_MODELS.add(
-    "rom", CurveModel("rom", ("R_inf", "R_0", "k", "m"), rom_basis, rom_guess, rom_priors)
+    "rom",
+    CurveModel(
+        "rom",
+        ("R_inf", "R_0", "k", "m"),
+        rom_basis,
+        rom_guess,
+        rom_priors,
+        time_power={"k": -1, "m": 1},
+    ),
 )
 
 
@@ -285,9 +354,11 @@ def rom_schedule_basis(t: np.ndarray, p: dict[str, float], ctx: FitContext) -> n
 
 
 def _config_mass(ctx: FitContext) -> float | None:
+    """Mass m = beta / (1 - beta) of the reduction's recursion (None: beta1 unknown)."""
     if ctx.beta1 is None:
         return None
-    return ctx.beta1 / (1.0 - ctx.beta1)
+    beta = reduce_optimizer(0.0, ctx.beta1, ctx.refresh_interval, ctx.optimizer).beta
+    return beta / (1.0 - beta)
 
 
 def rom_schedule_priors(t: np.ndarray, ctx: FitContext) -> dict[str, tuple[float, float]]:
@@ -328,6 +399,36 @@ FIT_MODELS.add(
         rom_schedule_basis,
         rom_schedule_guess,
         rom_schedule_priors,
+        time_power={"k": -1, "m": 1},
+        physical_time=True,
+    ),
+)
+
+
+# --- exponential on the lr clock (the overdamped limit under a schedule) ----------------------
+
+
+def exponential_lr_basis(t: np.ndarray, p: dict[str, float], ctx: FitContext) -> np.ndarray:
+    """exp(-U(t) / tau): the exponential law with the lr schedule as its clock, the m -> 0 limit
+    of `rom_schedule` (a step at half the peak lr makes half the progress)."""
+    return np.exp(-lr_time(t, ctx) / p["tau"])
+
+
+def exponential_lr_guess(t, y, ctx: FitContext) -> list[dict[str, Parameter]]:
+    params = exponential_guess(lr_time(t, ctx), y, ctx)[0]
+    return [params]
+
+
+FIT_MODELS.add(
+    "exponential_lr",
+    CurveModel(
+        "exponential_lr",
+        ("R_inf", "R_0", "tau"),
+        exponential_lr_basis,
+        exponential_lr_guess,
+        timescale_prior,
+        time_power={"tau": 1},
+        physical_time=True,
     ),
 )
 
@@ -358,7 +459,13 @@ def logistic_guess(t: np.ndarray, y: np.ndarray, ctx: FitContext) -> list[dict[s
 
 FIT_MODELS.add(
     "logistic",
-    CurveModel("logistic", ("R_inf", "R_0", "t_mid", "width"), logistic_basis, logistic_guess),
+    CurveModel(
+        "logistic",
+        ("R_inf", "R_0", "t_mid", "width"),
+        logistic_basis,
+        logistic_guess,
+        time_power={"t_mid": 1, "width": 1},
+    ),
 )
 
 
@@ -387,5 +494,12 @@ def rom_v0_guess(t: np.ndarray, y: np.ndarray, ctx: FitContext) -> list[dict[str
 
 FIT_MODELS.add(
     "rom_v0",
-    CurveModel("rom_v0", ("R_inf", "R_0", "k", "m", "u"), rom_v0_basis, rom_v0_guess, rom_priors),
+    CurveModel(
+        "rom_v0",
+        ("R_inf", "R_0", "k", "m", "u"),
+        rom_v0_basis,
+        rom_v0_guess,
+        rom_priors,
+        time_power={"k": -1, "m": 1, "u": -1},
+    ),
 )

@@ -16,7 +16,9 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 from scipy.optimize import least_squares
+from scipy.stats import chi2
 
+import pgrpo.dynamics.constrained  # noqa: F401  (registers rom_fixed)
 from pgrpo.dynamics.curves import (
     FIT_MODELS,
     FitContext,
@@ -25,7 +27,17 @@ from pgrpo.dynamics.curves import (
     mass_bounds,
     profile_levels,
     rate_bounds,
+    to_internal,
 )
+from pgrpo.dynamics.inputs import (
+    _check_curve,
+    _params_to,
+    _reward_units,
+    _unit_factor,
+    make_context,
+    noise_scale,
+)
+from pgrpo.dynamics.reductions import DEFAULT_REDUCTION, reduce_optimizer
 
 
 @dataclass(frozen=True)
@@ -86,8 +98,18 @@ class FitResult:
             lines.append(f"    {p.name:<6} = {p.value:< 12.6g} {err}  [{p.min:.3g}, {p.max:.3g}]")
         derived = {k: v for k, v in self.metrics.items() if isinstance(v, float)}
         if derived:
-            lines.append("[[Derived]]")
+            lines.append("[[Derived]] (time unit: optimizer step)")
             lines += [f"    {k} = {v:.6g}" for k, v in derived.items()]
+        if "preferred" in self.metrics:
+            m = self.metrics
+            lines += [
+                f"[[Constrained]] m, c from beta1 and K ({m['optimizer_reduction']} reduction)",
+                f"    R^2 = {m['r2_constrained']:.4f}; AICc constrained - free = "
+                f"{m['delta_aicc']:.2f} -> {m['preferred']} preferred; likelihood-ratio test "
+                f"p = {m['lr_test_p']:.3g}: the closed form is {m['closed_form']}",
+                f"    kappa = {m['kappa_constrained']:.4g}, {100 * m['kappa_level']:.0f}% "
+                f"interval [{m['kappa_lo']:.4g}, {m['kappa_hi']:.4g}]",
+            ]
         return "\n".join(lines)
 
 
@@ -96,84 +118,6 @@ def _fmt_err(p: Parameter) -> str:
         return "+/- (not estimated)"
     rel = f" ({100 * abs(p.stderr / p.value):.2f}%)" if p.value else ""
     return f"+/- {p.stderr:.4g}{rel}"
-
-
-# --- inputs ------------------------------------------------------------------------------------
-
-
-def make_context(
-    step: np.ndarray,
-    *,
-    lr: np.ndarray | None = None,
-    lr_step: np.ndarray | None = None,
-    beta1: float | None = None,
-    refresh_interval: int | None = 1,
-) -> FitContext:
-    """Context with the lr schedule on the integer grid t = 0..T from the first step.
-
-    lr: [m] learning rates at lr_step ([m], default `step`); may extend past the data (the known
-    future schedule, used by forecasts); NaN entries are ignored; interpolated linearly.
-    """
-    step = np.asarray(step, dtype=float)
-    step0 = float(step[0])
-    grid_lr = None
-    if lr is not None:
-        lr = np.asarray(lr, dtype=float)
-        ls = step if lr_step is None else np.asarray(lr_step, dtype=float)
-        if ls.shape != lr.shape:
-            raise ValueError(f"lr has shape {lr.shape} but its steps have shape {ls.shape}")
-        ok = np.isfinite(lr) & np.isfinite(ls)
-        if ok.sum() >= 1:
-            ls, lv = ls[ok], lr[ok]
-            order = np.argsort(ls, kind="stable")
-            ls, lv = ls[order], lv[order]
-            if np.any(lv < 0):
-                raise ValueError("lr must be >= 0")
-            end = max(float(ls[-1]), float(step[-1]))
-            t = np.arange(int(math.ceil(end - step0)) + 1, dtype=float)
-            grid_lr = np.interp(t + step0, ls, lv)
-            if not np.any(grid_lr > 0):
-                grid_lr = None
-    if beta1 is not None and not 0.0 <= beta1 < 1.0:
-        raise ValueError(f"beta1 must be in [0, 1), got {beta1!r}")
-    K = int(refresh_interval or 1)
-    if K < 1:
-        raise ValueError(f"refresh_interval must be >= 1, got {refresh_interval!r}")
-    return FitContext(step0=step0, lr=grid_lr, beta1=beta1, refresh_interval=K)
-
-
-def _check_curve(step: np.ndarray, reward: np.ndarray, min_points: int) -> tuple:
-    step = np.array(step, dtype=float)  # copies: never mutate the caller's data
-    reward = np.array(reward, dtype=float)
-    if step.ndim != 1 or step.shape != reward.shape:
-        raise ValueError(
-            f"step and reward must be 1-D of equal length, got {step.shape}, {reward.shape}"
-        )
-    bad = ~(np.isfinite(step) & np.isfinite(reward))
-    if bad.any():
-        raise ValueError(
-            f"{int(bad.sum())} non-finite step/reward values; drop them first "
-            "(pgrpo.logs.read_log does and reports it)"
-        )
-    if step.size < min_points:
-        raise ValueError(f"need at least {min_points} points to fit, got {step.size}")
-    if np.any(np.diff(step) <= 0):
-        raise ValueError(
-            "steps must be strictly increasing; sort and de-duplicate them "
-            "(pgrpo.logs.read_log keeps the last occurrence of a repeated step)"
-        )
-    return step, reward
-
-
-def noise_scale(reward: np.ndarray) -> float:
-    """Robust white-noise sd from first differences: MAD(diff) / 0.6745 / sqrt(2)."""
-    d = np.diff(np.asarray(reward, dtype=float))
-    if d.size == 0:
-        return 1.0
-    s = float(np.median(np.abs(d - np.median(d)))) / 0.6745 / math.sqrt(2.0)
-    if s <= 0:
-        s = float(np.std(d)) / math.sqrt(2.0)
-    return s if s > 0 else max(float(np.std(reward)), 1e-6)
 
 
 # --- one model -----------------------------------------------------------------------------------
@@ -188,20 +132,31 @@ def fit_model(
     loss: str = "linear",
     starts: Sequence[dict[str, Parameter]] = (),
     refine: int = 1,
+    weights: np.ndarray | None = None,
 ) -> FitResult:
     """Fit one registered model: score its guess() starts plus `starts`, refine the best
     `refine` of them with least_squares, keep the lowest cost seen (a start itself included, so a
     fit never ends worse than its best start). The levels R_inf, R_0 are profiled out.
 
     loss: least_squares' loss ('linear', 'soft_l1', 'huber', 'cauchy', 'arctan'); robust losses
-    use the data's white-noise sd as f_scale.
+    use the data's white-noise sd as f_scale. weights: [n] > 0, inverse noise variances of the
+    points (relative; e.g. `noise_weights` from the logged reward_std): a weighted fit, whose
+    R^2, SSE and AIC are still reported unweighted.
     """
     spec = FIT_MODELS.get(name)
-    step, y = _check_curve(step, reward, min_points=len(spec.param_names) + 2)
-    ctx = context if context is not None else make_context(step)
-    t = step - ctx.step0
+    step, reward = _check_curve(step, reward, min_points=len(spec.param_names) + 2)
+    user_ctx = context if context is not None else make_context(step)
+    # internal units: reward standardised, steps in units of the median spacing (models whose
+    # clock is the optimizer step keep it); reported back in the user's units (`_to_user`)
+    ts = 1.0 / user_ctx.clock if spec.physical_time else float(np.median(np.diff(step)))
+    loc, scale = _reward_units(reward)
+    ctx = replace(user_ctx, step0=0.0, time_scale=1.0, clock=1.0)
+    t = (step - user_ctx.step0) / ts
+    y = (reward - loc) / scale
     sigma = noise_scale(y)
+    sw = _sqrt_weights(weights, y.size)
     priors = spec.priors(t, ctx)
+    starts = [_params_to(spec, s, ts, loc, scale, inverse=True) for s in starts]
     all_starts = list(starts) + list(spec.guess(t, y, ctx))
     template = all_starts[0]
     varying = tuple(n for n in spec.param_names if template[n].vary)
@@ -222,13 +177,15 @@ def fit_model(
         phi = spec.basis(t, vals, ctx)
         phi = np.where(np.isfinite(phi), phi, 1e6)
         if project:
-            r_inf, r_0, _ = profile_levels(phi[None, :], y, lvl_bounds)
+            r_inf, r_0, _ = profile_levels(phi[None, :], y, lvl_bounds, weights=sw)
             vals["R_inf"], vals["R_0"] = float(r_inf[0]), float(r_0[0])
         return vals, phi
 
     def residuals(x: np.ndarray, start: dict[str, Parameter]) -> np.ndarray:
         vals, phi = unpack(x, start)
         r = vals["R_inf"] + (vals["R_0"] - vals["R_inf"]) * phi - y
+        if sw is not None:
+            r = r * sw
         if not prior_names:
             return r
         extra = np.array([sigma * (vals[n] - priors[n][0]) / priors[n][1] for n in prior_names])
@@ -242,9 +199,28 @@ def fit_model(
     x, start, success, message = _refine(residuals, scored[: refine if nonlin else 0],
                                          scored[0], (lb, ub), loss, sigma)  # fmt: skip
     vals, _ = unpack(x, start)
-    return _build_result(
-        spec.name, step, y, ctx, vals, start, varying, priors, sigma, success, message
-    )
+    inner = _build_result(spec.name, t, y, ctx, vals, start, varying, priors, sigma, success,
+                          message, sw)  # fmt: skip
+    return _to_user(inner, spec, step, reward, replace(user_ctx, time_scale=ts), loc, scale)
+
+
+def _to_user(inner: FitResult, spec, step, reward, ctx: FitContext, loc, scale) -> FitResult:
+    """A fit in internal units -> the same fit in the user's step and reward units."""
+    ts = ctx.time_scale
+    params = _params_to(spec, inner.params, ts, loc, scale)
+    cov = inner.covariance
+    if cov is not None:
+        d = np.array([_unit_factor(spec, n, ts, scale) for n in inner.varying])
+        cov = cov * np.outer(d, d)
+    n, p = reward.size, len(inner.varying)
+    sse = inner.sse * scale * scale
+    ll = n * math.log(max(sse, 1e-300) / n)
+    vals = {nm: q.value for nm, q in params.items()}
+    return replace(
+        inner, params=params, step=step, reward=reward, fitted=inner.fitted * scale + loc,
+        context=ctx, covariance=cov, sse=sse, aic=ll + 2 * p, bic=ll + p * math.log(n),
+        residual_std=inner.residual_std * scale, metrics=_derived(inner.model, vals, ctx),
+    )  # fmt: skip
 
 
 def _refine(residuals, todo, first, bounds, loss: str, sigma: float):
@@ -287,7 +263,18 @@ def _cost(r: np.ndarray, loss: str, f_scale: float) -> float:
     return float(0.5 * f_scale**2 * np.sum(rho))
 
 
-def _build_result(name, step, y, ctx, vals, start, varying, priors, sigma, success, message):
+def _sqrt_weights(weights: np.ndarray | None, n: int) -> np.ndarray | None:
+    """sqrt of the weights normalised to mean 1: [n] (None: unweighted)."""
+    if weights is None:
+        return None
+    w = np.asarray(weights, dtype=float)
+    if w.shape != (n,) or not np.all(np.isfinite(w)) or np.any(w <= 0):
+        raise ValueError(f"weights must be {n} finite positive numbers (one per point)")
+    return np.sqrt(w / w.mean())
+
+
+def _build_result(name, step, y, ctx, vals, start, varying, priors, sigma, success, message,
+                  sw=None):  # fmt: skip
     spec = FIT_MODELS.get(name)
     t = step - ctx.step0
     fitted = spec.func(t, vals, ctx)
@@ -316,7 +303,7 @@ def _build_result(name, step, y, ctx, vals, start, varying, priors, sigma, succe
         success,
         message,
     )
-    cov = _covariance(proto, priors, sigma)
+    cov = _covariance(proto, priors, sigma, sw)
     if cov is not None:
         se = np.sqrt(np.clip(np.diag(cov), 0, None))
         for nm, s in zip(varying, se, strict=True):
@@ -349,29 +336,40 @@ def _jacobian(func, result: FitResult, step: np.ndarray) -> np.ndarray:
     return np.stack(cols, axis=1) if cols else np.zeros((t.size, 0))
 
 
-def _covariance(result: FitResult, priors, sigma: float) -> np.ndarray | None:
-    """s^2 (J^T J + prior precision)^-1 with s^2 = SSE / (n - p) (pseudo-inverse)."""
+def _covariance(result: FitResult, priors, sigma: float, sw=None) -> np.ndarray | None:
+    """s^2 (J^T W J + prior precision)^-1 with s^2 = sum w r^2 / (n - p) (pseudo-inverse;
+    W = 1 unweighted)."""
     if not result.varying:
         return None
     J = result.prediction_jacobian(result.step)
+    if sw is not None:
+        J = J * sw[:, None]
     A = J.T @ J
     for i, nm in enumerate(result.varying):
         if nm in priors:
             A[i, i] += (sigma / priors[nm][1]) ** 2
     if not np.all(np.isfinite(A)):
         return None
-    s2 = result.sse / max(result.n - len(result.varying), 1)
+    r = result.reward - result.fitted
+    sse = result.sse if sw is None else float(((r * sw) ** 2).sum())
+    s2 = sse / max(result.n - len(result.varying), 1)
     return s2 * np.linalg.pinv(A, rcond=1e-12)
 
 
 def _derived(name: str, vals: dict[str, float], ctx: FitContext) -> dict[str, float | str]:
-    out: dict[str, float | str] = {}
+    out: dict[str, float | str] = {"time_unit": "optimizer step"}
+    vals = to_internal(FIT_MODELS.get(name), vals, 1.0 / ctx.clock)  # per optimizer step
     if "k" in vals:
-        k, m = vals["k"], vals.get("m", 0.0)
-        out["tau"] = 1.0 / k
-        out["zeta"] = 1.0 / (2.0 * math.sqrt(m * k)) if m > 0 else math.inf
+        k, m, c = vals["k"], vals.get("m", 0.0), 1.0
+        if "m" not in vals and ctx.beta1 is not None:  # rom_fixed: m, c from the optimizer
+            red = reduce_optimizer(k, ctx.beta1, ctx.refresh_interval, ctx.optimizer)
+            m, c = red.m, red.c
+            out.update(c=c, optimizer_reduction=red.name)
+        out.update(k=k, m=m)
+        out["tau"] = c / k if k > 0 else math.inf
+        out["zeta"] = c / (2.0 * math.sqrt(m * k)) if m > 0 and k > 0 else math.inf
         out["beta1_effective"] = m / (1.0 + m)
-        if ctx.lr is not None and name == "rom_schedule":
+        if ctx.lr is not None:
             out["kappa"] = k / float(np.max(ctx.lr))  # k is the stiffness at the peak lr
     if "tau" in vals:
         out["tau"] = vals["tau"]
@@ -391,39 +389,104 @@ def fit_curve(
     beta1: float | None = None,
     refresh_interval: int | None = 1,
     loss: str = "linear",
+    optimizer: str = DEFAULT_REDUCTION,
+    clock: float = 1.0,
+    weights: np.ndarray | None = None,
 ) -> FitResult:
     """Fit `model` (a FIT_MODELS name) to a reward curve: step, reward: [n] -> FitResult.
 
-    For model="rom": also fits the exponential and starts from its solution (so SSE_rom <=
-    SSE_exponential); with a varying lr schedule it also fits the exact recursion
-    (`rom_schedule`) and keeps it when SSE <= SSE_exponential and its AIC is lower.
+    params are in the units of `step` and `reward`; metrics tau, kappa, m are per optimizer step
+    (`clock` optimizer steps per unit of step; a log's fits go through `runfit.fit_run`).
+
+    For model="rom" (the free fit: mass and damping free): also fits the exponential and starts
+    from its solution (so SSE_rom <= SSE_exponential); with a varying lr schedule it also fits
+    the exact recursion (`rom_schedule`, m free) and keeps it when SSE <= SSE_exponential and
+    its AIC is lower. When lr and beta1 are known it also fits `rom_fixed` (m, c from the
+    optimizer, `optimizer` names the reduction) and puts the comparison in metrics
+    (`compare_constrained`). Models with an optimizer-step clock (rom_schedule, rom_fixed) need
+    `step` in optimizer steps; the others are invariant to the units of step and reward.
     """
     step, reward = _check_curve(step, reward, min_points=6)
-    ctx = make_context(step, lr=lr, lr_step=lr_step, beta1=beta1, refresh_interval=refresh_interval)
+    ctx = make_context(step, lr=lr, lr_step=lr_step, beta1=beta1, clock=clock,
+                       refresh_interval=refresh_interval, optimizer=optimizer)  # fmt: skip
+    w = {"loss": loss, "weights": weights}
     if model != "rom":
-        return fit_model(model, step, reward, ctx, loss=loss)
-    exp = fit_model("exponential", step, reward, ctx, loss=loss)
-    return _fit_rom(step, reward, ctx, exp, loss)
+        return fit_model(model, step, reward, ctx, **w)
+    exp = fit_model("exponential", step, reward, ctx, **w)
+    best = _fit_rom(step, reward, ctx, exp, w)
+    if ctx.lr is None or ctx.beta1 is None:
+        return best
+    fixed = fit_model("rom_fixed", step, reward, ctx, **w)
+    return replace(best, metrics={**best.metrics, **compare_constrained(best, fixed)})
 
 
-def _fit_rom(step, reward, ctx: FitContext, exp: FitResult, loss: str) -> FitResult:
+def aicc(result: FitResult) -> float:
+    """Small-sample AIC: AIC + 2 p (p + 1) / (n - p - 1) (inf when n <= p + 1)."""
+    n, p = result.n, len(result.varying)
+    return result.aic + 2 * p * (p + 1) / (n - p - 1) if n > p + 1 else math.inf
+
+
+def compare_constrained(free: FitResult, fixed: FitResult, level: float = 0.9) -> dict:
+    """AICc of the free fit vs the optimizer-constrained one, and kappa with its interval.
+
+    delta_aicc = AICc(constrained) - AICc(free): negative means the run follows the closed
+    form with m, c from the optimizer at least as well as a free curve (per parameter spent).
+    The constraint is also tested: likelihood ratio n_eff log(SSE_c / SSE_f) against chi2 with
+    p_free - p_constrained degrees of freedom, n_eff = n (1 - rho) / (1 + rho) for the free fit's
+    lag-1 residual autocorrelation; closed_form = "rejected" when p < 0.05, else "consistent".
+    """
+    from pgrpo.dynamics.constrained import kappa_interval
+
+    ctx = fixed.context
+    peak = float(np.max(ctx.lr))
+    t = (fixed.step - ctx.step0) * ctx.clock  # optimizer steps
+    rho = fixed.residual_autocorr
+    k_hat = fixed.values["k"] / ctx.clock
+    lo, hi = kappa_interval(t, fixed.reward, ctx, k_hat, peak_lr=peak, level=level, autocorr=rho)
+    d = aicc(fixed) - aicc(free)
+    r = min(max(free.residual_autocorr, 0.0), 0.95)
+    n_eff = free.n * (1.0 - r) / (1.0 + r)
+    stat = max(n_eff * math.log(max(fixed.sse, 1e-300) / max(free.sse, 1e-300)), 0.0)
+    dof = max(len(free.varying) - len(fixed.varying), 1)
+    p_value = float(chi2.sf(stat, dof))
+    return {
+        "lr_test_stat": stat,
+        "lr_test_p": p_value,
+        "closed_form": "rejected" if p_value < 0.05 else "consistent",
+        "aicc_free": aicc(free),
+        "aicc_constrained": aicc(fixed),
+        "delta_aicc": d,
+        "preferred": "constrained" if d <= 0 else "free",
+        "r2_constrained": fixed.r2,
+        "kappa_constrained": fixed.metrics["kappa"],
+        "kappa_lo": lo,
+        "kappa_hi": hi,
+        "kappa_level": level,
+        "optimizer_reduction": str(fixed.metrics.get("optimizer_reduction", "")),
+    }
+
+
+def _fit_rom(step, reward, ctx: FitContext, exp: FitResult, w: dict) -> FitResult:
     t = step - ctx.step0
-    k_lo, k_hi = rate_bounds(t)
+    ts = float(np.median(np.diff(step)))
+    k_lo, k_hi = rate_bounds(t / ts)
     lo, hi = level_bounds(reward)
     from_exp = {
-        "R_inf": Parameter("R_inf", exp.values["R_inf"], lo, hi),
-        "R_0": Parameter("R_0", exp.values["R_0"], lo, hi),
-        "k": Parameter("k", float(np.clip(1.0 / exp.values["tau"], k_lo, k_hi)), k_lo, k_hi),
-        "m": Parameter("m", 0.0, *mass_bounds(t)),
-    }
-    best = fit_model("rom", step, reward, ctx, loss=loss, starts=[from_exp])
+        "R_inf": Parameter("R_inf", float(np.clip(exp.values["R_inf"], lo, hi)), lo, hi),
+        "R_0": Parameter("R_0", float(np.clip(exp.values["R_0"], lo, hi)), lo, hi),
+        "k": Parameter("k", float(np.clip(ts / exp.values["tau"], k_lo, k_hi)) / ts,
+                       k_lo / ts, k_hi / ts),
+        "m": Parameter("m", 0.0, *(ts * b for b in mass_bounds(t / ts))),
+    }  # fmt: skip
+    best = fit_model("rom", step, reward, ctx, starts=[from_exp], **w)
     best = _with_variant(best, "constant_lr", exp)
-    if ctx.lr_varies:
+    if ctx.lr_varies:  # the free fit: m free even when beta1 is known (rom_fixed uses it)
+        free_ctx = replace(ctx, beta1=None)
         sched = _with_variant(
-            fit_model("rom_schedule", step, reward, ctx, loss=loss), "schedule", exp
+            fit_model("rom_schedule", step, reward, free_ctx, **w), "schedule", exp
         )
         if sched.sse <= exp.sse * (1 + 1e-12) and sched.aic < best.aic:
-            best = sched
+            best = replace(sched, context=replace(sched.context, beta1=ctx.beta1))
     return best
 
 

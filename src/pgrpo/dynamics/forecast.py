@@ -1,14 +1,15 @@
 """Forecasting a reward curve: fit a prefix, predict the rest with an honest band, and score the
 forecast against the naive baselines (last-window mean; the single exponential).
 
-Band = model variance (delta method: J Sigma J^T with the fit's parameter covariance) plus the
-observed residual noise, both inflated by (1 + rho) / (1 - rho) for lag-1 residual
-autocorrelation rho > 0 (correlated residuals carry less information than white ones), plus a
-structural term for model misspecification measured by a backtest inside the prefix (fit its
-first 60%, forecast the rest, keep the squared error the band did not explain). The reported
-forecast then blends the model with the last-window mean by inverse variance (`_combine`), so a
-curve outside the model family leans on its recent level. Measured coverage and errors:
-docs/dynamics.md (bench/fit.py).
+Two methods behind `FORECAST_METHODS`: `level_gain` (default; `levelgain`: the fitted level at
+the cut plus a corpus-learned share of the fitted further gain, band calibrated on real runs)
+and `rom_blend`. rom_blend's band = model variance (delta method: J Sigma J^T with the fit's
+parameter covariance) plus the observed residual noise, both inflated by (1 + rho) / (1 - rho)
+for lag-1 residual autocorrelation rho > 0, plus a structural term for model misspecification
+measured by a backtest inside the prefix (fit its first 60%, forecast the rest, keep the
+squared error the band did not explain); the forecast blends the model with the last-window
+mean by inverse variance (`_combine`). Measured errors and coverage: docs/dynamics.md
+(bench/forecast_real.py on real runs, bench/fit.py on synthetic ones).
 """
 
 from __future__ import annotations
@@ -19,7 +20,10 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.stats import norm
 
+from pgrpo._registry import Registry
 from pgrpo.dynamics.fit import FitResult, fit_curve
+from pgrpo.dynamics.levelgain import CORPUS_PRIOR, ForecastPrior, level_gain
+from pgrpo.dynamics.reductions import DEFAULT_REDUCTION
 
 
 @dataclass(frozen=True)
@@ -64,7 +68,8 @@ def forecast(
     reward: np.ndarray,
     cut: float = 0.5,
     *,
-    model: str = "rom",
+    method: str = "level_gain",
+    model: str | None = None,
     horizon: np.ndarray | None = None,
     lr: np.ndarray | None = None,
     lr_step: np.ndarray | None = None,
@@ -73,20 +78,29 @@ def forecast(
     level: float = 0.9,
     loss: str = "linear",
     combine: bool = True,
+    clock: float = 1.0,
+    optimizer: str = DEFAULT_REDUCTION,
+    prior: ForecastPrior = CORPUS_PRIOR,
+    weights: np.ndarray | None = None,
 ) -> Forecast:
-    """Fit `model` on the points up to `cut` and predict the rest.
+    """Fit the points up to `cut` and predict the rest.
 
     step, reward: [n] (the whole log; only the prefix is used for fitting). cut: a fraction of
-    the points in (0, 1), or a step. horizon: the future steps ([m], default: the log's steps
-    after the cut). lr / lr_step: the lr schedule, which may cover the future (the run's config
-    knows it); beyond it the last lr is held. combine: blend the model's forecast with the
-    last-window mean by inverse variance (`_combine`; robust off the model family); False gives
-    the model's own forecast (its mean is always in metrics["model_mean"]).
+    the points in (0, 1), or a step. method: a FORECAST_METHODS name: `level_gain` (default;
+    the corpus-calibrated forecaster of `levelgain`, with `prior`) or `rom_blend` (the ROM fit
+    of `model`, default "rom", blended with the last-window mean when `combine`; `loss` is its
+    fit's loss). horizon: the future steps ([m], default: the log's steps after the cut).
+    lr / lr_step: the lr schedule, which may cover the future (the run's config knows it);
+    beyond it the last lr is held. clock: optimizer steps per unit of step (`fit_curve`).
+    weights: [n] inverse noise variances of the points (`runfit.noise_weights` from the logged
+    reward_std and G, B), used by level_gain's fit of the prefix.
+    metrics["model_mean"] is always the fitted curve's own mean over the horizon.
     """
     step = np.array(step, dtype=float)
     reward = np.array(reward, dtype=float)
     if not 0.0 < level < 1.0:
         raise ValueError(f"level must be in (0, 1), got {level!r}")
+    run = FORECAST_METHODS.get(method)
     i = _cut_index(step, cut)
     if i < 6:
         raise ValueError(f"the cut leaves {i} points to fit; move it later (need >= 6)")
@@ -95,24 +109,22 @@ def forecast(
         raise ValueError("nothing to forecast: the cut is at the end of the log; pass horizon")
     if lr is not None and lr_step is None:
         lr_step = step
-    kw = dict(lr=lr, lr_step=lr_step, beta1=beta1, refresh_interval=refresh_interval, loss=loss)
-    fit = fit_curve(step[:i], reward[:i], model, **kw)
-    struct, bt_metrics = _backtest(step[:i], reward[:i], model, kw, future)
-    pred, var_step, var_mean, var_parts = _band(fit, future, struct)
-    var_parts.update(bt_metrics)
-    lwm = last_window_mean(reward[:i])
-    if combine:
-        pred, var_step, var_mean, comb = _combine(fit, pred, var_step, var_mean, lwm, reward[:i])
-        var_parts.update(comb)
-    else:
-        var_parts.update({"weight_model": 1.0, "model_mean": float(np.mean(pred))})
+    kw = dict(lr=lr, lr_step=lr_step, beta1=beta1, refresh_interval=refresh_interval, loss=loss,
+              clock=clock, optimizer=optimizer)  # fmt: skip
+    if weights is not None and np.shape(weights) != step.shape:
+        raise ValueError(
+            f"weights must have one entry per step ({step.size}), got {np.shape(weights)}"
+        )
+    w = None if weights is None else np.asarray(weights, dtype=float)[:i]
+    opts = {"model": model, "combine": combine, "prior": prior, "weights": w}
+    fit, pred, var_step, var_mean, var_parts = run(step[:i], reward[:i], future, kw, **opts)
     z = float(norm.ppf(0.5 + level / 2.0))
     sd, half = np.sqrt(var_step), z * math.sqrt(var_mean)
     mean = float(np.mean(pred))
     observed = reward[i:]
     exp = fit_curve(step[:i], reward[:i], "exponential", loss=loss)
     baselines = {
-        "last_window_mean": lwm,
+        "last_window_mean": last_window_mean(reward[:i]),
         "exponential": float(np.mean(exp.predict(future))),
     }
     return Forecast(
@@ -127,8 +139,35 @@ def forecast(
         level=level,
         fit=fit,
         baselines=baselines,
-        metrics=var_parts,
+        metrics={"method": method, **var_parts},
     )
+
+
+def _rom_blend(step, reward, future, kw, *, model=None, combine=True, prior=None, weights=None):
+    """The ROM's own forecast with its delta-method band and a backtest's structural term,
+    blended with the last-window mean by inverse variance (`_combine`) when `combine`."""
+    model = model or "rom"
+    fit = fit_curve(step, reward, model, **kw)
+    struct, bt_metrics = _backtest(step, reward, model, kw, future)
+    pred, var_step, var_mean, var_parts = _band(fit, future, struct)
+    var_parts.update(bt_metrics)
+    if combine:
+        lwm = last_window_mean(reward)
+        pred, var_step, var_mean, comb = _combine(fit, pred, var_step, var_mean, lwm, reward)
+        var_parts.update(comb)
+    else:
+        var_parts.update({"weight_model": 1.0, "model_mean": float(np.mean(pred))})
+    return fit, pred, var_step, var_mean, var_parts
+
+
+def _level_gain(step, reward, future, kw, *, model=None, combine=True, prior=CORPUS_PRIOR,
+                weights=None):  # fmt: skip
+    return level_gain(step, reward, future, {**kw, "weights": weights}, model=model, prior=prior)
+
+
+FORECAST_METHODS: Registry = Registry("forecast method")
+FORECAST_METHODS.add("level_gain", _level_gain)
+FORECAST_METHODS.add("rom_blend", _rom_blend)
 
 
 def _backtest(step: np.ndarray, reward: np.ndarray, model: str, kw: dict, future: np.ndarray):

@@ -13,6 +13,7 @@ import numpy as np
 
 from pgrpo.dynamics.fit import FitResult, fit_curve
 from pgrpo.dynamics.forecast import Forecast, forecast
+from pgrpo.dynamics.runfit import fit_constrained, fit_run, run_inputs
 from pgrpo.logs import RewardLog
 
 BASELINES = ("exponential", "logistic")
@@ -20,13 +21,16 @@ BASELINES = ("exponential", "logistic")
 
 @dataclass(frozen=True)
 class LogFit:
-    """rom: the reduced-order model fit on the whole log; baselines: name -> FitResult;
-    forecast: from the first `forecast_from` of the log (None when not asked)."""
+    """rom: the reduced-order model fit on the whole log (free: m, c fitted); constrained: the
+    fit with m, c fixed by the optimizer (None without lr and beta1; the AICc comparison is in
+    rom.metrics); baselines: name -> FitResult; forecast: from the first `forecast_from` of the
+    log (None when not asked)."""
 
     log: RewardLog
     rom: FitResult
     baselines: dict[str, FitResult]
     forecast: Forecast | None
+    constrained: FitResult | None = None
     metrics: dict[str, float | str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -39,6 +43,7 @@ class LogFit:
             "warnings": list(self.log.warnings),
             "hyperparameters": self.log.hyperparameters,
             **_fit_dict(self.rom),
+            "constrained": None if self.constrained is None else _fit_dict(self.constrained),
             "baselines": {name: _fit_dict(r) for name, r in self.baselines.items()},
         }
         if self.forecast is not None:
@@ -73,6 +78,7 @@ def _forecast_dict(fc: Forecast) -> dict[str, Any]:
         "error": abs(fc.predicted_mean - obs),
         "covered": bool(fc.mean_band[0] <= obs <= fc.mean_band[1]),
         "model": fc.fit.model,
+        "method": fc.metrics.get("method"),
         "model_mean": fc.metrics.get("model_mean"),
         "weight_model": fc.metrics.get("weight_model"),
         "baselines": {
@@ -100,17 +106,11 @@ def fit_log(
     forecast the rest of the log from its first `forecast_from` fraction (0 < f < 1)."""
     if forecast_from is not None and not 0.0 < forecast_from < 1.0:
         raise ValueError(f"forecast_from must be a fraction in (0, 1), got {forecast_from!r}")
-    hyper = log.hyperparameters
-    lr = log.learning_rate
-    kw: dict[str, Any] = {
-        "lr": lr,
-        "lr_step": log.step if lr is not None else None,
-        "beta1": hyper.get("beta1"),
-        "refresh_interval": int(hyper.get("refresh_interval", 1) or 1),
-    }
-    rom = fit_curve(log.step, log.reward, "rom", loss=loss, **kw)
+    kw: dict[str, Any] = {**run_inputs(log.step, log.columns, log.hyperparameters), "loss": loss}
+    rom = fit_run(log.step, log.reward, **kw)
+    constrained = fit_constrained(log.step, log.reward, **kw)
     baselines = {name: fit_curve(log.step, log.reward, name, loss=loss) for name in BASELINES}
     fc = None
     if forecast_from is not None:
-        fc = forecast(log.step, log.reward, forecast_from, loss=loss, level=level, **kw)
-    return LogFit(log, rom, baselines, fc)
+        fc = forecast(log.step, log.reward, forecast_from, level=level, **kw)
+    return LogFit(log, rom, baselines, fc, constrained)

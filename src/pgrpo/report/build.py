@@ -38,16 +38,14 @@ def _safe(fn: Any, *args: Any, **kwargs: Any) -> tuple[Any, str]:
 
 
 def _fits(log: Any) -> tuple[Any, Any, list[str]]:
-    from pgrpo.dynamics import fit_curve, forecast
+    from pgrpo.dynamics import forecast
+    from pgrpo.dynamics.runfit import fit_run, run_inputs
 
-    hp = log.hyperparameters
-    opts = {
-        "lr": log.learning_rate,
-        "beta1": hp.get("beta1"),
-        "refresh_interval": int(hp.get("refresh_interval", 1)),
-    }
+    opts, err = _safe(run_inputs, log.step, log.columns, log.hyperparameters)
+    if err:
+        return None, None, [f"fit failed ({err})"]
     notes = []
-    fit, err = _safe(fit_curve, log.step, log.reward, "rom", **opts)
+    fit, err = _safe(fit_run, log.step, log.reward, **opts)
     if err:
         notes.append(f"fit failed ({err})")
     fc, err = _safe(forecast, log.step, log.reward, 0.5, **opts)

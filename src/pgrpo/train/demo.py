@@ -102,20 +102,15 @@ def _fit(step, reward, config: RunConfig, history) -> dict[str, Any] | None:
     """ROM fit on the whole curve and a forecast of 3x as many steps beyond it."""
     if step.size < 6:
         return None
-    from pgrpo.dynamics import fit_curve
+    from pgrpo.dynamics.runfit import fit_run, run_inputs
     from pgrpo.train.online import forecast_metrics
 
     k = config.grpo.refresh_interval
     lrs = [h.get("learning_rate") for h in history]
+    columns = {"learning_rate": np.array(lrs, dtype=float), "optimizer_step": step * k}
+    hyper = {"beta1": config.optim.beta1, "refresh_interval": k}
     try:
-        fit = fit_curve(
-            step * k,
-            reward,
-            "rom",
-            lr=np.array(lrs, dtype=float),
-            beta1=config.optim.beta1,
-            refresh_interval=k,
-        )
+        fit = fit_run(step, reward, **run_inputs(step, columns, hyper))
         summary = forecast_metrics(list(reward), lrs, config)
     except (ValueError, RuntimeError, FloatingPointError) as exc:
         return {
@@ -128,7 +123,7 @@ def _fit(step, reward, config: RunConfig, history) -> dict[str, Any] | None:
     return {
         "fit": fit,
         "future": future,
-        "predicted": fit.predict(future * k),
+        "predicted": fit.predict(future),
         "summary": summary,
         "report": fit.report(),
         "json": {

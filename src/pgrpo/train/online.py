@@ -70,12 +70,14 @@ def steps_to_fraction(fit: Any, start: float, horizon: float, fraction: float = 
 def forecast_metrics(rewards: list[Any], lrs: list[Any], config: RunConfig) -> dict[str, Any]:
     """Fit the reduced-order model to the per-step rewards so far and summarise its forecast.
 
-    The model's time unit is the optimizer step: log step s is optimizer step s * K. Reported
-    steps are log steps. `forecast/k_star` is the exact refresh-interval threshold at the fitted
-    stiffness a = k (per optimizer step) and the run's beta1 (None when above 10 K).
+    The model's time unit is the optimizer step (`pgrpo.dynamics.runfit`: log step s is
+    optimizer step s * K): tau and kappa are per optimizer step, as in every other fit of a run.
+    Reported step counts are log steps. `forecast/k_star` is the exact refresh-interval threshold
+    at the fitted stiffness a = k (per optimizer step) and the run's beta1 (None above 10 K).
     """
-    from pgrpo.dynamics import fit_curve, regime
+    from pgrpo.dynamics import regime
     from pgrpo.dynamics.optimizers import OptimizerSettings, reduce_optimizer
+    from pgrpo.dynamics.runfit import fit_run, run_inputs
     from pgrpo.train.optimizers import TRAIN_OPTIMIZERS
 
     k_refresh = config.grpo.refresh_interval
@@ -83,18 +85,12 @@ def forecast_metrics(rewards: list[Any], lrs: list[Any], config: RunConfig) -> d
     lr = np.array([np.nan if v is None else v for v in lrs], dtype=float)
     keep = np.isfinite(reward) & np.isfinite(lr)
     log_step = np.arange(1, reward.size + 1, dtype=float)[keep]
-    fit = fit_curve(
-        log_step * k_refresh,
-        reward[keep],
-        "rom",
-        lr=lr[keep],
-        beta1=config.optim.beta1,
-        refresh_interval=k_refresh,
-    )
-    values = fit.values
-    k, m = float(values["k"]), float(values.get("m", 0.0))
-    horizon = 100.0 * max(config.run.steps, reward.size) * k_refresh
-    reach = steps_to_fraction(fit, log_step[0] * k_refresh, horizon) / k_refresh
+    columns = {"learning_rate": lr[keep], "optimizer_step": log_step * k_refresh}
+    hyper = {"beta1": config.optim.beta1, "refresh_interval": k_refresh}
+    fit = fit_run(log_step, reward[keep], **run_inputs(log_step, columns, hyper))
+    k, m = float(fit.metrics["k"]), float(fit.metrics["m"])  # per optimizer step
+    horizon = 100.0 * max(config.run.steps, reward.size)
+    reach = steps_to_fraction(fit, log_step[0], horizon)
     k_star = k_linear = None
     if k > 0:  # the reduction of the run's optimizer: adam predicts no K*, and then none is said
         red = reduce_optimizer(
@@ -110,10 +106,11 @@ def forecast_metrics(rewards: list[Any], lrs: list[Any], config: RunConfig) -> d
         )
         k_star, k_linear = red.K_star, red.metrics["linear_threshold"]
     return {
-        "forecast/plateau": float(values["R_inf"]),
+        "forecast/plateau": float(fit.values["R_inf"]),
         "forecast/steps_to_90": reach,
         "forecast/regime": regime(m, 1.0, k) if k > 0 else "flat",
-        "forecast/tau": float(fit.metrics.get("tau", math.nan)) / k_refresh,
+        "forecast/tau": float(fit.metrics.get("tau", math.nan)),
+        "forecast/kappa": float(fit.metrics.get("kappa", math.nan)),
         "forecast/r2": float(fit.r2),
         "forecast/k_star": k_star,
         "forecast/k_linear": k_linear,

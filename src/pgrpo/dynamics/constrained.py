@@ -1,0 +1,128 @@
+"""The closed-form model with mass and damping fixed by the optimizer: `rom_fixed`.
+
+When lr, beta1 and the refresh interval K are known, the ROM has one dynamical unknown, the
+stiffness k = lr * kappa: m and c follow from `reductions.reduce_optimizer(k, beta1, K)`. With a
+constant lr the trajectory is the closed form of `m x'' + c x' + k x = 0` (v0 = 0); with an lr
+schedule it is the exact recursion a_n = k lr_n / max(lr) with the reduction's momentum (the
+continuum closed form has no schedule). Time is the optimizer step (`physical_time`).
+
+`kappa_interval` gives kappa's profile-likelihood interval: the levels are profiled out, so the
+profile is a 1-D scan over k, with the sample size shrunk for lag-1 residual autocorrelation.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy.stats import chi2
+
+from pgrpo.dynamics.curves import (
+    FIT_MODELS,
+    CurveModel,
+    FitContext,
+    Parameter,
+    _at_times,
+    _levels,
+    level_bounds,
+    profile_levels,
+    rate_bounds,
+)
+from pgrpo.dynamics.model import _unit_response
+from pgrpo.dynamics.recursion import simulate_recursion
+from pgrpo.dynamics.reductions import max_stable_rate, reduce_optimizer
+
+
+def fixed_rate_bounds(t: np.ndarray, ctx: FitContext) -> tuple[float, float]:
+    """k bounds: the rom's, capped at a_n <= 1 and at positive damping for K > 1."""
+    k_lo, k_hi = rate_bounds(t)
+    k_hi = min(k_hi, 1.0, 0.999 * max_stable_rate(ctx.refresh_interval))
+    return min(k_lo, 0.5 * k_hi), k_hi
+
+
+def fixed_basis_batch(t: np.ndarray, ks: np.ndarray, ctx: FitContext) -> np.ndarray:
+    """phi for each k: ks [P] -> [P, n] (the closed form, or the recursion under a schedule)."""
+    if ctx.beta1 is None:
+        raise ValueError("rom_fixed needs beta1 (the config's momentum; Adam's default is 0.9)")
+    if ctx.lr_varies:
+        n_steps = int(math.ceil(float(np.max(t)))) if t.size else 0
+        beta = reduce_optimizer(0.0, ctx.beta1, ctx.refresh_interval, ctx.optimizer).beta
+        a = np.asarray(ks, dtype=float)[:, None] * ctx.schedule(n_steps)[None, :]
+        basis = simulate_recursion(a, beta, n_steps, refresh_interval=ctx.refresh_interval)
+        return _at_times(basis, t)
+    rows = []
+    for k in np.asarray(ks, dtype=float):
+        red = reduce_optimizer(float(k), ctx.beta1, ctx.refresh_interval, ctx.optimizer)
+        rows.append(_unit_response(t, red.m, red.c, float(k), 1.0, 0.0))
+    return np.stack(rows)
+
+
+def rom_fixed_basis(t: np.ndarray, p: dict[str, float], ctx: FitContext) -> np.ndarray:
+    return fixed_basis_batch(t, np.array([p["k"]]), ctx)[0]
+
+
+def rom_fixed_guess(t: np.ndarray, y: np.ndarray, ctx: FitContext) -> list[dict[str, Parameter]]:
+    """The best point of a log-spaced k grid, levels profiled out."""
+    k_lo, k_hi = fixed_rate_bounds(t, ctx)
+    ks = np.geomspace(k_lo, k_hi, 48)
+    phi = np.where(np.isfinite(phi := fixed_basis_batch(t, ks, ctx)), phi, 1e6)
+    r_inf, r_0, sse = profile_levels(phi, y, level_bounds(y))
+    i = int(np.argmin(sse))
+    params = _levels(y, r_inf[i], r_0[i])
+    params["k"] = Parameter("k", float(ks[i]), k_lo, k_hi)
+    return [params]
+
+
+FIT_MODELS.add(
+    "rom_fixed",
+    CurveModel(
+        "rom_fixed",
+        ("R_inf", "R_0", "k"),
+        rom_fixed_basis,
+        rom_fixed_guess,
+        time_power={"k": -1},
+        physical_time=True,
+    ),
+)
+
+
+def kappa_interval(
+    t: np.ndarray,
+    y: np.ndarray,
+    ctx: FitContext,
+    k_hat: float,
+    *,
+    peak_lr: float,
+    level: float = 0.9,
+    autocorr: float = 0.0,
+) -> tuple[float, float]:
+    """Profile-likelihood interval of kappa = k / peak_lr at `level`.
+
+    t, y: [n] (optimizer steps since the first point, rewards). The profile deviance
+    n_eff log(SSE(k) / SSE_min), n_eff = n (1 - rho) / (1 + rho) for lag-1 autocorrelation
+    rho >= 0, is compared with chi2_1(level); an end of the scanned range that stays inside the
+    interval is returned as the range's end (0 or inf: the data do not bound kappa there).
+    """
+    k_lo, k_hi = fixed_rate_bounds(t, ctx)
+    rho = min(max(autocorr, 0.0), 0.95)
+    n_eff = max(y.size * (1.0 - rho) / (1.0 + rho), 1.0)
+    limit = chi2.ppf(level, 1)
+
+    def scan(ks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        phi = fixed_basis_batch(t, ks, ctx)
+        _, _, sse = profile_levels(np.where(np.isfinite(phi), phi, 1e6), y, (-math.inf, math.inf))
+        return ks, sse
+
+    ks, sse = scan(np.unique(np.r_[np.geomspace(k_lo, k_hi, 96), k_hat]))
+    best = float(np.min(sse))
+    inside = np.flatnonzero(n_eff * np.log(np.maximum(sse, 1e-300) / max(best, 1e-300)) <= limit)
+    i0, i1 = int(inside[0]), int(inside[-1])
+    # refine between the last grid point outside and the first inside, on each side
+    fine_lo, fine_hi = ks[max(i0 - 1, 0)], ks[min(i1 + 1, ks.size - 1)]
+    fk, fsse = scan(np.unique(np.r_[np.geomspace(fine_lo, fine_hi, 200), k_hat]))
+    best = min(best, float(np.min(fsse)))
+    dev = n_eff * np.log(np.maximum(fsse, 1e-300) / max(best, 1e-300))
+    ok = fk[dev <= limit]
+    lo = 0.0 if i0 == 0 and ok[0] <= fk[0] else float(ok[0])
+    hi = math.inf if i1 == ks.size - 1 and ok[-1] >= fk[-1] else float(ok[-1])
+    return lo / peak_lr, hi / peak_lr

@@ -1,0 +1,85 @@
+"""The closed form used: with lr, beta1 and K known, m and c follow from the optimizer
+(`reductions.reduce_optimizer`) and only kappa is fitted (`rom_fixed`); compared with the free
+fit by AICc, kappa reported with its profile interval."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pgrpo._registry import UnknownNameError
+from pgrpo.dynamics import fit_curve, lr_schedule, rom_coefficients, simulate_recursion, trajectory
+from pgrpo.dynamics.reductions import OPTIMIZER_REDUCTIONS, reduce_optimizer
+
+
+def _closed_form_run(beta1: float, k: float, lr: float = 1e-5, n: int = 300, seed: int = 0):
+    red = reduce_optimizer(k, beta1)
+    t = np.arange(0.0, n)
+    mean = trajectory(t, 0.1, 0.8, red.m, red.c, k)
+    reward = mean + np.random.default_rng(seed).normal(0.0, 0.02, n)
+    return t, reward, np.full(n, lr)
+
+
+@pytest.mark.parametrize("K", [1, 2, 4])
+def test_the_momentum_reduction_is_the_model_coefficients(K):
+    for beta1, k in ((0.0, 0.01), (0.9, 0.02), (0.95, 0.003)):
+        red = reduce_optimizer(k, beta1, K)
+        ref = rom_coefficients(k / 2.0, beta1, 2.0, refresh_interval=K)
+        assert (red.m, red.c, red.beta) == pytest.approx((ref.m, ref.c, beta1))
+    with pytest.raises(UnknownNameError, match="momentum"):
+        reduce_optimizer(0.01, 0.9, 1, optimizer="nope")
+    assert "momentum" in OPTIMIZER_REDUCTIONS.names()
+
+
+def test_beta1_now_changes_the_fit_and_kappa_is_recovered_with_its_interval():
+    t, reward, lr = _closed_form_run(beta1=0.9, k=0.03)
+    fits = {b: fit_curve(t, reward, lr=lr, beta1=b) for b in (0.5, 0.9)}
+    m9, m5 = fits[0.9].metrics, fits[0.5].metrics  # the old code: identical fits
+    assert m9["r2_constrained"] != pytest.approx(m5["r2_constrained"], abs=1e-4)
+    assert m9["kappa_constrained"] == pytest.approx(3000.0, rel=0.1)
+    assert m9["preferred"] == "constrained" and m9["delta_aicc"] < 0
+    assert m9["closed_form"] == "consistent" and m9["lr_test_p"] >= 0.05
+    assert m9["optimizer_reduction"] == "momentum"
+    fixed = fit_curve(t, reward, "rom_fixed", lr=lr, beta1=0.9)
+    assert fixed.varying == ("R_inf", "R_0", "k")
+    assert fixed.metrics["m"] == pytest.approx(9.0 + 0.0, rel=1e-9)
+
+
+def test_the_kappa_interval_covers_the_truth_at_its_level():
+    covered = []
+    for seed in range(12):
+        t, reward, lr = _closed_form_run(beta1=0.9, k=0.03, seed=seed)
+        m = fit_curve(t, reward, lr=lr, beta1=0.9).metrics
+        assert m["kappa_level"] == 0.9 and m["kappa_lo"] < m["kappa_hi"]
+        covered.append(m["kappa_lo"] <= 3000.0 <= m["kappa_hi"])
+    assert np.mean(covered) >= 0.75  # nominal 90%; 19 of 20 seeds measured
+
+
+def test_a_run_off_the_optimizer_model_prefers_the_free_fit():
+    # the mass the data show (m = 60) is far from beta1 = 0.5's m = 1
+    t = np.arange(0.0, 400)
+    mean = trajectory(t, 0.1, 0.8, 60.0, 1.0, 0.03)
+    reward = mean + np.random.default_rng(1).normal(0.0, 0.01, t.size)
+    res = fit_curve(t, reward, lr=np.full(t.size, 1e-5), beta1=0.5)
+    assert res.metrics["preferred"] == "free" and res.metrics["delta_aicc"] > 10
+    assert res.metrics["closed_form"] == "rejected" and res.metrics["lr_test_p"] < 1e-3
+
+
+def test_schedule_and_refresh_interval_use_the_exact_recursion():
+    n, K = 600, 4
+    lr = lr_schedule(n, 1e-6, warmup=50, decay="cosine")
+    kappa = 5000.0
+    x = simulate_recursion(kappa * lr, 0.9, n, refresh_interval=K)[0, :-1]
+    reward = 0.7 + (0.2 - 0.7) * x + np.random.default_rng(2).normal(0.0, 0.01, n)
+    res = fit_curve(np.arange(n, dtype=float), reward, lr=lr, beta1=0.9, refresh_interval=K)
+    assert res.metrics["kappa_constrained"] == pytest.approx(kappa, rel=0.1)
+    assert res.metrics["kappa_lo"] <= kappa <= res.metrics["kappa_hi"]
+    assert "[[Constrained]]" in res.report()
+
+
+def test_no_constrained_fit_without_lr_or_beta1():
+    t, reward, lr = _closed_form_run(beta1=0.9, k=0.03)
+    assert "preferred" not in fit_curve(t, reward, lr=lr).metrics
+    assert "preferred" not in fit_curve(t, reward, beta1=0.9).metrics
+    with pytest.raises(ValueError, match="beta1"):
+        fit_curve(t, reward, "rom_fixed", lr=lr)
