@@ -11,10 +11,12 @@ import numpy as np
 
 from pgrpo.dynamics.model import RomCoefficients, rom_coefficients, trajectory
 from pgrpo.dynamics.recursion import (
+    monodromy,
     oscillation_onset,
     refresh_threshold,
     simulate_recursion,
 )
+from pgrpo.errors import UserError
 
 
 @dataclass(frozen=True)
@@ -37,6 +39,37 @@ class Prediction:
         }
 
 
+def recursion_regime(
+    a: float, beta1: float, refresh_interval: int = 1, *, rtol: float = 1e-9
+) -> str:
+    """The regime of the exact recursion (not of its continuum limit) at a = lr * kappa.
+
+    From the window map's eigenvalues (`monodromy`): 'unstable' when its spectral radius exceeds
+    1, 'critical' within `rtol` (relative) of `oscillation_onset`, 'underdamped' when the dominant
+    eigenvalue is complex or negative (the mean oscillates: the criterion of
+    `oscillation_onset`), else 'overdamped'. So the label always agrees with the printed onset.
+    """
+    ev = np.linalg.eigvals(monodromy(a, beta1, refresh_interval))
+    top = ev[np.argmax(np.abs(ev))]
+    if abs(top) > 1.0 + 1e-12:
+        return "unstable"
+    onset = oscillation_onset(beta1, refresh_interval)
+    if math.isfinite(onset) and abs(a - onset) <= rtol * onset:
+        return "critical"
+    oscillates = abs(top.imag) > 1e-12 * max(abs(top), 1e-300) or top.real < 0
+    return "underdamped" if oscillates else "overdamped"
+
+
+def _check_predict(group_size: int, n_steps: int) -> None:
+    if int(group_size) != group_size or group_size < 2:
+        raise UserError(
+            f"group_size G={group_size!r} is too small",
+            "GRPO needs G >= 2 samples per prompt for a group-relative advantage; use G >= 2",
+        )
+    if int(n_steps) != n_steps or n_steps < 1:
+        raise UserError(f"steps={n_steps!r} is not a positive integer", "predict >= 1 steps")
+
+
 def predict(
     lr: float,
     beta1: float,
@@ -54,7 +87,13 @@ def predict(
 ) -> Prediction:
     """Everything the model predicts for one configuration (constant lr unless `lr_schedule`
     ([n_steps] learning rates) is given; `lr` is then its peak). force_ratio: the exact
-    finite-G force ratio (`finite_group_force(p, G).ratio`), 1.0 for the G-invariant model."""
+    finite-G force ratio (`finite_group_force(p, G).ratio`), 1.0 for the G-invariant model.
+
+    metrics["regime"] is the exact recursion's (`recursion_regime`); the continuum model's label
+    is metrics["continuum_regime"] (they differ near the oscillation onset, where the continuum
+    limit is least accurate). Raises UserError for G < 2 or n_steps < 1.
+    """
+    _check_predict(group_size, n_steps)
     coef = rom_coefficients(
         lr,
         beta1,
@@ -76,7 +115,8 @@ def predict(
     thr = refresh_threshold(lr * eff, beta1)
     var = coef.metrics.get("stationary_variance", math.inf)
     metrics = {
-        "regime": coef.regime,
+        "regime": recursion_regime(lr * eff, beta1, refresh_interval),
+        "continuum_regime": coef.regime,
         "damping_ratio": coef.zeta,
         "tau": coef.tau,
         "refresh_threshold": thr.K_star,

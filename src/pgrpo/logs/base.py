@@ -19,8 +19,10 @@ from typing import Any
 
 import numpy as np
 
+from pgrpo.errors import UserError
 
-class LogFormatError(ValueError):
+
+class LogFormatError(UserError):
     """A log that cannot be read; the message names the file, the problem and the fix."""
 
 

@@ -331,16 +331,33 @@ def read_log(path: str | Path, format: str | None = None, **options: Any) -> Rew
         raise TypeError(
             f"unknown read_log option(s) {sorted(unknown)}; valid: reward_key, step_key"
         )
+    head = _head(p) if p.is_file() else None
+    if head is not None and not head.strip():
+        raise LogFormatError(f"{p}: empty file", "point at a log with at least one logged step")
     if format is not None:
         return LOG_READERS.get(format).read(p, **options)
     for name in (*_ORDER, *(n for n in LOG_READERS.names() if n not in _ORDER)):
         reader = LOG_READERS.get(name)
         if reader.detect(p):
             return reader.read(p, **options)
+    if head is not None and b"\x00" in head:
+        raise LogFormatError(
+            f"{p}: binary data (NUL bytes) in no format pgrpo reads",
+            "give the JSONL/JSON/CSV log the trainer wrote",
+        )
     raise LogFormatError(
         f"{p}: unrecognised log format; pass format= one of {', '.join(_ORDER)} "
         "(a run dir with metrics.jsonl, trainer_state.json, verl JSONL, W&B CSV or any CSV)"
     )
+
+
+def _head(path: Path) -> bytes:
+    """The first 64 KiB of a file (empty and binary files get their own message)."""
+    try:
+        with path.open("rb") as fh:
+            return fh.read(1 << 16)
+    except OSError as exc:
+        raise LogFormatError(f"{path}: cannot read ({exc.strerror or exc})") from None
 
 
 _ORDER = ("pgrpo", "trl", "verl", "verl_console", "wandb", "csv")
