@@ -175,7 +175,8 @@ def out_file(path: Path, option: str = "--out") -> Path:
     """Check that the file `path` can be written (its folder is created now)."""
     if path.is_dir():
         fail(f"{option} {path} is a folder", f"give {option} a file path such as {path}/eval.json")
-    out_dir(path.parent if str(path.parent) else Path("."), f"the folder of {option}")
+    check_parent_writable(path.parent, option)
+    path.parent.mkdir(parents=True, exist_ok=True)
     return path
 
 
@@ -204,6 +205,48 @@ def read_json(path: Path, option: str) -> Any:
         fail(f"{option} {path} is nested too deeply to be a pgrpo document")
 
 
+def check_yaml(path: Path, option: str = "--config") -> None:
+    """UserError naming the file and line when `path` is not readable YAML."""
+    import yaml
+
+    text = read_text(path, option)
+    try:
+        yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        fail(f"{option} {path}: {_yaml_message(exc)}")
+
+
+def _looks_like_path(name: str) -> bool:
+    """A filesystem path rather than a hub id (`org/name` has exactly one slash)."""
+    return name.startswith(("/", ".", "~")) or name.count("/") > 1 or "\\" in name
+
+
+def check_model(name: str, option: str = "--model") -> None:
+    """Fail early on a model path that does not exist or is a file (a hub-style `org/name` is left
+    to the loader, which reads the local cache only when offline)."""
+    path = Path(name).expanduser()
+    if path.exists():
+        if not path.is_dir():
+            fail(f"{option} {name} is a file", "give a model folder (config.json + weights)")
+        return
+    if _looks_like_path(name):
+        fail(
+            f"{option} {name}: no such model folder",
+            "give 'tiny', 'smollm2', a local Hugging Face model folder or a run folder",
+        )
+
+
+def check_parent_writable(path: Path, option: str) -> None:
+    """UserError when the folder `path` could not be created: a file on its way, or no access."""
+    for parent in (path, *path.parents):
+        if parent.exists():
+            if not parent.is_dir():
+                fail(f"{option}: {parent} is a file, not a folder", "give a path in a folder")
+            if not os.access(parent, os.W_OK | os.X_OK):
+                fail(f"{option} {path}: {parent} is not writable", "choose a folder you may write")
+            return
+
+
 def clean(x: Any) -> Any:
     """JSON-ready copy: numpy scalars to Python, non-finite floats to None, tuples to lists."""
     if isinstance(x, dict):
@@ -222,7 +265,7 @@ def clean(x: Any) -> Any:
 def emit(data: Any, as_json: bool, render: Callable[[Console], None] | None = None) -> None:
     """Print `data` as one line of strict JSON (`--json`), else call `render(Console())`."""
     if as_json:
-        typer.echo(json.dumps(clean(data), allow_nan=False))
+        typer.echo(json.dumps(clean(data), allow_nan=False, default=str))
     elif render is not None:
         render(Console())
 
@@ -237,6 +280,9 @@ def fmt(value: Any, spec: str = ".4g") -> str:
 __all__ = [
     "DEBUG_ENV",
     "UserError",
+    "check_model",
+    "check_parent_writable",
+    "check_yaml",
     "clean",
     "command",
     "emit",
