@@ -35,27 +35,34 @@ def _read_eval(path: Path, option: str) -> list[Any]:
              "give a file written by `pgrpo eval --out`")  # fmt: skip
 
 
+def _curve(rec: dict) -> str:
+    """pass@k values, each with its interval over problems when the record has one."""
+    cis = rec.get("pass_at_k_ci") or {}
+    return ", ".join(
+        f"{k}:{v:.3f}" + (f" [{cis[k][0]:.2f}, {cis[k][1]:.2f}]" if k in cis else "")
+        for k, v in rec["pass_at_k"].items()
+    )
+
+
 def _print(doc: dict, console: Console) -> None:
-    table = Table(title="eval")
-    for col in ("result", "step", "accuracy", "95% CI", "pass@k"):
-        table.add_column(col)
+    table = Table(title="eval (95% intervals over problems: the problem is the unit)")
+    for col in ("result", "step", "accuracy", "95% CI", "pass@k [95% CI]"):
+        table.add_column(col, overflow="fold")
     for rec in doc["results"] + doc.get("baseline", []):
-        curve = ", ".join(f"{k}:{v:.3f}" for k, v in rec["pass_at_k"].items())
         lo, hi = rec["accuracy_ci"]
         table.add_row(
-            escape(rec["name"]),
-            str(rec["step"]),
-            f"{rec['accuracy']:.3f}",
-            f"[{lo:.3f}, {hi:.3f}]",
-            curve,
-        )
+            escape(rec["name"]), str(rec["step"]), f"{rec['accuracy']:.3f}",
+            f"[{lo:.3f}, {hi:.3f}]", _curve(rec),
+        )  # fmt: skip
     console.print(table)
     agg = doc["aggregate"]
-    ci = agg["accuracy_ci"]
+    ci, seed_ci = agg["accuracy_ci"], agg.get("seed_ci")
     console.print(
-        f"mean accuracy over {agg['seeds']} seed(s): {agg['accuracy_mean']:.3f}"
-        + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else f" ({agg['note']})")
+        f"mean accuracy over {agg['seeds']} seed(s): {agg['accuracy_mean']:.3f} "
+        f"[{ci[0]:.3f}, {ci[1]:.3f}] over problems; "
+        + (f"seed-to-seed [{seed_ci[0]:.3f}, {seed_ci[1]:.3f}]" if seed_ci else agg["note"])
     )
+    console.print(f"pass@k over seeds: {_curve(agg)}")
     if "comparison" in doc:
         cmp, sc = doc["comparison"], doc["search_compression"]
         lo, hi = cmp["bootstrap_ci"]
