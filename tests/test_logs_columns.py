@@ -21,12 +21,13 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 
 
 def _reference(records, reward_key=None):
-    """The definition, one record at a time: (step, reward, counts) before de-duplication."""
+    """The definition, one record at a time: steps, rewards, record indices of the usable rows
+    (before de-duplication) and the drop counts."""
     keys = list(dict.fromkeys(k for r in records for k in r))
     rkey = resolve_reward_key(keys, reward_key)
     rkeys = [rkey] if isinstance(rkey, str) else rkey
     skey = next((k for k in STEP_KEYS if k in keys), None)
-    steps, rewards = [], []
+    steps, rewards, rows = [], [], []
     counts = {"missing": 0, "nan": 0, "bad_step": 0}
     for i, rec in enumerate(records):
         if not any(k in rec for k in rkeys):
@@ -42,7 +43,8 @@ def _reference(records, reward_key=None):
         else:
             steps.append(s)
             rewards.append(float(sum(vals)))
-    return steps, rewards, counts
+            rows.append(i)
+    return steps, rewards, rows, counts
 
 
 values = st.one_of(
@@ -73,20 +75,17 @@ def test_columnar_assemble_equals_the_record_by_record_definition(records, chunk
         assert ref is None or not ref[0]
         return
     assert ref is not None
-    steps, rewards, counts = ref
+    steps, rewards, rows, counts = ref
     last = {s: r for s, r in zip(steps, rewards, strict=True)}  # the last occurrence wins
+    row_of = {s: i for s, i in zip(steps, rows, strict=True)}
     np.testing.assert_array_equal(log.step, sorted(last))
     np.testing.assert_array_equal(log.reward, [last[s] for s in sorted(last)])
     assert log.metrics["dropped_nan"] == counts["nan"]
     assert log.metrics["dropped_missing"] == counts["missing"]
     # a column is the value of the kept row's record (NaN when absent or not a number)
     if "entropy" in log.columns:
-        kept = {}
-        for rec in records:
-            s = as_number(rec.get("step"))
-            if s in last and any(k in rec for k in ("reward", "rewards/a/mean")):
-                kept[s] = as_number(rec.get("entropy"))
-        want = [np.nan if kept.get(s) is None else kept[s] for s in log.step]
+        kept = [as_number(records[row_of[s]].get("entropy")) for s in log.step]
+        want = [np.nan if v is None else v for v in kept]
         np.testing.assert_array_equal(log.columns["entropy"], want)
 
 
