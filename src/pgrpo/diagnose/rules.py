@@ -343,8 +343,11 @@ def fitted_kappa(s: Signals) -> float | None:
     r = s.get("reward")
     ok = np.isfinite(r)
     k_int = int(s.hyper("refresh_interval") or 1)
+    from pgrpo.dynamics.logfit import thin_curve  # bin means past 4,000 steps (O(1) fit cost)
+
+    step, reward, _ = thin_curve(s.steps[ok], r[ok])
     try:
-        fit = fit_curve(s.steps[ok], r[ok], "rom", beta1=s.hyper("beta1"), refresh_interval=k_int)
+        fit = fit_curve(step, reward, "rom", beta1=s.hyper("beta1"), refresh_interval=k_int)
     except (ValueError, RuntimeError, np.linalg.LinAlgError):
         return None
     if not fit.r2 >= 0.5 or "k" not in fit.params:

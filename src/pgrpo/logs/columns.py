@@ -9,7 +9,10 @@ a time; `as_number` decides the value of anything that is not a plain int or flo
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import gc
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from operator import methodcaller
 from typing import Any
 
 import numpy as np
@@ -35,14 +38,16 @@ def as_number(value: Any) -> float | None:
 
 
 _PLAIN = {int, float}
+_values = methodcaller("values")
 
 
-def _convert(values: list[Any]) -> tuple[np.ndarray, np.ndarray]:
+def _convert(values: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
     """values: [m] any -> (float [m], code [m]); NaN where the code is not NUMBER."""
     types = set(map(type, values))
     if types <= _PLAIN or types == {str}:  # plain numbers, or CSV cells that all parse
         try:
-            return np.array(values, dtype=float), np.full(len(values), NUMBER, np.uint8)
+            out = np.fromiter(values, dtype=float, count=len(values))
+            return out, np.full(len(values), NUMBER, np.uint8)
         except (OverflowError, ValueError):
             pass
     nums = [as_number(v) for v in values]
@@ -63,24 +68,30 @@ class ColumnStore:
 
     def add(self, records: Iterable[Mapping[str, Any]]) -> None:
         """Append a chunk of records (dicts; their keys are taken as strings)."""
-        rows = list(records)
+        rows = records if isinstance(records, list) else list(records)
         if not rows:
             return
+        with _no_gc():
+            self._add(rows)
+
+    def _add(self, rows: list[Mapping[str, Any]]) -> None:
         groups: dict[tuple[str, ...], list[int]] = {}
         for i, rec in enumerate(rows):
             groups.setdefault(tuple(rec), []).append(i)
         m, start = len(rows), self.n
         dense: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         for keys, idx in groups.items():
-            block = [list(rows[i].values()) for i in idx]
-            for j, key in enumerate(keys):
-                vals, code = _convert([r[j] for r in block])
-                if key not in dense:
-                    dense[key] = (np.full(m, np.nan), np.zeros(m, np.uint8))
+            block = rows if len(idx) == m else [rows[i] for i in idx]
+            # one tuple per key: the values of that key down the block (transposed in C)
+            cols = zip(*map(_values, block), strict=True)
+            for key, col in zip(keys, cols, strict=True):
+                vals, code = _convert(col)
                 if len(idx) == m:
                     dense[key] = (vals, code)
-                else:
-                    dense[key][0][idx], dense[key][1][idx] = vals, code
+                    continue
+                if key not in dense:
+                    dense[key] = (np.full(m, np.nan), np.zeros(m, np.uint8))
+                dense[key][0][idx], dense[key][1][idx] = vals, code
         for key, (vals, code) in dense.items():
             self._chunks.setdefault(str(key), []).append((start, vals, code))
         self.n += m
@@ -91,6 +102,19 @@ class ColumnStore:
         for start, v, c in self._chunks.get(key, []):
             vals[start : start + v.size], code[start : start + v.size] = v, c
         return vals, code
+
+
+@contextmanager
+def _no_gc() -> Iterator[None]:
+    """The cyclic garbage collector paused: converting a chunk allocates ~10^5 containers that
+    hold no cycles, and each allocation burst would otherwise trigger a full-heap scan."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 def store_of(records: Iterable[Mapping[str, Any]], chunk: int = 8192) -> ColumnStore:

@@ -32,7 +32,7 @@ from pgrpo.logs.base import (
     assemble,
     hyperparameters_from_config,
 )
-from pgrpo.logs.columns import store_of
+from pgrpo.logs.columns import ColumnStore, store_of
 
 LOG_READERS: Registry[LogReader] = Registry("log reader")
 
@@ -55,25 +55,46 @@ def _loads(line: bytes) -> Any:
     return json.loads(line.decode("utf-8", errors="replace"))
 
 
-def iter_jsonl(path: Path, bad: list[int]) -> Iterator[dict[str, Any]]:
-    """The objects of a JSONL file, one line at a time (the file is never held whole).
+def iter_jsonl_chunks(
+    path: Path, bad: list[int], chunk_bytes: int = 1 << 22
+) -> Iterator[list[dict[str, Any]]]:
+    """The objects of a JSONL file, a few MiB of lines at a time (the file is never held whole).
     Malformed / non-object lines are skipped; `bad` collects their line numbers."""
     try:
         fh = path.open("rb")
     except OSError as exc:
         raise LogFormatError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    first = 1
     with fh:
-        for i, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                obj = _loads(line)
-            except (ValueError, RecursionError):
-                obj = None
-            if isinstance(obj, dict):
-                yield obj
-            else:
-                bad.append(i)
+        while lines := fh.readlines(chunk_bytes):
+            try:  # the common case: every line one JSON object
+                objs = list(map(_orjson.loads, lines)) if _orjson is not None else None
+            except _orjson.JSONDecodeError:
+                objs = None
+            if objs is None or not all(type(o) is dict for o in objs):
+                objs = list(_parse_lines(lines, first, bad))
+            first += len(lines)
+            yield objs
+
+
+def _parse_lines(lines: list[bytes], first: int, bad: list[int]) -> Iterator[dict[str, Any]]:
+    for i, line in enumerate(lines, start=first):
+        if not line.strip():
+            continue
+        try:
+            obj = _loads(line)
+        except (ValueError, RecursionError):
+            obj = None
+        if isinstance(obj, dict):
+            yield obj
+        else:
+            bad.append(i)
+
+
+def iter_jsonl(path: Path, bad: list[int]) -> Iterator[dict[str, Any]]:
+    """The objects of a JSONL file one by one (see `iter_jsonl_chunks`)."""
+    for chunk in iter_jsonl_chunks(path, bad):
+        yield from chunk
 
 
 def _bad_lines(bad: list[int]) -> list[str]:
@@ -145,7 +166,9 @@ def detect_pgrpo(path: Path) -> bool:
 def read_pgrpo(path: Path, **options: Any) -> RewardLog:
     f = _pgrpo_file(path)
     bad: list[int] = []
-    records = store_of(iter_jsonl(f, bad))
+    records = ColumnStore()
+    for chunk in iter_jsonl_chunks(f, bad):
+        records.add(chunk)
     warns = _bad_lines(bad)
     hyper = _config_hyper([f.parent / "config.yaml"], warns)
     return assemble(
@@ -228,7 +251,9 @@ def _verl_record(r: dict[str, Any]) -> dict[str, Any]:
 
 def read_verl(path: Path, **options: Any) -> RewardLog:
     bad: list[int] = []
-    records = store_of(_verl_record(r) for r in iter_jsonl(path, bad))
+    records = ColumnStore()
+    for chunk in iter_jsonl_chunks(path, bad):
+        records.add([_verl_record(r) for r in chunk])
     warns = _bad_lines(bad)
     cands = [path.parent / ".hydra" / "config.yaml", path.parent / "config.yaml"]
     hyper = _config_hyper(cands, warns)

@@ -37,13 +37,16 @@ def _safe(fn: Any, *args: Any, **kwargs: Any) -> tuple[Any, str]:
 
 def _fits(log: Any) -> tuple[Any, Any, list[str]]:
     from pgrpo.dynamics import fit_curve, forecast
+    from pgrpo.dynamics.logfit import thin_log
 
     hp = log.hyperparameters
     opts = {
-        "lr": log.learning_rate,
+        "lr": log.learning_rate,  # the full-resolution schedule, at the logged steps
+        "lr_step": log.step if log.learning_rate is not None else None,
         "beta1": hp.get("beta1"),
         "refresh_interval": int(hp.get("refresh_interval", 1)),
     }
+    log = thin_log(log)  # bin means past 4,000 steps, as `pgrpo fit` does
     notes = []
     fit, err = _safe(fit_curve, log.step, log.reward, "rom", **opts)
     if err:
