@@ -69,6 +69,12 @@ _LAZY = {
 }
 
 
+# Functions named like their module are bound now: importing the submodule (which any user of
+# the package may do first) would otherwise leave the module object under the function's name.
+from pgrpo.dynamics.forecast import forecast  # noqa: E402
+from pgrpo.dynamics.predict import predict  # noqa: E402
+
+
 def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:

@@ -17,7 +17,6 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.stats import norm
 
 from pgrpo.dynamics.fit import FitResult, fit_curve
 
@@ -106,6 +105,8 @@ def forecast(
         var_parts.update(comb)
     else:
         var_parts.update({"weight_model": 1.0, "model_mean": float(np.mean(pred))})
+    from scipy.stats import norm  # here, not at import: `pgrpo fit` stays off scipy.stats
+
     z = float(norm.ppf(0.5 + level / 2.0))
     sd, half = np.sqrt(var_step), z * math.sqrt(var_mean)
     mean = float(np.mean(pred))
