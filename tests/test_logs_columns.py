@@ -112,3 +112,22 @@ def test_a_large_log_is_read_in_bounded_memory(tmp_path):
     assert n == 50_000
     assert grown_kb < 80_000, f"reading grew the peak RSS by {grown_kb / 1024:.0f} MB"
     assert read_log(path).columns["m3"].size == 50_000
+
+
+def test_the_json_module_reads_what_orjson_reads(tmp_path, monkeypatch):
+    """Without orjson (an optional accelerator) the reader gives the same log; NaN literals,
+    which orjson refuses, are read either way."""
+    import pgrpo.logs.readers as readers
+
+    path = tmp_path / "metrics.jsonl"
+    lines = [json.dumps({"step": s, "reward": s / 10, "kl": 0.1}) for s in range(1, 9)]
+    lines[3] = '{"step": 4, "reward": 0.4, "kl": NaN}'
+    lines[5] = "not json"
+    path.write_text("\n".join(lines) + "\n")
+    fast = read_log(path)
+    monkeypatch.setattr(readers, "_orjson", None)
+    slow = read_log(path)
+    np.testing.assert_array_equal(fast.step, slow.step)
+    np.testing.assert_array_equal(fast.columns["kl"], slow.columns["kl"])
+    assert fast.warnings == slow.warnings and "1 malformed line(s)" in fast.warnings[0]
+    assert np.isnan(fast.columns["kl"][3]) and fast.step.size == 7
