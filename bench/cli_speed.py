@@ -32,18 +32,25 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 RESULT = ROOT / "bench" / "results" / "cli_speed.json"
 BASELINE = "import numpy, scipy.optimize, scipy.stats"
-TARGETS = {"fit_200k": (2.0, 300.0), "diagnose_200k": (3.0, 300.0), "report_200k": (5.0, 300.0)}
+TARGETS = {
+    f"{cmd}_200k{kind}": (secs, 300.0)
+    for cmd, secs in (("fit", 2.0), ("diagnose", 3.0), ("report", 5.0))
+    for kind in ("", "_const_lr")
+}
 RATIO_TARGET = 1.5
 
 
-def write_log(path: Path, n: int, seed: int = 0) -> Path:
-    """A pgrpo metrics.jsonl of n steps (+ config.yaml), as the trainer writes it."""
+def write_log(path: Path, n: int, seed: int = 0, schedule: bool = True) -> Path:
+    """A pgrpo metrics.jsonl of n steps (+ config.yaml), as the trainer writes it; schedule:
+    warm-up + cosine lr (the fit then also runs the exact recursion over every step), else
+    constant."""
     rng = np.random.default_rng(seed)
     t = np.arange(1, n + 1, dtype=float)
     mean = 0.8 - 0.6 * np.exp(-t / (0.15 * n)) * np.cos(t / (0.05 * n))
     reward = np.clip(mean + rng.normal(0, 0.08, n), 0, 1)
     warm = max(1, n // 100)
     lr = 1e-6 * np.minimum(1.0, t / warm) * 0.5 * (1 + np.cos(np.pi * t / n))
+    lr = lr if schedule else np.full(n, 1e-6)
     noise = rng.random((n, 6))
     path.mkdir(parents=True, exist_ok=True)
     with (path / "metrics.jsonl").open("w") as fh:
@@ -105,6 +112,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         tmp_path = Path(tmp)
         short, long = write_log(tmp_path / "run1k", 1000), write_log(tmp_path / "long", args.steps)
+        const = write_log(tmp_path / "const", args.steps, schedule=False)
         out = str(tmp_path / "out")
         long_runs = max(1, min(args.repeats, 3))
         rows = [
@@ -114,6 +122,11 @@ def main() -> None:
             measure("fit_200k", [*cli, "fit", str(long), "--out", out], long_runs, tmp),
             measure("diagnose_200k", [*cli, "diagnose", str(long)], long_runs, tmp),
             measure("report_200k", [*cli, "report", str(long), "--out", out], long_runs, tmp),
+            measure("fit_200k_const_lr", [*cli, "fit", str(const), "--out", out], long_runs, tmp),
+            measure("diagnose_200k_const_lr", [*cli, "diagnose", str(const)], long_runs, tmp),
+            measure(
+                "report_200k_const_lr", [*cli, "report", str(const), "--out", out], long_runs, tmp
+            ),
         ]
         size_mb = (long / "metrics.jsonl").stat().st_size / 2**20
     by = {r["name"]: r for r in rows}
@@ -132,7 +145,12 @@ def main() -> None:
         "date": dt.date.today().isoformat(),
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, load average "
         f"{load_before[0]:.1f} before / {os.getloadavg()[0]:.1f} after",
-        "long_log": {"steps": args.steps, "mb": round(size_mb, 1), "keys": 29},
+        "long_log": {
+            "steps": args.steps,
+            "mb": round(size_mb, 1),
+            "keys": 29,
+            "lr": "warm-up + cosine (rows *_200k), constant (rows *_const_lr)",
+        },
         "targets": {
             "fit_1k_vs_import": RATIO_TARGET,
             **{k: v[0] for k, v in TARGETS.items()},
@@ -144,9 +162,9 @@ def main() -> None:
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1))
-    print(f"{'row':<16}{'wall s':>9}{'cpu s':>9}{'peak MB':>9}  command")
+    print(f"{'row':<24}{'wall s':>9}{'cpu s':>9}{'peak MB':>9}  command")
     for r in rows:
-        print(f"{r['name']:<16}{r['wall_s']:>9.2f}{r['cpu_s']:>9.2f}{r['peak_rss_mb']:>9.0f}  "
+        print(f"{r['name']:<24}{r['wall_s']:>9.2f}{r['cpu_s']:>9.2f}{r['peak_rss_mb']:>9.0f}  "
               f"{r['command'][:70]}")  # fmt: skip
     for k, v in ratios.items():
         print(f"{k}: {v:.2f} (target <= {RATIO_TARGET})")
