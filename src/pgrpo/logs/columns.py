@@ -12,6 +12,7 @@ from __future__ import annotations
 import gc
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from itertools import chain
 from operator import methodcaller
 from typing import Any
 
@@ -55,6 +56,27 @@ def _convert(values: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
     return np.array([np.nan if x is None else x for x in nums], dtype=float), code
 
 
+def _block_columns(
+    block: list[Mapping[str, Any]], k: int
+) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """(values, codes) per key of rows that share their k keys in one order: all plain numbers
+    in one conversion (the common case), else one key at a time."""
+    flat = list(chain.from_iterable(map(_values, block)))
+    if set(map(type, flat)) <= _PLAIN:
+        try:
+            arr = np.fromiter(flat, dtype=float, count=len(flat)).reshape(len(block), k)
+        except OverflowError:
+            pass
+        else:
+            codes = np.full(len(block), NUMBER, np.uint8)
+            for j in range(k):
+                yield np.ascontiguousarray(arr[:, j]), codes.copy()
+            return
+    # one tuple per key: the values of that key down the block (transposed in C)
+    for col in zip(*map(_values, block), strict=True):
+        yield _convert(col)
+
+
 class ColumnStore:
     """Columns of a stream of records. keys: first-appearance order; n: records seen."""
 
@@ -82,10 +104,7 @@ class ColumnStore:
         dense: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         for keys, idx in groups.items():
             block = rows if len(idx) == m else [rows[i] for i in idx]
-            # one tuple per key: the values of that key down the block (transposed in C)
-            cols = zip(*map(_values, block), strict=True)
-            for key, col in zip(keys, cols, strict=True):
-                vals, code = _convert(col)
+            for key, (vals, code) in zip(keys, _block_columns(block, len(keys)), strict=True):
                 if len(idx) == m:
                     dense[key] = (vals, code)
                     continue
