@@ -120,7 +120,9 @@ def test_rewards_per_function_are_summed(tmp_path):
 @pytest.mark.parametrize(
     "name,content,match",
     [
-        ("empty.jsonl", "", "no records|unrecognised"),
+        ("empty.jsonl", "", "empty file"),
+        ("blank.jsonl", "\n \n", "empty file"),
+        ("run.jsonl", "\x00\x01garbage", "binary data"),
         ("empty.csv", "", "empty"),
         ("trainer_state.json", "{not json", "not valid JSON"),
         ("trainer_state.json", '{"log_history": 3}', "log_history"),

@@ -90,7 +90,7 @@ def test_cli_report_json(tmp_path):
     doc = json.loads(res.stdout)
     assert doc["html"].endswith("report.html") and "reward" in doc["pngs"]
     bad = CliRunner().invoke(app, ["report", str(tmp_path / "none")])
-    assert bad.exit_code != 0 and "Invalid value" in bad.output
+    assert bad.exit_code == 2 and bad.output.startswith("error:") and "not found" in bad.output
 
 
 def _chromium() -> str | None:

@@ -8,11 +8,11 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from pgrpo.cli.app import app
+from pgrpo.cli.common import command, escape
 from pgrpo.cli.train import _fmt, run_with_progress
 
 
-@app.command("demo")
+@command("demo")
 def demo_command(
     steps: int = typer.Option(12, "--steps", help="GRPO steps (8 prompts x 4 completions each)."),
     output_dir: str = typer.Option("runs", "--output-dir", help="Parent folder of runs/demo."),
@@ -22,14 +22,11 @@ def demo_command(
     """The README's first job: a short CPU run with a rising reward, then its fit and forecast."""
     from pgrpo.train.demo import analyse, demo_config
 
-    try:
-        cfg = demo_config(steps, output_dir, list(overrides or []))
-    except (KeyError, ValueError, TypeError) as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
+    cfg = demo_config(steps, output_dir, list(overrides or []))
     console = Console(stderr=True)
     console.print(
-        f"pgrpo demo: {cfg.model.name} on {cfg.task.name}, {steps} steps -> {cfg.run_dir}"
+        f"pgrpo demo: {escape(cfg.model.name)} on {escape(cfg.task.name)}, {steps} steps -> "
+        f"{escape(cfg.run_dir)}"
     )
     result = run_with_progress(cfg, resume=False, overwrite=True, console=console)
     demo = analyse(result.run_dir, cfg, result.history)
@@ -37,13 +34,13 @@ def demo_command(
         info = {"run_dir": str(demo.run_dir), "files": {k: str(v) for k, v in demo.files.items()}}
         typer.echo(json.dumps({**info, **demo.metrics}, default=str))
         return
-    table = Table(title=f"pgrpo demo: {demo.run_dir}")
+    table = Table(title=f"pgrpo demo: {escape(demo.run_dir)}")
     table.add_column("metric")
     table.add_column("value", justify="right")
     for key, value in demo.metrics.items():
         table.add_row(key, _fmt(value))
     out = Console()
     out.print(table)
-    out.print((demo.run_dir / "diagnosis.txt").read_text())
+    out.print((demo.run_dir / "diagnosis.txt").read_text(), markup=False)
     for name, path in demo.files.items():
-        out.print(f"{name:>10}: {path}")
+        out.print(f"{name:>10}: {escape(path)}")

@@ -9,10 +9,9 @@ from typing import Any
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
-from pgrpo.cli.app import app
+from pgrpo.cli.common import command, emit, escape, existing, fail, read_text
 
 
 def _fmt_evidence(evidence: dict[str, Any], limit: int = 6) -> str:
@@ -21,7 +20,7 @@ def _fmt_evidence(evidence: dict[str, Any], limit: int = 6) -> str:
         if isinstance(value, float):
             value = "-" if not math.isfinite(value) else f"{value:.3g}"
         parts.append(f"{key}={value}")
-    return ", ".join(parts)
+    return escape(", ".join(parts))
 
 
 def load_log(path: Path, log_format: str | None) -> Any:
@@ -29,14 +28,30 @@ def load_log(path: Path, log_format: str | None) -> Any:
     goes to read_log (a TRL output dir holds trainer_state.json)."""
     from pgrpo.logs import read_log
 
+    existing(path, "log", "a log file or a run directory")
     if path.is_dir() and (path / "metrics.jsonl").is_file():
         path = path / "metrics.jsonl"
-    if not path.exists():
-        raise typer.BadParameter(f"log {path} not found (give a log file or a run directory)")
     return read_log(path, format=log_format)
 
 
-@app.command("diagnose")
+def eval_points(path: Path, option: str = "--eval-log") -> tuple[tuple[float, float], ...]:
+    """(step, accuracy) pairs of a `pgrpo eval` JSON or a JSONL file, or a UserError naming it."""
+    from pgrpo.diagnose.signals import read_eval_points
+
+    read_text(path, option)  # exists, a file, UTF-8
+    try:
+        return read_eval_points(path)
+    except json.JSONDecodeError as exc:
+        fail(
+            f"{option} {path} is neither a `pgrpo eval` JSON nor JSONL ({exc.msg} at line "
+            f"{exc.lineno})",
+            "give the file `pgrpo eval --out` wrote",
+        )
+    except (TypeError, KeyError, AttributeError) as exc:
+        fail(f"{option} {path}: unexpected eval records ({exc})", "give a `pgrpo eval` JSON")
+
+
+@command("diagnose")
 def diagnose_cmd(
     log: Path = typer.Argument(..., help="Training log (pgrpo/TRL/verl/W&B/CSV) or run directory."),
     eval_log: Path | None = typer.Option(
@@ -59,6 +74,7 @@ def diagnose_cmd(
 
     if eval_log is None and log.is_dir() and (log / "eval.json").is_file():
         eval_log = log / "eval.json"
+    points = eval_points(eval_log) if eval_log is not None else None
     run = load_log(log, log_format)
     given = {"group_size": group_size, "batch_prompts": batch_prompts}
     if any(v is not None for v in given.values()):
@@ -66,12 +82,12 @@ def diagnose_cmd(
 
         hp = {**run.hyperparameters, **{k: float(v) for k, v in given.items() if v is not None}}
         run = replace(run, hyperparameters=hp)
-    result = diagnose(run, eval_log=eval_log)
-    if as_json:
-        typer.echo(json.dumps(result.to_dict(), allow_nan=False))
-        return
-    console = Console()
-    console.print(f"[bold]diagnosis of[/bold] {escape(str(log))}")
+    result = diagnose(run, eval_log=points)
+    emit(result.to_dict(), as_json, lambda console: _print(result, log, console))
+
+
+def _print(result: Any, log: Path, console: Console) -> None:
+    console.print(f"[bold]diagnosis of[/bold] {escape(log)}")
     for item in result.findings():
         console.print(f"- {escape(item['sentence'])}")
         if item["action"]:
@@ -89,5 +105,5 @@ def diagnose_cmd(
             if v.detected and v.name != "healthy"
             else ("[green]yes[/green]" if v.detected else "no")
         )
-        table.add_row(v.name, mark, f"{v.confidence:.2f}", _fmt_evidence(v.evidence), note)
+        table.add_row(v.name, mark, f"{v.confidence:.2f}", _fmt_evidence(v.evidence), escape(note))
     console.print(table)

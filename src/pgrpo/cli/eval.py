@@ -3,45 +3,66 @@ intervals, and (with --baseline) a paired comparison and the search-compression 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from pgrpo.cli.app import app
+from pgrpo.cli.common import check_model, command, emit, escape, fail, out_file, read_json
 
 
 def _seeds(text: str) -> list[int]:
     try:
         seeds = [int(s) for s in text.split(",") if s.strip()]
     except ValueError:
-        raise typer.BadParameter(
-            f"--seeds must be comma-separated integers, got {text!r}"
-        ) from None
+        fail(f"--seeds must be comma-separated integers, got {text!r}", "e.g. --seeds 0,1,2")
     if not seeds:
-        raise typer.BadParameter("--seeds needs at least one seed")
+        fail("--seeds needs at least one seed", "e.g. --seeds 0")
     return seeds
 
 
+def _read_eval(path: Path, option: str) -> list[Any]:
+    """The EvalRuns of an eval JSON, or a UserError naming the option and the file."""
+    from pgrpo.evaluate import read_eval
+
+    read_json(path, option)
+    try:
+        return read_eval(path)
+    except (KeyError, TypeError, AttributeError) as exc:
+        fail(f"{option} {path} is not a complete `pgrpo eval` JSON (bad or missing {exc})",
+             "give a file written by `pgrpo eval --out`")  # fmt: skip
+
+
+def _curve(rec: dict) -> str:
+    """pass@k values, each with its interval over problems when the record has one."""
+    cis = rec.get("pass_at_k_ci") or {}
+    return ", ".join(
+        f"{k}:{v:.3f}" + (f" [{cis[k][0]:.2f}, {cis[k][1]:.2f}]" if k in cis else "")
+        for k, v in rec["pass_at_k"].items()
+    )
+
+
 def _print(doc: dict, console: Console) -> None:
-    table = Table(title="eval")
-    for col in ("result", "step", "accuracy", "95% CI", "pass@k"):
-        table.add_column(col)
+    table = Table(title="eval (95% intervals over problems: the problem is the unit)")
+    for col in ("result", "step", "accuracy", "95% CI", "pass@k [95% CI]"):
+        table.add_column(col, overflow="fold")
     for rec in doc["results"] + doc.get("baseline", []):
-        curve = ", ".join(f"{k}:{v:.3f}" for k, v in rec["pass_at_k"].items())
         lo, hi = rec["accuracy_ci"]
         table.add_row(
-            rec["name"], str(rec["step"]), f"{rec['accuracy']:.3f}", f"[{lo:.3f}, {hi:.3f}]", curve
-        )
+            escape(rec["name"]), str(rec["step"]), f"{rec['accuracy']:.3f}",
+            f"[{lo:.3f}, {hi:.3f}]", _curve(rec),
+        )  # fmt: skip
     console.print(table)
     agg = doc["aggregate"]
-    ci = agg["accuracy_ci"]
+    ci, seed_ci = agg["accuracy_ci"], agg.get("seed_ci")
     console.print(
-        f"mean accuracy over {agg['seeds']} seed(s): {agg['accuracy_mean']:.3f}"
-        + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else f" ({agg['note']})")
+        f"mean accuracy over {agg['seeds']} seed(s): {agg['accuracy_mean']:.3f} "
+        f"[{ci[0]:.3f}, {ci[1]:.3f}] over problems; "
+        + (f"seed-to-seed [{seed_ci[0]:.3f}, {seed_ci[1]:.3f}]" if seed_ci else agg["note"])
     )
+    console.print(f"pass@k over seeds: {_curve(agg)}")
     if "comparison" in doc:
         cmp, sc = doc["comparison"], doc["search_compression"]
         lo, hi = cmp["bootstrap_ci"]
@@ -56,7 +77,7 @@ def _print(doc: dict, console: Console) -> None:
         )
 
 
-@app.command("eval")
+@command("eval")
 def eval_cmd(
     model: str = typer.Option("smollm2", help="'tiny', 'smollm2', HF path, or a RUN_DIR."),
     task: str = typer.Option("arithmetic", help="Registered task name."),
@@ -81,11 +102,18 @@ def eval_cmd(
 ) -> None:
     """Evaluate; several seeds give an interval over seeds; --baseline adds Welch's t on seed
     means, a paired bootstrap over problems, and pass@k curves base vs trained."""
-    from pgrpo.evaluate import EvalConfig, eval_document, evaluate, read_eval, write_eval
+    from pgrpo.evaluate import EvalConfig, eval_document, evaluate, write_eval
 
+    if out is not None:
+        out_file(out)  # before sampling: a bad --out must not cost the evaluation
+    base = _read_eval(baseline, "--baseline") if baseline is not None else None
     if from_file is not None:
-        runs = read_eval(from_file)
+        runs = _read_eval(from_file, "--from")
     else:
+        from pgrpo.tasks import TASKS
+
+        TASKS.get(task)
+        check_model(model)
         cfg = EvalConfig(
             model=model,
             task=task,
@@ -98,10 +126,7 @@ def eval_cmd(
             tiny_warmup_steps=tiny_warmup_steps,
         )
         runs = [evaluate(cfg, seed=s) for s in _seeds(seeds)]
-    doc = eval_document(runs, read_eval(baseline) if baseline is not None else None)
+    doc = eval_document(runs, base)
     if out is not None:
         write_eval(doc, out)
-    if as_json:
-        typer.echo(json.dumps(doc, allow_nan=False))
-        return
-    _print(doc, Console())
+    emit(doc, as_json, lambda console: _print(doc, console))

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
+from typing import Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from pgrpo.cli.app import app
+from pgrpo.cli.common import check_model, command, emit, escape
 
 _SHOWN = (
     "rank/entropy",
@@ -22,7 +22,7 @@ _SHOWN = (
 )
 
 
-@app.command("gradrank")
+@command("gradrank")
 def gradrank_cmd(
     model: str = typer.Option("tiny", help="'tiny', 'smollm2' or a Hugging Face causal LM path."),
     task: str = typer.Option("arithmetic", help="Registered task name."),
@@ -43,8 +43,11 @@ def gradrank_cmd(
     """Per-rollout gradients of one batch, their effective rank under several definitions for
     each estimator, and a random-advantage control (no zero-sum constraint)."""
     from pgrpo.diagnose.gradrank import GradRankConfig, measure_gradrank
+    from pgrpo.tasks import TASKS
     from pgrpo.train.config import ModelConfig
 
+    check_model(model)
+    TASKS.get(task)  # an unknown task fails before the model loads, listing the valid ones
     cfg = GradRankConfig(
         estimators=tuple(e.strip() for e in estimators.split(",") if e.strip()),
         projection_dim=projection_dim,
@@ -62,17 +65,20 @@ def gradrank_cmd(
         cfg=cfg,
         seed=seed,
     )
-    if as_json:
-        out = {"ranks": result.ranks, "rewards": result.rewards, "metrics": result.metrics}
-        typer.echo(json.dumps(out))
-        return
-    table = Table(title=f"gradient effective rank: {model} on {task}, B={prompts} G={group_size}")
+    out = {"ranks": result.ranks, "rewards": result.rewards, "metrics": result.metrics}
+    title = (
+        f"gradient effective rank: {escape(model)} on {escape(task)}, B={prompts} G={group_size}"
+    )
+    emit(out, as_json, lambda console: _print(result, title, projection_dim, console))
+
+
+def _print(result: Any, title: str, projection_dim: int, console: Console) -> None:
+    table = Table(title=title)
     table.add_column("advantage")
     for key in _SHOWN:
         table.add_column(key.replace("rank/", ""))
     for name, metrics in result.ranks.items():
         table.add_row(name, *(f"{metrics[k]:.2f}" for k in _SHOWN))
-    console = Console()
     console.print(table)
     console.print(
         f"reward mean {result.metrics['reward_mean']:.3f}; {int(result.metrics['n_params'])} "

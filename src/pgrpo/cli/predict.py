@@ -3,26 +3,40 @@ reduced-order model predicts for a configuration, before running it."""
 
 from __future__ import annotations
 
-import json
-import math
 from pathlib import Path
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from pgrpo.cli.app import app
+from pgrpo.cli.common import command, emit, fmt, out_dir
+
+_SHOWN = (
+    "regime",
+    "continuum_regime",
+    "damping_ratio",
+    "tau",
+    "a",
+    "refresh_threshold",
+    "refresh_threshold_rule_of_thumb",
+    "linear_threshold",
+    "stable",
+    "oscillation_onset_a",
+    "stationary_std",
+    "inflection_time",
+    "final_mean",
+)
 
 
-@app.command("predict")
+@command("predict")
 def predict_cmd(
     lr: float = typer.Option(..., "--lr", help="Learning rate (peak)."),
     kappa: float = typer.Option(..., "--kappa", help="Curvature scale (measured; 1/lr units)."),
     beta1: float = typer.Option(0.9, "--beta1", help="Momentum (Adam beta1)."),
     refresh_interval: int = typer.Option(1, "--refresh-interval", help="K: steps per rollout."),
-    group_size: int = typer.Option(8, "--group-size", help="G: samples per prompt."),
+    group_size: int = typer.Option(8, "--group-size", help="G: samples per prompt (>= 2)."),
     batch_prompts: int = typer.Option(1, "--batch-prompts", help="B: prompts per step."),
-    steps: int = typer.Option(1000, "--steps", help="Steps to predict."),
+    steps: int = typer.Option(1000, "--steps", help="Steps to predict (>= 1)."),
     r0: float = typer.Option(0.2, "--r0", help="Initial expected reward."),
     r_inf: float = typer.Option(0.8, "--r-inf", help="Plateau (fixed point)."),
     optimizer: str = typer.Option(
@@ -35,60 +49,46 @@ def predict_cmd(
     out: Path = typer.Option(Path("."), "--out", help="Directory for predict.png."),
     as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON only."),
 ) -> None:
-    """Regime, damping ratio, tau, exact K*, oscillation onset and stationary std."""
-    from pgrpo.dynamics.plots import plot_prediction
+    """Regime (from the exact recursion), damping ratio, tau, exact K*, oscillation onset and
+    stationary std."""
     from pgrpo.dynamics.predict import predict
 
-    try:
-        pred = predict(
-            lr,
-            beta1,
-            kappa,
-            refresh_interval=refresh_interval,
-            group_size=group_size,
-            batch_prompts=batch_prompts,
-            n_steps=steps,
-            R0=r0,
-            R_inf=r_inf,
-            optimizer=optimizer,
-            beta2=beta2,
-        )
-    except ValueError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
+    out_dir(out)
+    pred = predict(
+        lr,
+        beta1,
+        kappa,
+        refresh_interval=refresh_interval,
+        group_size=group_size,
+        batch_prompts=batch_prompts,
+        n_steps=steps,
+        R0=r0,
+        R_inf=r_inf,
+        optimizer=optimizer,
+        beta2=beta2,
+    )
+    from pgrpo.dynamics.plots import plot_prediction
+
     png = plot_prediction(pred, out / "predict.png")
     data = {**pred.to_dict(), "png": str(png)}
-    if as_json:
-        typer.echo(json.dumps(data, allow_nan=False))
-        return
-    table = Table(
-        title=f"prediction ({optimizer}): lr={lr:g}, kappa={kappa:g}, beta1={beta1:g}, "
+    title = (
+        f"prediction ({optimizer}): lr={lr:g}, kappa={kappa:g}, beta1={beta1:g}, "
         f"K={refresh_interval}, G={group_size}, B={batch_prompts}"
     )
+    emit(data, as_json, lambda console: _print(data, title, refresh_interval, console))
+
+
+def _print(data: dict, title: str, k: int, console: Console) -> None:
+    table = Table(title=title)
     table.add_column("quantity")
     table.add_column("value")
-    for key in (
-        "regime",
-        "damping_ratio",
-        "tau",
-        "a",
-        "refresh_threshold",
-        "refresh_threshold_rule_of_thumb",
-        "linear_threshold",
-        "stable",
-        "oscillation_onset_a",
-        "stationary_std",
-        "inflection_time",
-        "final_mean",
-    ):
-        v = data[key]
-        table.add_row(key, f"{v:.4g}" if isinstance(v, float) and math.isfinite(v) else str(v))
-    console = Console()
+    for key in _SHOWN:
+        table.add_row(key, fmt(data[key]))
     console.print(table)
     if not data["stable"]:
         console.print(
-            f"[red]K={refresh_interval} >= K*={data['refresh_threshold']}: the mean "
-            "diverges; lower the refresh interval or the learning rate[/]"
+            f"[red]K={k} >= K*={data['refresh_threshold']}: the mean diverges; lower the "
+            "refresh interval or the learning rate[/]"
         )
-    console.print(data["refresh_threshold_statement"])
-    console.print(f"figure: {png}")
+    console.print(fmt(data["refresh_threshold_statement"]))
+    console.print(f"figure: {fmt(data['png'])}")

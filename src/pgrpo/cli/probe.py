@@ -3,16 +3,16 @@ model + task + optimizer settings at its initial policy, so `pgrpo predict` can 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import typer
 from rich.console import Console
 
-from pgrpo.cli.app import app
+from pgrpo.cli.common import command, emit, escape, existing, fail
+from pgrpo.cli.train import load_run_config
 
 
-@app.command("probe")
+@command("probe")
 def probe_cmd(
     overrides: list[str] | None = typer.Argument(None, help="Run-config overrides key=value."),
     config: Path | None = typer.Option(None, "--config", help="Run config YAML (as for train)."),
@@ -32,17 +32,17 @@ def probe_cmd(
     differences of expected gradients with common random numbers), its standard error, and
     the ROM's prediction with it (regime, tau, K*)."""
     from pgrpo.diagnose.probe import ProbeConfig, probe_run_config
-    from pgrpo.train.config import load_config
 
     checkpoint = None
     if run_dir is not None:
         from pgrpo.train.checkpoint import latest_checkpoint
 
+        existing(run_dir, "--run", "a run folder written by `pgrpo train`")
         checkpoint = latest_checkpoint(run_dir)
         if checkpoint is None:
-            raise typer.BadParameter(f"{run_dir} has no checkpoint (checkpoints/latest)")
+            fail(f"--run {run_dir} has no checkpoint (checkpoints/latest)", "train it first")
         config = config or run_dir / "config.yaml"
-    run_cfg = load_config(config, list(overrides or []))
+    run_cfg = load_run_config(config, list(overrides or []))
     cfg = ProbeConfig(
         epsilon=step_lrs,
         n_direction=direction_batches,
@@ -51,10 +51,10 @@ def probe_cmd(
         seed=seed,
     )
     out = probe_run_config(run_cfg, cfg, checkpoint=checkpoint)
-    if as_json:
-        typer.echo(json.dumps(out, allow_nan=False, default=str))
-        return
-    console = Console()
+    emit(out, as_json, lambda console: _print(out, pairs, console))
+
+
+def _print(out: dict, pairs: int, console: Console) -> None:
     console.print(f"kappa = {out['kappa']:.4g} +- {out['stderr']:.2g} (stderr over {pairs} pairs)")
     if out["noise_dominated"]:
         console.print(
@@ -72,4 +72,4 @@ def probe_cmd(
             f"--kappa {out['kappa']:.4g} --refresh-interval {out['refresh_interval']}"
         )
     else:
-        console.print(out.get("note", ""))
+        console.print(escape(out.get("note", "")))

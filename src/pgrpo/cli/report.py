@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.console import Console
 
-from pgrpo.cli.app import app
+from pgrpo.cli.common import command, emit, escape, existing, out_dir, read_json
+from pgrpo.cli.diagnose import eval_points
 
 
-@app.command("report")
+@command("report")
 def report_cmd(
     run_dir: Path = typer.Argument(..., help="Run directory (metrics.jsonl) or a log file."),
     out: Path | None = typer.Option(None, help="Output folder (default RUN_DIR/report)."),
@@ -22,18 +23,24 @@ def report_cmd(
     stability margin K/K*, the diagnosis and the eval tables, in one HTML file plus PNGs."""
     from pgrpo.report import build_report
 
-    if not run_dir.exists():
-        raise typer.BadParameter(f"{run_dir} not found (give a run directory or a log file)")
-    res = build_report(run_dir, out_dir=out, eval_log=eval_log)
-    if as_json:
-        doc = {
-            "html": str(res.html_path),
-            "pngs": {k: str(v) for k, v in res.pngs.items()},
-            "missing": res.missing,
-        }
-        typer.echo(json.dumps(doc))
-        return
-    console = Console()
-    console.print(f"report: {res.html_path}")
+    existing(run_dir, "RUN_DIR", "a run directory or a log file")
+    if out is None:
+        out = (run_dir if run_dir.is_dir() else run_dir.parent) / "report"
+    if eval_log is None and run_dir.is_dir() and (run_dir / "eval.json").is_file():
+        eval_log = run_dir / "eval.json"
+    if eval_log is not None:  # checked here so a bad file is named, not a JSON parser's message
+        read_json(eval_log, "--eval-log")
+        eval_points(eval_log)
+    res = build_report(run_dir, out_dir=out_dir(out), eval_log=eval_log)
+    doc = {
+        "html": str(res.html_path),
+        "pngs": {k: str(v) for k, v in res.pngs.items()},
+        "missing": res.missing,
+    }
+    emit(doc, as_json, lambda console: _print(res, console))
+
+
+def _print(res: Any, console: Console) -> None:
+    console.print(f"report: {escape(res.html_path)}")
     for name, why in res.missing.items():
-        console.print(f"  [dim]{name} not shown: {why}[/dim]")
+        console.print(f"  [dim]{escape(name)} not shown: {escape(why)}[/dim]")

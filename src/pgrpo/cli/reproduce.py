@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from pgrpo.cli.app import app
+from pgrpo.cli.common import command, escape, out_dir
 
 
 def _fmt(value: object) -> str:
@@ -22,7 +22,7 @@ def _fmt(value: object) -> str:
     return "-" if value is None else str(value)
 
 
-@app.command("reproduce")
+@command("reproduce")
 def reproduce_command(
     experiment: str = typer.Argument(
         ..., help="threshold, transition, group-size, degeneracy or sign-vs-drgrpo."
@@ -41,21 +41,11 @@ def reproduce_command(
     from pgrpo.bandit.experiments import EXPERIMENTS, run_experiment
 
     err = Console(stderr=True)
-    try:
-        exp = EXPERIMENTS.get(experiment)
-        out.mkdir(parents=True, exist_ok=True)
-        if not out.is_dir():
-            raise ValueError(f"--out {out} is not a folder")
-    except (KeyError, ValueError, OSError) as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
+    exp = EXPERIMENTS.get(experiment)
+    out_dir(out)
     if not as_json:
         err.print(f"pgrpo reproduce {experiment}: {exp.description}")
-    try:
-        result = run_experiment(experiment, seeds=seeds)
-    except (ValueError, TypeError) as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
+    result = run_experiment(experiment, seeds=seeds)
     stem = out / experiment
     payload = result.to_json()
     stem.with_suffix(".json").write_text(json.dumps(payload, indent=1))
@@ -73,4 +63,6 @@ def reproduce_command(
     console.print(table)
     for key, value in result.metrics.items():
         console.print(f"{key}: {_fmt(value)}")
-    console.print(f"wrote {stem.with_suffix('.json')} and {stem.with_suffix('.png')}")
+    console.print(
+        f"wrote {escape(stem.with_suffix('.json'))} and {escape(stem.with_suffix('.png'))}"
+    )

@@ -9,11 +9,10 @@ from typing import Any
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from pgrpo.cli.app import app
+from pgrpo.cli.common import check_model, check_parent_writable, check_yaml, command, escape
 
 
 def _fmt(value: Any, digits: int = 3) -> str:
@@ -84,7 +83,22 @@ def summary(history: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-@app.command("train")
+def load_run_config(config: Path | None, overrides: list[str]) -> Any:
+    """The RunConfig of `--config FILE` + overrides, checked before any model is loaded: YAML
+    syntax (file and line named), config keys and values, task.options, model path, run folder."""
+    from pgrpo.tasks.base import check_task_options
+    from pgrpo.train.config import load_config
+
+    if config is not None:
+        check_yaml(config, "--config")
+    cfg = load_config(config, overrides)
+    check_task_options(cfg.task.name, dict(cfg.task.options))
+    check_model(cfg.model.name, "model.name")
+    check_parent_writable(cfg.run_dir, "run.output_dir/run.name")
+    return cfg
+
+
+@command("train")
 def train_command(
     overrides: list[str] = typer.Argument(
         None, help="key=value overrides, e.g. group_size=4 optim.lr=1e-5 temperatures=[0.5,1.0]"
@@ -95,13 +109,7 @@ def train_command(
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON only."),
 ) -> None:
     """Train a causal LM with GRPO; writes RUN_DIR/metrics.jsonl, config.yaml, checkpoints."""
-    from pgrpo.train.config import load_config
-
-    try:
-        cfg = load_config(config, list(overrides or []))
-    except (KeyError, ValueError, TypeError, FileNotFoundError) as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
+    cfg = load_run_config(config, list(overrides or []))
     from pgrpo.train.checkpoint import DiskFullError
     from pgrpo.train.interrupts import RunInterrupted
     from pgrpo.train.runlock import RunLockedError
@@ -115,14 +123,14 @@ def train_command(
     except DiskFullError as exc:
         typer.echo(f"error: {exc.strerror}", err=True)
         raise typer.Exit(2) from None
-    except (FileExistsError, FileNotFoundError, ValueError, RunLockedError) as exc:
+    except RunLockedError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
     info = {"run_dir": str(result.run_dir), **summary(result.history)}
     if as_json:
         typer.echo(json.dumps(info))
         return
-    table = Table(title=f"pgrpo train: {result.run_dir}")
+    table = Table(title=f"pgrpo train: {escape(result.run_dir)}")
     table.add_column("metric")
     table.add_column("value", justify="right")
     for key, value in info.items():

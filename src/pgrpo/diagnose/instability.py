@@ -98,6 +98,7 @@ def _k_star(a: float, beta1: float) -> float | None:
 def fitted_kappa(s: Signals) -> float | None:
     """kappa (per optimizer step) from the ROM fit of the reward curve that every fit of a run
     uses (`pgrpo.dynamics.runfit`); None when the fit is poor (R^2 < 0.5) or no lr is known."""
+    from pgrpo.dynamics.logfit import thin_curve
     from pgrpo.dynamics.runfit import fit_run, run_inputs
 
     lr = s.hyper("learning_rate")
@@ -107,8 +108,11 @@ def fitted_kappa(s: Signals) -> float | None:
     ok = np.isfinite(r)
     cols = {n: s.columns[n][ok] for n in ("learning_rate", "optimizer_step") if n in s.columns}
     hyper = {"lr": lr, "beta1": s.hyper("beta1"), "refresh_interval": s.hyper("refresh_interval")}
+    step, reward, b = thin_curve(s.steps[ok], r[ok])  # bin means past 4,000 steps (O(1) cost)
+    if b > 1:
+        cols = {n: thin_curve(s.steps[ok], c)[1] for n, c in cols.items()}
     try:
-        fit = fit_run(s.steps[ok], r[ok], **run_inputs(s.steps[ok], cols, hyper))
+        fit = fit_run(step, reward, **run_inputs(step, cols, hyper))
     except (ValueError, RuntimeError, np.linalg.LinAlgError):
         return None
     kappa = fit.metrics.get("kappa")

@@ -28,40 +28,75 @@ Public API (see docs/dynamics.md):
 - synthetic: `synthetic_suite(n_per_shape, seed)`: noisy recursion curves for tests/bench.
 """
 
-from pgrpo.dynamics.curves import FIT_MODELS, CurveModel, FitContext, Parameter
-from pgrpo.dynamics.fit import FitResult, fit_curve, fit_model, make_context, noise_scale
-from pgrpo.dynamics.force import FiniteGroupForce, finite_group_force
-from pgrpo.dynamics.forecast import (
-    Forecast,
-    ForecastEvaluation,
-    evaluate_forecast,
-    forecast,
-    last_window_mean,
-)
-from pgrpo.dynamics.joint import JointFitResult, fit_joint
-from pgrpo.dynamics.model import (
-    RomCoefficients,
-    continuum_oscillation_onset,
-    damping_ratio,
-    inflection_time,
-    regime,
-    rom_coefficients,
-    rule_of_thumb_threshold,
-    schedule_coefficients,
-    stationary_variance,
-    trajectory,
-)
-from pgrpo.dynamics.predict import Prediction, predict
-from pgrpo.dynamics.recursion import (
-    RefreshThreshold,
-    discrete_stationary_variance,
-    monodromy,
-    oscillation_onset,
-    refresh_threshold,
-    simulate_recursion,
-    spectral_radius,
-)
-from pgrpo.dynamics.synthetic import SyntheticCurve, lr_schedule, synthetic_suite
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+# Loaded on first use (PEP 562), so `pgrpo fit` imports only what a fit needs (not scipy.stats,
+# the bandit force or the joint fit). public name -> module that defines it
+_LAZY = {
+    "FIT_MODELS": "pgrpo.dynamics.curves",
+    "CurveModel": "pgrpo.dynamics.curves",
+    "FitContext": "pgrpo.dynamics.curves",
+    "Parameter": "pgrpo.dynamics.curves",
+    "FitResult": "pgrpo.dynamics.fit",
+    "fit_curve": "pgrpo.dynamics.fit",
+    "fit_model": "pgrpo.dynamics.fit",
+    "make_context": "pgrpo.dynamics.fit",
+    "noise_scale": "pgrpo.dynamics.fit",
+    "FiniteGroupForce": "pgrpo.dynamics.force",
+    "finite_group_force": "pgrpo.dynamics.force",
+    "Forecast": "pgrpo.dynamics.forecast",
+    "ForecastEvaluation": "pgrpo.dynamics.forecast",
+    "evaluate_forecast": "pgrpo.dynamics.forecast",
+    "forecast": "pgrpo.dynamics.forecast",
+    "last_window_mean": "pgrpo.dynamics.forecast",
+    "JointFitResult": "pgrpo.dynamics.joint",
+    "fit_joint": "pgrpo.dynamics.joint",
+    "RomCoefficients": "pgrpo.dynamics.model",
+    "continuum_oscillation_onset": "pgrpo.dynamics.model",
+    "damping_ratio": "pgrpo.dynamics.model",
+    "inflection_time": "pgrpo.dynamics.model",
+    "regime": "pgrpo.dynamics.model",
+    "rom_coefficients": "pgrpo.dynamics.model",
+    "rule_of_thumb_threshold": "pgrpo.dynamics.model",
+    "schedule_coefficients": "pgrpo.dynamics.model",
+    "stationary_variance": "pgrpo.dynamics.model",
+    "trajectory": "pgrpo.dynamics.model",
+    "Prediction": "pgrpo.dynamics.predict",
+    "predict": "pgrpo.dynamics.predict",
+    "RefreshThreshold": "pgrpo.dynamics.recursion",
+    "discrete_stationary_variance": "pgrpo.dynamics.recursion",
+    "monodromy": "pgrpo.dynamics.recursion",
+    "oscillation_onset": "pgrpo.dynamics.recursion",
+    "refresh_threshold": "pgrpo.dynamics.recursion",
+    "simulate_recursion": "pgrpo.dynamics.recursion",
+    "spectral_radius": "pgrpo.dynamics.recursion",
+    "SyntheticCurve": "pgrpo.dynamics.synthetic",
+    "lr_schedule": "pgrpo.dynamics.synthetic",
+    "synthetic_suite": "pgrpo.dynamics.synthetic",
+}
+
+
+# Functions named like their module are bound now: importing the submodule (which any user of
+# the package may do first) would otherwise leave the module object under the function's name.
+from pgrpo.dynamics.forecast import forecast  # noqa: E402
+from pgrpo.dynamics.predict import predict  # noqa: E402
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'pgrpo.dynamics' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
+
 
 __all__ = [
     "FIT_MODELS",

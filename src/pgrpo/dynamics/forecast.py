@@ -18,7 +18,6 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.stats import norm
 
 from pgrpo._registry import Registry
 from pgrpo.dynamics.fit import FitResult, fit_curve
@@ -118,6 +117,8 @@ def forecast(
     w = None if weights is None else np.asarray(weights, dtype=float)[:i]
     opts = {"model": model, "combine": combine, "prior": prior, "weights": w}
     fit, pred, var_step, var_mean, var_parts = run(step[:i], reward[:i], future, kw, **opts)
+    from scipy.stats import norm  # here, not at import: `pgrpo fit` stays off scipy.stats
+
     z = float(norm.ppf(0.5 + level / 2.0))
     sd, half = np.sqrt(var_step), z * math.sqrt(var_mean)
     mean = float(np.mean(pred))

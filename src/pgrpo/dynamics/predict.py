@@ -11,7 +11,8 @@ import numpy as np
 
 from pgrpo.dynamics.model import RomCoefficients, rom_coefficients, trajectory
 from pgrpo.dynamics.optimizers import OptimizerSettings, reduce_optimizer
-from pgrpo.dynamics.recursion import oscillation_onset, simulate_recursion
+from pgrpo.dynamics.recursion import monodromy, oscillation_onset, simulate_recursion
+from pgrpo.errors import UserError
 
 
 @dataclass(frozen=True)
@@ -32,6 +33,37 @@ class Prediction:
             k: (None if isinstance(v, float) and not math.isfinite(v) else v)
             for k, v in out.items()
         }
+
+
+def recursion_regime(
+    a: float, beta1: float, refresh_interval: int = 1, *, rtol: float = 1e-9
+) -> str:
+    """The regime of the exact recursion (not of its continuum limit) at a = lr * kappa.
+
+    From the window map's eigenvalues (`monodromy`): 'unstable' when its spectral radius exceeds
+    1, 'critical' within `rtol` (relative) of `oscillation_onset`, 'underdamped' when the dominant
+    eigenvalue is complex or negative (the mean oscillates: the criterion of
+    `oscillation_onset`), else 'overdamped'. So the label always agrees with the printed onset.
+    """
+    ev = np.linalg.eigvals(monodromy(a, beta1, refresh_interval))
+    top = ev[np.argmax(np.abs(ev))]
+    if abs(top) > 1.0 + 1e-12:
+        return "unstable"
+    onset = oscillation_onset(beta1, refresh_interval)
+    if math.isfinite(onset) and abs(a - onset) <= rtol * onset:
+        return "critical"
+    oscillates = abs(top.imag) > 1e-12 * max(abs(top), 1e-300) or top.real < 0
+    return "underdamped" if oscillates else "overdamped"
+
+
+def _check_predict(group_size: int, n_steps: int) -> None:
+    if int(group_size) != group_size or group_size < 2:
+        raise UserError(
+            f"group_size G={group_size!r} is too small",
+            "GRPO needs G >= 2 samples per prompt for a group-relative advantage; use G >= 2",
+        )
+    if int(n_steps) != n_steps or n_steps < 1:
+        raise UserError(f"steps={n_steps!r} is not a positive integer", "predict >= 1 steps")
 
 
 def predict(
@@ -58,7 +90,13 @@ def predict(
     optimizer: a `pgrpo.dynamics.optimizers.OPTIMIZER_REDUCTIONS` name; for 'adam', kappa is the
     preconditioned curvature (kappa / grad_rms unless grad_rms is given) and the effective
     stiffness is the self-consistent one at this K; `stationary_std` is then the closure's RMS
-    of x at the window starts (noise_var, group_size, batch_prompts enter through kappa)."""
+    of x at the window starts (noise_var, group_size, batch_prompts enter through kappa).
+
+    metrics["regime"] is the exact recursion's (`recursion_regime`); the continuum model's label
+    is metrics["continuum_regime"] (they differ near the oscillation onset, where the continuum
+    limit is least accurate). Raises UserError for G < 2 or n_steps < 1.
+    """
+    _check_predict(group_size, n_steps)
     red = reduce_optimizer(
         optimizer,
         OptimizerSettings(
@@ -92,7 +130,8 @@ def predict(
     if "rms_deviation" in red.metrics:  # adam: the second-moment closure's RMS of x_s
         var = red.metrics["rms_deviation"] ** 2
     metrics = {
-        "regime": coef.regime,
+        "regime": recursion_regime(lr * eff, beta1, refresh_interval),
+        "continuum_regime": coef.regime,
         "damping_ratio": coef.zeta,
         "tau": coef.tau,
         "optimizer": red.optimizer,

@@ -3,18 +3,24 @@ aggregation, paired comparisons and the search-compression analysis (arXiv 2605.
 
 Inputs are counts: for each problem, n samples drawn and c of them correct. pass@k uses the
 unbiased estimator of Chen et al. 2021 from `pgrpo.core.stats` (never re-implemented here).
+
+Intervals treat the problem, not the sample, as the unit: 50 problems x 8 samples are 50 draws
+from the problem population, whose 8 samples are correlated (a hard problem fails all 8), not 400
+independent trials. `problem_ci` is a cluster bootstrap (problems resampled with replacement,
+BCa, `scipy.stats.bootstrap`) of the mean of per-problem scores (accuracy c/n or pass@k).
 """
 
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from pgrpo.core.stats import accuracy_ci, mean_ci, paired_bootstrap, pass_at_k, welch_t
+from pgrpo.core.stats import mean_ci, paired_bootstrap, pass_at_k, welch_t
 
 
 def default_ks(n: int) -> list[int]:
@@ -23,6 +29,57 @@ def default_ks(n: int) -> list[int]:
     while ks[-1] * 2 <= n:
         ks.append(ks[-1] * 2)
     return ks if ks[-1] == n else [*ks, n]
+
+
+N_RESAMPLES = 4000
+"""Bootstrap resamples of `problem_ci` (Monte-Carlo error of an endpoint ~0.1 x its stderr)."""
+
+
+def problem_ci(
+    values: Sequence[float],
+    *,
+    level: float = 0.95,
+    n_resamples: int = N_RESAMPLES,
+    seed: int = 0,
+) -> tuple[float, float, str]:
+    """(low, high, method): interval for the mean over problems of per-problem scores.
+
+    values: [P] one score per problem in [0, 1] (accuracy c/n, or unbiased pass@k). method
+    'cluster_bootstrap_bca': problems resampled with replacement (seeded), BCa (Efron 1987).
+    When the bootstrap is degenerate (P < 2 or all scores equal, e.g. 0 of 50 problems solved)
+    it is 'wilson_problems': Wilson's interval with P trials at the observed mean, the worst
+    case of perfect within-problem correlation (never narrower than the problems support).
+    """
+    x = np.asarray(values, dtype=float).reshape(-1)
+    if x.size == 0 or not np.all(np.isfinite(x)):
+        raise ValueError(f"problem_ci needs >= 1 finite per-problem score, got {x!r}")
+    mean = float(x.mean())
+    if x.size >= 2 and np.ptp(x) > 0:
+        from scipy.stats import bootstrap
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # BCa's degenerate-jackknife warning: handled below
+            res = bootstrap(
+                (x,), np.mean, n_resamples=n_resamples, confidence_level=level,
+                method="BCa", rng=np.random.default_rng(seed), vectorized=True,
+            )  # fmt: skip
+        lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
+        if math.isfinite(lo) and math.isfinite(hi):
+            return max(0.0, min(lo, mean)), min(1.0, max(hi, mean)), "cluster_bootstrap_bca"
+    z = float(_norm_ppf(0.5 + level / 2))
+    m = x.size
+    denom = 1 + z * z / m
+    centre = (mean + z * z / (2 * m)) / denom
+    half = z * math.sqrt(max(mean * (1 - mean), 0.0) / m + z * z / (4 * m * m)) / denom
+    lo = 0.0 if mean <= 0.0 else max(0.0, centre - half)  # exact ends at 0 and 1, not 1e-17
+    hi = 1.0 if mean >= 1.0 else min(1.0, centre + half)
+    return lo, hi, "wilson_problems"
+
+
+def _norm_ppf(q: float) -> float:
+    from scipy.stats import norm
+
+    return float(norm.ppf(q))
 
 
 def pass_at_k_curve(n: Sequence[int], c: Sequence[int], ks: Sequence[int]) -> dict[int, float]:
@@ -60,10 +117,15 @@ class EvalRun:
         """Mean per-problem accuracy c / n (the unbiased pass@1)."""
         return float(np.mean(np.asarray(self.c) / np.asarray(self.n)))
 
-    def summary(self, ks: Sequence[int] | None = None) -> dict[str, Any]:
-        """accuracy with a Wilson interval over all samples, pass@k curve, counts."""
+    def per_problem_accuracy(self) -> np.ndarray:
+        """[P] c / n."""
+        return np.asarray(self.c) / np.asarray(self.n)
+
+    def summary(self, ks: Sequence[int] | None = None, *, seed: int = 0) -> dict[str, Any]:
+        """accuracy and pass@k, each with an interval over problems (`problem_ci`), counts."""
         ks = ks or default_ks(min(self.n))
-        ci = accuracy_ci(int(sum(self.c)), int(sum(self.n)))
+        lo, hi, method = problem_ci(self.per_problem_accuracy(), seed=seed)
+        per_k = {int(k): pass_at_k(np.asarray(self.n), np.asarray(self.c), int(k)) for k in ks}
         return {
             "name": self.name,
             "model": self.model,
@@ -72,10 +134,13 @@ class EvalRun:
             "step": self.step,
             "seed": self.seed,
             "accuracy": self.accuracy,
-            "accuracy_ci": [ci.low, ci.high],
+            "accuracy_ci": [lo, hi],
+            "ci_method": method,
+            "ci_unit": "problem",
             "n_problems": len(self.ids),
             "n_samples": int(min(self.n)),
-            "pass_at_k": {str(k): v for k, v in pass_at_k_curve(self.n, self.c, ks).items()},
+            "pass_at_k": {str(k): float(np.mean(v)) for k, v in per_k.items()},
+            "pass_at_k_ci": {str(k): list(problem_ci(v, seed=seed)[:2]) for k, v in per_k.items()},
             "per_problem": [
                 {"id": i, "n": int(n), "c": int(c)}
                 for i, n, c in zip(self.ids, self.n, self.c, strict=True)
@@ -102,24 +167,34 @@ class EvalRun:
         )
 
 
-def aggregate(runs: Sequence[EvalRun]) -> dict[str, Any]:
-    """Several seeds of one system: mean accuracy with a t interval over seeds, mean pass@k."""
+def aggregate(runs: Sequence[EvalRun], *, seed: int = 0) -> dict[str, Any]:
+    """Several seeds of one system: mean accuracy and pass@k with intervals over problems (each
+    problem's score averaged over the seeds that have it), and the seed-to-seed t interval
+    (sampling noise only, the problems held fixed) when there are >= 2 seeds."""
     if not runs:
         raise ValueError("aggregate needs at least one eval run")
     accs = [r.accuracy for r in runs]
     ks = default_ks(min(min(r.n) for r in runs))
     curves = [pass_at_k_curve(r.n, r.c, ks) for r in runs]
+    lo, hi, method = problem_ci(list(_per_problem(runs).values()), seed=seed)
     out: dict[str, Any] = {
         "seeds": len(runs),
         "accuracy_mean": float(np.mean(accs)),
+        "accuracy_ci": [lo, hi],
+        "ci_method": method,
+        "ci_unit": "problem",
         "pass_at_k": {str(k): float(np.mean([cv[k] for cv in curves])) for k in ks},
+        "pass_at_k_ci": {
+            str(k): list(problem_ci(list(_problem_pass(runs, k).values()), seed=seed)[:2])
+            for k in ks
+        },
     }
     if len(runs) >= 2:
         ci = mean_ci(accs)
-        out["accuracy_ci"] = [ci.low, ci.high]
+        out["seed_ci"] = [ci.low, ci.high]
     else:
-        out["accuracy_ci"] = None
-        out["note"] = "one seed: the interval over seeds needs >= 2 (see each run's Wilson CI)"
+        out["seed_ci"] = None
+        out["note"] = "one seed: the seed-to-seed interval needs >= 2 seeds"
     return out
 
 

@@ -19,8 +19,11 @@ from typing import Any
 
 import numpy as np
 
+from pgrpo.errors import UserError
+from pgrpo.logs.columns import ABSENT, NUMBER, ColumnStore, as_number, store_of
 
-class LogFormatError(ValueError):
+
+class LogFormatError(UserError):
     """A log that cannot be read; the message names the file, the problem and the fix."""
 
 
@@ -82,20 +85,6 @@ def _canon(key: str) -> str:
     return key[len("train/") :] if key.startswith("train/") else key
 
 
-def as_number(value: Any) -> float | None:
-    """float(value) for numbers and numeric strings; None for anything else (bool included)."""
-    if isinstance(value, bool) or value is None:
-        return None
-    if isinstance(value, int | float):
-        return float(value)
-    if isinstance(value, str):
-        try:
-            return float(value.strip())
-        except ValueError:
-            return None
-    return None
-
-
 def resolve_reward_key(keys: Iterable[str], override: str | None = None) -> str | list[str]:
     """The reward key among `keys`: `override`, else the first of REWARD_KEYS, else every
     `rewards/<name>/mean` (summed, one reward function each). Raises LogFormatError if none."""
@@ -122,7 +111,7 @@ def resolve_reward_key(keys: Iterable[str], override: str | None = None) -> str 
 
 
 def assemble(
-    records: list[Mapping[str, Any]],
+    records: Iterable[Mapping[str, Any]] | ColumnStore,
     *,
     fmt: str,
     source: str,
@@ -131,53 +120,46 @@ def assemble(
     reward_key: str | None = None,
     step_key: str | None = None,
 ) -> RewardLog:
-    """Records (file order) -> RewardLog; see the module docstring for the repairs."""
+    """Records (file order, or a ColumnStore of them) -> RewardLog; see the module docstring
+    for the repairs."""
+    store = records if isinstance(records, ColumnStore) else store_of(records)
     warns = list(warnings or [])
-    all_keys = [k for r in records for k in r]
-    if not records:
+    if not store.n:
         raise LogFormatError(f"{source}: no records ({fmt} format); is the file empty?")
+    all_keys = store.keys
     rkey = resolve_reward_key(all_keys, reward_key)
-    skey = step_key or next((k for k in STEP_KEYS if k in set(all_keys)), None)
     if step_key is not None and step_key not in set(all_keys):
         raise LogFormatError(f"{source}: step column {step_key!r} not found")
+    skey = step_key or next((k for k in STEP_KEYS if k in set(all_keys)), None)
     if skey is None:
         warns.append("no step column: using the record order as the step")
-    col_keys = _column_keys(all_keys)
-    steps, rewards, rows = [], [], []
-    counts = {"missing": 0, "nan": 0, "bad_step": 0}
-    for i, rec in enumerate(records):
-        r = _reward_of(rec, rkey)
-        if r is _ABSENT:
-            continue  # e.g. an eval or a summary entry: not a training step
-        s = float(i) if skey is None else as_number(rec.get(skey))
-        if s is None or not math.isfinite(s):
-            counts["bad_step"] += 1
-            continue
-        if r is None:
-            counts["missing"] += 1
-            continue
-        if not math.isfinite(r):
-            counts["nan"] += 1
-            continue
-        steps.append(s)
-        rewards.append(r)
-        rows.append(rec)
+    reward, r_present, r_number = _reward_column(store, rkey)
+    if skey is None:
+        step = np.arange(store.n, dtype=float)
+    else:
+        step = store.column(skey)[0]
+    # the record-by-record order of checks: absent reward, bad step, missing reward, NaN reward
+    good_step = np.isfinite(step)
+    bad_step = r_present & ~good_step
+    missing = r_present & good_step & ~r_number
+    nan = r_present & good_step & r_number & ~np.isfinite(reward)
+    ok = r_present & good_step & r_number & np.isfinite(reward)
+    counts = {"missing": int(missing.sum()), "nan": int(nan.sum()), "bad_step": int(bad_step.sum())}
     _count_warnings(counts, warns)
-    if not steps:
+    if not ok.any():
         raise LogFormatError(
             f"{source}: no usable (step, reward) rows ({fmt} format, reward key {rkey!r}); "
             "check the file is a training log and not empty"
         )
-    step, reward, keep, n_rep = _dedupe(np.array(steps), np.array(rewards))
+    rows = np.flatnonzero(ok)
+    step, reward, keep, n_rep = _dedupe(step[rows], reward[rows])
     if n_rep:
         warns.append(f"{n_rep} repeated step(s) (a restart?): kept the last occurrence of each")
-    rows = [rows[i] for i in keep]
-    columns = {
-        name: np.array([_num(rec.get(key)) for rec in rows]) for name, key in col_keys.items()
-    }
-    columns.update(
-        _other_columns(rows, all_keys, {*col_keys.values(), skey, *_as_list(rkey)}, set(columns))
-    )
+    rows = rows[keep]
+    col_keys = _column_keys(all_keys)
+    columns = {name: store.column(key)[0][rows] for name, key in col_keys.items()}
+    used = {*col_keys.values(), skey, *_as_list(rkey)}
+    columns.update(_other_columns(store, rows, used, set(columns)))
     stride = _stride(step, warns)
     hyper = hyperparameters_from_columns(columns)
     hyper.update({k: v for k, v in (hyperparameters or {}).items() if v is not None})
@@ -192,39 +174,35 @@ def assemble(
     return RewardLog(step, reward, columns, hyper, tuple(warns), fmt, source, key_name, metrics)
 
 
-_ABSENT = object()
-
-
 def _as_list(rkey: str | list[str]) -> list[str]:
     return [rkey] if isinstance(rkey, str) else list(rkey)
 
 
-def _other_columns(rows, all_keys, used, taken) -> dict[str, np.ndarray]:
+def _reward_column(store: ColumnStore, rkey: str | list[str]):
+    """(reward [n], present [n], numeric [n]): a row's reward is present when any of the reward
+    keys is in it; it is numeric when every key is there with a number (then their sum)."""
+    total = np.zeros(store.n)
+    present = np.zeros(store.n, dtype=bool)
+    number = np.ones(store.n, dtype=bool)
+    for key in _as_list(rkey):
+        vals, code = store.column(key)
+        present |= code != ABSENT
+        number &= code == NUMBER
+        total = total + np.where(code == NUMBER, vals, 0.0)
+    return np.where(number, total, np.nan), present, number
+
+
+def _other_columns(store: ColumnStore, rows: np.ndarray, used, taken) -> dict[str, np.ndarray]:
     """Every other numeric key under its own name ("train/" stripped), for the diagnostics."""
     out = {}
-    for key in dict.fromkeys(all_keys):
+    for key in store.keys:
         name = _canon(key)
         if key in used or name in taken or name in out:
             continue
-        col = np.array([_num(rec.get(key)) for rec in rows])
+        col = store.column(key)[0][rows]
         if np.isfinite(col).any():
             out[name] = col
     return out
-
-
-def _reward_of(rec: Mapping[str, Any], rkey: str | list[str]) -> Any:
-    keys = [rkey] if isinstance(rkey, str) else rkey
-    if not any(k in rec for k in keys):
-        return _ABSENT
-    vals = [as_number(rec.get(k)) for k in keys]
-    if any(v is None for v in vals):
-        return None
-    return float(sum(vals))  # type: ignore[arg-type]
-
-
-def _num(v: Any) -> float:
-    x = as_number(v)
-    return math.nan if x is None else x
 
 
 def _column_keys(all_keys: list[str]) -> dict[str, str]:

@@ -41,8 +41,31 @@ TASKS: Registry[Callable[..., Task]] = Registry("task")
 
 
 def get_task(name: str, **options: Any) -> Task:
-    """Build the task registered as `name` with its options (unknown names list the valid ones)."""
+    """Build the task registered as `name` with its options (unknown names list the valid ones;
+    unknown options raise UserError listing the task's options)."""
+    check_task_options(name, options)
     return TASKS.get(name)(**options)
+
+
+def check_task_options(name: str, options: dict[str, Any]) -> None:
+    """UserError if `options` holds keys the factory of task `name` does not take."""
+    import inspect
+
+    from pgrpo.errors import UserError
+
+    try:
+        params = inspect.signature(TASKS.get(name)).parameters.values()
+    except (TypeError, ValueError):  # a factory without an inspectable signature
+        return
+    if any(p.kind is p.VAR_KEYWORD for p in params):
+        return
+    valid = [p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    unknown = sorted(set(options) - set(valid))
+    if unknown:
+        raise UserError(
+            f"unknown task.options {', '.join(map(repr, unknown))} for task {name!r}",
+            f"valid options: {', '.join(valid) or '(none)'}",
+        )
 
 
 def _check_examples(examples: Any, where: str) -> list[dict[str, Any]]:

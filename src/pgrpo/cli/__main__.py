@@ -1,0 +1,3 @@
+from pgrpo.cli import main
+
+main()

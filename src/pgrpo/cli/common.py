@@ -1,0 +1,301 @@
+"""What every command shares: one way to fail on bad input, to print JSON and to print tables.
+
+- `@command("name")` registers a subcommand and turns any input error it raises into one line on
+  stderr, `error: <problem>; <fix>`, with exit code 2 and no traceback (`PGRPO_DEBUG=1` shows the
+  traceback). Bugs (exceptions that are not input errors) still raise.
+- `fail(problem, fix)` raises the typed `pgrpo.errors.UserError`; library code raises it too.
+- `escape(x)` makes a path or user string print as itself inside rich markup (`exp[lr=1e-5]`).
+- `emit(data, as_json, render)` prints `data` as strict JSON or calls `render(console)`.
+- `out_dir(path, option)` / `out_file(path, option)` check an output location before any work, so
+  a bad `--out` costs nothing.
+"""
+
+from __future__ import annotations
+
+import errno
+import functools
+import json
+import math
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, NoReturn, TypeVar
+
+import typer
+from rich.console import Console
+from rich.markup import escape as _rich_escape
+
+from pgrpo.cli.app import app
+from pgrpo.errors import UserError
+
+F = TypeVar("F", bound=Callable[..., Any])
+DEBUG_ENV = "PGRPO_DEBUG"
+_MAX_CHARS = 600
+
+# RuntimeError texts that mean bad settings, not a bug: (substring, problem, fix)
+_KNOWN_RUNTIME = (
+    (
+        "probability tensor contains",
+        "sampling met NaN/inf token probabilities: the policy's weights diverged",
+        "lower optim.lr (and keep optim.max_grad_norm > 0); finished steps and checkpoints stay",
+    ),
+    (
+        "DefaultCPUAllocator: can't allocate memory",
+        "out of memory",
+        "lower grpo.batch_prompts, grpo.group_size, generation.max_new_tokens or micro_batch_size",
+    ),
+)
+
+
+def fail(problem: str, fix: str = "") -> NoReturn:
+    """Stop the command: `problem` says what is wrong (plain text), `fix` what to do."""
+    raise UserError(problem, fix)
+
+
+def escape(value: Any) -> str:
+    """str(value) safe to interpolate into rich markup (`[...]` prints as itself)."""
+    return _rich_escape(str(value))
+
+
+def one_line(text: str) -> str:
+    """Whitespace collapsed to single spaces, cut at _MAX_CHARS."""
+    text = " ".join(str(text).split())
+    return text if len(text) <= _MAX_CHARS else text[: _MAX_CHARS - 3] + "..."
+
+
+def _os_message(exc: OSError) -> str:
+    """What went wrong with a path, and the fix."""
+    where = exc.filename if exc.filename is not None else ""
+    if exc.filename2 is not None:
+        where = f"{where} -> {exc.filename2}"
+    if exc.errno is None:  # e.g. transformers' "not a valid model identifier" OSError
+        return str(exc)
+    if exc.errno == errno.ENOSPC:
+        return f"no space left on the device holding {where}; free space or write elsewhere"
+    fixes = {
+        errno.ENOENT: "no such file or directory; check the path",
+        errno.ENOTDIR: "a part of this path is a file, not a folder; give a folder path",
+        errno.EEXIST: "exists and is a file, not a folder; give a folder path or move the file",
+        errno.EISDIR: "is a folder; give a file path",
+        errno.EACCES: "permission denied; choose a path you may read/write",
+        errno.EROFS: "read-only file system; write elsewhere",
+    }
+    return f"{where}: {fixes.get(exc.errno, exc.strerror or str(exc))}"
+
+
+def _yaml_message(exc: Exception) -> str:
+    mark = getattr(exc, "problem_mark", None)
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+    problem = getattr(exc, "problem", None) or str(exc)
+    return f"malformed YAML ({problem}{where}); fix the syntax (key: value, lists as [a, b])"
+
+
+def user_error_message(exc: BaseException) -> str | None:
+    """The one-line message for an exception caused by input; None for anything else (a bug)."""
+    import yaml
+
+    if isinstance(exc, UserError | yaml.YAMLError | OSError):
+        if isinstance(exc, yaml.YAMLError):
+            return one_line(_yaml_message(exc))
+        return one_line(_os_message(exc) if isinstance(exc, OSError) else str(exc))
+    if isinstance(exc, UnicodeDecodeError):
+        return one_line(f"a file is not UTF-8 text ({exc.reason}); is it binary or truncated?")
+    if isinstance(exc, KeyError):
+        return one_line(str(exc.args[0]) if exc.args else "missing key")
+    if isinstance(exc, ValueError | TypeError):
+        return one_line(str(exc))
+    if isinstance(exc, RecursionError):
+        return "input nested too deeply; check the file is what the command expects"
+    if isinstance(exc, RuntimeError):
+        text = str(exc)
+        for needle, problem, fix in _KNOWN_RUNTIME:
+            if needle in text:
+                return f"{problem}; {fix}"
+    return None
+
+
+def print_error(message: str) -> None:
+    """`error: message` on stderr, no markup interpretation."""
+    typer.echo(f"error: {message}", err=True)
+
+
+def guarded(fn: F) -> F:
+    """Wrap a command body: input errors -> one line on stderr and exit code 2."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except (typer.Exit, typer.Abort, SystemExit, KeyboardInterrupt):
+            raise
+        except Exception as exc:
+            if isinstance(exc, typer.BadParameter):
+                message: str | None = one_line(exc.format_message())
+            else:
+                message = user_error_message(exc)
+            if message is None or os.environ.get(DEBUG_ENV):
+                raise
+            print_error(message)
+            raise typer.Exit(2) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+def command(name: str, **kwargs: Any) -> Callable[[F], F]:
+    """`@command("fit")`: register on the `pgrpo` app with the shared error handling."""
+
+    def deco(fn: F) -> F:
+        app.command(name, **kwargs)(guarded(fn))
+        return fn
+
+    return deco
+
+
+def existing(path: Path, option: str, what: str = "a file or folder") -> Path:
+    """`path` if it exists, else a UserError naming the option."""
+    if not path.exists():
+        fail(f"{option} {path} not found", f"give {what} that exists")
+    return path
+
+
+def out_dir(path: Path, option: str = "--out") -> Path:
+    """Create the output folder `path` now (before any work) or fail saying why."""
+    if path.exists() and not path.is_dir():
+        fail(f"{option} {path} is a file, not a folder", f"give {option} a folder path")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        fail(f"{option} {path}: cannot create the folder ({_os_message(exc)})")
+    if not os.access(path, os.W_OK):
+        fail(f"{option} {path} is not writable", f"give {option} a folder you may write")
+    return path
+
+
+def out_file(path: Path, option: str = "--out") -> Path:
+    """Check that the file `path` can be written (its folder is created now)."""
+    if path.is_dir():
+        fail(f"{option} {path} is a folder", f"give {option} a file path such as {path}/eval.json")
+    check_parent_writable(path.parent, option)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def read_text(path: Path, option: str) -> str:
+    """The UTF-8 text of the file `path` given by `option`, or a UserError naming it."""
+    existing(path, option, "a file")
+    if not path.is_file():
+        fail(f"{option} {path} is a folder", f"give {option} a file")
+    try:
+        return path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        fail(f"{option} {path} is not UTF-8 text (byte {exc.start})", "is it binary or truncated?")
+
+
+def read_json(path: Path, option: str) -> Any:
+    """The JSON document in the file `path` given by `option`, or a UserError naming it."""
+    text = read_text(path, option)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        fail(
+            f"{option} {path} is not valid JSON ({exc.msg} at line {exc.lineno})",
+            "is the file truncated? give the file the command wrote",
+        )
+    except RecursionError:
+        fail(f"{option} {path} is nested too deeply to be a pgrpo document")
+
+
+def check_yaml(path: Path, option: str = "--config") -> None:
+    """UserError naming the file and line when `path` is not readable YAML."""
+    import yaml
+
+    text = read_text(path, option)
+    try:
+        yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        fail(f"{option} {path}: {_yaml_message(exc)}")
+
+
+def _looks_like_path(name: str) -> bool:
+    """A filesystem path rather than a hub id (`org/name` has exactly one slash)."""
+    return name.startswith(("/", ".", "~")) or name.count("/") > 1 or "\\" in name
+
+
+def check_model(name: str, option: str = "--model") -> None:
+    """Fail early on a model path that does not exist or is a file (a hub-style `org/name` is left
+    to the loader, which reads the local cache only when offline)."""
+    path = Path(name).expanduser()
+    if path.exists():
+        if not path.is_dir():
+            fail(f"{option} {name} is a file", "give a model folder (config.json + weights)")
+        return
+    if _looks_like_path(name):
+        fail(
+            f"{option} {name}: no such model folder",
+            "give 'tiny', 'smollm2', a local Hugging Face model folder or a run folder",
+        )
+
+
+def check_parent_writable(path: Path, option: str) -> None:
+    """UserError when the folder `path` could not be created: a file on its way, or no access."""
+    for parent in (path, *path.parents):
+        if parent.exists():
+            if not parent.is_dir():
+                fail(f"{option}: {parent} is a file, not a folder", "give a path in a folder")
+            if not os.access(parent, os.W_OK | os.X_OK):
+                fail(f"{option} {path}: {parent} is not writable", "choose a folder you may write")
+            return
+
+
+def clean(x: Any) -> Any:
+    """JSON-ready copy: numpy scalars to Python, non-finite floats to None, tuples to lists."""
+    if isinstance(x, dict):
+        return {str(k): clean(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [clean(v) for v in x]
+    if hasattr(x, "item") and callable(x.item) and getattr(x, "ndim", 1) == 0:
+        x = x.item()
+    if isinstance(x, Path):
+        return str(x)
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    return x
+
+
+def emit(data: Any, as_json: bool, render: Callable[[Console], None] | None = None) -> None:
+    """Print `data` as one line of strict JSON (`--json`), else call `render(Console())`."""
+    if as_json:
+        typer.echo(json.dumps(clean(data), allow_nan=False, default=str))
+    elif render is not None:
+        render(Console())
+
+
+def fmt(value: Any, spec: str = ".4g") -> str:
+    """A table cell: numbers with `spec`, '-' for None / NaN / inf, anything else escaped."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return "-" if value is None else escape(value)
+    return format(value, spec) if math.isfinite(value) else "-"
+
+
+__all__ = [
+    "DEBUG_ENV",
+    "UserError",
+    "check_model",
+    "check_parent_writable",
+    "check_yaml",
+    "clean",
+    "command",
+    "emit",
+    "escape",
+    "existing",
+    "fail",
+    "fmt",
+    "guarded",
+    "one_line",
+    "out_dir",
+    "out_file",
+    "print_error",
+    "read_json",
+    "read_text",
+    "user_error_message",
+]

@@ -1,0 +1,148 @@
+"""Log records streamed into columns, so a 200,000-step log never sits in memory as dicts.
+
+Readers feed records in chunks (`ColumnStore.add`); each chunk is turned into one float array
+and one code array per key (code ABSENT / NUMBER / OTHER, so `assemble` can tell a missing
+reward from a non-numeric one from a NaN one, exactly as it does record by record) and the dicts
+are dropped. Rows that share their key order (nearly all rows of a log) are converted a column at
+a time; `as_number` decides the value of anything that is not a plain int or float.
+"""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from itertools import chain
+from operator import methodcaller
+from typing import Any
+
+import numpy as np
+
+ABSENT, NUMBER, OTHER = 0, 1, 2
+
+
+def as_number(value: Any) -> float | None:
+    """float(value) for numbers and numeric strings; None for anything else (bool included)."""
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, int | float):
+        try:
+            return float(value)
+        except OverflowError:  # an int too large for a float
+            return None
+    if isinstance(value, str):
+        try:
+            return float(value.strip())
+        except ValueError:
+            return None
+    return None
+
+
+_PLAIN = {int, float}
+_values = methodcaller("values")
+
+
+def _convert(values: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
+    """values: [m] any -> (float [m], code [m]); NaN where the code is not NUMBER."""
+    types = set(map(type, values))
+    if types <= _PLAIN or types == {str}:  # plain numbers, or CSV cells that all parse
+        try:
+            out = np.fromiter(values, dtype=float, count=len(values))
+            return out, np.full(len(values), NUMBER, np.uint8)
+        except (OverflowError, ValueError):
+            pass
+    nums = [as_number(v) for v in values]
+    code = np.array([OTHER if x is None else NUMBER for x in nums], dtype=np.uint8)
+    return np.array([np.nan if x is None else x for x in nums], dtype=float), code
+
+
+def _block_columns(
+    block: list[Mapping[str, Any]], k: int
+) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """(values, codes) per key of rows that share their k keys in one order: all plain numbers
+    in one conversion (the common case), else one key at a time."""
+    flat = list(chain.from_iterable(map(_values, block)))
+    if set(map(type, flat)) <= _PLAIN:
+        try:
+            arr = np.fromiter(flat, dtype=float, count=len(flat)).reshape(len(block), k)
+        except OverflowError:
+            pass
+        else:
+            codes = np.full(len(block), NUMBER, np.uint8)
+            for j in range(k):
+                yield np.ascontiguousarray(arr[:, j]), codes.copy()
+            return
+    # one tuple per key: the values of that key down the block (transposed in C)
+    for col in zip(*map(_values, block), strict=True):
+        yield _convert(col)
+
+
+class ColumnStore:
+    """Columns of a stream of records. keys: first-appearance order; n: records seen."""
+
+    def __init__(self) -> None:
+        self.n = 0
+        self._chunks: dict[str, list[tuple[int, np.ndarray, np.ndarray]]] = {}
+
+    @property
+    def keys(self) -> list[str]:
+        return list(self._chunks)
+
+    def add(self, records: Iterable[Mapping[str, Any]]) -> None:
+        """Append a chunk of records (dicts; their keys are taken as strings)."""
+        rows = records if isinstance(records, list) else list(records)
+        if not rows:
+            return
+        with _no_gc():
+            self._add(rows)
+
+    def _add(self, rows: list[Mapping[str, Any]]) -> None:
+        groups: dict[tuple[str, ...], list[int]] = {}
+        for i, rec in enumerate(rows):
+            groups.setdefault(tuple(rec), []).append(i)
+        m, start = len(rows), self.n
+        dense: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        for keys, idx in groups.items():
+            block = rows if len(idx) == m else [rows[i] for i in idx]
+            for key, (vals, code) in zip(keys, _block_columns(block, len(keys)), strict=True):
+                if len(idx) == m:
+                    dense[key] = (vals, code)
+                    continue
+                if key not in dense:
+                    dense[key] = (np.full(m, np.nan), np.zeros(m, np.uint8))
+                dense[key][0][idx], dense[key][1][idx] = vals, code
+        for key, (vals, code) in dense.items():
+            self._chunks.setdefault(str(key), []).append((start, vals, code))
+        self.n += m
+
+    def column(self, key: str) -> tuple[np.ndarray, np.ndarray]:
+        """(values [n] float, NaN unless NUMBER; codes [n] uint8) of `key`."""
+        vals, code = np.full(self.n, np.nan), np.zeros(self.n, np.uint8)
+        for start, v, c in self._chunks.get(key, []):
+            vals[start : start + v.size], code[start : start + v.size] = v, c
+        return vals, code
+
+
+@contextmanager
+def _no_gc() -> Iterator[None]:
+    """The cyclic garbage collector paused: converting a chunk allocates ~10^5 containers that
+    hold no cycles, and each allocation burst would otherwise trigger a full-heap scan."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+def store_of(records: Iterable[Mapping[str, Any]], chunk: int = 8192) -> ColumnStore:
+    """A ColumnStore of `records`, converted `chunk` records at a time."""
+    store, buf = ColumnStore(), []
+    for rec in records:
+        buf.append(rec)
+        if len(buf) >= chunk:
+            store.add(buf)
+            buf = []
+    store.add(buf)
+    return store

@@ -1,0 +1,75 @@
+"""`predict`'s regime label comes from the exact recursion, so it agrees with its own
+oscillation onset and with what the recursion does when run."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from pgrpo.dynamics.predict import predict, recursion_regime
+from pgrpo.dynamics.recursion import oscillation_onset, simulate_recursion
+from pgrpo.errors import UserError
+
+
+def test_the_reported_case_is_underdamped():
+    """a = 0.027 at beta1 = 0.9 lies above the exact onset 0.0263: the mean oscillates (the
+    continuum label, damping ratio 1.01, said 'overdamped')."""
+    pred = predict(0.027, 0.9, 1.0).metrics
+    assert pred["oscillation_onset_a"] == pytest.approx(0.02633, abs=1e-5)
+    assert pred["regime"] == "underdamped"
+    assert pred["continuum_regime"] == "overdamped"
+    x = simulate_recursion(0.027, 0.9, 3000)[0]
+    assert x.min() < 0  # it does oscillate
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.floats(0.0, 0.98), st.floats(1e-3, 3.0), st.integers(1, 4))
+def test_regime_agrees_with_the_onset_and_the_threshold(beta1, a, k):
+    onset = oscillation_onset(beta1, k)
+    assume(abs(a - onset) > 1e-6 * onset)
+    pred = predict(a, beta1, 1.0, refresh_interval=k, n_steps=5).metrics
+    regime = pred["regime"]
+    if not pred["stable"]:
+        assert regime == "unstable"
+    else:
+        assert regime == ("underdamped" if a > onset else "overdamped")
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.floats(0.0, 0.95), st.floats(1e-3, 2.0))
+def test_regime_matches_the_simulated_mean(beta1, a):
+    """K = 1: 'overdamped' means x_n stays positive; 'underdamped' (clearly past the onset)
+    means x_n changes sign; 'unstable' means it grows."""
+    onset = oscillation_onset(beta1, 1)
+    assume(a < 0.95 * onset or a > 1.1 * onset)
+    x = simulate_recursion(a, beta1, 20_000)[0]
+    regime = recursion_regime(a, beta1, 1)
+    if regime == "overdamped":
+        assert x.min() >= 0
+    elif regime == "underdamped":
+        assert x.min() < 0 and np.abs(x[-100:]).max() <= 1.0
+    else:
+        assert regime == "unstable" and not np.abs(x[-100:]).max() <= 1.0
+
+
+@pytest.mark.parametrize("kw", [{"group_size": 1}, {"n_steps": 0}, {"n_steps": -5}])
+def test_refuses_g1_and_no_steps(kw):
+    with pytest.raises(UserError):
+        predict(0.01, 0.9, 1.0, **kw)
+
+
+def test_cli_prints_the_exact_regime(tmp_path):
+    from pgrpo.cli import _load_commands, app
+
+    _load_commands()
+    res = CliRunner().invoke(
+        app, ["predict", "--lr", "0.027", "--kappa", "1", "--out", str(tmp_path), "--json"]
+    )
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert doc["regime"] == "underdamped" and doc["oscillation_onset_a"] < doc["a"]
