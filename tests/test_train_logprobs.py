@@ -96,7 +96,10 @@ def test_row_temperatures_fixed_position_in_group_and_processor_divides_rows():
     assert out[:, 0].tolist() == [2.0, 0.5]
 
 
-def test_shared_prompt_prefix_gives_the_same_values_and_gradients(batch):
+@pytest.mark.parametrize("order", [[0, 1, 2, 3, 4, 5], [2, 3, 0, 5, 4, 1], [1, 2, 3], [0, 3, 4]])
+def test_shared_prompt_prefix_gives_the_same_values_and_gradients(batch, order):
+    """Rows of two groups of 3, in any order or subset (a micro-batch that splits groups): the
+    shared-prompt path equals running every row in full."""
     model, input_ids, attention, p = batch
     g = 3
     ids = input_ids[:1].repeat(g * 2, 1)  # two groups of 3 rows sharing a prompt each
@@ -105,16 +108,18 @@ def test_shared_prompt_prefix_gives_the_same_values_and_gradients(batch):
     ids[:, p:] = torch.randint(2, 200, (g * 2, ids.shape[1] - p))
     temps = torch.tensor([0.5, 1.0, 2.0] * 2)
     weights = torch.randn(g * 2, ids.shape[1] - p)
+    rows = torch.tensor(order)
+    ids, att, temps, weights = ids[rows], att[rows], temps[rows], weights[rows]
 
-    def run(group_size):
+    def run(share):
         model.zero_grad()
         s = completion_scores(
-            model, ids, att, p, temps, chunk=3, with_entropy=True, group_size=group_size
+            model, ids, att, p, temps, chunk=3, with_entropy=True, share_prompts=share
         )
         (s.log_probs * weights).sum().backward()
         return s, [q.grad.clone() for q in model.parameters()]
 
-    (full, gfull), (shared, gshared) = run(None), run(g)
+    (full, gfull), (shared, gshared) = run(False), run(True)
     torch.testing.assert_close(shared.log_probs, full.log_probs, atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(shared.entropy, full.entropy, atol=1e-5, rtol=1e-5)
     for a, b in zip(gshared, gfull, strict=True):
