@@ -52,16 +52,16 @@ class EvalConfig:
             raise ValueError(f"temperature must be > 0, got {self.temperature}")
 
 
-def _load(cfg: EvalConfig, task: Any, seed: int) -> tuple[Any, int | None]:
-    """(policy, training step): a run directory loads its config and latest checkpoint."""
-    from pgrpo.train.config import ModelConfig
-    from pgrpo.train.policies import load_policy
+def _run_config(cfg: EvalConfig) -> tuple[Any, Path | None]:
+    """(RunConfig, checkpoint or None) of what to evaluate: a model by name, or a run directory's
+    model config and latest checkpoint. The task is always cfg.task (the eval's own)."""
+    from pgrpo.train.config import ModelConfig, RunConfig, RunSettings, TaskConfig
 
-    key = f"{cfg.task}:[]"
+    task = TaskConfig(name=cfg.task, split=cfg.split)
     run_dir = Path(cfg.model)
     if not (run_dir / "config.yaml").is_file():
-        mcfg = ModelConfig(name=cfg.model, tiny_warmup_steps=cfg.tiny_warmup_steps)
-        return load_policy(mcfg, task=task, task_key=key, seed=seed), 0
+        model = ModelConfig(name=cfg.model, tiny_warmup_steps=cfg.tiny_warmup_steps)
+        return RunConfig(model=model, task=task, run=RunSettings(seed=cfg.model_seed)), None
     from pgrpo.train.checkpoint import latest_checkpoint
     from pgrpo.train.config import load_config
 
@@ -72,51 +72,39 @@ def _load(cfg: EvalConfig, task: Any, seed: int) -> tuple[Any, int | None]:
             f"{run_dir} has no checkpoint (checkpoints/latest); train with checkpointing on, or "
             "evaluate the base model by name"
         )
-    policy = load_policy(
-        run_cfg.model, task=task, task_key=key, seed=run_cfg.run.seed, warm_up=False
-    )
-    state = load_checkpoint_weights(policy, ckpt)
-    return policy, int(state["step"])
-
-
-def load_checkpoint_weights(policy: Any, checkpoint: Path) -> dict[str, Any]:
-    """Copy a trainer checkpoint's trainable weights into `policy` (in place); returns the
-    checkpoint state (its `step` says which)."""
-    state = torch.load(Path(checkpoint) / "state.pt", weights_only=False)
-    params = dict(policy.model.named_parameters())
-    with torch.no_grad():
-        for name, value in state["model"].items():
-            if name not in params:
-                raise ValueError(f"checkpoint {checkpoint} has {name!r}, which the model lacks")
-            params[name].copy_(value)
-    return state
+    config = RunConfig(model=run_cfg.model, task=task, run=RunSettings(seed=run_cfg.run.seed))
+    return config, ckpt
 
 
 def evaluate(cfg: EvalConfig, *, seed: int = 0, name: str | None = None) -> EvalRun:
-    """Sample cfg.samples completions per problem at `seed` and count the correct ones."""
-    from pgrpo.tasks import get_task
-    from pgrpo.tasks.scoring import score_completions
-    from pgrpo.train.generation import sample
+    """Sample cfg.samples completions per problem at `seed` and count the correct ones (reward
+    >= 1), through the trainer's rollout path (safe scoring with the task's timeout, an empty
+    completion scores 0)."""
+    from pgrpo.train.rollout import load_checkpoint_weights, load_task_and_policy, sample_and_score
 
-    task = get_task(cfg.task)
+    config, checkpoint = _run_config(cfg)
+    task, policy = load_task_and_policy(config, warm_up=checkpoint is None)
+    step = 0
+    if checkpoint is not None:
+        step = int(load_checkpoint_weights(policy, checkpoint)["step"])
     examples = task.load(cfg.split)
     idx = np.arange(len(examples))
     if cfg.problems and cfg.problems < len(examples):
         idx = np.sort(np.random.default_rng(cfg.problem_seed).choice(idx, cfg.problems, False))
-    policy, step = _load(cfg, task, cfg.model_seed)
     torch.manual_seed(seed)
     n, c = [], []
     for start in range(0, idx.size, cfg.batch_prompts):
         batch = [examples[i] for i in idx[start : start + cfg.batch_prompts]]
-        rollout = sample(
+        scored = sample_and_score(
             policy,
-            [task.prompt(e) for e in batch],
+            task,
+            batch,
             group_size=cfg.samples,
             temperatures=[cfg.temperature] * cfg.samples,
             max_new_tokens=cfg.max_new_tokens,
+            reward_timeout_s=config.task.reward_timeout_s,
         )
-        per = [e for e in batch for _ in range(cfg.samples)]
-        rewards = np.asarray(score_completions(task, rollout.texts, per).rewards)
+        rewards = scored.rewards.double().numpy()
         correct = (rewards.reshape(len(batch), cfg.samples) >= 1.0 - 1e-9).sum(1)
         n += [cfg.samples] * len(batch)
         c += [int(x) for x in correct]

@@ -58,7 +58,7 @@ def make_scheduler(optimizer: torch.optim.Optimizer, cfg: RunConfig) -> Any:
     return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
 
 
-def _resolve(config: RunConfig) -> RunConfig:
+def resolve_config(config: RunConfig) -> RunConfig:
     """Fill values that depend on other sections: an aggregator that consumes `max_length` (Dr.
     GRPO's constant normaliser) gets the generation limit."""
     numerator_opts, denominator_opts = aggregator_options(config.loss)
@@ -67,6 +67,9 @@ def _resolve(config: RunConfig) -> RunConfig:
         loss = dataclasses.replace(config.loss, max_length=config.generation.max_new_tokens)
         config = dataclasses.replace(config, loss=loss)
     return config
+
+
+_resolve = resolve_config
 
 
 def _check_resume(config: RunConfig, run_dir: Path) -> None:
