@@ -255,6 +255,7 @@ def test_micro_batches_give_the_minibatch_gradient(tmp_path, aggregator, with_ol
             "loss.kl_coef=0.1",
             "loss.entropy_coef=0.01",
             f"grpo.micro_batch_size={micro}",
+            "model.precision=fp32",  # exact in fp32; bf16 rounds by shape
         )
         run = build_run(cfg, resume=False)
         torch.manual_seed(0)
@@ -264,8 +265,8 @@ def test_micro_batches_give_the_minibatch_gradient(tmp_path, aggregator, with_ol
         )
         adv = compute_advantages("grpo", torch.rand(16), group_size=4).advantages
         temps = rollout.temperatures
-        old = sequence_log_probs(run.policy.model, rollout, temps, cfg) - 0.05 if with_old else None
-        ref = sequence_log_probs(run.policy.model, rollout, temps, cfg) + 0.1
+        old = sequence_log_probs(run.policy, cfg, rollout, temps) - 0.05 if with_old else None
+        ref = sequence_log_probs(run.policy, cfg, rollout, temps) + 0.1
         run.optimizer.zero_grad()
         result = minibatch_gradient(
             run.policy, cfg, rollout, torch.arange(16), adv, old, ref, temps, first=True

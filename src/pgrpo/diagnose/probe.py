@@ -225,6 +225,10 @@ def probe_run_config(config: Any, cfg: ProbeConfig, *, checkpoint: Any = None) -
     from pgrpo.train.setup import resolve_config
 
     c = resolve_config(config)
+    if c.model.precision == "auto" and c.model.dtype == "float32":
+        # a finite difference of gradients at eps ~ 10 lr is below bf16's rounding (2^-8
+        # relative): probe in fp32 unless bf16 is asked for explicitly
+        c = replace(c, model=replace(c.model, precision="fp32"))
     task, policy = load_task_and_policy(c, checkpoint=checkpoint)
     grad_fn, theta0 = lm_gradient(policy, task, task.load(c.task.split), c)
     params = policy.trainable_parameters()
@@ -239,6 +243,7 @@ def probe_run_config(config: Any, cfg: ProbeConfig, *, checkpoint: Any = None) -
         "lr": c.optim.lr,
         "beta1": c.optim.beta1,
         "refresh_interval": c.grpo.refresh_interval,
+        "precision": policy.precision.name,
     }
     out["noise_dominated"] = bool(result.stderr > 0.5 * abs(kappa))
     if kappa > 0:

@@ -39,7 +39,8 @@ class Rollout:
     padding 0, every completion position 1, as during generation); prompt_len: P;
     completion_ids: [N, T]; completion_mask: [N, T] (1 up to and including the first EOS);
     temperatures: [N] the temperature each row was drawn at; texts: N decoded completions;
-    truncated: [N] bool, no EOS within max_new_tokens.
+    truncated: [N] bool, no EOS within max_new_tokens; sampler_log_probs: [N, T] the sampler's
+    own log-probs of the drawn tokens (0 after the first EOS), when asked for.
     """
 
     input_ids: torch.Tensor
@@ -50,6 +51,7 @@ class Rollout:
     temperatures: torch.Tensor
     texts: list[str]
     truncated: torch.Tensor
+    sampler_log_probs: torch.Tensor | None = None
 
     @property
     def num_tokens(self) -> int:
@@ -116,8 +118,11 @@ def sample(
     group_size: int,
     temperatures: Sequence[float],
     max_new_tokens: int,
+    with_log_probs: bool = False,
 ) -> Rollout:
-    """Draw G completions for each prompt (prompt-major, contiguous groups)."""
+    """Draw G completions for each prompt (prompt-major, contiguous groups). with_log_probs: also
+    keep the sampler's own log-probs of the drawn tokens (`Rollout.sampler_log_probs`; costs
+    N x T x V floats)."""
     from transformers import GenerationConfig, LogitsProcessorList
 
     tok = policy.tokenizer
@@ -138,16 +143,19 @@ def sample(
     )
     was_training = policy.model.training
     policy.model.eval()
-    cache = shared_prompt_cache(policy.model, encoded, tok.pad_token_id, group_size)
-    out = policy.model.generate(
-        input_ids=prompt_ids,
-        attention_mask=prompt_mask,
-        generation_config=gen_config,
-        logits_processor=LogitsProcessorList([RowTemperature(temps)]),
-        **({} if cache is None else {_cache_kwarg(_backbone(policy.model)): cache}),
-    )
+    with policy.precision.autocast():  # the same precision as the log-prob recompute
+        cache = shared_prompt_cache(policy.model, encoded, tok.pad_token_id, group_size)
+        out = policy.model.generate(
+            input_ids=prompt_ids,
+            attention_mask=prompt_mask,
+            generation_config=gen_config,
+            logits_processor=LogitsProcessorList([RowTemperature(temps)]),
+            return_dict_in_generate=True,
+            output_logits=with_log_probs,
+            **({} if cache is None else {_cache_kwarg(_backbone(policy.model)): cache}),
+        )
     policy.model.train(was_training)
-    completion_ids = out[:, prompt_ids.shape[1] :]
+    completion_ids = out.sequences[:, prompt_ids.shape[1] :]
     if completion_ids.shape[1] == 0:  # every row ended at once (cannot happen with T >= 1)
         completion_ids = torch.full((len(repeated), 1), tok.eos_token_id, dtype=torch.long)
     mask = completion_mask(completion_ids, tok.eos_token_id)
@@ -158,6 +166,10 @@ def sample(
     ]
     input_ids = torch.cat([prompt_ids, completion_ids], dim=1)
     attention = torch.cat([prompt_mask, torch.ones_like(completion_ids)], dim=1)
+    sampler = None
+    if with_log_probs and out.logits:
+        logp = _sampler_log_probs(out.logits, completion_ids, temps)
+        sampler = torch.where(mask.bool(), logp, torch.zeros_like(logp))
     return Rollout(
         input_ids=input_ids,
         attention_mask=attention,
@@ -167,4 +179,17 @@ def sample(
         temperatures=temps,
         texts=texts,
         truncated=truncated,
+        sampler_log_probs=sampler,
     )
+
+
+def _sampler_log_probs(
+    logits: Sequence[torch.Tensor], completion_ids: torch.Tensor, temps: torch.Tensor
+) -> torch.Tensor:
+    """log softmax(logits_t / T_i) of each drawn token, in float32 as the sampler draws: T
+    tensors [N, V] -> [N, T]."""
+    steps = []
+    for t, step_logits in enumerate(logits[: completion_ids.shape[1]]):
+        logp = torch.log_softmax(step_logits.float() / temps[:, None], dim=-1)
+        steps.append(logp.gather(-1, completion_ids[:, t : t + 1]).squeeze(-1))
+    return torch.stack(steps, dim=1)

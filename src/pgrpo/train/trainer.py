@@ -33,6 +33,7 @@ from pgrpo.train.rollout import batch_advantages, collect
 from pgrpo.train.setup import _check_resume, _resolve, _Run, build_run
 from pgrpo.train.update import (
     minibatch_gradient,
+    minibatches,
     reference_log_probs,
     scoring_temperatures,
     sequence_log_probs,
@@ -90,6 +91,7 @@ def train_step(run: _Run, step: int) -> dict[str, Any]:
         "refresh_interval": cfg.grpo.refresh_interval,
         "beta1": cfg.optim.beta1,
         "optimizer_step": run.optimizer_steps,
+        "precision": run.policy.precision.name,
         "reward_errors": scored.errors,
         "reward_timeouts": scored.timeouts,
         **_task_metrics(task, rollout.texts, batch.per_completion, scored.rewards),
@@ -110,15 +112,15 @@ def optimize(run: _Run, rollout: Rollout, advantages: torch.Tensor) -> dict[str,
     cfg, policy = run.config, run.policy
     k_steps, m = cfg.grpo.refresh_interval, cfg.grpo.num_minibatches
     temps = scoring_temperatures(rollout, cfg)
-    minibatches = torch.arange(rollout.input_ids.shape[0]).chunk(m)
-    old = sequence_log_probs(policy.model, rollout, temps, cfg) if k_steps > 1 else None
+    batches = minibatches(rollout.input_ids.shape[0], cfg)
+    old = sequence_log_probs(policy, cfg, rollout, temps) if k_steps > 1 else None
     ref = reference_log_probs(policy, rollout, temps, cfg)
     params = policy.trainable_parameters()
     records = []
     for k in range(k_steps):
         run.optimizer.zero_grad(set_to_none=True)
         result = minibatch_gradient(
-            policy, cfg, rollout, minibatches[k % m], advantages, old, ref, temps, first=(k == 0)
+            policy, cfg, rollout, batches[k % m], advantages, old, ref, temps, first=(k == 0)
         )
         grad_norm = torch.nn.utils.clip_grad_norm_(params, cfg.optim.max_grad_norm or math.inf)
         lr = run.scheduler.get_last_lr()[0]

@@ -30,19 +30,38 @@ def scoring_temperatures(rollout: Rollout, config: RunConfig) -> torch.Tensor | 
     return rollout.temperatures if config.generation.score_temperature == "sampled" else None
 
 
+def minibatches(n: int, config: RunConfig) -> list[torch.Tensor]:
+    """The M minibatches of a batch of n rows: contiguous, in order (step k uses k mod M)."""
+    return list(torch.arange(n).chunk(config.grpo.num_minibatches))
+
+
+def _partition(idx: torch.Tensor, config: RunConfig) -> list[torch.Tensor]:
+    """Positions in `idx` of each micro-batch (`grpo.micro_batch_size` rows)."""
+    return list(torch.arange(len(idx)).split(config.grpo.micro_batch_size or len(idx)))
+
+
 @torch.no_grad()
 def sequence_log_probs(
-    model: torch.nn.Module, rollout: Rollout, temps: torch.Tensor | None, config: RunConfig
+    policy: Policy,
+    config: RunConfig,
+    rollout: Rollout,
+    temps: torch.Tensor | None,
+    *,
+    model: torch.nn.Module | None = None,
 ) -> torch.Tensor:
-    """[N, T] log-probs of the completion tokens under `model`, no gradient (old / reference)."""
-    return completion_scores(
-        model,
-        rollout.input_ids,
-        rollout.attention_mask,
-        rollout.prompt_len,
-        temps,
-        chunk=config.generation.logprob_chunk,
-    ).log_probs
+    """[N, T] log-probs of the completion tokens under `model` (default: the policy's), no
+    gradient (old / reference log-probs). Rows go through the same minibatches, micro-batches,
+    column cuts and precision as in `minibatch_gradient`, so that before the first optimizer step
+    the old log-probs are the current ones bit for bit (ratio exactly 1, also in bf16)."""
+    mask = rollout.completion_mask
+    out = torch.zeros(mask.shape)
+    for idx in minibatches(mask.shape[0], config):
+        for part in _partition(idx, config):
+            rows = idx[part]
+            fill = torch.zeros(len(rows), mask.shape[1])
+            scores = _score_rows(policy, config, rollout, rows, temps, fill, False, False, model)
+            out[rows] = scores.log_probs.float()
+    return out
 
 
 def reference_log_probs(
@@ -52,7 +71,7 @@ def reference_log_probs(
     if not config.loss.uses_reference:
         return None
     with policy.reference_model() as reference:
-        return sequence_log_probs(reference, rollout, temps, config)
+        return sequence_log_probs(policy, config, rollout, temps, model=reference)
 
 
 def minibatch_gradient(
@@ -80,7 +99,7 @@ def minibatch_gradient(
     with_entropy = first or entropy_grad
     log_probs = torch.zeros(mask.shape)
     entropy = torch.zeros(mask.shape) if with_entropy else None
-    for part in torch.arange(len(idx)).split(cfg.grpo.micro_batch_size or len(idx)):
+    for part in _partition(idx, cfg):
         rows = idx[part]
         fill = torch.zeros(len(rows), mask.shape[1]) if old is None else old[rows]
         scores = _score_rows(policy, cfg, rollout, rows, temps, fill, with_entropy, entropy_grad)
@@ -132,26 +151,28 @@ def _score_rows(
     fill: torch.Tensor,
     with_entropy: bool,
     entropy_grad: bool,
+    model: torch.nn.Module | None = None,
 ) -> TokenScores:
     """Scores of `rows` with the columns that are padding in all of them cut off (the prompt's
     left padding, the completions' tail after the last EOS): less compute, same values on the
     completion mask. Cut completion positions get `fill` (log-probs: the old ones, so the ratio
     there is 1 and finite) and entropy 0; they are outside the mask, so the loss and its gradient
-    are unchanged."""
+    are unchanged. Runs under the policy's precision (`Precision.autocast`)."""
     att = rollout.attention_mask[rows]
     p, t_full = rollout.prompt_len, rollout.completion_mask.shape[1]
     lo = int(att[:, :p].sum(0).nonzero()[0]) if p else 0
     t = max(1, int(rollout.completion_mask[rows].sum(1).max()))
-    scores = completion_scores(
-        policy.model,
-        rollout.input_ids[rows, lo : p + t],
-        att[:, lo : p + t],
-        p - lo,
-        None if temps is None else temps[rows],
-        chunk=cfg.generation.logprob_chunk,
-        with_entropy=with_entropy,
-        entropy_grad=entropy_grad,
-    )
+    with policy.precision.autocast():
+        scores = completion_scores(
+            policy.model if model is None else model,
+            rollout.input_ids[rows, lo : p + t],
+            att[:, lo : p + t],
+            p - lo,
+            None if temps is None else temps[rows],
+            chunk=cfg.generation.logprob_chunk,
+            with_entropy=with_entropy,
+            entropy_grad=entropy_grad,
+        )
     if t == t_full:
         return scores
     log_probs = torch.cat([scores.log_probs, fill[:, t:]], dim=1)
