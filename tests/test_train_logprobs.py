@@ -144,3 +144,25 @@ def test_sampling_with_the_shared_prompt_cache_matches_full_prefill(monkeypatch)
     assert torch.equal(shared.input_ids, full.input_ids)
     assert shared.texts == full.texts
     assert shared.completion_mask.shape == (9, shared.completion_ids.shape[1])
+
+
+def test_row_temperature_sampler_draws_softmax_of_logits_over_temperature():
+    """Chi-square goodness of fit of 20,000 draws per row against softmax(logits / T_i)."""
+    from scipy.stats import chisquare
+
+    from pgrpo.train.generation import RowTemperatureSampler
+
+    torch.manual_seed(0)
+    logits = torch.tensor([[2.0, 1.0, 0.0, -1.0, -30.0], [0.5, 0.4, 3.0, -2.0, 0.0]])
+    temps = torch.tensor([0.7, 2.0])
+    n = 20_000
+    draws = [RowTemperatureSampler(temps)(None, logits).argmax(-1) for _ in range(n)]
+    counts = torch.stack([torch.bincount(torch.stack(draws)[:, i], minlength=5) for i in range(2)])
+    for i in range(2):
+        p = torch.softmax(logits[i].double() / temps[i], -1)
+        keep = p > 1e-6
+        res = chisquare(counts[i][keep].double().numpy(), (p[keep] / p[keep].sum() * n).numpy())
+        assert res.pvalue > 1e-3, (i, counts[i], p)
+    assert counts[0, 4] == 0  # a token of probability ~1e-19 is never drawn
+    out = RowTemperatureSampler(temps)(None, logits)
+    assert torch.isinf(out).sum(-1).tolist() == [4, 4] and (out.max(-1).values == 0).all()

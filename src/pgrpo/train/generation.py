@@ -6,12 +6,14 @@
 Each prompt is repeated G times, contiguously, so completion i belongs to group i // G and sits at
 position i % G; with a multi-temperature schedule (MDP-GRPO) position j is always drawn at
 temperatures[j]. Per-row temperature is a logits processor that divides each row's logits by its
-own temperature, with the sampler itself at temperature 1 and no top-k / top-p, so a completion is
-an exact sample of softmax(logits / T_i) and its log-probs can be recomputed exactly.
+own temperature and draws from softmax(logits / T_i) by inverse CDF (`RowTemperatureSampler`; no
+top-k / top-p), so a completion is an exact sample of softmax(logits / T_i) and its log-probs can
+be recomputed exactly.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -29,6 +31,27 @@ class RowTemperature:
 
     def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
         return scores / self.temperatures.to(scores.dtype)[:, None]
+
+
+class RowTemperatureSampler:
+    """LogitsProcessor that draws the next token itself, for `generate` in greedy mode: row i's
+    token is an exact sample of softmax(scores_i / temperatures_i) by inverse CDF (one uniform per
+    row, float64 cumulative sum); the returned scores are 0 at the drawn token and -inf elsewhere,
+    so the greedy argmax takes it. The same distribution as `generate`'s multinomial sampling,
+    which draws N x V exponentials per step (torch.multinomial without replacement): measured
+    50 ms per step for 32 rows of SmolLM2's 49,152-token vocabulary, 30% of sampling."""
+
+    def __init__(self, temperatures: torch.Tensor) -> None:
+        self.temperatures = temperatures
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        """scores [N, V] -> [N, V] (0 at the drawn token, -inf elsewhere)."""
+        logits = scores.double() / self.temperatures.double()[:, None]
+        cdf = torch.softmax(logits, dim=-1).cumsum(-1)
+        u = torch.rand(scores.shape[0], 1, dtype=torch.float64) * cdf[:, -1:]
+        token = torch.searchsorted(cdf, u, right=True).clamp(max=scores.shape[1] - 1)
+        out = torch.full_like(scores, -math.inf)
+        return out.scatter_(1, token, 0.0)
 
 
 @dataclass(frozen=True)
@@ -131,10 +154,7 @@ def sample(
     prompt_ids, prompt_mask = left_pad(repeated, tok.pad_token_id)
     temps = row_temperatures(len(prompts), group_size, temperatures)
     gen_config = GenerationConfig(
-        do_sample=True,
-        temperature=1.0,  # the per-row processor below does the scaling
-        top_k=0,
-        top_p=1.0,
+        do_sample=False,  # the processor below samples; greedy then takes its token
         max_new_tokens=max_new_tokens,
         min_new_tokens=0,
         eos_token_id=tok.eos_token_id,
@@ -149,7 +169,7 @@ def sample(
             input_ids=prompt_ids,
             attention_mask=prompt_mask,
             generation_config=gen_config,
-            logits_processor=LogitsProcessorList([RowTemperature(temps)]),
+            logits_processor=LogitsProcessorList([RowTemperatureSampler(temps)]),
             return_dict_in_generate=True,
             output_logits=with_log_probs,
             **({} if cache is None else {_cache_kwarg(_backbone(policy.model)): cache}),

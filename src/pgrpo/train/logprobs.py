@@ -2,9 +2,11 @@
 
 The backbone gives hidden states [N, L, H]; only the T positions that predict completion tokens
 go through the LM head, `chunk` positions at a time: logits [N, chunk, V], logsumexp, gather.
-With gradients on, each chunk runs under activation checkpointing, so backward recomputes one
-chunk's logits at a time instead of keeping all of them: peak memory ~ N * chunk * V floats
-instead of N * T * V (TRL's complaint #5 in notes/anchors.md).
+With gradients on and more than one chunk, each chunk runs under activation checkpointing, so
+backward recomputes one chunk's logits at a time instead of keeping all of them: peak memory
+~ N * chunk * V floats instead of N * T * V (TRL's complaint #5 in notes/anchors.md). When all T
+positions fit one chunk there is nothing to save (backward starts with the head, where the
+recomputed logits would be alive anyway), so no recompute is paid.
 
 Each row is scored at its own temperature (logits / T_i), the one it was sampled at, unless the
 caller passes ones (MDP-GRPO's code scores everything at T = 1).
@@ -166,7 +168,7 @@ def completion_scores(
     logps, ents = [], []
     for start in range(0, t, chunk):
         args = (hidden[:, start : start + chunk], targets[:, start : start + chunk], inv_temp)
-        if torch.is_grad_enabled():
+        if torch.is_grad_enabled() and t > chunk:  # only several chunks save memory
             lp, ent = checkpoint(
                 _chunk_scores,
                 *args,
