@@ -177,9 +177,10 @@ class GRPOConfig:
     be a multiple of M (K / M passes over the batch)."""
 
     micro_batch_size: int | None = None
-    """Rows per forward/backward pass; gradients of a minibatch's micro-batches are summed into
-    exactly the minibatch gradient (less memory, same result up to float rounding). None: the
-    whole minibatch at once. A multiple of group_size lets each group's prompt run once."""
+    """Rows per forward/backward pass; the micro-batches' gradients sum to exactly the minibatch
+    gradient (each micro-batch's loss uses the minibatch's normaliser; less memory, same result up
+    to float rounding). None: the whole minibatch at once. Any size works; rows of a group that
+    share a micro-batch run their prompt once."""
 
     def __post_init__(self) -> None:
         est = ADVANTAGE_ESTIMATORS.get(self.advantage)
