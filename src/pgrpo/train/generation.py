@@ -156,6 +156,8 @@ def sample(
     gen_config = GenerationConfig(
         do_sample=False,  # the processor below samples; greedy then takes its token
         max_new_tokens=max_new_tokens,
+        return_dict_in_generate=True,
+        output_logits=with_log_probs,
         min_new_tokens=0,
         eos_token_id=tok.eos_token_id,
         pad_token_id=tok.pad_token_id,
@@ -170,8 +172,6 @@ def sample(
             attention_mask=prompt_mask,
             generation_config=gen_config,
             logits_processor=LogitsProcessorList([RowTemperatureSampler(temps)]),
-            return_dict_in_generate=True,
-            output_logits=with_log_probs,
             **({} if cache is None else {_cache_kwarg(_backbone(policy.model)): cache}),
         )
     policy.model.train(was_training)
