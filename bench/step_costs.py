@@ -10,10 +10,13 @@ median of the last 3 repetitions. The first version to run saves the rollout; la
     git archive <old commit> src | tar -x -C /tmp/before
     PYTHONPATH=/tmp/before/src python bench/step_costs.py before
     PYTHONPATH=src python bench/step_costs.py after [key=value ...]
+
+Each run replaces its label's row in bench/results/step_costs.json (label `current` by default).
 """
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import statistics
@@ -26,6 +29,8 @@ from pgrpo.train import trainer
 from pgrpo.train.demo import demo_config
 from pgrpo.train.generation import Rollout, sample
 from pgrpo.train.setup import build_run
+
+OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "step_costs.json")
 
 FIELDS = (
     "input_ids",
@@ -40,7 +45,8 @@ FIELDS = (
 
 
 def main() -> None:
-    label, overrides = sys.argv[1], sys.argv[2:]
+    label = sys.argv[1] if len(sys.argv) > 1 else "current"
+    overrides = sys.argv[2:]
     path = os.environ.get("PGRPO_BENCH_ROLLOUT", "/tmp/rollout.pt")
     torch.set_num_threads(1)
     cfg = demo_config(4, "/tmp/pgrpo-step-costs", ["run.name=ab", *overrides])
@@ -74,6 +80,15 @@ def main() -> None:
         "update_median": round(statistics.median(upd[1:]), 3),
     }
     print(json.dumps(out))
+    doc = {"results": []}
+    if os.path.exists(OUT):
+        with open(OUT) as fh:
+            doc = json.load(fh)
+    doc["results"] = [r for r in doc["results"] if r.get("label") != label] + [out]
+    doc["command"] = "python bench/step_costs.py LABEL [key=value ...]  (one run per code version)"
+    doc["date"] = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+    with open(OUT, "w") as fh:
+        json.dump(doc, fh, indent=1)
 
 
 if __name__ == "__main__":
