@@ -100,6 +100,7 @@ def test_cli_probe_tiny_model():
     out = json.loads(res.stdout)
     assert len(out["samples"]) == 2 and out["stderr"] >= 0
     assert out["lr"] == 3e-3 and out["refresh_interval"] == 1
+    assert out["precision"] == "fp32"  # auto probes in fp32
     assert out["metrics"]["gPg"] > 0
     assert out["noise_dominated"] == (out["stderr"] > 0.5 * abs(out["kappa"]))
     assert (out["prediction"] is None) == (out["kappa"] <= 0)

@@ -210,16 +210,16 @@ def test_failing_reward_scores_zero_is_counted_and_the_run_continues(tmp_path, m
 
 
 def test_empty_completions_score_zero_and_are_logged(tmp_path, monkeypatch):
-    import pgrpo.train.trainer as trainer
+    import pgrpo.train.rollout as rollout_path
 
-    real = trainer.sample
+    real = rollout_path.sample
 
     def first_row_empty(*args, **kwargs):
         rollout = real(*args, **kwargs)
         rollout.texts[0] = ""
         return rollout
 
-    monkeypatch.setattr(trainer, "sample", first_row_empty)
+    monkeypatch.setattr(rollout_path, "sample", first_row_empty)
     cfg = tiny(
         tmp_path,
         "run.name=e",
@@ -246,7 +246,7 @@ def test_log_is_valid_json_without_nan(tmp_path):
 def test_micro_batches_give_the_minibatch_gradient(tmp_path, aggregator, with_old):
     from pgrpo.core.advantages import compute_advantages
     from pgrpo.train.generation import sample
-    from pgrpo.train.trainer import _score, minibatch_gradient
+    from pgrpo.train.update import minibatch_gradient, sequence_log_probs
 
     def grads(micro):
         cfg = tiny(
@@ -255,6 +255,7 @@ def test_micro_batches_give_the_minibatch_gradient(tmp_path, aggregator, with_ol
             "loss.kl_coef=0.1",
             "loss.entropy_coef=0.01",
             f"grpo.micro_batch_size={micro}",
+            "model.precision=fp32",  # exact in fp32; bf16 rounds by shape
         )
         run = build_run(cfg, resume=False)
         torch.manual_seed(0)
@@ -264,11 +265,11 @@ def test_micro_batches_give_the_minibatch_gradient(tmp_path, aggregator, with_ol
         )
         adv = compute_advantages("grpo", torch.rand(16), group_size=4).advantages
         temps = rollout.temperatures
-        old = _score(run.policy.model, rollout, temps, cfg, 4) - 0.05 if with_old else None
-        ref = _score(run.policy.model, rollout, temps, cfg, 4) + 0.1
+        old = sequence_log_probs(run.policy, cfg, rollout, temps) - 0.05 if with_old else None
+        ref = sequence_log_probs(run.policy, cfg, rollout, temps) + 0.1
         run.optimizer.zero_grad()
         result = minibatch_gradient(
-            run, rollout, torch.arange(16), adv, old, ref, temps, first=True
+            run.policy, cfg, rollout, torch.arange(16), adv, old, ref, temps, first=True
         )
         return result, [p.grad.clone() for p in run.policy.trainable_parameters()]
 

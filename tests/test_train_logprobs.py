@@ -96,7 +96,10 @@ def test_row_temperatures_fixed_position_in_group_and_processor_divides_rows():
     assert out[:, 0].tolist() == [2.0, 0.5]
 
 
-def test_shared_prompt_prefix_gives_the_same_values_and_gradients(batch):
+@pytest.mark.parametrize("order", [[0, 1, 2, 3, 4, 5], [2, 3, 0, 5, 4, 1], [1, 2, 3], [0, 3, 4]])
+def test_shared_prompt_prefix_gives_the_same_values_and_gradients(batch, order):
+    """Rows of two groups of 3, in any order or subset (a micro-batch that splits groups): the
+    shared-prompt path equals running every row in full."""
     model, input_ids, attention, p = batch
     g = 3
     ids = input_ids[:1].repeat(g * 2, 1)  # two groups of 3 rows sharing a prompt each
@@ -105,16 +108,18 @@ def test_shared_prompt_prefix_gives_the_same_values_and_gradients(batch):
     ids[:, p:] = torch.randint(2, 200, (g * 2, ids.shape[1] - p))
     temps = torch.tensor([0.5, 1.0, 2.0] * 2)
     weights = torch.randn(g * 2, ids.shape[1] - p)
+    rows = torch.tensor(order)
+    ids, att, temps, weights = ids[rows], att[rows], temps[rows], weights[rows]
 
-    def run(group_size):
+    def run(share):
         model.zero_grad()
         s = completion_scores(
-            model, ids, att, p, temps, chunk=3, with_entropy=True, group_size=group_size
+            model, ids, att, p, temps, chunk=3, with_entropy=True, share_prompts=share
         )
         (s.log_probs * weights).sum().backward()
         return s, [q.grad.clone() for q in model.parameters()]
 
-    (full, gfull), (shared, gshared) = run(None), run(g)
+    (full, gfull), (shared, gshared) = run(False), run(True)
     torch.testing.assert_close(shared.log_probs, full.log_probs, atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(shared.entropy, full.entropy, atol=1e-5, rtol=1e-5)
     for a, b in zip(gshared, gfull, strict=True):
@@ -139,3 +144,25 @@ def test_sampling_with_the_shared_prompt_cache_matches_full_prefill(monkeypatch)
     assert torch.equal(shared.input_ids, full.input_ids)
     assert shared.texts == full.texts
     assert shared.completion_mask.shape == (9, shared.completion_ids.shape[1])
+
+
+def test_row_temperature_sampler_draws_softmax_of_logits_over_temperature():
+    """Chi-square goodness of fit of 20,000 draws per row against softmax(logits / T_i)."""
+    from scipy.stats import chisquare
+
+    from pgrpo.train.generation import RowTemperatureSampler
+
+    torch.manual_seed(0)
+    logits = torch.tensor([[2.0, 1.0, 0.0, -1.0, -30.0], [0.5, 0.4, 3.0, -2.0, 0.0]])
+    temps = torch.tensor([0.7, 2.0])
+    n = 20_000
+    draws = [RowTemperatureSampler(temps)(None, logits).argmax(-1) for _ in range(n)]
+    counts = torch.stack([torch.bincount(torch.stack(draws)[:, i], minlength=5) for i in range(2)])
+    for i in range(2):
+        p = torch.softmax(logits[i].double() / temps[i], -1)
+        keep = p > 1e-6
+        res = chisquare(counts[i][keep].double().numpy(), (p[keep] / p[keep].sum() * n).numpy())
+        assert res.pvalue > 1e-3, (i, counts[i], p)
+    assert counts[0, 4] == 0  # a token of probability ~1e-19 is never drawn
+    out = RowTemperatureSampler(temps)(None, logits)
+    assert torch.isinf(out).sum(-1).tolist() == [4, 4] and (out.max(-1).values == 0).all()

@@ -97,8 +97,8 @@ def test_a_checkpoint_carrying_a_pickled_command_is_refused_and_never_runs(tmp_p
     assert _one_error_line(resumed)
     evaluated = runner.invoke(app, ["eval", "--model", str(run_dir), "--problems", "2"])
     assert evaluated.exit_code != 0
-    from pgrpo.evaluate.runner import load_checkpoint_weights
     from pgrpo.train.policies import load_policy
+    from pgrpo.train.rollout import load_checkpoint_weights
 
     policy = load_policy(load_config_of(run_dir).model, warm_up=False)
     with pytest.raises(ckpt.UnsafeCheckpointError, match="refused"):

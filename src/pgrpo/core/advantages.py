@@ -42,6 +42,9 @@ class AdvantageEstimator:
     fn: Callable[..., torch.Tensor]
     default_transform: str | None = None
     needs_group_stats: bool = True  # False: per-rollout formula (sign), singleton groups are fine
+    columns: tuple[str, ...] = ()
+    """Per-completion inputs the estimator takes as options of the same name ([N] values); a
+    task provides column c as its method `task.c(example)` (e.g. `num_constraints`)."""
 
 
 @dataclass(frozen=True)
@@ -59,12 +62,18 @@ _DEFAULT = "default"
 
 
 def register_advantage(
-    name: str, *, default_transform: str | None = None, needs_group_stats: bool = True
+    name: str,
+    *,
+    default_transform: str | None = None,
+    needs_group_stats: bool = True,
+    columns: tuple[str, ...] = (),
 ) -> Callable[[Callable[..., torch.Tensor]], Callable[..., torch.Tensor]]:
-    """Decorator registering an estimator `fn(rewards, groups, *, valid, transform, **options)`."""
+    """Decorator registering an estimator `fn(rewards, groups, *, valid, transform, **options)`;
+    `columns`: the per-completion options it consumes (see `AdvantageEstimator.columns`)."""
 
     def deco(fn: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
-        ADVANTAGE_ESTIMATORS.add(name, AdvantageEstimator(fn, default_transform, needs_group_stats))
+        entry = AdvantageEstimator(fn, default_transform, needs_group_stats, tuple(columns))
+        ADVANTAGE_ESTIMATORS.add(name, entry)
         return fn
 
     return deco
@@ -171,7 +180,7 @@ def sign(
     return _apply(transform, 2.0 * unit - 1.0)
 
 
-@register_advantage("dual_anchor", default_transform="prospect")
+@register_advantage("dual_anchor", default_transform="prospect", columns=("num_constraints",))
 def dual_anchor(
     rewards: torch.Tensor,
     groups: Groups,

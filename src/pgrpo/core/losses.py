@@ -13,8 +13,9 @@ The per-token objective, the aggregation and the regularisers are separate named
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 import torch
 
@@ -31,7 +32,7 @@ class TokenLoss:
 
 
 POLICY_LOSSES: Registry[Callable[..., TokenLoss]] = Registry("policy loss")
-AGGREGATORS: Registry[Callable[..., torch.Tensor]] = Registry("loss aggregator")
+AGGREGATORS: Registry[Aggregator] = Registry("loss aggregator")
 KL_ESTIMATORS: Registry[Callable[..., torch.Tensor]] = Registry("KL estimator")
 
 
@@ -87,30 +88,69 @@ def reinforce(
 # ---------------------------------------------------------------------------------------------
 
 
-@AGGREGATORS.register("token_mean")
-def token_mean(values: torch.Tensor, response_mask: torch.Tensor) -> torch.Tensor:
-    """Sum over all response tokens in the batch / number of response tokens (DAPO, TRL `dapo`)."""
+@dataclass(frozen=True)
+class Aggregator:
+    """A loss aggregation written as numerator / denominator:
+
+        aggregate(values, mask) = numerator(values, mask).sum() / denominator(mask)
+
+    numerator: fn(values [N,T], response_mask [N,T], **opts) -> [N], one term per row that reads
+    only that row; denominator: fn(response_mask [N,T], **opts) -> scalar tensor, a constant of
+    the whole batch. The split is what makes gradient accumulation exact: the loss of a batch is
+    the plain sum over its micro-batches of numerator(rows) / denominator(whole batch).
+    Options are keyword-only parameters of the two functions; `policy_loss` passes each
+    `LossConfig` field of the same name (e.g. `max_length`).
+    """
+
+    numerator: Callable[..., torch.Tensor]
+    denominator: Callable[..., torch.Tensor]
+
+    def __call__(self, values: torch.Tensor, response_mask: torch.Tensor, **opts) -> torch.Tensor:
+        """values, response_mask: [N,T] -> scalar; each option goes to the function taking it."""
+        num = {k: v for k, v in opts.items() if k in _keyword_only(self.numerator)}
+        den = {k: v for k, v in opts.items() if k in _keyword_only(self.denominator)}
+        unknown = set(opts) - set(num) - set(den)
+        if unknown:
+            raise TypeError(f"aggregator options {sorted(unknown)} are not accepted by it")
+        return self.numerator(values, response_mask, **num).sum() / self.denominator(
+            response_mask, **den
+        )
+
+
+def _masked_row_sum(values: torch.Tensor, response_mask: torch.Tensor) -> torch.Tensor:
+    """[N,T] -> [N]: sum of the values on the response mask."""
+    return (values * response_mask.to(values.dtype)).sum(-1)
+
+
+def _token_count(response_mask: torch.Tensor) -> torch.Tensor:
+    return response_mask.sum().to(torch.get_default_dtype()).clamp(min=1.0)
+
+
+def _row_token_means(values: torch.Tensor, response_mask: torch.Tensor) -> torch.Tensor:
     mask = response_mask.to(values.dtype)
-    return (values * mask).sum() / mask.sum().clamp(min=1.0)
+    return (values * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)
 
 
-@AGGREGATORS.register("seq_mean_token_mean")
-def seq_mean_token_mean(values: torch.Tensor, response_mask: torch.Tensor) -> torch.Tensor:
-    """Mean over sequences of each sequence's token mean (original GRPO, TRL `grpo`)."""
-    mask = response_mask.to(values.dtype)
-    per_seq = (values * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)
-    return per_seq.mean()
+def _row_count(response_mask: torch.Tensor) -> torch.Tensor:
+    return torch.tensor(float(max(response_mask.shape[0], 1)))
 
 
-@AGGREGATORS.register("seq_sum_constant_norm")
-def seq_sum_constant_norm(
-    values: torch.Tensor, response_mask: torch.Tensor, *, max_length: int | None = None
-) -> torch.Tensor:
-    """Token sum / (N * max_length), a constant normaliser (Dr. GRPO, Liu et al. 2025): no length
-    bias. max_length defaults to T, the padded completion length (pass the generation limit)."""
-    mask = response_mask.to(values.dtype)
-    norm = float(max_length if max_length is not None else values.shape[-1])
-    return (values * mask).sum() / (values.shape[0] * norm)
+def _constant_norm(response_mask: torch.Tensor, *, max_length: int | None = None) -> torch.Tensor:
+    norm = float(max_length if max_length is not None else response_mask.shape[-1])
+    return torch.tensor(response_mask.shape[0] * norm)
+
+
+token_mean = Aggregator(_masked_row_sum, _token_count)
+"""Sum over all response tokens in the batch / number of response tokens (DAPO, TRL `dapo`)."""
+seq_mean_token_mean = Aggregator(_row_token_means, _row_count)
+"""Mean over sequences of each sequence's token mean (original GRPO, TRL `grpo`)."""
+seq_sum_constant_norm = Aggregator(_masked_row_sum, _constant_norm)
+"""Token sum / (N * max_length), a constant normaliser (Dr. GRPO, Liu et al. 2025): no length
+bias. max_length defaults to T, the padded completion length (pass the generation limit)."""
+
+AGGREGATORS.add("token_mean", token_mean)
+AGGREGATORS.add("seq_mean_token_mean", seq_mean_token_mean)
+AGGREGATORS.add("seq_sum_constant_norm", seq_sum_constant_norm)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -212,6 +252,36 @@ class LossResult:
     metrics: dict[str, float]
 
 
+def config_options(fn: Callable[..., object], config: LossConfig) -> dict[str, object]:
+    """The `LossConfig` fields that a registry entry consumes: those named by its keyword-only
+    parameters (the entry declares them in its signature; callers never switch on its name)."""
+    wanted = _keyword_only(fn)
+    return {f.name: getattr(config, f.name) for f in fields(config) if f.name in wanted}
+
+
+def _keyword_only(fn: Callable[..., object]) -> set[str]:
+    params = inspect.signature(fn).parameters.values()
+    return {p.name for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY}
+
+
+def aggregator_options(config: LossConfig) -> tuple[dict[str, object], dict[str, object]]:
+    """(numerator options, denominator options) of the configured aggregator: the LossConfig
+    fields each function declares, overridden by `aggregator_options` entries it accepts."""
+    agg = AGGREGATORS.get(config.aggregator)
+    out = []
+    for fn in (agg.numerator, agg.denominator):
+        extra = {k: v for k, v in config.aggregator_options.items() if k in _keyword_only(fn)}
+        out.append({**config_options(fn, config), **extra})
+    return out[0], out[1]
+
+
+def loss_denominator(response_mask: torch.Tensor, config: LossConfig) -> torch.Tensor:
+    """The configured aggregator's denominator over a whole batch (response_mask [N,T]): pass it
+    as `policy_loss(..., denominator=)` for each micro-batch of that batch."""
+    _, denominator_opts = aggregator_options(config)
+    return AGGREGATORS.get(config.aggregator).denominator(response_mask, **denominator_opts)
+
+
 def policy_loss(
     log_probs: torch.Tensor,
     old_log_probs: torch.Tensor,
@@ -221,20 +291,25 @@ def policy_loss(
     *,
     ref_log_probs: torch.Tensor | None = None,
     entropy: torch.Tensor | None = None,
+    denominator: torch.Tensor | None = None,
 ) -> LossResult:
     """The GRPO objective: aggregate(per-token loss + w_i KL) - entropy_coef aggregate(entropy).
 
     log_probs, old_log_probs, ref_log_probs, entropy, response_mask: [N,T];
-    advantages: [N] or [N,T].
+    advantages: [N] or [N,T]. denominator: the aggregator's denominator of the batch these rows
+    belong to (`loss_denominator`); None: that of these rows. With it, the losses of disjoint
+    micro-batches sum to the loss of their batch (the metrics are those of these rows).
     """
-    opts: dict[str, object] = dict(config.aggregator_options)
-    if config.aggregator == "seq_sum_constant_norm" and config.max_length is not None:
-        opts["max_length"] = config.max_length
+    numerator_opts, denominator_opts = aggregator_options(config)
     aggregate = AGGREGATORS.get(config.aggregator)
-    kwargs = {}
-    if config.policy_loss == "clipped":
-        kwargs = {"epsilon_low": config.epsilon_low, "epsilon_high": config.epsilon_high}
-    token = POLICY_LOSSES.get(config.policy_loss)(log_probs, old_log_probs, advantages, **kwargs)
+    if denominator is None:
+        denominator = aggregate.denominator(response_mask, **denominator_opts)
+
+    def reduce(values: torch.Tensor) -> torch.Tensor:
+        return aggregate.numerator(values, response_mask, **numerator_opts).sum() / denominator
+
+    token_fn = POLICY_LOSSES.get(config.policy_loss)
+    token = token_fn(log_probs, old_log_probs, advantages, **config_options(token_fn, config))
     per_token = token.loss
     metrics = _clip_metrics(token, response_mask)
     if config.uses_reference:
@@ -249,12 +324,11 @@ def policy_loss(
         )
         per_token = per_token + w.unsqueeze(-1) * kl
         metrics["kl"] = float(token_mean(kl.detach(), response_mask))
-    loss = aggregate(per_token, response_mask, **opts)
+    loss = reduce(per_token)
     if entropy is not None:
-        ent = aggregate(entropy, response_mask, **opts)
         metrics["entropy"] = float(token_mean(entropy.detach(), response_mask))
         if config.entropy_coef:
-            loss = loss - config.entropy_coef * ent
+            loss = loss - config.entropy_coef * reduce(entropy)
     metrics["frac_gradient_tokens"] = gradient_token_fraction(advantages, response_mask)
     return LossResult(loss=loss, metrics=metrics)
 

@@ -43,8 +43,9 @@ class GradRankConfig:
     estimator_options: dict[str, dict[str, Any]] = field(
         default_factory=lambda: {"dual_anchor": {"num_constraints": 1}}
     )
-    """Options per estimator; dual_anchor needs the constraint count C (1 for a binary task;
-    `measure_gradrank` takes it from the task when the task has `num_constraints`)."""
+    """Options per estimator. An estimator's declared per-completion columns (dual_anchor's
+    constraint count C) come from the task when it provides them (`task.num_constraints`); the
+    values here are the fallback (C = 1 for a binary task)."""
 
     def __post_init__(self) -> None:
         for name in self.estimators:
@@ -180,36 +181,35 @@ def measure_gradrank(
 ) -> GradRankResult:
     """Sample one batch (n_prompts x group_size) from a policy on a task, score it, and measure
     the gradient ranks. model: a `pgrpo.train.config.ModelConfig` (tiny, smollm2, HF name, LoRA)."""
-    from pgrpo.tasks import get_task
-    from pgrpo.tasks.scoring import score_completions
-    from pgrpo.train.generation import sample
-    from pgrpo.train.policies import load_policy
+    from pgrpo.train.config import GenerationConfig, GRPOConfig, RunConfig, RunSettings, TaskConfig
+    from pgrpo.train.rollout import collect, estimator_options, load_task_and_policy
 
     cfg = cfg or GradRankConfig(seed=seed)
-    opts = dict(task_options or {})
-    task = get_task(task_name, **opts)
-    policy = load_policy(
-        model, task=task, task_key=f"{task_name}:{sorted(opts.items())}", seed=seed
+    config = RunConfig(
+        model=model,
+        task=TaskConfig(name=task_name, options=dict(task_options or {}), split=split),
+        generation=GenerationConfig(max_new_tokens=max_new_tokens, temperature=temperature),
+        grpo=GRPOConfig(group_size=group_size, batch_prompts=n_prompts),
+        run=RunSettings(seed=seed),
     )
+    task, policy = load_task_and_policy(config)
     examples = task.load(split)
     if len(examples) < n_prompts:
         raise ValueError(f"split {split!r} has {len(examples)} examples, fewer than {n_prompts}")
     rng = np.random.default_rng(seed)
-    batch = [examples[i] for i in rng.choice(len(examples), n_prompts, replace=False)]
+    chosen = [examples[i] for i in rng.choice(len(examples), n_prompts, replace=False)]
     torch.manual_seed(seed)
-    rollout = sample(
-        policy,
-        [task.prompt(e) for e in batch],
-        group_size=group_size,
-        temperatures=[temperature] * group_size,
-        max_new_tokens=max_new_tokens,
-    )
-    per_completion = [e for e in batch for _ in range(group_size)]
-    rewards = score_completions(task, rollout.texts, per_completion).rewards
-    if hasattr(task, "num_constraints") and "dual_anchor" in cfg.estimators:
-        counts = [task.num_constraints(e) for e in per_completion]
-        options = {**cfg.estimator_options, "dual_anchor": {"num_constraints": counts}}
-        cfg = replace(cfg, estimator_options=options)
+    batch = collect(policy, task, chosen, config)  # the trainer's sample -> score path
+    rollout, rewards = batch.rollout, batch.rewards.tolist()
+    options = {}
+    for name in cfg.estimators:  # declared columns from the task, else the configured fallback
+        given = cfg.estimator_options.get(name, {})
+        columns = ADVANTAGE_ESTIMATORS.get(name).columns
+        explicit = {k: v for k, v in given.items() if k not in columns}
+        options[name] = estimator_options(
+            name, explicit, task, batch.per_completion, fallback=given
+        )
+    cfg = replace(cfg, estimator_options=options)
     params = policy.trainable_parameters()
     scores = score_gradients(
         policy.model,

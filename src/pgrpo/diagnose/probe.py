@@ -164,121 +164,86 @@ def bandit_sampled_gradient(model: Any, n_groups: int) -> GradFn:
 # ---------------------------------------------------------------------------------------------
 
 
+def objective_gradient(
+    policy: Any, task: Any, examples: list[dict[str, Any]], config: Any, *, seed: int
+) -> tuple[float, torch.Tensor]:
+    """(loss, ascent gradient [P] float64) of the on-policy GRPO objective the trainer's first
+    optimizer step takes on `examples`: sampled at `seed` (torch's generator), scored and given
+    advantages by the trainer's rollout path (`pgrpo.train.rollout`), differentiated by its update
+    (`pgrpo.train.update.on_policy_gradient`: temperatures, score temperature, reference, loss,
+    micro-batches). config: a `pgrpo.train.config.RunConfig`."""
+    from pgrpo.train.rollout import batch_advantages, collect
+    from pgrpo.train.update import on_policy_gradient
+
+    params = policy.trainable_parameters()
+    torch.manual_seed(seed)  # common random numbers: same draws at theta and theta + eps u
+    batch = collect(policy, task, examples, config)
+    adv = batch_advantages(batch, task, config.grpo).advantages
+    for p in params:
+        p.grad = None
+    result = on_policy_gradient(policy, config, batch.rollout, adv)
+    flat = [torch.zeros_like(p) if p.grad is None else p.grad for p in params]
+    grad = -torch.cat([g.reshape(-1) for g in flat]).to(torch.float64)
+    for p in params:
+        p.grad = None
+    return float(result.loss), grad
+
+
 def lm_gradient(
-    policy: Any,
-    task: Any,
-    examples: list[dict[str, Any]],
-    *,
-    batch_prompts: int,
-    group_size: int,
-    max_new_tokens: int,
-    estimator: str = "grpo",
-    loss: Any = None,
-    temperature: float = 1.0,
+    policy: Any, task: Any, examples: list[dict[str, Any]], config: Any
 ) -> tuple[GradFn, torch.Tensor]:
-    """(grad_fn, theta0) for the policy's trainable parameters: grad_fn samples batch_prompts
-    prompts (chosen by the seed) x group_size completions at theta, scores them, and returns the
-    ascent gradient of the on-policy GRPO objective (`policy_loss` with ratio 1)."""
+    """(grad_fn, theta0) for the policy's trainable parameters: grad_fn draws
+    config.grpo.batch_prompts prompts (chosen by the seed), and returns the ascent gradient of the
+    trained objective on them (`objective_gradient`). config: a `pgrpo.train.config.RunConfig`."""
     from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
-    from pgrpo.core.advantages import compute_advantages
-    from pgrpo.core.losses import LossConfig, policy_loss
-    from pgrpo.tasks.scoring import score_completions
-    from pgrpo.train.generation import sample
-    from pgrpo.train.logprobs import completion_scores
-
-    loss = loss or LossConfig()
     params = policy.trainable_parameters()
     theta0 = parameters_to_vector(params).detach().to(torch.float64).clone()
+    n = config.grpo.batch_prompts
+    if len(examples) < n:
+        raise ValueError(f"the split has {len(examples)} examples, fewer than batch_prompts={n}")
 
     def grad_fn(theta: torch.Tensor, seed: int) -> torch.Tensor:
         with torch.no_grad():
             vector_to_parameters(theta.to(params[0].dtype), params)
         rng = np.random.default_rng(seed)
-        batch = [examples[i] for i in rng.choice(len(examples), batch_prompts, replace=False)]
-        torch.manual_seed(seed)  # common random numbers: same draws at theta and theta + eps u
-        ro = sample(
-            policy,
-            [task.prompt(e) for e in batch],
-            group_size=group_size,
-            temperatures=[temperature] * group_size,
-            max_new_tokens=max_new_tokens,
-        )
-        per = [e for e in batch for _ in range(group_size)]
-        rewards = torch.tensor(score_completions(task, ro.texts, per).rewards)
-        adv = compute_advantages(estimator, rewards, group_size=group_size).advantages
-        scores = completion_scores(
-            policy.model, ro.input_ids, ro.attention_mask, ro.prompt_len, ro.temperatures
-        )
-        ref = None
-        if loss.uses_reference:
-            with torch.no_grad(), policy.reference_model() as reference:
-                ref = completion_scores(
-                    reference, ro.input_ids, ro.attention_mask, ro.prompt_len, ro.temperatures
-                ).log_probs
-        res = policy_loss(
-            scores.log_probs,
-            scores.log_probs.detach(),
-            adv,
-            ro.completion_mask,
-            loss,
-            ref_log_probs=ref,
-        )
-        grads = torch.autograd.grad(-res.loss, params, allow_unused=True)
-        flat = [torch.zeros_like(p) if g is None else g for g, p in zip(grads, params, strict=True)]
-        return torch.cat([g.reshape(-1) for g in flat]).to(torch.float64)
+        batch = [examples[i] for i in rng.choice(len(examples), n, replace=False)]
+        return objective_gradient(policy, task, batch, config, seed=seed)[1]
 
     return grad_fn, theta0
 
 
 def probe_run_config(config: Any, cfg: ProbeConfig, *, checkpoint: Any = None) -> dict[str, Any]:
-    """Probe kappa for a `pgrpo.train.config.RunConfig` (model, task, G, B, loss, optimizer) at
-    its initial policy (or at a trainer `checkpoint` folder: "early in a run"), then what the
-    ROM predicts with it (`pgrpo.dynamics.predict`): regime, timescale tau = c / k, K*. The
-    probe step is cfg.epsilon in units of the run's lr."""
+    """Probe kappa for a `pgrpo.train.config.RunConfig` (model, task, G, B, temperatures,
+    estimator, transform, loss, optimizer) at its initial policy (or at a trainer `checkpoint`
+    folder: "early in a run"), then what the ROM predicts with it (`pgrpo.dynamics.predict`):
+    regime, timescale tau = c / k, K*. The probe step is cfg.epsilon in units of the run's lr."""
     from torch.nn.utils import vector_to_parameters
 
     from pgrpo.dynamics import predict
-    from pgrpo.tasks import get_task
-    from pgrpo.train.policies import load_policy
+    from pgrpo.train.rollout import load_task_and_policy
+    from pgrpo.train.setup import resolve_config
 
-    c = config
-    task = get_task(c.task.name, **c.task.options)
-    key = f"{c.task.name}:{sorted(c.task.options.items())}"
-    policy = load_policy(
-        c.model,
-        task=task,
-        task_key=key,
-        seed=c.run.seed,
-        need_reference=c.loss.uses_reference,
-        warm_up=checkpoint is None,
-    )
-    if checkpoint is not None:
-        from pgrpo.evaluate.runner import load_checkpoint_weights
-
-        load_checkpoint_weights(policy, checkpoint)
-    grad_fn, theta0 = lm_gradient(
-        policy,
-        task,
-        task.load(c.task.split),
-        batch_prompts=c.grpo.batch_prompts,
-        group_size=c.grpo.group_size,
-        max_new_tokens=c.generation.max_new_tokens,
-        estimator=c.grpo.advantage,
-        loss=c.loss,
-        temperature=c.generation.temperature,
-    )
+    c = resolve_config(config)
+    if c.model.precision == "auto" and c.model.dtype == "float32":
+        # a finite difference of gradients at eps ~ 10 lr is below bf16's rounding (2^-8
+        # relative): probe in fp32 unless bf16 is asked for explicitly
+        c = replace(c, model=replace(c.model, precision="fp32"))
+    task, policy = load_task_and_policy(c, checkpoint=checkpoint)
+    grad_fn, theta0 = lm_gradient(policy, task, task.load(c.task.split), c)
+    params = policy.trainable_parameters()
     try:
         result = probe_curvature(grad_fn, theta0, replace(cfg, epsilon=cfg.epsilon * c.optim.lr))
     finally:
         with torch.no_grad():
-            vector_to_parameters(theta0.to(torch.float32), policy.trainable_parameters())
+            vector_to_parameters(theta0.to(params[0].dtype), params)
     kappa = result.kappa
     out: dict[str, Any] = {
         **result.to_dict(),
         "lr": c.optim.lr,
         "beta1": c.optim.beta1,
         "refresh_interval": c.grpo.refresh_interval,
+        "precision": policy.precision.name,
     }
     out["noise_dominated"] = bool(result.stderr > 0.5 * abs(kappa))
     if kappa > 0:

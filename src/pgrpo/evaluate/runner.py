@@ -52,16 +52,17 @@ class EvalConfig:
             raise ValueError(f"temperature must be > 0, got {self.temperature}")
 
 
-def _load(cfg: EvalConfig, task: Any, seed: int) -> tuple[Any, int | None]:
-    """(policy, training step): a run directory loads its config and latest checkpoint."""
-    from pgrpo.train.config import ModelConfig
-    from pgrpo.train.policies import load_policy
+def _run_config(cfg: EvalConfig) -> tuple[Any, Path | None]:
+    """(RunConfig, checkpoint or None) of the policy to evaluate: a model by name, or a run
+    directory's model config, task (its base is warmed up on it) and latest checkpoint. The
+    evaluation's task is always cfg.task (`evaluate`)."""
+    from pgrpo.train.config import ModelConfig, RunConfig, RunSettings, TaskConfig
 
-    key = f"{cfg.task}:[]"
+    task = TaskConfig(name=cfg.task, split=cfg.split)
     run_dir = Path(cfg.model)
     if not (run_dir / "config.yaml").is_file():
-        mcfg = ModelConfig(name=cfg.model, tiny_warmup_steps=cfg.tiny_warmup_steps)
-        return load_policy(mcfg, task=task, task_key=key, seed=seed), 0
+        model = ModelConfig(name=cfg.model, tiny_warmup_steps=cfg.tiny_warmup_steps)
+        return RunConfig(model=model, task=task, run=RunSettings(seed=cfg.model_seed)), None
     from pgrpo.train.checkpoint import latest_checkpoint
     from pgrpo.train.config import load_config
 
@@ -73,53 +74,44 @@ def _load(cfg: EvalConfig, task: Any, seed: int) -> tuple[Any, int | None]:
             "evaluate the base model by name"
         )
     # the run's own task and options: a LoRA run's frozen base is warmed up on them
-    from pgrpo.tasks import get_task
-
-    run_task = get_task(run_cfg.task.name, **run_cfg.task.options)
-    run_key = f"{run_cfg.task.name}:{sorted(run_cfg.task.options.items())}"
-    policy = load_policy(
-        run_cfg.model, task=run_task, task_key=run_key, seed=run_cfg.run.seed, warm_up=False
+    config = RunConfig(
+        model=run_cfg.model, task=run_cfg.task, run=RunSettings(seed=run_cfg.run.seed)
     )
-    state = load_checkpoint_weights(policy, ckpt)
-    return policy, int(state["step"])
-
-
-def load_checkpoint_weights(policy: Any, checkpoint: Path) -> dict[str, Any]:
-    """Copy a trainer checkpoint's trainable weights into `policy` (in place); returns the
-    checkpoint state (its `step` says which). Loaded with weights_only=True: a checkpoint that
-    holds pickled objects is refused (UnsafeCheckpointError) before anything in it runs."""
-    from pgrpo.train.checkpoint import load_weights, read_state
-
-    state = read_state(Path(checkpoint))
-    load_weights(policy.model, state, Path(checkpoint))
-    return state
+    return config, ckpt
 
 
 def evaluate(cfg: EvalConfig, *, seed: int = 0, name: str | None = None) -> EvalRun:
-    """Sample cfg.samples completions per problem at `seed` and count the correct ones."""
+    """Sample cfg.samples completions per problem at `seed` and count the correct ones (reward
+    >= 1), through the trainer's rollout path (safe scoring with the task's timeout, an empty
+    completion scores 0)."""
+    from pgrpo.train.rollout import load_checkpoint_weights, load_task_and_policy, sample_and_score
+
+    config, checkpoint = _run_config(cfg)
+    _, policy = load_task_and_policy(config, warm_up=checkpoint is None)
     from pgrpo.tasks import get_task
-    from pgrpo.tasks.scoring import score_completions
-    from pgrpo.train.generation import sample
 
     task = get_task(cfg.task)
+    step = 0
+    if checkpoint is not None:
+        step = int(load_checkpoint_weights(policy, checkpoint)["step"])
     examples = task.load(cfg.split)
     idx = np.arange(len(examples))
     if cfg.problems and cfg.problems < len(examples):
         idx = np.sort(np.random.default_rng(cfg.problem_seed).choice(idx, cfg.problems, False))
-    policy, step = _load(cfg, task, cfg.model_seed)
     torch.manual_seed(seed)
     n, c = [], []
     for start in range(0, idx.size, cfg.batch_prompts):
         batch = [examples[i] for i in idx[start : start + cfg.batch_prompts]]
-        rollout = sample(
+        scored = sample_and_score(
             policy,
-            [task.prompt(e) for e in batch],
+            task,
+            batch,
             group_size=cfg.samples,
             temperatures=[cfg.temperature] * cfg.samples,
             max_new_tokens=cfg.max_new_tokens,
+            reward_timeout_s=config.task.reward_timeout_s,
         )
-        per = [e for e in batch for _ in range(cfg.samples)]
-        rewards = np.asarray(score_completions(task, rollout.texts, per).rewards)
+        rewards = scored.rewards.double().numpy()
         correct = (rewards.reshape(len(batch), cfg.samples) >= 1.0 - 1e-9).sum(1)
         n += [cfg.samples] * len(batch)
         c += [int(x) for x in correct]

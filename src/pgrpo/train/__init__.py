@@ -10,6 +10,14 @@ See docs/trainer.md: config sections, the step, the log's metric names, checkpoi
 from __future__ import annotations
 
 from pgrpo.train.config import RunConfig, load_config, save_config
+from pgrpo.train.rollout import load_task_and_policy
 from pgrpo.train.trainer import TrainResult, train
 
-__all__ = ["RunConfig", "TrainResult", "load_config", "save_config", "train"]
+__all__ = [
+    "RunConfig",
+    "TrainResult",
+    "load_config",
+    "load_task_and_policy",
+    "save_config",
+    "train",
+]

@@ -25,6 +25,7 @@ import yaml
 from pgrpo._registry import UnknownNameError
 from pgrpo.core.advantages import ADVANTAGE_ESTIMATORS, ADVANTAGE_TRANSFORMS
 from pgrpo.core.losses import LossConfig
+from pgrpo.train.precision import PRECISIONS
 
 SCHEDULES = ("constant", "linear", "cosine")
 SCORE_TEMPERATURES = ("sampled", "one")
@@ -57,7 +58,14 @@ class ModelConfig:
     from-scratch transformer with a supervised warm-up on the task), or any Hugging Face causal LM
     name or local path."""
     dtype: str = "float32"
-    """Parameter dtype: 'float32' (CPU default) or 'bfloat16'."""
+    """Parameter dtype: 'float32' (master weights and optimizer state in fp32, the default) or
+    'bfloat16' (bf16 weights and optimizer state: half the memory, updates below bf16's
+    resolution are lost)."""
+    precision: str = "auto"
+    """Compute precision: 'auto' (bf16 autocast where the hardware runs bf16 natively: a CPU with
+    AVX-512 BF16 or AMX, a CUDA device with bf16; else fp32), 'fp32', or 'bf16' (autocast: bf16
+    matmuls; softmax/log-softmax reductions, the loss and the optimizer stay fp32). The run's
+    first log line says what was chosen (`precision`). See docs/trainer.md, Precision."""
     chat_template: bool = True
     """Wrap each prompt in the tokenizer's chat template when it has one."""
     lora_rank: int = 0
@@ -78,6 +86,15 @@ class ModelConfig:
     def __post_init__(self) -> None:
         if self.dtype not in ("float32", "bfloat16"):
             _fail("model.dtype", self.dtype, "use 'float32' or 'bfloat16'")
+        if self.precision not in PRECISIONS:
+            _fail("model.precision", self.precision, f"use one of {PRECISIONS}")
+        if self.dtype == "bfloat16" and self.precision == "fp32":
+            _fail(
+                "model.precision",
+                self.precision,
+                "bf16 weights cannot compute in fp32: set model.precision=bf16 (or auto), or "
+                "model.dtype=float32",
+            )
         if self.lora_rank < 0:
             _fail("model.lora_rank", self.lora_rank, "use 0 (full fine-tune) or a positive rank")
         for name in ("tiny_layers", "tiny_hidden"):
@@ -160,9 +177,10 @@ class GRPOConfig:
     be a multiple of M (K / M passes over the batch)."""
 
     micro_batch_size: int | None = None
-    """Rows per forward/backward pass; gradients of a minibatch's micro-batches are summed into
-    exactly the minibatch gradient (less memory, same result up to float rounding). None: the
-    whole minibatch at once. A multiple of group_size lets each group's prompt run once."""
+    """Rows per forward/backward pass; the micro-batches' gradients sum to exactly the minibatch
+    gradient (each micro-batch's loss uses the minibatch's normaliser; less memory, same result up
+    to float rounding). None: the whole minibatch at once. Any size works; rows of a group that
+    share a micro-batch run their prompt once."""
 
     def __post_init__(self) -> None:
         est = ADVANTAGE_ESTIMATORS.get(self.advantage)

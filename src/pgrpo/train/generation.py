@@ -6,12 +6,14 @@
 Each prompt is repeated G times, contiguously, so completion i belongs to group i // G and sits at
 position i % G; with a multi-temperature schedule (MDP-GRPO) position j is always drawn at
 temperatures[j]. Per-row temperature is a logits processor that divides each row's logits by its
-own temperature, with the sampler itself at temperature 1 and no top-k / top-p, so a completion is
-an exact sample of softmax(logits / T_i) and its log-probs can be recomputed exactly.
+own temperature and draws from softmax(logits / T_i) by inverse CDF (`RowTemperatureSampler`; no
+top-k / top-p), so a completion is an exact sample of softmax(logits / T_i) and its log-probs can
+be recomputed exactly.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -31,6 +33,27 @@ class RowTemperature:
         return scores / self.temperatures.to(scores.dtype)[:, None]
 
 
+class RowTemperatureSampler:
+    """LogitsProcessor that draws the next token itself, for `generate` in greedy mode: row i's
+    token is an exact sample of softmax(scores_i / temperatures_i) by inverse CDF (one uniform per
+    row, float64 cumulative sum); the returned scores are 0 at the drawn token and -inf elsewhere,
+    so the greedy argmax takes it. The same distribution as `generate`'s multinomial sampling,
+    which draws N x V exponentials per step (torch.multinomial without replacement): measured
+    50 ms per step for 32 rows of SmolLM2's 49,152-token vocabulary, 30% of sampling."""
+
+    def __init__(self, temperatures: torch.Tensor) -> None:
+        self.temperatures = temperatures
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        """scores [N, V] -> [N, V] (0 at the drawn token, -inf elsewhere)."""
+        logits = scores.double() / self.temperatures.double()[:, None]
+        cdf = torch.softmax(logits, dim=-1).cumsum(-1)
+        u = torch.rand(scores.shape[0], 1, dtype=torch.float64) * cdf[:, -1:]
+        token = torch.searchsorted(cdf, u, right=True).clamp(max=scores.shape[1] - 1)
+        out = torch.full_like(scores, -math.inf)
+        return out.scatter_(1, token, 0.0)
+
+
 @dataclass(frozen=True)
 class Rollout:
     """One batch of sampled groups.
@@ -39,7 +62,8 @@ class Rollout:
     padding 0, every completion position 1, as during generation); prompt_len: P;
     completion_ids: [N, T]; completion_mask: [N, T] (1 up to and including the first EOS);
     temperatures: [N] the temperature each row was drawn at; texts: N decoded completions;
-    truncated: [N] bool, no EOS within max_new_tokens.
+    truncated: [N] bool, no EOS within max_new_tokens; sampler_log_probs: [N, T] the sampler's
+    own log-probs of the drawn tokens (0 after the first EOS), when asked for.
     """
 
     input_ids: torch.Tensor
@@ -50,6 +74,7 @@ class Rollout:
     temperatures: torch.Tensor
     texts: list[str]
     truncated: torch.Tensor
+    sampler_log_probs: torch.Tensor | None = None
 
     @property
     def num_tokens(self) -> int:
@@ -116,8 +141,11 @@ def sample(
     group_size: int,
     temperatures: Sequence[float],
     max_new_tokens: int,
+    with_log_probs: bool = False,
 ) -> Rollout:
-    """Draw G completions for each prompt (prompt-major, contiguous groups)."""
+    """Draw G completions for each prompt (prompt-major, contiguous groups). with_log_probs: also
+    keep the sampler's own log-probs of the drawn tokens (`Rollout.sampler_log_probs`; costs
+    N x T x V floats)."""
     from transformers import GenerationConfig, LogitsProcessorList
 
     tok = policy.tokenizer
@@ -126,11 +154,10 @@ def sample(
     prompt_ids, prompt_mask = left_pad(repeated, tok.pad_token_id)
     temps = row_temperatures(len(prompts), group_size, temperatures)
     gen_config = GenerationConfig(
-        do_sample=True,
-        temperature=1.0,  # the per-row processor below does the scaling
-        top_k=0,
-        top_p=1.0,
+        do_sample=False,  # the processor below samples; greedy then takes its token
         max_new_tokens=max_new_tokens,
+        return_dict_in_generate=True,
+        output_logits=with_log_probs,
         min_new_tokens=0,
         eos_token_id=tok.eos_token_id,
         pad_token_id=tok.pad_token_id,
@@ -138,16 +165,17 @@ def sample(
     )
     was_training = policy.model.training
     policy.model.eval()
-    cache = shared_prompt_cache(policy.model, encoded, tok.pad_token_id, group_size)
-    out = policy.model.generate(
-        input_ids=prompt_ids,
-        attention_mask=prompt_mask,
-        generation_config=gen_config,
-        logits_processor=LogitsProcessorList([RowTemperature(temps)]),
-        **({} if cache is None else {_cache_kwarg(_backbone(policy.model)): cache}),
-    )
+    with policy.precision.autocast():  # the same precision as the log-prob recompute
+        cache = shared_prompt_cache(policy.model, encoded, tok.pad_token_id, group_size)
+        out = policy.model.generate(
+            input_ids=prompt_ids,
+            attention_mask=prompt_mask,
+            generation_config=gen_config,
+            logits_processor=LogitsProcessorList([RowTemperatureSampler(temps)]),
+            **({} if cache is None else {_cache_kwarg(_backbone(policy.model)): cache}),
+        )
     policy.model.train(was_training)
-    completion_ids = out[:, prompt_ids.shape[1] :]
+    completion_ids = out.sequences[:, prompt_ids.shape[1] :]
     if completion_ids.shape[1] == 0:  # every row ended at once (cannot happen with T >= 1)
         completion_ids = torch.full((len(repeated), 1), tok.eos_token_id, dtype=torch.long)
     mask = completion_mask(completion_ids, tok.eos_token_id)
@@ -158,6 +186,10 @@ def sample(
     ]
     input_ids = torch.cat([prompt_ids, completion_ids], dim=1)
     attention = torch.cat([prompt_mask, torch.ones_like(completion_ids)], dim=1)
+    sampler = None
+    if with_log_probs and out.logits:
+        logp = _sampler_log_probs(out.logits, completion_ids, temps)
+        sampler = torch.where(mask.bool(), logp, torch.zeros_like(logp))
     return Rollout(
         input_ids=input_ids,
         attention_mask=attention,
@@ -167,4 +199,17 @@ def sample(
         temperatures=temps,
         texts=texts,
         truncated=truncated,
+        sampler_log_probs=sampler,
     )
+
+
+def _sampler_log_probs(
+    logits: Sequence[torch.Tensor], completion_ids: torch.Tensor, temps: torch.Tensor
+) -> torch.Tensor:
+    """log softmax(logits_t / T_i) of each drawn token, in float32 as the sampler draws: T
+    tensors [N, V] -> [N, T]."""
+    steps = []
+    for t, step_logits in enumerate(logits[: completion_ids.shape[1]]):
+        logp = torch.log_softmax(step_logits.float() / temps[:, None], dim=-1)
+        steps.append(logp.gather(-1, completion_ids[:, t : t + 1]).squeeze(-1))
+    return torch.stack(steps, dim=1)

@@ -2,9 +2,11 @@
 
 The backbone gives hidden states [N, L, H]; only the T positions that predict completion tokens
 go through the LM head, `chunk` positions at a time: logits [N, chunk, V], logsumexp, gather.
-With gradients on, each chunk runs under activation checkpointing, so backward recomputes one
-chunk's logits at a time instead of keeping all of them: peak memory ~ N * chunk * V floats
-instead of N * T * V (TRL's complaint #5 in notes/anchors.md).
+With gradients on and more than one chunk, each chunk runs under activation checkpointing, so
+backward recomputes one chunk's logits at a time instead of keeping all of them: peak memory
+~ N * chunk * V floats instead of N * T * V (TRL's complaint #5 in notes/anchors.md). When all T
+positions fit one chunk there is nothing to save (backward starts with the head, where the
+recomputed logits would be alive anyway), so no recompute is paid.
 
 Each row is scored at its own temperature (logits / T_i), the one it was sampled at, unless the
 caller passes ones (MDP-GRPO's code scores everything at T = 1).
@@ -75,23 +77,39 @@ def _cache_kwarg(backbone: torch.nn.Module) -> str:
     return "cache" if "cache" in params else "past_key_values"
 
 
+def shared_prompts(
+    input_ids: torch.Tensor, attention_mask: torch.Tensor, prompt_len: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(first [U], inverse [N]): the U distinct prompts among the rows (same prompt tokens and
+    mask), as the row index of each one's first occurrence, and which of them each row uses.
+    Read from the tokens themselves, so rows may come in any order and groups may be split."""
+    key = torch.cat([input_ids[:, :prompt_len], attention_mask[:, :prompt_len]], dim=1)
+    _, inverse = torch.unique(key, dim=0, return_inverse=True)
+    n = input_ids.shape[0]
+    first = torch.full((int(inverse.max()) + 1 if n else 0,), n, dtype=torch.long)
+    first.scatter_reduce_(0, inverse, torch.arange(n), reduce="amin")
+    return first, inverse
+
+
 def completion_hidden(
     model: torch.nn.Module,
     input_ids: torch.Tensor,
     attention_mask: torch.Tensor,
     prompt_len: int,
-    group_size: int | None = None,
+    share_prompts: bool = True,
 ) -> torch.Tensor:
     """Hidden states [N, T, H] at the positions that predict the T completion tokens.
 
-    group_size: when rows come in contiguous groups of G that share one prompt (as sampled), the
-    prompt runs once per group and its KV cache is repeated G times for the completions: the same
-    values and gradients as running every row in full, with (G - 1) / G less prompt compute.
+    share_prompts: rows with the same prompt (as the G completions of a group) run it once and
+    reuse its KV cache for their completions: the same values and gradients as running every row
+    in full, with less prompt compute. Which rows share is read from the tokens (`shared_prompts`),
+    so it is correct for any subset or order of rows.
     """
     backbone = _backbone(model)
     positions = position_ids(attention_mask)
     n, length = input_ids.shape
-    if not group_size or group_size == 1 or length == prompt_len:
+    first, inverse = shared_prompts(input_ids, attention_mask, prompt_len)
+    if not share_prompts or len(first) == n or length == prompt_len:
         out = backbone(
             input_ids=input_ids,
             attention_mask=attention_mask,
@@ -99,18 +117,17 @@ def completion_hidden(
             use_cache=False,
         )
         return out.last_hidden_state[:, prompt_len - 1 : length - 1]
-    g = group_size
     prompt = backbone(
-        input_ids=input_ids[::g, :prompt_len],
-        attention_mask=attention_mask[::g, :prompt_len],
-        position_ids=positions[::g, :prompt_len],
+        input_ids=input_ids[first, :prompt_len],
+        attention_mask=attention_mask[first, :prompt_len],
+        position_ids=positions[first, :prompt_len],
         use_cache=True,
     )
     cache = prompt.cache if "cache" in prompt else prompt.past_key_values
-    cache.batch_repeat_interleave(g)
-    first = prompt.last_hidden_state[:, -1:].repeat_interleave(g, dim=0)  # predicts token P
+    cache.batch_select_indices(inverse)  # row i gets the cache of its own prompt
+    first_hidden = prompt.last_hidden_state[inverse, -1:]  # predicts token P
     if length - prompt_len == 1:
-        return first
+        return first_hidden
     rest = backbone(
         input_ids=input_ids[:, prompt_len : length - 1],
         attention_mask=attention_mask[:, : length - 1],
@@ -118,7 +135,7 @@ def completion_hidden(
         use_cache=True,
         **{_cache_kwarg(backbone): cache},
     )
-    return torch.cat([first, rest.last_hidden_state], dim=1)
+    return torch.cat([first_hidden, rest.last_hidden_state], dim=1)
 
 
 def completion_scores(
@@ -131,18 +148,18 @@ def completion_scores(
     chunk: int = 16,
     with_entropy: bool = False,
     entropy_grad: bool = False,
-    group_size: int | None = None,
+    share_prompts: bool = True,
 ) -> TokenScores:
     """Log-probs [N, T] of tokens input_ids[:, prompt_len:] under `model`, chunked over positions.
 
-    input_ids, attention_mask: [N, P + T]; temperatures: [N] (None: 1.0); group_size: rows in
-    contiguous groups sharing a prompt (see `completion_hidden`); entropy_grad: keep the entropy's
-    gradient (for an entropy bonus). Runs with gradients when grad
-    mode is on (call under torch.no_grad() for old / reference log-probs).
+    input_ids, attention_mask: [N, P + T]; temperatures: [N] (None: 1.0); share_prompts: run each
+    distinct prompt once (see `completion_hidden`); entropy_grad: keep the entropy's gradient (for
+    an entropy bonus). Runs with gradients when grad mode is on (call under torch.no_grad() for
+    old / reference log-probs).
     """
     n, length = input_ids.shape
     t = length - prompt_len
-    hidden = completion_hidden(model, input_ids, attention_mask, prompt_len, group_size)
+    hidden = completion_hidden(model, input_ids, attention_mask, prompt_len, share_prompts)
     targets = input_ids[:, prompt_len:]
     temps = torch.ones(n) if temperatures is None else temperatures.float()
     inv_temp = (1.0 / temps).view(n, 1, 1)
@@ -151,7 +168,7 @@ def completion_scores(
     logps, ents = [], []
     for start in range(0, t, chunk):
         args = (hidden[:, start : start + chunk], targets[:, start : start + chunk], inv_temp)
-        if torch.is_grad_enabled():
+        if torch.is_grad_enabled() and t > chunk:  # only several chunks save memory
             lp, ent = checkpoint(
                 _chunk_scores,
                 *args,

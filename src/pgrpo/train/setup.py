@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
-import importlib
 import math
-import pkgutil
 import random
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,11 +14,13 @@ from typing import Any
 import numpy as np
 import torch
 
+from pgrpo.core.losses import aggregator_options
 from pgrpo.train.config import RunConfig, load_config
 from pgrpo.train.data import PromptStream
 from pgrpo.train.log import CONFIG_FILE
 from pgrpo.train.optimizers import build_optimizer
-from pgrpo.train.policies import Policy, load_policy
+from pgrpo.train.policies import Policy
+from pgrpo.train.rollout import load_task_and_policy, temperature_schedule
 
 
 @dataclass
@@ -43,15 +43,6 @@ def _seed(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def _import_tasks() -> None:
-    """Import every module of pgrpo.tasks so that the built-in tasks are registered."""
-    import pgrpo.tasks as tasks
-
-    for info in pkgutil.iter_modules(tasks.__path__):
-        if not info.name.startswith("_"):
-            importlib.import_module(f"pgrpo.tasks.{info.name}")
-
-
 def make_scheduler(optimizer: torch.optim.Optimizer, cfg: RunConfig) -> Any:
     """Linear warm-up, then constant, linear or cosine decay to 0 at the last optimizer step."""
     total = cfg.run.steps * cfg.grpo.refresh_interval
@@ -68,12 +59,18 @@ def make_scheduler(optimizer: torch.optim.Optimizer, cfg: RunConfig) -> Any:
     return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
 
 
-def _resolve(config: RunConfig) -> RunConfig:
-    """Fill values that depend on other sections (Dr. GRPO's constant = the generation limit)."""
-    if config.loss.aggregator == "seq_sum_constant_norm" and config.loss.max_length is None:
+def resolve_config(config: RunConfig) -> RunConfig:
+    """Fill values that depend on other sections: an aggregator that consumes `max_length` (Dr.
+    GRPO's constant normaliser) gets the generation limit."""
+    numerator_opts, denominator_opts = aggregator_options(config.loss)
+    wants_length = "max_length" in {**numerator_opts, **denominator_opts}
+    if wants_length and config.loss.max_length is None:
         loss = dataclasses.replace(config.loss, max_length=config.generation.max_new_tokens)
         config = dataclasses.replace(config, loss=loss)
     return config
+
+
+_resolve = resolve_config
 
 
 def _check_resume(config: RunConfig, run_dir: Path) -> None:
@@ -110,20 +107,9 @@ def build_run(config: RunConfig, *, resume: bool) -> _Run:
     if cfg.run.torch_threads:
         torch.set_num_threads(cfg.run.torch_threads)
     _seed(cfg.run.seed)
-    _import_tasks()
-    from pgrpo.tasks import get_task
-
-    task = get_task(cfg.task.name, **cfg.task.options)
+    task, policy = load_task_and_policy(cfg, warm_up=not resume)
     stream = PromptStream(task.load(cfg.task.split), cfg.run.seed)
-    policy = load_policy(
-        cfg.model,
-        task=task,
-        task_key=f"{cfg.task.name}:{sorted(cfg.task.options.items())}",
-        seed=cfg.run.seed,
-        need_reference=cfg.loss.uses_reference,
-        warm_up=not resume,
-    )
     _seed(cfg.run.seed)  # the training stream does not depend on how the model was obtained
     optimizer = build_optimizer(policy.trainable_parameters(), cfg.optim)
-    temps = cfg.generation.temperatures or (cfg.generation.temperature,) * cfg.grpo.group_size
+    temps = temperature_schedule(cfg)
     return _Run(cfg, policy, task, stream, optimizer, make_scheduler(optimizer, cfg), temps)

@@ -4,11 +4,13 @@
 
 One step, in the paper's order (`train_step`, top to bottom): sample B prompts x G completions;
 score them (each reward call isolated, failures score 0 and are counted); advantages from the
-registry; K optimizer steps over minibatches with the old log-probs kept fixed; diagnostics; one
-line of `RUN_DIR/metrics.jsonl`. `train` wraps it with set-up, periodic online forecasts, atomic
-checkpoints and resume, under the run folder's lock (`runlock`), with SIGINT/SIGTERM deferred to
-the end of the step (`interrupts`); what each promise means: docs/reliability.md. Seeded and
-deterministic on CPU: same config, same parameters, same log (up to the timing fields).
+registry (these three are `pgrpo.train.rollout`, shared with the probe, gradrank and evaluate);
+K optimizer steps over minibatches with the old log-probs kept fixed (gradients from
+`pgrpo.train.update`); diagnostics; one line of `RUN_DIR/metrics.jsonl`. `train` wraps it with
+set-up, periodic online forecasts, atomic checkpoints and resume, under the run folder's lock
+(`runlock`), with SIGINT/SIGTERM deferred to the end of the step (`interrupts`); what each
+promise means: docs/reliability.md. Seeded and deterministic on CPU: same config, same
+parameters, same log (up to the timing fields).
 """
 
 from __future__ import annotations
@@ -23,19 +25,24 @@ from typing import Any
 import numpy as np
 import torch
 
-from pgrpo.core.advantages import compute_advantages
 from pgrpo.core.degeneracy import group_stats
-from pgrpo.core.losses import LossResult, policy_loss
 from pgrpo.train import checkpoint as ckpt
 from pgrpo.train.config import RunConfig, save_config
-from pgrpo.train.generation import Rollout, sample
+from pgrpo.train.generation import Rollout
 from pgrpo.train.interrupts import StopFlag, interrupted, stop_on_signals
 from pgrpo.train.log import CONFIG_FILE, MetricsLog, Reporters, read_metrics
-from pgrpo.train.logprobs import TokenScores, completion_scores
 from pgrpo.train.online import OnlineForecaster
 from pgrpo.train.resume import plan_start, restore_log
+from pgrpo.train.rollout import batch_advantages, collect
 from pgrpo.train.runlock import run_lock
 from pgrpo.train.setup import _resolve, _Run, build_run
+from pgrpo.train.update import (
+    minibatch_gradient,
+    minibatches,
+    reference_log_probs,
+    scoring_temperatures,
+    sequence_log_probs,
+)
 
 TIMING_KEYS = ("time/generate_s", "time/score_s", "time/update_s", "tokens_per_second")
 
@@ -61,38 +68,15 @@ class TrainResult:
 def train_step(run: _Run, step: int) -> dict[str, Any]:
     """Sample, score, advantages, K optimizer steps, diagnostics. Returns the step's log line."""
     cfg, task, g = run.config, run.task, run.config.grpo.group_size
-    # 1. Sample groups: B prompts x G completions; position j of a group uses temperatures[j].
+    # 1-2. Sample B prompts x G completions (position j of a group at temperatures[j]) and score
+    # them: errors, hangs and non-finite rewards score 0 and are counted, never fatal; an empty
+    # completion scores 0. The same path as the probe, gradrank and evaluate (`train.rollout`).
     t0 = time.perf_counter()
-    examples = run.stream.next_batch(cfg.grpo.batch_prompts)
-    rollout = sample(
-        run.policy,
-        [task.prompt(e) for e in examples],
-        group_size=g,
-        temperatures=run.temperatures,
-        max_new_tokens=cfg.generation.max_new_tokens,
-    )
-    t1 = time.perf_counter()
-    # 2. Score: errors, hangs and non-finite rewards score 0 and are counted, never fatal.
-    from pgrpo.tasks.scoring import score_completions
-
-    per_completion = [e for e in examples for _ in range(g)]
-    scored = score_completions(
-        task, rollout.texts, per_completion, timeout_s=cfg.task.reward_timeout_s
-    )
-    rewards = torch.tensor(scored.rewards, dtype=torch.float32)
-    empty = torch.tensor([not t.strip() for t in rollout.texts])
-    rewards = torch.where(empty, torch.zeros_like(rewards), rewards)  # empty completion: 0
+    batch = collect(run.policy, task, run.stream.next_batch(cfg.grpo.batch_prompts), cfg)
+    rollout, rewards, scored = batch.rollout, batch.rewards, batch.score
     t2 = time.perf_counter()
     # 3. Advantages from the registry (group-relative, sign, dual anchor, ...).
-    adv = compute_advantages(
-        cfg.grpo.advantage,
-        rewards,
-        group_size=g,
-        transform=cfg.grpo.transform,
-        transform_options=cfg.grpo.transform_options,
-        nan=cfg.grpo.nan_rewards,
-        **_advantage_options(cfg, task, per_completion),
-    )
+    adv = batch_advantages(batch, task, cfg.grpo)
     # 4. K optimizer steps over M minibatches; old log-probs fixed at sampling time.
     update = optimize(run, rollout, adv.advantages)
     t3 = time.perf_counter()
@@ -105,7 +89,7 @@ def train_step(run: _Run, step: int) -> dict[str, Any]:
         **update,
         "completions/mean_length": float(lengths.mean()),
         "completions/clipped_ratio": float(rollout.truncated.double().mean()),
-        "completions/empty": int(empty.sum()),
+        "completions/empty": int(batch.empty.sum()),
         **_per_temperature(rewards, rollout.temperatures, run.temperatures),
         **adv.metrics,
         "group_size": g,
@@ -113,11 +97,12 @@ def train_step(run: _Run, step: int) -> dict[str, Any]:
         "refresh_interval": cfg.grpo.refresh_interval,
         "beta1": cfg.optim.beta1,
         "optimizer_step": run.optimizer_steps,
+        "precision": run.policy.precision.name,
         "reward_errors": scored.errors,
         "reward_timeouts": scored.timeouts,
-        **_task_metrics(task, rollout.texts, per_completion, scored.rewards),
-        "time/generate_s": t1 - t0,
-        "time/score_s": t2 - t1,
+        **_task_metrics(task, rollout.texts, batch.per_completion, scored.rewards),
+        "time/generate_s": t2 - t0 - scored.seconds,
+        "time/score_s": scored.seconds,
         "time/update_s": t3 - t2,
         "tokens_per_second": rollout.num_tokens / max(t3 - t0, 1e-9),
     }
@@ -132,22 +117,16 @@ def optimize(run: _Run, rollout: Rollout, advantages: torch.Tensor) -> dict[str,
     yet, so they equal the current log-probs, detached, and the ratio is exactly 1)."""
     cfg, policy = run.config, run.policy
     k_steps, m = cfg.grpo.refresh_interval, cfg.grpo.num_minibatches
-    temps = rollout.temperatures if cfg.generation.score_temperature == "sampled" else None
-    n = rollout.input_ids.shape[0]
-    minibatches = torch.arange(n).chunk(m)
-    # rows of a group share their prompt: run it once per group (exact, less compute)
-    shared = cfg.grpo.group_size if (n // m) % cfg.grpo.group_size == 0 else None
-    old = _score(policy.model, rollout, temps, cfg, shared) if k_steps > 1 else None
-    ref = None
-    if cfg.loss.uses_reference:
-        with policy.reference_model() as reference:
-            ref = _score(reference, rollout, temps, cfg, shared)
+    temps = scoring_temperatures(rollout, cfg)
+    batches = minibatches(rollout.input_ids.shape[0], cfg)
+    old = sequence_log_probs(policy, cfg, rollout, temps) if k_steps > 1 else None
+    ref = reference_log_probs(policy, rollout, temps, cfg)
     params = policy.trainable_parameters()
     records = []
     for k in range(k_steps):
         run.optimizer.zero_grad(set_to_none=True)
         result = minibatch_gradient(
-            run, rollout, minibatches[k % m], advantages, old, ref, temps, first=(k == 0)
+            policy, cfg, rollout, batches[k % m], advantages, old, ref, temps, first=(k == 0)
         )
         grad_norm = torch.nn.utils.clip_grad_norm_(params, cfg.optim.max_grad_norm or math.inf)
         lr = run.scheduler.get_last_lr()[0]
@@ -170,121 +149,6 @@ def optimize(run: _Run, rollout: Rollout, advantages: torch.Tensor) -> dict[str,
     return out
 
 
-def minibatch_gradient(
-    run: _Run,
-    rollout: Rollout,
-    idx: torch.Tensor,
-    advantages: torch.Tensor,
-    old: torch.Tensor | None,
-    ref: torch.Tensor | None,
-    temps: torch.Tensor | None,
-    *,
-    first: bool,
-) -> LossResult:
-    """Accumulate the gradient of the minibatch `idx` into .grad, in micro-batches of rows.
-
-    Exact for any aggregator linear in the per-token values (all registered ones): a micro-batch's
-    log-probs are placed into a [n, T] tensor whose other rows are constants, so the loss over
-    the whole minibatch (same normaliser) gets the micro-batch's share of the gradient. Returns
-    the loss and metrics of the whole minibatch.
-    """
-    cfg, g = run.config, run.config.grpo.group_size
-    mask, adv = rollout.completion_mask[idx], advantages[idx]
-    ref_mb = None if ref is None else ref[idx]
-    size = cfg.grpo.micro_batch_size or len(idx)
-    parts = torch.arange(len(idx)).split(size)
-    entropy_grad = cfg.loss.entropy_coef > 0
-    with_entropy = first or entropy_grad
-    log_probs = torch.zeros(mask.shape)
-    entropy = torch.zeros(mask.shape) if with_entropy else None
-    base_old = torch.zeros(mask.shape) if old is None else old[idx]
-    for part in parts:
-        rows = idx[part]
-        scores = _score_rows(
-            run,
-            rollout,
-            rows,
-            temps,
-            base_old[part],
-            with_entropy,
-            entropy_grad,
-            group_size=g if len(part) % g == 0 else None,
-        )
-        part_old = scores.log_probs.detach() if old is None else base_old[part]
-        full_old = base_old.index_put((part,), part_old)
-        full_lp = full_old.index_put((part,), scores.log_probs)  # other rows: constant, ratio 1
-        full_ent = None
-        if entropy_grad:
-            full_ent = entropy.detach().index_put((part,), scores.entropy)
-        result = policy_loss(
-            full_lp, full_old, adv, mask, cfg.loss, ref_log_probs=ref_mb, entropy=full_ent
-        )
-        result.loss.backward()
-        log_probs[part] = scores.log_probs.detach()
-        if entropy is not None:
-            entropy[part] = scores.entropy.detach()
-    if len(parts) == 1 and not with_entropy:
-        return result
-    with torch.no_grad():  # loss value and metrics of the whole minibatch
-        final_old = log_probs if old is None else base_old
-        return policy_loss(
-            log_probs, final_old, adv, mask, cfg.loss, ref_log_probs=ref_mb, entropy=entropy
-        )
-
-
-def _score_rows(
-    run: _Run,
-    rollout: Rollout,
-    rows: torch.Tensor,
-    temps: torch.Tensor | None,
-    fill: torch.Tensor,
-    with_entropy: bool,
-    entropy_grad: bool,
-    group_size: int | None,
-) -> TokenScores:
-    """Scores of `rows` with the columns that are padding in all of them cut off (the prompt's
-    left padding, the completions' tail after the last EOS): less compute, same values on the
-    completion mask. Cut completion positions get `fill` (log-probs; ratio 1 against it) and
-    entropy 0; they are outside the mask, so the loss and its gradient are unchanged."""
-    att = rollout.attention_mask[rows]
-    p, t_full = rollout.prompt_len, rollout.completion_mask.shape[1]
-    lo = int(att[:, :p].sum(0).nonzero()[0]) if p else 0
-    t = max(1, int(rollout.completion_mask[rows].sum(1).max()))
-    scores = completion_scores(
-        run.policy.model,
-        rollout.input_ids[rows, lo : p + t],
-        att[:, lo : p + t],
-        p - lo,
-        None if temps is None else temps[rows],
-        chunk=run.config.generation.logprob_chunk,
-        with_entropy=with_entropy,
-        entropy_grad=entropy_grad,
-        group_size=group_size,
-    )
-    if t == t_full:
-        return scores
-    log_probs = torch.cat([scores.log_probs, fill[:, t:]], dim=1)
-    entropy = scores.entropy
-    if entropy is not None:
-        entropy = torch.cat([entropy, entropy.new_zeros(len(rows), t_full - t)], dim=1)
-    return TokenScores(log_probs=log_probs, entropy=entropy)
-
-
-@torch.no_grad()
-def _score(
-    model: torch.nn.Module, rollout: Rollout, temps: Any, cfg: RunConfig, shared: int | None
-) -> torch.Tensor:
-    return completion_scores(
-        model,
-        rollout.input_ids,
-        rollout.attention_mask,
-        rollout.prompt_len,
-        temps,
-        chunk=cfg.generation.logprob_chunk,
-        group_size=shared,
-    ).log_probs
-
-
 _GROUP_KEYS = (
     "reward",
     "reward_std",
@@ -294,20 +158,6 @@ _GROUP_KEYS = (
     "degeneracy/iid_prediction",
     "reward_within_group_std",
 )
-
-
-def _advantage_options(cfg: RunConfig, task: Any, examples: list[dict]) -> dict[str, Any]:
-    options = dict(cfg.grpo.advantage_options)
-    if cfg.grpo.advantage == "dual_anchor" and "num_constraints" not in options:
-        count = getattr(task, "num_constraints", None)
-        if not callable(count):
-            raise ValueError(
-                f"the dual_anchor advantage needs each prompt's constraint count, but task "
-                f"{task.name!r} has no num_constraints(example); set "
-                "grpo.advantage_options.num_constraints=<C> or use an IFEval-style task"
-            )
-        options["num_constraints"] = [count(e) for e in examples]
-    return options
 
 
 def _per_temperature(

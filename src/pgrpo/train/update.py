@@ -1,0 +1,182 @@
+"""The gradient of the GRPO objective on a scored batch, accumulated in micro-batches.
+
+    grad = on_policy_gradient(policy, config, rollout, advantages)   # what the probe differentiates
+    result = minibatch_gradient(policy, config, rollout, idx, advantages, old, ref, temps,
+                                first=True)                          # one of the trainer's K steps
+
+Micro-batching is plain accumulation: every registered aggregator is numerator / denominator with
+a numerator that sums one term per row (`pgrpo.core.losses.Aggregator`), so the loss of a
+minibatch is the sum over its micro-batches of numerator(rows) / denominator(minibatch), and so is
+its gradient. Rows that share a prompt run it once (`completion_scores(share_prompts=True)`), read
+from the tokens, so any micro-batch size is exact, aligned to the groups or not.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from pgrpo.core.losses import LossResult, loss_denominator, policy_loss
+from pgrpo.train.config import RunConfig
+from pgrpo.train.generation import Rollout
+from pgrpo.train.logprobs import TokenScores, completion_scores
+from pgrpo.train.policies import Policy
+
+
+def scoring_temperatures(rollout: Rollout, config: RunConfig) -> torch.Tensor | None:
+    """[N] the temperature each row is scored at: the one it was drawn at ('sampled'), or None
+    (1.0, generation.score_temperature='one')."""
+    return rollout.temperatures if config.generation.score_temperature == "sampled" else None
+
+
+def minibatches(n: int, config: RunConfig) -> list[torch.Tensor]:
+    """The M minibatches of a batch of n rows: contiguous, in order (step k uses k mod M)."""
+    return list(torch.arange(n).chunk(config.grpo.num_minibatches))
+
+
+def _partition(idx: torch.Tensor, config: RunConfig) -> list[torch.Tensor]:
+    """Positions in `idx` of each micro-batch (`grpo.micro_batch_size` rows)."""
+    return list(torch.arange(len(idx)).split(config.grpo.micro_batch_size or len(idx)))
+
+
+@torch.no_grad()
+def sequence_log_probs(
+    policy: Policy,
+    config: RunConfig,
+    rollout: Rollout,
+    temps: torch.Tensor | None,
+    *,
+    model: torch.nn.Module | None = None,
+) -> torch.Tensor:
+    """[N, T] log-probs of the completion tokens under `model` (default: the policy's), no
+    gradient (old / reference log-probs). Rows go through the same minibatches, micro-batches,
+    column cuts and precision as in `minibatch_gradient`, so that before the first optimizer step
+    the old log-probs are the current ones bit for bit (ratio exactly 1, also in bf16)."""
+    mask = rollout.completion_mask
+    out = torch.zeros(mask.shape)
+    for idx in minibatches(mask.shape[0], config):
+        for part in _partition(idx, config):
+            rows = idx[part]
+            fill = torch.zeros(len(rows), mask.shape[1])
+            scores = _score_rows(policy, config, rollout, rows, temps, fill, False, False, model)
+            out[rows] = scores.log_probs.float()
+    return out
+
+
+def reference_log_probs(
+    policy: Policy, rollout: Rollout, temps: torch.Tensor | None, config: RunConfig
+) -> torch.Tensor | None:
+    """[N, T] under the reference policy when the loss has a KL term, else None."""
+    if not config.loss.uses_reference:
+        return None
+    with policy.reference_model() as reference:
+        return sequence_log_probs(policy, config, rollout, temps, model=reference)
+
+
+def minibatch_gradient(
+    policy: Policy,
+    config: RunConfig,
+    rollout: Rollout,
+    idx: torch.Tensor,
+    advantages: torch.Tensor,
+    old: torch.Tensor | None,
+    ref: torch.Tensor | None,
+    temps: torch.Tensor | None,
+    *,
+    first: bool,
+) -> LossResult:
+    """Accumulate the gradient of the loss of minibatch `idx` into .grad, micro-batch by
+    micro-batch (`grpo.micro_batch_size` rows each); return that loss and its metrics.
+
+    idx: [n] rows of the rollout; advantages: [N]; old, ref: [N, T] or None (old None: the
+    current policy, detached: ratio 1); temps: [N] or None; first: the first of the K steps (its
+    entropy is logged, the on-policy one)."""
+    cfg = config
+    mask, adv = rollout.completion_mask[idx], advantages[idx]
+    denominator = loss_denominator(mask, cfg.loss)  # of the whole minibatch
+    entropy_grad = cfg.loss.entropy_coef > 0
+    with_entropy = first or entropy_grad
+    log_probs = torch.zeros(mask.shape)
+    entropy = torch.zeros(mask.shape) if with_entropy else None
+    for part in _partition(idx, cfg):
+        rows = idx[part]
+        fill = torch.zeros(len(rows), mask.shape[1]) if old is None else old[rows]
+        scores = _score_rows(policy, cfg, rollout, rows, temps, fill, with_entropy, entropy_grad)
+        result = policy_loss(
+            scores.log_probs,
+            scores.log_probs.detach() if old is None else old[rows],
+            adv[part],
+            mask[part],
+            cfg.loss,
+            ref_log_probs=None if ref is None else ref[rows],
+            entropy=scores.entropy if entropy_grad else None,
+            denominator=denominator,
+        )
+        result.loss.backward()
+        log_probs[part] = scores.log_probs.detach()
+        if entropy is not None:
+            entropy[part] = scores.entropy.detach()
+    with torch.no_grad():  # loss value and metrics of the whole minibatch
+        return policy_loss(
+            log_probs,
+            log_probs if old is None else old[idx],
+            adv,
+            mask,
+            cfg.loss,
+            ref_log_probs=None if ref is None else ref[idx],
+            entropy=entropy,
+        )
+
+
+def on_policy_gradient(
+    policy: Policy, config: RunConfig, rollout: Rollout, advantages: torch.Tensor
+) -> LossResult:
+    """Accumulate into .grad the gradient of the loss the trainer's first optimizer step takes on
+    this whole batch (ratio 1, the run's temperatures, reference and micro-batches)."""
+    temps = scoring_temperatures(rollout, config)
+    ref = reference_log_probs(policy, rollout, temps, config)
+    idx = torch.arange(rollout.input_ids.shape[0])
+    return minibatch_gradient(
+        policy, config, rollout, idx, advantages, None, ref, temps, first=True
+    )
+
+
+def _score_rows(
+    policy: Policy,
+    cfg: RunConfig,
+    rollout: Rollout,
+    rows: torch.Tensor,
+    temps: torch.Tensor | None,
+    fill: torch.Tensor,
+    with_entropy: bool,
+    entropy_grad: bool,
+    model: torch.nn.Module | None = None,
+) -> TokenScores:
+    """Scores of `rows` with the columns that are padding in all of them cut off (the prompt's
+    left padding, the completions' tail after the last EOS): less compute, same values on the
+    completion mask. Cut completion positions get `fill` (log-probs: the old ones, so the ratio
+    there is 1 and finite) and entropy 0; they are outside the mask, so the loss and its gradient
+    are unchanged. Runs under the policy's precision (`Precision.autocast`)."""
+    att = rollout.attention_mask[rows]
+    p, t_full = rollout.prompt_len, rollout.completion_mask.shape[1]
+    lo = int(att[:, :p].sum(0).nonzero()[0]) if p else 0
+    t = max(1, int(rollout.completion_mask[rows].sum(1).max()))
+    with policy.precision.autocast():
+        scores = completion_scores(
+            policy.model if model is None else model,
+            rollout.input_ids[rows, lo : p + t],
+            att[:, lo : p + t],
+            p - lo,
+            None if temps is None else temps[rows],
+            chunk=cfg.generation.logprob_chunk,
+            with_entropy=with_entropy,
+            entropy_grad=entropy_grad,
+        )
+    if t == t_full:
+        return scores
+    log_probs = torch.cat([scores.log_probs, fill[:, t:]], dim=1)
+    entropy: Any = scores.entropy
+    if entropy is not None:
+        entropy = torch.cat([entropy, entropy.new_zeros(len(rows), t_full - t)], dim=1)
+    return TokenScores(log_probs=log_probs, entropy=entropy)
