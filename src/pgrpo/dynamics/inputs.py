@@ -11,7 +11,7 @@ from dataclasses import replace
 import numpy as np
 
 from pgrpo.dynamics.curves import CurveModel, FitContext, Parameter
-from pgrpo.dynamics.reductions import DEFAULT_REDUCTION
+from pgrpo.dynamics.optimizers import DEFAULT_OPTIMIZER
 
 # --- context and checks ---------------------------------------------------------------------------
 
@@ -23,7 +23,7 @@ def make_context(
     lr_step: np.ndarray | None = None,
     beta1: float | None = None,
     refresh_interval: int | None = 1,
-    optimizer: str = DEFAULT_REDUCTION,
+    optimizer: str = DEFAULT_OPTIMIZER,
     clock: float = 1.0,
 ) -> FitContext:
     """Context with the lr schedule on the integer optimizer-step grid t = 0..T from the first

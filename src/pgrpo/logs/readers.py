@@ -116,7 +116,13 @@ def detect_pgrpo(path: Path) -> bool:
 def read_pgrpo(path: Path, **options: Any) -> RewardLog:
     f = _pgrpo_file(path)
     records, warns = read_jsonl(f)
-    hyper = _config_hyper([f.parent / "config.yaml"], warns)
+    hyper: dict[str, Any] = _config_hyper([f.parent / "config.yaml"], warns)
+    cfg = _load_config(f.parent / "config.yaml")
+    cfg = cfg if isinstance(cfg, dict) else {}
+    optim = cfg.get("optim") if isinstance(cfg.get("optim"), dict) else {}
+    name = optim.get("name", cfg.get("optimizer"))  # optim.name; a flat `optimizer` key
+    if isinstance(name, str):
+        hyper["optimizer"] = name  # picks the dynamics model's reduction (K* or none)
     return assemble(
         records, fmt="pgrpo", source=str(f), warnings=warns, hyperparameters=hyper, **options
     )

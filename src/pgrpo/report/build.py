@@ -63,8 +63,9 @@ def kappa_estimate(diagnosis: Any) -> tuple[float | None, str]:
 
 
 def stability_margin(log: Any, kappa: float | None) -> np.ndarray | None:
-    """K / K*(n) per step with a_n = lr(n) kappa (the logged schedule, else the peak lr)."""
-    from pgrpo.dynamics import refresh_threshold
+    """K / K*(n) per step with a_n = lr(n) kappa (the logged schedule, else the peak lr), K* from
+    the run optimizer's reduction; None where it predicts no threshold (AdamW, the default)."""
+    from pgrpo.dynamics.optimizers import OptimizerSettings, reduce_optimizer, run_optimizer
 
     hp = log.hyperparameters
     if kappa is None or not hp.get("refresh_interval"):
@@ -73,15 +74,23 @@ def stability_margin(log: Any, kappa: float | None) -> np.ndarray | None:
     lr = np.full(log.step.shape, hp["lr"]) if lr is None and hp.get("lr") else lr
     if lr is None:
         return None
+    try:
+        name = run_optimizer(hp.get("optimizer"))
+    except ValueError:
+        return None
     beta1 = float(hp.get("beta1", 0.0))
+    K = int(hp["refresh_interval"])
     cache: dict[float, float] = {}
     out = np.full(lr.shape, np.nan)
     for i, eta in enumerate(lr):
         if np.isfinite(eta) and eta > 0:
             key = float(f"{eta:.4g}")
             if key not in cache:
-                k_star = refresh_threshold(key * kappa, beta1).K_star
-                cache[key] = hp["refresh_interval"] / k_star if k_star else 0.0
+                settings = OptimizerSettings(key, kappa, beta1, K, closure=False)
+                red = reduce_optimizer(name, settings)
+                if not red.metrics["threshold_predicted"]:
+                    return None  # no threshold predicted: the report says nothing about K*
+                cache[key] = K / red.K_star if red.K_star else 0.0  # 0: none up to the scan
             out[i] = cache[key]
     return out
 
