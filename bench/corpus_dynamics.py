@@ -143,18 +143,12 @@ def fit_run_model(run: Run) -> dict:
     free = fit_curve(run.step, run.reward, "rom", **_inputs(run))
     fixed = fit_curve(run.step, run.reward, "rom_fixed", **_inputs(run))
     m = free.metrics
-    return {
-        "kappa": float(fixed.metrics["kappa"]),
-        "kappa_lo": float(m["kappa_lo"]),
-        "kappa_hi": float(m["kappa_hi"]),
-        "R_0": float(fixed.values["R_0"]),
-        "R_inf": float(fixed.values["R_inf"]),
-        "r2_constrained": float(fixed.r2),
-        "r2_free": float(free.r2),
-        "closed_form": str(m["closed_form"]),
-        "residual": fixed.reward - fixed.fitted,
-        "autocorr": float(fixed.residual_autocorr),
-    }
+    keys = ("kappa_lo", "kappa_hi")
+    return {"kappa": float(fixed.metrics["kappa"]), **{k: float(m[k]) for k in keys},
+            "R_0": float(fixed.values["R_0"]), "R_inf": float(fixed.values["R_inf"]),
+            "r2_constrained": float(fixed.r2), "r2_free": float(free.r2),
+            "closed_form": str(m["closed_form"]), "residual": fixed.reward - fixed.fitted,
+            "autocorr": float(fixed.residual_autocorr)}  # fmt: skip
 
 
 def predict_curve(run: Run, kappa: float, r0: float, r_inf: float) -> np.ndarray:
@@ -188,24 +182,27 @@ def transfer(runs: dict[str, Run], fits: dict[str, dict], names: list[str]) -> l
                 continue
             run = runs[tgt]
             pred = predict_curve(run, f["kappa"], f["R_0"], f["R_inf"])
-            rows.append(
-                {
-                    "source": src,
-                    "target": tgt,
-                    "lr_source": float(runs[src].lr.max()),
-                    "lr_target": float(run.lr.max()),
-                    "K_target": run.K,
-                    "r2_prediction": r2(run.reward, pred),
-                    "r2_timescale_only": r2(run.reward, timescale_only(run, f["kappa"])),
-                    "r2_own_fit": fits[tgt]["r2_constrained"],
-                    "kappa_source": f["kappa"],
-                    "kappa_target": fits[tgt]["kappa"],
-                    "kappa_target_in_source_interval": bool(
-                        f["kappa_lo"] <= fits[tgt]["kappa"] <= f["kappa_hi"]
-                    ),
-                }
-            )
+            own = fits[tgt]
+            rows.append({"source": src, "target": tgt, "lr_source": float(runs[src].lr.max()),
+                         "lr_target": float(run.lr.max()), "K_target": run.K,
+                         "r2_prediction": r2(run.reward, pred),
+                         "r2_timescale_only": r2(run.reward, timescale_only(run, f["kappa"])),
+                         "r2_own_fit": own["r2_constrained"], "kappa_source": f["kappa"],
+                         "kappa_target": own["kappa"],
+                         "kappa_target_in_source_interval":
+                             bool(f["kappa_lo"] <= own["kappa"] <= f["kappa_hi"])})  # fmt: skip
     return rows
+
+
+def lr_order(runs: dict[str, Run], fits: dict[str, dict], names: list[str]) -> dict:
+    """Effective stiffness a = lr kappa per run (with kappa's interval) and the exponent of a in
+    lr (the model: 1, one kappa per model and task)."""
+    lr = np.array([runs[n].lr.max() for n in names])
+    a = np.array([fits[n]["kappa"] for n in names]) * lr
+    expo = np.polyfit(np.log(lr), np.log(a), 1)[0] if lr.size >= 2 else math.nan
+    return {"lr": lr.tolist(), "a": a.tolist(), "exponent": float(expo),
+            "a_lo": [fits[n]["kappa_lo"] * x for n, x in zip(names, lr, strict=True)],
+            "a_hi": [fits[n]["kappa_hi"] * x for n, x in zip(names, lr, strict=True)]}  # fmt: skip
 
 
 def timescale_only(run: Run, kappa: float) -> np.ndarray:
@@ -401,11 +398,13 @@ def analyse(curves: Path = CURVES) -> dict:
     runs = load_corpus(names, curves)
     fits = {n: fit_run_model(runs[n]) for n in names}
     transfers = {k: transfer(runs, fits, v) for k, v in LR_SWEEPS.items()}
+    order = {k: lr_order(runs, fits, v) for k, v in LR_SWEEPS.items()}
     held = [row["r2_prediction"] for rows in transfers.values() for row in rows]
     tau = [row["r2_timescale_only"] for rows in transfers.values() for row in rows]
     return {
         "fits": {n: {k: v for k, v in f.items() if k != "residual"} for n, f in fits.items()},
         "transfer": transfers,
+        "lr_order": order,
         "transfer_median_r2": float(np.median(held)),
         "transfer_median_r2_timescale_only": float(np.median(tau)),
         "g_invariance": {k: g_invariance(runs, fits, v) for k, v in G_SWEEPS.items()},
@@ -445,6 +444,12 @@ def show(res: dict) -> None:
         f"median held-out-lr R2: {res['transfer_median_r2']:.3f} (levels carried over), "
         f"{res['transfer_median_r2_timescale_only']:.3f} (timescale only)"
     )
+    for sweep, o in res["lr_order"].items():
+        cells = ", ".join(
+            f"lr {x:.0e}: a {y:.3g} [{lo:.3g}, {hi:.3g}]"
+            for x, y, lo, hi in zip(o["lr"], o["a"], o["a_lo"], o["a_hi"], strict=True)
+        )
+        print(f"a = lr kappa, {sweep}: {cells}; exponent in lr {o['exponent']:.2f} (model 1)")
     for sweep, g in res["g_invariance"].items():
         print(
             f"\n(b) G-invariance, {sweep}: delta AIC (joint - separate) {g['delta_aic']:.2f}; "
