@@ -141,3 +141,23 @@ def test_pgrpo_reader_carries_optim_name_and_the_diagnosis_follows_it(tmp_path):
         ev, missing, margin = seen[opt]
         assert "k_star" not in ev and "stability_margin" not in ev and margin is None
         assert not any("K*" in m for m in missing)
+
+
+def test_pgrpo_fit_on_a_log_with_an_unknown_optimizer_exits_2_naming_it(tmp_path):
+    import json
+
+    from typer.testing import CliRunner
+
+    from pgrpo.cli import _load_commands, app
+
+    _load_commands()
+    run = tmp_path / "run"
+    run.mkdir()
+    rows = [{"step": s, "reward": 0.2 + 0.5 * (1 - 0.95**s), "learning_rate": 1e-5}
+            for s in range(1, 40)]  # fmt: skip
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (run / "config.yaml").write_text(yaml.safe_dump({"optim": {"name": "adafactor", "beta1": 0.9}}))
+    res = CliRunner().invoke(app, ["fit", str(run), "--out", str(tmp_path / "o")])
+    assert res.exit_code == 2 and "Traceback" not in res.output
+    lines = [ln for ln in res.output.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "'adafactor'" in lines[0] and "optim.name" in lines[0]

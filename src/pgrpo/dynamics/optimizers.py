@@ -174,8 +174,9 @@ def run_optimizer(logged: str | None) -> str:
         if name.startswith(prefix):
             return reduction
     raise ValueError(
-        f"optimizer {logged!r} has no reduction in the dynamics model; use one of "
-        f"{', '.join(OPTIMIZER_REDUCTIONS.names())} (or an AdamW / SGD variant)"
+        f"optimizer {logged!r} has no reduction in the dynamics model; set the run's optimizer "
+        f"(config.yaml optim.name) to an AdamW / SGD variant or one of "
+        f"{', '.join(OPTIMIZER_REDUCTIONS.names())}, or remove it to assume AdamW"
     )
 
 
