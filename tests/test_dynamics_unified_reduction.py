@@ -161,3 +161,23 @@ def test_pgrpo_fit_on_a_log_with_an_unknown_optimizer_exits_2_naming_it(tmp_path
     assert res.exit_code == 2 and "Traceback" not in res.output
     lines = [ln for ln in res.output.splitlines() if ln.strip()]
     assert len(lines) == 1 and "'adafactor'" in lines[0] and "optim.name" in lines[0]
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [({"optim": "sgd", "learning_rate": 1e-5}, "sgd_momentum"),
+     ({"optim": "adamw_torch", "learning_rate": 1e-5}, "adam"),
+     ({"learning_rate": 1e-5}, "adam")],
+)  # fmt: skip
+def test_a_trl_logs_optim_picks_the_reduction_and_adamw_is_the_default(tmp_path, args, expected):
+    import json
+
+    from pgrpo.dynamics.runfit import run_inputs
+    from pgrpo.logs import read_log
+
+    hist = [{"step": s, "reward": 0.2 + 0.01 * s, "learning_rate": 1e-5} for s in range(1, 30)]
+    (tmp_path / "trainer_state.json").write_text(json.dumps({"log_history": hist}))
+    (tmp_path / "training_args.json").write_text(json.dumps(args))
+    log = read_log(tmp_path)
+    assert log.hyperparameters.get("optimizer") == args.get("optim")
+    assert run_inputs(log.step, log.columns, log.hyperparameters)["optimizer"] == expected

@@ -23,7 +23,9 @@ from pgrpo.logs.base import (
     LogFormatError,
     LogReader,
     RewardLog,
+    _find_mapping,
     assemble,
+    find_key,
     hyperparameters_from_config,
 )
 
@@ -84,11 +86,22 @@ def _load_config(path: Path) -> Any:
         return None
 
 
-def _config_hyper(candidates: list[Path], warns: list[str]) -> dict[str, float]:
+def _config_optimizer(cfg: Any) -> str | None:
+    """The optimizer a config names (the dynamics model picks its reduction from it): pgrpo
+    `optim.name`, TRL `optim` (e.g. adamw_torch), verl `optim.optimizer`, or an `optimizer` key."""
+    optim = _find_mapping(cfg, "optim")
+    name = optim.get("name") if optim is not None else None
+    name = name or find_key(cfg, ("optim", "optimizer"))
+    return name if isinstance(name, str) else None
+
+
+def _config_hyper(candidates: list[Path], warns: list[str]) -> dict[str, Any]:
     for c in candidates:
         cfg = _load_config(c)
         if cfg is not None:
-            hyper = hyperparameters_from_config(cfg)
+            hyper: dict[str, Any] = hyperparameters_from_config(cfg)
+            if hyper and (name := _config_optimizer(cfg)) is not None:
+                hyper["optimizer"] = name
             if hyper:
                 return hyper
         elif c.is_file():
@@ -116,13 +129,7 @@ def detect_pgrpo(path: Path) -> bool:
 def read_pgrpo(path: Path, **options: Any) -> RewardLog:
     f = _pgrpo_file(path)
     records, warns = read_jsonl(f)
-    hyper: dict[str, Any] = _config_hyper([f.parent / "config.yaml"], warns)
-    cfg = _load_config(f.parent / "config.yaml")
-    cfg = cfg if isinstance(cfg, dict) else {}
-    optim = cfg.get("optim") if isinstance(cfg.get("optim"), dict) else {}
-    name = optim.get("name", cfg.get("optimizer"))  # optim.name; a flat `optimizer` key
-    if isinstance(name, str):
-        hyper["optimizer"] = name  # picks the dynamics model's reduction (K* or none)
+    hyper = _config_hyper([f.parent / "config.yaml"], warns)
     return assemble(
         records, fmt="pgrpo", source=str(f), warnings=warns, hyperparameters=hyper, **options
     )
