@@ -6,6 +6,7 @@ predicts no threshold (adam) nothing is said about K*."""
 from __future__ import annotations
 
 import importlib
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -181,3 +182,22 @@ def test_a_trl_logs_optim_picks_the_reduction_and_adamw_is_the_default(tmp_path,
     log = read_log(tmp_path)
     assert log.hyperparameters.get("optimizer") == args.get("optim")
     assert run_inputs(log.step, log.columns, log.hyperparameters)["optimizer"] == expected
+
+
+@pytest.mark.parametrize("name", ["adamw", "sgd_momentum"])
+def test_the_trainers_saved_config_names_its_optimizer_to_the_reader(tmp_path, name):
+    import json
+
+    from pgrpo.dynamics.runfit import run_inputs
+    from pgrpo.logs import read_log
+    from pgrpo.train.config import RunConfig, save_config
+    from pgrpo.train.optimizers import TRAIN_OPTIMIZERS
+
+    cfg = replace(RunConfig(), optim=replace(RunConfig().optim, name=name))
+    save_config(cfg, tmp_path / "config.yaml")
+    rows = [{"step": s, "reward": 0.2 + 0.01 * s} for s in range(1, 20)]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    log = read_log(tmp_path)
+    assert log.hyperparameters["optimizer"] == name
+    got = run_inputs(log.step, log.columns, log.hyperparameters)["optimizer"]
+    assert got == TRAIN_OPTIMIZERS.get(name).reduction
