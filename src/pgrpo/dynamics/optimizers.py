@@ -110,10 +110,11 @@ class OptimizerReduction:
     """The linearised dynamics one optimizer gives, and what it says about K.
 
     a, beta1: the exact linear recursion x_{n+1} - x_n = beta1 (x_n - x_{n-1}) - (1 - beta1) a
-    x_{s(n)} (`simulate_recursion(a, beta1, ...)`); mass, damping, stiffness: its continuum
-    coefficients at the settings' K; K_star: the first refresh interval at which the mean
-    diverges, None when no divergence is predicted (`K_statement` says why; metrics
-    `threshold_predicted` False) or none is found up to the scan limit; metrics: stable names
+    x_{s(n)} (`simulate_recursion(a, beta1, ...)`); a is also the continuum stiffness (per
+    optimizer step), mass and damping the continuum coefficients at the settings' K; K_star:
+    the first refresh interval at which the mean diverges, None when no divergence is
+    predicted (`K_statement` says why; metrics `threshold_predicted` False) or none is found up
+    to the scan limit; metrics: stable names
     (`linear_threshold`, `effective_a`, `threshold_predicted`, `kappa_meaning`, ...).
     """
 
@@ -122,7 +123,6 @@ class OptimizerReduction:
     beta1: float
     mass: float
     damping: float
-    stiffness: float
     K_star: int | None
     K_statement: str
     metrics: dict[str, Any] = field(default_factory=dict)
@@ -216,7 +216,6 @@ def sgd_momentum(s: OptimizerSettings) -> OptimizerReduction:
         s.beta1,
         m,
         c,
-        a,
         k_star,
         statement,
         {
@@ -380,7 +379,6 @@ def adam(s: OptimizerSettings) -> OptimizerReduction:
         s.beta1,
         m,
         c,
-        a_eff,
         None,
         statement,
         {
