@@ -201,3 +201,11 @@ def test_the_trainers_saved_config_names_its_optimizer_to_the_reader(tmp_path, n
     assert log.hyperparameters["optimizer"] == name
     got = run_inputs(log.step, log.columns, log.hyperparameters)["optimizer"]
     assert got == TRAIN_OPTIMIZERS.get(name).reduction
+
+
+def test_fit_curve_refuses_an_unknown_reduction_name_even_without_lr():
+    from pgrpo._registry import UnknownNameError
+
+    t = np.arange(30.0)
+    with pytest.raises(UnknownNameError, match="adam, sgd_momentum"):
+        fit_curve(t, 0.2 + 0.01 * t, optimizer="adamw")  # a trainer name, not a reduction

@@ -48,6 +48,7 @@ def fixed_basis_batch(t: np.ndarray, ks: np.ndarray, ctx: FitContext) -> np.ndar
         raise ValueError("rom_fixed needs beta1 (the config's momentum; Adam's default is 0.9)")
     if ctx.lr_varies:
         n_steps = int(math.ceil(float(np.max(t)))) if t.size else 0
+        # k -> 0: only the reduction's recursion momentum is read
         beta = fit_reduction(ctx.optimizer, 1e-12, ctx.beta1, ctx.refresh_interval).beta1
         a = np.asarray(ks, dtype=float)[:, None] * ctx.schedule(n_steps)[None, :]
         basis = simulate_recursion(a, beta, n_steps, refresh_interval=ctx.refresh_interval)

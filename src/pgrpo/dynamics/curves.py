@@ -357,6 +357,7 @@ def _config_mass(ctx: FitContext) -> float | None:
     """Mass m = beta / (1 - beta) of the reduction's recursion (None: beta1 unknown)."""
     if ctx.beta1 is None:
         return None
+    # k -> 0: only the reduction's recursion momentum is read
     beta = fit_reduction(ctx.optimizer, 1e-12, ctx.beta1, ctx.refresh_interval).beta1
     return beta / (1.0 - beta)
 

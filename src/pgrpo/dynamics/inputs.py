@@ -11,7 +11,7 @@ from dataclasses import replace
 import numpy as np
 
 from pgrpo.dynamics.curves import CurveModel, FitContext, Parameter
-from pgrpo.dynamics.optimizers import DEFAULT_OPTIMIZER
+from pgrpo.dynamics.optimizers import DEFAULT_OPTIMIZER, OPTIMIZER_REDUCTIONS
 
 # --- context and checks ---------------------------------------------------------------------------
 
@@ -58,6 +58,7 @@ def make_context(
                 grid_lr = None
     if beta1 is not None and not 0.0 <= beta1 < 1.0:
         raise ValueError(f"beta1 must be in [0, 1), got {beta1!r}")
+    OPTIMIZER_REDUCTIONS.get(optimizer)  # an unknown name fails here, listing the valid ones
     K = int(refresh_interval or 1)
     if K < 1:
         raise ValueError(f"refresh_interval must be >= 1, got {refresh_interval!r}")
