@@ -1,6 +1,6 @@
 """The closed form used: with lr, beta1 and K known, m and c follow from the optimizer
-(`reductions.reduce_optimizer`) and only kappa is fitted (`rom_fixed`); compared with the free
-fit by AICc, kappa reported with its profile interval."""
+(`optimizers.fit_reduction`, the run optimizer's reduction) and only kappa is fitted
+(`rom_fixed`); compared with the free fit by AICc, kappa reported with its profile interval."""
 
 from __future__ import annotations
 
@@ -9,26 +9,26 @@ import pytest
 
 from pgrpo._registry import UnknownNameError
 from pgrpo.dynamics import fit_curve, lr_schedule, rom_coefficients, simulate_recursion, trajectory
-from pgrpo.dynamics.reductions import OPTIMIZER_REDUCTIONS, reduce_optimizer
+from pgrpo.dynamics.optimizers import fit_reduction
 
 
 def _closed_form_run(beta1: float, k: float, lr: float = 1e-5, n: int = 300, seed: int = 0):
-    red = reduce_optimizer(k, beta1)
+    red = fit_reduction("sgd_momentum", k, beta1, 1)
     t = np.arange(0.0, n)
-    mean = trajectory(t, 0.1, 0.8, red.m, red.c, k)
+    mean = trajectory(t, 0.1, 0.8, red.mass, red.damping, k)
     reward = mean + np.random.default_rng(seed).normal(0.0, 0.02, n)
     return t, reward, np.full(n, lr)
 
 
 @pytest.mark.parametrize("K", [1, 2, 4])
-def test_the_momentum_reduction_is_the_model_coefficients(K):
+def test_the_fit_reduction_is_the_model_coefficients(K):
     for beta1, k in ((0.0, 0.01), (0.9, 0.02), (0.95, 0.003)):
-        red = reduce_optimizer(k, beta1, K)
-        ref = rom_coefficients(k / 2.0, beta1, 2.0, refresh_interval=K)
-        assert (red.m, red.c, red.beta) == pytest.approx((ref.m, ref.c, beta1))
-    with pytest.raises(UnknownNameError, match="momentum"):
-        reduce_optimizer(0.01, 0.9, 1, optimizer="nope")
-    assert "momentum" in OPTIMIZER_REDUCTIONS.names()
+        for name in ("sgd_momentum", "adam"):  # both reduce to heavy-ball at the effective a
+            red = fit_reduction(name, k, beta1, K)
+            ref = rom_coefficients(k / 2.0, beta1, 2.0, refresh_interval=K)
+            assert (red.mass, red.damping, red.beta1) == pytest.approx((ref.m, ref.c, beta1))
+    with pytest.raises(UnknownNameError, match="sgd_momentum"):
+        fit_reduction("nope", 0.01, 0.9, 1)
 
 
 def test_beta1_now_changes_the_fit_and_kappa_is_recovered_with_its_interval():
@@ -39,7 +39,7 @@ def test_beta1_now_changes_the_fit_and_kappa_is_recovered_with_its_interval():
     assert m9["kappa_constrained"] == pytest.approx(3000.0, rel=0.1)
     assert m9["preferred"] == "constrained" and m9["delta_aicc"] < 0
     assert m9["closed_form"] == "consistent" and m9["lr_test_p"] >= 0.05
-    assert m9["optimizer_reduction"] == "momentum"
+    assert m9["optimizer_reduction"] == "adam"  # the default: AdamW
     fixed = fit_curve(t, reward, "rom_fixed", lr=lr, beta1=0.9)
     assert fixed.varying == ("R_inf", "R_0", "k")
     assert fixed.metrics["m"] == pytest.approx(9.0 + 0.0, rel=1e-9)

@@ -8,6 +8,7 @@ prominence)."""
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -86,13 +87,15 @@ def _p_strength(p: float) -> float:
     return confidence(-math.log10(max(p, 1e-12)), -math.log10(ALPHA_MODE), 0.5)
 
 
-def _k_star(a: float, beta1: float) -> float | None:
-    """The exact refresh-interval threshold from pgrpo.dynamics (None when unavailable)."""
-    import pgrpo.dynamics as dyn
+def _reduction(s: Signals, lr: float, kappa: float, beta1: float, k_int: float) -> Any:
+    """The run optimizer's reduction (`pgrpo.dynamics.optimizers`; AdamW when the log does not
+    name one) at these settings: its K_star, or `threshold_predicted` False (adam)."""
+    from pgrpo.dynamics.optimizers import OptimizerSettings, reduce_optimizer, run_optimizer
 
-    fn = getattr(dyn, "refresh_threshold", None)
-    k_star = None if fn is None else fn(a, beta1).K_star
-    return None if k_star is None else float(k_star)
+    settings = OptimizerSettings(
+        lr=lr, kappa=kappa, beta1=beta1, refresh_interval=max(int(k_int), 1), closure=False
+    )
+    return reduce_optimizer(run_optimizer(s.config.get("optimizer")), settings)
 
 
 def fitted_kappa(s: Signals) -> float | None:
@@ -111,6 +114,7 @@ def fitted_kappa(s: Signals) -> float | None:
     step, reward, b = thin_curve(s.steps[ok], r[ok])  # bin means past 4,000 steps (O(1) cost)
     if b > 1:
         cols = {n: thin_curve(s.steps[ok], c)[1] for n, c in cols.items()}
+    hyper["optimizer"] = s.config.get("optimizer")
     try:
         fit = fit_run(step, reward, **run_inputs(step, cols, hyper))
     except (ValueError, RuntimeError, np.linalg.LinAlgError):
@@ -122,8 +126,9 @@ def fitted_kappa(s: Signals) -> float | None:
 
 
 def _margin_evidence(s: Signals) -> tuple[dict[str, float], list[str]]:
-    """K / K* from the run's hyperparameters and kappa (config, e.g. `pgrpo probe`, else a ROM
-    fit of the reward curve with the logged learning rate)."""
+    """K / K* from the run's hyperparameters, its optimizer's reduction and kappa (config, e.g.
+    `pgrpo probe`, else a ROM fit of the reward curve with the logged learning rate). Empty, with
+    nothing missing, when the reduction predicts no threshold (AdamW, the default)."""
     k_int, lr, beta1 = s.hyper("refresh_interval"), s.hyper("learning_rate"), s.hyper("beta1")
     missing = [n for n, v in (("refresh_interval", k_int), ("learning_rate", lr)) if v is None]
     if missing:
@@ -133,9 +138,15 @@ def _margin_evidence(s: Signals) -> tuple[dict[str, float], list[str]]:
         kappa, source = fitted_kappa(s), "reward fit"
     if kappa is None:
         return {}, ["kappa (probe it: `pgrpo probe`, or pass it in config.yaml)"]
-    k_star = _k_star(lr * kappa, beta1 or 0.0)
-    if k_star is None:
+    try:
+        red = _reduction(s, lr, kappa, beta1 or 0.0, k_int)
+    except ValueError as exc:  # an optimizer the dynamics model has no reduction for
+        return {}, [f"K* ({exc})"]
+    if not red.metrics["threshold_predicted"]:  # adam: nothing to say about K*
+        return {}, []
+    if red.K_star is None:
         return {}, ["K* (no unstable refresh interval found for these hyperparameters)"]
+    k_star = float(red.K_star)
     ev = {
         "refresh_interval": k_int,
         "kappa": kappa,

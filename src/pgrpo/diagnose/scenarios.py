@@ -194,6 +194,7 @@ def _simulate(sc: Scenario) -> ScenarioRun:
     columns["step"] = np.arange(sc.steps, dtype=float)
     config = {
         "scenario": sc.name,
+        "optimizer": "sgd_momentum",  # the EMA momentum update above
         "learning_rate": sc.lr,
         "beta1": sc.beta1,
         "refresh_interval": sc.refresh_interval,
@@ -285,6 +286,7 @@ def recursion_run(
     sc = Scenario(name, steps=steps, lr=lr, beta1=beta1, refresh_interval=k, seed=seed)
     config = {
         "scenario": name,
+        "optimizer": "sgd_momentum",  # the heavy-ball recursion above
         "learning_rate": lr,
         "beta1": beta1,
         "refresh_interval": k,

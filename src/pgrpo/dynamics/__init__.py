@@ -15,8 +15,10 @@ Public API (see docs/dynamics.md):
              optimizer-constrained `rom_fixed`, compared by AICc in metrics); `FIT_MODELS`
              registry; `Parameter`; `fit_joint` (shared R_inf, k). Invariant to the units of
              step and reward (internal units, `inputs`).
-- reductions: `reduce_optimizer(k, beta1, K, optimizer=)` -> (m, c): the one path from
-             optimizer settings to mass and damping (`OPTIMIZER_REDUCTIONS` registry).
+- optimizers: `reduce_optimizer(name, OptimizerSettings)` -> OptimizerReduction (mass, damping,
+             effective a, K* or the statement that none is predicted): the one path from an
+             optimizer's settings to the model (`OPTIMIZER_REDUCTIONS`: sgd_momentum, adam);
+             `fit_reduction` (a fit's effective stiffness), `run_optimizer` (a log's name).
 - runfit:    `run_inputs(step, columns, hyper)`, `fit_run(step, reward, **inputs)`: the one fit of
              a run's log, tau and kappa per optimizer step (online forecast, demo, fit, report,
              diagnose).
@@ -64,6 +66,11 @@ _LAZY = {
     "schedule_coefficients": "pgrpo.dynamics.model",
     "stationary_variance": "pgrpo.dynamics.model",
     "trajectory": "pgrpo.dynamics.model",
+    "OPTIMIZER_REDUCTIONS": "pgrpo.dynamics.optimizers",
+    "OptimizerReduction": "pgrpo.dynamics.optimizers",
+    "OptimizerSettings": "pgrpo.dynamics.optimizers",
+    "reduce_optimizer": "pgrpo.dynamics.optimizers",
+    "run_optimizer": "pgrpo.dynamics.optimizers",
     "Prediction": "pgrpo.dynamics.predict",
     "predict": "pgrpo.dynamics.predict",
     "RefreshThreshold": "pgrpo.dynamics.recursion",
@@ -100,6 +107,11 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "FIT_MODELS",
+    "OPTIMIZER_REDUCTIONS",
+    "OptimizerReduction",
+    "OptimizerSettings",
+    "reduce_optimizer",
+    "run_optimizer",
     "CurveModel",
     "FiniteGroupForce",
     "FitContext",

@@ -1,7 +1,9 @@
 """The closed-form model with mass and damping fixed by the optimizer: `rom_fixed`.
 
 When lr, beta1 and the refresh interval K are known, the ROM has one dynamical unknown, the
-stiffness k = lr * kappa: m and c follow from `reductions.reduce_optimizer(k, beta1, K)`. With a
+stiffness k = lr * kappa: m and c follow from `optimizers.fit_reduction(optimizer, k, beta1, K)`
+(the run's optimizer reduction; under Adam k is the effective stiffness lr kappa / u, so the
+fitted kappa = k / lr is the preconditioned curvature kappa / u). With a
 constant lr the trajectory is the closed form of `m x'' + c x' + k x = 0` (v0 = 0); with an lr
 schedule it is the exact recursion a_n = k lr_n / max(lr) with the reduction's momentum (the
 continuum closed form has no schedule). Time is the optimizer step (`physical_time`).
@@ -29,8 +31,8 @@ from pgrpo.dynamics.curves import (
     rate_bounds,
 )
 from pgrpo.dynamics.model import _unit_response
+from pgrpo.dynamics.optimizers import fit_reduction, max_stable_rate
 from pgrpo.dynamics.recursion import simulate_recursion
-from pgrpo.dynamics.reductions import max_stable_rate, reduce_optimizer
 
 
 def fixed_rate_bounds(t: np.ndarray, ctx: FitContext) -> tuple[float, float]:
@@ -46,14 +48,15 @@ def fixed_basis_batch(t: np.ndarray, ks: np.ndarray, ctx: FitContext) -> np.ndar
         raise ValueError("rom_fixed needs beta1 (the config's momentum; Adam's default is 0.9)")
     if ctx.lr_varies:
         n_steps = int(math.ceil(float(np.max(t)))) if t.size else 0
-        beta = reduce_optimizer(0.0, ctx.beta1, ctx.refresh_interval, ctx.optimizer).beta
+        # k -> 0: only the reduction's recursion momentum is read
+        beta = fit_reduction(ctx.optimizer, 1e-12, ctx.beta1, ctx.refresh_interval).beta1
         a = np.asarray(ks, dtype=float)[:, None] * ctx.schedule(n_steps)[None, :]
         basis = simulate_recursion(a, beta, n_steps, refresh_interval=ctx.refresh_interval)
         return _at_times(basis, t)
     rows = []
     for k in np.asarray(ks, dtype=float):
-        red = reduce_optimizer(float(k), ctx.beta1, ctx.refresh_interval, ctx.optimizer)
-        rows.append(_unit_response(t, red.m, red.c, float(k), 1.0, 0.0))
+        red = fit_reduction(ctx.optimizer, float(k), ctx.beta1, ctx.refresh_interval)
+        rows.append(_unit_response(t, red.mass, red.damping, float(k), 1.0, 0.0))
     return np.stack(rows)
 
 

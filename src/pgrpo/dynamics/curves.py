@@ -24,8 +24,8 @@ import numpy as np
 
 from pgrpo._registry import Registry
 from pgrpo.dynamics.model import _unit_response
+from pgrpo.dynamics.optimizers import DEFAULT_OPTIMIZER, fit_reduction
 from pgrpo.dynamics.recursion import simulate_recursion, unit_response
-from pgrpo.dynamics.reductions import DEFAULT_REDUCTION, reduce_optimizer
 
 
 @dataclass(frozen=True)
@@ -63,7 +63,7 @@ class FitContext:
     beta1: float | None = None
     refresh_interval: int = 1
     time_scale: float = 1.0
-    optimizer: str = DEFAULT_REDUCTION
+    optimizer: str = DEFAULT_OPTIMIZER
     clock: float = 1.0
     metrics: dict[str, float] = field(default_factory=dict)
 
@@ -357,7 +357,8 @@ def _config_mass(ctx: FitContext) -> float | None:
     """Mass m = beta / (1 - beta) of the reduction's recursion (None: beta1 unknown)."""
     if ctx.beta1 is None:
         return None
-    beta = reduce_optimizer(0.0, ctx.beta1, ctx.refresh_interval, ctx.optimizer).beta
+    # k -> 0: only the reduction's recursion momentum is read
+    beta = fit_reduction(ctx.optimizer, 1e-12, ctx.beta1, ctx.refresh_interval).beta1
     return beta / (1.0 - beta)
 
 

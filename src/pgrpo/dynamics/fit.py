@@ -37,7 +37,7 @@ from pgrpo.dynamics.inputs import (
     make_context,
     noise_scale,
 )
-from pgrpo.dynamics.reductions import DEFAULT_REDUCTION, reduce_optimizer
+from pgrpo.dynamics.optimizers import DEFAULT_OPTIMIZER, fit_reduction
 
 
 @dataclass(frozen=True)
@@ -108,7 +108,7 @@ class FitResult:
                 f"{m['delta_aicc']:.2f} -> {m['preferred']} preferred; likelihood-ratio test "
                 f"p = {m['lr_test_p']:.3g}: the closed form is {m['closed_form']}",
                 f"    kappa = {m['kappa_constrained']:.4g}, {100 * m['kappa_level']:.0f}% "
-                f"interval [{m['kappa_lo']:.4g}, {m['kappa_hi']:.4g}]",
+                f"interval [{m['kappa_lo']:.4g}, {m['kappa_hi']:.4g}] ({m['kappa_meaning']})",
             ]
         return "\n".join(lines)
 
@@ -361,10 +361,11 @@ def _derived(name: str, vals: dict[str, float], ctx: FitContext) -> dict[str, fl
     vals = to_internal(FIT_MODELS.get(name), vals, 1.0 / ctx.clock)  # per optimizer step
     if "k" in vals:
         k, m, c = vals["k"], vals.get("m", 0.0), 1.0
-        if "m" not in vals and ctx.beta1 is not None:  # rom_fixed: m, c from the optimizer
-            red = reduce_optimizer(k, ctx.beta1, ctx.refresh_interval, ctx.optimizer)
-            m, c = red.m, red.c
-            out.update(c=c, optimizer_reduction=red.name)
+        if "m" not in vals and ctx.beta1 is not None and k > 0:  # rom_fixed: m, c fixed
+            red = fit_reduction(ctx.optimizer, k, ctx.beta1, ctx.refresh_interval)
+            m, c = red.mass, red.damping
+            out.update(c=c, optimizer_reduction=red.optimizer)
+            out["kappa_meaning"] = str(red.metrics["kappa_meaning"])
         out.update(k=k, m=m)
         out["tau"] = c / k if k > 0 else math.inf
         out["zeta"] = c / (2.0 * math.sqrt(m * k)) if m > 0 and k > 0 else math.inf
@@ -389,7 +390,7 @@ def fit_curve(
     beta1: float | None = None,
     refresh_interval: int | None = 1,
     loss: str = "linear",
-    optimizer: str = DEFAULT_REDUCTION,
+    optimizer: str = DEFAULT_OPTIMIZER,
     clock: float = 1.0,
     weights: np.ndarray | None = None,
 ) -> FitResult:
@@ -463,6 +464,7 @@ def compare_constrained(free: FitResult, fixed: FitResult, level: float = 0.9) -
         "kappa_hi": hi,
         "kappa_level": level,
         "optimizer_reduction": str(fixed.metrics.get("optimizer_reduction", "")),
+        "kappa_meaning": str(fixed.metrics.get("kappa_meaning", "")),
     }
 
 

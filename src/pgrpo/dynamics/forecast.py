@@ -22,7 +22,7 @@ import numpy as np
 from pgrpo._registry import Registry
 from pgrpo.dynamics.fit import FitResult, fit_curve
 from pgrpo.dynamics.levelgain import CORPUS_PRIOR, ForecastPrior, level_gain
-from pgrpo.dynamics.reductions import DEFAULT_REDUCTION
+from pgrpo.dynamics.optimizers import DEFAULT_OPTIMIZER
 
 
 @dataclass(frozen=True)
@@ -78,7 +78,7 @@ def forecast(
     loss: str = "linear",
     combine: bool = True,
     clock: float = 1.0,
-    optimizer: str = DEFAULT_REDUCTION,
+    optimizer: str = DEFAULT_OPTIMIZER,
     prior: ForecastPrior = CORPUS_PRIOR,
     weights: np.ndarray | None = None,
 ) -> Forecast:

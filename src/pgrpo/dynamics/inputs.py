@@ -11,7 +11,7 @@ from dataclasses import replace
 import numpy as np
 
 from pgrpo.dynamics.curves import CurveModel, FitContext, Parameter
-from pgrpo.dynamics.reductions import DEFAULT_REDUCTION
+from pgrpo.dynamics.optimizers import DEFAULT_OPTIMIZER, OPTIMIZER_REDUCTIONS
 
 # --- context and checks ---------------------------------------------------------------------------
 
@@ -23,7 +23,7 @@ def make_context(
     lr_step: np.ndarray | None = None,
     beta1: float | None = None,
     refresh_interval: int | None = 1,
-    optimizer: str = DEFAULT_REDUCTION,
+    optimizer: str = DEFAULT_OPTIMIZER,
     clock: float = 1.0,
 ) -> FitContext:
     """Context with the lr schedule on the integer optimizer-step grid t = 0..T from the first
@@ -58,6 +58,7 @@ def make_context(
                 grid_lr = None
     if beta1 is not None and not 0.0 <= beta1 < 1.0:
         raise ValueError(f"beta1 must be in [0, 1), got {beta1!r}")
+    OPTIMIZER_REDUCTIONS.get(optimizer)  # an unknown name fails here, listing the valid ones
     K = int(refresh_interval or 1)
     if K < 1:
         raise ValueError(f"refresh_interval must be >= 1, got {refresh_interval!r}")

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from pgrpo.dynamics.reductions import DEFAULT_REDUCTION, reduce_optimizer
+from pgrpo.dynamics.optimizers import fit_reduction
 
 REGIMES = ("overdamped", "critical", "underdamped", "unstable")
 
@@ -71,7 +71,7 @@ def rom_coefficients(
     batch_prompts: int = 1,
     noise_var: float | None = None,
     force_ratio: float = 1.0,
-    optimizer: str = DEFAULT_REDUCTION,
+    optimizer: str = "sgd_momentum",
 ) -> RomCoefficients:
     """Map hyperparameters to (m, c, k, D) of `m x'' + c x' + k x = xi`.
 
@@ -79,15 +79,17 @@ def rom_coefficients(
     refresh_interval K >= 1; group_size G >= 1; batch_prompts B >= 1. force_ratio: the exact
     finite-G force relative to G -> infinity (`finite_group_force(p, G).ratio`), which scales the
     stiffness: k = eta kappa force_ratio (1.0: the leading-order, G-invariant model).
-    optimizer: the `reductions.OPTIMIZER_REDUCTIONS` name that maps (k, beta1, K) to (m, c).
+    optimizer: the `optimizers.OPTIMIZER_REDUCTIONS` name that maps (k, beta1, K) to (m, c);
+    kappa is then the effective curvature of that optimizer (under adam kappa / u: use
+    `predict(optimizer="adam")` to solve u from the noise).
     """
     _check_hyper(lr, beta1, kappa, refresh_interval, group_size, batch_prompts)
     if not 0.0 < force_ratio <= 2.0:
         raise ValueError(f"force_ratio must be in (0, 2], got {force_ratio!r}")
     k = lr * kappa * force_ratio
     lag = (refresh_interval - 1) / 2.0
-    red = reduce_optimizer(k, beta1, refresh_interval, optimizer)  # the one path to (m, c)
-    m, c = red.m, red.c
+    red = fit_reduction(optimizer, k, beta1, refresh_interval)  # the one path to (m, c)
+    m, c = red.mass, red.damping
     if noise_var is None:
         noise_var = 0.25 * kappa**2
     if noise_var < 0:

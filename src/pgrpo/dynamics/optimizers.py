@@ -19,10 +19,23 @@ a number, or "no threshold predicted" with the reason. Derivation: docs/dynamics
   about linearly in K (-> lr K / 2 at beta1 = 0). So: no divergence threshold; the RMS of the
   deviation is a smooth function of K (with window-constant noise it has no visible kink at
   K_lin either, see docs/reproductions.md).
+
+This is the only path from optimizer settings to (m, c): the ROM's coefficients
+(`model.rom_coefficients`), `predict`, the constrained fit (`rom_fixed`, via `fit_reduction`),
+the online forecast, the diagnosis's stability margin and the report's K / K* all call
+`reduce_optimizer`. A log names its optimizer in the hyperparameter `optimizer` (pgrpo:
+`optim.name`); `run_optimizer` maps it to a reduction, AdamW when the log does not say (the
+default of pgrpo, TRL and verl).
+
+What kappa means: under `sgd_momentum` it is the curvature, a = lr kappa. Under `adam` it is
+the preconditioned curvature: a = lr kappa / u with u = sqrt(E g^2) + eps the second-moment
+scale. A fit of the reward curve measures a (the effective stiffness per optimizer step), so its
+kappa = a / lr is kappa / u under Adam (`closure=False`: u is not solved, it is absorbed).
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -32,8 +45,11 @@ import numpy as np
 from scipy.linalg import solve_discrete_lyapunov
 
 from pgrpo._registry import Registry
-from pgrpo.dynamics.model import rom_coefficients
 from pgrpo.dynamics.recursion import refresh_threshold
+
+DEFAULT_OPTIMIZER = "adam"
+"""The reduction assumed when a log does not name its optimizer: AdamW is the default of pgrpo's
+trainer, TRL (`optim="adamw_torch"`) and verl (`optim.optimizer="AdamW"`)."""
 
 
 @dataclass(frozen=True)
@@ -61,6 +77,10 @@ class OptimizerSettings:
     grad_rms: float | None = None
     """sigma: RMS of the stochastic gradient at the fixed point (its noise; the mean is 0 there),
     in the units of kappa x. None: kappa is already divided by it (sigma = 1, eps ignored)."""
+    closure: bool = True
+    """adam only. True: solve the second-moment closure for u from the noise (a prediction).
+    False: kappa is already the effective curvature at the operating point (a = lr kappa /
+    (sigma + eps)), as a fit of the reward curve measures it; no closure is solved."""
 
     def __post_init__(self) -> None:
         for name in ("lr", "kappa"):
@@ -81,6 +101,8 @@ class OptimizerSettings:
             raise ValueError(f"eps must be >= 0, got {self.eps!r}")
         if self.grad_rms is not None and not (math.isfinite(self.grad_rms) and self.grad_rms > 0):
             raise ValueError(f"grad_rms must be > 0 or None, got {self.grad_rms!r}")
+        if self.max_refresh is not None and self.max_refresh < 1:
+            raise ValueError(f"max_refresh must be >= 1 or None, got {self.max_refresh!r}")
 
 
 @dataclass(frozen=True)
@@ -88,10 +110,12 @@ class OptimizerReduction:
     """The linearised dynamics one optimizer gives, and what it says about K.
 
     a, beta1: the exact linear recursion x_{n+1} - x_n = beta1 (x_n - x_{n-1}) - (1 - beta1) a
-    x_{s(n)} (`simulate_recursion(a, beta1, ...)`); mass, damping, stiffness: its continuum
-    coefficients at the settings' K; K_star: the first refresh interval at which the mean
-    diverges, None when no divergence is predicted (`K_statement` says why); metrics: stable
-    names (`linear_threshold`, `effective_a`, ...).
+    x_{s(n)} (`simulate_recursion(a, beta1, ...)`); a is also the continuum stiffness (per
+    optimizer step), mass and damping the continuum coefficients at the settings' K; K_star:
+    the first refresh interval at which the mean diverges, None when no divergence is
+    predicted (`K_statement` says why; metrics `threshold_predicted` False) or none is found up
+    to the scan limit; metrics: stable names
+    (`linear_threshold`, `effective_a`, `threshold_predicted`, `kappa_meaning`, ...).
     """
 
     optimizer: str
@@ -99,7 +123,6 @@ class OptimizerReduction:
     beta1: float
     mass: float
     damping: float
-    stiffness: float
     K_star: int | None
     K_statement: str
     metrics: dict[str, Any] = field(default_factory=dict)
@@ -118,10 +141,59 @@ def reduce_optimizer(name: str, settings: OptimizerSettings) -> OptimizerReducti
     return OPTIMIZER_REDUCTIONS.get(name)(settings)
 
 
-def _continuum(a: float, beta1: float, refresh_interval: int) -> tuple[float, float, float]:
-    """(m, c, k) of the heavy-ball continuum at per-step stiffness a (lr = 1, kappa = a)."""
-    coef = rom_coefficients(1.0, beta1, a, refresh_interval=refresh_interval)
-    return coef.m, coef.c, coef.k
+def fit_reduction(name: str, k: float, beta1: float, refresh_interval: int) -> OptimizerReduction:
+    """`reduce_optimizer` as a fit of the reward curve uses it: k (> 0) is the measured effective
+    stiffness per optimizer step (lr = 1, kappa = k; under adam kappa / u, no closure), and K is
+    scanned only up to the run's own K (cheap; `K_star` then says only whether K >= K*)."""
+    settings = OptimizerSettings(
+        lr=1.0,
+        kappa=float(k),
+        beta1=float(beta1),
+        refresh_interval=int(refresh_interval),
+        closure=False,
+        max_refresh=int(refresh_interval),
+    )
+    return reduce_optimizer(name, settings)
+
+
+# names a log may give its optimizer (pgrpo `optim.name`, TRL `optim`, verl `optim.optimizer`)
+_LOG_PREFIXES = (("adam", "adam"), ("paged_adam", "adam"), ("sgd", "sgd_momentum"))
+
+
+def run_optimizer(logged: str | None) -> str:
+    """The OPTIMIZER_REDUCTIONS name for a run's logged optimizer: None -> DEFAULT_OPTIMIZER
+    (AdamW, the trainers' default); a registry name -> itself; adamw / adamw_torch / AdamW /
+    paged_adamw_8bit -> adam; sgd / sgd_momentum -> sgd_momentum. Others fail naming the valid
+    reductions (the dynamics model has none for them)."""
+    if logged is None:
+        return DEFAULT_OPTIMIZER
+    name = str(logged).strip().lower()
+    if name in OPTIMIZER_REDUCTIONS:
+        return name
+    for prefix, reduction in _LOG_PREFIXES:
+        if name.startswith(prefix):
+            return reduction
+    raise ValueError(
+        f"optimizer {logged!r} has no reduction in the dynamics model; set the run's optimizer "
+        f"(config.yaml optim.name) to an AdamW / SGD variant or one of "
+        f"{', '.join(OPTIMIZER_REDUCTIONS.names())}, or remove it to assume AdamW"
+    )
+
+
+def heavy_ball_continuum(a: float, beta1: float, refresh_interval: int) -> tuple[float, float]:
+    """(m, c) of `m x'' + c x' + a x = 0` for the recursion x_{n+1} - x_n = beta1 (x_n - x_{n-1})
+    - (1 - beta1) a x_{n-l}, l = (K - 1) / 2 (divide by 1 - beta1, Taylor-expand the lagged force
+    to second order; ../shared/notes/dynamics.md): m = beta1 / (1 - beta1) + a l^2 / 2,
+    c = 1 - a l. Both registry entries reduce to this recursion at their effective a."""
+    lag = (refresh_interval - 1) / 2.0
+    return beta1 / (1.0 - beta1) + a * lag * lag / 2.0, 1.0 - a * lag
+
+
+def max_stable_rate(refresh_interval: int) -> float:
+    """Largest effective a (per optimizer step) with positive continuum damping c = 1 - a l:
+    inf for K = 1."""
+    lag = (refresh_interval - 1) / 2.0
+    return math.inf if lag == 0 else 1.0 / lag
 
 
 @OPTIMIZER_REDUCTIONS.register("sgd_momentum")
@@ -130,7 +202,7 @@ def sgd_momentum(s: OptimizerSettings) -> OptimizerReduction:
     a = s.lr * s.kappa
     thr = refresh_threshold(a, s.beta1, max_refresh=s.max_refresh)
     k_star = window_threshold(a, s.beta1, s.current_fraction, max_refresh=s.max_refresh)
-    m, c, k = _continuum(a, s.beta1, s.refresh_interval)
+    m, c = heavy_ball_continuum(a, s.beta1, s.refresh_interval)
     if k_star is None:
         statement = "no threshold found up to the scan limit (the window map stays stable)"
     else:
@@ -144,7 +216,6 @@ def sgd_momentum(s: OptimizerSettings) -> OptimizerReduction:
         s.beta1,
         m,
         c,
-        k,
         k_star,
         statement,
         {
@@ -152,6 +223,8 @@ def sgd_momentum(s: OptimizerSettings) -> OptimizerReduction:
             "stale_force_threshold": thr.K_star,
             "effective_a": a,
             "rule_of_thumb": thr.rule_of_thumb,
+            "kappa_meaning": "curvature: a = lr kappa",
+            "threshold_predicted": True,
         },
     )
 
@@ -257,6 +330,7 @@ def adam_self_consistent(
     return w, math.sqrt(max(w * w - 1.0, 0.0))
 
 
+@functools.lru_cache(maxsize=64)
 def adam_step_bound(beta1: float, beta2: float, *, horizon: int = 100_000) -> float:
     """Sup over steps t <= horizon of the worst-case |m_hat_t / sqrt(v_hat_t)| per coordinate
     (eps = 0), whatever the gradients: by Cauchy-Schwarz on the two bias-corrected EMAs,
@@ -284,15 +358,16 @@ def adam(s: OptimizerSettings) -> OptimizerReduction:
     eps = 0.0 if s.grad_rms is None else s.eps
     a0 = s.lr * s.kappa / (sigma + eps)
     K = int(s.refresh_interval)
-    w, rms = adam_self_consistent(a0, s.beta1, K, s.current_fraction)
+    w, rms = adam_self_consistent(a0, s.beta1, K, s.current_fraction) if s.closure else (1.0, 0.0)
     a_eff = s.lr * s.kappa / (w * sigma + eps)
     k_lin = window_threshold(a0, s.beta1, s.current_fraction, max_refresh=s.max_refresh)
-    m, c, k = _continuum(a_eff, s.beta1, K)
+    m, c = heavy_ball_continuum(a_eff, s.beta1, K)
+    bound = adam_step_bound(s.beta1, s.beta2)
     where = "no K up to the scan limit" if k_lin is None else f"K_lin = {k_lin}"
     statement = (
         "no divergence threshold predicted: Adam divides the step by sqrt(v), and v grows with "
         "the deviation (E g^2 = sigma^2 + kappa^2 Var x), so the mean cannot grow geometrically "
-        f"(each step is at most {adam_step_bound(s.beta1, s.beta2):.3g} lr per coordinate; "
+        f"(each step is at most {bound:.3g} lr per coordinate; "
         "Cauchy-Schwarz on the two moments). The "
         f"noise-only linearisation (a0 = lr kappa / sigma = {a0:.4g}) loses stability at {where}; "
         "past it the deviation stays bounded, its RMS growing about linearly in K (-> lr K / 2 in "
@@ -304,7 +379,6 @@ def adam(s: OptimizerSettings) -> OptimizerReduction:
         s.beta1,
         m,
         c,
-        k,
         None,
         statement,
         {
@@ -315,19 +389,28 @@ def adam(s: OptimizerSettings) -> OptimizerReduction:
             "rms_over_noise_scale": rms,
             "rms_deviation": rms * sigma / s.kappa,
             "noise_scale": sigma / s.kappa,
-            "step_bound": adam_step_bound(s.beta1, s.beta2),
+            "step_bound": bound,
             "beta2_memory": 1.0 / (1.0 - s.beta2),
+            "closure": s.closure,
+            "threshold_predicted": False,
+            "kappa_meaning": "preconditioned curvature kappa / u (u = sqrt(E g^2) + eps, Adam's "
+            "second-moment scale): a = lr kappa / u is the effective stiffness per step",
         },
     )
 
 
 __all__ = [
+    "DEFAULT_OPTIMIZER",
     "OPTIMIZER_REDUCTIONS",
     "OptimizerReduction",
     "OptimizerSettings",
     "adam_self_consistent",
     "adam_step_bound",
+    "fit_reduction",
+    "heavy_ball_continuum",
+    "max_stable_rate",
     "reduce_optimizer",
+    "run_optimizer",
     "window_maps",
     "window_noise_gain",
     "window_threshold",

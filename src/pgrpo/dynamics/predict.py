@@ -118,6 +118,7 @@ def predict(
         batch_prompts=batch_prompts,
         noise_var=noise_var,
         force_ratio=force_ratio,
+        optimizer=optimizer,
     )
     a = eff * (np.full(n_steps, lr) if lr_schedule is None else np.asarray(lr_schedule))
     x = simulate_recursion(a, beta1, n_steps, refresh_interval=refresh_interval)[0]

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from pgrpo.dynamics.fit import FitResult, fit_curve
-from pgrpo.dynamics.reductions import DEFAULT_REDUCTION
+from pgrpo.dynamics.optimizers import run_optimizer
 
 
 def optimizer_clock(step: np.ndarray, optimizer_step: np.ndarray | None = None) -> float:
@@ -48,10 +48,12 @@ def run_inputs(
     columns: Mapping[str, np.ndarray],
     hyper: Mapping[str, Any],
     *,
-    optimizer: str = DEFAULT_REDUCTION,
+    optimizer: str | None = None,
 ) -> dict[str, Any]:
     """Keyword arguments for `fit_run` / `forecast` from a log: step [n], columns (name -> [n]:
-    learning_rate, optimizer_step when logged), hyper (lr, beta1, refresh_interval)."""
+    learning_rate, optimizer_step when logged), hyper (lr, beta1, refresh_interval, optimizer).
+    optimizer: an OPTIMIZER_REDUCTIONS name; None: the run's (`run_optimizer(hyper["optimizer"])`,
+    AdamW when the log does not name one)."""
     step = np.asarray(step, dtype=float)
     lr = columns.get("learning_rate")
     if lr is not None and not np.isfinite(np.asarray(lr, dtype=float)).any():
@@ -66,7 +68,7 @@ def run_inputs(
         "beta1": None if beta1 is None else float(beta1),
         "refresh_interval": int(hyper.get("refresh_interval") or 1),
         "clock": optimizer_clock(step, columns.get("optimizer_step")),
-        "optimizer": optimizer,
+        "optimizer": optimizer or run_optimizer(hyper.get("optimizer")),
     }
 
 

@@ -29,7 +29,9 @@ from pgrpo.logs.base import (
     LogFormatError,
     LogReader,
     RewardLog,
+    _find_mapping,
     assemble,
+    find_key,
     hyperparameters_from_config,
 )
 from pgrpo.logs.columns import ColumnStore, store_of
@@ -134,11 +136,22 @@ def _load_config(path: Path) -> Any:
         return None
 
 
-def _config_hyper(candidates: list[Path], warns: list[str]) -> dict[str, float]:
+def _config_optimizer(cfg: Any) -> str | None:
+    """The optimizer a config names (the dynamics model picks its reduction from it): pgrpo
+    `optim.name`, TRL `optim` (e.g. adamw_torch), verl `optim.optimizer`, or an `optimizer` key."""
+    optim = _find_mapping(cfg, "optim")
+    name = optim.get("name") if optim is not None else None
+    name = name or find_key(cfg, ("optim", "optimizer"))
+    return name if isinstance(name, str) else None
+
+
+def _config_hyper(candidates: list[Path], warns: list[str]) -> dict[str, Any]:
     for c in candidates:
         cfg = _load_config(c)
         if cfg is not None:
-            hyper = hyperparameters_from_config(cfg)
+            hyper: dict[str, Any] = hyperparameters_from_config(cfg)
+            if hyper and (name := _config_optimizer(cfg)) is not None:
+                hyper["optimizer"] = name
             if hyper:
                 return hyper
         elif c.is_file():

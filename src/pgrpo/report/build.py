@@ -65,13 +65,14 @@ def kappa_estimate(diagnosis: Any) -> tuple[float | None, str]:
 
 
 def stability_margin(log: Any, kappa: float | None) -> np.ndarray | None:
-    """K / K*(n) per step with a_n = lr(n) kappa (the logged schedule, else the peak lr).
+    """K / K*(n) per step with a_n = lr(n) kappa (the logged schedule, else the peak lr), K* from
+    the run optimizer's reduction; None where it predicts no threshold (AdamW, the default).
 
-    K* is exact (`refresh_threshold`, an O(K*) scan) where its rule of thumb 2/a + 2 b/(1-b) is
+    K* is exact (the reduction's O(K*) scan) where its rule of thumb 2/a + 2 b/(1-b) is
     <= THUMB_EXACT, and ceil(rule of thumb) beyond (there they differ by <= 1 step, < 0.2%): a
     schedule that decays to lr ~ 0 would otherwise scan for hours. a is evaluated on <= 200
     log-spaced values across its range (each step takes the nearest: <= 1% in a per decade)."""
-    from pgrpo.dynamics import refresh_threshold
+    from pgrpo.dynamics.optimizers import OptimizerSettings, reduce_optimizer, run_optimizer
 
     hp = log.hyperparameters
     if kappa is None or not hp.get("refresh_interval"):
@@ -80,7 +81,12 @@ def stability_margin(log: Any, kappa: float | None) -> np.ndarray | None:
     lr = np.full(log.step.shape, hp["lr"]) if lr is None and hp.get("lr") else lr
     if lr is None:
         return None
+    try:
+        name = run_optimizer(hp.get("optimizer"))
+    except ValueError:
+        return None
     beta1 = float(hp.get("beta1", 0.0))
+    K = int(hp["refresh_interval"])
     a = np.where(np.isfinite(lr) & (lr > 0), lr * kappa, np.nan)
     ok = np.isfinite(a) & (a > 0)
     out = np.full(lr.shape, np.nan)
@@ -91,12 +97,15 @@ def stability_margin(log: Any, kappa: float | None) -> np.ndarray | None:
     k_star = np.empty(grid.size)
     for j, ag in enumerate(grid):
         thumb = 2.0 / ag + 2.0 * beta1 / (1.0 - beta1)
-        if thumb <= THUMB_EXACT:  # no unstable K at all: margin 0
-            k_star[j] = refresh_threshold(float(ag), beta1).K_star or math.inf
+        if thumb <= THUMB_EXACT:
+            red = reduce_optimizer(name, OptimizerSettings(float(ag), 1.0, beta1, K, closure=False))
+            if not red.metrics["threshold_predicted"]:
+                return None  # no threshold predicted: the report says nothing about K*
+            k_star[j] = red.K_star or math.inf  # no unstable K up to the scan: margin 0
         else:
             k_star[j] = math.ceil(thumb)
     pos = (np.log(a[ok]) - lo) / (hi - lo) * (grid.size - 1) if hi > lo else np.zeros(ok.sum())
-    out[ok] = hp["refresh_interval"] / k_star[np.clip(np.rint(pos), 0, grid.size - 1).astype(int)]
+    out[ok] = K / k_star[np.clip(np.rint(pos), 0, grid.size - 1).astype(int)]
     return out
 
 

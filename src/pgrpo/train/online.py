@@ -73,7 +73,8 @@ def forecast_metrics(rewards: list[Any], lrs: list[Any], config: RunConfig) -> d
     The model's time unit is the optimizer step (`pgrpo.dynamics.runfit`: log step s is
     optimizer step s * K): tau and kappa are per optimizer step, as in every other fit of a run.
     Reported step counts are log steps. `forecast/k_star` is the exact refresh-interval threshold
-    at the fitted stiffness a = k (per optimizer step) and the run's beta1 (None above 10 K).
+    of the run optimizer's reduction at the fitted stiffness a = k (per optimizer step) and the
+    run's beta1 (None above max(10 K, 200), and None under AdamW, which predicts no threshold).
     """
     from pgrpo.dynamics import regime
     from pgrpo.dynamics.optimizers import OptimizerSettings, reduce_optimizer
@@ -87,21 +88,24 @@ def forecast_metrics(rewards: list[Any], lrs: list[Any], config: RunConfig) -> d
     log_step = np.arange(1, reward.size + 1, dtype=float)[keep]
     columns = {"learning_rate": lr[keep], "optimizer_step": log_step * k_refresh}
     hyper = {"beta1": config.optim.beta1, "refresh_interval": k_refresh}
-    fit = fit_run(log_step, reward[keep], **run_inputs(log_step, columns, hyper))
+    reduction = TRAIN_OPTIMIZERS.get(config.optim.name).reduction
+    inputs = run_inputs(log_step, columns, hyper, optimizer=reduction)
+    fit = fit_run(log_step, reward[keep], **inputs)
     k, m = float(fit.metrics["k"]), float(fit.metrics["m"])  # per optimizer step
     horizon = 100.0 * max(config.run.steps, reward.size)
     reach = steps_to_fraction(fit, log_step[0], horizon)
     k_star = k_linear = None
     if k > 0:  # the reduction of the run's optimizer: adam predicts no K*, and then none is said
         red = reduce_optimizer(
-            TRAIN_OPTIMIZERS.get(config.optim.name).reduction,
+            reduction,
             OptimizerSettings(
                 lr=1.0,
-                kappa=k,
+                kappa=k,  # the fit's effective stiffness (under adam lr kappa / u: no closure)
                 beta1=config.optim.beta1,
                 refresh_interval=k_refresh,
                 beta2=config.optim.beta2,
                 max_refresh=max(10 * k_refresh, 200),
+                closure=False,
             ),
         )
         k_star, k_linear = red.K_star, red.metrics["linear_threshold"]
