@@ -52,14 +52,15 @@ def diagnose(log: Any, eval_log: Any = None) -> Diagnosis:
     modes += [DIAGNOSTIC_RULES.get(n)(signals) for n in DIAGNOSTIC_RULES.names() if n not in MODES]
     progress = assess_signals(signals) if "reward" in signals.columns else None
     return Diagnosis(
-        modes=[*modes, _healthy(modes)],
+        modes=[*modes, _healthy(modes, progress)],
         metrics={"steps": float(signals.steps.size)},
         progress=progress,
     )
 
 
-def _healthy(modes: list[ModeVerdict]) -> ModeVerdict:
-    """Healthy = no mode detected and at least two modes could be judged."""
+def _healthy(modes: list[ModeVerdict], progress: ProgressVerdict | None = None) -> ModeVerdict:
+    """Healthy = no mode detected and at least two modes could be judged; its action is the
+    progress verdict's (a healthy run can still be flat or at its plateau)."""
     fired = [v.name for v in modes if v.detected]
     judged = [v for v in modes if v.judged]
     evidence: dict[str, Any] = {"detected_modes": ",".join(fired), "judged_modes": len(judged)}
@@ -70,7 +71,8 @@ def _healthy(modes: list[ModeVerdict]) -> ModeVerdict:
     if len(judged) < 2:
         return ModeVerdict("healthy", False, 0.0, evidence, "", missing)
     conf = min(v.confidence for v in judged) * len(judged) / len(modes)
-    return ModeVerdict("healthy", True, conf, evidence, "", missing)
+    action = (progress.action if progress is not None else "") or "no failure mode: keep training"
+    return ModeVerdict("healthy", True, conf, evidence, action, missing)
 
 
 __all__ = [
