@@ -92,6 +92,9 @@ def with_metadata(log, meta: dict):
         "completions_per_step": n_rollouts(meta),
         "refresh_interval": meta.get("num_iterations"),
         "lr": meta.get("learning_rate"),
+        # torch AdamW's default (as bench/forecast_real.py): stated for the AdamW runs, assumed
+        # for the runs whose optimizer the corpus does not name
+        "beta1": 0.9,
     }
     for key, value in extra.items():
         if value is not None and key not in hp:
