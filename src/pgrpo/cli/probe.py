@@ -31,7 +31,7 @@ def probe_cmd(
     """kappa = -g^T P H P g / g^T P g along the preconditioned update direction (finite
     differences of expected gradients with common random numbers), its standard error, and
     the ROM's prediction with it (regime, tau, K*)."""
-    from pgrpo.diagnose.probe import ProbeConfig, probe_run_config
+    from pgrpo.measure.probe import ProbeConfig, probe_run_config
 
     checkpoint = None
     if run_dir is not None:
