@@ -21,6 +21,8 @@ REGISTRIES = {
     "core/advantages.py": [ADVANTAGE_ESTIMATORS, ADVANTAGE_TRANSFORMS],
     "core/losses.py": [POLICY_LOSSES, AGGREGATORS, KL_ESTIMATORS],
 }
+# LR_SCHEDULES is left out: its 'linear' is also scipy's least-squares loss name (dynamics/fit.py),
+# so a literal cannot tell the two apart.
 
 
 def _registered_names() -> dict[str, str]:
