@@ -26,6 +26,7 @@ import torch
 import yaml
 
 from pgrpo.core.advantages import compute_advantages
+from pgrpo.core.degeneracy import iid_degeneracy
 from pgrpo.core.losses import LossConfig, policy_loss
 
 
@@ -120,7 +121,7 @@ def _step_metrics(rewards: torch.Tensor, g: int) -> dict[str, float]:
         "frac_reward_zero_std": float((spread == 0).double().mean()),
         "degeneracy/all_pass": float((r.min(1).values == 1).double().mean()),
         "degeneracy/all_fail": float((r.max(1).values == 0).double().mean()),
-        "degeneracy/iid_prediction": mean**g + (1 - mean) ** g,
+        "degeneracy/iid_prediction": iid_degeneracy(mean, g),
     }
 
 
