@@ -5,7 +5,7 @@ and lists the signals it missed. Tests on the reward curve are calibrated on nul
 same length (`pgrpo.diagnose.nullmodel`: binomial batch noise at the log's B x G, AR(1) noise
 otherwise), so each fires on at most ALPHA_MODE of them; ratio thresholds (entropy, KL, length,
 clip share) are module constants, checked on deliberately broken bandit runs
-(`pgrpo.diagnose.scenarios`) and on real logs (bench/real_runs.py, docs/diagnostics.md).
+(`pgrpo.bandit.scenarios`) and on real logs (bench/real_runs.py, docs/diagnostics.md).
 """
 
 from __future__ import annotations
