@@ -21,9 +21,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from pgrpo.diagnose.probe import ProbeConfig, probe_run_config
 from pgrpo.dynamics import fit_curve, predict
 from pgrpo.logs import read_log
+from pgrpo.measure.probe import ProbeConfig, probe_run_config
 from pgrpo.train.checkpoint import latest_checkpoint
 from pgrpo.train.config import load_config
 from pgrpo.train.trainer import train

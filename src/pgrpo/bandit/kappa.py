@@ -19,8 +19,8 @@ estimator always uses the current log-probs. Linearising at the fixed point d* (
 
     F(d, d_s) ~ -kappa_now (d - d*) - kappa_lag (d_s - d*),    kappa = kappa_now + kappa_lag
 
-kappa = -dF(d, d)/dd at d* is the curvature of the dynamics notes (`../shared/notes/dynamics.md`,
-"Measuring the curvature kappa independently"); no trajectory is involved. With zero-sum
+kappa = -dF(d, d)/dd at d* is the curvature of the dynamics notes (docs/reproductions.md,
+"The testbed"); no trajectory is involved. With zero-sum
 advantages (grpo, dr_grpo, rloo) and no ratio the advantage force is exactly stale (the
 current-p terms cancel), so only the KL term contributes to kappa_now.
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -209,25 +209,6 @@ def _simulate(sc: Scenario) -> ScenarioRun:
         "seed": sc.seed,
     }
     return ScenarioRun(sc, columns, tuple(evals), config)
-
-
-def with_kappa(run: ScenarioRun) -> ScenarioRun:
-    """Add the exact two-arm kappa (pgrpo.bandit.kappa) to the config, when the scenario is that
-    model: two arms, no hack arm, every prompt starting at the reference p_start, kl_coef > 0."""
-    sc = run.scenario
-    if sc.arms != 2 or sc.hack_arms or sc.difficulty is not None or sc.kl_coef <= 0:
-        raise ValueError("exact kappa needs arms=2, hack_arms=0, difficulty=None and kl_coef > 0")
-    from pgrpo.bandit.kappa import ForceModel, curvature
-
-    model = ForceModel(
-        estimator=sc.estimator,
-        group_size=sc.group_size,
-        loss=LossConfig(policy_loss="reinforce", kl_coef=sc.kl_coef),
-        p_ref=sc.p_start,
-    )
-    # d = z0 - z1 moves by lr * F while each logit moves by lr * F / 2: same kappa in d.
-    kappa = curvature(model).kappa
-    return replace(run, config={**run.config, "kappa": kappa})
 
 
 def write_run(run: ScenarioRun, run_dir: str | Path) -> Path:

@@ -10,7 +10,7 @@ S_+(c), S_-(c): the sums of the advantages of the correct and the wrong samples.
 come from `pgrpo.core.advantages.compute_advantages` (any registered estimator, one group per
 outcome), so this is exact for the estimator the trainer actually uses. Degenerate groups
 (c = 0 or G) carry no force for centred estimators: that is the residual G-dependence of the
-"G-invariant" mean trajectory (../shared/notes/dynamics.md).
+"G-invariant" mean trajectory (docs/dynamics.md, "The model").
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Measure the curvature scale kappa of the dynamics model before (or early in) a run.
 
-The ROM (../shared/notes/dynamics.md) needs one measured number: kappa, the stiffness per unit
+The ROM (docs/dynamics.md) needs one measured number: kappa, the stiffness per unit
 learning rate along the update direction, including the optimizer's preconditioner P:
 
     kappa = - g^T P H P g / g^T P g,        u = P g (the update direction)
