@@ -29,8 +29,8 @@ import yaml
 
 from pgrpo._registry import Registry
 from pgrpo.core.advantages import compute_advantages
-from pgrpo.core.degeneracy import iid_degeneracy
 from pgrpo.core.losses import LossConfig, policy_loss
+from pgrpo.core.stats import iid_degeneracy
 
 
 @dataclass(frozen=True)

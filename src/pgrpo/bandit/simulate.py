@@ -38,8 +38,8 @@ from pgrpo.bandit.policy import (
     success_probs,
 )
 from pgrpo.core.advantages import ADVANTAGE_ESTIMATORS, compute_advantages
-from pgrpo.core.degeneracy import iid_degeneracy
 from pgrpo.core.losses import KL_ESTIMATORS, LossConfig, policy_loss
+from pgrpo.core.stats import iid_degeneracy
 
 PerRun = float | Sequence[float]
 

@@ -15,7 +15,7 @@ import re
 
 import numpy as np
 
-from pgrpo.core.degeneracy import iid_degeneracy
+from pgrpo.core.stats import iid_degeneracy
 from pgrpo.diagnose import nullmodel as nm
 from pgrpo.diagnose.signals import Signals, finite, smooth, window_mean
 from pgrpo.diagnose.verdict import DIAGNOSTIC_RULES, ModeVerdict, cannot_judge, confidence, verdict

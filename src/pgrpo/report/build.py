@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from pgrpo.core.degeneracy import iid_degeneracy
+from pgrpo.core.stats import iid_degeneracy
 from pgrpo.report import plots
 
 
