@@ -1,5 +1,5 @@
 """Confusion matrix of `pgrpo diagnose` on runs driven into each failure mode
-(pgrpo.diagnose.scenarios.CATALOG): detection rate of every mode on every scenario over seeds.
+(pgrpo.bandit.scenarios.SCENARIOS): detection rate of every mode on every scenario over seeds.
 The ratio thresholds (entropy, KL, length, clip) were tuned on seeds 0-4; the reward-curve tests
 are calibrated on null curves (pgrpo.diagnose.nullmodel), not here. This reports seeds 0-4 and
 held-out seeds 10-29; the real-run counterpart is bench/real_runs.py.
@@ -14,8 +14,9 @@ import json
 import time
 from pathlib import Path
 
+from pgrpo.bandit.scenarios import SCENARIOS
 from pgrpo.diagnose import MODES
-from pgrpo.diagnose.scenarios import CATALOG, calibration_table
+from pgrpo.diagnose.calibration import calibration_table
 
 SHORT = {
     "reward_hacking": "hacking",
@@ -33,7 +34,7 @@ def show(title: str, table: dict) -> None:
     print(head)
     print("|" + "---|" * (len(MODES) + 3))
     for name, row in table.items():
-        exp = ",".join(SHORT[m] for m in sorted(CATALOG[name].expected)) or "none"
+        exp = ",".join(SHORT[m] for m in sorted(SCENARIOS.get(name).expected)) or "none"
         cells = " | ".join(f"{row[m]:.2f}" for m in MODES)
         print(f"| {name:<28} | {exp} | {cells} | {row['correct']:.2f} |")
 
@@ -55,7 +56,7 @@ def main() -> None:
         "tuning": tuned,
         "held_out": held,
         "held_out_without_kappa": blind,
-        "allowed": {k: sorted(v.allowed) for k, v in CATALOG.items()},
+        "allowed": {k: sorted(SCENARIOS.get(k).allowed) for k in SCENARIOS},
     }
     out.write_text(json.dumps(doc, indent=1))
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import torch
 
-from pgrpo.diagnose.gradrank import GradRankConfig, measure_gradrank
+from pgrpo.measure.gradrank import GradRankConfig, measure_gradrank
 from pgrpo.train.config import ModelConfig
 
 SHOWN = (

@@ -21,9 +21,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from pgrpo.diagnose.probe import ProbeConfig, probe_run_config
 from pgrpo.dynamics import fit_curve, predict
 from pgrpo.logs import read_log
+from pgrpo.measure.probe import ProbeConfig, probe_run_config
 from pgrpo.train.checkpoint import latest_checkpoint
 from pgrpo.train.config import load_config
 from pgrpo.train.trainer import train
@@ -60,7 +60,7 @@ def main() -> None:
         None, [*OVERRIDES, f"steps={args.steps}", f"lr={args.lr}", f"run.output_dir={out_dir}"]
     )
     run_dir = Path(out_dir) / "probe_tiny"
-    probe_cfg = ProbeConfig(epsilon=10.0, n_direction=3, n_pairs=args.pairs)
+    probe_cfg = ProbeConfig(step_lrs=10.0, n_direction=3, n_pairs=args.pairs)
     t0 = time.time()
     probes = {"init": probe_run_config(cfg, probe_cfg)}
     print(

@@ -50,3 +50,18 @@ def test_degenerate_groups_and_errors():
         finite_group_force(0.5, 0)
     with pytest.raises(KeyError, match="valid names"):
         finite_group_force(0.5, 4, "nope")
+
+
+def test_declared_force_limits_match_a_large_group():
+    """Each estimator's declared closed-form G -> infinity force (registry metadata) agrees with
+    the exact finite-G force at G = 512; estimators without one fall back to that numerically."""
+    from pgrpo.core.advantages import ADVANTAGE_ESTIMATORS
+    from pgrpo.dynamics.force import _force
+
+    p = np.array([0.1, 0.3, 0.5, 0.8])
+    declared = [n for n in ADVANTAGE_ESTIMATORS if ADVANTAGE_ESTIMATORS.get(n).binary_force_limit]
+    assert {"grpo", "dr_grpo", "rloo", "batch_std", "sign"} <= set(declared)
+    for name in declared:
+        limit = ADVANTAGE_ESTIMATORS.get(name).binary_force_limit(p)
+        np.testing.assert_allclose(_force(p, 512, name, {}), limit, rtol=2e-2, err_msg=name)
+        np.testing.assert_allclose(finite_group_force(p, 8, name).infinite, limit, rtol=0)

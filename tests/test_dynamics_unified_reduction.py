@@ -114,9 +114,9 @@ def test_predict_says_nothing_about_k_star_under_adam():
 
 
 def _recursion_dir(tmp_path, optimizer: str | None):
-    from pgrpo.diagnose.scenarios import CATALOG, write_run
+    from pgrpo.bandit.scenarios import SCENARIOS, write_run
 
-    out = write_run(CATALOG["refresh_above_threshold"].builder(0), tmp_path / str(optimizer))
+    out = write_run(SCENARIOS.get("refresh_above_threshold").builder(0), tmp_path / str(optimizer))
     cfg = yaml.safe_load((out / "config.yaml").read_text())
     cfg.pop("optimizer", None)
     if optimizer is not None:

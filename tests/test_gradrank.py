@@ -10,7 +10,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pgrpo.diagnose.rank import (
+from pgrpo.measure.rank import (
     effective_ranks,
     energy_rank,
     entropy_rank,
@@ -99,7 +99,7 @@ def test_properties_bounds_and_invariances(n, p, seed, scale):
 # per-rollout gradient matrix
 # ---------------------------------------------------------------------------------------------
 
-from pgrpo.diagnose.gradrank import GradRankConfig, countsketch, gradient_rank  # noqa: E402
+from pgrpo.measure.gradrank import GradRankConfig, countsketch, gradient_rank  # noqa: E402
 
 
 def test_countsketch_is_deterministic_and_preserves_inner_products():
@@ -151,7 +151,7 @@ def _tiny_rollout():
 
 
 def test_sketched_matches_exact_gradients_on_tiny_model():
-    from pgrpo.diagnose.gradrank import score_gradients
+    from pgrpo.measure.gradrank import score_gradients
 
     policy, rollout = _tiny_rollout()
     params = policy.trainable_parameters()
@@ -216,7 +216,7 @@ def test_cli_gradrank_json_on_tiny_model():
 
 def test_lora_adapter_gradients_on_tiny_model():
     """--lora-rank: rows are gradients of the LoRA adapter only (the frozen base gets none)."""
-    from pgrpo.diagnose.gradrank import score_gradients
+    from pgrpo.measure.gradrank import score_gradients
     from pgrpo.train.config import ModelConfig
     from pgrpo.train.generation import sample
     from pgrpo.train.policies import load_policy

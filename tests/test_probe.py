@@ -9,7 +9,7 @@ import torch
 
 from pgrpo.bandit.kappa import ForceModel, curvature, force
 from pgrpo.core.losses import LossConfig
-from pgrpo.diagnose.probe import (
+from pgrpo.measure.probe import (
     ProbeConfig,
     bandit_exact_gradient,
     bandit_sampled_gradient,

@@ -12,7 +12,7 @@ import tempfile
 import numpy as np
 import pytest
 
-from pgrpo.diagnose.scenarios import build, write_run
+from pgrpo.bandit.scenarios import build, write_run
 from pgrpo.evaluate import EvalRun, eval_document, write_eval
 from pgrpo.report import build_report
 

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from pgrpo.core.advantages import ADVANTAGE_ESTIMATORS, ADVANTAGE_TRANSFORMS
-from pgrpo.diagnose.probe import objective_gradient
+from pgrpo.measure.probe import objective_gradient
 from pgrpo.tasks import TASKS
 from pgrpo.tasks.arithmetic import ArithmeticTask
 from pgrpo.train.config import load_config

@@ -19,8 +19,8 @@ estimator always uses the current log-probs. Linearising at the fixed point d* (
 
     F(d, d_s) ~ -kappa_now (d - d*) - kappa_lag (d_s - d*),    kappa = kappa_now + kappa_lag
 
-kappa = -dF(d, d)/dd at d* is the curvature of the dynamics notes (`../shared/notes/dynamics.md`,
-"Measuring the curvature kappa independently"); no trajectory is involved. With zero-sum
+kappa = -dF(d, d)/dd at d* is the curvature of the dynamics notes (docs/reproductions.md,
+"The testbed"); no trajectory is involved. With zero-sum
 advantages (grpo, dr_grpo, rloo) and no ratio the advantage force is exactly stale (the
 current-p terms cancel), so only the KL term contributes to kappa_now.
 
@@ -38,9 +38,13 @@ import torch
 from scipy.optimize import brentq
 
 from pgrpo.core.advantages import ADVANTAGE_ESTIMATORS, compute_advantages
-from pgrpo.core.losses import KL_ESTIMATORS, LossConfig, asymmetric_kl_weights
-
-_GROUP_FREE = ("batch_std",)  # estimators whose advantage depends on other groups
+from pgrpo.core.losses import (
+    KL_ESTIMATORS,
+    POLICY_LOSSES,
+    LossConfig,
+    asymmetric_kl_weights,
+    config_options,
+)
 
 
 @dataclass(frozen=True)
@@ -62,10 +66,12 @@ class ForceModel:
 
     def __post_init__(self) -> None:
         ADVANTAGE_ESTIMATORS.get(self.estimator)
-        if self.estimator in _GROUP_FREE:
+        if ADVANTAGE_ESTIMATORS.get(self.estimator).batch_coupled:
+            coupled = [n for n in ADVANTAGE_ESTIMATORS if ADVANTAGE_ESTIMATORS.get(n).batch_coupled]
+            usable = [n for n in ADVANTAGE_ESTIMATORS.names() if n not in coupled]
             raise ValueError(
                 f"{self.estimator!r} normalises by a statistic of the whole batch, so its force "
-                "is not a sum over one group's outcomes; use grpo, dr_grpo, rloo or sign"
+                f"is not a sum over one group's outcomes; use one of {', '.join(usable)}"
             )
         if int(self.group_size) != self.group_size or self.group_size < 2:
             raise ValueError(f"group_size must be an integer >= 2, got {self.group_size!r}")
@@ -170,18 +176,12 @@ def _sample_terms(model: ForceModel, d: torch.Tensor, d_s: torch.Tensor):
     a_pos, a_neg = advantage_table(model, p_s)
     pu, psu = p.unsqueeze(-1), p_s.unsqueeze(-1)
     cfg = model.loss
-    # score of z0: correct sample 1 - p, wrong sample -p (the current policy's)
-    if cfg.policy_loss == "clipped":
-        eps_hi = cfg.epsilon_low if cfg.epsilon_high is None else cfg.epsilon_high
-        r_c, r_w = pu / psu, (1 - pu) / (1 - psu)
-        w_c = torch.where(_clipped(r_c, a_pos, cfg.epsilon_low, eps_hi), 0.0, r_c)
-        w_w = torch.where(_clipped(r_w, a_neg, cfg.epsilon_low, eps_hi), 0.0, r_w)
-    elif cfg.policy_loss == "reinforce":
-        w_c = w_w = torch.ones_like(pu)
-    else:
-        raise ValueError(f"the force model knows 'clipped' and 'reinforce', not {cfg.policy_loss}")
-    t_c = a_pos * w_c * (1 - pu)
-    t_w = -a_neg * w_w * pu
+    # score of z0: correct sample 1 - p, wrong sample -p (the current policy's); the registered
+    # per-token loss gives the weight of each sample's score (ratio, clipping) by autograd
+    w_c = _score_weight(cfg, torch.log(pu), torch.log(psu), a_pos)
+    w_w = _score_weight(cfg, torch.log(1 - pu), torch.log(1 - psu), a_neg)
+    t_c = w_c * (1 - pu)
+    t_w = -w_w * pu
     if cfg.uses_reference:
         kc = _kl_coefs(cfg, a_pos)
         kw = _kl_coefs(cfg, a_neg)
@@ -190,8 +190,22 @@ def _sample_terms(model: ForceModel, d: torch.Tensor, d_s: torch.Tensor):
     return t_c, t_w, _binomial_pmf(p_s, model.group_size)
 
 
-def _clipped(ratio: torch.Tensor, adv: torch.Tensor, lo: float, hi: float) -> torch.Tensor:
-    return ((ratio > 1 + hi) & (adv > 0)) | ((ratio < 1 - lo) & (adv < 0))
+def _score_weight(
+    cfg: LossConfig, log_p: torch.Tensor, log_p_old: torch.Tensor, adv: torch.Tensor
+) -> torch.Tensor:
+    """-d loss / d log pi of one sample under the registered per-token loss, [..., G + 1]: the
+    factor of its score in the ascent direction (A * ratio, or 0 where clipped, for 'clipped').
+    log_p, log_p_old: [..., 1]; adv: [..., G + 1]. Differentiable in log_p and log_p_old."""
+    fn = POLICY_LOSSES.get(cfg.policy_loss)
+    graph = torch.is_grad_enabled() and (log_p.requires_grad or log_p_old.requires_grad)
+    with torch.enable_grad():
+        lp = log_p.expand_as(adv).unsqueeze(-1)  # one token per sample: [..., G + 1, 1]
+        if not lp.requires_grad:
+            lp = lp.detach().requires_grad_(True)
+        old = log_p_old.expand_as(adv).unsqueeze(-1)
+        loss = fn(lp, old, adv.unsqueeze(-1), **config_options(fn, cfg)).loss
+        (grad,) = torch.autograd.grad(loss.sum(), lp, create_graph=graph)
+    return -grad.squeeze(-1)
 
 
 def _kl_coefs(cfg: LossConfig, adv: torch.Tensor) -> torch.Tensor:
@@ -201,19 +215,18 @@ def _kl_coefs(cfg: LossConfig, adv: torch.Tensor) -> torch.Tensor:
 
 
 def _kl_ascent(name: str, p: torch.Tensor, p_ref: float, *, correct: bool) -> torch.Tensor:
-    """-d KL_estimator(log pi(a), log ref(a)) / d z0 for one sample of arm a (current policy)."""
+    """-d KL_estimator(log pi(a), log ref(a)) / d z0 for one sample of arm a (current policy);
+    the derivative in log pi comes from the registered estimator by autograd."""
     pi_a = p if correct else 1 - p
     ref_a = p_ref if correct else 1 - p_ref
     score = (1 - p) if correct else -p  # d log pi(a) / d z0
-    lr = math.log(ref_a) - torch.log(pi_a)  # log ref - log pi
-    if name == "k1":
-        dk = torch.ones_like(p)
-    elif name == "k2":
-        dk = -lr
-    elif name == "k3":
-        dk = 1 - torch.exp(lr)
-    else:
-        raise ValueError(f"unknown KL estimator {name!r} for the force model")
+    graph = torch.is_grad_enabled() and p.requires_grad
+    with torch.enable_grad():
+        log_pi = torch.log(pi_a)
+        if not log_pi.requires_grad:
+            log_pi = log_pi.detach().requires_grad_(True)
+        kl = KL_ESTIMATORS.get(name)(log_pi, torch.full_like(log_pi, math.log(ref_a)))
+        (dk,) = torch.autograd.grad(kl.sum(), log_pi, create_graph=graph)
     return -dk * score
 
 

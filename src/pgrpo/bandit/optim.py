@@ -12,14 +12,13 @@ each run evolves exactly as it would alone.
 
 from __future__ import annotations
 
-import math
-
 import torch
 
 from pgrpo._registry import Registry
+from pgrpo.core.schedules import LR_SCHEDULES, lr_factor
 
 OPTIMIZERS: Registry[type] = Registry("bandit optimizer")
-LR_SCHEDULES = ("constant", "cosine", "linear")
+__all__ = ["LR_SCHEDULES", "OPTIMIZERS", "lr_factor"]
 
 
 def _per_run(x: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
@@ -61,20 +60,3 @@ class Adam:
         m_hat = self.m / (1 - self.beta1**self.t)
         v_hat = self.v / (1 - self.beta2**self.t)
         return z - _per_run(lr, z) * m_hat / (v_hat.sqrt() + self.eps)
-
-
-def lr_factor(schedule: str, step: int, total: int, warmup: int = 0) -> float:
-    """Multiplier of the base lr at `step` (0-based): linear warm-up over `warmup` steps, then
-    'constant', 'cosine' (to 0 at `total`) or 'linear' (to 0 at `total`)."""
-    if schedule not in LR_SCHEDULES:
-        raise ValueError(f"lr_schedule must be one of {', '.join(LR_SCHEDULES)}, got {schedule!r}")
-    if warmup < 0:
-        raise ValueError(f"warmup_steps must be >= 0, got {warmup}")
-    if step < warmup:
-        return (step + 1) / warmup
-    if schedule == "constant":
-        return 1.0
-    frac = (step - warmup) / max(total - warmup, 1)
-    if schedule == "cosine":
-        return 0.5 * (1 + math.cos(math.pi * frac))
-    return 1.0 - frac

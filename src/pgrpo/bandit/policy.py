@@ -2,8 +2,8 @@
 
 Arm 0 of every prompt is the correct answer (reward 1), arms 1..M-1 are wrong (reward 0), so a
 prompt's success probability is p = softmax(z)[0] and a run's expected reward is the mean of p
-over its prompts. This is the reduction of the dynamics notes (`../shared/notes/dynamics.md`,
-"The softmax-bandit testbed"): with one prompt and two arms the policy is summarised exactly by
+over its prompts. This is the reduction of the dynamics notes (docs/reproductions.md,
+"The testbed"): with one prompt and two arms the policy is summarised exactly by
 its expected reward, the mean-field assumption of the reduced-order model.
 
 Initial difficulty (the success probability of each prompt at step 0) is homogeneous, drawn from

@@ -39,6 +39,7 @@ from pgrpo.bandit.policy import (
 )
 from pgrpo.core.advantages import ADVANTAGE_ESTIMATORS, compute_advantages
 from pgrpo.core.losses import KL_ESTIMATORS, LossConfig, policy_loss
+from pgrpo.core.stats import iid_degeneracy
 
 PerRun = float | Sequence[float]
 
@@ -277,7 +278,7 @@ def simulate(cfg: BanditConfig, logits: torch.Tensor | None = None) -> BanditRes
         all_fail[n] = (k_correct == 0).double().mean(1).numpy()
         batch_p[n] = ro.success.mean(1).numpy()
         g = cfg.group_size
-        exp_deg[n] = (ro.success**g + (1 - ro.success) ** g).mean(1).numpy()
+        exp_deg[n] = iid_degeneracy(ro.success.numpy(), g).mean(1)
         # -- one optimizer step on the objective of the rollouts in use
         grad, _ = loss_gradient(cfg, z, ro)
         z = opt.step(z, grad, lr * lr_factor(cfg.lr_schedule, n, s, cfg.warmup_steps))

@@ -8,15 +8,21 @@
 - `emit(data, as_json, render)` prints `data` as strict JSON or calls `render(console)`.
 - `out_dir(path, option)` / `out_file(path, option)` check an output location before any work, so
   a bad `--out` costs nothing.
+- `config_option(Config, "field", "--flag")` is a typer option whose default and help are the
+  config dataclass field's own (one source of defaults).
 """
 
 from __future__ import annotations
 
+import ast
+import dataclasses
 import errno
 import functools
+import inspect
 import json
 import math
 import os
+import textwrap
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
@@ -299,3 +305,23 @@ __all__ = [
     "read_text",
     "user_error_message",
 ]
+
+
+def field_docs(cls: type) -> dict[str, str]:
+    """A dataclass's field docstrings (the string literal right under each field), by name."""
+    body = ast.parse(textwrap.dedent(inspect.getsource(cls))).body[0].body  # type: ignore[attr-defined]
+    docs: dict[str, str] = {}
+    for node, nxt in zip(body, body[1:], strict=False):
+        doc = getattr(nxt, "value", None)
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            if isinstance(nxt, ast.Expr) and isinstance(doc, ast.Constant):
+                docs[node.target.id] = " ".join(str(doc.value).split())
+    return docs
+
+
+def config_option(cls: type, name: str, *flags: str, **kwargs: Any) -> Any:
+    """typer.Option for field `name` of dataclass `cls`: its default and its docstring as help."""
+    field = {f.name: f for f in dataclasses.fields(cls)}[name]
+    if field.default is dataclasses.MISSING:
+        raise TypeError(f"{cls.__name__}.{name} has no plain default to offer as a CLI default")
+    return typer.Option(field.default, *flags, help=field_docs(cls).get(name, ""), **kwargs)

@@ -42,7 +42,7 @@ def gradrank_cmd(
 ) -> None:
     """Per-rollout gradients of one batch, their effective rank under several definitions for
     each estimator, and a random-advantage control (no zero-sum constraint)."""
-    from pgrpo.diagnose.gradrank import GradRankConfig, measure_gradrank
+    from pgrpo.measure.gradrank import GradRankConfig, measure_gradrank
     from pgrpo.tasks import TASKS
     from pgrpo.train.config import ModelConfig
 

@@ -8,8 +8,9 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
-from pgrpo.cli.common import command, emit, escape, existing, fail
+from pgrpo.cli.common import command, config_option, emit, escape, existing, fail
 from pgrpo.cli.train import load_run_config
+from pgrpo.measure.config import ProbeConfig
 
 
 @command("probe")
@@ -19,19 +20,19 @@ def probe_cmd(
     run_dir: Path | None = typer.Option(
         None, "--run", help="Probe early in a run: its config.yaml and latest checkpoint."
     ),
-    pairs: int = typer.Option(8, min=2, help="Finite-difference pairs (stderr over pairs)."),
-    direction_batches: int = typer.Option(4, min=1, help="Batches averaged for the direction."),
-    step_lrs: float = typer.Option(
-        10.0, help="Probe step along the update direction, in multiples of the run's lr."
+    pairs: int = config_option(ProbeConfig, "n_pairs", "--pairs", min=2),
+    direction_batches: int = config_option(
+        ProbeConfig, "n_direction", "--direction-batches", min=1
     ),
-    preconditioner: str = typer.Option("adam", help="'adam' (the trainer's AdamW) or 'sgd'."),
-    seed: int = typer.Option(0, help="Seed of the probe batches."),
+    step_lrs: float = config_option(ProbeConfig, "step_lrs", "--step-lrs"),
+    preconditioner: str = config_option(ProbeConfig, "preconditioner", "--preconditioner"),
+    seed: int = config_option(ProbeConfig, "seed", "--seed"),
     as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON only."),
 ) -> None:
     """kappa = -g^T P H P g / g^T P g along the preconditioned update direction (finite
     differences of expected gradients with common random numbers), its standard error, and
     the ROM's prediction with it (regime, tau, K*)."""
-    from pgrpo.diagnose.probe import ProbeConfig, probe_run_config
+    from pgrpo.measure.probe import probe_run_config
 
     checkpoint = None
     if run_dir is not None:
@@ -44,7 +45,7 @@ def probe_cmd(
         config = config or run_dir / "config.yaml"
     run_cfg = load_run_config(config, list(overrides or []))
     cfg = ProbeConfig(
-        epsilon=step_lrs,
+        step_lrs=step_lrs,
         n_direction=direction_batches,
         n_pairs=pairs,
         preconditioner=preconditioner,

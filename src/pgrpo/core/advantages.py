@@ -45,6 +45,15 @@ class AdvantageEstimator:
     columns: tuple[str, ...] = ()
     """Per-completion inputs the estimator takes as options of the same name ([N] values); a
     task provides column c as its method `task.c(example)` (e.g. `num_constraints`)."""
+    batch_coupled: bool = False
+    """True when a completion's advantage depends on other groups (a batch statistic), so it is
+    not a function of its own group's rewards alone (the bandit's exact force needs that)."""
+    unscaled_variant: str | None = None
+    """The registered estimator that is this one without the std scaling (verl's
+    `norm_adv_by_std_in_grpo=False`); None: no such switch applies."""
+    binary_force_limit: Callable[[np.ndarray], np.ndarray] | None = None
+    """Closed-form G -> infinity limit of the expected force for binary rewards, p: [P] -> [P]
+    (docs/dynamics.md); None: computed numerically at a large G."""
 
 
 @dataclass(frozen=True)
@@ -67,12 +76,23 @@ def register_advantage(
     default_transform: str | None = None,
     needs_group_stats: bool = True,
     columns: tuple[str, ...] = (),
+    batch_coupled: bool = False,
+    unscaled_variant: str | None = None,
+    binary_force_limit: Callable[[np.ndarray], np.ndarray] | None = None,
 ) -> Callable[[Callable[..., torch.Tensor]], Callable[..., torch.Tensor]]:
     """Decorator registering an estimator `fn(rewards, groups, *, valid, transform, **options)`;
-    `columns`: the per-completion options it consumes (see `AdvantageEstimator.columns`)."""
+    the keywords are its metadata (see the fields of `AdvantageEstimator`)."""
 
     def deco(fn: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
-        entry = AdvantageEstimator(fn, default_transform, needs_group_stats, tuple(columns))
+        entry = AdvantageEstimator(
+            fn,
+            default_transform,
+            needs_group_stats,
+            tuple(columns),
+            batch_coupled,
+            unscaled_variant,
+            binary_force_limit,
+        )
         ADVANTAGE_ESTIMATORS.add(name, entry)
         return fn
 
@@ -88,7 +108,9 @@ def _apply(transform: Transform | None, values: torch.Tensor) -> torch.Tensor:
     return values if transform is None else transform(values)
 
 
-@register_advantage("grpo")
+@register_advantage(
+    "grpo", unscaled_variant="dr_grpo", binary_force_limit=lambda p: np.sqrt(p * (1.0 - p))
+)
 def grpo(
     rewards: torch.Tensor,
     groups: Groups,
@@ -108,7 +130,7 @@ def grpo(
     return _apply(transform, scale_by_group(m.centered, 1.0 / (m.std + eps), groups, inplace=True))
 
 
-@register_advantage("dr_grpo")
+@register_advantage("dr_grpo", binary_force_limit=lambda p: p * (1.0 - p))
 def dr_grpo(
     rewards: torch.Tensor,
     groups: Groups,
@@ -124,7 +146,7 @@ def dr_grpo(
     return _apply(transform, m.centered)
 
 
-@register_advantage("rloo")
+@register_advantage("rloo", binary_force_limit=lambda p: p * (1.0 - p))
 def rloo(
     rewards: torch.Tensor,
     groups: Groups,
@@ -139,7 +161,9 @@ def rloo(
     return _apply(transform, scale_by_group(m.centered, scale, groups, inplace=True))
 
 
-@register_advantage("batch_std")
+@register_advantage(
+    "batch_std", batch_coupled=True, binary_force_limit=lambda p: np.sqrt(p * (1.0 - p))
+)
 def batch_std(
     rewards: torch.Tensor,
     groups: Groups,
@@ -156,7 +180,9 @@ def batch_std(
     return _apply(transform, m.centered / (sigma + eps))
 
 
-@register_advantage("sign", needs_group_stats=False)
+@register_advantage(
+    "sign", needs_group_stats=False, binary_force_limit=lambda p: 2.0 * p * (1.0 - p)
+)
 def sign(
     rewards: torch.Tensor,
     groups: Groups,

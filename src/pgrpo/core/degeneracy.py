@@ -28,6 +28,7 @@ import torch
 
 from pgrpo.core.advantages import _as_tensor, _check_finite
 from pgrpo.core.groups import group_mean_std, make_groups
+from pgrpo.core.stats import iid_degeneracy as iid_degeneracy  # re-exported: torch-free home
 from pgrpo.core.stats import pass_at_k
 
 
@@ -48,23 +49,6 @@ class GroupStats:
     zero_std: np.ndarray
     all_pass: np.ndarray
     all_fail: np.ndarray
-
-
-def iid_degeneracy(p: Any, group_size: Any) -> Any:
-    """f_G(p) = p^G + (1 - p)^G: chance that G i.i.d. Bernoulli(p) rewards are all equal.
-
-    p: float or array in [0, 1]; group_size: int >= 1 or array (broadcast). Float for scalars.
-    """
-    pa = np.asarray(p, dtype=np.float64)
-    ga = np.asarray(group_size)
-    if not np.issubdtype(ga.dtype, np.integer) or np.any(ga < 1):
-        raise ValueError(f"group_size must be integers >= 1, got {group_size!r}")
-    if np.any(~np.isfinite(pa)) or np.any((pa < 0) | (pa > 1)):
-        raise ValueError(
-            "p must be success probabilities in [0, 1]; rescale graded rewards to [0, 1] first"
-        )
-    out = pa**ga + (1.0 - pa) ** ga
-    return float(out) if out.ndim == 0 else out
 
 
 def group_stats(

@@ -259,3 +259,27 @@ def paired_bootstrap(
     p = (1 + extreme) / (n_boot + 1)
     metrics = {"diff": obs, "low": float(lo), "high": float(hi), "p_value": p}
     return BootstrapResult(obs, float(lo), float(hi), p, n_boot, level, metrics)
+
+
+def iid_degeneracy(p: Any, group_size: Any, *, strict: bool = True) -> Any:
+    """f_G(p) = p^G + (1 - p)^G: chance that G i.i.d. Bernoulli(p) rewards are all equal.
+
+    p: float or array in [0, 1]; group_size: integer-valued, >= 1, or array (broadcast). Float
+    for scalars. strict=False (for log columns and logged hyperparameters): nothing is checked,
+    p outside [0, 1] or not finite gives NaN there.
+    """
+    pa = np.asarray(p, dtype=np.float64)
+    ga = np.asarray(group_size)
+    integral = np.issubdtype(ga.dtype, np.integer) or (
+        np.issubdtype(ga.dtype, np.floating) and bool(np.all(ga == np.floor(ga)))
+    )
+    if strict and (not integral or np.any(ga < 1)):
+        raise ValueError(f"group_size must be integers >= 1, got {group_size!r}")
+    bad = ~np.isfinite(pa) | (pa < 0) | (pa > 1)
+    if strict and np.any(bad):
+        raise ValueError(
+            "p must be success probabilities in [0, 1]; rescale graded rewards to [0, 1] first"
+        )
+    pa = np.where(bad, np.nan, pa)
+    out = pa**ga + (1.0 - pa) ** ga
+    return float(out) if out.ndim == 0 else out

@@ -9,8 +9,7 @@
     d.progress.label, d.progress.summary      # learning / plateau / flat / declining / ...
     [f["sentence"] for f in d.findings()]     # the verdict in plain words, then each mode
 
-Also here: effective-rank definitions (`rank`), the per-rollout gradient matrix (`gradrank`) and
-the curvature probe (`probe`).
+What runs a model (effective ranks, the gradient matrix, the curvature probe) is `pgrpo.measure`.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ and lists the signals it missed. Tests on the reward curve are calibrated on nul
 same length (`pgrpo.diagnose.nullmodel`: binomial batch noise at the log's B x G, AR(1) noise
 otherwise), so each fires on at most ALPHA_MODE of them; ratio thresholds (entropy, KL, length,
 clip share) are module constants, checked on deliberately broken bandit runs
-(`pgrpo.diagnose.scenarios`) and on real logs (bench/real_runs.py, docs/diagnostics.md).
+(`pgrpo.bandit.scenarios`) and on real logs (bench/real_runs.py, docs/diagnostics.md).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import re
 
 import numpy as np
 
+from pgrpo.core.stats import iid_degeneracy
 from pgrpo.diagnose import nullmodel as nm
 from pgrpo.diagnose.signals import Signals, finite, smooth, window_mean
 from pgrpo.diagnose.verdict import DIAGNOSTIC_RULES, ModeVerdict, cannot_judge, confidence, verdict
@@ -147,13 +148,6 @@ def reward_hacking(s: Signals) -> ModeVerdict:
 # ---------------------------------------------------------------------------------------------
 
 
-def _iid_degeneracy(reward: np.ndarray, g: float) -> np.ndarray:
-    """f_G(p) = p^G + (1 - p)^G: i.i.d. Bernoulli chance that a group is all-equal. Only for
-    rewards in [0, 1] (read as 0/1 rewards); NaN elsewhere."""
-    p = np.where((reward >= 0) & (reward <= 1), reward, np.nan)
-    return p**g + (1 - p) ** g
-
-
 def _maybe_binary(s: Signals, reward: np.ndarray) -> bool:
     """Whether the reward can be a mean of 0/1 rewards (the i.i.d. prediction assumes it): in
     [0, 1], and multiples of 1/N when N = B x G is known."""
@@ -232,7 +226,7 @@ def advantage_degeneracy(s: Signals) -> ModeVerdict:
         iid = (
             s.get("degeneracy/iid_prediction")
             if s.has("degeneracy/iid_prediction")
-            else _iid_degeneracy(reward, g)
+            else iid_degeneracy(reward, g, strict=False)
         )
         iid = iid if np.isfinite(iid).any() else None
     if deg is None:

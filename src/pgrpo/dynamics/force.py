@@ -10,7 +10,7 @@ S_+(c), S_-(c): the sums of the advantages of the correct and the wrong samples.
 come from `pgrpo.core.advantages.compute_advantages` (any registered estimator, one group per
 outcome), so this is exact for the estimator the trainer actually uses. Degenerate groups
 (c = 0 or G) carry no force for centred estimators: that is the residual G-dependence of the
-"G-invariant" mean trajectory (../shared/notes/dynamics.md).
+"G-invariant" mean trajectory (docs/dynamics.md, "The model").
 """
 
 from __future__ import annotations
@@ -22,14 +22,6 @@ from typing import Any
 import numpy as np
 from scipy.stats import binom
 
-# G -> infinity force per estimator (exact limits of the formula above).
-_LIMITS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
-    "grpo": lambda p: np.sqrt(p * (1.0 - p)),
-    "batch_std": lambda p: np.sqrt(p * (1.0 - p)),
-    "dr_grpo": lambda p: p * (1.0 - p),
-    "rloo": lambda p: p * (1.0 - p),
-    "sign": lambda p: 2.0 * p * (1.0 - p),
-}
 _REFERENCE_G = 512  # numerical limit for estimators without a closed-form limit
 
 
@@ -92,8 +84,9 @@ def finite_group_force(
         raise ValueError("p must be probabilities in [0, 1]")
     force = _force(p_arr, group_size, estimator, options)
     name = estimator if isinstance(estimator, str) else getattr(estimator, "__name__", "callable")
-    if isinstance(estimator, str) and estimator in _LIMITS and not options:
-        inf = _LIMITS[estimator](p_arr)
+    limit = _closed_form_limit(estimator)
+    if limit is not None and not options:
+        inf = limit(p_arr)
     else:
         inf = _force(p_arr, _REFERENCE_G, estimator, options)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -101,6 +94,15 @@ def finite_group_force(
     degenerate = binom.pmf(0, group_size, p_arr) + binom.pmf(group_size, group_size, p_arr)
     metrics = {"degenerate_fraction_mean": float(np.mean(degenerate))}
     return FiniteGroupForce(p_arr, int(group_size), name, force, inf, ratio, metrics)
+
+
+def _closed_form_limit(estimator: Any) -> Callable[[np.ndarray], np.ndarray] | None:
+    """The estimator's declared G -> infinity force (registry metadata), or None."""
+    if not isinstance(estimator, str):
+        return None
+    from pgrpo.core.advantages import ADVANTAGE_ESTIMATORS
+
+    return ADVANTAGE_ESTIMATORS.get(estimator).binary_force_limit
 
 
 def _force(p: np.ndarray, G: int, estimator: Any, options: dict[str, Any]) -> np.ndarray:

@@ -52,7 +52,7 @@ class ForecastPrior:
             raise ValueError(f"tau_spread must be > 0, got {self.tau_spread!r}")
 
 
-# Derived from all 33 runs / 13 repositories of ../shared/data/curves at cut 0.5 by
+# Derived from all 33 runs / 13 repositories of the real-curve corpus at cut 0.5 by
 #   python bench/forecast_real.py --derive-prior        (2026-12-01: 0.2, 3.554)
 # (docs/dynamics.md gives the leave-one-repository-out figures; the data are not copied here).
 CORPUS_PRIOR = ForecastPrior(

@@ -8,7 +8,7 @@ gives, in the continuum limit (time t = optimizer step n, mean lag l = (K - 1) /
     D = eta^2 * noise_var / (2 B G)
 
 Source: "Predictable GRPO: A Closed-Form Model of Training Dynamics" (arXiv 2606.30789); the
-coefficients are our derivation (see ../shared/notes/dynamics.md and docs/dynamics.md): divide the
+coefficients are our derivation (docs/dynamics.md, "The model"): divide the
 recursion x_{n+1} - x_n = beta1 (x_n - x_{n-1}) - (1 - beta1) a x_{n-l} by (1 - beta1) and Taylor-
 expand the lagged force to second order. `noise_var` is V_F, the per-sample variance of the
 force per unit learning rate (in the units of kappa x reward); the default kappa^2 p(1-p) at

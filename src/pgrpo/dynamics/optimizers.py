@@ -183,7 +183,7 @@ def run_optimizer(logged: str | None) -> str:
 def heavy_ball_continuum(a: float, beta1: float, refresh_interval: int) -> tuple[float, float]:
     """(m, c) of `m x'' + c x' + a x = 0` for the recursion x_{n+1} - x_n = beta1 (x_n - x_{n-1})
     - (1 - beta1) a x_{n-l}, l = (K - 1) / 2 (divide by 1 - beta1, Taylor-expand the lagged force
-    to second order; ../shared/notes/dynamics.md): m = beta1 / (1 - beta1) + a l^2 / 2,
+    to second order; docs/dynamics.md, "Adam and AdamW"): m = beta1 / (1 - beta1) + a l^2 / 2,
     c = 1 - a l. Both registry entries reduce to this recursion at their effective a."""
     lag = (refresh_interval - 1) / 2.0
     return beta1 / (1.0 - beta1) + a * lag * lag / 2.0, 1.0 - a * lag

@@ -5,7 +5,7 @@
 
 x = R - R_inf; s(n) is the step at which the rollouts in use were drawn (off-policy lag); e_n is
 the per-step gradient noise (variance noise_var / (B G)). x_{-1} = x_0 - v0 (v0 = 0: Adam's first
-moment starts at zero). Source: ../shared/notes/dynamics.md (our derivation of arXiv 2606.30789).
+moment starts at zero). Source: docs/dynamics.md, "The model" (our derivation of arXiv 2606.30789).
 """
 
 from __future__ import annotations

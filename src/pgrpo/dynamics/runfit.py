@@ -103,9 +103,3 @@ def fit_constrained(step: np.ndarray, reward: np.ndarray, **inputs: Any) -> FitR
     if inputs.get("lr") is None or inputs.get("beta1") is None:
         return None
     return fit_curve(step, reward, "rom_fixed", **inputs)
-
-
-def fit_log_run(log: Any, **overrides: Any) -> FitResult:
-    """`fit_run` on a RewardLog (pgrpo.logs): its step, reward, columns and hyperparameters."""
-    inputs = {**run_inputs(log.step, log.columns, log.hyperparameters), **overrides}
-    return fit_run(log.step, log.reward, **inputs)

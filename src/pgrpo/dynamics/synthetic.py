@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from pgrpo.core.schedules import lr_factor
 from pgrpo.dynamics.recursion import simulate_recursion
 
 SHAPES = ("slow_start", "plateau_early", "still_rising", "oscillating")
@@ -28,19 +29,9 @@ class SyntheticCurve:
 
 
 def lr_schedule(n: int, peak: float, warmup: int, decay: str = "cosine", floor: float = 0.0):
-    """Warm-up (linear from peak / warmup) then cosine or linear decay to floor * peak: [n]."""
-    s = np.arange(1, n + 1, dtype=float)
-    warm = np.minimum(s / max(warmup, 1), 1.0)
-    frac = np.clip((s - warmup) / max(n - warmup, 1), 0.0, 1.0)
-    if decay == "cosine":
-        shape = 0.5 * (1.0 + np.cos(np.pi * frac))
-    elif decay == "linear":
-        shape = 1.0 - frac
-    elif decay == "constant":
-        shape = np.ones_like(frac)
-    else:
-        raise ValueError(f"decay must be cosine, linear or constant, got {decay!r}")
-    return peak * warm * (floor + (1.0 - floor) * shape)
+    """peak * `pgrpo.core.schedules.lr_factor` at steps 0..n-1: warm-up, then cosine, linear or
+    constant decay to floor * peak: [n]."""
+    return peak * lr_factor(decay, np.arange(n), n, warmup, floor)
 
 
 def synthetic_curve(shape: str, rng: np.random.Generator, n_steps: int = 1000) -> SyntheticCurve:

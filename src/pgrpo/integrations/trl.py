@@ -245,18 +245,26 @@ class PgrpoGRPOTrainer(GRPOTrainer):
         return rewards
 
     def _advantage_options(self, local_inputs: list[dict[str, Any]]) -> dict[str, Any]:
+        """The estimator's options, plus each per-completion column it declares (e.g.
+        `num_constraints`) gathered from the dataset unless given as a constant option."""
         options = dict(self.args.pgrpo_advantage_options)
-        if self.args.pgrpo_advantage != "dual_anchor" or "num_constraints" in options:
-            return options
-        column = self.args.pgrpo_num_constraints_column
-        if any(column not in row for row in local_inputs):
-            raise ValueError(
-                f"dual_anchor needs each prompt's constraint count: add a {column!r} column to the "
-                "dataset, set pgrpo_num_constraints_column to its name, or give a constant with "
-                "pgrpo_advantage_options={'num_constraints': C}"
-            )
-        options["num_constraints"] = gather_object([row[column] for row in local_inputs])
+        estimator = ADVANTAGE_ESTIMATORS.get(self.args.pgrpo_advantage)
+        for name in estimator.columns:
+            if name in options:
+                continue
+            column = self._dataset_column(name)
+            if any(column not in row for row in local_inputs):
+                raise ValueError(
+                    f"{self.args.pgrpo_advantage} needs each prompt's {name}: add a {column!r} "
+                    f"column to the dataset, set pgrpo_{name}_column to its name, or give a "
+                    f"constant with pgrpo_advantage_options={{'{name}': C}}"
+                )
+            options[name] = gather_object([row[column] for row in local_inputs])
         return options
+
+    def _dataset_column(self, name: str) -> str:
+        """The dataset column holding the estimator's column `name` (`pgrpo_<name>_column`)."""
+        return str(getattr(self.args, f"pgrpo_{name}_column", name))
 
     def _replace_logged_advantages(self, all_advantages: torch.Tensor) -> None:
         """TRL's completions table shows the advantages used: swap in pgrpo's."""

@@ -28,6 +28,7 @@ reference log-probs, so pgrpo's asymmetric KL is not available here (use the TRL
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -48,8 +49,9 @@ AGG_MODES = {
     "seq-mean-token-sum-norm": "seq_sum_constant_norm",
 }
 
-# verl's own defaults where pgrpo's differ (verl's grpo uses eps 1e-6; pgrpo's follows TRL, 1e-4).
-VERL_DEFAULTS: dict[str, dict[str, Any]] = {"grpo": {"eps": 1e-6}, "batch_std": {"eps": 1e-6}}
+# verl's own default where pgrpo's differs: verl's std-normalised estimators use eps 1e-6
+# (pgrpo's follow TRL, 1e-4); given to every estimator whose signature takes `eps`.
+VERL_EPS = 1e-6
 
 
 @dataclass(frozen=True)
@@ -124,9 +126,10 @@ def outcome_advantages(
     padding (verl's outcome-estimator convention).
     """
     opts = VerlAdvantageOptions.from_config(config)
-    if name == "grpo" and _get(config, "norm_adv_by_std_in_grpo") is False:
-        name = "dr_grpo"  # verl's switch for Dr. GRPO's unscaled advantage
-    options = {**VERL_DEFAULTS.get(name, {}), **opts.options, **overrides}
+    unscaled = ADVANTAGE_ESTIMATORS.get(name).unscaled_variant
+    if unscaled is not None and _get(config, "norm_adv_by_std_in_grpo") is False:
+        name = unscaled  # verl's switch for the estimator without std scaling (Dr. GRPO)
+    options = {**_verl_defaults(name), **opts.options, **overrides}
     scores = token_level_rewards.sum(dim=-1)
     group_ids = np.arange(scores.shape[0]) if index is None else index
     with torch.no_grad():
@@ -141,6 +144,12 @@ def outcome_advantages(
         )
         advantages = result.advantages.unsqueeze(-1) * response_mask.to(scores.dtype)
     return advantages, advantages
+
+
+def _verl_defaults(name: str) -> dict[str, Any]:
+    """verl's default options for estimator `name`: eps 1e-6 where its signature takes eps."""
+    takes = inspect.signature(ADVANTAGE_ESTIMATORS.get(name).fn).parameters
+    return {"eps": VERL_EPS} if "eps" in takes else {}
 
 
 def make_verl_estimator(name: str) -> Callable[..., tuple[torch.Tensor, torch.Tensor]]:
@@ -167,8 +176,10 @@ def make_verl_estimator(name: str) -> Callable[..., tuple[torch.Tensor, torch.Te
 # ---------------------------------------------------------------------------------------------
 
 
-def _loss_kwargs(name: str, config: Any) -> dict[str, Any]:
-    if name != "clipped":
+def _loss_kwargs(token_fn: Callable[..., Any], config: Any) -> dict[str, Any]:
+    """verl's clip ranges, for a per-token loss whose signature takes epsilons."""
+    takes = inspect.signature(token_fn).parameters
+    if "epsilon_low" not in takes and "epsilon_high" not in takes:
         return {}
     clip = _get(config, "clip_ratio")
     low = _get(config, "clip_ratio_low")
@@ -176,9 +187,9 @@ def _loss_kwargs(name: str, config: Any) -> dict[str, Any]:
     low = clip if low is None else low
     high = clip if high is None else high
     kwargs: dict[str, Any] = {}
-    if low is not None:
+    if low is not None and "epsilon_low" in takes:
         kwargs["epsilon_low"] = float(low)
-    if high is not None:
+    if high is not None and "epsilon_high" in takes:
         kwargs["epsilon_high"] = float(high)
     return kwargs
 
@@ -198,7 +209,7 @@ def make_verl_policy_loss(name: str) -> Callable[..., tuple[torch.Tensor, dict[s
     ) -> tuple[torch.Tensor, dict[str, Any]]:
         from verl.trainer.ppo.core_algos import agg_loss
 
-        token = token_fn(log_prob, old_log_prob, advantages, **_loss_kwargs(name, config))
+        token = token_fn(log_prob, old_log_prob, advantages, **_loss_kwargs(token_fn, config))
         per_token = token.loss
         if rollout_is_weights is not None:
             per_token = per_token * rollout_is_weights

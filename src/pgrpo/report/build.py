@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from pgrpo.core.stats import iid_degeneracy
 from pgrpo.report import plots
 
 
@@ -121,8 +122,7 @@ def _iid(log: Any) -> np.ndarray | None:
     r = log.reward[np.isfinite(log.reward)]
     if g is None or r.size == 0 or r.min() < 0 or r.max() > 1:
         return None
-    p = log.reward
-    return p**g + (1 - p) ** g
+    return iid_degeneracy(log.reward, g, strict=False)
 
 
 def _figure(draw: Any, *args: Any) -> bytes | None:

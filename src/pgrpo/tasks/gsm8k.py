@@ -1,6 +1,6 @@
 """`gsm8k`: grade-school math word problems (Cobbe et al. 2021), binary exact-number reward.
 
-    task = get_task("gsm8k", data="../shared/data/gsm8k")   # folder with test.jsonl/train.jsonl
+    task = get_task("gsm8k", data="data/gsm8k")   # folder with test.jsonl/train.jsonl
     task.load("test")                 # or task.load("path/to/file.jsonl"); data=None: the HF Hub
     task.reward(completion, example)  # 1.0 iff the final number equals the gold answer
 

@@ -1,6 +1,6 @@
 """`ifeval`: multi-constraint instruction following (IFEval prompts, reward = fraction met).
 
-    task = get_task("ifeval", data="../shared/data/ifeval")  # folder with input_data.jsonl
+    task = get_task("ifeval", data="data/ifeval")  # folder with input_data.jsonl
     task.load("test")        # the 541 IFEval prompts (evaluation)
     task.load("generated")   # seeded multi-constraint training prompts (1-6 constraints each);
                              # "train" is the same (the IFEval prompts are for evaluation only)

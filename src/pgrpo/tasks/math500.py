@@ -1,6 +1,6 @@
 """`math`: MATH-500 style problems (`problem`, `answer`), binary reward by math-verify equivalence.
 
-    task = get_task("math", data="../shared/data/math500")   # folder with test.jsonl
+    task = get_task("math", data="data/math500")   # folder with test.jsonl
     task.reward("... so the answer is $\\boxed{\\frac{1}{2}}$", {"answer": "0.5", ...})  # 1.0
 
 The gold `answer` is parsed as LaTeX (`$answer$`); the completion with math-verify's default

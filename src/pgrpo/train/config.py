@@ -25,9 +25,10 @@ import yaml
 from pgrpo._registry import UnknownNameError
 from pgrpo.core.advantages import ADVANTAGE_ESTIMATORS, ADVANTAGE_TRANSFORMS
 from pgrpo.core.losses import LossConfig
+from pgrpo.core.schedules import LR_SCHEDULES
 from pgrpo.train.precision import PRECISIONS
 
-SCHEDULES = ("constant", "linear", "cosine")
+SCHEDULES = tuple(LR_SCHEDULES.names())
 SCORE_TEMPERATURES = ("sampled", "one")
 REPORTERS = ("tensorboard", "wandb")
 

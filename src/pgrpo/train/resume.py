@@ -17,6 +17,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from pgrpo.core.schedules import decays
 from pgrpo.train import checkpoint as ckpt
 from pgrpo.train.config import RunConfig, load_config
 from pgrpo.train.log import CONFIG_FILE, METRICS_FILE, MetricsLog
@@ -79,7 +80,7 @@ def plan_start(cfg: RunConfig, run_dir: Path, *, resume: bool, overwrite: bool) 
             f"run.steps {saved} -> {wanted}: training steps {done + 1}..{wanted}; config.yaml "
             "is updated"
         )
-        if cfg.optim.schedule != "constant":
+        if decays(cfg.optim.schedule):
             text += (
                 f"; optim.schedule={cfg.optim.schedule} spans run.steps, so the learning rate "
                 f"from step {done + 1} on follows the {wanted}-step schedule (not the same run "

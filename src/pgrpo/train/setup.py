@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
-import math
 import random
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +14,7 @@ import numpy as np
 import torch
 
 from pgrpo.core.losses import aggregator_options
+from pgrpo.core.schedules import lr_factor
 from pgrpo.train.config import RunConfig, load_config
 from pgrpo.train.data import PromptStream
 from pgrpo.train.log import CONFIG_FILE
@@ -44,19 +44,11 @@ def _seed(seed: int) -> None:
 
 
 def make_scheduler(optimizer: torch.optim.Optimizer, cfg: RunConfig) -> Any:
-    """Linear warm-up, then constant, linear or cosine decay to 0 at the last optimizer step."""
+    """Linear warm-up, then constant, linear or cosine decay to 0 at the last optimizer step
+    (`pgrpo.core.schedules.lr_factor`)."""
     total = cfg.run.steps * cfg.grpo.refresh_interval
     warm, kind = cfg.optim.warmup_steps, cfg.optim.schedule
-
-    def factor(n: int) -> float:
-        if n < warm:
-            return (n + 1) / warm
-        if kind == "constant":
-            return 1.0
-        frac = min(1.0, (n - warm) / max(1, total - warm))
-        return 1.0 - frac if kind == "linear" else 0.5 * (1.0 + math.cos(math.pi * frac))
-
-    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda n: lr_factor(kind, n, total, warm))
 
 
 def resolve_config(config: RunConfig) -> RunConfig:

@@ -42,6 +42,10 @@ class SignConfig:
     seed: int = 0
 
 
+REFERENCE_ARM = "sign"
+"""The arm every other arm is compared with (Welch t of the gains)."""
+
+
 def arms(cfg: SignConfig) -> dict[str, tuple[str, float]]:
     """Arm name -> (estimator, lr)."""
     g = cfg.group_size
@@ -88,8 +92,8 @@ def run_sign(cfg: SignConfig) -> ExperimentResult:
             "gain_std": float(finals[name].std(ddof=1)),
             "degeneracy_step0": degeneracy[name],
         }
-        if name != "sign":
-            w = welch_t(finals["sign"], finals[name])
+        if name != REFERENCE_ARM:
+            w = welch_t(finals[REFERENCE_ARM], finals[name])
             row.update(
                 {
                     "sign_minus_arm": w.diff,

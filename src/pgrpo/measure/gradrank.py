@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from pgrpo.core.advantages import ADVANTAGE_ESTIMATORS, compute_advantages
-from pgrpo.diagnose.rank import effective_ranks
+from pgrpo.measure.rank import effective_ranks
 
 _CHUNK = 1 << 22  # parameters hashed per generator call
 

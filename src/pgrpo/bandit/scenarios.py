@@ -9,8 +9,10 @@ logits with EMA momentum (v <- beta1 v + (1 - beta1) g; z <- z - lr v), reusing 
 rollouts for `refresh_interval` steps. With A = 2, no hack arm and every prompt at the reference
 this is the two-arm model of `pgrpo.bandit.kappa`, whose exact kappa fixes K*.
 
-The run is written in the pgrpo format (metrics.jsonl, config.yaml, eval.json with the exact true
-accuracy at a few steps) so that `read_log` and `pgrpo diagnose` read it like any trainer run.
+`SCENARIOS` is the catalogue (a registry of builders with the modes a correct diagnosis finds);
+`pgrpo.diagnose.calibration` runs the diagnosis on it. A run is written in the pgrpo format
+(metrics.jsonl, config.yaml, eval.json with the exact true accuracy at a few steps) so that
+`read_log` and `pgrpo diagnose` read it like any trainer run.
 """
 
 from __future__ import annotations
@@ -18,15 +20,17 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
 import torch
 import yaml
 
+from pgrpo._registry import Registry
 from pgrpo.core.advantages import compute_advantages
 from pgrpo.core.losses import LossConfig, policy_loss
+from pgrpo.core.stats import iid_degeneracy
 
 
 @dataclass(frozen=True)
@@ -120,7 +124,7 @@ def _step_metrics(rewards: torch.Tensor, g: int) -> dict[str, float]:
         "frac_reward_zero_std": float((spread == 0).double().mean()),
         "degeneracy/all_pass": float((r.min(1).values == 1).double().mean()),
         "degeneracy/all_fail": float((r.max(1).values == 0).double().mean()),
-        "degeneracy/iid_prediction": mean**g + (1 - mean) ** g,
+        "degeneracy/iid_prediction": iid_degeneracy(mean, g),
     }
 
 
@@ -207,25 +211,6 @@ def _simulate(sc: Scenario) -> ScenarioRun:
     return ScenarioRun(sc, columns, tuple(evals), config)
 
 
-def with_kappa(run: ScenarioRun) -> ScenarioRun:
-    """Add the exact two-arm kappa (pgrpo.bandit.kappa) to the config, when the scenario is that
-    model: two arms, no hack arm, every prompt starting at the reference p_start, kl_coef > 0."""
-    sc = run.scenario
-    if sc.arms != 2 or sc.hack_arms or sc.difficulty is not None or sc.kl_coef <= 0:
-        raise ValueError("exact kappa needs arms=2, hack_arms=0, difficulty=None and kl_coef > 0")
-    from pgrpo.bandit.kappa import ForceModel, curvature
-
-    model = ForceModel(
-        estimator=sc.estimator,
-        group_size=sc.group_size,
-        loss=LossConfig(policy_loss="reinforce", kl_coef=sc.kl_coef),
-        p_ref=sc.p_start,
-    )
-    # d = z0 - z1 moves by lr * F while each logit moves by lr * F / 2: same kappa in d.
-    kappa = curvature(model).kappa
-    return replace(run, config={**run.config, "kappa": kappa})
-
-
 def write_run(run: ScenarioRun, run_dir: str | Path) -> Path:
     """Write metrics.jsonl, config.yaml and (when the run has eval points) eval.json, the
     `pgrpo eval` format, into run_dir."""
@@ -307,7 +292,7 @@ class CatalogEntry:
     allowed: frozenset[str] = frozenset()
 
 
-CATALOG: dict[str, CatalogEntry] = {
+_CATALOG: dict[str, CatalogEntry] = {
     "healthy": CatalogEntry(
         lambda seed: simulate(
             Scenario("healthy", arms=6, correct_arms=2, kl_coef=0.05, lr=0.5, seed=seed)
@@ -399,44 +384,13 @@ CATALOG: dict[str, CatalogEntry] = {
 }
 
 
+SCENARIOS: Registry[CatalogEntry] = Registry("scenario")
+"""The catalogue of runs driven into each failure mode (and healthy ones), by name."""
+for _name, _entry in _CATALOG.items():
+    SCENARIOS.add(_name, _entry)
+del _name, _entry
+
+
 def build(name: str, seed: int = 0) -> ScenarioRun:
-    """The catalog run `name` at `seed` (unknown names list the valid ones)."""
-    if name not in CATALOG:
-        raise KeyError(f"unknown scenario {name!r}; valid: {', '.join(CATALOG)}")
-    return CATALOG[name].builder(seed)
-
-
-def signals_of(run: ScenarioRun):
-    """The diagnosis view of a run without going through files."""
-    from pgrpo.diagnose.signals import Signals
-
-    cols = {k: v for k, v in run.columns.items() if k != "step"}
-    return Signals(run.columns["step"], cols, dict(run.config), run.eval_points, "scenario")
-
-
-def calibration_table(
-    seeds: tuple[int, ...] = (0, 1, 2, 3, 4), drop_config: tuple[str, ...] = ()
-) -> dict[str, dict[str, float]]:
-    """scenario -> mode -> fraction of seeds where the mode was detected (the confusion matrix),
-    plus 'correct': the fraction of seeds whose detected set is the expected set, allowing the
-    entry's `allowed` modes. drop_config: config keys hidden from the diagnosis (e.g. 'kappa',
-    to judge instability from the reward curve alone)."""
-    from pgrpo.diagnose import MODES, diagnose
-
-    table: dict[str, dict[str, float]] = {}
-    for name, entry in CATALOG.items():
-        counts = dict.fromkeys(MODES, 0.0)
-        correct = 0
-        for seed in seeds:
-            run = entry.builder(seed)
-            if drop_config:
-                config = {k: v for k, v in run.config.items() if k not in drop_config}
-                run = replace(run, config=config)
-            d = diagnose(signals_of(run))
-            got = {v.name for v in d.modes if v.detected and v.name in MODES}
-            for mode in got:
-                counts[mode] += 1
-            correct += entry.expected <= got <= entry.expected | entry.allowed
-        table[name] = {m: c / len(seeds) for m, c in counts.items()}
-        table[name]["correct"] = correct / len(seeds)
-    return table
+    """The catalogue run `name` at `seed` (unknown names list the valid ones)."""
+    return SCENARIOS.get(name).builder(seed)

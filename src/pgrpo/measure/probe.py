@@ -1,6 +1,6 @@
 """Measure the curvature scale kappa of the dynamics model before (or early in) a run.
 
-The ROM (../shared/notes/dynamics.md) needs one measured number: kappa, the stiffness per unit
+The ROM (docs/dynamics.md) needs one measured number: kappa, the stiffness per unit
 learning rate along the update direction, including the optimizer's preconditioner P:
 
     kappa = - g^T P H P g / g^T P g,        u = P g (the update direction)
@@ -29,32 +29,10 @@ from typing import Any
 import numpy as np
 import torch
 
+from pgrpo.measure.config import ProbeConfig
+
 GradFn = Callable[[torch.Tensor, int], torch.Tensor]
 """grad_fn(theta [P] float64, seed) -> an unbiased estimate of the expected ascent gradient [P]."""
-
-
-@dataclass(frozen=True)
-class ProbeConfig:
-    """How to probe."""
-
-    epsilon: float = 0.1
-    """Probe step along u, in units of the learning rate (theta + epsilon * u)."""
-    n_direction: int = 4
-    """Gradient batches averaged for the direction g (and Adam's second moment)."""
-    n_pairs: int = 8
-    """Finite-difference pairs (each gives one kappa sample; the spread gives the stderr)."""
-    preconditioner: str = "adam"
-    """'adam' (P = 1 / (sqrt(v) + adam_eps), v from the direction batches) or 'sgd' (P = I)."""
-    adam_eps: float = 1e-8
-    seed: int = 0
-
-    def __post_init__(self) -> None:
-        if self.preconditioner not in ("adam", "sgd"):
-            raise ValueError(f"preconditioner must be 'adam' or 'sgd', got {self.preconditioner!r}")
-        if not self.epsilon > 0:
-            raise ValueError(f"epsilon must be > 0, got {self.epsilon}")
-        if self.n_pairs < 2 or self.n_direction < 1:
-            raise ValueError("need n_pairs >= 2 (for a standard error) and n_direction >= 1")
 
 
 @dataclass(frozen=True)
@@ -217,7 +195,7 @@ def probe_run_config(config: Any, cfg: ProbeConfig, *, checkpoint: Any = None) -
     """Probe kappa for a `pgrpo.train.config.RunConfig` (model, task, G, B, temperatures,
     estimator, transform, loss, optimizer) at its initial policy (or at a trainer `checkpoint`
     folder: "early in a run"), then what the ROM predicts with it (`pgrpo.dynamics.predict`):
-    regime, timescale tau = c / k, K*. The probe step is cfg.epsilon in units of the run's lr."""
+    regime, timescale tau = c / k, K*. The probe step is cfg.step_lrs in units of the run's lr."""
     from torch.nn.utils import vector_to_parameters
 
     from pgrpo.dynamics import predict
@@ -233,7 +211,7 @@ def probe_run_config(config: Any, cfg: ProbeConfig, *, checkpoint: Any = None) -
     grad_fn, theta0 = lm_gradient(policy, task, task.load(c.task.split), c)
     params = policy.trainable_parameters()
     try:
-        result = probe_curvature(grad_fn, theta0, replace(cfg, epsilon=cfg.epsilon * c.optim.lr))
+        result = probe_curvature(grad_fn, theta0, replace(cfg, epsilon=cfg.step_lrs * c.optim.lr))
     finally:
         with torch.no_grad():
             vector_to_parameters(theta0.to(params[0].dtype), params)

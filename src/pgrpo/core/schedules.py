@@ -1,0 +1,46 @@
+"""The learning-rate schedule: one function for the trainer, the bandit testbed and the
+synthetic curves, with the decay shapes behind a registry.
+
+    lr_factor("cosine", step, total, warmup) * lr    # multiplier of the base lr at `step`
+
+Linear warm-up over `warmup` steps ((step + 1) / warmup), then the decay shape of
+frac = (step - warmup) / (total - warmup), clipped to [0, 1], from 1 down to `floor`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from pgrpo._registry import Registry
+
+LR_SCHEDULES: Registry[Callable[[np.ndarray], np.ndarray]] = Registry("lr_schedule")
+"""Decay shapes: fn(frac [S] in [0, 1]) -> [S], 1 at frac 0; 0 at frac 1 for decays."""
+
+LR_SCHEDULES.add("constant", lambda frac: np.ones_like(frac))
+LR_SCHEDULES.add("linear", lambda frac: 1.0 - frac)
+LR_SCHEDULES.add("cosine", lambda frac: 0.5 * (1.0 + np.cos(math.pi * frac)))
+
+
+def lr_factor(schedule: str, step: Any, total: int, warmup: int = 0, floor: float = 0.0) -> Any:
+    """Multiplier of the base lr at 0-based `step` (int -> float, array [S] -> [S]).
+
+    Warm-up: (step + 1) / warmup for step < warmup; then floor + (1 - floor) * shape(frac)
+    with frac = (step - warmup) / max(total - warmup, 1) clipped to [0, 1].
+    """
+    shape = LR_SCHEDULES.get(schedule)
+    if warmup < 0:
+        raise ValueError(f"warmup_steps must be >= 0, got {warmup}")
+    s = np.asarray(step, dtype=np.float64)
+    frac = np.clip((s - warmup) / max(total - warmup, 1), 0.0, 1.0)
+    decay = floor + (1.0 - floor) * shape(frac)
+    out = np.where(s < warmup, (s + 1) / max(warmup, 1), decay)
+    return float(out) if out.ndim == 0 else out
+
+
+def decays(schedule: str) -> bool:
+    """Whether the schedule's shape changes after warm-up (so it depends on the total steps)."""
+    return bool(np.any(LR_SCHEDULES.get(schedule)(np.array([0.5, 1.0])) != 1.0))

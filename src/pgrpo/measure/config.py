@@ -1,0 +1,36 @@
+"""The probe's settings, apart from the torch code so the CLI reads its defaults cheaply."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ProbeConfig:
+    """How to probe."""
+
+    epsilon: float = 0.1
+    """Probe step of `probe_curvature` along u, in parameter units (theta + epsilon * u)."""
+    step_lrs: float = 10.0
+    """Probe step along the update direction in multiples of the run's lr (`probe_run_config`
+    probes at epsilon = step_lrs * lr)."""
+    n_direction: int = 4
+    """Gradient batches averaged for the direction g (and Adam's second moment)."""
+    n_pairs: int = 8
+    """Finite-difference pairs (each gives one kappa sample; the spread gives the stderr)."""
+    preconditioner: str = "adam"
+    """'adam' (P = 1 / (sqrt(v) + adam_eps), v from the direction batches) or 'sgd' (P = I)."""
+    adam_eps: float = 1e-8
+    """Adam's epsilon in the preconditioner."""
+    seed: int = 0
+    """Seed of the probe batches."""
+
+    def __post_init__(self) -> None:
+        if self.preconditioner not in ("adam", "sgd"):
+            raise ValueError(f"preconditioner must be 'adam' or 'sgd', got {self.preconditioner!r}")
+        if not self.epsilon > 0:
+            raise ValueError(f"epsilon must be > 0, got {self.epsilon}")
+        if not self.step_lrs > 0:
+            raise ValueError(f"step_lrs must be > 0, got {self.step_lrs}")
+        if self.n_pairs < 2 or self.n_direction < 1:
+            raise ValueError("need n_pairs >= 2 (for a standard error) and n_direction >= 1")
