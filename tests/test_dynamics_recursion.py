@@ -116,3 +116,52 @@ def test_recursion_is_batched_and_validates():
         simulate_recursion(0.1, 1.0, 5)
     with pytest.raises(ValueError, match="a > 0|must be > 0"):
         refresh_threshold(0.0, 0.9)
+
+
+def _definition(a, beta1, K, x0, v0, noise):
+    """The recursion as written in the module docstring, one step at a time: [n] -> [n + 1]."""
+    x_prev, x = x0 - v0, x0
+    out = [x]
+    for n in range(len(a)):
+        xs = out[K * (n // K)]
+        force = a[n] * xs + (0.0 if noise is None else noise[n])
+        x_prev, x = x, x + beta1 * (x - x_prev) - (1.0 - beta1) * force
+        out.append(x)
+    return np.array(out)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    batch=st.integers(1, 14),
+    K=st.integers(1, 7),
+    n=st.integers(0, 120),
+    with_noise=st.booleans(),
+    seed=st.integers(0, 2**16),
+)
+def test_both_recursion_paths_follow_the_definition(batch, K, n, with_noise, seed):
+    """Rows of any batch size (scalar path <= 8 rows, batched above) match the definition."""
+    rng = np.random.default_rng(seed)
+    a = rng.uniform(0.0, 0.3, (batch, n))
+    beta = rng.uniform(0.0, 0.99, batch)
+    x0, v0 = rng.normal(size=batch), rng.normal(0, 0.1, size=batch)
+    noise = rng.normal(0, 0.01, (batch, n)) if with_noise else None
+    x = simulate_recursion(a, beta, n, refresh_interval=K, x0=x0, v0=v0, noise=noise)
+    assert x.shape == (batch, n + 1)
+    for i in range(batch):
+        ref = _definition(a[i], beta[i], K, x0[i], v0[i], None if noise is None else noise[i])
+        scale = max(1.0, float(np.max(np.abs(ref))))
+        np.testing.assert_allclose(x[i], ref, rtol=0, atol=1e-10 * scale)
+
+
+@settings(max_examples=30, deadline=None)
+@given(K=st.integers(1, 5), n=st.integers(0, 150), seed=st.integers(0, 2**16))
+def test_scalar_and_batched_recursion_paths_are_bitwise_equal(K, n, seed):
+    """A row alone (Python-float loop) equals the same row inside a 12-row batch (numpy loop)."""
+    rng = np.random.default_rng(seed)
+    a = rng.uniform(0.0, 0.5, (12, n))
+    beta = rng.uniform(0.0, 0.99, 12)
+    big = simulate_recursion(a, beta, n, refresh_interval=K)
+    for i in (0, 5, 11):
+        alone = simulate_recursion(a[i], beta[i], n, refresh_interval=K)[0]
+        assert np.array_equal(alone, big[i])
+        assert np.array_equal(np.array(unit_response(a[i].tolist(), beta[i], K)), big[i])

