@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -12,6 +13,7 @@ from hypothesis import strategies as st
 from pgrpo.dynamics import (
     monodromy,
     oscillation_onset,
+    recursion,
     refresh_threshold,
     simulate_recursion,
     spectral_radius,
@@ -145,7 +147,8 @@ def test_both_recursion_paths_follow_the_definition(batch, K, n, with_noise, see
     beta = rng.uniform(0.0, 0.99, batch)
     x0, v0 = rng.normal(size=batch), rng.normal(0, 0.1, size=batch)
     noise = rng.normal(0, 0.01, (batch, n)) if with_noise else None
-    x = simulate_recursion(a, beta, n, refresh_interval=K, x0=x0, v0=v0, noise=noise)
+    with mock.patch.object(recursion, "_BLOCK", 5):  # time blocks of the batched path
+        x = simulate_recursion(a, beta, n, refresh_interval=K, x0=x0, v0=v0, noise=noise)
     assert x.shape == (batch, n + 1)
     for i in range(batch):
         ref = _definition(a[i], beta[i], K, x0[i], v0[i], None if noise is None else noise[i])
@@ -160,7 +163,9 @@ def test_scalar_and_batched_recursion_paths_are_bitwise_equal(K, n, seed):
     rng = np.random.default_rng(seed)
     a = rng.uniform(0.0, 0.5, (12, n))
     beta = rng.uniform(0.0, 0.99, 12)
-    big = simulate_recursion(a, beta, n, refresh_interval=K)
+    with mock.patch.object(recursion, "_BLOCK", 7):  # many time blocks, ragged last one
+        big = simulate_recursion(a, beta, n, refresh_interval=K)
+    assert np.array_equal(big, simulate_recursion(a, beta, n, refresh_interval=K))
     for i in (0, 5, 11):
         alone = simulate_recursion(a[i], beta[i], n, refresh_interval=K)[0]
         assert np.array_equal(alone, big[i])

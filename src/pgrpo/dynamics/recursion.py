@@ -98,30 +98,36 @@ def _scalar_run(a: list[float], beta1: float, K: int, x: float, v: float) -> lis
 def _batched_run(
     a: np.ndarray, beta: np.ndarray, K: int, x: np.ndarray, v: np.ndarray, noise: np.ndarray | None
 ) -> np.ndarray:
-    """The recursion over a batch: a [batch, n_steps] -> x [batch, n_steps + 1].
+    """The recursion over a batch: a [batch, n_steps] -> x [batch, n_steps + 1] (a transposed
+    view of a time-major array).
 
-    Time-major contiguous copies and in-place ufuncs: one small numpy call per operation.
+    One small in-place numpy call per operation; a and noise are read in time-major blocks of
+    _BLOCK steps (contiguous rows, no full transposed copy).
     """
     n_steps = a.shape[1]
-    a_t = np.ascontiguousarray(a.T)
-    f_t = None if noise is None else np.ascontiguousarray(noise.T)
     g = 1.0 - beta
     out = np.empty((n_steps + 1, a.shape[0]))
     out[0] = x
     xs = x.copy()
     force = np.empty_like(x)
-    for n in range(n_steps):
-        if n % K == 0:
-            xs[:] = x
-        np.multiply(a_t[n], xs, out=force)
-        if f_t is not None:
-            force += f_t[n]
-        force *= g
-        v *= beta
-        v -= force
-        x += v
-        out[n + 1] = x
-    return out.T.copy()
+    for start in range(0, n_steps, _BLOCK):
+        a_t = np.ascontiguousarray(a[:, start : start + _BLOCK].T)
+        f_t = None if noise is None else np.ascontiguousarray(noise[:, start : start + _BLOCK].T)
+        for j in range(a_t.shape[0]):
+            if (start + j) % K == 0:
+                xs[:] = x
+            np.multiply(a_t[j], xs, out=force)
+            if f_t is not None:
+                force += f_t[j]
+            force *= g
+            v *= beta
+            v -= force
+            x += v
+            out[start + j + 1] = x
+    return out.T
+
+
+_BLOCK = 4096
 
 
 def unit_response(a: list[float], beta1: float, refresh_interval: int = 1) -> list[float]:
