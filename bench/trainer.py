@@ -248,9 +248,9 @@ def parse_cell(text: str) -> dict:
     try:
         B, G, T = (int(v) for v in text.lower().split("x"))
     except ValueError:
-        raise SystemExit(f"bad cell {text!r}: write BxGxT, e.g. 8x4x32") from None
-    if min(B, G, T) < 1 or G < 2:
-        raise SystemExit(f"bad cell {text!r}: B, T >= 1 and G >= 2")
+        raise ValueError(f"bad cell {text!r}: write BxGxT, e.g. 8x4x32") from None
+    if min(B, T) < 1 or G < 2:
+        raise ValueError(f"bad cell {text!r}: use B >= 1, G >= 2, T >= 1")
     return {"B": B, "G": G, "T": T}
 
 
@@ -393,20 +393,24 @@ def main() -> None:
     parser.add_argument("--precision", default="fp32", help=argparse.SUPPRESS)
     args = parser.parse_args()
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    cells = [parse_cell(c) for c in args.cells.split(",")]
+    try:
+        cells = [parse_cell(c) for c in args.cells.split(",")]
+    except ValueError as exc:
+        parser.error(str(exc))  # one line, exit code 2
     if args.worker:
         result = WORKERS[args.worker](cells[0], args.steps, args.model, args.precision)
         print(json.dumps(result))
         return
     variants = args.variants.split(",")
-    bad = [v for v in variants if v not in VARIANTS]
-    if bad or args.steps < 1:
-        raise SystemExit(f"bad --variants {bad} (use {VARIANTS}) or --steps {args.steps} (>= 1)")
+    if bad := [v for v in variants if v not in VARIANTS]:
+        parser.error(f"unknown --variants {bad}: use any of {', '.join(VARIANTS)}")
+    if args.steps < 1:
+        parser.error(f"--steps {args.steps}: use at least 1 timed step")
     meta = {
         "command": f"OMP_NUM_THREADS={os.environ['OMP_NUM_THREADS']} python bench/trainer.py "
         + " ".join(sys.argv[1:]),
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.processor() or ''}",
+        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {cpu_model()}",
         "load_average_before": os.getloadavg(),
         "model": args.model,
         "timed_steps": args.steps,
@@ -428,6 +432,15 @@ def main() -> None:
     write(args, meta, rows, show=True)
     if failed:
         raise SystemExit(f"{len(failed)} variant(s) failed: {[f['variant'] for f in failed]}")
+
+
+def cpu_model() -> str:
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        return platform.processor() or "unknown CPU"
+    names = [ln.split(":", 1)[1].strip() for ln in lines if ln.startswith("model name")]
+    return names[0] if names else platform.processor() or "unknown CPU"
 
 
 def matmul_rates() -> dict:
