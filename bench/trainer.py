@@ -1,19 +1,30 @@
-"""pgrpo's trainer vs TRL's GRPOTrainer on the same CPU workload, and the floor.
+"""pgrpo's trainer vs TRL's GRPOTrainer on one CPU workload, vs a floor and a FLOP roofline
+(issue #14.3).
 
-Workload (both): SmolLM2-135M-Instruct (the converted gguf, float32), arithmetic level 1 prompts in
-the chat template, B = 8 prompts x G = 4 completions, at most 32 new tokens, temperature 1, no
-top-k / top-p, full fine-tune, AdamW lr 1e-6, token-mean loss, no KL (both frameworks' defaults),
-K = 1. One warm-up step, then `--steps` timed steps. pgrpo runs with grpo.micro_batch_size=8
-(two groups per forward/backward; the gradient is exactly the full batch's); TRL with its defaults
-(which turn on activation checkpointing).
-Floor: the same generation (HF generate) plus one forward/backward of the same tokens through a
-plain full-logits log-softmax, no optimizer, no scoring.
+Variants, each labelled with its precision and run in a fresh process:
+- `pgrpo-bf16`, `pgrpo-fp32`: `train_step` with model.precision=bf16 (autocast, fp32 master
+  weights and optimizer state) / fp32; grpo.micro_batch_size = B (exact accumulation).
+- `trl-bf16`: TRL 1.16 `GRPOConfig` defaults (bf16=True, also on a CPU); `trl-fp32`: bf16=False.
+- `floor-bf16`, `floor-fp32`: the same sampling (HF `generate` with the KV cache, temperature 1,
+  no top-k / top-p) and one forward/backward of the same tokens in the same precision through a
+  log-softmax; nothing else (no scoring, no optimizer, no log-prob recompute).
+Workload (all): arithmetic level 1 prompts in the chat template, B prompts x G completions, at
+most T new tokens, AdamW lr 1e-6, no KL, K = 1, one thread unless OMP_NUM_THREADS says otherwise.
+`--model smollm2`: SmolLM2-135M-Instruct (converted, in ~/.cache/pgrpo); `--model tiny`: a
+randomly initialised 2-layer Llama (hidden 64) with SmolLM2's tokenizer, saved once to a
+temporary folder so that all variants load the same weights (checks the script end to end).
 
-Each variant runs in a fresh process started by a launcher process that reports the worker's peak
-RSS with `resource.getrusage(RUSAGE_CHILDREN)`.
+Roofline: 6 x params x trained tokens (prompt + completion, forward + backward) + 2 x params x
+generated tokens, divided by the matmul rate measured here (2048 x 2048 x 2048, one thread, fp32
+and bf16, best of 5) in the variant's precision. The ratios printed: s/step over the floor and
+over the roofline in the same precision, and pgrpo's steps/s and peak RSS against each TRL.
 
-    nice -n 10 python bench/trainer.py            # all three, writes bench/results/trainer.json
-    python bench/trainer.py --variants pgrpo --steps 1
+    nice -n 10 python bench/trainer.py                      # full grid, SmolLM2 (slow: quiet box)
+    python bench/trainer.py --model tiny --steps 1 --cells 8x4x32   # end-to-end check
+    python bench/trainer.py --variants pgrpo-bf16,trl-bf16 --cells 8x4x32,16x4x32 --steps 3
+
+Results (command, date, machine, load average, matmul rates, every step time) go to
+bench/results/trainer.json (or --out); a cell's rows are written as soon as they finish.
 """
 
 from __future__ import annotations
@@ -21,72 +32,98 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import platform
+import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
-BATCH_PROMPTS, GROUP, NEW_TOKENS, LR = 8, 4, 32, 1e-6
 HERE = Path(__file__).resolve().parent
+LR = 1e-6
+VARIANTS = ("floor-fp32", "floor-bf16", "pgrpo-fp32", "pgrpo-bf16", "trl-fp32", "trl-bf16")
+DEFAULT_CELLS = tuple(f"{bg}x{t}" for bg in ("8x4", "16x4", "8x8") for t in (32, 64, 128))
+TARGETS = {
+    "steps_per_s_vs_trl-bf16": ">= 2.5",
+    "steps_per_s_vs_trl-fp32": ">= 4",
+    "vs_floor_same_precision": "<= 1.15",
+    "vs_bf16_roofline": "<= 2",
+    "peak_rss_vs_trl": "<= 0.6",
+}
 
 
-def _prompts(n: int) -> tuple[list[dict], object]:
+# --- workers (run in a fresh process each) -----------------------------------------------------
+
+
+def _task_prompts(n: int) -> tuple[list[dict], object]:
     import pgrpo.tasks.arithmetic  # noqa: F401
     from pgrpo.tasks import get_task
 
-    task = get_task("arithmetic", levels=[1], n=200)
+    task = get_task("arithmetic", levels=[1], n=n)
     return task.load("train")[:n], task
 
 
-def worker_pgrpo(steps: int) -> list[float]:
+def _prompt_tokens(tokenizer, task, examples: list[dict]) -> float:
+    """Mean prompt length in tokens (chat template included) over the examples."""
+    return statistics.fmean(len(tokenizer.encode_prompt(task.prompt(e))) for e in examples)
+
+
+def worker_pgrpo(cell: dict, steps: int, model: str, precision: str) -> dict:
+    import torch
+
     from pgrpo.train.config import load_config
     from pgrpo.train.trainer import build_run, train_step
 
+    torch.manual_seed(0)
+    B, G, T = cell["B"], cell["G"], cell["T"]
     cfg = load_config(
         None,
         [
             "task.options={levels: [1], n: 200}",
-            f"group_size={GROUP}",
-            f"batch_prompts={BATCH_PROMPTS}",
-            f"max_new_tokens={NEW_TOKENS}",
+            f"model.name={model}",
+            f"model.precision={precision}",
+            f"group_size={G}",
+            f"batch_prompts={B}",
+            f"max_new_tokens={T}",
             f"lr={LR}",
             "forecast_every=0",
-            "grpo.micro_batch_size=8",
+            f"grpo.micro_batch_size={B}",
         ],
     )
     run = build_run(cfg, resume=False)
-    times, tokens = [], []
+    examples, task = _task_prompts(200)
+    prompt_len = _prompt_tokens(run.policy.tokenizer, task, examples)
+    times, generated = [], []
     for step in range(1, steps + 2):
         t = time.perf_counter()
         metrics = train_step(run, step)
         times.append(time.perf_counter() - t)
-        tokens.append(metrics["completions/mean_length"] * GROUP * BATCH_PROMPTS)
-    return times, tokens
+        generated.append(metrics["completions/mean_length"] * B * G)
+    params = sum(p.numel() for p in run.policy.model.parameters())
+    return _result(times, generated, prompt_len * B, params, run.policy.precision.name)
 
 
-def worker_trl(steps: int) -> tuple[list[float], list[float]]:
+def worker_trl(cell: dict, steps: int, model: str, precision: str) -> dict:
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
-    from pgrpo.train.policies import smollm2_dir
+    from pgrpo.train.policies import HFTokenizer
 
-    examples, task = _prompts(200)
-    data = Dataset.from_list(
-        [
-            {"prompt": [{"role": "user", "content": task.prompt(e)}], "answer": e["answer"]}
-            for e in examples
-        ]
-    )
+    B, G, T = cell["B"], cell["G"], cell["T"]
+    examples, task = _task_prompts(200)
+    rows = [
+        {"prompt": [{"role": "user", "content": task.prompt(e)}], "answer": e["answer"]}
+        for e in examples
+    ]
 
     def reward(completions, answer, **kwargs):
-        return [
-            task.reward(c[0]["content"], {"answer": a})
-            for c, a in zip(completions, answer, strict=True)
-        ]
+        pairs = zip(completions, answer, strict=True)
+        return [task.reward(c[0]["content"], {"answer": a}) for c, a in pairs]
 
     stamps: list[float] = []
-    lengths: list[float] = []
+    generated: list[float] = []
 
     class Clock(TrainerCallback):
         def on_step_begin(self, args, state, control, **kw):
@@ -94,14 +131,14 @@ def worker_trl(steps: int) -> tuple[list[float], list[float]]:
 
         def on_log(self, args, state, control, logs=None, **kw):
             if logs and "completions/mean_length" in logs:
-                lengths.append(logs["completions/mean_length"] * GROUP * BATCH_PROMPTS)
+                generated.append(logs["completions/mean_length"] * B * G)
 
-    path = str(smollm2_dir())
+    precision_args = {} if precision == "bf16" else {"bf16": False}  # bf16: TRL's default
     args = GRPOConfig(
-        output_dir="/tmp/pgrpo-bench-trl",
-        num_generations=GROUP,
-        per_device_train_batch_size=GROUP * BATCH_PROMPTS,
-        max_completion_length=NEW_TOKENS,
+        output_dir=tempfile.mkdtemp(prefix="pgrpo-bench-trl-"),
+        num_generations=G,
+        per_device_train_batch_size=B * G,
+        max_completion_length=T,
         learning_rate=LR,
         max_steps=steps + 1,
         logging_steps=1,
@@ -111,67 +148,119 @@ def worker_trl(steps: int) -> tuple[list[float], list[float]]:
         seed=0,
         temperature=1.0,
         dataloader_num_workers=0,
+        **precision_args,
     )
+    tok = AutoTokenizer.from_pretrained(model)
+    net = AutoModelForCausalLM.from_pretrained(model)
     trainer = GRPOTrainer(
-        model=AutoModelForCausalLM.from_pretrained(path),
-        processing_class=AutoTokenizer.from_pretrained(path),
+        model=net,
+        processing_class=tok,
         reward_funcs=reward,
         args=args,
-        train_dataset=data,
+        train_dataset=Dataset.from_list(rows),
         callbacks=[Clock()],
     )
     trainer.train()
     stamps.append(time.perf_counter())
     times = [b - a for a, b in zip(stamps[:-1], stamps[1:], strict=True)]
-    return times, lengths
+    prompt_len = _prompt_tokens(HFTokenizer(tok), task, examples)
+    params = sum(p.numel() for p in net.parameters())
+    label = "bf16-autocast" if args.bf16 else "fp32"
+    return _result(times, generated, prompt_len * B, params, label)
 
 
-def worker_floor(steps: int) -> tuple[list[float], list[float]]:
+def worker_floor(cell: dict, steps: int, model: str, precision: str) -> dict:
+    """pgrpo's own sampler, then one forward/backward of the same tokens (each group's prompt once,
+    as pgrpo's update runs it) in the same precision; no scoring, recompute or optimizer."""
     import torch
 
     from pgrpo.train.config import ModelConfig
-    from pgrpo.train.generation import left_pad
+    from pgrpo.train.generation import sample
+    from pgrpo.train.logprobs import completion_scores
     from pgrpo.train.policies import load_policy
 
-    examples, task = _prompts(200)
-    policy = load_policy(ModelConfig())
-    model, tok = policy.model, policy.tokenizer
-    times, tokens = [], []
+    torch.manual_seed(0)
+    B, G, T = cell["B"], cell["G"], cell["T"]
+    examples, task = _task_prompts(200)
+    policy = load_policy(ModelConfig(name=model, precision=precision))
+    times, generated = [], []
     for step in range(steps + 1):
-        batch = examples[step * BATCH_PROMPTS : (step + 1) * BATCH_PROMPTS]
-        ids = [tok.encode_prompt(task.prompt(e)) for e in batch for _ in range(GROUP)]
+        batch = examples[(step * B) % 192 : (step * B) % 192 + B]
         t = time.perf_counter()
-        prompt, mask = left_pad(ids, tok.pad_token_id)
-        with torch.no_grad():
-            out = model.generate(
-                input_ids=prompt,
-                attention_mask=mask,
-                do_sample=True,
-                top_k=0,
-                top_p=1.0,
-                temperature=1.0,
-                max_new_tokens=NEW_TOKENS,
-                pad_token_id=tok.pad_token_id,
+        with policy.precision.autocast():
+            rollout = sample(
+                policy,
+                [task.prompt(e) for e in batch],
+                group_size=G,
+                temperatures=[1.0] * G,
+                max_new_tokens=T,
             )
-        full_mask = torch.cat([mask, torch.ones_like(out[:, prompt.shape[1] :])], 1)
-        logits = model(input_ids=out, attention_mask=full_mask).logits[:, prompt.shape[1] - 1 : -1]
-        logp = torch.log_softmax(logits.float(), -1).gather(-1, out[:, prompt.shape[1] :, None])
-        logp.mean().backward()
-        model.zero_grad(set_to_none=True)
+            scores = completion_scores(
+                policy.model, rollout.input_ids, rollout.attention_mask, rollout.prompt_len
+            )
+            (scores.log_probs.float() * rollout.completion_mask).sum().backward()
+        policy.model.zero_grad(set_to_none=True)
         times.append(time.perf_counter() - t)
-        tokens.append(float((out[:, prompt.shape[1] :] != tok.pad_token_id).sum()))
-    return times, tokens
+        generated.append(float(rollout.completion_mask.sum()))
+    prompt_len = _prompt_tokens(policy.tokenizer, task, examples)
+    params = sum(p.numel() for p in policy.model.parameters())
+    return _result(times, generated, prompt_len * B, params, policy.precision.name)
+
+
+def _result(times, generated, prompt_tokens, params, precision) -> dict:
+    return {
+        "times": times,
+        "generated_tokens": generated,
+        "prompt_tokens": prompt_tokens,
+        "params": params,
+        "precision": precision,
+    }
+
+
+def worker_matmul(reps: int = 5) -> dict:
+    """GFLOP/s of one 2048^3 matmul, one thread, fp32 and bf16 (best of `reps`)."""
+    import torch
+
+    torch.set_num_threads(1)
+    n, rates = 2048, {}
+    for name, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16)):
+        a, b = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype)
+        a @ b  # warm-up
+        best = min(_timed(torch.matmul, a, b) for _ in range(reps))
+        rates[name] = 2 * n**3 / best / 1e9
+    return rates
+
+
+def _timed(fn, *args) -> float:
+    t = time.perf_counter()
+    fn(*args)
+    return time.perf_counter() - t
 
 
 WORKERS = {"pgrpo": worker_pgrpo, "trl": worker_trl, "floor": worker_floor}
 
 
-def launch(variant: str, steps: int) -> dict:
-    """Run one variant in a fresh worker process; the launcher reads its peak RSS."""
+# --- launcher -----------------------------------------------------------------------------------
+
+
+def parse_cell(text: str) -> dict:
+    """'8x4x32' -> {'B': 8, 'G': 4, 'T': 32} (prompts x group size x max new tokens)."""
+    try:
+        B, G, T = (int(v) for v in text.lower().split("x"))
+    except ValueError:
+        raise ValueError(f"bad cell {text!r}: write BxGxT, e.g. 8x4x32") from None
+    if min(B, T) < 1 or G < 2:
+        raise ValueError(f"bad cell {text!r}: use B >= 1, G >= 2, T >= 1")
+    return {"B": B, "G": G, "T": T}
+
+
+def launch(argv: list[str]) -> tuple[dict, float]:
+    """Run `bench/trainer.py --worker ...` in a fresh process through a launcher that reads the
+    worker's peak RSS (`RUSAGE_CHILDREN`, MB); returns (the worker's JSON, peak RSS)."""
     code = (
         "import json, resource, subprocess, sys;"
-        f"p = subprocess.run([sys.executable, {str(Path(__file__))!r}, '--worker', {variant!r},"
-        f" '--steps', '{steps}'], capture_output=True, text=True);"
+        f"p = subprocess.run([sys.executable, {str(Path(__file__))!r}, *{argv!r}],"
+        " capture_output=True, text=True);"
         "sys.stderr.write(p.stderr[-3000:]);"
         "rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss;"
         "print(json.dumps({'rc': p.returncode, 'out': p.stdout, 'peak_rss_mb': rss / 1024}))"
@@ -179,72 +268,189 @@ def launch(variant: str, steps: int) -> dict:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     info = json.loads(done.stdout.strip().splitlines()[-1])
     if info["rc"] != 0:
-        raise RuntimeError(f"{variant} failed:\n{done.stderr}")
-    result = json.loads(info["out"].strip().splitlines()[-1])
-    times, tokens = result["times"][1:], result["tokens"][-steps:]  # drop the warm-up step
-    s = sum(times) / len(times)
+        raise RuntimeError(f"worker {argv} failed:\n{done.stderr}")
+    return json.loads(info["out"].strip().splitlines()[-1]), info["peak_rss_mb"]
+
+
+def run_variant(variant: str, cell: dict, steps: int, model: str, rates: dict) -> dict:
+    """One variant in one cell: medians over the timed steps (the first step is warm-up)."""
+    kind, precision = variant.split("-")
+    cell_text = f"{cell['B']}x{cell['G']}x{cell['T']}"
+    argv = ["--worker", kind, "--precision", precision, "--cells", cell_text]
+    out, rss = launch([*argv, "--steps", str(steps), "--model", model])
+    times = out["times"][1:]
+    gen = statistics.median(out["generated_tokens"][-steps:] or [0.0])
+    s = statistics.median(times)
+    trained = out["prompt_tokens"] + gen
+    flops = 6 * out["params"] * trained + 2 * out["params"] * gen
+    compute = "fp32" if out["precision"] == "fp32" else "bf16"
     return {
         "variant": variant,
+        "cell": cell_text,
+        **cell,
+        "precision": out["precision"],
         "seconds_per_step": s,
+        "steps_per_s": 1.0 / s,
         "step_times": times,
-        "completion_tokens_per_second": (sum(tokens) / len(tokens)) / s if tokens else None,
-        "peak_rss_mb": info["peak_rss_mb"],
+        "generated_tokens_per_step": gen,
+        "trained_tokens_per_step": trained,
+        "params": out["params"],
+        "tflop_per_step": flops / 1e12,
+        "roofline_s": flops / (rates[compute] * 1e9),
+        "bf16_roofline_s": flops / (rates["bf16"] * 1e9),
+        "peak_rss_mb": rss,
     }
+
+
+def cell_ratios(rows: list[dict]) -> dict[str, float]:
+    """pgrpo against TRL (steps/s, peak RSS), each variant against its same-precision floor and
+    roofline, pgrpo-bf16 against the bf16 roofline."""
+    by = {r["variant"]: r for r in rows}
+    out: dict[str, float] = {}
+    for r in rows:
+        kind, prec = r["variant"].split("-")
+        out[f"{r['variant']}/vs_roofline"] = r["seconds_per_step"] / r["roofline_s"]
+        floor = by.get(f"floor-{prec}")
+        if kind != "floor" and floor:
+            out[f"{r['variant']}/vs_floor"] = r["seconds_per_step"] / floor["seconds_per_step"]
+    for p in ("pgrpo-bf16", "pgrpo-fp32"):
+        for t in ("trl-bf16", "trl-fp32"):
+            if p in by and t in by:
+                out[f"{p}/steps_per_s_vs_{t}"] = by[p]["steps_per_s"] / by[t]["steps_per_s"]
+                out[f"{p}/peak_rss_vs_{t}"] = by[p]["peak_rss_mb"] / by[t]["peak_rss_mb"]
+    if "pgrpo-bf16" in by:
+        r = by["pgrpo-bf16"]
+        out["pgrpo-bf16/vs_bf16_roofline"] = r["seconds_per_step"] / r["bf16_roofline_s"]
+    return out
+
+
+def tiny_model_dir() -> str:
+    """A random 2-layer Llama (hidden 64) with SmolLM2's tokenizer, saved to a temporary folder."""
+    code = (
+        "import sys, torch; from transformers import AutoTokenizer, LlamaConfig, "
+        "LlamaForCausalLM; from pgrpo.train.policies import smollm2_dir;"
+        "tok = AutoTokenizer.from_pretrained(str(smollm2_dir())); torch.manual_seed(0);"
+        "cfg = LlamaConfig(vocab_size=len(tok), hidden_size=64, intermediate_size=128,"
+        " num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=4,"
+        " tie_word_embeddings=True, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,"
+        " pad_token_id=tok.pad_token_id);"
+        "m = LlamaForCausalLM(cfg); m.generation_config.pad_token_id = tok.pad_token_id;"
+        "m.save_pretrained(sys.argv[1]); tok.save_pretrained(sys.argv[1])"
+    )
+    path = tempfile.mkdtemp(prefix="pgrpo-bench-tiny-")
+    subprocess.run([sys.executable, "-c", code, path], check=True)
+    return path
+
+
+def resolve_model(name: str) -> str:
+    if name == "tiny":
+        return tiny_model_dir()
+    if name == "smollm2":
+        code = "from pgrpo.train.policies import smollm2_dir; print(smollm2_dir())"
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+        if done.returncode:
+            raise SystemExit(f"SmolLM2 is not available: {done.stderr.strip().splitlines()[-1]}")
+        return done.stdout.strip().splitlines()[-1]
+    return name
+
+
+def print_table(rows: list[dict], ratios: dict[str, float]) -> None:
+    head = f"{'cell':<9} {'variant':<11} {'precision':<14} {'s/step':>8} {'steps/s':>8}"
+    print(head + f" {'roof s':>8} {'xfloor':>7} {'xroof':>7} {'RSS MB':>7}")
+    for r in rows:
+        key = f"{r['cell']}:{r['variant']}"
+        vs_floor = ratios.get(f"{key}/vs_floor", float("nan"))
+        print(
+            f"{r['cell']:<9} {r['variant']:<11} {r['precision']:<14} {r['seconds_per_step']:>8.3f} "
+            f"{r['steps_per_s']:>8.3f} {r['roofline_s']:>8.3f} {vs_floor:>7.2f} "
+            f"{ratios[f'{key}/vs_roofline']:>7.2f} {r['peak_rss_mb']:>7.0f}"
+        )
+    for k, v in ratios.items():
+        if "vs_trl" in k or "bf16_roofline" in k:
+            print(f"{k}: {v:.2f}")
+
+
+def write(args: argparse.Namespace, meta: dict, rows: list[dict], show: bool = False) -> None:
+    ratios: dict[str, float] = {}
+    for cell in dict.fromkeys(r["cell"] for r in rows):
+        cell_rows = [r for r in rows if r["cell"] == cell]
+        ratios.update({f"{cell}:{k}": v for k, v in cell_ratios(cell_rows).items()})
+    if show:
+        print_table(rows, ratios)
+    out = {**meta, "load_average_after": os.getloadavg(), "rows": rows, "ratios": ratios}
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(out, indent=1) + "\n")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--variants", default="floor,pgrpo,trl")
-    parser.add_argument("--steps", type=int, default=3)
-    parser.add_argument("--worker", default=None)
+    parser.add_argument("--variants", default=",".join(VARIANTS), help=f"any of {VARIANTS}")
+    parser.add_argument("--cells", default=",".join(DEFAULT_CELLS), help="BxGxT,...")
+    parser.add_argument("--steps", type=int, default=3, help="timed steps after one warm-up")
+    parser.add_argument("--model", default="smollm2", help="smollm2, tiny, or an HF model path")
     parser.add_argument("--out", default=str(HERE / "results" / "trainer.json"))
+    parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--precision", default="fp32", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    try:
+        cells = [parse_cell(c) for c in args.cells.split(",")]
+    except ValueError as exc:
+        parser.error(str(exc))  # one line, exit code 2
     if args.worker:
-        times, tokens = WORKERS[args.worker](args.steps)
-        print(json.dumps({"times": times, "tokens": tokens}))
+        result = WORKERS[args.worker](cells[0], args.steps, args.model, args.precision)
+        print(json.dumps(result))
         return
-    rows = []
-    for variant in args.variants.split(","):
-        rows.append(launch(variant, args.steps))
-        write(args, rows)  # partial results survive a later variant's failure
-
-
-def write(args: argparse.Namespace, rows: list[dict]) -> None:
-    by = {r["variant"]: r for r in rows}
-    ratios = {}
-    if "pgrpo" in by and "trl" in by:
-        ratios["speedup_vs_trl"] = by["trl"]["seconds_per_step"] / by["pgrpo"]["seconds_per_step"]
-        ratios["memory_vs_trl"] = by["pgrpo"]["peak_rss_mb"] / by["trl"]["peak_rss_mb"]
-    if "pgrpo" in by and "floor" in by:
-        ratios["vs_floor"] = by["pgrpo"]["seconds_per_step"] / by["floor"]["seconds_per_step"]
-    print(f"{'variant':<8} {'s/step':>8} {'compl tok/s':>12} {'peak RSS MB':>12}")
-    for r in rows:
-        tps = r["completion_tokens_per_second"]
-        print(
-            f"{r['variant']:<8} {r['seconds_per_step']:>8.2f} {tps or 0:>12.1f} "
-            f"{r['peak_rss_mb']:>12.0f}"
-        )
-    for k, v in ratios.items():
-        print(f"{k}: {v:.2f}")
-    out = {
-        "command": f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', '')} nice -n 10 "
-        "python bench/trainer.py " + " ".join(sys.argv[1:]),
-        "date": time.strftime("%Y-%m-%d"),
-        "machine": "2-core CPU, 24 GiB, no GPU (shared with other jobs)",
-        "torch_threads": int(os.environ.get("OMP_NUM_THREADS", "0")) or None,
-        "workload": {
-            "batch_prompts": BATCH_PROMPTS,
-            "group_size": GROUP,
-            "max_new_tokens": NEW_TOKENS,
-            "timed_steps": args.steps,
-            "warmup_steps": 1,
-        },
-        "results": rows,
-        "ratios": ratios,
-        "targets": {"speedup_vs_trl": ">= 1.3", "memory_vs_trl": "<= 0.7", "vs_floor": "<= 1.2"},
+    variants = args.variants.split(",")
+    if bad := [v for v in variants if v not in VARIANTS]:
+        parser.error(f"unknown --variants {bad}: use any of {', '.join(VARIANTS)}")
+    if args.steps < 1:
+        parser.error(f"--steps {args.steps}: use at least 1 timed step")
+    meta = {
+        "command": f"OMP_NUM_THREADS={os.environ['OMP_NUM_THREADS']} python bench/trainer.py "
+        + " ".join(sys.argv[1:]),
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {cpu_model()}",
+        "load_average_before": os.getloadavg(),
+        "model": args.model,
+        "timed_steps": args.steps,
+        "warmup_steps": 1,
+        "targets": TARGETS,
     }
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(out, indent=2) + "\n")
+    model = resolve_model(args.model)
+    meta["matmul_gflops_1_thread"] = rates = matmul_rates()
+    rows: list[dict] = []
+    meta["failed"] = failed = []
+    for cell in cells:
+        for variant in variants:
+            try:
+                rows.append(run_variant(variant, cell, args.steps, model, rates))
+            except RuntimeError as exc:  # recorded; the other variants still run
+                print(exc, file=sys.stderr)
+                failed.append({"variant": variant, "cell": cell, "error": str(exc)[-800:]})
+            write(args, meta, rows)  # partial results survive a later variant's failure
+    write(args, meta, rows, show=True)
+    if failed:
+        raise SystemExit(f"{len(failed)} variant(s) failed: {[f['variant'] for f in failed]}")
+
+
+def cpu_model() -> str:
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        return platform.processor() or "unknown CPU"
+    names = [ln.split(":", 1)[1].strip() for ln in lines if ln.startswith("model name")]
+    return names[0] if names else platform.processor() or "unknown CPU"
+
+
+def matmul_rates() -> dict:
+    code = "import json, sys; sys.path.insert(0, sys.argv[1]); import trainer;"
+    code += "print(json.dumps(trainer.worker_matmul()))"
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(HERE)], capture_output=True, text=True, env=env, check=True
+    )
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 if __name__ == "__main__":

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from pgrpo.cli import _load_commands, app
@@ -116,3 +118,36 @@ def test_fit_names_a_broken_optimizer_step_column(tmp_path):
     res = runner.invoke(app, ["fit", str(run), "--out", str(tmp_path / "o")])
     assert res.exit_code == 2
     assert "optimizer_step" in res.output and "Traceback" not in res.output
+
+
+@settings(max_examples=60, deadline=None)
+@given(n=st.integers(0, 10**6), max_points=st.integers(1, 5000))
+def test_plot_thinning_bounds_the_points_drawn(n, max_points):
+    from pgrpo.dynamics.plots import thin
+
+    drawn = len(range(n)[thin(n, max_points)])
+    assert drawn <= max_points
+    assert drawn == n if n <= max_points else drawn >= max_points // 2
+
+
+def test_fit_no_plot_writes_no_figure_and_skips_matplotlib(tmp_path):
+    import subprocess
+    import sys
+
+    run = _write_run(tmp_path)
+    code = (
+        "import sys; from pgrpo.cli import main; sys.argv = ['pgrpo', 'fit', sys.argv[1], "
+        "'--out', sys.argv[2], '--no-plot', '--json']\n"
+        "try:\n    main()\nexcept SystemExit as e:\n    assert not e.code, e.code\n"
+        "print('MPL', 'matplotlib' in sys.modules)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(run), str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    *data, last = done.stdout.strip().splitlines()
+    assert last == "MPL False"
+    assert json.loads("\n".join(data))["png"] is None
+    assert not (tmp_path / "out" / "fit.png").exists()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -12,6 +13,7 @@ from hypothesis import strategies as st
 from pgrpo.dynamics import (
     monodromy,
     oscillation_onset,
+    recursion,
     refresh_threshold,
     simulate_recursion,
     spectral_radius,
@@ -116,3 +118,57 @@ def test_recursion_is_batched_and_validates():
         simulate_recursion(0.1, 1.0, 5)
     with pytest.raises(ValueError, match="a > 0|must be > 0"):
         refresh_threshold(0.0, 0.9)
+
+
+def _definition(a, beta1, K, x0, v0, noise):
+    """The recursion as written in the module docstring, one step at a time: [n] -> [n + 1]."""
+    x_prev, x = x0 - v0, x0
+    out = [x]
+    for n in range(len(a)):
+        xs = out[K * (n // K)]
+        force = a[n] * xs + (0.0 if noise is None else noise[n])
+        x_prev, x = x, x + beta1 * (x - x_prev) - (1.0 - beta1) * force
+        out.append(x)
+    return np.array(out)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    batch=st.integers(1, 18),
+    K=st.integers(1, 7),
+    n=st.integers(0, 120),
+    with_noise=st.booleans(),
+    seed=st.integers(0, 2**16),
+)
+def test_both_recursion_paths_follow_the_definition(batch, K, n, with_noise, seed):
+    """Rows of any batch size (scalar path <= 12 rows, batched above) match the definition."""
+    rng = np.random.default_rng(seed)
+    a = rng.uniform(0.0, 0.3, (batch, n))
+    beta = rng.uniform(0.0, 0.99, batch)
+    x0, v0 = rng.normal(size=batch), rng.normal(0, 0.1, size=batch)
+    noise = rng.normal(0, 0.01, (batch, n)) if with_noise else None
+    with mock.patch.object(recursion, "_BLOCK", 5):  # time blocks of the batched path
+        x = simulate_recursion(a, beta, n, refresh_interval=K, x0=x0, v0=v0, noise=noise)
+    assert x.shape == (batch, n + 1)
+    for i in range(batch):
+        ref = _definition(a[i], beta[i], K, x0[i], v0[i], None if noise is None else noise[i])
+        scale = max(1.0, float(np.max(np.abs(ref))))
+        np.testing.assert_allclose(x[i], ref, rtol=0, atol=1e-10 * scale)
+
+
+@settings(max_examples=30, deadline=None)
+@given(K=st.integers(1, 5), n=st.integers(0, 150), seed=st.integers(0, 2**16))
+def test_scalar_and_batched_recursion_paths_are_bitwise_equal(K, n, seed):
+    """A row alone (Python-float loop) equals the same row inside a batch too big for the scalar
+    path (numpy loop)."""
+    rows = recursion._SCALAR_ROWS + 2
+    rng = np.random.default_rng(seed)
+    a = rng.uniform(0.0, 0.5, (rows, n))
+    beta = rng.uniform(0.0, 0.99, rows)
+    with mock.patch.object(recursion, "_BLOCK", 7):  # many time blocks, ragged last one
+        big = simulate_recursion(a, beta, n, refresh_interval=K)
+    assert np.array_equal(big, simulate_recursion(a, beta, n, refresh_interval=K))
+    for i in (0, rows // 2, rows - 1):
+        alone = simulate_recursion(a[i], beta[i], n, refresh_interval=K)[0]
+        assert np.array_equal(alone, big[i])
+        assert np.array_equal(np.array(unit_response(a[i].tolist(), beta[i], K)), big[i])

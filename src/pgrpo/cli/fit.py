@@ -24,6 +24,9 @@ def fit_cmd(
     reward_column: str | None = typer.Option(None, "--reward-column", help="Reward key."),
     step_column: str | None = typer.Option(None, "--step-column", help="Step key."),
     loss: str = typer.Option("linear", "--loss", help="linear, soft_l1, huber, cauchy, arctan."),
+    plot: bool = typer.Option(
+        True, "--plot/--no-plot", help="Write OUT/fit.png (--no-plot: skip matplotlib, ~0.3 s)."
+    ),
 ) -> None:
     """Fit rom / exponential / logistic to the reward curve; write OUT/fit.png."""
     from pgrpo.dynamics.logfit import fit_log
@@ -34,10 +37,12 @@ def fit_cmd(
     opts = {k: v for k, v in (("reward_key", reward_column), ("step_key", step_column)) if v}
     reward_log = read_log(log, format=log_format, **opts)
     result = fit_log(reward_log, forecast_from=forecast_from, loss=loss)
-    from pgrpo.dynamics.plots import plot_log_fit  # matplotlib only once the fit succeeded
+    png = None
+    if plot:
+        from pgrpo.dynamics.plots import plot_log_fit  # matplotlib only once the fit succeeded
 
-    png = plot_log_fit(result, out / "fit.png")
-    data = {**result.to_dict(), "png": str(png)}
+        png = str(plot_log_fit(result, out / "fit.png"))
+    data = {**result.to_dict(), "png": png}
     emit(data, as_json, lambda console: _print(data, console))
 
 
@@ -81,4 +86,5 @@ def _print(data: dict, console: Console) -> None:
         for name, b in fc["baselines"].items():
             t.add_row(name, fmt(b["predicted_mean"]), fmt(fc["observed_mean"]), fmt(b["error"]))
         console.print(t)
-    console.print(f"figure: {escape(data['png'])}")
+    if data["png"]:
+        console.print(f"figure: {escape(data['png'])}")

@@ -12,23 +12,39 @@ import matplotlib.pyplot as plt  # noqa: E402
 from pgrpo.dynamics.logfit import LogFit  # noqa: E402
 from pgrpo.dynamics.predict import Prediction  # noqa: E402
 
+MAX_POINTS = 4000
+"""Longest series drawn as is; a longer one is drawn every n-th point (a 9-inch figure at 110 dpi
+is ~1,000 pixels wide: more points than that change nothing visible and cost drawing time)."""
+
+
+MARGINS = {"left": 0.08, "right": 0.97, "bottom": 0.1, "top": 0.93}
+"""Fixed margins: `tight_layout` draws the figure once more to measure it (a third of the cost)."""
+
+
+def thin(n: int, max_points: int = MAX_POINTS) -> slice:
+    """The slice drawn of an n-point series: every ceil(n / max_points)-th point, last kept
+    when it falls on the stride."""
+    return slice(None, None, max(1, -(-n // max_points)))
+
 
 def plot_log_fit(fit: LogFit, path: Path) -> Path:
-    """Data, rom fit, baselines and (when present) the forecast band."""
+    """Data, rom fit, baselines and (when present) the forecast band (long series thinned)."""
     log = fit.log
+    s = thin(len(log.step))
     fig, ax = plt.subplots(figsize=(9, 5))
-    ax.plot(log.step, log.reward, ".", ms=3, color="0.6", label="reward (log)")
-    ax.plot(log.step, fit.rom.fitted, lw=2, label=f"{fit.rom.model} (R^2={fit.rom.r2:.3f})")
+    ax.plot(log.step[s], log.reward[s], ".", ms=3, color="0.6", label="reward (log)")
+    ax.plot(log.step[s], fit.rom.fitted[s], lw=2, label=f"{fit.rom.model} (R^2={fit.rom.r2:.3f})")
     for name, r in fit.baselines.items():
-        ax.plot(log.step, r.fitted, "--", lw=1.2, label=f"{name} (R^2={r.r2:.3f})")
+        ax.plot(log.step[s], r.fitted[s], "--", lw=1.2, label=f"{name} (R^2={r.r2:.3f})")
     fc = fit.forecast
     if fc is not None:
+        f = thin(len(fc.future_step))
         ax.axvline(fc.cut_step, color="k", lw=0.8, ls=":")
-        ax.plot(fc.future_step, fc.predicted, color="C3", lw=1.5, label="forecast")
+        ax.plot(fc.future_step[f], fc.predicted[f], color="C3", lw=1.5, label="forecast")
         ax.fill_between(
-            fc.future_step,
-            fc.band_lo,
-            fc.band_hi,
+            fc.future_step[f],
+            fc.band_lo[f],
+            fc.band_hi[f],
             color="C3",
             alpha=0.15,
             label=f"{int(fc.level * 100)}% band",
@@ -45,7 +61,7 @@ def plot_log_fit(fit: LogFit, path: Path) -> Path:
     ax.set_ylabel(log.reward_key)
     ax.legend(fontsize=8)
     ax.set_title(Path(log.source).name)
-    fig.tight_layout()
+    fig.subplots_adjust(**MARGINS)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -55,14 +71,14 @@ def plot_log_fit(fit: LogFit, path: Path) -> Path:
 def plot_prediction(pred: Prediction, path: Path) -> Path:
     """The exact recursion's mean trajectory, the continuum closed form, +- stationary std."""
     m = pred.metrics
+    s = thin(len(pred.step))
+    step, mean = pred.step[s], pred.mean[s]
     fig, ax = plt.subplots(figsize=(8, 4.5))
-    ax.plot(pred.step, pred.mean, lw=2, label="mean (exact recursion)")
-    ax.plot(pred.step, pred.closed_form, "--", lw=1.2, label="closed form (continuum)")
+    ax.plot(step, mean, lw=2, label="mean (exact recursion)")
+    ax.plot(step, pred.closed_form[s], "--", lw=1.2, label="closed form (continuum)")
     sd = m["stationary_std"]
     if sd == sd and sd < 1e3:
-        ax.fill_between(
-            pred.step, pred.mean - sd, pred.mean + sd, alpha=0.15, label="+- stationary std"
-        )
+        ax.fill_between(step, mean - sd, mean + sd, alpha=0.15, label="+- stationary std")
     ax.set_xlabel("step")
     ax.set_ylabel("expected reward")
     ax.set_title(
@@ -70,7 +86,7 @@ def plot_prediction(pred: Prediction, path: Path) -> Path:
         f"K*={m['refresh_threshold']}"
     )
     ax.legend(fontsize=8)
-    fig.tight_layout()
+    fig.subplots_adjust(**MARGINS)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
     plt.close(fig)
