@@ -1,0 +1,120 @@
+"""PgrpoCallback inside real TRL 1.16 GRPOTrainer runs (tiny random Llama, no downloads): the
+forecast keys reach trainer_state.json and earlier reporting callbacks, a flat reward stops the
+run, a rising one does not."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+trl = pytest.importorskip("trl")
+transformers = pytest.importorskip("transformers")
+datasets = pytest.importorskip("datasets")
+
+from test_integration_trl import _dataset, _model, _tokenizer  # noqa: E402
+
+from pgrpo.integrations.trl import PgrpoCallback  # noqa: E402
+
+G = 4
+MAX_STEPS = 60
+
+
+class Recorder(transformers.TrainerCallback):
+    """Stands in for W&B / TensorBoard: records the logs it is given."""
+
+    def __init__(self):
+        self.logs = []
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        self.logs.append(dict(logs or {}))
+
+
+def _counting_reward(level):
+    """A reward whose value depends on the training step only: level(call index) + noise."""
+    rng = np.random.default_rng(0)
+    calls = {"n": 0}
+
+    def reward(completions, **kwargs):
+        calls["n"] += 1
+        base = level(calls["n"])
+        return [float(base + 0.05 * rng.standard_normal()) for _ in completions]
+
+    return reward
+
+
+def _run(tmp_path, reward, callback, recorder=None):
+    tokenizer = _tokenizer()
+    args = trl.GRPOConfig(
+        output_dir=str(tmp_path / "out"),
+        use_cpu=True,
+        bf16=False,
+        per_device_train_batch_size=G,
+        num_generations=G,
+        max_completion_length=3,
+        max_steps=MAX_STEPS,
+        logging_steps=1,
+        learning_rate=1e-4,
+        report_to=[],
+        save_strategy="no",
+        seed=0,
+        disable_tqdm=True,
+    )
+    callbacks = [c for c in (recorder, callback) if c is not None]  # recorder first, like W&B
+    trainer = trl.GRPOTrainer(
+        model=_model(tokenizer),
+        reward_funcs=reward,
+        args=args,
+        train_dataset=_dataset(64),
+        processing_class=tokenizer,
+        callbacks=callbacks,
+    )
+    trainer.train()
+    trainer.save_state()
+    state = json.loads((tmp_path / "out" / "trainer_state.json").read_text())
+    return trainer, state
+
+
+def test_flat_reward_stops_and_logs_forecast_keys(tmp_path):
+    cb = PgrpoCallback(every=2, stop_on=("plateau",), min_points=12)
+    recorder = Recorder()
+    trainer, state = _run(tmp_path, _counting_reward(lambda n: 0.5), cb, recorder)
+    assert trainer.state.global_step < MAX_STEPS, "a flat reward should stop the run early"
+    assert cb.stopped.startswith(f"step {trainer.state.global_step}: plateau")
+    keyed = [e for e in state["log_history"] if "pgrpo/forecast_plateau" in e]
+    assert keyed, "forecast keys missing from trainer_state.json"
+    for key in ("pgrpo/forecast_lo", "pgrpo/forecast_hi", "pgrpo/verdict", "pgrpo/alert/plateau"):
+        assert key in keyed[-1]
+    assert keyed[-1]["pgrpo/forecast_lo"] <= 0.5 <= keyed[-1]["pgrpo/forecast_hi"]
+    # every `every`-th logged reward carries the keys (from the first one past min_points)
+    steps = [e["step"] for e in state["log_history"] if "pgrpo/points" in e]
+    assert steps == list(range(2, trainer.state.global_step + 1, 2))
+    # the recorder was registered before the callback, yet it saw the keys (callback moved)
+    assert any("pgrpo/forecast_plateau" in e for e in recorder.logs)
+    report = json.loads((tmp_path / "out" / "pgrpo_live_report.json").read_text())
+    assert report["stopped"] == cb.stopped and report["verdict"] in ("flat", "plateau")
+
+
+def test_rising_reward_does_not_stop(tmp_path):
+    cb = PgrpoCallback(every=2, stop_on=("plateau", "collapse"), min_points=12)
+    trainer, state = _run(tmp_path, _counting_reward(lambda n: 0.02 * n), cb)
+    assert trainer.state.global_step == MAX_STEPS
+    assert cb.stopped == ""
+    last = [e for e in state["log_history"] if "pgrpo/verdict" in e][-1]
+    assert last["pgrpo/alert/plateau"] == 0.0 and last["pgrpo/forecast_hi"] > 0.8
+
+
+def test_report_only_by_default(tmp_path):
+    """Without stop_on the callback never stops a run, even a flat one."""
+    cb = PgrpoCallback(every=4)
+    trainer, _ = _run(tmp_path, _counting_reward(lambda n: 0.5), cb)
+    assert trainer.state.global_step == MAX_STEPS and cb.stopped == ""
+    assert any(h.alerts for h in cb.history)
+
+
+def test_bad_options_say_how_to_fix():
+    with pytest.raises(ValueError, match="valid: plateau, collapse, degeneracy"):
+        PgrpoCallback(stop_on=("platau",))
+    with pytest.raises(ValueError, match="every must be >= 1"):
+        PgrpoCallback(every=0)
