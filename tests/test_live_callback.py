@@ -118,3 +118,38 @@ def test_bad_options_say_how_to_fix():
         PgrpoCallback(stop_on=("platau",))
     with pytest.raises(ValueError, match="every must be >= 1"):
         PgrpoCallback(every=0)
+
+
+def test_tensorboard_gets_the_keys_and_pgrpo_reads_the_events(tmp_path):
+    """transformers' TensorBoardCallback comes before user callbacks; the pgrpo keys still reach
+    the event file, which the `tensorboard` log reader then reads back."""
+    pytest.importorskip("tensorboard")
+    from pgrpo.logs import read_log
+
+    tokenizer = _tokenizer()
+    args = trl.GRPOConfig(
+        output_dir=str(tmp_path / "out"),
+        use_cpu=True,
+        per_device_train_batch_size=G,
+        num_generations=G,
+        max_completion_length=3,
+        max_steps=16,
+        logging_steps=1,
+        report_to=["tensorboard"],
+        save_strategy="no",
+        seed=0,
+        disable_tqdm=True,
+    )
+    trl.GRPOTrainer(
+        model=_model(tokenizer),
+        reward_funcs=_counting_reward(lambda n: 0.5),
+        args=args,
+        train_dataset=_dataset(64),
+        processing_class=tokenizer,
+        callbacks=[PgrpoCallback(every=2)],
+    ).train()
+    log = read_log(tmp_path / "out")  # no trainer_state.json (no checkpoint): the event files
+    assert log.format == "tensorboard" and len(log) == 16
+    plateau = log.columns["pgrpo/forecast_plateau"]
+    assert np.isfinite(plateau).sum() == 3  # steps 12, 14, 16 (min_points=12, every=2)
+    assert "rewards/reward/mean" in log.columns
