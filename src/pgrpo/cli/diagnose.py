@@ -43,17 +43,41 @@ def diagnose_cmd(
     ),
     log_format: str | None = typer.Option(None, "--format", help="Force a log reader by name."),
     as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON only."),
+    fail_on: str | None = typer.Option(
+        None,
+        "--fail-on",
+        help="CI gate: exit 1 on 'fail' (a mode detected, confidence >= 0.5) "
+        "or on 'warn' (also: any mode detected, any run check warning). Default: always exit 0.",
+    ),
+    cost_per_step: float | None = typer.Option(None, "--cost-per-step", help="Price a step."),
+    cost_per_gpu_hour: float | None = typer.Option(
+        None, "--cost-per-gpu-hour", help="Price a GPU-hour."
+    ),
+    gpus: int = typer.Option(1, "--gpus", help="GPUs of the run (with --cost-per-gpu-hour)."),
+    seconds_per_step: float | None = typer.Option(
+        None, "--seconds-per-step", help="Default: logged."
+    ),
 ) -> None:
     """Detect reward hacking, advantage degeneracy, policy concentration and dynamical
-    instability from whatever columns the log has; say which signal is missing otherwise."""
+    instability from whatever columns the log has; say which signal is missing otherwise. Run
+    checks: zero-gradient steps, wasted compute (priced), verifier gaming, entropy floor.
+    Exit codes: 0; 1 when --fail-on trips; 2 bad input."""
+    from pgrpo.cli import _checks
     from pgrpo.diagnose import diagnose
+    from pgrpo.diagnose.checks import run_checks
 
     if eval_log is None and log.is_dir() and (log / "eval.json").is_file():
         eval_log = log / "eval.json"
-    result = diagnose(load_log(log, log_format), eval_log=eval_log)
+    _checks.validate_fail_on(fail_on)
+    opts = _checks.check_options(cost_per_step, cost_per_gpu_hour, gpus, seconds_per_step)
+    reward_log = load_log(log, log_format)
+    result = diagnose(reward_log, eval_log=eval_log)
+    checks = run_checks(reward_log, opts)
+    level = _checks.gate_level(result, checks)
     if as_json:
-        typer.echo(json.dumps(result.to_dict(), allow_nan=False))
-        return
+        data = {**result.to_dict(), "checks": [c.to_dict() for c in checks], "gate": level}
+        typer.echo(json.dumps(data, allow_nan=False))
+        return _checks.apply_gate(level, fail_on)
     table = Table(title=f"diagnosis of {log}")
     table.add_column("mode", no_wrap=True)
     table.add_column("detected", no_wrap=True)
@@ -69,3 +93,5 @@ def diagnose_cmd(
         )
         table.add_row(v.name, mark, f"{v.confidence:.2f}", _fmt_evidence(v.evidence), note)
     Console().print(table)
+    _checks.print_checks(checks)
+    _checks.apply_gate(level, fail_on)

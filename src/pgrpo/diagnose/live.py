@@ -106,13 +106,13 @@ class _Figures:
     saturated: bool
 
 
-def _noise_sd(reward: np.ndarray) -> float:
+def noise_sd(reward: np.ndarray) -> float:
     """Per-point noise sd from first differences (robust to a trend): std(diff) / sqrt(2)."""
     d = np.diff(reward)
     return float(np.std(d, ddof=1) / math.sqrt(2.0)) if d.size > 1 else 0.0
 
 
-def _slope_t(step: np.ndarray, reward: np.ndarray) -> float:
+def slope_t(step: np.ndarray, reward: np.ndarray) -> float:
     """t statistic of the OLS slope, SE inflated by (1 + rho) / (1 - rho) for lag-1 residual
     autocorrelation rho > 0. step, reward: [n], n >= 4."""
     x = step - step.mean()
@@ -181,11 +181,11 @@ def _figures(log: RewardLog, fc: Forecast, cfg: LiveConfig, degenerate_run: int)
         n=r.size,
         level_now=float(windows[-1]),
         level_recent=float(np.mean(r[-max(5, r.size // 4) :])),
-        se_recent=_noise_sd(r) / math.sqrt(w),
+        se_recent=noise_sd(r) / math.sqrt(w),
         level_start=float(windows[0]),
         level_best=float(windows.max()),
-        se=_noise_sd(r) / math.sqrt(w),
-        slope_t=_slope_t(log.step[half:], r[half:]),
+        se=noise_sd(r) / math.sqrt(w),
+        slope_t=slope_t(log.step[half:], r[half:]),
         plateau_hi=float(fc.mean_band[1]),
         degenerate_run=degenerate_run,
         saturated=saturated,
