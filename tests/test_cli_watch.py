@@ -159,3 +159,44 @@ def test_empty_log_times_out_as_an_error(tmp_path):
     out = runner.invoke(app, ["watch", str(log), "--poll", "0.1", "--timeout", "1"])
     assert out.exit_code == 2 and time.monotonic() - t < 30
     assert "error:" in out.output
+
+
+COPIER = textwrap.dedent(
+    """
+    import sys, time
+    src, dst = sys.argv[1], sys.argv[2]
+    with open(src) as fh, open(dst, "a") as out:
+        for line in fh:
+            out.write(line)
+            out.flush()
+            time.sleep(0.02)
+    """
+)
+FIX = Path(__file__).parent / "fixtures" / "logs"
+
+
+@pytest.mark.parametrize("name", ["verl_run/console.log", "verl_run/gsm8k_grpo.jsonl"])
+def test_follows_a_verl_log_as_it_is_written(tmp_path, name):
+    """verl's console output (tee'd to a file) and its file-logger JSONL, appended line by line
+    by another process: the watch reads each as it grows (format auto-detected)."""
+    dst = tmp_path / Path(name).name
+    dst.write_text("")
+    proc = subprocess.Popen([sys.executable, "-c", COPIER, str(FIX / name), str(dst)], env=_env())
+    try:
+        out = runner.invoke(app, ["watch", str(dst), "--poll", "0.1", "--idle", "3",
+                                  "--timeout", "120", "--stop-on", "none", "--json"])  # fmt: skip
+    finally:
+        proc.wait(timeout=60)
+    assert out.exit_code == 0, out.output
+    rows = [json.loads(x) for x in out.stdout.splitlines() if x.startswith("{")]
+    assert len(rows) >= 3 and rows[-1]["step"] == 80  # followed to the end of the log
+    assert rows[0]["pgrpo/points"] < rows[-1]["pgrpo/points"]  # seen while it grew
+
+
+@pytest.mark.parametrize(
+    "name", ["trl_output", "wandb_export.csv", "pgrpo_run", "verl_run/console.log"]
+)
+def test_once_on_every_format(name):
+    out = runner.invoke(app, ["watch", str(FIX / name), "--once"])
+    assert out.exit_code in (0, EXIT_STOP), out.output
+    assert out.stdout.startswith("step ") and "verdict" in out.stdout
