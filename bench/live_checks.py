@@ -124,6 +124,17 @@ def gaming_null(n: int, reps: int, rng) -> dict[str, float]:
     return {k: v / reps for k, v in hits.items()}
 
 
+def _clean(x):
+    """NaN / inf -> None, recursively (strict JSON)."""
+    if isinstance(x, dict):
+        return {k: _clean(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_clean(v) for v in x]
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    return x
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--null-per-log", type=int, default=4)
@@ -195,12 +206,12 @@ def main() -> None:
         else None,  # fmt: skip
     }
     RESULTS.mkdir(exist_ok=True)
-    out = {"summary": summary, "real": real, "entropy": entropy}
+    out = _clean({"summary": summary, "real": real, "entropy": entropy})
     suffix = "" if args.min_points == 12 else f"_min{args.min_points}"
     (RESULTS / f"live_checks{suffix}.json").write_text(
         json.dumps(out, indent=1, default=str) + "\n"
     )
-    print(json.dumps(summary, indent=1))
+    print(json.dumps(out["summary"], indent=1))
 
 
 if __name__ == "__main__":

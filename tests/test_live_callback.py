@@ -44,7 +44,16 @@ def _counting_reward(level):
     return reward
 
 
-def _run(tmp_path, reward, callback, recorder=None):
+class PatchedTrainer(trl.GRPOTrainer):
+    """Stands in for Unsloth's patched GRPOTrainer: a subclass that rewrites `log` (Unsloth
+    replaces TRL's methods the same way); the callback must not need anything from it."""
+
+    def log(self, logs, start_time=None):
+        logs["patched"] = 1.0
+        super().log(logs, start_time)
+
+
+def _run(tmp_path, reward, callback, recorder=None, trainer_cls=None):
     tokenizer = _tokenizer()
     args = trl.GRPOConfig(
         output_dir=str(tmp_path / "out"),
@@ -62,7 +71,7 @@ def _run(tmp_path, reward, callback, recorder=None):
         disable_tqdm=True,
     )
     callbacks = [c for c in (recorder, callback) if c is not None]  # recorder first, like W&B
-    trainer = trl.GRPOTrainer(
+    trainer = (trainer_cls or trl.GRPOTrainer)(
         model=_model(tokenizer),
         reward_funcs=reward,
         args=args,
@@ -105,12 +114,15 @@ def test_rising_reward_does_not_stop(tmp_path):
     assert last["pgrpo/alert/plateau"] == 0.0 and last["pgrpo/forecast_hi"] > 0.8
 
 
-def test_report_only_by_default(tmp_path):
-    """Without stop_on the callback never stops a run, even a flat one."""
+def test_report_only_by_default_in_a_patched_subclass(tmp_path):
+    """Without stop_on the callback never stops a run, even a flat one; it works unchanged in a
+    subclass that patches the trainer (as Unsloth does)."""
     cb = PgrpoCallback(every=4)
-    trainer, _ = _run(tmp_path, _counting_reward(lambda n: 0.5), cb)
+    trainer, state = _run(tmp_path, _counting_reward(lambda n: 0.5), cb, trainer_cls=PatchedTrainer)
     assert trainer.state.global_step == MAX_STEPS and cb.stopped == ""
     assert any(h.alerts for h in cb.history)
+    keyed = [e for e in state["log_history"] if "pgrpo/forecast_plateau" in e]
+    assert keyed and all(e.get("patched") == 1.0 for e in keyed)
 
 
 def test_bad_options_say_how_to_fix():
