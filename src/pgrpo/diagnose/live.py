@@ -96,10 +96,9 @@ class _Figures:
     n: int
     level_now: float  # last window mean
     level_recent: float  # mean of the last quarter (at least 5 points)
-    se_recent: float  # standard error of a window mean: the forecast's resolution
     level_start: float  # first window mean
     level_best: float  # best window mean
-    se: float  # standard error of a window mean (noise from first differences)
+    se: float  # standard error of a window mean (first-difference noise): the forecast's resolution
     slope_t: float  # t of the OLS slope over the last half (autocorrelation-inflated)
     plateau_hi: float  # upper end of the plateau forecast band
     degenerate_run: int  # consecutive degenerate logged points at the end
@@ -181,7 +180,6 @@ def _figures(log: RewardLog, fc: Forecast, cfg: LiveConfig, degenerate_run: int)
         n=r.size,
         level_now=float(windows[-1]),
         level_recent=float(np.mean(r[-max(5, r.size // 4) :])),
-        se_recent=noise_sd(r) / math.sqrt(w),
         level_start=float(windows[0]),
         level_best=float(windows.max()),
         se=noise_sd(r) / math.sqrt(w),
@@ -210,7 +208,7 @@ def _decide(f: _Figures, cfg: LiveConfig) -> tuple[str, tuple[str, ...]]:
         alerts.append("collapse")
     if f.degenerate_run >= cfg.degeneracy_patience:
         alerts.append("degeneracy")
-    tol = max(cfg.plateau_tolerance * abs(f.level_recent - f.level_start), z * f.se_recent)
+    tol = max(cfg.plateau_tolerance * abs(f.level_recent - f.level_start), z * f.se)
     no_more_gain = f.plateau_hi - f.level_recent <= tol and f.slope_t < z
     if collapsed:
         verdict = "collapsed"
