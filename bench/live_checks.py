@@ -2,8 +2,9 @@
 
     python bench/live_checks.py [--null-per-log 4] [--gaming-null 200] [--seed 0]
 
-Writes bench/results/live_checks.json and prints a summary. For each of the real logs in
-../shared/data/curves:
+Writes bench/results/live_checks.json and prints a summary (`--checks-only`: the statuses of
+the `pgrpo diagnose` run checks on every real log, bench/results/live_checks_counts.json).
+For each of the real logs in ../shared/data/curves:
 1. replays the live assessment (`pgrpo.diagnose.live.assess_live`, ~40 growing prefixes, the
    defaults of PgrpoCallback / `pgrpo watch`: confidence 0.9, patience 2) and records the first
    step each stop rule (plateau, collapse, degeneracy) fires; for the plateau stop, the reward
@@ -135,13 +136,39 @@ def _clean(x):
     return x
 
 
+def check_counts(index) -> dict:
+    """Per run check: how many real logs get each status, and which logs warn."""
+    from pgrpo.diagnose.checks import run_checks
+
+    counts: dict = {}
+    for run in index:
+        for res in run_checks(read_log(CURVES / run["csv"]), CheckOptions()):
+            c = counts.setdefault(res.name, {"ok": 0, "warn": 0, "not_enough_evidence": 0,
+                                             "warn_logs": []})  # fmt: skip
+            c[res.status] += 1
+            if res.status == "warn":
+                c["warn_logs"].append(run["name"])
+    return counts
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--null-per-log", type=int, default=4)
     ap.add_argument("--gaming-null", type=int, default=200)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--min-points", type=int, default=12)
+    ap.add_argument("--checks-only", action="store_true",
+                    help="only the run checks' statuses on the real logs")  # fmt: skip
     args = ap.parse_args()
+    if args.checks_only:
+        index = json.loads((CURVES / "index.json").read_text())["runs"]
+        out = {"date": datetime.date.today().isoformat(),
+               "command": "python bench/live_checks.py --checks-only",
+               "checks": check_counts(index)}  # fmt: skip
+        RESULTS.mkdir(exist_ok=True)
+        (RESULTS / "live_checks_counts.json").write_text(json.dumps(out, indent=1) + "\n")
+        print(json.dumps(out, indent=1))
+        return
     rng = np.random.default_rng(args.seed)
     index = json.loads((CURVES / "index.json").read_text())["runs"]
     real, nulls, entropy, gaming = [], [], [], []
