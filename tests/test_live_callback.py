@@ -103,6 +103,11 @@ def test_flat_reward_stops_and_logs_forecast_keys(tmp_path):
     assert any("pgrpo/forecast_plateau" in e for e in recorder.logs)
     report = json.loads((tmp_path / "out" / "pgrpo_live_report.json").read_text())
     assert report["stopped"] == cb.stopped and report["verdict"] in ("flat", "plateau")
+    # G, K, lr, beta1 come from the trainer's args (K = num_iterations x steps_per_generation /
+    # gradient_accumulation_steps = 1 here)
+    assert report["hyperparameters"]["group_size"] == G
+    assert report["hyperparameters"]["refresh_interval"] == 1
+    assert report["hyperparameters"]["lr"] == pytest.approx(1e-4)
 
 
 def test_rising_reward_does_not_stop(tmp_path):
