@@ -170,3 +170,25 @@ def test_tensorboard_gets_the_keys_and_pgrpo_reads_the_events(tmp_path):
     plateau = log.columns["pgrpo/forecast_plateau"]
     assert np.isfinite(plateau).sum() == 3  # steps 12, 14, 16 (min_points=12, every=2)
     assert "rewards/reward/mean" in log.columns
+
+
+def test_resumed_run_starts_from_the_trainer_history(tmp_path):
+    """On a resume the trainer's log_history already holds the earlier steps: the callback
+    forecasts from all of them (no TRL run needed: the callback sees only the Trainer API)."""
+    from transformers import TrainerControl, TrainerState, TrainingArguments
+
+    args = TrainingArguments(output_dir=str(tmp_path), report_to=[], use_cpu=True)
+    state = TrainerState()
+    rng = np.random.default_rng(0)
+    state.log_history = [{"reward": 0.5 + 0.02 * rng.standard_normal(), "step": s}
+                         for s in range(1, 31)]  # fmt: skip
+    state.log_history.insert(5, {"eval_reward": 0.1, "step": 5})  # not a training entry
+    cb = PgrpoCallback(every=1)
+    control = TrainerControl()
+    cb.on_train_begin(args, state, control)
+    assert len(cb.records) == 30
+    state.global_step = 31
+    logs = {"reward": 0.5}
+    state.log_history.append({**logs, "step": 31})
+    cb.on_log(args, state, control, logs=logs)
+    assert logs["pgrpo/points"] == 31 and "pgrpo/forecast_plateau" in state.log_history[-1]

@@ -16,6 +16,13 @@ from transformers import TrainerCallback
 from transformers.trainer_callback import CallbackHandler, DefaultFlowCallback
 
 
+def _has_reward(entry: dict[str, Any]) -> bool:
+    """A training log entry with a reward (not an eval or a summary entry)."""
+    from pgrpo.logs.base import REWARD_KEYS, REWARD_PATTERN, _canon
+
+    return any(_canon(k) in REWARD_KEYS or REWARD_PATTERN.match(_canon(k)) for k in entry)
+
+
 class PgrpoCallback(TrainerCallback):
     """Live forecasts and stop rules for any `transformers.Trainer` that logs a reward: TRL's
     GRPOTrainer, a subclass of it, Unsloth's patched trainer; no subclassing.
@@ -77,12 +84,13 @@ class PgrpoCallback(TrainerCallback):
         if not self._ordered:
             self._move_first()
         self.hyperparameters = hyperparameters_from_config(args.to_dict())
+        # a resumed run (or a second train() call) starts from the history the trainer holds
+        self.records = [dict(e) for e in state.log_history if _has_reward(e)]
+        self.history, self.stopped = (), ""
 
     def on_log(self, args, state, control, logs=None, **kwargs):  # noqa: ANN001, ANN201
-        from pgrpo.logs.base import REWARD_KEYS, REWARD_PATTERN, _canon
-
         logs = logs if logs is not None else {}
-        if not any(_canon(k) in REWARD_KEYS or REWARD_PATTERN.match(_canon(k)) for k in logs):
+        if not _has_reward(logs):
             return control  # an eval or a summary entry
         self.records.append({**logs, "step": state.global_step})
         if len(self.records) % self.every:
@@ -106,8 +114,8 @@ class PgrpoCallback(TrainerCallback):
             log = assemble(self.records, fmt="trl", source="live",
                            hyperparameters=self.hyperparameters)  # fmt: skip
             status = assess_live(log, self.config, self.history)
-        except ValueError as exc:  # never break the user's run over a diagnostic
-            self.errors.append(str(exc))
+        except (ValueError, ArithmeticError, RuntimeError) as exc:  # never break the user's run
+            self.errors.append(f"{type(exc).__name__}: {exc}")
             return None
         self.history = (*self.history, status)
         return status
