@@ -6,7 +6,7 @@ Writes bench/results/live_checks.json and prints a summary (`--checks-only`: the
 the `pgrpo diagnose` run checks on every real log, bench/results/live_checks_counts.json).
 For each of the real logs in ../shared/data/curves:
 1. replays the live assessment (`pgrpo.diagnose.live.assess_live`, ~40 growing prefixes, the
-   defaults of PgrpoCallback / `pgrpo watch`: confidence 0.9, patience 2) and records the first
+   defaults of PgrpoCallback / `pgrpo watch`: confidence 0.9, patience 3) and records the first
    step each stop rule (plateau, collapse, degeneracy) fires; for the plateau stop, the reward
    gained after it (last-window mean minus the window before the stop) in standard errors:
    a premature stop is one after which the reward still rose by > 1.64 SE;
@@ -46,7 +46,7 @@ def _prefix(log, k):
                    columns={c: v[:k] for c, v in log.columns.items()})  # fmt: skip
 
 
-def replay(log, points=40, min_points=12, patience=2) -> dict[str, float | None]:
+def replay(log, points=40, min_points=12, patience=3) -> dict[str, float | None]:
     """First step each stop rule fires on growing prefixes (None: never)."""
     cfg = LiveConfig(stop_on=RULES, min_points=min_points, patience=patience)
     first: dict[str, float | None] = {r: None for r in RULES}
@@ -157,7 +157,7 @@ def main() -> None:
     ap.add_argument("--gaming-null", type=int, default=200)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--min-points", type=int, default=12)
-    ap.add_argument("--patience", type=int, default=2)
+    ap.add_argument("--patience", type=int, default=3)
     ap.add_argument("--checks-only", action="store_true",
                     help="only the run checks' statuses on the real logs")  # fmt: skip
     args = ap.parse_args()
@@ -193,7 +193,9 @@ def main() -> None:
     summary = {
         "date": datetime.date.today().isoformat(),
         "command": "python bench/live_checks.py "
-        + " ".join(f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items()),  # fmt: skip
+        + " ".join(
+            f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items() if k != "checks_only"
+        ),  # fmt: skip
         "real_logs": len(real),
         "real_plateau_stops": len(stops),
         "real_premature_plateau_stops": sum(r["gain_after_plateau_se"] > 1.64 for r in stops),
@@ -237,7 +239,7 @@ def main() -> None:
     RESULTS.mkdir(exist_ok=True)
     out = _clean({"summary": summary, "real": real, "entropy": entropy})
     suffix = "" if args.min_points == 12 else f"_min{args.min_points}"
-    suffix += "" if args.patience == 2 else f"_patience{args.patience}"
+    suffix += "" if args.patience == 3 else f"_patience{args.patience}"
     (RESULTS / f"live_checks{suffix}.json").write_text(
         json.dumps(out, indent=1, default=str) + "\n"
     )

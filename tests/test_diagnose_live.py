@@ -68,10 +68,13 @@ def test_collapse_after_a_rise_is_detected_and_stops_with_patience():
     reward = np.where(t < 50, 0.1 + 0.7 * (1 - np.exp(-t / 8)), 0.1) + 0.02 * rng.standard_normal(
         80
     )
-    hist = _replay(reward, LiveConfig(stop_on=("collapse",)))
+    cfg = LiveConfig(stop_on=("collapse",))
+    hist = _replay(reward, cfg)
     first = next(i for i, h in enumerate(hist) if "collapse" in h.alerts)
     assert hist[-1].verdict == "collapsed" and hist[-1].stop
-    assert not hist[first].stop and hist[first + 1].stop  # patience 2: the second holds it
+    assert all("collapse" in h.alerts for h in hist[first : first + cfg.patience])
+    held = [h.stop for h in hist[first : first + cfg.patience]]
+    assert held == [False] * (cfg.patience - 1) + [True]  # the patience-th assessment stops
     assert hist[first].step > 50  # not before the drop
 
 

@@ -6,7 +6,7 @@
   statistic: the only false alarm is a log that rounds (a value >= 1 - 1e-9 counts). It warns
   from `ZERO_WARN_SHARE` (5%) of the logged points: below that the compute lost is marginal.
 - `wasted_compute`: the zero-gradient steps plus the steps after the point where the live
-  plateau rule (`pgrpo.diagnose.live`, confidence 0.9, patience 2: what `PgrpoCallback` and
+  plateau rule (`pgrpo.diagnose.live`, confidence 0.9, patience 3: what `PgrpoCallback` and
   `pgrpo watch` would have stopped at) fired, priced with a cost per step or per GPU-hour. It
   warns only when the data after that point confirm it: the reward gained after it is not
   significant (below z standard errors of the difference of the two window means), and the
@@ -117,7 +117,7 @@ def _cost_text(cost: dict[str, float]) -> str:
     return f" ({', '.join(parts)})" if parts else ""
 
 
-def plateau_step(log, confidence: float = 0.9, points: int = 60) -> float | None:  # noqa: ANN001
+def plateau_step(log, confidence: float = 0.9, points: int = 40) -> float | None:  # noqa: ANN001
     """The first step at which the live plateau rule would have stopped the run, replaying
     `assess_live` on ~`points` growing prefixes; None when it never fires."""
     cfg = LiveConfig(confidence=confidence, stop_on=("plateau",))
@@ -137,7 +137,7 @@ def plateau_step(log, confidence: float = 0.9, points: int = 60) -> float | None
 @CHECKS.register("wasted_compute")
 def wasted_compute(log, options: CheckOptions) -> CheckResult:  # noqa: ANN001
     name = "wasted_compute"
-    control = (f"plateau = the live stop rule (band level {options.confidence}, patience 2), "
+    control = (f"plateau = the live stop rule (band level {options.confidence}, patience 3), "
                "confirmed by the data after it: warn only if the later gain is below z "
                "standard errors")  # fmt: skip
     if len(log) < 16:

@@ -60,6 +60,7 @@ def watch_log(
     start = last_growth = clock()
     sig, assessed_at, history, error = None, 0, (), ""
     last: LiveStatus | None = None
+    latest: RewardLog | None = None
     while True:
         now = clock()
         new_sig = _signature(path) if path.exists() else None
@@ -70,6 +71,7 @@ def watch_log(
                 error = ""
             except LogFormatError as exc:  # not written yet / caught mid-write: retry
                 log, error = None, str(exc)
+            latest = log or latest
             if log is not None and len(log) >= assessed_at + every:
                 if once:  # replay the assessments `patience` needs, ending at the last point
                     history = _replay(log, cfg, every)
@@ -86,6 +88,13 @@ def watch_log(
         if idle_s is not None and now - last_growth >= idle_s:
             ended = "idle"
         if ended is not None:
+            if latest is not None and len(latest) > assessed_at:  # the points since the last one
+                assessed_at = len(latest)
+                last = assess_live(latest, cfg, _replay(latest, cfg, every) if once else history)
+                if on_status is not None:
+                    on_status(last, latest)
+                if last.stop:
+                    return WatchResult("stop", last, assessed_at, metrics=_m(start, clock))
             if last is None:
                 return WatchResult("error", None, 0, error or _missing(path, new_sig))
             return WatchResult(ended, last, assessed_at, error, _m(start, clock))
