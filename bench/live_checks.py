@@ -46,9 +46,10 @@ def _prefix(log, k):
                    columns={c: v[:k] for c, v in log.columns.items()})  # fmt: skip
 
 
-def replay(log, points=40, min_points=12, patience=3) -> dict[str, float | None]:
+def replay(log, points=40, min_points=12, patience=3, resolution=1.0) -> dict[str, float | None]:
     """First step each stop rule fires on growing prefixes (None: never)."""
-    cfg = LiveConfig(stop_on=RULES, min_points=min_points, patience=patience)
+    cfg = LiveConfig(stop_on=RULES, min_points=min_points, patience=patience,
+                     plateau_resolution=resolution)  # fmt: skip
     first: dict[str, float | None] = {r: None for r in RULES}
     held: dict[str, int] = {r: 0 for r in RULES}
     every = max(1, len(log) // points)
@@ -158,6 +159,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--min-points", type=int, default=12)
     ap.add_argument("--patience", type=int, default=3)
+    ap.add_argument("--plateau-resolution", type=float, default=1.0)
     ap.add_argument("--checks-only", action="store_true",
                     help="only the run checks' statuses on the real logs")  # fmt: skip
     args = ap.parse_args()
@@ -175,15 +177,22 @@ def main() -> None:
     real, nulls, entropy, gaming = [], [], [], []
     for run in index:
         log = read_log(CURVES / run["csv"])
-        first = replay(log, min_points=args.min_points, patience=args.patience)
+        first = replay(log, min_points=args.min_points, patience=args.patience,
+                       resolution=args.plateau_resolution)  # fmt: skip
         gain, share = (gain_after(log, first["plateau"]) if first["plateau"] is not None
                        else (math.nan, math.nan))  # fmt: skip
         real.append({"name": run["name"], "repo": run["repo"], "n": len(log),
                      "last_step": float(log.step[-1]), **first,
                      "gain_after_plateau_se": gain, "gain_after_plateau_share": share})  # fmt: skip
         for _ in range(args.null_per_log):
-            nulls.append(replay(null_log(log, rng), min_points=args.min_points,
-                                patience=args.patience))  # fmt: skip
+            nulls.append(
+                replay(
+                    null_log(log, rng),
+                    min_points=args.min_points,
+                    patience=args.patience,
+                    resolution=args.plateau_resolution,
+                )
+            )
         eb = entropy_backtest(log)
         if eb is not None:
             entropy.append({"name": run["name"], **eb})
@@ -240,6 +249,7 @@ def main() -> None:
     out = _clean({"summary": summary, "real": real, "entropy": entropy})
     suffix = "" if args.min_points == 12 else f"_min{args.min_points}"
     suffix += "" if args.patience == 3 else f"_patience{args.patience}"
+    suffix += "" if args.plateau_resolution == 1.0 else f"_res{args.plateau_resolution:g}"
     (RESULTS / f"live_checks{suffix}.json").write_text(
         json.dumps(out, indent=1, default=str) + "\n"
     )

@@ -63,6 +63,9 @@ def watch_cmd(
     confidence: float = typer.Option(0.9, "--confidence", help="Level of the plateau band."),
     min_points: int = typer.Option(12, "--min-points", help="Points before any verdict."),
     patience: int = typer.Option(3, "--patience", help="Assessments a stop rule must hold."),
+    resolution: float = typer.Option(
+        1.0, "--plateau-resolution", help="1.0 favours precision; 1.8 stops flat runs sooner."
+    ),
     every: int = typer.Option(5, "--every", help="Assess every N new logged points."),
     poll: float = typer.Option(2.0, "--poll", help="Seconds between reads of the log."),
     timeout: float | None = typer.Option(None, "--timeout", help="Stop watching after S s."),
@@ -80,8 +83,13 @@ def watch_cmd(
     from pgrpo.diagnose.watch import watch_log
 
     try:
-        config = LiveConfig(confidence=confidence, min_points=min_points, patience=patience,
-                            stop_on=_stop_rules(stop_on))  # fmt: skip
+        config = LiveConfig(
+            confidence=confidence,
+            min_points=min_points,
+            patience=patience,
+            plateau_resolution=resolution,
+            stop_on=_stop_rules(stop_on),
+        )
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
     if every < 1 or poll <= 0:
