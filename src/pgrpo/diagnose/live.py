@@ -50,7 +50,7 @@ class LiveConfig:
     plateau_resolution: float = 1.0
     """Multiplier of that z standard errors. 1.0 favours precision (real logs: 2 of 15 plateau
     stops premature); 1.8 (= z_band sqrt(2) / z, the resolution of a difference of two window
-    means) stops flat runs more reliably but 10 of 28 real stops were premature."""
+    means) stops flat runs more reliably but 9 of 28 real stops were premature."""
     min_points: int = 12
     """Logged points before any verdict other than too_short."""
     patience: int = 3
