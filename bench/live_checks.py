@@ -39,6 +39,7 @@ from pgrpo.logs import read_log
 CURVES = Path(__file__).resolve().parents[2] / "shared" / "data" / "curves"
 RESULTS = Path(__file__).resolve().parent / "results"
 RULES = ("plateau", "collapse", "degeneracy")
+MACHINE = "2-core CPU shared by 7 sessions, no GPU"
 
 
 def _prefix(log, k):
@@ -165,9 +166,9 @@ def main() -> None:
     args = ap.parse_args()
     if args.checks_only:
         index = json.loads((CURVES / "index.json").read_text())["runs"]
-        out = {"date": datetime.date.today().isoformat(),
-               "command": "python bench/live_checks.py --checks-only",
-               "checks": check_counts(index)}  # fmt: skip
+        meta = {"date": datetime.date.today().isoformat(), "machine": MACHINE,
+                "command": "python bench/live_checks.py --checks-only"}  # fmt: skip
+        out = {"meta": meta, "checks": check_counts(index)}
         RESULTS.mkdir(exist_ok=True)
         (RESULTS / "live_checks_counts.json").write_text(json.dumps(out, indent=1) + "\n")
         print(json.dumps(out, indent=1))
@@ -246,7 +247,8 @@ def main() -> None:
         else None,  # fmt: skip
     }
     RESULTS.mkdir(exist_ok=True)
-    out = _clean({"summary": summary, "real": real, "entropy": entropy})
+    meta = {"command": summary["command"], "date": summary["date"], "machine": MACHINE}
+    out = _clean({"meta": meta, "summary": summary, "real": real, "entropy": entropy})
     suffix = "" if args.min_points == 12 else f"_min{args.min_points}"
     suffix += "" if args.patience == 3 else f"_patience{args.patience}"
     suffix += "" if args.plateau_resolution == 1.0 else f"_res{args.plateau_resolution:g}"
