@@ -202,7 +202,9 @@ def _figures(log: RewardLog, fc: Forecast, cfg: LiveConfig, degenerate_run: int)
 
 def _decide(f: _Figures, cfg: LiveConfig) -> tuple[str, tuple[str, ...]]:
     """The verdict and the stop rules whose condition holds now (see the module docstring for
-    the thresholds). The only place a verdict or an alert is decided."""
+    the thresholds). The only place a verdict or an alert is decided: the seam where
+    `pgrpo.diagnose.progress.assess_progress` (issue 17's progress verdict, built elsewhere) can
+    replace the verdict while the alerts keep these thresholds."""
     if f.n < cfg.min_points:
         return "too_short", ()
     z = float(norm.ppf(cfg.confidence))
