@@ -79,9 +79,21 @@ def gain_after(log, at: float) -> tuple[float, float]:
     return (gain / se if se > 0 else math.nan), share
 
 
-def null_log(log, rng):
+def noise(n: int, rng, rho: float = 0.0) -> np.ndarray:
+    """[n] unit-variance noise: i.i.d. (rho = 0) or AR(1) with lag-1 correlation rho."""
+    e = rng.standard_normal(n)
+    if rho == 0.0:
+        return e
+    x = np.empty(n)
+    x[0] = e[0]
+    for i in range(1, n):
+        x[i] = rho * x[i - 1] + np.sqrt(1 - rho * rho) * e[i]
+    return x
+
+
+def null_log(log, rng, rho: float = 0.0):
     sd = max(noise_sd(log.reward), 1e-3)
-    r = float(np.mean(log.reward)) + sd * rng.standard_normal(len(log))
+    r = float(np.mean(log.reward)) + sd * noise(len(log), rng, rho)
     return replace(log, reward=r, columns={})
 
 
@@ -112,16 +124,16 @@ def entropy_backtest(log) -> dict | None:
     }
 
 
-def gaming_null(n: int, reps: int, rng) -> dict[str, float]:
+def gaming_null(n: int, reps: int, rng, rho: float = 0.0) -> dict[str, float]:
     from pgrpo.logs import RewardLog
 
     hits = {"reward_function_divergence": 0, "length_vs_reward": 0}
     opts = CheckOptions()
     for _ in range(reps):
         step = np.arange(1.0, n + 1)
-        cols = {"rewards/a/mean": rng.standard_normal(n), "rewards/b/mean": rng.standard_normal(n),
-                "completion_length": 100 + rng.standard_normal(n)}  # fmt: skip
-        log = RewardLog(step, rng.standard_normal(n), cols, {}, (), "null", "null", "reward")
+        cols = {"rewards/a/mean": noise(n, rng, rho), "rewards/b/mean": noise(n, rng, rho),
+                "completion_length": 100 + noise(n, rng, rho)}  # fmt: skip
+        log = RewardLog(step, noise(n, rng, rho), cols, {}, (), "null", "null", "reward")
         hits["reward_function_divergence"] += reward_function_divergence(log, opts).status == "warn"
         hits["length_vs_reward"] += length_vs_reward(log, opts).status == "warn"
     return {k: v / reps for k, v in hits.items()}
@@ -161,6 +173,7 @@ def main() -> None:
     ap.add_argument("--min-points", type=int, default=12)
     ap.add_argument("--patience", type=int, default=3)
     ap.add_argument("--plateau-resolution", type=float, default=1.0)
+    ap.add_argument("--null-rho", type=float, default=0.0, help="AR(1) nulls (0: i.i.d.)")
     ap.add_argument("--checks-only", action="store_true",
                     help="only the run checks' statuses on the real logs")  # fmt: skip
     args = ap.parse_args()
@@ -197,7 +210,7 @@ def main() -> None:
         eb = entropy_backtest(log)
         if eb is not None:
             entropy.append({"name": run["name"], **eb})
-        gaming.append(gaming_null(len(log), args.gaming_null // 10, rng))
+        gaming.append(gaming_null(len(log), args.gaming_null // 10, rng, args.null_rho))
         print(run["name"], first, f"gain after plateau {gain:.2f} SE", flush=True)
     stops = [r for r in real if r["plateau"] is not None]
     summary = {
@@ -252,6 +265,7 @@ def main() -> None:
     suffix = "" if args.min_points == 12 else f"_min{args.min_points}"
     suffix += "" if args.patience == 3 else f"_patience{args.patience}"
     suffix += "" if args.plateau_resolution == 1.0 else f"_res{args.plateau_resolution:g}"
+    suffix += "" if args.null_rho == 0.0 else f"_rho{args.null_rho:g}"
     (RESULTS / f"live_checks{suffix}.json").write_text(
         json.dumps(out, indent=1, default=str) + "\n"
     )

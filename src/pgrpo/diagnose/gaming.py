@@ -11,8 +11,9 @@
   verifier. A run where both rise (longer reasoning that pays) does not warn.
 
 Standard errors come from the first-difference noise, inflated for lag-1 autocorrelation
-(`pgrpo.diagnose.checks.trend`). False-alarm rates measured on null curves (pure noise of each
-real log's length and noise): docs/integrations.md.
+(`pgrpo.diagnose.checks.trend`). Measured false-alarm rates on null columns of each real log's
+length (bench/live_checks.py, docs/integrations.md): divergence 0.9% i.i.d. / 2.0% AR(1) 0.5;
+length 0.3% / 0.8%.
 """
 
 from __future__ import annotations
