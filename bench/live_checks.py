@@ -6,7 +6,7 @@ Writes bench/results/live_checks.json and prints a summary (`--checks-only`: the
 the `pgrpo diagnose` run checks on every real log, bench/results/live_checks_counts.json).
 For each of the real logs in ../shared/data/curves:
 1. replays the live assessment (`pgrpo.diagnose.live.assess_live`, ~40 growing prefixes, the
-   defaults of PgrpoCallback / `pgrpo watch`: confidence 0.9, patience 3) and records the first
+   defaults of PgrpoCallback / `pgrpo watch`: min_points 20, patience 5) and records the first
    step each stop rule (plateau, collapse, degeneracy) fires; for the plateau stop, the reward
    gained after it (last-window mean minus the window before the stop) in standard errors:
    a premature stop is one after which the reward still rose by > 1.64 SE;
@@ -47,10 +47,9 @@ def _prefix(log, k):
                    columns={c: v[:k] for c, v in log.columns.items()})  # fmt: skip
 
 
-def replay(log, points=40, min_points=12, patience=3, resolution=1.0) -> dict[str, float | None]:
+def replay(log, points=40, min_points=20, patience=5) -> dict[str, float | None]:
     """First step each stop rule fires on growing prefixes (None: never)."""
-    cfg = LiveConfig(stop_on=RULES, min_points=min_points, patience=patience,
-                     plateau_resolution=resolution)  # fmt: skip
+    cfg = LiveConfig(stop_on=RULES, min_points=min_points, patience=patience)
     first: dict[str, float | None] = {r: None for r in RULES}
     held: dict[str, int] = {r: 0 for r in RULES}
     every = max(1, len(log) // points)
@@ -170,9 +169,8 @@ def main() -> None:
     ap.add_argument("--null-per-log", type=int, default=4)
     ap.add_argument("--gaming-null", type=int, default=200)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--min-points", type=int, default=12)
-    ap.add_argument("--patience", type=int, default=3)
-    ap.add_argument("--plateau-resolution", type=float, default=1.0)
+    ap.add_argument("--min-points", type=int, default=20)
+    ap.add_argument("--patience", type=int, default=5)
     ap.add_argument("--null-rho", type=float, default=0.0, help="AR(1) nulls (0: i.i.d.)")
     ap.add_argument("--checks-only", action="store_true",
                     help="only the run checks' statuses on the real logs")  # fmt: skip
@@ -191,8 +189,7 @@ def main() -> None:
     real, nulls, entropy, gaming = [], [], [], []
     for run in index:
         log = read_log(CURVES / run["csv"])
-        first = replay(log, min_points=args.min_points, patience=args.patience,
-                       resolution=args.plateau_resolution)  # fmt: skip
+        first = replay(log, min_points=args.min_points, patience=args.patience)
         gain, share = (gain_after(log, first["plateau"]) if first["plateau"] is not None
                        else (math.nan, math.nan))  # fmt: skip
         real.append({"name": run["name"], "repo": run["repo"], "n": len(log),
@@ -200,13 +197,9 @@ def main() -> None:
                      "gain_after_plateau_se": gain, "gain_after_plateau_share": share})  # fmt: skip
         for _ in range(args.null_per_log):
             nulls.append(
-                replay(
-                    null_log(log, rng),
-                    min_points=args.min_points,
-                    patience=args.patience,
-                    resolution=args.plateau_resolution,
-                )
-            )
+                replay(null_log(log, rng, args.null_rho), min_points=args.min_points,
+                       patience=args.patience)
+            )  # fmt: skip
         eb = entropy_backtest(log)
         if eb is not None:
             entropy.append({"name": run["name"], **eb})
@@ -262,9 +255,8 @@ def main() -> None:
     RESULTS.mkdir(exist_ok=True)
     meta = {"command": summary["command"], "date": summary["date"], "machine": MACHINE}
     out = _clean({"meta": meta, "summary": summary, "real": real, "entropy": entropy})
-    suffix = "" if args.min_points == 12 else f"_min{args.min_points}"
-    suffix += "" if args.patience == 3 else f"_patience{args.patience}"
-    suffix += "" if args.plateau_resolution == 1.0 else f"_res{args.plateau_resolution:g}"
+    suffix = "" if args.min_points == 20 else f"_min{args.min_points}"
+    suffix += "" if args.patience == 5 else f"_patience{args.patience}"
     suffix += "" if args.null_rho == 0.0 else f"_rho{args.null_rho:g}"
     (RESULTS / f"live_checks{suffix}.json").write_text(
         json.dumps(out, indent=1, default=str) + "\n"

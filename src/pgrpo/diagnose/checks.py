@@ -35,7 +35,8 @@ class CheckOptions:
     seconds_per_step: float | None = None
     """Wall time of one step; default: from the log's timing columns when present."""
     confidence: float = 0.9
-    """Level of the plateau band used to find where the plateau was reached."""
+    """Confidence level of the checks' statistics: wasted compute confirms the plateau stop
+    when the later gain is below this one-sided z; the entropy floor uses this band level."""
 
     def __post_init__(self) -> None:
         for name in ("cost_per_step", "cost_per_gpu_hour", "seconds_per_step"):

@@ -6,11 +6,13 @@
   statistic: the only false alarm is a log that rounds (a value >= 1 - 1e-9 counts). It warns
   from `ZERO_WARN_SHARE` (5%) of the logged points: below that the compute lost is marginal.
 - `wasted_compute`: the zero-gradient steps plus the steps after the point where the live
-  plateau rule (`pgrpo.diagnose.live`, confidence 0.9, patience 3: what `PgrpoCallback` and
-  `pgrpo watch` would have stopped at) fired, priced with a cost per step or per GPU-hour. It
-  warns only when the data after that point confirm it: the reward gained after it is not
-  significant (below z standard errors of the difference of the two window means), and the
-  wasted steps are at least `WASTE_WARN_SHARE` (20%) of the run.
+  plateau stop (`pgrpo.diagnose.live` with its defaults: the progress verdict of
+  `pgrpo.diagnose.progress.assess_progress` read `plateau`, `saturated` or `flat` on 5
+  consecutive assessments, what `PgrpoCallback` and `pgrpo watch` would have stopped at)
+  fired, priced with a cost per step or per GPU-hour. It warns only when the data after that
+  point confirm it: the reward gained after it is not significant (below z standard errors of
+  the difference of the two window means, z at `CheckOptions.confidence`), and the wasted
+  steps are at least `WASTE_WARN_SHARE` (20%) of the run.
 """
 
 from __future__ import annotations
@@ -117,10 +119,10 @@ def _cost_text(cost: dict[str, float]) -> str:
     return f" ({', '.join(parts)})" if parts else ""
 
 
-def plateau_step(log, confidence: float = 0.9, points: int = 40) -> float | None:  # noqa: ANN001
-    """The first step at which the live plateau rule would have stopped the run, replaying
-    `assess_live` on ~`points` growing prefixes; None when it never fires."""
-    cfg = LiveConfig(confidence=confidence, stop_on=("plateau",))
+def plateau_step(log, points: int = 40) -> float | None:  # noqa: ANN001
+    """The first step at which the live plateau stop (LiveConfig defaults) would have stopped
+    the run, replaying `assess_live` on ~`points` growing prefixes; None when it never fires."""
+    cfg = LiveConfig(stop_on=("plateau",))
     n = len(log)
     every = max(1, n // points)
     history: tuple = ()
@@ -137,12 +139,12 @@ def plateau_step(log, confidence: float = 0.9, points: int = 40) -> float | None
 @CHECKS.register("wasted_compute")
 def wasted_compute(log, options: CheckOptions) -> CheckResult:  # noqa: ANN001
     name = "wasted_compute"
-    control = (f"plateau = the live stop rule (band level {options.confidence}, patience 3), "
-               "confirmed by the data after it: warn only if the later gain is below z "
-               "standard errors")  # fmt: skip
+    control = ("plateau = the live plateau stop (progress verdict plateau / saturated / flat "
+               "on 5 assessments), confirmed by the data after it: warn only if the later gain "
+               f"is below the one-sided {options.confidence:.0%} z standard errors")  # fmt: skip
     if len(log) < 16:
         return not_enough(name, f"{len(log)} logged points (need 16)", control)
-    at = plateau_step(log, options.confidence)
+    at = plateau_step(log)
     mask, _ = zero_gradient_mask(log)
     zero_steps = float(mask.sum()) * _stride(log) if mask is not None else 0.0
     ev: dict = {"plateau_step": at if at is not None else math.nan,

@@ -1,22 +1,23 @@
-"""Live assessment of a growing reward log: forecast, verdict, alerts and stop decisions.
+"""Live assessment of a growing reward log: progress verdict, forecast, alerts and stop decisions.
 
 `assess_live(log, config)` is the one call behind `PgrpoCallback` (TRL, Unsloth) and
-`pgrpo watch` (any log). It fits and forecasts with the same code as `pgrpo fit`
-(`pgrpo.dynamics.forecast.forecast` on the log's lr schedule, beta1 and K) and returns a frozen
-`LiveStatus` whose `metrics` holds the stable `pgrpo/*` keys the callback logs.
+`pgrpo watch` (any log). The verdict is `pgrpo.diagnose.progress.assess_progress` (the same
+label `pgrpo diagnose` prints: learning / plateau / flat / declining / saturated / collapsed /
+too_short, null-calibrated); the forecast (`pgrpo.dynamics.forecast.forecast`, the code of
+`pgrpo fit`, on the log's lr schedule, beta1 and K) only supplies the logged `pgrpo/forecast_*`
+keys and `pgrpo/steps_to_90`. `LiveStatus.metrics` holds the stable `pgrpo/*` keys the callback
+logs.
 
-All verdicts and stop decisions are taken in one small function, `_decide`, with the thresholds
-stated in `LiveConfig` (the lead can switch it to `pgrpo.diagnose.progress.assess_progress`).
-False-alarm control, per alarm:
-- plateau: the upper end of the `confidence`-level band of the plateau forecast must lie within
-  `plateau_tolerance` of the recent level (or z standard errors), the recent slope must
-  not be significantly positive, on `patience` consecutive assessments, after
-  `min_points` logged points (an under-identified fit has a wide band and never stops a run);
-- collapse: the last window mean lies `collapse_sigmas` (default 4) standard errors of a window
-  mean below the best window AND the drop is at least `collapse_fraction` of the gain made;
-  measured false-alarm rate on null curves in docs/integrations.md;
+The alerts follow from the verdict, decided in one small function, `_decide`:
+- plateau: the verdict is `plateau`, `saturated` or `flat` (no gain beyond batch noise is going
+  on: more steps at this setting buy nothing), after `min_points` logged points;
+- collapse: the verdict is `collapsed`;
 - degeneracy: at least `degeneracy_threshold` of the groups have zero reward std on each of the
   last `degeneracy_patience` logged points (a transient streak is not enough).
+A rule in `stop_on` requests a stop once its alert has held for `patience` consecutive
+assessments. False-alarm control: the verdict's null calibration (`assess_progress`, level
+0.005 for a rise / fall, 0.05 one-sided for "still rising") plus `patience`; the measured rates
+on real logs and null curves are in docs/integrations.md.
 """
 
 from __future__ import annotations
@@ -25,15 +26,16 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.stats import norm
 
-from pgrpo.core.degeneracy import iid_degeneracy
+from pgrpo.diagnose.progress import ProgressVerdict, assess_progress
 from pgrpo.dynamics.forecast import Forecast, forecast
 from pgrpo.logs import RewardLog
 
 VERDICTS = ("too_short", "learning", "plateau", "flat", "declining", "saturated", "collapsed")
 STOP_RULES = ("plateau", "collapse", "degeneracy")
-RECENT_FRACTION = 0.5  # the recent level: mean of the last half (see LiveConfig.plateau_tolerance)
+ALERT_VERDICTS = {"plateau": ("plateau", "saturated", "flat"), "collapse": ("collapsed",)}
+"""Which progress verdicts raise which alert (degeneracy is read from the groups, not the
+verdict)."""
 
 
 @dataclass(frozen=True)
@@ -41,26 +43,13 @@ class LiveConfig:
     """When to assess and when a stop condition is met (all opt-in for stopping)."""
 
     confidence: float = 0.9
-    """Level of the forecast band a plateau stop uses (0 < c < 1)."""
-    plateau_tolerance: float = 0.05
-    """A plateau is reached when the band's upper end is within this fraction of the gain made so
-    far above the recent level (the mean of the last half of the log: a quarter was noisier and
-    stopped flat runs less reliably), or within z standard errors of a window mean (the
-    last-window resolution the forecast has) if that is larger."""
-    plateau_resolution: float = 1.0
-    """Multiplier of that z standard errors. 1.0 favours precision (real logs: 2 of 15 plateau
-    stops premature); 1.8 (= z_band sqrt(2) / z, the resolution of a difference of two window
-    means) stops flat runs more reliably but 9 of 28 real stops were premature."""
-    min_points: int = 12
-    """Logged points before any verdict other than too_short."""
-    patience: int = 3
-    """Consecutive assessments a stop condition must hold before a stop is requested (3: on the
-    real logs 2 of 15 plateau stops were premature, against 7 of 23 with 2 and a quarter-log
-    recent level; see docs/integrations.md)."""
-    collapse_sigmas: float = 4.0
-    """Drop below the best window, in standard errors of a window mean, that counts as collapse."""
-    collapse_fraction: float = 0.5
-    """... and the drop must be at least this fraction of the gain from the start to the best."""
+    """Level of the logged forecast band, `pgrpo/forecast_lo` .. `pgrpo/forecast_hi` (0 < c < 1)."""
+    min_points: int = 20
+    """Logged points before any verdict other than too_short (20: at 12 the progress verdict
+    read many slow-starting real runs as flat; docs/integrations.md)."""
+    patience: int = 5
+    """Consecutive assessments an alert must hold before a stop is requested (5: with 3, more
+    real runs were stopped before a later rise; docs/integrations.md)."""
     degeneracy_threshold: float = 0.9
     """Share of zero-std groups that counts as degenerate at one logged point."""
     degeneracy_patience: int = 5
@@ -71,8 +60,6 @@ class LiveConfig:
     def __post_init__(self) -> None:
         if not 0.0 < self.confidence < 1.0:
             raise ValueError(f"confidence must be in (0, 1), e.g. 0.9; got {self.confidence!r}")
-        if not self.plateau_resolution > 0:
-            raise ValueError(f"plateau_resolution must be > 0, got {self.plateau_resolution!r}")
         if self.min_points < 8:
             raise ValueError(f"min_points must be >= 8 (the forecast's backtest), got "
                              f"{self.min_points}")  # fmt: skip
@@ -86,9 +73,10 @@ class LiveConfig:
 
 @dataclass(frozen=True)
 class LiveStatus:
-    """One assessment. verdict: one of VERDICTS; alerts: the stop rules whose condition holds
-    now; stop: a rule in config.stop_on has held for `patience` assessments (reason names it);
-    metrics: the `pgrpo/*` keys (floats only, so every logger accepts them)."""
+    """One assessment. verdict: one of VERDICTS (the progress verdict); summary: its one-line
+    explanation; alerts: the stop rules whose condition holds now; stop: a rule in
+    config.stop_on has held for `patience` assessments (reason names it); metrics: the
+    `pgrpo/*` keys (floats only, so every logger accepts them)."""
 
     step: float
     reward: float
@@ -97,22 +85,7 @@ class LiveStatus:
     stop: bool
     reason: str
     metrics: dict[str, float] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class _Figures:
-    """What `_decide` reads; all in reward units unless stated."""
-
-    n: int
-    level_now: float  # last window mean
-    level_recent: float  # mean of the last RECENT_FRACTION of the log (at least 5 points)
-    level_start: float  # first window mean
-    level_best: float  # best window mean
-    se: float  # standard error of a window mean (first-difference noise): the forecast's resolution
-    slope_t: float  # t of the OLS slope over the last half (autocorrelation-inflated)
-    plateau_hi: float  # upper end of the plateau forecast band
-    degenerate_run: int  # consecutive degenerate logged points at the end
-    saturated: bool
+    summary: str = ""
 
 
 def noise_sd(reward: np.ndarray) -> float:
@@ -174,70 +147,35 @@ def _degeneracy(log: RewardLog, cfg: LiveConfig) -> tuple[float, float, int]:
     g = log.hyperparameters.get("group_size")
     w = max(5, len(log) // 10)
     p = float(np.mean(log.reward[-w:]))
-    iid = iid_degeneracy(p, int(g)) if g and 0.0 <= p <= 1.0 else math.nan
+    # f_G(p) = p^G + (1 - p)^G, the formula of pgrpo.core.degeneracy.iid_degeneracy, written
+    # out here: pgrpo.core imports torch, which `pgrpo diagnose` and `pgrpo watch` must not load
+    iid = p ** int(g) + (1.0 - p) ** int(g) if g and 0.0 <= p <= 1.0 else math.nan
     return float(fin[-1]), float(iid), run
 
 
-def _figures(log: RewardLog, fc: Forecast, cfg: LiveConfig, degenerate_run: int) -> _Figures:
-    r = log.reward
-    w = max(5, r.size // 10)
-    windows = np.convolve(r, np.ones(w) / w, mode="valid")
-    half = r.size // 2
-    sat_col = log.columns.get("degeneracy/all_pass")
-    saturated = bool(sat_col is not None and np.isfinite(sat_col[-w:]).all()
-                     and np.mean(sat_col[-w:]) >= cfg.degeneracy_threshold)  # fmt: skip
-    return _Figures(
-        n=r.size,
-        level_now=float(windows[-1]),
-        level_recent=float(np.mean(r[-max(5, int(r.size * RECENT_FRACTION)) :])),
-        level_start=float(windows[0]),
-        level_best=float(windows.max()),
-        se=noise_sd(r) / math.sqrt(w),
-        slope_t=slope_t(log.step[half:], r[half:]),
-        plateau_hi=float(fc.mean_band[1]),
-        degenerate_run=degenerate_run,
-        saturated=saturated,
+def progress_of(log: RewardLog) -> ProgressVerdict:
+    """`assess_progress` on a RewardLog: reward, reward_std, frac_reward_zero_std and
+    N = group_size x batch_prompts when the log's config has both."""
+    hyper = log.hyperparameters
+    g, b = hyper.get("group_size"), hyper.get("batch_prompts")
+    return assess_progress(
+        log.step,
+        log.reward,
+        reward_std=log.columns.get("reward_std"),
+        frac_zero_std=log.columns.get("frac_reward_zero_std"),
+        n_rollouts=float(g) * float(b) if g and b else None,
     )
 
 
-def _decide(f: _Figures, cfg: LiveConfig) -> tuple[str, tuple[str, ...]]:
-    """The verdict and the stop rules whose condition holds now (see the module docstring for
-    the thresholds). The only place a verdict or an alert is decided: the seam where
-    `pgrpo.diagnose.progress.assess_progress` (issue 17's progress verdict, built elsewhere) can
-    replace the verdict while the alerts keep these thresholds."""
-    if f.n < cfg.min_points:
+def _decide(label: str, degenerate_run: int, n: int, cfg: LiveConfig) -> tuple[str, tuple]:
+    """The verdict (the progress label, too_short before `min_points`) and the stop rules
+    whose condition holds now: the only place an alert is decided (module docstring)."""
+    if n < cfg.min_points or label == "too_short":
         return "too_short", ()
-    z = float(norm.ppf(cfg.confidence))
-    gain_best = f.level_best - f.level_start
-    drop = f.level_best - f.level_now
-    alerts: list[str] = []
-    collapsed = (
-        drop > cfg.collapse_sigmas * f.se * math.sqrt(2.0)
-        and gain_best > 2.0 * f.se * math.sqrt(2.0)
-        and drop >= cfg.collapse_fraction * gain_best
-    )
-    if collapsed:
-        alerts.append("collapse")
-    if f.degenerate_run >= cfg.degeneracy_patience:
+    alerts = [rule for rule, labels in ALERT_VERDICTS.items() if label in labels]
+    if degenerate_run >= cfg.degeneracy_patience:
         alerts.append("degeneracy")
-    resolution = cfg.plateau_resolution * z * f.se  # the gain too small to wait for
-    tol = max(cfg.plateau_tolerance * abs(f.level_recent - f.level_start), resolution)
-    no_more_gain = f.plateau_hi - f.level_recent <= tol and f.slope_t < z
-    if collapsed:
-        verdict = "collapsed"
-    elif f.saturated:
-        verdict = "saturated"
-    elif f.slope_t < -z:
-        verdict = "declining"
-    elif not no_more_gain:
-        verdict = "learning"
-    elif f.level_now - f.level_start > z * f.se * math.sqrt(2.0):
-        verdict = "plateau"
-    else:
-        verdict = "flat"
-    if verdict in ("plateau", "flat", "saturated") and no_more_gain:
-        alerts.append("plateau")
-    return verdict, tuple(alerts)
+    return label, tuple(r for r in STOP_RULES if r in alerts)
 
 
 def assess_live(
@@ -246,7 +184,8 @@ def assess_live(
     """Assess the log so far. history: earlier assessments of the same run (for `patience`).
 
     Never raises on a short or unfittable log: the verdict is then too_short ("not enough
-    evidence") and the forecast keys are absent from metrics.
+    evidence"); the forecast keys are absent from metrics when the forecast cannot be fitted
+    (the verdict does not need it).
     """
     cfg = config or LiveConfig()
     step, reward = float(log.step[-1]), float(log.reward[-1])
@@ -257,18 +196,33 @@ def assess_live(
     if math.isfinite(iid):
         metrics["pgrpo/degeneracy_iid"] = iid
     if len(log) < cfg.min_points:
-        return _status(step, reward, "too_short", (), cfg, history, metrics)
+        return _status(step, reward, ("too_short", ()), cfg, history, metrics, "")
+    progress = progress_of(log)
+    decided = _decide(progress.label, run, len(log), cfg)
+    metrics.update(_level_metrics(log))
     try:
         fc = _plateau_forecast(log, cfg.confidence)
-    except (ValueError, FloatingPointError, np.linalg.LinAlgError):
-        return _status(step, reward, "too_short", (), cfg, history, metrics)
-    fig = _figures(log, fc, cfg, run)
-    verdict, alerts = _decide(fig, cfg)
-    metrics.update(_forecast_metrics(log, fc, fig))
-    return _status(step, reward, verdict, alerts, cfg, history, metrics)
+    except (ValueError, FloatingPointError, RuntimeError, np.linalg.LinAlgError):
+        fc = None
+    if fc is not None:
+        metrics.update(_forecast_metrics(log, fc))
+    return _status(step, reward, decided, cfg, history, metrics, progress.summary)
 
 
-def _forecast_metrics(log: RewardLog, fc: Forecast, fig: _Figures) -> dict[str, float]:
+def _window_se(reward: np.ndarray) -> tuple[float, float]:
+    """(last window mean, standard error of a window mean from first-difference noise)."""
+    w = max(5, reward.size // 10)
+    return float(np.mean(reward[-w:])), noise_sd(reward) / math.sqrt(w)
+
+
+def _level_metrics(log: RewardLog) -> dict[str, float]:
+    level, _ = _window_se(log.reward)
+    half = len(log) // 2
+    out = {"pgrpo/level": level, "pgrpo/slope_t": slope_t(log.step[half:], log.reward[half:])}
+    return {k: float(v) for k, v in out.items() if math.isfinite(v)}
+
+
+def _forecast_metrics(log: RewardLog, fc: Forecast) -> dict[str, float]:
     fit = fc.fit
     r0, rinf = fit.values["R_0"], fit.values["R_inf"]
     now = float(fit.fitted[-1])
@@ -276,11 +230,9 @@ def _forecast_metrics(log: RewardLog, fc: Forecast, fig: _Figures) -> dict[str, 
         "pgrpo/forecast_plateau": fc.predicted_mean,
         "pgrpo/forecast_lo": fc.mean_band[0],
         "pgrpo/forecast_hi": fc.mean_band[1],
-        "pgrpo/level": fig.level_now,
-        "pgrpo/slope_t": fig.slope_t,
     }
     gain = rinf - r0
-    if abs(gain) > fig.se:
+    if abs(gain) > _window_se(log.reward)[1]:
         out["pgrpo/progress"] = float(np.clip((now - r0) / gain, 0.0, 1.0))
         target = r0 + 0.9 * gain
         last = float(log.step[-1])
@@ -294,7 +246,8 @@ def _forecast_metrics(log: RewardLog, fc: Forecast, fig: _Figures) -> dict[str, 
     return {k: float(v) for k, v in out.items() if math.isfinite(v)}
 
 
-def _status(step, reward, verdict, alerts, cfg, history, metrics) -> LiveStatus:
+def _status(step, reward, decided, cfg, history, metrics, summary) -> LiveStatus:  # noqa: ANN001
+    verdict, alerts = decided
     recent = [h.alerts for h in history[-(cfg.patience - 1) :]] if cfg.patience > 1 else []
     held = [r for r in cfg.stop_on if r in alerts and all(r in a for a in recent)]
     held = held if len(recent) >= cfg.patience - 1 else []
@@ -304,4 +257,4 @@ def _status(step, reward, verdict, alerts, cfg, history, metrics) -> LiveStatus:
         metrics[f"pgrpo/alert/{rule}"] = float(rule in alerts)
     metrics["pgrpo/stop"] = float(bool(held))
     reason = f"{held[0]} ({verdict}) held for {cfg.patience} assessment(s)" if held else ""
-    return LiveStatus(step, reward, verdict, tuple(alerts), bool(held), reason, metrics)
+    return LiveStatus(step, reward, verdict, tuple(alerts), bool(held), reason, metrics, summary)

@@ -29,9 +29,10 @@ class PgrpoCallback(TrainerCallback):
 
         trainer = GRPOTrainer(..., callbacks=[PgrpoCallback(every=5, stop_on=("plateau",))])
 
-    Every `every` logged rewards it runs `pgrpo.diagnose.live.assess_live` (the forecast of
-    `pgrpo fit`, with lr, G = num_generations and K = num_iterations x steps_per_generation /
-    gradient_accumulation_steps read from the trainer's args) and adds the `pgrpo/*` keys to that
+    Every `every` logged rewards it runs `pgrpo.diagnose.live.assess_live` (the progress verdict
+    of `pgrpo diagnose` and the forecast of `pgrpo fit`, with lr, G = num_generations and
+    K = num_iterations x steps_per_generation / gradient_accumulation_steps read from the
+    trainer's args) and adds the `pgrpo/*` keys to that
     log entry: W&B, TensorBoard, the console and `trainer_state.json` get them. On the first event
     it moves itself right after transformers' DefaultFlowCallback so the reporting callbacks see
     the keys in the same entry. `stop_on` (plateau, collapse, degeneracy; default none) sets
@@ -39,9 +40,8 @@ class PgrpoCallback(TrainerCallback):
     it writes `output_dir/pgrpo_live_report.json`.
 
     Options: every (assess every N logged rewards), report (path or None for the default), and
-    the `pgrpo.diagnose.live.LiveConfig` fields (confidence, plateau_tolerance, min_points,
-    patience, collapse_sigmas, collapse_fraction, degeneracy_threshold, degeneracy_patience,
-    stop_on).
+    the `pgrpo.diagnose.live.LiveConfig` fields (confidence, min_points, patience,
+    degeneracy_threshold, degeneracy_patience, stop_on).
     """
 
     def __init__(self, every: int = 5, report: str | None = None, **config: Any) -> None:
