@@ -6,7 +6,7 @@ Writes bench/results/live_checks.json and prints a summary (`--checks-only`: the
 the `pgrpo diagnose` run checks on every real log, bench/results/live_checks_counts.json).
 For each of the real logs in ../shared/data/curves:
 1. replays the live assessment (`pgrpo.diagnose.live.assess_live`, ~40 growing prefixes, the
-   defaults of PgrpoCallback / `pgrpo watch`: min_points 20, patience 5) and records the first
+   defaults of PgrpoCallback / `pgrpo watch`: min_points 20, patience 8) and records the first
    step each stop rule (plateau, collapse, degeneracy) fires; for the plateau stop, the reward
    gained after it (last-window mean minus the window before the stop) in standard errors:
    a premature stop is one after which the reward still rose by > 1.64 SE;
@@ -33,12 +33,12 @@ import numpy as np
 from pgrpo.diagnose.checks import CheckOptions
 from pgrpo.diagnose.entropy import entropy_floor_forecast
 from pgrpo.diagnose.gaming import length_vs_reward, reward_function_divergence
+from pgrpo.diagnose.live import STOP_RULES as RULES
 from pgrpo.diagnose.live import LiveConfig, assess_live, noise_sd
 from pgrpo.logs import read_log
 
 CURVES = Path(__file__).resolve().parents[2] / "shared" / "data" / "curves"
 RESULTS = Path(__file__).resolve().parent / "results"
-RULES = ("plateau", "collapse", "degeneracy")
 MACHINE = "2-core CPU shared by 7 sessions, no GPU"
 
 
@@ -47,7 +47,7 @@ def _prefix(log, k):
                    columns={c: v[:k] for c, v in log.columns.items()})  # fmt: skip
 
 
-def replay(log, points=40, min_points=20, patience=5) -> dict[str, float | None]:
+def replay(log, points=40, min_points=20, patience=8) -> dict[str, float | None]:
     """First step each stop rule fires on growing prefixes (None: never)."""
     cfg = LiveConfig(stop_on=RULES, min_points=min_points, patience=patience)
     first: dict[str, float | None] = {r: None for r in RULES}
@@ -170,7 +170,7 @@ def main() -> None:
     ap.add_argument("--gaming-null", type=int, default=200)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--min-points", type=int, default=20)
-    ap.add_argument("--patience", type=int, default=5)
+    ap.add_argument("--patience", type=int, default=8)
     ap.add_argument("--null-rho", type=float, default=0.0, help="AR(1) nulls (0: i.i.d.)")
     ap.add_argument("--checks-only", action="store_true",
                     help="only the run checks' statuses on the real logs")  # fmt: skip
@@ -192,9 +192,12 @@ def main() -> None:
         first = replay(log, min_points=args.min_points, patience=args.patience)
         gain, share = (gain_after(log, first["plateau"]) if first["plateau"] is not None
                        else (math.nan, math.nan))  # fmt: skip
+        fgain, fshare = (gain_after(log, first["flat"]) if first["flat"] is not None
+                         else (math.nan, math.nan))  # fmt: skip
         real.append({"name": run["name"], "repo": run["repo"], "n": len(log),
                      "last_step": float(log.step[-1]), **first,
-                     "gain_after_plateau_se": gain, "gain_after_plateau_share": share})  # fmt: skip
+                     "gain_after_plateau_se": gain, "gain_after_plateau_share": share,
+                     "gain_after_flat_se": fgain, "gain_after_flat_share": fshare})  # fmt: skip
         for _ in range(args.null_per_log):
             nulls.append(
                 replay(null_log(log, rng, args.null_rho), min_points=args.min_points,
@@ -204,8 +207,10 @@ def main() -> None:
         if eb is not None:
             entropy.append({"name": run["name"], **eb})
         gaming.append(gaming_null(len(log), args.gaming_null // 10, rng, args.null_rho))
-        print(run["name"], first, f"gain after plateau {gain:.2f} SE", flush=True)
+        print(run["name"], first, f"gain after plateau {gain:.2f} SE, flat {fgain:.2f} SE",
+              flush=True)  # fmt: skip
     stops = [r for r in real if r["plateau"] is not None]
+    flat_stops = [r for r in real if r["flat"] is not None]
     summary = {
         "date": datetime.date.today().isoformat(),
         "command": "python bench/live_checks.py "
@@ -223,10 +228,13 @@ def main() -> None:
         )
         if stops
         else None,
+        "real_flat_stops": len(flat_stops),
+        "real_premature_flat_stops": sum(r["gain_after_flat_se"] > 1.64 for r in flat_stops),
         "real_collapse_alarms": sum(r["collapse"] is not None for r in real),
         "real_degeneracy_alarms": sum(r["degeneracy"] is not None for r in real),
         "null_curves": len(nulls),
         "null_plateau_stop_rate": float(np.mean([x["plateau"] is not None for x in nulls])),
+        "null_flat_stop_rate": float(np.mean([x["flat"] is not None for x in nulls])),
         "null_collapse_false_alarm_rate": float(
             np.mean([x["collapse"] is not None for x in nulls])
         ),
@@ -256,7 +264,7 @@ def main() -> None:
     meta = {"command": summary["command"], "date": summary["date"], "machine": MACHINE}
     out = _clean({"meta": meta, "summary": summary, "real": real, "entropy": entropy})
     suffix = "" if args.min_points == 20 else f"_min{args.min_points}"
-    suffix += "" if args.patience == 5 else f"_patience{args.patience}"
+    suffix += "" if args.patience == 8 else f"_patience{args.patience}"
     suffix += "" if args.null_rho == 0.0 else f"_rho{args.null_rho:g}"
     (RESULTS / f"live_checks{suffix}.json").write_text(
         json.dumps(out, indent=1, default=str) + "\n"

@@ -93,16 +93,16 @@ def test_wasted_compute_does_not_warn_on_a_rising_run():
 def test_wasted_compute_on_real_logs(shared_data):
     """A real run that plateaued (the later data confirm it) is priced; a real run the live rule
     would have stopped too early (it rose later) is not counted as waste."""
-    plateaued = read_log(shared_data / "curves" / "hotpotqa_agent_grpo_v1.csv")
+    plateaued = read_log(shared_data / "curves" / "hotpotqa_agent_grpo_v3.csv")
     res = wasted_compute(plateaued, CheckOptions(cost_per_step=0.25))
     ev = res.evidence
     assert res.status == "warn" and ev["confirmed"]
     assert ev["wasted_steps"] == pytest.approx(plateaued.step[-1] - ev["plateau_step"])
     assert ev["cost"] == pytest.approx(0.25 * ev["wasted_steps"])
     assert ev["gain_after_plateau"] < 1.29 * ev["gain_se"]
-    premature = read_log(shared_data / "curves" / "gsm8k_qwen3_1p7b_abl_lora_rank_8.csv")
+    premature = read_log(shared_data / "curves" / "cs336_shibuki_question_only_prompt.csv")
     res = wasted_compute(premature, OPTS)  # the live rule fires mid-run; the reward rose later
-    assert 20 <= res.evidence["plateau_step"] <= 30  # step 24 of 50 (the old rule: 25)
+    assert 100 <= res.evidence["plateau_step"] <= 150  # step 125 of 200
     assert not res.evidence["confirmed"] and res.evidence["wasted_steps"] == 0
     assert res.status == "ok"
 

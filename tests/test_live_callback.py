@@ -86,15 +86,15 @@ def _run(tmp_path, reward, callback, recorder=None, trainer_cls=None):
 
 
 def test_flat_reward_stops_and_logs_forecast_keys(tmp_path):
-    # default stop rule (the progress verdict flat / plateau / saturated held for 5 assessments)
-    cb = PgrpoCallback(every=2, stop_on=("plateau",))
+    # the flat rule at its defaults (the progress verdict flat held for 8 assessments)
+    cb = PgrpoCallback(every=2, stop_on=("flat",))
     recorder = Recorder()
     trainer, state = _run(tmp_path, _counting_reward(lambda n: 0.5), cb, recorder)
     assert trainer.state.global_step < MAX_STEPS, "a flat reward should stop the run early"
-    assert cb.stopped.startswith(f"step {trainer.state.global_step}: plateau")
+    assert cb.stopped.startswith(f"step {trainer.state.global_step}: flat")
     keyed = [e for e in state["log_history"] if "pgrpo/forecast_plateau" in e]
     assert keyed, "forecast keys missing from trainer_state.json"
-    for key in ("pgrpo/forecast_lo", "pgrpo/forecast_hi", "pgrpo/verdict", "pgrpo/alert/plateau"):
+    for key in ("pgrpo/forecast_lo", "pgrpo/forecast_hi", "pgrpo/verdict", "pgrpo/alert/flat"):
         assert key in keyed[-1]
     assert keyed[-1]["pgrpo/forecast_lo"] <= 0.5 <= keyed[-1]["pgrpo/forecast_hi"]
     # every `every`-th logged reward carries the keys (from the first one past min_points)
@@ -113,12 +113,13 @@ def test_flat_reward_stops_and_logs_forecast_keys(tmp_path):
 
 def test_rising_reward_does_not_stop(tmp_path):
     # the setting of the flat test: it must not stop a rising run
-    cb = PgrpoCallback(every=2, stop_on=("plateau", "collapse"))
+    cb = PgrpoCallback(every=2, stop_on=("plateau", "flat", "collapse"))
     trainer, state = _run(tmp_path, _counting_reward(lambda n: 0.02 * n), cb)
     assert trainer.state.global_step == MAX_STEPS
     assert cb.stopped == ""
     last = [e for e in state["log_history"] if "pgrpo/verdict" in e][-1]
-    assert last["pgrpo/alert/plateau"] == 0.0 and last["pgrpo/forecast_hi"] > 0.8
+    assert last["pgrpo/alert/plateau"] == last["pgrpo/alert/flat"] == 0.0
+    assert last["pgrpo/forecast_hi"] > 0.8
 
 
 def test_report_only_by_default_in_a_patched_subclass(tmp_path):
@@ -133,7 +134,7 @@ def test_report_only_by_default_in_a_patched_subclass(tmp_path):
 
 
 def test_bad_options_say_how_to_fix():
-    with pytest.raises(ValueError, match="valid: plateau, collapse, degeneracy"):
+    with pytest.raises(ValueError, match="valid: plateau, flat, collapse, degeneracy"):
         PgrpoCallback(stop_on=("platau",))
     with pytest.raises(ValueError, match="every must be >= 1"):
         PgrpoCallback(every=0)

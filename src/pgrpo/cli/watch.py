@@ -62,7 +62,7 @@ def watch_cmd(
     ),
     confidence: float = typer.Option(0.9, "--confidence", help="Level of the forecast band."),
     min_points: int = typer.Option(20, "--min-points", help="Points before any verdict."),
-    patience: int = typer.Option(5, "--patience", help="Assessments a stop rule must hold."),
+    patience: int = typer.Option(8, "--patience", help="Assessments a stop rule must hold."),
     every: int = typer.Option(5, "--every", help="Assess every N new logged points."),
     poll: float = typer.Option(2.0, "--poll", help="Seconds between reads of the log."),
     timeout: float | None = typer.Option(None, "--timeout", help="Stop watching after S s."),

@@ -7,7 +7,7 @@
   from `ZERO_WARN_SHARE` (5%) of the logged points: below that the compute lost is marginal.
 - `wasted_compute`: the zero-gradient steps plus the steps after the point where the live
   plateau stop (`pgrpo.diagnose.live` with its defaults: the progress verdict of
-  `pgrpo.diagnose.progress.assess_progress` read `plateau`, `saturated` or `flat` on 5
+  `pgrpo.diagnose.progress.assess_progress` read `plateau` or `saturated` on 8
   consecutive assessments, what `PgrpoCallback` and `pgrpo watch` would have stopped at)
   fired, priced with a cost per step or per GPU-hour. It warns only when the data after that
   point confirm it: the reward gained after it is not significant (below z standard errors of
@@ -139,8 +139,8 @@ def plateau_step(log, points: int = 40) -> float | None:  # noqa: ANN001
 @CHECKS.register("wasted_compute")
 def wasted_compute(log, options: CheckOptions) -> CheckResult:  # noqa: ANN001
     name = "wasted_compute"
-    control = ("plateau = the live plateau stop (progress verdict plateau / saturated / flat "
-               "on 5 assessments), confirmed by the data after it: warn only if the later gain "
+    control = ("plateau = the live plateau stop (progress verdict plateau / saturated "
+               "on 8 assessments), confirmed by the data after it: warn only if the later gain "
                f"is below the one-sided {options.confidence:.0%} z standard errors")  # fmt: skip
     if len(log) < 16:
         return not_enough(name, f"{len(log)} logged points (need 16)", control)
