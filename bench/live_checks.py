@@ -6,8 +6,9 @@ Writes bench/results/live_checks.json and prints a summary (`--checks-only`: the
 the `pgrpo diagnose` run checks on every real log, bench/results/live_checks_counts.json).
 For each of the real logs in ../shared/data/curves:
 1. replays the live assessment (`pgrpo.diagnose.live.assess_live`, ~40 growing prefixes, the
-   defaults of PgrpoCallback / `pgrpo watch`: min_points 20, patience 8) and records the first
-   step each stop rule (plateau, collapse, degeneracy) fires; for the plateau stop, the reward
+   defaults of PgrpoCallback / `pgrpo watch`: min_points 20, patience 3, plateau_patience 8)
+   and records the first step each stop rule (plateau, flat, collapse, degeneracy) fires; for
+   the plateau and flat stops, the reward
    gained after it (last-window mean minus the window before the stop) in standard errors:
    a premature stop is one after which the reward still rose by > 1.64 SE;
 2. the entropy-floor forecast backtest (logs with an entropy column): fit the first half,
@@ -34,7 +35,7 @@ from pgrpo.diagnose.checks import CheckOptions
 from pgrpo.diagnose.entropy import entropy_floor_forecast
 from pgrpo.diagnose.gaming import length_vs_reward, reward_function_divergence
 from pgrpo.diagnose.live import STOP_RULES as RULES
-from pgrpo.diagnose.live import LiveConfig, assess_live, noise_sd
+from pgrpo.diagnose.live import LiveConfig, assess_live, noise_sd, rule_patience
 from pgrpo.logs import read_log
 
 CURVES = Path(__file__).resolve().parents[2] / "shared" / "data" / "curves"
@@ -47,9 +48,10 @@ def _prefix(log, k):
                    columns={c: v[:k] for c, v in log.columns.items()})  # fmt: skip
 
 
-def replay(log, points=40, min_points=20, patience=8) -> dict[str, float | None]:
+def replay(log, points=40, min_points=20, patience=3, plateau_patience=8) -> dict:
     """First step each stop rule fires on growing prefixes (None: never)."""
-    cfg = LiveConfig(stop_on=RULES, min_points=min_points, patience=patience)
+    cfg = LiveConfig(stop_on=RULES, min_points=min_points, patience=patience,
+                     plateau_patience=plateau_patience)  # fmt: skip
     first: dict[str, float | None] = {r: None for r in RULES}
     held: dict[str, int] = {r: 0 for r in RULES}
     every = max(1, len(log) // points)
@@ -59,7 +61,7 @@ def replay(log, points=40, min_points=20, patience=8) -> dict[str, float | None]
         history = (*history, st)
         for r in RULES:
             held[r] = held[r] + 1 if r in st.alerts else 0
-            if first[r] is None and held[r] >= cfg.patience:
+            if first[r] is None and held[r] >= rule_patience(cfg, r):
                 first[r] = float(log.step[k - 1])
     return first
 
@@ -170,7 +172,8 @@ def main() -> None:
     ap.add_argument("--gaming-null", type=int, default=200)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--min-points", type=int, default=20)
-    ap.add_argument("--patience", type=int, default=8)
+    ap.add_argument("--patience", type=int, default=3)
+    ap.add_argument("--plateau-patience", type=int, default=8)
     ap.add_argument("--null-rho", type=float, default=0.0, help="AR(1) nulls (0: i.i.d.)")
     ap.add_argument("--checks-only", action="store_true",
                     help="only the run checks' statuses on the real logs")  # fmt: skip
@@ -189,7 +192,8 @@ def main() -> None:
     real, nulls, entropy, gaming = [], [], [], []
     for run in index:
         log = read_log(CURVES / run["csv"])
-        first = replay(log, min_points=args.min_points, patience=args.patience)
+        first = replay(log, min_points=args.min_points, patience=args.patience,
+                       plateau_patience=args.plateau_patience)  # fmt: skip
         gain, share = (gain_after(log, first["plateau"]) if first["plateau"] is not None
                        else (math.nan, math.nan))  # fmt: skip
         fgain, fshare = (gain_after(log, first["flat"]) if first["flat"] is not None
@@ -201,7 +205,7 @@ def main() -> None:
         for _ in range(args.null_per_log):
             nulls.append(
                 replay(null_log(log, rng, args.null_rho), min_points=args.min_points,
-                       patience=args.patience)
+                       patience=args.patience, plateau_patience=args.plateau_patience)
             )  # fmt: skip
         eb = entropy_backtest(log)
         if eb is not None:
@@ -264,7 +268,8 @@ def main() -> None:
     meta = {"command": summary["command"], "date": summary["date"], "machine": MACHINE}
     out = _clean({"meta": meta, "summary": summary, "real": real, "entropy": entropy})
     suffix = "" if args.min_points == 20 else f"_min{args.min_points}"
-    suffix += "" if args.patience == 8 else f"_patience{args.patience}"
+    suffix += "" if args.plateau_patience == 8 else f"_ppatience{args.plateau_patience}"
+    suffix += "" if args.patience == 3 else f"_patience{args.patience}"
     suffix += "" if args.null_rho == 0.0 else f"_rho{args.null_rho:g}"
     (RESULTS / f"live_checks{suffix}.json").write_text(
         json.dumps(out, indent=1, default=str) + "\n"

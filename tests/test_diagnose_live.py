@@ -68,7 +68,7 @@ def test_collapse_after_a_rise_is_detected_and_stops_with_patience():
     reward = np.where(t < 50, 0.1 + 0.7 * (1 - np.exp(-t / 8)), 0.1) + 0.02 * rng.standard_normal(
         80
     )
-    cfg = LiveConfig(stop_on=("collapse",), patience=3)
+    cfg = LiveConfig(stop_on=("collapse",))
     hist = _replay(reward, cfg)
     first = next(i for i, h in enumerate(hist) if "collapse" in h.alerts)
     # the verdict may flicker back to flat after the stop: this step-shaped drop is tested

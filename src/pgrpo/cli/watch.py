@@ -62,7 +62,12 @@ def watch_cmd(
     ),
     confidence: float = typer.Option(0.9, "--confidence", help="Level of the forecast band."),
     min_points: int = typer.Option(20, "--min-points", help="Points before any verdict."),
-    patience: int = typer.Option(8, "--patience", help="Assessments a stop rule must hold."),
+    patience: int = typer.Option(
+        3, "--patience", help="Assessments a collapse / degeneracy alert must hold."
+    ),
+    plateau_patience: int = typer.Option(
+        8, "--plateau-patience", help="Assessments a plateau / flat alert must hold."
+    ),
     every: int = typer.Option(5, "--every", help="Assess every N new logged points."),
     poll: float = typer.Option(2.0, "--poll", help="Seconds between reads of the log."),
     timeout: float | None = typer.Option(None, "--timeout", help="Stop watching after S s."),
@@ -84,6 +89,7 @@ def watch_cmd(
             confidence=confidence,
             min_points=min_points,
             patience=patience,
+            plateau_patience=plateau_patience,
             stop_on=_stop_rules(stop_on),
         )
     except ValueError as exc:

@@ -7,7 +7,7 @@
   from `ZERO_WARN_SHARE` (5%) of the logged points: below that the compute lost is marginal.
 - `wasted_compute`: the zero-gradient steps plus the steps after the point where the live
   plateau stop (`pgrpo.diagnose.live` with its defaults: the progress verdict of
-  `pgrpo.diagnose.progress.assess_progress` read `plateau` or `saturated` on 8
+  `pgrpo.diagnose.progress.assess_progress` read `plateau` or `saturated` on 8 (plateau_patience)
   consecutive assessments, what `PgrpoCallback` and `pgrpo watch` would have stopped at)
   fired, priced with a cost per step or per GPU-hour. It warns only when the data after that
   point confirm it: the reward gained after it is not significant (below z standard errors of

@@ -16,10 +16,11 @@ The alerts follow from the verdict, decided in one small function, `_decide`:
 - collapse: the verdict is `collapsed`;
 - degeneracy: at least `degeneracy_threshold` of the groups have zero reward std on each of the
   last `degeneracy_patience` logged points (a transient streak is not enough).
-A rule in `stop_on` requests a stop once its alert has held for `patience` consecutive
-assessments. False-alarm control: the verdict's null calibration (`assess_progress`, level
-0.005 for a rise / fall, 0.05 one-sided for "still rising") plus `patience`; the measured rates
-on real logs and null curves are in docs/integrations.md.
+A rule in `stop_on` requests a stop once its alert has held for `plateau_patience` (plateau,
+flat) or `patience` (collapse, degeneracy) consecutive assessments. False-alarm control: the
+verdict's null calibration (`assess_progress`: level 0.005 for a rise / fall, 0.05 one-sided
+for "still rising") plus the patience; the measured rates on real logs and null curves are in
+docs/integrations.md.
 """
 
 from __future__ import annotations
@@ -35,6 +36,9 @@ from pgrpo.logs import RewardLog
 
 VERDICTS = ("too_short", "learning", "plateau", "flat", "declining", "saturated", "collapsed")
 STOP_RULES = ("plateau", "flat", "collapse", "degeneracy")
+PATIENCE = {"plateau": "plateau_patience", "flat": "plateau_patience",
+            "collapse": "patience", "degeneracy": "patience"}  # fmt: skip
+"""The LiveConfig field that sets each rule's patience."""
 ALERT_VERDICTS = {
     "plateau": ("plateau", "saturated"),
     "flat": ("flat",),
@@ -53,9 +57,12 @@ class LiveConfig:
     min_points: int = 20
     """Logged points before any verdict other than too_short (20: at 12 the progress verdict
     read many slow-starting real runs as flat; docs/integrations.md)."""
-    patience: int = 8
-    """Consecutive assessments an alert must hold before a stop is requested (8: on the real
-    logs 3 of 16 plateau stops were followed by a rise, against 10 of 22 with 5;
+    patience: int = 3
+    """Consecutive assessments the collapse or degeneracy alert must hold before a stop is
+    requested."""
+    plateau_patience: int = 8
+    """The same for the plateau and flat alerts, whose verdicts are the noisier ones (8: on the
+    real logs 3 of 16 plateau stops were followed by a rise, against 10 of 22 with 5;
     docs/integrations.md)."""
     degeneracy_threshold: float = 0.9
     """Share of zero-std groups that counts as degenerate at one logged point."""
@@ -70,7 +77,7 @@ class LiveConfig:
         if self.min_points < 8:
             raise ValueError(f"min_points must be >= 8 (the forecast's backtest), got "
                              f"{self.min_points}")  # fmt: skip
-        for name in ("patience", "degeneracy_patience"):
+        for name in ("patience", "plateau_patience", "degeneracy_patience"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         bad = [r for r in self.stop_on if r not in STOP_RULES]
@@ -253,15 +260,25 @@ def _forecast_metrics(log: RewardLog, fc: Forecast) -> dict[str, float]:
     return {k: float(v) for k, v in out.items() if math.isfinite(v)}
 
 
+def rule_patience(cfg: LiveConfig, rule: str) -> int:
+    """Consecutive assessments `rule` must hold before it requests a stop."""
+    return int(getattr(cfg, PATIENCE[rule]))
+
+
+def _held(rule: str, alerts: tuple, cfg: LiveConfig, history: tuple) -> bool:
+    need = rule_patience(cfg, rule)
+    recent = [h.alerts for h in history[len(history) - (need - 1) :]] if need > 1 else []
+    return rule in alerts and len(recent) >= need - 1 and all(rule in a for a in recent)
+
+
 def _status(step, reward, decided, cfg, history, metrics, summary) -> LiveStatus:  # noqa: ANN001
     verdict, alerts = decided
-    recent = [h.alerts for h in history[-(cfg.patience - 1) :]] if cfg.patience > 1 else []
-    held = [r for r in cfg.stop_on if r in alerts and all(r in a for a in recent)]
-    held = held if len(recent) >= cfg.patience - 1 else []
+    held = [r for r in cfg.stop_on if _held(r, alerts, cfg, history)]
     metrics = dict(metrics)
     metrics["pgrpo/verdict"] = float(VERDICTS.index(verdict))
     for rule in STOP_RULES:
         metrics[f"pgrpo/alert/{rule}"] = float(rule in alerts)
     metrics["pgrpo/stop"] = float(bool(held))
-    reason = f"{held[0]} ({verdict}) held for {cfg.patience} assessment(s)" if held else ""
+    reason = (f"{held[0]} ({verdict}) held for {rule_patience(cfg, held[0])} assessment(s)"
+              if held else "")  # fmt: skip
     return LiveStatus(step, reward, verdict, tuple(alerts), bool(held), reason, metrics, summary)

@@ -41,7 +41,7 @@ class PgrpoCallback(TrainerCallback):
 
     Options: every (assess every N logged rewards), report (path or None for the default), and
     the `pgrpo.diagnose.live.LiveConfig` fields (confidence, min_points, patience,
-    degeneracy_threshold, degeneracy_patience, stop_on).
+    plateau_patience, degeneracy_threshold, degeneracy_patience, stop_on).
     """
 
     def __init__(self, every: int = 5, report: str | None = None, **config: Any) -> None:
