@@ -15,9 +15,9 @@ For each of the real logs in ../shared/data/curves:
    forecast the second half's mean, and compare with the last-window mean of the first half.
 Null curves: i.i.d. Gaussian noise around the log's mean with the log's noise sd
 (first differences), same length: the collapse and degeneracy rules must not fire (a false
-alarm), the plateau rule should (a null curve is flat). For the gaming checks, pairs of
-independent null columns (200 per log): reward_function_divergence and length_vs_reward must
-not warn.
+alarm), the flat rule should (a null curve is flat) and the plateau rule should not (it never
+rose); `--null-rho` makes them AR(1). For the gaming checks, pairs of independent null columns
+(200 per log): reward_function_divergence and length_vs_reward must not warn.
 """
 
 from __future__ import annotations

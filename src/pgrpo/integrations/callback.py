@@ -35,8 +35,9 @@ class PgrpoCallback(TrainerCallback):
     trainer's args) and adds the `pgrpo/*` keys to that
     log entry: W&B, TensorBoard, the console and `trainer_state.json` get them. On the first event
     it moves itself right after transformers' DefaultFlowCallback so the reporting callbacks see
-    the keys in the same entry. `stop_on` (plateau, collapse, degeneracy; default none) sets
-    `control.should_training_stop` once a rule has held for `patience` assessments. At train end
+    the keys in the same entry. `stop_on` (plateau, flat, collapse, degeneracy; default none) sets
+    `control.should_training_stop` once a rule has held for its patience (`plateau_patience` for
+    plateau and flat, `patience` for collapse and degeneracy) in assessments. At train end
     it writes `output_dir/pgrpo_live_report.json`.
 
     Options: every (assess every N logged rewards), report (path or None for the default), and
