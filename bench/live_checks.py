@@ -6,7 +6,7 @@ Writes bench/results/live_checks.json and prints a summary (`--checks-only`: the
 the `pgrpo diagnose` run checks on every real log, bench/results/live_checks_counts.json).
 For each of the real logs in ../shared/data/curves:
 1. replays the live assessment (`pgrpo.diagnose.live.assess_live`, ~40 growing prefixes, the
-   defaults of PgrpoCallback / `pgrpo watch`: min_points 20, patience 3, plateau_patience 8)
+   defaults of PgrpoCallback / `pgrpo watch`: min_points 20, patience 5, plateau_patience 8)
    and records the first step each stop rule (plateau, flat, collapse, degeneracy) fires; for
    the plateau and flat stops, the reward
    gained after it (last-window mean minus the window before the stop) in standard errors:
@@ -48,7 +48,7 @@ def _prefix(log, k):
                    columns={c: v[:k] for c, v in log.columns.items()})  # fmt: skip
 
 
-def replay(log, points=40, min_points=20, patience=3, plateau_patience=8) -> dict:
+def replay(log, points=40, min_points=20, patience=5, plateau_patience=8) -> dict:
     """First step each stop rule fires on growing prefixes (None: never)."""
     cfg = LiveConfig(stop_on=RULES, min_points=min_points, patience=patience,
                      plateau_patience=plateau_patience)  # fmt: skip
@@ -172,7 +172,7 @@ def main() -> None:
     ap.add_argument("--gaming-null", type=int, default=200)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--min-points", type=int, default=20)
-    ap.add_argument("--patience", type=int, default=3)
+    ap.add_argument("--patience", type=int, default=5)
     ap.add_argument("--plateau-patience", type=int, default=8)
     ap.add_argument("--null-rho", type=float, default=0.0, help="AR(1) nulls (0: i.i.d.)")
     ap.add_argument("--checks-only", action="store_true",
@@ -269,7 +269,7 @@ def main() -> None:
     out = _clean({"meta": meta, "summary": summary, "real": real, "entropy": entropy})
     suffix = "" if args.min_points == 20 else f"_min{args.min_points}"
     suffix += "" if args.plateau_patience == 8 else f"_ppatience{args.plateau_patience}"
-    suffix += "" if args.patience == 3 else f"_patience{args.patience}"
+    suffix += "" if args.patience == 5 else f"_patience{args.patience}"
     suffix += "" if args.null_rho == 0.0 else f"_rho{args.null_rho:g}"
     (RESULTS / f"live_checks{suffix}.json").write_text(
         json.dumps(out, indent=1, default=str) + "\n"

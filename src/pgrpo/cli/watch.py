@@ -63,7 +63,7 @@ def watch_cmd(
     confidence: float = typer.Option(0.9, "--confidence", help="Level of the forecast band."),
     min_points: int = typer.Option(20, "--min-points", help="Points before any verdict."),
     patience: int = typer.Option(
-        3, "--patience", help="Assessments a collapse / degeneracy alert must hold."
+        5, "--patience", help="Assessments a collapse / degeneracy alert must hold."
     ),
     plateau_patience: int = typer.Option(
         8, "--plateau-patience", help="Assessments a plateau / flat alert must hold."

@@ -57,9 +57,10 @@ class LiveConfig:
     min_points: int = 20
     """Logged points before any verdict other than too_short (20: at 12 the progress verdict
     read many slow-starting real runs as flat; docs/integrations.md)."""
-    patience: int = 3
+    patience: int = 5
     """Consecutive assessments the collapse or degeneracy alert must hold before a stop is
-    requested."""
+    requested (5: on AR(1) nulls, rho 0.5, collapse fired on 2 of 66 against 7 of 66 with 3;
+    docs/integrations.md)."""
     plateau_patience: int = 8
     """The same for the plateau and flat alerts, whose verdicts are the noisier ones (8: on the
     real logs 3 of 16 plateau stops were followed by a rise, against 10 of 22 with 5;
