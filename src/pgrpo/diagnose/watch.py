@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from pgrpo.diagnose.live import LiveConfig, LiveStatus, assess_live
+from pgrpo.diagnose.live import STOP_RULES, LiveConfig, LiveStatus, assess_live, rule_patience
 from pgrpo.logs import LogFormatError, RewardLog, read_log
 
 
@@ -73,7 +73,7 @@ def watch_log(
                 log, error = None, str(exc)
             latest = log or latest
             if log is not None and len(log) >= assessed_at + every:
-                if once:  # replay the assessments `patience` needs, ending at the last point
+                if once:  # replay the assessments the patience needs, ending at the last point
                     history = _replay(log, cfg, every)
                 assessed_at = len(log)
                 last = assess_live(log, cfg, history)
@@ -108,8 +108,10 @@ def _prefix(log: RewardLog, k: int) -> RewardLog:
 
 
 def _replay(log: RewardLog, cfg: LiveConfig, every: int) -> tuple[LiveStatus, ...]:
-    """Assessments at the patience - 1 earlier sizes (every `every` points) before the last."""
-    sizes = [len(log) - j * every for j in range(cfg.patience - 1, 0, -1)]
+    """Assessments at the patience - 1 earlier sizes (every `every` points) before the last
+    (the longest patience of the stop rules)."""
+    need = max(rule_patience(cfg, r) for r in STOP_RULES)
+    sizes = [len(log) - j * every for j in range(need - 1, 0, -1)]
     history: tuple[LiveStatus, ...] = ()
     for k in sizes:
         if k >= 1:
