@@ -16,9 +16,11 @@ FIX = Path(__file__).resolve().parent / "fixtures" / "logs"
 
 
 def test_registry_lists_every_format():
-    assert set(LOG_READERS.names()) == {"pgrpo", "trl", "verl", "verl_console", "wandb", "csv"}
+    assert set(LOG_READERS.names()) == {
+        "pgrpo", "trl", "verl", "verl_console", "wandb", "csv", "tensorboard", "wandb_export"
+    }  # fmt: skip
     with pytest.raises(KeyError, match="valid names"):
-        read_log(FIX / "generic.csv", format="tensorboard")
+        read_log(FIX / "generic.csv", format="mlflow")
 
 
 def test_pgrpo_run_dir_with_restart_nan_and_truncated_line():

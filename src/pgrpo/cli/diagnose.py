@@ -65,15 +65,34 @@ def diagnose_cmd(
     batch_prompts: int | None = typer.Option(
         None, "--batch-prompts", min=1, help="Prompts per step B, when the log does not say."
     ),
+    fail_on: str | None = typer.Option(
+        None,
+        "--fail-on",
+        help="CI gate: exit 1 on 'fail' (a mode detected, confidence >= 0.5) "
+        "or on 'warn' (also: any mode detected, any run check warning). Default: always exit 0.",
+    ),
+    cost_per_step: float | None = typer.Option(None, "--cost-per-step", help="Price a step."),
+    cost_per_gpu_hour: float | None = typer.Option(
+        None, "--cost-per-gpu-hour", help="Price a GPU-hour."
+    ),
+    gpus: int = typer.Option(1, "--gpus", help="GPUs of the run (with --cost-per-gpu-hour)."),
+    seconds_per_step: float | None = typer.Option(
+        None, "--seconds-per-step", help="Default: logged."
+    ),
 ) -> None:
     """Say whether the run is learning (learning / plateau / flat / declining / saturated /
     collapsed / too_short) and detect reward hacking, advantage degeneracy, policy concentration
     and dynamical instability from whatever columns the log has; say which signal is missing
-    otherwise."""
+    otherwise. Run checks: zero-gradient steps, wasted compute (priced), verifier gaming,
+    entropy floor. Exit codes: 0; 1 when --fail-on trips; 2 bad input."""
+    from pgrpo.cli import _checks
     from pgrpo.diagnose import diagnose
+    from pgrpo.diagnose.checks import run_checks
 
     if eval_log is None and log.is_dir() and (log / "eval.json").is_file():
         eval_log = log / "eval.json"
+    _checks.validate_fail_on(fail_on)
+    opts = _checks.check_options(cost_per_step, cost_per_gpu_hour, gpus, seconds_per_step)
     points = eval_points(eval_log) if eval_log is not None else None
     run = load_log(log, log_format)
     given = {"group_size": group_size, "batch_prompts": batch_prompts}
@@ -83,10 +102,14 @@ def diagnose_cmd(
         hp = {**run.hyperparameters, **{k: float(v) for k, v in given.items() if v is not None}}
         run = replace(run, hyperparameters=hp)
     result = diagnose(run, eval_log=points)
-    emit(result.to_dict(), as_json, lambda console: _print(result, log, console))
+    checks = run_checks(run, opts)
+    level = _checks.gate_level(result, checks)
+    data = {**result.to_dict(), "checks": [c.to_dict() for c in checks], "gate": level}
+    emit(data, as_json, lambda console: _print(result, checks, log, console))
+    _checks.apply_gate(level, fail_on)
 
 
-def _print(result: Any, log: Path, console: Console) -> None:
+def _print(result: Any, checks: list[Any], log: Path, console: Console) -> None:
     console.print(f"[bold]diagnosis of[/bold] {escape(log)}")
     for item in result.findings():
         console.print(f"- {escape(item['sentence'])}")
@@ -107,3 +130,6 @@ def _print(result: Any, log: Path, console: Console) -> None:
         )
         table.add_row(v.name, mark, f"{v.confidence:.2f}", _fmt_evidence(v.evidence), escape(note))
     console.print(table)
+    from pgrpo.cli import _checks
+
+    _checks.print_checks(checks)

@@ -24,6 +24,9 @@ is not copied):
 - diagnostics: `degeneracy/*`, `reward_within_group_std`, `frac_gradient_tokens`,
   `advantages/*`, `group_size` are appended to TRL's `_metrics`, so they reach `log_history` in
   `trainer_state.json`, W&B and TensorBoard like TRL's own metrics.
+
+`PgrpoCallback` (defined in `pgrpo.integrations.callback`, re-exported here) brings the live
+forecast, verdict and stop rules to TRL's own GRPOTrainer or any subclass (Unsloth's) instead.
 """
 
 from __future__ import annotations
@@ -43,6 +46,15 @@ from trl import GRPOConfig, GRPOTrainer
 from pgrpo.core.advantages import ADVANTAGE_ESTIMATORS, ADVANTAGE_TRANSFORMS, compute_advantages
 from pgrpo.core.degeneracy import group_stats
 from pgrpo.core.losses import asymmetric_kl_weights, gradient_token_fraction
+from pgrpo.integrations.callback import PgrpoCallback
+
+__all__ = [
+    "PgrpoCallback",
+    "PgrpoGRPOConfig",
+    "PgrpoGRPOTrainer",
+    "task_dataset",
+    "task_reward_func",
+]
 
 SUPPORTED_TRL_VERSIONS = ("1.16.0",)
 if trl.__version__ not in SUPPORTED_TRL_VERSIONS:

@@ -1,6 +1,9 @@
 """Training-log readers: `read_log(path, format=None) -> RewardLog`, auto-detecting pgrpo JSONL,
-TRL trainer_state.json, verl JSONL, W&B CSV and generic CSV (registry `LOG_READERS`)."""
+TRL trainer_state.json, verl JSONL, W&B CSV, generic CSV and TensorBoard event files (registry
+`LOG_READERS`)."""
 
+from pgrpo.logs import tensorboard as _tensorboard  # noqa: F401  (registers the reader)
+from pgrpo.logs import wandb_run as _wandb_run  # noqa: F401  (registers the reader)
 from pgrpo.logs.base import COLUMN_KEYS, LogFormatError, LogReader, RewardLog, assemble
 from pgrpo.logs.readers import LOG_READERS, read_jsonl, read_log
 

@@ -151,6 +151,8 @@ def _diagnose(history: list[dict[str, Any]]) -> str:
 
         columns = _columns(history)
         verdict = diagnose(columns)
+        if verdict.progress is not None:
+            lines.append(f"progress ({verdict.progress.label}): {verdict.progress.summary}")
         for mode in verdict.modes:
             flag = "yes" if mode.detected else "no"
             line = f"{mode.name}: {flag} (confidence {mode.confidence:.2f})"

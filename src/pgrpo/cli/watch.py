@@ -1,0 +1,132 @@
+"""`pgrpo watch LOG`: follow a growing training log (pgrpo, TRL, verl, W&B CSV, TensorBoard) and
+print a live line per assessment; touch `--stop-file` and exit 3 when a stop rule holds.
+
+Exit codes: 0 the watch ended (--once, --timeout, --idle) with no stop condition; 3 a stop
+condition held (plateau, collapse or degeneracy, as chosen with --stop-on); 2 bad input.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import typer
+
+from pgrpo.cli.app import app
+
+EXIT_STOP = 3
+
+
+def _f(metrics: dict[str, float], key: str, spec: str = ".3g") -> str:
+    value = metrics.get(key)
+    return "-" if value is None or not math.isfinite(value) else format(value, spec)
+
+
+def status_line(status, log) -> str:  # noqa: ANN001
+    """step, reward, recent level, forecast plateau [band], steps to 90%, verdict, alerts."""
+    m = status.metrics
+    text = (
+        f"step {status.step:g}  reward {status.reward:.3g}  level {_f(m, 'pgrpo/level')}  "
+        f"forecast {_f(m, 'pgrpo/forecast_plateau')} "
+        f"[{_f(m, 'pgrpo/forecast_lo')}, {_f(m, 'pgrpo/forecast_hi')}]  "
+        f"to90 {_f(m, 'pgrpo/steps_to_90', '.0f')}  verdict {status.verdict}"
+    )
+    if "pgrpo/degeneracy" in m:
+        text += f"  degenerate {_f(m, 'pgrpo/degeneracy', '.2f')}"
+    return text + (f"  alerts {','.join(status.alerts)}" if status.alerts else "")
+
+
+def _stop_rules(value: str) -> tuple[str, ...]:
+    from pgrpo.diagnose.live import STOP_RULES
+
+    rules = tuple(r.strip() for r in value.split(",") if r.strip() and r.strip() != "none")
+    bad = [r for r in rules if r not in STOP_RULES]
+    if bad:
+        raise typer.BadParameter(
+            f"unknown stop rule(s) {', '.join(bad)}; use a comma list of {', '.join(STOP_RULES)} "
+            "or 'none'",
+            param_hint="--stop-on",
+        )
+    return rules
+
+
+@app.command("watch")
+def watch_cmd(
+    log: Path = typer.Argument(..., help="Log file or run directory; may not exist yet."),
+    stop_on: str = typer.Option(
+        "plateau,collapse,degeneracy", "--stop-on", help="Comma list of stop rules, or 'none'."
+    ),
+    stop_file: Path | None = typer.Option(
+        None, "--stop-file", help="File touched when a stop rule holds (for your launcher)."
+    ),
+    confidence: float = typer.Option(0.9, "--confidence", help="Level of the forecast band."),
+    min_points: int = typer.Option(20, "--min-points", help="Points before any verdict."),
+    patience: int = typer.Option(
+        5, "--patience", help="Assessments a collapse / degeneracy alert must hold."
+    ),
+    plateau_patience: int = typer.Option(
+        8, "--plateau-patience", help="Assessments a plateau / flat alert must hold."
+    ),
+    every: int = typer.Option(5, "--every", help="Assess every N new logged points."),
+    poll: float = typer.Option(2.0, "--poll", help="Seconds between reads of the log."),
+    timeout: float | None = typer.Option(None, "--timeout", help="Stop watching after S s."),
+    idle: float | None = typer.Option(None, "--idle", help="Stop when the log is idle for S s."),
+    once: bool = typer.Option(False, "--once", help="Assess the log as it is now and exit."),
+    log_format: str | None = typer.Option(None, "--format", help="Force a log reader by name."),
+    reward_column: str | None = typer.Option(None, "--reward-column", help="Reward key."),
+    as_json: bool = typer.Option(False, "--json", help="One JSON object per assessment."),
+) -> None:
+    """Follow LOG, print step / reward / forecast / verdict live; exit 3 on a stop condition
+    (0 when the watch ends without one, 2 on bad input). verl: point it at the file logger's
+    JSONL or the console log; TRL: prefer `PgrpoCallback` (trainer_state.json is written only
+    at checkpoints)."""
+    from pgrpo.diagnose.live import LiveConfig
+    from pgrpo.diagnose.watch import watch_log
+
+    try:
+        config = LiveConfig(
+            confidence=confidence,
+            min_points=min_points,
+            patience=patience,
+            plateau_patience=plateau_patience,
+            stop_on=_stop_rules(stop_on),
+        )
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
+    if every < 1 or poll <= 0:
+        raise typer.BadParameter("--every must be >= 1 and --poll > 0")
+    if log_format is not None:
+        from pgrpo.logs import LOG_READERS
+
+        try:
+            LOG_READERS.get(log_format)
+        except KeyError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--format") from None
+
+    def show(status, reward_log) -> None:  # noqa: ANN001
+        if as_json:
+            typer.echo(json.dumps({"step": status.step, "reward": status.reward,
+                                   "verdict": status.verdict, "summary": status.summary,
+                                   "alerts": list(status.alerts),
+                                   **status.metrics}, allow_nan=False))  # fmt: skip
+        else:
+            typer.echo(status_line(status, reward_log))
+
+    opts = {"reward_key": reward_column} if reward_column else {}
+    result = watch_log(log, config, log_format=log_format, read_options=opts, every=every,
+                       poll_s=poll, timeout_s=timeout, idle_s=idle, once=once,
+                       on_status=show)  # fmt: skip
+    if result.ended == "error":
+        typer.echo(f"error: {result.error}; check the path and --format", err=True)
+        raise typer.Exit(2)
+    if result.ended == "stop":
+        if stop_file is not None:
+            stop_file.parent.mkdir(parents=True, exist_ok=True)
+            stop_file.touch()
+        where = f"; touched {stop_file}" if stop_file is not None else ""
+        typer.echo(f"stop: {result.status.reason} at step {result.status.step:g}{where}", err=True)
+        typer.echo(result.status.summary, err=True)
+        raise typer.Exit(EXIT_STOP)
+    typer.echo(f"watch ended ({result.ended}) after {result.points} points, no stop condition",
+               err=True)  # fmt: skip

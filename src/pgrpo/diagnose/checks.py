@@ -1,0 +1,128 @@
+"""Run-level checks beside the failure modes: zero-gradient steps, wasted compute, verifier
+gaming, entropy floor. Each is a pure function `fn(log, options) -> CheckResult` registered in
+`CHECKS` (the only dispatch path); `run_checks(log, options)` runs them all.
+
+A check's status is `ok`, `warn` or `not_enough_evidence` (the log lacks the column, or has too
+few points); `false_alarm` states how its false alarms are controlled (a null it was measured
+on, or a threshold and its reason).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from pgrpo._registry import Registry
+from pgrpo.diagnose.live import noise_sd, slope_t
+
+STATUSES = ("ok", "warn", "not_enough_evidence")
+
+
+@dataclass(frozen=True)
+class CheckOptions:
+    """What the user tells about the run's cost (all optional)."""
+
+    cost_per_step: float | None = None
+    """Cost of one optimizer step (any currency)."""
+    cost_per_gpu_hour: float | None = None
+    """Cost of one GPU-hour; needs the step time (logged, or seconds_per_step)."""
+    gpus: int = 1
+    """GPUs the run uses (with cost_per_gpu_hour)."""
+    seconds_per_step: float | None = None
+    """Wall time of one step; default: from the log's timing columns when present."""
+    confidence: float = 0.9
+    """Confidence level of the checks' statistics: wasted compute confirms the plateau stop
+    when the later gain is below this one-sided z; the entropy floor uses this band level."""
+
+    def __post_init__(self) -> None:
+        for name in ("cost_per_step", "cost_per_gpu_hour", "seconds_per_step"):
+            v = getattr(self, name)
+            if v is not None and not (v >= 0 and math.isfinite(v)):
+                raise ValueError(f"{name} must be a finite number >= 0, got {v!r}")
+        if self.gpus < 1:
+            raise ValueError(f"gpus must be >= 1, got {self.gpus}")
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """name; status (one of STATUSES); summary: one line for people; evidence: figures with
+    stable names; false_alarm: how false alarms are controlled; metrics: numeric evidence."""
+
+    name: str
+    status: str
+    summary: str
+    evidence: dict[str, Any] = field(default_factory=dict)
+    false_alarm: str = ""
+    metrics: dict[str, float] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        ev = {k: (None if isinstance(v, float) and not math.isfinite(v) else v)
+              for k, v in self.evidence.items()}  # fmt: skip
+        return {"name": self.name, "status": self.status, "summary": self.summary,
+                "evidence": ev, "false_alarm": self.false_alarm}  # fmt: skip
+
+
+CHECKS: Registry[Callable[..., CheckResult]] = Registry("run check")
+
+
+def run_checks(log: Any, options: CheckOptions | None = None) -> list[CheckResult]:
+    """Every registered check on a RewardLog, in registration-name order."""
+    from pgrpo.diagnose import costs as _costs  # noqa: F401  (registers)
+    from pgrpo.diagnose import entropy as _entropy  # noqa: F401
+    from pgrpo.diagnose import gaming as _gaming  # noqa: F401
+
+    opts = options or CheckOptions()
+    return [CHECKS.get(name)(log, opts) for name in CHECKS.names()]
+
+
+def not_enough(name: str, why: str, false_alarm: str = "") -> CheckResult:
+    return CheckResult(name, "not_enough_evidence", f"not enough evidence: {why}", {}, false_alarm)
+
+
+def column(log: Any, name: str) -> tuple[np.ndarray, np.ndarray] | None:
+    """(step, values) of a column where it is finite, or None when absent."""
+    col = log.columns.get(name)
+    if col is None:
+        return None
+    ok = np.isfinite(col)
+    return (log.step[ok], col[ok]) if ok.any() else None
+
+
+@dataclass(frozen=True)
+class Trend:
+    """Change of a series from its first to its last quarter. gain: difference of the quarter
+    means; se: its standard error (first-difference noise, lag-1 autocorrelation inflated);
+    t: gain / se; slope_t: t of the OLS slope over the whole series."""
+
+    gain: float
+    se: float
+    t: float
+    slope_t: float
+    start: float
+    end: float
+
+
+def ar1_from_differences(y: np.ndarray) -> float:
+    """Lag-1 autocorrelation of the noise, from the first differences (robust to a smooth trend):
+    for AR(1) noise rho, corr(d_t, d_t+1) = -(1 - rho) / 2, so rho = 1 + 2 corr. y: [n]."""
+    d = np.diff(y)
+    if d.size < 4 or np.std(d) == 0:
+        return 0.0
+    c = float(np.corrcoef(d[:-1], d[1:])[0, 1])
+    return 1.0 + 2.0 * c if math.isfinite(c) else 0.0
+
+
+def trend(step: np.ndarray, y: np.ndarray) -> Trend:
+    """step, y: [n], n >= 8."""
+    q = max(2, y.size // 4)
+    a, b = float(np.mean(y[:q])), float(np.mean(y[-q:]))
+    rho = ar1_from_differences(y)
+    rho = min(max(rho if math.isfinite(rho) else 0.0, 0.0), 0.9)
+    se = noise_sd(y) * math.sqrt(2.0 / q * (1 + rho) / (1 - rho))
+    gain = b - a
+    t = gain / se if se > 0 else (math.copysign(math.inf, gain) if gain else 0.0)
+    return Trend(gain, se, t, slope_t(step, y), a, b)

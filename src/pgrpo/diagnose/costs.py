@@ -1,0 +1,181 @@
+"""Steps that bought nothing, and what they cost: zero-gradient steps and steps past the plateau.
+
+- `zero_gradient_steps`: logged points where every group had zero reward std
+  (`frac_reward_zero_std` = 1: every advantage is 0, so the policy-gradient term is exactly 0),
+  or where `frac_gradient_tokens` or `grad_norm` is exactly 0. Exact arithmetic, not a
+  statistic: the only false alarm is a log that rounds (a value >= 1 - 1e-9 counts). It warns
+  from `ZERO_WARN_SHARE` (5%) of the logged points: below that the compute lost is marginal.
+- `wasted_compute`: the zero-gradient steps plus the steps after the point where the live
+  plateau stop (`pgrpo.diagnose.live` with its defaults: the progress verdict of
+  `pgrpo.diagnose.progress.assess_progress` read `plateau` or `saturated` on 8 (plateau_patience)
+  consecutive assessments, what `PgrpoCallback` and `pgrpo watch` would have stopped at)
+  fired, priced with a cost per step or per GPU-hour. It warns only when the data after that
+  point confirm it: the reward gained after it is not significant (below z standard errors of
+  the difference of the two window means, z at `CheckOptions.confidence`), and the wasted
+  steps are at least `WASTE_WARN_SHARE` (20%) of the run.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import numpy as np
+from scipy.stats import norm
+
+from pgrpo.diagnose.checks import CHECKS, CheckOptions, CheckResult, column, not_enough
+from pgrpo.diagnose.live import LiveConfig, assess_live, noise_sd
+
+ZERO_EPS = 1e-9
+ZERO_WARN_SHARE = 0.05
+WASTE_WARN_SHARE = 0.2  # a fifth of the run's compute bought no reward
+# timing columns (seconds per step) and cumulative clocks, first match wins
+STEP_TIME_KEYS = ("step_time", "timing_s/step", "perf/time_per_step", "time/step")
+CLOCK_KEYS = ("_runtime", "train_runtime", "time/elapsed")
+
+
+def _stride(log) -> float:  # noqa: ANN001
+    return float(log.metrics.get("log_every", 1.0) or 1.0)
+
+
+def zero_gradient_mask(log) -> tuple[np.ndarray | None, list[str]]:  # noqa: ANN001
+    """[n] bool (the logged point had no policy gradient) and the columns used; None without
+    any of them."""
+    used, mask = [], np.zeros(len(log), dtype=bool)
+    for name, test in (
+        ("frac_reward_zero_std", lambda c: c >= 1.0 - ZERO_EPS),
+        ("frac_gradient_tokens", lambda c: c <= ZERO_EPS),
+        ("grad_norm", lambda c: c == 0.0),
+    ):
+        col = log.columns.get(name)
+        if col is not None and np.isfinite(col).any():
+            used.append(name)
+            mask |= np.where(np.isfinite(col), test(np.nan_to_num(col, nan=0.5)), False)
+    return (mask if used else None), used
+
+
+@CHECKS.register("zero_gradient_steps")
+def zero_gradient_steps(log, options: CheckOptions) -> CheckResult:  # noqa: ANN001
+    name = "zero_gradient_steps"
+    control = (f"exact (every group all-equal => every advantage 0); warns from "
+               f"{ZERO_WARN_SHARE:.0%} of the logged points")  # fmt: skip
+    mask, used = zero_gradient_mask(log)
+    if mask is None:
+        return not_enough(name, "log has none of frac_reward_zero_std, frac_gradient_tokens, "
+                          "grad_norm", control)  # fmt: skip
+    k = int(mask.sum())
+    steps = k * _stride(log)
+    share = k / max(len(log), 1)
+    first = float(log.step[mask][0]) if k else math.nan
+    ev = {"zero_gradient_points": k, "zero_gradient_steps": steps, "share": share,
+          "first_step": first, "columns": ",".join(used)}  # fmt: skip
+    cost = _price(log, steps, options)
+    ev.update(cost)
+    if k == 0:
+        return CheckResult(name, "ok", "no zero-gradient steps", ev, control)
+    text = (f"{k} logged point(s) ({share:.0%}) had no policy gradient, first at step "
+            f"{first:g}{_cost_text(cost)}: raise G, filter all-pass / all-fail prompts, or "
+            "use an estimator with signal on degenerate groups (pgrpo_advantage)")  # fmt: skip
+    status = "warn" if share >= ZERO_WARN_SHARE else "ok"
+    return CheckResult(name, status, text, ev, control, {"share": share})
+
+
+def step_seconds(log, options: CheckOptions) -> float | None:  # noqa: ANN001
+    """Seconds per optimizer step: the option, else a logged per-step time, else the slope of a
+    logged cumulative clock."""
+    if options.seconds_per_step is not None:
+        return options.seconds_per_step
+    for key in STEP_TIME_KEYS:
+        got = column(log, key)
+        if got is not None:
+            return float(np.median(got[1]))
+    for key in CLOCK_KEYS:
+        got = column(log, key)
+        if got is not None and got[0].size >= 3:
+            slope = np.polyfit(got[0], got[1], 1)[0]
+            if slope > 0:
+                return float(slope)
+    return None
+
+
+def _price(log, steps: float, options: CheckOptions) -> dict[str, float]:  # noqa: ANN001
+    out: dict[str, float] = {}
+    if options.cost_per_step is not None:
+        out["cost"] = steps * options.cost_per_step
+    sec = step_seconds(log, options)
+    if sec is not None:
+        out["gpu_hours"] = steps * sec * options.gpus / 3600.0
+        if options.cost_per_gpu_hour is not None:
+            out["cost"] = out["gpu_hours"] * options.cost_per_gpu_hour
+    return out
+
+
+def _cost_text(cost: dict[str, float]) -> str:
+    parts = []
+    if "gpu_hours" in cost:
+        parts.append(f"{cost['gpu_hours']:.3g} GPU-h")
+    if "cost" in cost:
+        parts.append(f"cost {cost['cost']:.4g}")
+    return f" ({', '.join(parts)})" if parts else ""
+
+
+def plateau_step(log, points: int = 40) -> float | None:  # noqa: ANN001
+    """The first step at which the live plateau stop (LiveConfig defaults) would have stopped
+    the run, replaying `assess_live` on ~`points` growing prefixes; None when it never fires."""
+    cfg = LiveConfig(stop_on=("plateau",))
+    n = len(log)
+    every = max(1, n // points)
+    history: tuple = ()
+    for k in range(cfg.min_points, n + 1, every):
+        cols = {c: v[:k] for c, v in log.columns.items()}
+        sub = replace(log, step=log.step[:k], reward=log.reward[:k], columns=cols)
+        status = assess_live(sub, cfg, history)
+        history = (*history, status)
+        if status.stop:
+            return float(log.step[k - 1])
+    return None
+
+
+@CHECKS.register("wasted_compute")
+def wasted_compute(log, options: CheckOptions) -> CheckResult:  # noqa: ANN001
+    name = "wasted_compute"
+    control = ("plateau = the live plateau stop (progress verdict plateau / saturated "
+               "on 8 assessments), confirmed by the data after it: warn only if the later gain "
+               f"is below the one-sided {options.confidence:.0%} z standard errors")  # fmt: skip
+    if len(log) < 16:
+        return not_enough(name, f"{len(log)} logged points (need 16)", control)
+    at = plateau_step(log)
+    mask, _ = zero_gradient_mask(log)
+    zero_steps = float(mask.sum()) * _stride(log) if mask is not None else 0.0
+    ev: dict = {"plateau_step": at if at is not None else math.nan,
+                "zero_gradient_steps": zero_steps}  # fmt: skip
+    past = 0.0
+    if at is not None:
+        after = log.step > at
+        past = float(log.step[-1] - at)
+        w = max(5, len(log) // 10)
+        before = log.reward[~after][-w:]
+        later = log.reward[after]
+        se = noise_sd(log.reward) * math.sqrt(1 / before.size + 1 / max(later.size, 1))
+        gain = float(np.mean(later[-w:]) - np.mean(before)) if later.size else 0.0
+        z = float(norm.ppf(options.confidence))
+        ev.update({"steps_past_plateau": past, "gain_after_plateau": gain, "gain_se": se,
+                   "confirmed": bool(later.size >= 2 and gain < z * se)})  # fmt: skip
+    wasted = past if ev.get("confirmed") else 0.0
+    if wasted and mask is not None:  # zero-gradient steps past the plateau are counted once
+        zero_steps = float(mask[log.step <= at].sum()) * _stride(log)
+        ev["zero_gradient_steps"] = zero_steps
+    total = wasted + zero_steps
+    ev["wasted_steps"] = total
+    ev["share"] = total / max(float(log.step[-1] - log.step[0]) + _stride(log), 1.0)
+    cost = _price(log, total, options)
+    ev.update(cost)
+    if total == 0:
+        why = "no confirmed plateau" if at is None or not ev.get("confirmed") else ""
+        return CheckResult(name, "ok", f"no wasted steps found ({why or 'none'})", ev, control)
+    text = (f"{total:g} step(s) bought no reward ({ev['share']:.0%} of the run: "
+            f"{wasted:g} past the plateau at step {at if at is not None else math.nan:g}, "
+            f"{zero_steps:g} without gradient){_cost_text(cost)}; stop earlier with "
+            "PgrpoCallback(stop_on=('plateau',)) or `pgrpo watch --stop-file`")  # fmt: skip
+    status = "warn" if ev["share"] >= WASTE_WARN_SHARE else "ok"
+    return CheckResult(name, status, text, ev, control, {"share": ev["share"]})

@@ -1,0 +1,68 @@
+"""When the policy's entropy reaches its floor: a forecast from the logged entropy column.
+
+The entropy curve is fitted with the exponential saturation law H(t) = H_inf + (H_0 - H_inf)
+exp(-t / tau) (`pgrpo.dynamics.fit.fit_curve`, the code `pgrpo fit` uses) and forecast with
+`pgrpo.dynamics.forecast.forecast` (same band: parameter covariance, autocorrelated noise, a
+backtest for misspecification, blended with the last-window mean). The floor is the forecast
+mean three spans ahead; "reached" is 90% of the drop from H_0 to the floor, at step
+t_0 + tau ln 10. It warns when the floor's band lies below `COLLAPSE_SHARE` (10%) of the
+initial entropy: a policy heading for near-determinism, where GRPO's groups stop differing and
+exploration ends (arXiv 2505.22617's entropy-collapse regime). Backtest on the real logs:
+docs/integrations.md.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from pgrpo.diagnose.checks import CHECKS, CheckOptions, CheckResult, column, not_enough
+from pgrpo.dynamics.forecast import forecast
+
+COLLAPSE_SHARE = 0.1
+MIN_POINTS = 12
+
+
+def entropy_floor_forecast(step: np.ndarray, entropy: np.ndarray, level: float = 0.9) -> dict:
+    """step, entropy: [n] -> floor, band, tau, step the floor is reached (90% of the drop),
+    steps from the last point to it (0 when already there)."""
+    span = max(float(step[-1] - step[0]), 1.0)
+    horizon = float(step[-1]) + 3.0 * span + np.linspace(0.0, span, step.size)
+    fc = forecast(step, entropy, float(step[-1]), model="exponential", horizon=horizon,
+                  level=level)  # fmt: skip
+    tau = float(fc.fit.values["tau"])
+    reached = float(step[0]) + tau * math.log(10.0)
+    return {
+        "floor": fc.predicted_mean,
+        "floor_lo": fc.mean_band[0],
+        "floor_hi": fc.mean_band[1],
+        "initial": float(fc.fit.values["R_0"]),
+        "tau": tau,
+        "floor_step": reached,
+        "steps_to_floor": max(0.0, reached - float(step[-1])),
+    }
+
+
+@CHECKS.register("entropy_floor")
+def entropy_floor(log, options: CheckOptions) -> CheckResult:  # noqa: ANN001
+    name = "entropy_floor"
+    control = (f"warn only when the whole {options.confidence:.0%} band of the floor is below "
+               f"{COLLAPSE_SHARE:.0%} of the initial entropy")  # fmt: skip
+    got = column(log, "entropy")
+    if got is None or got[1].size < MIN_POINTS:
+        return not_enough(name, f"no entropy column with >= {MIN_POINTS} points", control)
+    try:
+        ev = entropy_floor_forecast(*got, level=options.confidence)
+    except ValueError as exc:
+        return not_enough(name, f"entropy not fittable ({exc})", control)
+    falling = ev["floor"] < ev["initial"]
+    when = (f"reached at step ~{ev['floor_step']:.0f} ({ev['steps_to_floor']:.0f} steps from "
+            "now)" if falling and math.isfinite(ev["floor_step"]) else "not falling")  # fmt: skip
+    text = (f"entropy floor {ev['floor']:.3g} [{ev['floor_lo']:.3g}, {ev['floor_hi']:.3g}] from "
+            f"{ev['initial']:.3g}, {when}")  # fmt: skip
+    if falling and ev["initial"] > 0 and ev["floor_hi"] < COLLAPSE_SHARE * ev["initial"]:
+        text += ("; below 10% of the start: entropy collapse ahead (raise temperature, add an "
+                 "entropy bonus or clip-higher, or lower the lr)")  # fmt: skip
+        return CheckResult(name, "warn", text, ev, control)
+    return CheckResult(name, "ok", text, ev, control)

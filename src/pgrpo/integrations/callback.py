@@ -1,0 +1,151 @@
+"""`PgrpoCallback`: live forecasts, verdicts, alerts and early stop for any `transformers`
+Trainer that logs a reward (TRL's GRPOTrainer, a subclass, Unsloth's patched trainer).
+
+Needs only transformers (no TRL private API); `pgrpo.integrations.trl` re-exports it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+from transformers import TrainerCallback
+from transformers.trainer_callback import CallbackHandler, DefaultFlowCallback
+
+
+def _has_reward(entry: dict[str, Any]) -> bool:
+    """A training log entry with a reward (not an eval or a summary entry)."""
+    from pgrpo.logs.base import REWARD_KEYS, REWARD_PATTERN, _canon
+
+    return any(_canon(k) in REWARD_KEYS or REWARD_PATTERN.match(_canon(k)) for k in entry)
+
+
+class PgrpoCallback(TrainerCallback):
+    """Live forecasts and stop rules for any `transformers.Trainer` that logs a reward: TRL's
+    GRPOTrainer, a subclass of it, Unsloth's patched trainer; no subclassing.
+
+        trainer = GRPOTrainer(..., callbacks=[PgrpoCallback(every=5, stop_on=("plateau",))])
+
+    Every `every` logged rewards it runs `pgrpo.diagnose.live.assess_live` (the progress verdict
+    of `pgrpo diagnose` and the forecast of `pgrpo fit`, with lr, G = num_generations and
+    K = num_iterations x steps_per_generation / gradient_accumulation_steps read from the
+    trainer's args) and adds the `pgrpo/*` keys to that
+    log entry: W&B, TensorBoard, the console and `trainer_state.json` get them. On the first event
+    it moves itself right after transformers' DefaultFlowCallback so the reporting callbacks see
+    the keys in the same entry. `stop_on` (plateau, flat, collapse, degeneracy; default none) sets
+    `control.should_training_stop` once a rule has held for its patience (`plateau_patience` for
+    plateau and flat, `patience` for collapse and degeneracy) in assessments. At train end
+    it writes `output_dir/pgrpo_live_report.json`.
+
+    Options: every (assess every N logged rewards), report (path or None for the default), and
+    the `pgrpo.diagnose.live.LiveConfig` fields (confidence, min_points, patience,
+    plateau_patience, degeneracy_threshold, degeneracy_patience, stop_on).
+    """
+
+    def __init__(self, every: int = 5, report: str | None = None, **config: Any) -> None:
+        from pgrpo.diagnose.live import LiveConfig
+
+        if every < 1:
+            raise ValueError(f"every must be >= 1 logged step, got {every}")
+        if isinstance(config.get("stop_on"), str):
+            config["stop_on"] = (config["stop_on"],)
+        self.config = LiveConfig(**{k: tuple(v) if k == "stop_on" else v
+                                    for k, v in config.items()})  # fmt: skip
+        self.every = every
+        self.report_path = report
+        self.records: list[dict[str, Any]] = []
+        self.history: tuple[Any, ...] = ()
+        self.hyperparameters: dict[str, float] = {}
+        self.stopped: str = ""
+        self.errors: list[str] = []
+        self._ordered = False
+
+    def _move_first(self) -> None:
+        """Put this callback right after DefaultFlowCallback in the caller's CallbackHandler, so
+        W&B / TensorBoard callbacks (which come before user callbacks) log the pgrpo keys."""
+        self._ordered = True
+        frame = sys._getframe(2)  # CallbackHandler.call_event -> on_* -> here
+        handler = frame.f_locals.get("self")
+        if not isinstance(handler, CallbackHandler) or self not in handler.callbacks:
+            return
+        rest = [c for c in handler.callbacks if c is not self]
+        i = next((j + 1 for j, c in enumerate(rest) if isinstance(c, DefaultFlowCallback)), 0)
+        handler.callbacks = [*rest[:i], self, *rest[i:]]  # a new list: the loop running is safe
+
+    def on_init_end(self, args, state, control, **kwargs):  # noqa: ANN001, ANN201
+        if not self._ordered:
+            self._move_first()
+
+    def on_train_begin(self, args, state, control, **kwargs):  # noqa: ANN001, ANN201
+        from pgrpo.logs.base import hyperparameters_from_config
+
+        if not self._ordered:
+            self._move_first()
+        self.hyperparameters = hyperparameters_from_config(args.to_dict())
+        # a resumed run (or a second train() call) starts from the history the trainer holds
+        self.records = [dict(e) for e in state.log_history if _has_reward(e)]
+        self.history, self.stopped = (), ""
+
+    def on_log(self, args, state, control, logs=None, **kwargs):  # noqa: ANN001, ANN201
+        logs = logs if logs is not None else {}
+        if not _has_reward(logs):
+            return control  # an eval or a summary entry
+        self.records.append({**logs, "step": state.global_step})
+        if len(self.records) % self.every:
+            return control
+        status = self._assess()
+        if status is None:
+            return control
+        logs.update(status.metrics)
+        if state.log_history and state.log_history[-1].get("step") == state.global_step:
+            state.log_history[-1].update(status.metrics)  # trainer_state.json
+        if status.stop and not self.stopped:
+            self.stopped = f"step {state.global_step}: {status.reason}"
+            control.should_training_stop = True
+        return control
+
+    def _assess(self) -> Any:
+        from pgrpo.diagnose.live import assess_live
+        from pgrpo.logs.base import assemble
+
+        try:
+            log = assemble(self.records, fmt="trl", source="live",
+                           hyperparameters=self.hyperparameters)  # fmt: skip
+            status = assess_live(log, self.config, self.history)
+        except (ValueError, ArithmeticError, RuntimeError) as exc:  # never break the user's run
+            self.errors.append(f"{type(exc).__name__}: {exc}")
+            return None
+        self.history = (*self.history, status)
+        return status
+
+    def on_train_end(self, args, state, control, **kwargs):  # noqa: ANN001, ANN201
+        if not state.is_world_process_zero:
+            return control
+        path = Path(self.report_path or Path(args.output_dir) / "pgrpo_live_report.json")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(self.report(), indent=2, allow_nan=False) + "\n")
+        return control
+
+    def report(self) -> dict[str, Any]:
+        """The final report: config, stop reason, the last assessment, every assessment's keys."""
+        from dataclasses import asdict
+
+        last = self.history[-1] if self.history else None
+        clean = lambda d: {k: v for k, v in d.items() if math.isfinite(v)}  # noqa: E731
+        return {
+            "config": {**asdict(self.config), "every": self.every},
+            "hyperparameters": self.hyperparameters,
+            "logged_steps": len(self.records),
+            "stopped": self.stopped or None,
+            "verdict": last.verdict if last else "too_short",
+            "alerts": list(last.alerts) if last else [],
+            "last": {"step": last.step, **clean(last.metrics)} if last else None,
+            "assessments": [
+                {"step": h.step, "verdict": h.verdict, "alerts": list(h.alerts), **clean(h.metrics)}
+                for h in self.history
+            ],  # fmt: skip
+            "errors": self.errors[-5:],
+        }

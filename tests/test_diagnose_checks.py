@@ -1,0 +1,253 @@
+"""Run checks (zero-gradient steps, wasted compute, verifier gaming, entropy floor) and the
+`pgrpo diagnose --fail-on` gate: on real logs, on null curves (no false alarm), on constructed
+positives, through the CLI."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from pgrpo.diagnose.checks import CHECKS, CheckOptions, run_checks
+from pgrpo.diagnose.costs import wasted_compute, zero_gradient_mask, zero_gradient_steps
+from pgrpo.diagnose.entropy import entropy_floor, entropy_floor_forecast
+from pgrpo.diagnose.gaming import length_vs_reward, reward_function_divergence
+from pgrpo.logs import RewardLog, read_log
+
+EXPORT = Path(__file__).parent / "fixtures" / "logs" / "wandb_run_export.json"
+OPTS = CheckOptions()
+
+
+def _log(reward, **cols):
+    n = len(reward)
+    step = np.arange(1.0, n + 1)
+    cols = {k: np.asarray(v, dtype=float) for k, v in cols.items()}
+    return RewardLog(step, np.asarray(reward, float), cols, {}, (), "test", "test", "reward",
+                     {"log_every": 1.0})  # fmt: skip
+
+
+def test_registry_holds_every_check():
+    run_checks(_log(np.zeros(20)))
+    assert set(CHECKS.names()) == {"zero_gradient_steps", "wasted_compute", "length_vs_reward",
+                                   "reward_function_divergence", "entropy_floor"}  # fmt: skip
+
+
+# --- zero-gradient steps --------------------------------------------------------------------
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.sampled_from([0.0, 0.25, 0.5, 1.0]), min_size=1, max_size=60))
+def test_zero_gradient_counts_exactly_the_all_degenerate_points(fracs):
+    log = _log(np.full(len(fracs), 0.5), frac_reward_zero_std=fracs)
+    mask, used = zero_gradient_mask(log)
+    assert used == ["frac_reward_zero_std"]
+    assert mask.sum() == sum(f == 1.0 for f in fracs)
+    res = zero_gradient_steps(log, CheckOptions(cost_per_step=2.0))
+    assert res.evidence["zero_gradient_steps"] == sum(f == 1.0 for f in fracs)
+    if any(f == 1.0 for f in fracs):
+        assert res.evidence["cost"] == pytest.approx(2.0 * sum(f == 1.0 for f in fracs))
+
+
+def test_zero_gradient_on_real_logs(shared_data):
+    log = read_log(shared_data / "curves" / "f1_strategy_grpo_v1_flat.csv")
+    res = zero_gradient_steps(log, CheckOptions(cost_per_gpu_hour=2.0, seconds_per_step=36.0))
+    raw = np.genfromtxt(shared_data / "curves" / "f1_strategy_grpo_v1_flat.csv", delimiter=",",
+                        names=True)  # fmt: skip
+    k = int((raw["frac_reward_zero_std"] >= 1.0).sum())
+    assert res.status == "warn" and res.evidence["zero_gradient_points"] == k > 0
+    stride = log.metrics["log_every"]
+    assert res.evidence["gpu_hours"] == pytest.approx(k * stride * 36.0 / 3600)
+    assert res.evidence["cost"] == pytest.approx(res.evidence["gpu_hours"] * 2.0)
+    no_col = read_log(shared_data / "curves" / "gsm8k_qwen3_1p7b_abl_baseline.csv")
+    assert zero_gradient_steps(no_col, OPTS).status == "not_enough_evidence"
+
+
+# --- wasted compute -------------------------------------------------------------------------
+
+
+def test_wasted_compute_prices_the_steps_past_a_plateau():
+    rng = np.random.default_rng(0)
+    t = np.arange(1.0, 201)
+    log = _log(0.8 - 0.6 * np.exp(-t / 10) + 0.02 * rng.standard_normal(200), _runtime=30.0 * t)
+    res = wasted_compute(log, CheckOptions(cost_per_gpu_hour=3.0, gpus=2))
+    ev = res.evidence
+    assert res.status == "warn" and ev["confirmed"]
+    assert 30 <= ev["plateau_step"] <= 100  # 3-10 time constants
+    assert ev["wasted_steps"] == pytest.approx(200 - ev["plateau_step"])
+    assert ev["gpu_hours"] == pytest.approx(ev["wasted_steps"] * 30.0 * 2 / 3600, rel=1e-6)
+    assert ev["cost"] == pytest.approx(ev["gpu_hours"] * 3.0)
+
+
+def test_wasted_compute_does_not_warn_on_a_rising_run():
+    rng = np.random.default_rng(1)
+    log = _log(0.004 * np.arange(200) + 0.02 * rng.standard_normal(200))
+    assert wasted_compute(log, OPTS).status == "ok"
+
+
+def test_wasted_compute_on_real_logs(shared_data):
+    """A real run that plateaued (the later data confirm it) is priced; a real run the live rule
+    would have stopped too early (it rose later) is not counted as waste."""
+    plateaued = read_log(shared_data / "curves" / "hotpotqa_agent_grpo_v3.csv")
+    res = wasted_compute(plateaued, CheckOptions(cost_per_step=0.25))
+    ev = res.evidence
+    assert res.status == "warn" and ev["confirmed"]
+    assert ev["wasted_steps"] == pytest.approx(plateaued.step[-1] - ev["plateau_step"])
+    assert ev["cost"] == pytest.approx(0.25 * ev["wasted_steps"])
+    assert ev["gain_after_plateau"] < 1.29 * ev["gain_se"]
+    premature = read_log(shared_data / "curves" / "cs336_shibuki_question_only_prompt.csv")
+    res = wasted_compute(premature, OPTS)  # the live rule fires mid-run; the reward rose later
+    assert 100 <= res.evidence["plateau_step"] <= 150  # step 125 of 200
+    assert not res.evidence["confirmed"] and res.evidence["wasted_steps"] == 0
+    assert res.status == "ok"
+
+
+def test_bad_cost_options_say_how_to_fix():
+    with pytest.raises(ValueError, match="cost_per_step must be a finite number >= 0"):
+        CheckOptions(cost_per_step=-1.0)
+    with pytest.raises(ValueError, match="gpus must be >= 1"):
+        CheckOptions(gpus=0)
+
+
+# --- verifier gaming ------------------------------------------------------------------------
+
+
+def test_format_rising_while_correctness_flat_warns():
+    log = read_log(EXPORT)  # recorded TRL/W&B run: format reward 0.2 -> 1, correctness ~0.1
+    res = reward_function_divergence(log, OPTS)
+    assert res.status == "warn"
+    assert "rewards/format_reward/mean rose" in res.summary
+    assert "rewards/correctness_reward/mean stayed flat" in res.summary
+
+
+def test_reward_functions_rising_together_do_not_warn():
+    rng = np.random.default_rng(2)
+    t = np.arange(100.0)
+    a = 0.2 + 0.006 * t + 0.03 * rng.standard_normal(100)
+    b = 0.1 + 0.004 * t + 0.03 * rng.standard_normal(100)
+    log = _log(a + b, **{"rewards/fmt/mean": a, "rewards/acc/mean": b})
+    assert reward_function_divergence(log, OPTS).status == "ok"
+
+
+def test_length_rising_against_a_flat_reward_warns_and_rising_together_does_not():
+    rng = np.random.default_rng(3)
+    t = np.arange(120.0)
+    length = 100 + 2.0 * t + 5 * rng.standard_normal(120)
+    flat = _log(0.3 + 0.02 * rng.standard_normal(120), completion_length=length)
+    assert length_vs_reward(flat, OPTS).status == "warn"
+    rising = _log(0.3 + 0.004 * t + 0.02 * rng.standard_normal(120), completion_length=length)
+    assert length_vs_reward(rising, OPTS).status == "ok"
+
+
+@pytest.mark.parametrize("n", [50, 200])
+def test_gaming_checks_on_null_columns_rarely_warn(n):
+    """Independent noise columns: the measured false-alarm rate stays below 3% (stated: ~1%)."""
+    rng = np.random.default_rng(n)
+    warns = {"div": 0, "len": 0}
+    reps = 150
+    for _ in range(reps):
+        cols = {"rewards/a/mean": rng.standard_normal(n), "rewards/b/mean": rng.standard_normal(n),
+                "completion_length": rng.standard_normal(n)}  # fmt: skip
+        log = _log(rng.standard_normal(n), **cols)
+        warns["div"] += reward_function_divergence(log, OPTS).status == "warn"
+        warns["len"] += length_vs_reward(log, OPTS).status == "warn"
+    assert warns["div"] / reps < 0.03 and warns["len"] / reps < 0.03
+
+
+def test_gaming_checks_on_real_logs_say_what_is_missing(shared_data):
+    """The shared real logs have one reward column each: the divergence check says it cannot
+    judge; no real log warns on length vs reward."""
+    index = json.loads((shared_data / "curves" / "index.json").read_text())["runs"]
+    for run in index:
+        log = read_log(shared_data / "curves" / run["csv"])
+        div = reward_function_divergence(log, OPTS)
+        assert div.status == "not_enough_evidence" and "per-function" in div.summary
+        assert length_vs_reward(log, OPTS).status in ("ok", "not_enough_evidence"), run["name"]
+
+
+# --- entropy floor --------------------------------------------------------------------------
+
+
+def test_entropy_floor_recovers_a_known_exponential():
+    t = np.arange(1.0, 301)
+    rng = np.random.default_rng(4)
+    h = 0.2 + 0.8 * np.exp(-t / 40) + 0.01 * rng.standard_normal(300)
+    ev = entropy_floor_forecast(t[:120], h[:120])
+    assert ev["floor_lo"] <= 0.2 <= ev["floor_hi"]
+    assert ev["floor"] == pytest.approx(0.2, abs=0.05)
+    assert ev["tau"] == pytest.approx(40, rel=0.3)
+    assert ev["floor_step"] == pytest.approx(1 + 40 * math.log(10), rel=0.3)
+
+
+def test_entropy_collapse_warns_and_real_logs_are_judged(shared_data):
+    t = np.arange(1.0, 201)
+    rng = np.random.default_rng(5)
+    collapsing = _log(np.zeros(200), entropy=0.01 + 1.0 * np.exp(-t / 20)
+                      + 0.005 * rng.standard_normal(200))  # fmt: skip
+    assert entropy_floor(collapsing, OPTS).status == "warn"
+    log = read_log(shared_data / "curves" / "cs336_shibuki_onpolicy_lr1e-5.csv")
+    res = entropy_floor(log, OPTS)
+    assert res.status in ("ok", "warn") and res.evidence["floor"] < res.evidence["initial"]
+    assert entropy_floor(_log(np.zeros(30)), OPTS).status == "not_enough_evidence"
+
+
+# --- CLI: checks in the output, the --fail-on gate ------------------------------------------
+
+from pgrpo.cli import _load_commands, app  # noqa: E402
+
+_load_commands()
+runner = CliRunner()
+
+
+def test_diagnose_json_has_checks_and_gate(shared_data):
+    path = shared_data / "curves" / "f1_strategy_grpo_v1_flat.csv"
+    out = runner.invoke(app, ["diagnose", str(path), "--json", "--cost-per-step", "0.5"])
+    assert out.exit_code == 0, out.output
+    data = json.loads(out.stdout)
+    checks = {c["name"]: c for c in data["checks"]}
+    assert checks["zero_gradient_steps"]["status"] == "warn"
+    assert checks["wasted_compute"]["evidence"]["cost"] > 0
+    assert data["gate"] == "fail"  # advantage_degeneracy is detected on this flat run
+
+
+@pytest.mark.parametrize(("fail_on", "code"), [(None, 0), ("fail", 1), ("warn", 1)])
+def test_fail_on_exit_codes_on_a_failing_run(shared_data, fail_on, code):
+    path = shared_data / "curves" / "f1_strategy_grpo_v1_flat.csv"
+    extra = ["--fail-on", fail_on] if fail_on else []
+    out = runner.invoke(app, ["diagnose", str(path), *extra])
+    assert out.exit_code == code, out.output
+    if code:
+        assert "gate: fail" in out.output
+
+
+def test_fail_on_fail_passes_a_warn_only_run(tmp_path):
+    """A rising run whose only finding is 10% zero-gradient points: gate 'warn'."""
+    rng = np.random.default_rng(0)
+    t = np.arange(1, 101)
+    reward = 0.2 + 0.5 * (1 - np.exp(-t / 150)) + 0.02 * rng.standard_normal(100)
+    frac = np.clip(0.3 + 0.05 * rng.standard_normal(100), 0, 1)
+    frac[::10] = 1.0
+    path = tmp_path / "run.csv"
+    rows = ["step,reward,frac_reward_zero_std"] + [f"{a},{b},{c}" for a, b, c in
+                                                   zip(t, reward, frac, strict=True)]  # fmt: skip
+    path.write_text("\n".join(rows) + "\n")
+    data = json.loads(runner.invoke(app, ["diagnose", str(path), "--json"]).stdout)
+    assert data["gate"] == "warn" and data["modes"][-1]["detected"]  # healthy, one check warns
+    assert runner.invoke(app, ["diagnose", str(path), "--fail-on", "fail"]).exit_code == 0
+    out = runner.invoke(app, ["diagnose", str(path), "--fail-on", "warn"])
+    assert out.exit_code == 1 and "gate: warn" in out.output
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [(["--fail-on", "error"], "--fail-on must be one of warn, fail"),
+     (["--cost-per-step", "-2"], "cost_per_step must be a finite number")],
+)  # fmt: skip
+def test_diagnose_bad_gate_options_exit_2(args, message):
+    out = runner.invoke(app, ["diagnose", str(EXPORT), *args])
+    assert out.exit_code == 2 and message in out.output
