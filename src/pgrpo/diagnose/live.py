@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from pgrpo.core.stats import iid_degeneracy
 from pgrpo.diagnose.progress import ProgressVerdict, assess_progress
 from pgrpo.dynamics.forecast import Forecast, forecast
 from pgrpo.logs import RewardLog
@@ -162,9 +163,7 @@ def _degeneracy(log: RewardLog, cfg: LiveConfig) -> tuple[float, float, int]:
     g = log.hyperparameters.get("group_size")
     w = max(5, len(log) // 10)
     p = float(np.mean(log.reward[-w:]))
-    # f_G(p) = p^G + (1 - p)^G, the formula of pgrpo.core.degeneracy.iid_degeneracy, written
-    # out here: pgrpo.core imports torch, which `pgrpo diagnose` and `pgrpo watch` must not load
-    iid = p ** int(g) + (1.0 - p) ** int(g) if g and 0.0 <= p <= 1.0 else math.nan
+    iid = float(iid_degeneracy(p, g, strict=False)) if g else math.nan  # NaN outside [0, 1]
     return float(fin[-1]), float(iid), run
 
 
