@@ -113,17 +113,19 @@ def test_follows_a_real_pgrpo_train_run(tmp_path):
         out = runner.invoke(
             app,
             ["watch", str(tmp_path / "grpo"), "--poll", "0.2", "--timeout", "240", "--json",
-             "--stop-file", str(tmp_path / "STOP")],
+             "--stop-file", str(tmp_path / "STOP"),
+             "--stop-on", "plateau,flat,collapse,degeneracy", "--plateau-patience", "3"],
         )  # fmt: skip
         rows = [json.loads(x) for x in out.stdout.splitlines() if x.startswith("{")]
         assert rows, out.output
-        # the tiny model's reward is flat (all groups fail): the watch stops the run's follower
+        # the tiny model's reward is flat (all groups fail): with the flat rule chosen (it is not
+        # a default: docs/integrations.md), the watch stops the run's follower
         assert out.exit_code == EXIT_STOP, out.output
         assert (tmp_path / "STOP").is_file()
         # collapsed: the progress verdict of a reward stuck at its floor with no spread in
         # the groups, below where it started
         assert rows[-1]["verdict"] in ("flat", "plateau", "saturated", "collapsed", "learning")
-        alerts = ("plateau", "collapse", "degeneracy")
+        alerts = ("plateau", "flat", "collapse", "degeneracy")
         assert any(rows[-1][f"pgrpo/alert/{a}"] for a in alerts)
         assert rows[-1]["step"] < 80 or train.poll() is not None
     finally:
