@@ -15,6 +15,19 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
+TINY_CLI_ARGS = [
+    "model.name=tiny",
+    "model.tiny_hidden=32",
+    "model.tiny_warmup_steps=60",
+    "task.options={levels: [1], n: 200}",
+    "group_size=4",
+    "batch_prompts=4",
+    "max_new_tokens=4",
+    "lr=3e-3",
+    "torch_threads=1",
+]
+"""`pgrpo train` overrides for a tiny-model run that takes seconds (tests import it by name)."""
+
 
 @pytest.fixture
 def shared_data() -> Path:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from conftest import TINY_CLI_ARGS
 from typer.testing import CliRunner
 
 from pgrpo.cli import _load_commands, app
@@ -12,17 +13,7 @@ from pgrpo.cli import _load_commands, app
 _load_commands()
 runner = CliRunner()
 
-TINY = [
-    "model.name=tiny",
-    "model.tiny_hidden=32",
-    "model.tiny_warmup_steps=60",
-    "task.options={levels: [1], n: 200}",
-    "group_size=4",
-    "batch_prompts=4",
-    "max_new_tokens=4",
-    "lr=3e-3",
-    "torch_threads=1",
-]
+TINY = TINY_CLI_ARGS
 
 
 @pytest.fixture(autouse=True)

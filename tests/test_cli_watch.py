@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import TINY_CLI_ARGS
 from typer.testing import CliRunner
 
 from pgrpo.cli import _load_commands, app
@@ -91,17 +92,7 @@ def test_a_rising_log_never_stops(tmp_path, writer):
     assert [x for x in out.stdout.splitlines() if x.startswith("step ")]
 
 
-TINY = [
-    "model.name=tiny",
-    "model.tiny_hidden=32",
-    "model.tiny_warmup_steps=60",
-    "task.options={levels: [1], n: 200}",
-    "group_size=4",
-    "batch_prompts=4",
-    "max_new_tokens=4",
-    "lr=3e-3",
-    "torch_threads=1",
-]
+TINY = TINY_CLI_ARGS
 
 
 def test_follows_a_real_pgrpo_train_run(tmp_path):

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import TINY_CLI_ARGS
 from typer.testing import CliRunner
 
 from pgrpo.cli import _load_commands, app
@@ -29,18 +30,7 @@ from pgrpo.train.trainer import TIMING_KEYS
 _load_commands()
 runner = CliRunner()
 
-TINY = [
-    "model.name=tiny",
-    "model.tiny_hidden=32",
-    "model.tiny_warmup_steps=60",
-    "task.options={levels: [1], n: 200}",
-    "group_size=4",
-    "batch_prompts=4",
-    "max_new_tokens=4",
-    "lr=3e-3",
-    "torch_threads=1",
-    "forecast_every=0",
-]
+TINY = [*TINY_CLI_ARGS, "forecast_every=0"]
 
 
 @pytest.fixture(autouse=True)
