@@ -284,11 +284,8 @@ def _build_result(name, step, y, ctx, vals, start, varying, priors, sigma, succe
     sst = float(((y - y.mean()) ** 2).sum())
     r2 = 1.0 - sse / sst if sst > 0 else (1.0 if sse == 0 else 0.0)
     ll = n * math.log(max(sse, 1e-300) / n)
-    # clipped into the bounds: a value mapped back from internal units can leave them by rounding
-    params = {
-        nm: replace(p0, value=float(np.clip(vals[nm], p0.min, p0.max)), stderr=None)
-        for nm, p0 in start.items()
-    }
+    clip = {nm: float(np.clip(vals[nm], p0.min, p0.max)) for nm, p0 in start.items()}  # rounding
+    params = {nm: replace(p0, value=clip[nm], stderr=None) for nm, p0 in start.items()}
     proto = FitResult(
         name,
         params,
