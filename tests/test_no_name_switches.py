@@ -78,3 +78,27 @@ def test_no_string_comparison_against_a_registered_name():
             if owners[name] != rel and not (rel in CHOICE_TABLES and _is_dict_key(path, line)):
                 found.append(f"{rel}:{line} compares against {name!r}")
     assert not found, "dispatch through the registry metadata instead:\n" + "\n".join(found)
+
+
+def _diagnosis_labels() -> set[str]:
+    """The verdict labels a diagnosis carries (the four modes and `healthy`), read off a result."""
+    import numpy as np
+
+    from pgrpo.diagnose import diagnose
+
+    result = diagnose({"step": np.arange(30.0), "reward": np.linspace(0.1, 0.9, 30)})
+    return {v.name for v in result.modes}
+
+
+def test_no_string_comparison_against_a_diagnosis_label_outside_diagnose():
+    """A caller asks the result (`diagnosis.healthy`, `verdict.detected`), never its label."""
+    labels = _diagnosis_labels()
+    assert {"healthy", "dynamical_instability"} <= labels
+    found = []
+    for path in sorted(SRC.rglob("*.py")):
+        rel = path.relative_to(SRC).as_posix()
+        if rel.startswith("diagnose/"):
+            continue
+        for line, name in name_comparisons(ast.parse(path.read_text()), labels):
+            found.append(f"{rel}:{line} compares against {name!r}")
+    assert not found, "use the result's properties instead:\n" + "\n".join(found)

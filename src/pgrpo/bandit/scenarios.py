@@ -292,20 +292,29 @@ class CatalogEntry:
     allowed: frozenset[str] = frozenset()
 
 
-_CATALOG: dict[str, CatalogEntry] = {
-    "healthy": CatalogEntry(
+SCENARIOS: Registry[CatalogEntry] = Registry("scenario")
+"""The catalogue of runs driven into each failure mode (and healthy ones), by name."""
+SCENARIOS.add(
+    "healthy",
+    CatalogEntry(
         lambda seed: simulate(
             Scenario("healthy", arms=6, correct_arms=2, kl_coef=0.05, lr=0.5, seed=seed)
         ),
         frozenset(),
     ),
-    "healthy_two_arm_kl": CatalogEntry(
+)
+SCENARIOS.add(
+    "healthy_two_arm_kl",
+    CatalogEntry(
         lambda seed: simulate(
             Scenario("healthy_two_arm_kl", kl_coef=0.2, lr=0.3, difficulty=(2, 3), seed=seed)
         ),
         frozenset(),
     ),
-    "healthy_lag_below_threshold": CatalogEntry(
+)
+SCENARIOS.add(
+    "healthy_lag_below_threshold",
+    CatalogEntry(
         lambda seed: recursion_run(
             "healthy_lag_below_threshold",
             kappa=1.0,
@@ -317,7 +326,10 @@ _CATALOG: dict[str, CatalogEntry] = {
         ),
         frozenset(),
     ),
-    "reward_hacking": CatalogEntry(
+)
+SCENARIOS.add(
+    "reward_hacking",
+    CatalogEntry(
         lambda seed: simulate(
             Scenario(
                 "reward_hacking",
@@ -335,7 +347,10 @@ _CATALOG: dict[str, CatalogEntry] = {
         frozenset({"reward_hacking"}),
         frozenset({"policy_concentration"}),  # some seeds collapse onto the hack arm
     ),
-    "hard_prompts_small_group": CatalogEntry(
+)
+SCENARIOS.add(
+    "hard_prompts_small_group",
+    CatalogEntry(
         lambda seed: simulate(
             Scenario(
                 "hard_prompts_small_group",
@@ -348,13 +363,19 @@ _CATALOG: dict[str, CatalogEntry] = {
         ),
         frozenset({"advantage_degeneracy"}),
     ),
-    "high_lr_no_kl": CatalogEntry(
+)
+SCENARIOS.add(
+    "high_lr_no_kl",
+    CatalogEntry(
         lambda seed: simulate(
             Scenario("high_lr_no_kl", arms=6, correct_arms=2, lr=8.0, kl_coef=0.0, seed=seed)
         ),
         frozenset({"policy_concentration"}),
     ),
-    "refresh_above_threshold": CatalogEntry(
+)
+SCENARIOS.add(
+    "refresh_above_threshold",
+    CatalogEntry(
         lambda seed: recursion_run(
             "refresh_above_threshold",
             kappa=1.0,
@@ -366,7 +387,10 @@ _CATALOG: dict[str, CatalogEntry] = {
         ),
         frozenset({"dynamical_instability"}),
     ),
-    "stale_kl_divergence": CatalogEntry(
+)
+SCENARIOS.add(
+    "stale_kl_divergence",
+    CatalogEntry(
         lambda seed: simulate(
             Scenario(
                 "stale_kl_divergence",
@@ -381,14 +405,7 @@ _CATALOG: dict[str, CatalogEntry] = {
         frozenset({"dynamical_instability"}),
         frozenset({"policy_concentration"}),  # lr 6 sharpens the policy before it blows up
     ),
-}
-
-
-SCENARIOS: Registry[CatalogEntry] = Registry("scenario")
-"""The catalogue of runs driven into each failure mode (and healthy ones), by name."""
-for _name, _entry in _CATALOG.items():
-    SCENARIOS.add(_name, _entry)
-del _name, _entry
+)
 
 
 def build(name: str, seed: int = 0) -> ScenarioRun:

@@ -49,7 +49,7 @@ def print_checks(checks: list[Any]) -> None:
 
 def gate_level(diagnosis: Any, checks: list[Any]) -> str:
     """'fail', 'warn' or 'ok' (see the module docstring)."""
-    modes = [v for v in diagnosis.modes if v.name != "healthy" and v.detected]
+    modes = [v for v in diagnosis.modes if v is not diagnosis.healthy and v.detected]
     if any(v.confidence >= FAIL_CONFIDENCE for v in modes):
         return "fail"
     if modes or any(c.status == "warn" for c in checks):

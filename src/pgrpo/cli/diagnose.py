@@ -125,7 +125,7 @@ def _print(result: Any, checks: list[Any], log: Path, console: Console) -> None:
         note = v.action or ("missing: " + "; ".join(v.missing) if v.missing else "")
         mark = (
             "[red]yes[/red]"
-            if v.detected and v.name != "healthy"
+            if v.detected and v is not result.healthy
             else ("[green]yes[/green]" if v.detected else "no")
         )
         table.add_row(v.name, mark, f"{v.confidence:.2f}", _fmt_evidence(v.evidence), escape(note))

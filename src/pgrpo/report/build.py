@@ -292,7 +292,7 @@ def forecast_text(fc: Any, reward: np.ndarray) -> str:
 def _diagnosis_html(diagnosis: Any) -> str:
     rows = []
     for v in diagnosis.modes:
-        if v.name == "healthy":
+        if v is diagnosis.healthy:
             cls, mark = ("ok", "yes") if v.detected else ("no", "no")
         else:
             cls, mark = ("yes", "DETECTED") if v.detected else ("no", "no")
