@@ -10,6 +10,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pgrpo.bandit.force import finite_group_force
 from pgrpo.bandit.kappa import ForceModel, advantage_table, curvature, force
 from pgrpo.bandit.optim import Adam, EmaMomentum, lr_factor
 from pgrpo.bandit.policy import (
@@ -27,7 +28,6 @@ from pgrpo.bandit.simulate import (
     simulate,
 )
 from pgrpo.core.losses import LossConfig
-from pgrpo.dynamics.force import finite_group_force
 from pgrpo.dynamics.recursion import simulate_recursion
 
 REWARD_KL = ForceModel(

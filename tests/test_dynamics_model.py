@@ -149,7 +149,8 @@ def test_trajectory_is_finite_and_starts_at_R0(m, c, k):
 
 
 def test_schedule_coefficients_and_finite_group_force_ratio():
-    from pgrpo.dynamics import finite_group_force, schedule_coefficients
+    from pgrpo.bandit.force import finite_group_force
+    from pgrpo.dynamics import schedule_coefficients
 
     lr = np.array([1e-7, 5e-7, 1e-6])
     sc = schedule_coefficients(lr, 0.9, 2e4, refresh_interval=3)

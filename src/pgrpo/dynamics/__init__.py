@@ -9,7 +9,6 @@ Public API (see docs/dynamics.md):
              `refresh_threshold(a, beta1)` -> RefreshThreshold (.K_star exact, .rule_of_thumb);
              `oscillation_onset(beta1, refresh_interval=1)`; `spectral_radius`, `monodromy`;
              `discrete_stationary_variance`.
-- force:     `finite_group_force(p, group_size, estimator="grpo")` -> FiniteGroupForce.
 - fitting:   `fit_curve(step, reward, model="rom", lr=, beta1=, refresh_interval=, loss=,
              clock=, optimizer=)` -> FitResult (free fit; with lr and beta1 also the
              optimizer-constrained `rom_fixed`, compared by AICc in metrics); `FIT_MODELS`
@@ -36,7 +35,7 @@ import importlib
 from typing import Any
 
 # Loaded on first use (PEP 562), so `pgrpo fit` imports only what a fit needs (not scipy.stats,
-# the bandit force or the joint fit). public name -> module that defines it
+# or the joint fit). public name -> module that defines it
 _LAZY = {
     "FIT_MODELS": "pgrpo.dynamics.curves",
     "CurveModel": "pgrpo.dynamics.curves",
@@ -47,8 +46,6 @@ _LAZY = {
     "fit_model": "pgrpo.dynamics.fit",
     "make_context": "pgrpo.dynamics.fit",
     "noise_scale": "pgrpo.dynamics.fit",
-    "FiniteGroupForce": "pgrpo.dynamics.force",
-    "finite_group_force": "pgrpo.dynamics.force",
     "Forecast": "pgrpo.dynamics.forecast",
     "ForecastEvaluation": "pgrpo.dynamics.forecast",
     "evaluate_forecast": "pgrpo.dynamics.forecast",
@@ -113,7 +110,6 @@ __all__ = [
     "reduce_optimizer",
     "run_optimizer",
     "CurveModel",
-    "FiniteGroupForce",
     "FitContext",
     "FitResult",
     "Forecast",
@@ -128,7 +124,6 @@ __all__ = [
     "damping_ratio",
     "discrete_stationary_variance",
     "evaluate_forecast",
-    "finite_group_force",
     "fit_joint",
     "forecast",
     "last_window_mean",

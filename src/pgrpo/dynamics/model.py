@@ -77,8 +77,9 @@ def rom_coefficients(
 
     lr: learning rate eta (> 0); beta1: momentum in [0, 1); kappa: curvature scale (> 0);
     refresh_interval K >= 1; group_size G >= 1; batch_prompts B >= 1. force_ratio: the exact
-    finite-G force relative to G -> infinity (`finite_group_force(p, G).ratio`), which scales the
-    stiffness: k = eta kappa force_ratio (1.0: the leading-order, G-invariant model).
+    finite-G force relative to G -> infinity (`pgrpo.bandit.force.finite_group_force(p, G)
+    .ratio`), which scales the stiffness: k = eta kappa force_ratio (1.0: the leading-order,
+    G-invariant model).
     optimizer: the `optimizers.OPTIMIZER_REDUCTIONS` name that maps (k, beta1, K) to (m, c);
     kappa is then the effective curvature of that optimizer (under adam kappa / u: use
     `predict(optimizer="adam")` to solve u from the noise).

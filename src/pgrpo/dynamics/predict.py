@@ -86,7 +86,8 @@ def predict(
 ) -> Prediction:
     """Everything the model predicts for one configuration (constant lr unless `lr_schedule`
     ([n_steps] learning rates) is given; `lr` is then its peak). force_ratio: the exact
-    finite-G force ratio (`finite_group_force(p, G).ratio`), 1.0 for the G-invariant model.
+    finite-G force ratio (`pgrpo.bandit.force.finite_group_force(p, G).ratio`), 1.0 for the
+    G-invariant model.
     optimizer: a `pgrpo.dynamics.optimizers.OPTIMIZER_REDUCTIONS` name; for 'adam', kappa is the
     preconditioned curvature (kappa / grad_rms unless grad_rms is given) and the effective
     stiffness is the self-consistent one at this K; `stationary_std` is then the closure's RMS

@@ -24,10 +24,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from pgrpo.bandit.experiments.base import ExperimentResult, check_seeds, config_dict
+from pgrpo.bandit.force import finite_group_force
 from pgrpo.bandit.kappa import ForceModel, curvature, force, group_gradient_moments
 from pgrpo.bandit.simulate import BanditConfig, simulate
 from pgrpo.core.losses import LossConfig
-from pgrpo.dynamics.force import finite_group_force
 from pgrpo.dynamics.recursion import discrete_stationary_variance
 
 

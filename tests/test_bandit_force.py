@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from pgrpo.bandit.force import finite_group_force
 from pgrpo.core.advantages import compute_advantages
-from pgrpo.dynamics import finite_group_force
 
 
 @pytest.mark.parametrize("p,ratios", [(0.5, (0.70, 0.87, 0.94)), (0.1, (0.44, 0.65, 0.83))])
@@ -55,8 +55,8 @@ def test_degenerate_groups_and_errors():
 def test_declared_force_limits_match_a_large_group():
     """Each estimator's declared closed-form G -> infinity force (registry metadata) agrees with
     the exact finite-G force at G = 512; estimators without one fall back to that numerically."""
+    from pgrpo.bandit.force import _force
     from pgrpo.core.advantages import ADVANTAGE_ESTIMATORS
-    from pgrpo.dynamics.force import _force
 
     p = np.array([0.1, 0.3, 0.5, 0.8])
     declared = [n for n in ADVANTAGE_ESTIMATORS if ADVANTAGE_ESTIMATORS.get(n).binary_force_limit]
