@@ -25,8 +25,8 @@ import time
 
 import torch
 
+from pgrpo.demo import demo_config
 from pgrpo.train import trainer
-from pgrpo.train.demo import demo_config
 from pgrpo.train.generation import Rollout, sample
 from pgrpo.train.setup import build_run
 

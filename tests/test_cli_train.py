@@ -78,6 +78,20 @@ def test_demo_on_the_tiny_model_writes_fit_diagnosis_and_plot(tmp_path):
         assert (tmp_path / "demo").joinpath(info["files"][name]).exists()
     assert (tmp_path / "demo" / "reward.png").stat().st_size > 1000
     assert "degenerate groups" in (tmp_path / "demo" / "diagnosis.txt").read_text()
+    # the demo's fit and plots are the ones `pgrpo report` makes of the same run
+    run_dir, again = tmp_path / "demo", tmp_path / "report_again"
+    out = runner.invoke(app, ["report", str(run_dir), "--out", str(again)])
+    assert out.exit_code == 0, out.output
+    for name in ("reward", "degeneracy"):
+        assert (run_dir / f"{name}.png").read_bytes() == (again / f"{name}.png").read_bytes()
+    from pgrpo.logs import read_log
+    from pgrpo.report.build import _fits
+
+    fit = _fits(read_log(run_dir))[0]
+    doc = json.loads((run_dir / "fit.json").read_text())
+    assert doc["model"] == fit.model and doc["params"] == pytest.approx(fit.values)
+    assert doc["metrics"]["kappa"] == pytest.approx(fit.metrics["kappa"])
+    assert (run_dir / "fit.txt").read_text().strip() == fit.report().strip()
 
 
 @pytest.mark.slow

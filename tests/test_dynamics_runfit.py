@@ -32,13 +32,13 @@ def _k4_history(seed: int = 0):
 
 
 def test_the_five_fits_of_one_k4_run_give_one_kappa(tmp_path):
+    from pgrpo.demo import fit_document as demo_fit
     from pgrpo.diagnose.instability import fitted_kappa
     from pgrpo.diagnose.signals import signals_from_log
     from pgrpo.dynamics.logfit import fit_log
     from pgrpo.logs import read_log
     from pgrpo.report.build import _fits
     from pgrpo.train.config import load_config
-    from pgrpo.train.demo import _fit as demo_fit
     from pgrpo.train.online import forecast_metrics
 
     history, kappa = _k4_history()
@@ -47,14 +47,13 @@ def test_the_five_fits_of_one_k4_run_give_one_kappa(tmp_path):
     (run / "metrics.jsonl").write_text("".join(json.dumps(h) + "\n" for h in history))
     cfg = load_config(None, [f"refresh_interval={K}", f"beta1={BETA1}", f"steps={N_LOG}"])
     assert cfg.grpo.refresh_interval == K and cfg.optim.beta1 == BETA1
-    step = np.array([h["step"] for h in history], dtype=float)
     reward = np.array([h["reward"] for h in history])
     log = read_log(run)
     kappas = {
         "online": forecast_metrics(list(reward), [h["learning_rate"] for h in history], cfg)[
             "forecast/kappa"
         ],
-        "demo": demo_fit(step, reward, cfg, history)["json"]["metrics"]["kappa"],
+        "demo": demo_fit(log)["metrics"]["kappa"],
         "fit": fit_log(log).rom.metrics["kappa"],
         "report": _fits(log)[0].metrics["kappa"],
         "diagnose": fitted_kappa(signals_from_log(log)),

@@ -22,6 +22,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("measure",),
     ("evaluate",),
     ("report",),
+    ("demo",),
     ("integrations",),
     ("cli",),
 )

@@ -20,7 +20,7 @@ def demo_command(
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON only."),
 ) -> None:
     """The README's first job: a short CPU run with a rising reward, then its fit and forecast."""
-    from pgrpo.train.demo import analyse, demo_config
+    from pgrpo.demo import analyse, demo_config
 
     cfg = demo_config(steps, output_dir, list(overrides or []))
     console = Console(stderr=True)
