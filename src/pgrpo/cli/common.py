@@ -8,14 +8,13 @@
 - `emit(data, as_json, render)` prints `data` as strict JSON or calls `render(console)`.
 - `out_dir(path, option)` / `out_file(path, option)` check an output location before any work, so
   a bad `--out` costs nothing.
-- `config_option(Config, "field", "--flag")` is a typer option whose default and help are the
-  config dataclass field's own (one source of defaults).
+- `config_option("pgrpo.module:Config", "field", "--flag")` is a typer option whose default and
+  help are the config dataclass field's own (one source of defaults), read without importing it.
 """
 
 from __future__ import annotations
 
 import ast
-import dataclasses
 import errno
 import functools
 import inspect
@@ -309,19 +308,61 @@ __all__ = [
 
 def field_docs(cls: type) -> dict[str, str]:
     """A dataclass's field docstrings (the string literal right under each field), by name."""
-    body = ast.parse(textwrap.dedent(inspect.getsource(cls))).body[0].body  # type: ignore[attr-defined]
+    node = ast.parse(textwrap.dedent(inspect.getsource(cls))).body[0]
+    return _class_fields(node)[1]  # type: ignore[arg-type]
+
+
+REQUIRED = ...
+"""A field without a default: its option is required (typer's `...`)."""
+_FIELD_DEFAULT = object()
+_PACKAGE = Path(__file__).resolve().parents[1]
+
+
+def _class_fields(node: ast.ClassDef) -> tuple[dict[str, Any], dict[str, str]]:
+    """(defaults, docstrings) of the fields of a dataclass's syntax tree; a field without a
+    default maps to REQUIRED, one with `field(...)` (a factory) is left out of the defaults."""
+    defaults: dict[str, Any] = {}
     docs: dict[str, str] = {}
-    for node, nxt in zip(body, body[1:], strict=False):
+    for item, nxt in zip(node.body, [*node.body[1:], None], strict=True):
+        if not (isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name)):
+            continue
+        name = item.target.id
+        if item.value is None:
+            defaults[name] = REQUIRED
+        elif not isinstance(item.value, ast.Call):
+            defaults[name] = ast.literal_eval(item.value)
         doc = getattr(nxt, "value", None)
-        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
-            if isinstance(nxt, ast.Expr) and isinstance(doc, ast.Constant):
-                docs[node.target.id] = " ".join(str(doc.value).split())
-    return docs
+        if isinstance(nxt, ast.Expr) and isinstance(doc, ast.Constant):
+            docs[name] = " ".join(str(doc.value).split())
+    return defaults, docs
 
 
-def config_option(cls: type, name: str, *flags: str, **kwargs: Any) -> Any:
-    """typer.Option for field `name` of dataclass `cls`: its default and its docstring as help."""
-    field = {f.name: f for f in dataclasses.fields(cls)}[name]
-    if field.default is dataclasses.MISSING:
-        raise TypeError(f"{cls.__name__}.{name} has no plain default to offer as a CLI default")
-    return typer.Option(field.default, *flags, help=field_docs(cls).get(name, ""), **kwargs)
+@functools.cache
+def config_fields(target: str) -> tuple[dict[str, Any], dict[str, str]]:
+    """(defaults, docstrings) of the dataclass `"pgrpo.module:Class"`, read from its source file
+    without importing it: every command's options are built at start-up, and the modules that
+    define the configs import torch or scipy (seconds), which `pgrpo --version` must not pay."""
+    module, _, name = target.partition(":")
+    path = _PACKAGE.joinpath(*module.split(".")[1:]).with_suffix(".py")
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.ClassDef) and node.name == name:
+            return _class_fields(node)
+    raise TypeError(f"{target}: no class {name} in {path}")
+
+
+def config_option(
+    target: str, name: str, *flags: str, default: Any = _FIELD_DEFAULT, **kwargs: Any
+) -> Any:
+    """typer.Option for field `name` of the config dataclass `target` ("pgrpo.module:Class"):
+    the field's default and its docstring as help, so the CLI and the library share one source.
+    `default=` overrides the field's default for this command (the option records it: the
+    override is visible, tests/test_cli_config_options.py). The returned OptionInfo carries
+    `pgrpo_field = (target, name)` and `pgrpo_override` (bool)."""
+    defaults, docs = config_fields(target)
+    if name not in defaults:
+        raise TypeError(f"{target}.{name} has no plain default to offer as a CLI default")
+    value = defaults[name] if default is _FIELD_DEFAULT else default
+    info = typer.Option(value, *flags, help=docs.get(name, ""), **kwargs)
+    info.pgrpo_field = (target, name)  # type: ignore[attr-defined]
+    info.pgrpo_override = default is not _FIELD_DEFAULT  # type: ignore[attr-defined]
+    return info

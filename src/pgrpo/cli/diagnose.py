@@ -11,7 +11,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from pgrpo.cli.common import command, emit, escape, existing, fail, read_text
+from pgrpo.cli.common import command, config_option, emit, escape, existing, fail, read_text
+
+CHECKS = "pgrpo.diagnose.checks:CheckOptions"
 
 
 def _fmt_evidence(evidence: dict[str, Any], limit: int = 6) -> str:
@@ -71,13 +73,13 @@ def diagnose_cmd(
         help="CI gate: exit 1 on 'fail' (a mode detected, confidence >= 0.5) "
         "or on 'warn' (also: any mode detected, any run check warning). Default: always exit 0.",
     ),
-    cost_per_step: float | None = typer.Option(None, "--cost-per-step", help="Price a step."),
-    cost_per_gpu_hour: float | None = typer.Option(
-        None, "--cost-per-gpu-hour", help="Price a GPU-hour."
+    cost_per_step: float | None = config_option(CHECKS, "cost_per_step", "--cost-per-step"),
+    cost_per_gpu_hour: float | None = config_option(
+        CHECKS, "cost_per_gpu_hour", "--cost-per-gpu-hour"
     ),
-    gpus: int = typer.Option(1, "--gpus", help="GPUs of the run (with --cost-per-gpu-hour)."),
-    seconds_per_step: float | None = typer.Option(
-        None, "--seconds-per-step", help="Default: logged."
+    gpus: int = config_option(CHECKS, "gpus", "--gpus"),
+    seconds_per_step: float | None = config_option(
+        CHECKS, "seconds_per_step", "--seconds-per-step"
     ),
 ) -> None:
     """Say whether the run is learning (learning / plateau / flat / declining / saturated /

@@ -10,7 +10,18 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from pgrpo.cli.common import check_model, command, emit, escape, fail, out_file, read_json
+from pgrpo.cli.common import (
+    check_model,
+    command,
+    config_option,
+    emit,
+    escape,
+    fail,
+    out_file,
+    read_json,
+)
+
+EVAL = "pgrpo.evaluate.runner:EvalConfig"
 
 
 def _seeds(text: str) -> list[int]:
@@ -79,16 +90,16 @@ def _print(doc: dict, console: Console) -> None:
 
 @command("eval")
 def eval_cmd(
-    model: str = typer.Option("smollm2", help="'tiny', 'smollm2', HF path, or a RUN_DIR."),
-    task: str = typer.Option("arithmetic", help="Registered task name."),
-    split: str = typer.Option("test", help="Task split or path."),
-    problems: int = typer.Option(50, min=0, help="Problems drawn from the split (0 = all)."),
-    problem_seed: int = typer.Option(0, help="Seed of the problem draw (same for both systems)."),
-    samples: int = typer.Option(8, min=1, help="Samples per problem (pass@k up to k = n)."),
+    model: str = config_option(EVAL, "model"),
+    task: str = config_option(EVAL, "task"),
+    split: str = config_option(EVAL, "split"),
+    problems: int = config_option(EVAL, "problems", min=0),
+    problem_seed: int = config_option(EVAL, "problem_seed"),
+    samples: int = config_option(EVAL, "samples", min=1),
     seeds: str = typer.Option("0", help="Comma-separated sampling seeds, e.g. 0,1,2."),
-    temperature: float = typer.Option(1.0, help="Sampling temperature."),
-    max_new_tokens: int = typer.Option(64, min=1, help="Completion length limit."),
-    tiny_warmup_steps: int = typer.Option(200, min=0, help="Tiny model's supervised warm-up."),
+    temperature: float = config_option(EVAL, "temperature"),
+    max_new_tokens: int = config_option(EVAL, "max_new_tokens", min=1),
+    tiny_warmup_steps: int = config_option(EVAL, "tiny_warmup_steps", min=0),
     from_file: Path | None = typer.Option(
         None, "--from", help="Skip sampling: take the results from this eval JSON."
     ),

@@ -8,7 +8,10 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from pgrpo.cli.common import check_model, command, emit, escape
+from pgrpo.cli.common import check_model, command, config_fields, config_option, emit, escape
+
+GRADRANK = "pgrpo.measure.gradrank:GradRankConfig"
+MODEL = "pgrpo.train.config:ModelConfig"
 
 _SHOWN = (
     "rank/entropy",
@@ -24,19 +27,20 @@ _SHOWN = (
 
 @command("gradrank")
 def gradrank_cmd(
-    model: str = typer.Option("tiny", help="'tiny', 'smollm2' or a Hugging Face causal LM path."),
+    model: str = config_option(MODEL, "name", "--model", default="tiny"),
     task: str = typer.Option("arithmetic", help="Registered task name."),
     split: str = typer.Option("train", help="Task split (or path) to draw prompts from."),
     prompts: int = typer.Option(4, min=1, help="Prompts in the batch (B)."),
     group_size: int = typer.Option(8, min=2, help="Completions per prompt (G)."),
     max_new_tokens: int = typer.Option(32, min=1, help="Completion length limit."),
     temperature: float = typer.Option(1.0, help="Sampling temperature."),
-    estimators: str = typer.Option("grpo,sign,dual_anchor", help="Comma-separated estimators."),
-    projection_dim: int = typer.Option(
-        4096, min=0, help="CountSketch dimension of each gradient; 0 = exact gradients."
+    estimators: str = typer.Option(
+        ",".join(config_fields(GRADRANK)[0]["estimators"]),
+        help=config_fields(GRADRANK)[1]["estimators"] + " Comma-separated.",
     ),
-    lora_rank: int = typer.Option(0, min=0, help="Measure LoRA-adapter gradients (rank > 0)."),
-    tiny_warmup_steps: int = typer.Option(200, min=0, help="Tiny model's supervised warm-up."),
+    projection_dim: int = config_option(GRADRANK, "projection_dim", min=0),
+    lora_rank: int = config_option(MODEL, "lora_rank", min=0),
+    tiny_warmup_steps: int = config_option(MODEL, "tiny_warmup_steps", min=0),
     seed: int = typer.Option(0, help="Seed of sampling, sketch and the random control."),
     as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON only."),
 ) -> None:

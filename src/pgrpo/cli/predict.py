@@ -9,7 +9,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from pgrpo.cli.common import command, emit, fmt, out_dir
+from pgrpo.cli.common import command, config_option, emit, fmt, out_dir
+
+OPTIMIZER = "pgrpo.dynamics.optimizers:OptimizerSettings"
 
 _SHOWN = (
     "regime",
@@ -30,10 +32,10 @@ _SHOWN = (
 
 @command("predict")
 def predict_cmd(
-    lr: float = typer.Option(..., "--lr", help="Learning rate (peak)."),
-    kappa: float = typer.Option(..., "--kappa", help="Curvature scale (measured; 1/lr units)."),
-    beta1: float = typer.Option(0.9, "--beta1", help="Momentum (Adam beta1)."),
-    refresh_interval: int = typer.Option(1, "--refresh-interval", help="K: steps per rollout."),
+    lr: float = config_option(OPTIMIZER, "lr", "--lr"),
+    kappa: float = config_option(OPTIMIZER, "kappa", "--kappa"),
+    beta1: float = config_option(OPTIMIZER, "beta1", "--beta1"),
+    refresh_interval: int = config_option(OPTIMIZER, "refresh_interval", "--refresh-interval"),
     group_size: int = typer.Option(8, "--group-size", help="G: samples per prompt (>= 2)."),
     batch_prompts: int = typer.Option(1, "--batch-prompts", help="B: prompts per step."),
     steps: int = typer.Option(1000, "--steps", help="Steps to predict (>= 1)."),
@@ -45,7 +47,7 @@ def predict_cmd(
         help="Optimizer reduction: sgd_momentum (heavy-ball K*) or adam (kappa preconditioned: "
         "kappa / grad RMS; no divergence threshold).",
     ),
-    beta2: float = typer.Option(0.999, "--beta2", help="Adam second-moment decay."),
+    beta2: float = config_option(OPTIMIZER, "beta2", "--beta2"),
     out: Path = typer.Option(Path("."), "--out", help="Directory for predict.png."),
     as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON only."),
 ) -> None:

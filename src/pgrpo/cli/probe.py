@@ -12,6 +12,8 @@ from pgrpo.cli.common import command, config_option, emit, escape, existing, fai
 from pgrpo.cli.train import load_run_config
 from pgrpo.measure.config import ProbeConfig
 
+PROBE = "pgrpo.measure.config:ProbeConfig"
+
 
 @command("probe")
 def probe_cmd(
@@ -20,13 +22,11 @@ def probe_cmd(
     run_dir: Path | None = typer.Option(
         None, "--run", help="Probe early in a run: its config.yaml and latest checkpoint."
     ),
-    pairs: int = config_option(ProbeConfig, "n_pairs", "--pairs", min=2),
-    direction_batches: int = config_option(
-        ProbeConfig, "n_direction", "--direction-batches", min=1
-    ),
-    step_lrs: float = config_option(ProbeConfig, "step_lrs", "--step-lrs"),
-    preconditioner: str = config_option(ProbeConfig, "preconditioner", "--preconditioner"),
-    seed: int = config_option(ProbeConfig, "seed", "--seed"),
+    pairs: int = config_option(PROBE, "n_pairs", "--pairs", min=2),
+    direction_batches: int = config_option(PROBE, "n_direction", "--direction-batches", min=1),
+    step_lrs: float = config_option(PROBE, "step_lrs", "--step-lrs"),
+    preconditioner: str = config_option(PROBE, "preconditioner", "--preconditioner"),
+    seed: int = config_option(PROBE, "seed", "--seed"),
     as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON only."),
 ) -> None:
     """kappa = -g^T P H P g / g^T P g along the preconditioned update direction (finite

@@ -14,8 +14,10 @@ from pathlib import Path
 import typer
 
 from pgrpo.cli.app import app
+from pgrpo.cli.common import config_option
 
 EXIT_STOP = 3
+LIVE = "pgrpo.diagnose.live:LiveConfig"
 
 
 def _f(metrics: dict[str, float], key: str, spec: str = ".3g") -> str:
@@ -60,14 +62,10 @@ def watch_cmd(
     stop_file: Path | None = typer.Option(
         None, "--stop-file", help="File touched when a stop rule holds (for your launcher)."
     ),
-    confidence: float = typer.Option(0.9, "--confidence", help="Level of the forecast band."),
-    min_points: int = typer.Option(20, "--min-points", help="Points before any verdict."),
-    patience: int = typer.Option(
-        5, "--patience", help="Assessments a collapse / degeneracy alert must hold."
-    ),
-    plateau_patience: int = typer.Option(
-        8, "--plateau-patience", help="Assessments a plateau / flat alert must hold."
-    ),
+    confidence: float = config_option(LIVE, "confidence", "--confidence"),
+    min_points: int = config_option(LIVE, "min_points", "--min-points"),
+    patience: int = config_option(LIVE, "patience", "--patience"),
+    plateau_patience: int = config_option(LIVE, "plateau_patience", "--plateau-patience"),
     every: int = typer.Option(5, "--every", help="Assess every N new logged points."),
     poll: float = typer.Option(2.0, "--poll", help="Seconds between reads of the log."),
     timeout: float | None = typer.Option(None, "--timeout", help="Stop watching after S s."),

@@ -26,7 +26,9 @@ class EvalConfig:
     model: str = "smollm2"
     """'tiny', 'smollm2', a Hugging Face path, or a pgrpo RUN_DIR (its latest checkpoint)."""
     task: str = "arithmetic"
+    """Registered task name (`pgrpo.tasks.TASKS`)."""
     split: str = "test"
+    """Task split, or a path to a JSONL file of problems."""
     problems: int = 50
     """Problems drawn (without replacement, seeded by problem_seed) from the split; 0 = all."""
     problem_seed: int = 0
@@ -34,10 +36,13 @@ class EvalConfig:
     samples: int = 8
     """n samples per problem (pass@k for k up to n)."""
     temperature: float = 1.0
+    """Sampling temperature (> 0)."""
     max_new_tokens: int = 64
+    """Completion length limit."""
     batch_prompts: int = 4
     """Problems generated together (each with `samples` completions)."""
     tiny_warmup_steps: int = 200
+    """The tiny model's supervised warm-up steps (other models ignore it)."""
     model_seed: int = 0
     """Seed of the model's construction (the tiny model's init and warm-up); sampling seeds vary
     separately, so every seed evaluates the same network."""
