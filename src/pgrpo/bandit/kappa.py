@@ -19,7 +19,7 @@ estimator always uses the current log-probs. Linearising at the fixed point d* (
 
     F(d, d_s) ~ -kappa_now (d - d*) - kappa_lag (d_s - d*),    kappa = kappa_now + kappa_lag
 
-kappa = -dF(d, d)/dd at d* is the curvature of the dynamics notes (docs/reproductions.md,
+kappa = -dF(d, d)/dd at d* is the curvature of the model (docs/dynamics.md; docs/reproductions.md,
 "The testbed"); no trajectory is involved. With zero-sum
 advantages (grpo, dr_grpo, rloo) and no ratio the advantage force is exactly stale (the
 current-p terms cancel), so only the KL term contributes to kappa_now.

@@ -3,7 +3,7 @@
 Every hyperparameter may differ per run (lr [R], beta1 [R]); the updates are elementwise, so
 each run evolves exactly as it would alone.
 
-- `ema`: SGD with exponential-moving-average momentum, the exact reduction of the dynamics notes:
+- `ema`: SGD with exponential-moving-average momentum, the exact reduction of docs/dynamics.md:
       v <- beta1 v + (1 - beta1) g,   z <- z + lr v          (g = -grad, the ascent direction)
   so z_{n+1} - z_n = beta1 (z_n - z_{n-1}) + (1 - beta1) lr g_n, the heavy-ball recursion
   x_{n+1} - x_n = beta1 (x_n - x_{n-1}) - (1 - beta1) a x_s once g is linearised.

@@ -2,7 +2,7 @@
 
 Arm 0 of every prompt is the correct answer (reward 1), arms 1..M-1 are wrong (reward 0), so a
 prompt's success probability is p = softmax(z)[0] and a run's expected reward is the mean of p
-over its prompts. This is the reduction of the dynamics notes (docs/reproductions.md,
+over its prompts. This is the reduction of the reward-dynamics model (docs/reproductions.md,
 "The testbed"): with one prompt and two arms the policy is summarised exactly by
 its expected reward, the mean-field assumption of the reduced-order model.
 
@@ -53,13 +53,6 @@ class DifficultyConfig:
             raise ValueError(f"concentration must be > 0, got {self.concentration!r}")
         if not 0.0 <= self.high_frac <= 1.0:
             raise ValueError(f"high_frac must be in [0, 1], got {self.high_frac!r}")
-
-    @property
-    def expected_mean(self) -> float:
-        """E[p] over prompts."""
-        if self.kind == "bimodal":
-            return self.high_frac * self.p_high + (1 - self.high_frac) * self.p_low
-        return self.mean
 
 
 def initial_success_probs(

@@ -1,6 +1,6 @@
 """Runs deliberately driven into each failure mode, to calibrate and test the diagnosis.
 
-A softmax bandit per prompt (the exact mean-field reduction of the dynamics notes) with A arms of
+A softmax bandit per prompt (the exact mean-field reduction of docs/dynamics.md) with A arms of
 three kinds: correct (true reward 1; the proxy verifier pays it with probability
 `proxy_correct`), wrong (0) and hack (the proxy always pays 1, the true reward is 0). Each step
 draws G arms per prompt, takes advantages from the registry and the loss from
@@ -251,7 +251,7 @@ def recursion_run(
     force_noise: float = 0.01,
     seed: int = 0,
 ) -> ScenarioRun:
-    """A reward curve from the linear ROM recursion of the dynamics notes:
+    """A reward curve from the linear ROM recursion (docs/dynamics.md, "The model"):
         x_{n+1} - x_n = beta1 (x_n - x_{n-1}) - (1 - beta1) (a x_{s(n)} + force noise),
     a = lr kappa, s(n) = K floor(n / K), R = clip(r_inf + x, 0, 1) + measurement `noise`.
     The cleanest run with K above (or below) the threshold K*; the config carries kappa, lr,

@@ -8,7 +8,7 @@ at success probability p is
 
 f_G is strictly convex, so over prompts of varying difficulty p(x) the true rate
 D_true = E_x f_G(p(x)) >= f_G(E_x p(x)) = D_iid (Jensen), with gap ~ f_G''(pbar) Var(p) / 2,
-f_G''(p) = G (G - 1) (p^(G-2) + (1 - p)^(G-2)). See notes/advantages.md section 1.
+f_G''(p) = G (G - 1) (p^(G-2) + (1 - p)^(G-2)). See docs/core.md, "Group statistics".
 
 - `group_stats(rewards, group_size= | group_ids=)`: per-step metrics with stable names
   (`frac_reward_zero_std` as TRL, `degeneracy/*`, `reward_within_group_std`) and per-group arrays.
@@ -143,7 +143,7 @@ class JensenEstimate:
 def jensen_estimate(
     success_rates: Any, group_size: int, *, num_samples: Any = None
 ) -> JensenEstimate:
-    """D_true from held-out per-prompt success rates (notes/advantages.md section 1).
+    """D_true from held-out per-prompt success rates (docs/core.md, "Group statistics").
 
     success_rates: [P] in [0, 1], each prompt's success rate estimated on samples *not* used for
     training (plugging in K/G from the training group itself is biased). group_size: G.

@@ -71,7 +71,8 @@ class OptimizerSettings:
     """Adam's eps, in the gradient's units (unused by sgd_momentum)."""
     current_fraction: float = 0.0
     """Part of kappa that acts on the current state rather than the rollouts' (e.g. a KL in the
-    loss: `pgrpo.bandit.kappa.Curvature.kappa_now / kappa`); 0 = the notes' all-stale force."""
+    loss: `pgrpo.bandit.kappa.Curvature.kappa_now / kappa`); 0 = the all-stale force of
+    docs/dynamics.md."""
     max_refresh: int | None = None
     """Scan K up to this for the thresholds (None: 10 (2 / a + 2 / (1 - beta1)) + 10)."""
     grad_rms: float | None = None

@@ -1,4 +1,5 @@
-"""Effective rank of the per-rollout GRPO gradient matrix (arXiv 2606.29238, notes section 3).
+"""Effective rank of the per-rollout GRPO gradient matrix (arXiv 2606.29238; docs/diagnostics.md,
+`pgrpo gradrank`).
 
 For one batch of N = B * G rollouts, row i of the matrix is rollout i's gradient contribution
 M_i = A_i s_i, s_i = grad_theta sum_t log pi(y_t | prefix) over its completion tokens. The score

@@ -4,9 +4,10 @@ The backbone gives hidden states [N, L, H]; only the T positions that predict co
 go through the LM head, `chunk` positions at a time: logits [N, chunk, V], logsumexp, gather.
 With gradients on and more than one chunk, each chunk runs under activation checkpointing, so
 backward recomputes one chunk's logits at a time instead of keeping all of them: peak memory
-~ N * chunk * V floats instead of N * T * V (TRL's complaint #5 in notes/anchors.md). When all T
-positions fit one chunk there is nothing to save (backward starts with the head, where the
-recomputed logits would be alive anyway), so no recompute is paid.
+~ N * chunk * V floats instead of N * T * V (a memory complaint about TRL; docs/trainer.md,
+"Log-probs without a [batch, length, vocab] log-softmax"). When all T positions fit one chunk
+there is nothing to save (backward starts with the head, where the recomputed logits would be
+alive anyway), so no recompute is paid.
 
 Each row is scored at its own temperature (logits / T_i), the one it was sampled at, unless the
 caller passes ones (MDP-GRPO's code scores everything at T = 1).

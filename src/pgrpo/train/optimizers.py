@@ -6,10 +6,10 @@ model that matches the run's optimizer can be looked up without testing names.
 
 - `adamw` (default, TRL's): torch AdamW, betas (beta1, beta2), decoupled weight decay.
 - `sgd_momentum`: torch SGD with momentum = dampening = beta1, i.e. the EMA momentum
-  v <- beta1 v + (1 - beta1) g, theta <- theta - lr v of the dynamics notes, so lr means the same
-  a = lr kappa as in the heavy-ball recursion. torch starts the buffer at the first gradient
-  (v_1 = g_1, not (1 - beta1) g_1); from step 2 on the update is exactly the EMA. weight_decay
-  is torch SGD's coupled L2 term; beta2 is unused.
+  v <- beta1 v + (1 - beta1) g, theta <- theta - lr v of docs/dynamics.md ("The model"), so lr
+  means the same a = lr kappa as in the heavy-ball recursion. torch starts the buffer at the
+  first gradient (v_1 = g_1, not (1 - beta1) g_1); from step 2 on the update is exactly the EMA.
+  weight_decay is torch SGD's coupled L2 term; beta2 is unused.
 """
 
 from __future__ import annotations

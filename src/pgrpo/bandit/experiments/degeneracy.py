@@ -1,5 +1,6 @@
 """`degeneracy`: observed degeneracy vs the i.i.d. prediction vs the Jensen estimate as the
-difficulty heterogeneity of the prompts grows (arXiv 2605.07689; notes/advantages.md section 1).
+difficulty heterogeneity of the prompts grows (arXiv 2605.07689; docs/reproductions.md,
+"degeneracy").
 
 For each difficulty setting (same mean success probability, growing spread), R runs of P prompts
 train with Dr. GRPO; every step draws B prompts x G samples. Per step:

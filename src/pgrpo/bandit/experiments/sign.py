@@ -2,7 +2,7 @@
 gradient starvation (arXiv 2605.07689), with a learning-rate-matched control.
 
 Why the control: on binary rewards the expected Sign gradient is 2G grad p per group, the
-mean-centred (Dr. GRPO) one (G - 1) grad p (notes/advantages.md section 1). In the softmax
+mean-centred (Dr. GRPO) one (G - 1) grad p (docs/reproductions.md, "sign-vs-drgrpo"). In the softmax
 bandit both point along the same direction for every prompt, so Sign is Dr. GRPO with a
 2G / (G - 1) larger step in expectation; only the noise differs. The arms:
 

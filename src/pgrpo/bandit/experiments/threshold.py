@@ -1,6 +1,6 @@
 """`threshold` and `transition`: the refresh-interval threshold and the oscillation onset.
 
-Setting (the exact reduction of the dynamics notes): one prompt, two arms, Dr. GRPO advantages,
+Setting (the exact reduction of docs/dynamics.md): one prompt, two arms, Dr. GRPO advantages,
 the KL to the reference in the reward (verl's use_kl_in_reward), no importance ratio, SGD with
 EMA momentum. The expected force then depends on the rollouts' state only, so the mean logit gap
 follows x_{n+1} - x_n = beta1 (x_n - x_{n-1}) - (1 - beta1) a x_{s(n)} with a = lr * kappa near
