@@ -27,6 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "bench" / "results" / "module_map.json"
 SRC = "src/pgrpo"
 WORKTREE = "."
+BUDGET = 500
 
 
 def _git(*args: str) -> str:
@@ -119,6 +120,12 @@ def module_rows(maps: list[dict]) -> list[dict]:
     return rows
 
 
+def over_budget(tree: dict) -> list[str]:
+    """Modules longer than the style guide's ~BUDGET-line budget, longest first."""
+    sizes = {path: n for pkg in tree["packages"].values() for path, n in pkg["modules"].items()}
+    return [f"{p} ({n})" for p, n in sorted(sizes.items(), key=lambda kv: -kv[1]) if n > BUDGET]
+
+
 def markdown(rows: list[dict]) -> str:
     cols = list(rows[0])
     out = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
@@ -140,6 +147,7 @@ def main(argv: list[str] | None = None) -> int:
         "machine": f"{platform.machine()}, {platform.system()}, Python {platform.python_version()}",
         "revisions": {m["rev"]: m["label"] for m in maps},
         "total_lines": totals,
+        "over_budget": {m["rev"]: over_budget(m) for m in maps},
         "rows": package_rows(maps),
         "modules": module_rows(maps),
     }
@@ -154,6 +162,8 @@ def main(argv: list[str] | None = None) -> int:
     print(markdown(doc["modules"]))
     print()
     print("total lines: " + ", ".join(f"{r}: {n}" for r, n in totals.items()))
+    for rev, paths in doc["over_budget"].items():
+        print(f"modules over {BUDGET} lines at {rev}: " + (", ".join(paths) or "none"))
     print(f"wrote {OUT.relative_to(ROOT)}")
     return 0
 
