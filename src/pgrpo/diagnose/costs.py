@@ -9,7 +9,10 @@
   plateau stop (`pgrpo.diagnose.live` with its defaults: the progress verdict of
   `pgrpo.diagnose.progress.assess_progress` read `plateau` or `saturated` on 8 (plateau_patience)
   consecutive assessments, what `PgrpoCallback` and `pgrpo watch` would have stopped at)
-  fired, priced with a cost per step or per GPU-hour. It warns only when the data after that
+  fired, priced with a cost per step or per GPU-hour. The replay polls the live decision as a
+  watcher would at a fixed cadence (`replay_prefixes`: ~40 polls on a log of up to
+  `CheckOptions.max_points` steps; on a longer one, every multiple of max_points steps, at most
+  MAX_REPLAY_POINTS polls, each prefix assessed on exactly max_points bin means). It warns only when the data after that
   point confirm it: the reward gained after it is not significant (below z standard errors of
   the difference of the two window means, z at `CheckOptions.confidence`), and the wasted
   steps are at least `WASTE_WARN_SHARE` (20%) of the run.
