@@ -12,10 +12,11 @@
   fired, priced with a cost per step or per GPU-hour. The replay polls the live decision as a
   watcher would at a fixed cadence (`replay_prefixes`: ~40 polls on a log of up to
   `CheckOptions.max_points` steps; on a longer one, every multiple of max_points steps, at most
-  MAX_REPLAY_POINTS polls, each prefix assessed on exactly max_points bin means). It warns only when the data after that
-  point confirm it: the reward gained after it is not significant (below z standard errors of
-  the difference of the two window means, z at `CheckOptions.confidence`), and the wasted
-  steps are at least `WASTE_WARN_SHARE` (20%) of the run.
+  MAX_REPLAY_POINTS polls, each prefix assessed on exactly max_points bin means). It warns
+  only when the data after that point confirm it: the reward gained after it is not
+  significant (below z standard errors of the difference of the two window means, z at
+  `CheckOptions.confidence`), and the wasted steps are at least `WASTE_WARN_SHARE` (20%) of
+  the run.
 """
 
 from __future__ import annotations

@@ -211,10 +211,11 @@ def thin_signals(signals: Signals, max_points: int = MAX_POINTS) -> Signals:
     b, head = bin_plan(n, max_points)
     if b == 1:
         return signals
-    hp = signals.hyper("batch_prompts")
     config = dict(signals.config)
-    if hp is not None and "batch_prompts" not in config:
-        config["batch_prompts"] = hp  # from a constant logged column: scaled below
+    for name in ("batch_prompts", "completions_per_step"):
+        value = signals.hyper(name)  # the config's (as a number) or a constant logged column
+        if value is not None:
+            config[name] = value  # scaled by binned_config
     cols = {k: bin_means(v, b, head) for k, v in signals.columns.items()}
     return Signals(
         bin_means(signals.steps, b, head),
