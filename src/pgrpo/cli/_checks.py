@@ -21,12 +21,14 @@ FAIL_CONFIDENCE = 0.5
 EXIT_GATE = 1
 
 
-def check_options(cost_per_step, cost_per_gpu_hour, gpus, seconds_per_step) -> Any:  # noqa: ANN001
+def check_options(cost_per_step, cost_per_gpu_hour, gpus, seconds_per_step,  # noqa: ANN001
+                  max_points: int = 2000) -> Any:  # fmt: skip
     from pgrpo.diagnose.checks import CheckOptions
 
     try:
         return CheckOptions(cost_per_step=cost_per_step, cost_per_gpu_hour=cost_per_gpu_hour,
-                            gpus=gpus, seconds_per_step=seconds_per_step)  # fmt: skip
+                            gpus=gpus, seconds_per_step=seconds_per_step,
+                            max_points=max_points)  # fmt: skip
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
 

@@ -81,6 +81,13 @@ def diagnose_cmd(
     seconds_per_step: float | None = config_option(
         CHECKS, "seconds_per_step", "--seconds-per-step"
     ),
+    max_points: int = typer.Option(
+        2000,
+        "--max-points",
+        min=20,
+        help="Analyse a longer log as bin means of consecutive steps (the null models are "
+        "simulated at the analysed length).",
+    ),
 ) -> None:
     """Say whether the run is learning (learning / plateau / flat / declining / saturated /
     collapsed / too_short) and detect reward hacking, advantage degeneracy, policy concentration
@@ -94,7 +101,9 @@ def diagnose_cmd(
     if eval_log is None and log.is_dir() and (log / "eval.json").is_file():
         eval_log = log / "eval.json"
     _checks.validate_fail_on(fail_on)
-    opts = _checks.check_options(cost_per_step, cost_per_gpu_hour, gpus, seconds_per_step)
+    opts = _checks.check_options(
+        cost_per_step, cost_per_gpu_hour, gpus, seconds_per_step, max_points
+    )
     points = eval_points(eval_log) if eval_log is not None else None
     run = load_log(log, log_format)
     given = {"group_size": group_size, "batch_prompts": batch_prompts}
@@ -103,7 +112,7 @@ def diagnose_cmd(
 
         hp = {**run.hyperparameters, **{k: float(v) for k, v in given.items() if v is not None}}
         run = replace(run, hyperparameters=hp)
-    result = diagnose(run, eval_log=points)
+    result = diagnose(run, eval_log=points, max_points=max_points)
     checks = run_checks(run, opts)
     level = _checks.gate_level(result, checks)
     data = {**result.to_dict(), "checks": [c.to_dict() for c in checks], "gate": level}
@@ -113,6 +122,12 @@ def diagnose_cmd(
 
 def _print(result: Any, checks: list[Any], log: Path, console: Console) -> None:
     console.print(f"[bold]diagnosis of[/bold] {escape(log)}")
+    m = result.metrics
+    if m.get("bin_steps", 1) > 1:
+        console.print(
+            f"{m['steps']:.0f} logged steps analysed as {m['analysed_points']:.0f} means of "
+            f"{m['bin_steps']:.0f} consecutive steps (--max-points)"
+        )
     for item in result.findings():
         console.print(f"- {escape(item['sentence'])}")
         if item["action"]:

@@ -25,7 +25,13 @@ from pgrpo.diagnose.progress import (
     assess_progress,
     assess_signals,
 )
-from pgrpo.diagnose.signals import Signals, read_eval_points, signals_from_log
+from pgrpo.diagnose.signals import (
+    MAX_POINTS,
+    Signals,
+    read_eval_points,
+    signals_from_log,
+    thin_signals,
+)
 from pgrpo.diagnose.verdict import (
     DIAGNOSTIC_RULES,
     MODES,
@@ -34,11 +40,13 @@ from pgrpo.diagnose.verdict import (
 )
 
 
-def diagnose(log: Any, eval_log: Any = None) -> Diagnosis:
+def diagnose(log: Any, eval_log: Any = None, max_points: int = MAX_POINTS) -> Diagnosis:
     """Run every registered rule on `log` (a RewardLog, a mapping of columns, or Signals).
 
     eval_log: None, a path to a `pgrpo eval` JSON / step-accuracy JSONL, or a sequence of
-    (step, accuracy) pairs. Returns the four mode verdicts in MODES order, then `healthy`.
+    (step, accuracy) pairs. max_points: longer logs are analysed as bin means of b consecutive
+    steps (`pgrpo.diagnose.signals.thin_signals`; metrics analysed_points, bin_steps). Returns
+    the four mode verdicts in MODES order, then `healthy`.
     """
     if isinstance(eval_log, str | Path):
         points = read_eval_points(eval_log)
@@ -47,12 +55,18 @@ def diagnose(log: Any, eval_log: Any = None) -> Diagnosis:
     signals = log if isinstance(log, Signals) else signals_from_log(log, points)
     if points and not signals.eval_points:
         signals = Signals(signals.steps, signals.columns, signals.config, points, signals.source)
+    n_steps = float(signals.steps.size)
+    signals = thin_signals(signals, max_points)
     modes = [DIAGNOSTIC_RULES.get(name)(signals) for name in MODES]
     modes += [DIAGNOSTIC_RULES.get(n)(signals) for n in DIAGNOSTIC_RULES.names() if n not in MODES]
     progress = assess_signals(signals) if "reward" in signals.columns else None
     return Diagnosis(
         modes=[*modes, _healthy(modes, progress)],
-        metrics={"steps": float(signals.steps.size)},
+        metrics={
+            "steps": n_steps,
+            "analysed_points": float(signals.steps.size),
+            "bin_steps": float(signals.config.get("bin_steps", 1)),
+        },
         progress=progress,
     )
 
@@ -76,6 +90,7 @@ def _healthy(modes: list[ModeVerdict], progress: ProgressVerdict | None = None) 
 
 __all__ = [
     "DIAGNOSTIC_RULES",
+    "MAX_POINTS",
     "MODES",
     "PROGRESS_LABELS",
     "Diagnosis",

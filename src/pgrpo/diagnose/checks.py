@@ -18,6 +18,7 @@ import numpy as np
 
 from pgrpo._registry import Registry
 from pgrpo.diagnose.live import noise_sd, slope_t
+from pgrpo.diagnose.signals import MAX_POINTS
 
 STATUSES = ("ok", "warn", "not_enough_evidence")
 
@@ -37,6 +38,9 @@ class CheckOptions:
     confidence: float = 0.9
     """Confidence level of the checks' statistics: wasted compute confirms the plateau stop
     when the later gain is below this one-sided z; the entropy floor uses this band level."""
+    max_points: int = MAX_POINTS
+    """Logs longer than this are checked on bin means (`pgrpo.diagnose.signals.thin_log`), as
+    the diagnosis does; exact counts (zero-gradient steps) stay per step."""
 
     def __post_init__(self) -> None:
         for name in ("cost_per_step", "cost_per_gpu_hour", "seconds_per_step"):
@@ -45,6 +49,9 @@ class CheckOptions:
                 raise ValueError(f"{name} must be a finite number >= 0, got {v!r}")
         if self.gpus < 1:
             raise ValueError(f"gpus must be >= 1, got {self.gpus}")
+        if self.max_points < 20:
+            raise ValueError(f"max_points must be >= 20 (the live replay's min_points), got "
+                             f"{self.max_points}")  # fmt: skip
 
 
 @dataclass(frozen=True)

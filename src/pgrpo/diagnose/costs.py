@@ -9,10 +9,14 @@
   plateau stop (`pgrpo.diagnose.live` with its defaults: the progress verdict of
   `pgrpo.diagnose.progress.assess_progress` read `plateau` or `saturated` on 8 (plateau_patience)
   consecutive assessments, what `PgrpoCallback` and `pgrpo watch` would have stopped at)
-  fired, priced with a cost per step or per GPU-hour. It warns only when the data after that
-  point confirm it: the reward gained after it is not significant (below z standard errors of
-  the difference of the two window means, z at `CheckOptions.confidence`), and the wasted
-  steps are at least `WASTE_WARN_SHARE` (20%) of the run.
+  fired, priced with a cost per step or per GPU-hour. The replay polls the live decision as a
+  watcher would at a fixed cadence (`replay_prefixes`: ~40 polls on a log of up to
+  `CheckOptions.max_points` steps; on a longer one, every multiple of max_points steps, at most
+  MAX_REPLAY_POINTS polls, each prefix assessed on exactly max_points bin means). It warns
+  only when the data after that point confirm it: the reward gained after it is not
+  significant (below z standard errors of the difference of the two window means, z at
+  `CheckOptions.confidence`), and the wasted steps are at least `WASTE_WARN_SHARE` (20%) of
+  the run.
 """
 
 from __future__ import annotations
@@ -119,17 +123,43 @@ def _cost_text(cost: dict[str, float]) -> str:
     return f" ({', '.join(parts)})" if parts else ""
 
 
-def plateau_step(log, points: int = 40) -> float | None:  # noqa: ANN001
+REPLAY_POINTS = 40
+"""Polls of the live replay on a log of at most max_points steps (every n // 40 steps)."""
+MAX_REPLAY_POINTS = 200
+"""At most this many polls on a longer log (see `replay_prefixes`)."""
+DECISION_COLUMNS = ("frac_reward_zero_std", "degeneracy/all_pass", "degeneracy/all_fail",
+                    "reward_std", "learning_rate")  # fmt: skip
+"""What the live decision reads besides the reward (the rest is not binned for the replay)."""
+
+
+def replay_prefixes(n: int, min_points: int, max_points: int) -> list[int]:
+    """Prefix lengths at which the replay polls the live decision: every n // REPLAY_POINTS
+    steps from min_points on a log of at most max_points steps; on a longer one, the same
+    cadence up to max_points, then every c x max_points steps (c = ceil(n / (MAX_REPLAY_POINTS x
+    max_points))), whose prefixes are each binned into exactly max_points means (so the polls
+    share one null model), and the whole log last."""
+    every = max(1, n // REPLAY_POINTS)
+    if n <= max_points:
+        return list(range(min_points, n + 1, every))
+    c = -(-n // (MAX_REPLAY_POINTS * max_points))
+    head = list(range(min_points, max_points, every))
+    tail = list(range(c * max_points, n + 1, c * max_points))
+    return [*head, *tail, *([n] if tail[-1:] != [n] else [])]
+
+
+def plateau_step(log, max_points: int | None = None) -> float | None:  # noqa: ANN001
     """The first step at which the live plateau stop (LiveConfig defaults) would have stopped
-    the run, replaying `assess_live` on ~`points` growing prefixes; None when it never fires."""
+    the run, replaying its decision (`assess_live`, decision only) at `replay_prefixes`: what a
+    watcher polling at that cadence would have seen. None when it never fires."""
     cfg = LiveConfig(stop_on=("plateau",))
-    n = len(log)
-    every = max(1, n // points)
+    if max_points is not None:
+        cfg = replace(cfg, max_points=max_points)
+    cols = {c: v for c, v in log.columns.items() if c in DECISION_COLUMNS}
     history: tuple = ()
-    for k in range(cfg.min_points, n + 1, every):
-        cols = {c: v[:k] for c, v in log.columns.items()}
-        sub = replace(log, step=log.step[:k], reward=log.reward[:k], columns=cols)
-        status = assess_live(sub, cfg, history)
+    for k in replay_prefixes(len(log), cfg.min_points, cfg.max_points):
+        sub = replace(log, step=log.step[:k], reward=log.reward[:k],
+                      columns={c: v[:k] for c, v in cols.items()})  # fmt: skip
+        status = assess_live(sub, cfg, history, decision_only=True)
         history = (*history, status)
         if status.stop:
             return float(log.step[k - 1])
@@ -144,7 +174,7 @@ def wasted_compute(log, options: CheckOptions) -> CheckResult:  # noqa: ANN001
                f"is below the one-sided {options.confidence:.0%} z standard errors")  # fmt: skip
     if len(log) < 16:
         return not_enough(name, f"{len(log)} logged points (need 16)", control)
-    at = plateau_step(log)
+    at = plateau_step(log, options.max_points)
     mask, _ = zero_gradient_mask(log)
     zero_steps = float(mask.sum()) * _stride(log) if mask is not None else 0.0
     ev: dict = {"plateau_step": at if at is not None else math.nan,

@@ -18,6 +18,7 @@ import math
 import numpy as np
 
 from pgrpo.diagnose.checks import CHECKS, CheckOptions, CheckResult, column, not_enough
+from pgrpo.diagnose.signals import thin_log
 from pgrpo.dynamics.forecast import forecast
 
 COLLAPSE_SHARE = 0.1
@@ -49,7 +50,7 @@ def entropy_floor(log, options: CheckOptions) -> CheckResult:  # noqa: ANN001
     name = "entropy_floor"
     control = (f"warn only when the whole {options.confidence:.0%} band of the floor is below "
                f"{COLLAPSE_SHARE:.0%} of the initial entropy")  # fmt: skip
-    got = column(log, "entropy")
+    got = column(thin_log(log, options.max_points, keep=("entropy",)), "entropy")
     if got is None or got[1].size < MIN_POINTS:
         return not_enough(name, f"no entropy column with >= {MIN_POINTS} points", control)
     try:

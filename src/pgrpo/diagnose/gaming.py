@@ -19,6 +19,7 @@ length 0.3% / 0.8%.
 from __future__ import annotations
 
 from pgrpo.diagnose.checks import CHECKS, CheckOptions, CheckResult, column, not_enough, trend
+from pgrpo.diagnose.signals import thin_log
 from pgrpo.logs.base import REWARD_PATTERN
 
 Z_RISE = 2.58
@@ -36,6 +37,7 @@ def reward_function_divergence(log, options: CheckOptions) -> CheckResult:  # no
     control = (f"rise: gain > {Z_RISE} SE and slope t > {Z_RISE}; flat: |gain| < {Z_FLAT} SE "
                "(SE from first-difference noise, autocorrelation-inflated)")  # fmt: skip
     funcs = sorted(c for c in log.columns if REWARD_PATTERN.match(c))
+    log = thin_log(log, options.max_points, keep=tuple(funcs))  # bin means of a long log
     if len(funcs) < 2:
         return not_enough(name, f"{len(funcs)} per-function reward column(s) "
                           "(rewards/<func>/mean); needs two or more", control)  # fmt: skip
@@ -65,6 +67,7 @@ def length_vs_reward(log, options: CheckOptions) -> CheckResult:  # noqa: ANN001
     name = "length_vs_reward"
     control = (f"length rise: gain > {Z_RISE} SE and slope t > {Z_RISE}; reward not rising: "
                f"gain < {Z_FLAT} SE")  # fmt: skip
+    log = thin_log(log, options.max_points, keep=("completion_length",))
     got = column(log, "completion_length")
     if got is None or got[1].size < MIN_POINTS or len(log) < MIN_POINTS:
         return not_enough(name, "no completion length column with >= 12 points", control)

@@ -98,6 +98,20 @@ def _reduction(s: Signals, lr: float, kappa: float, beta1: float, k_int: float) 
     return reduce_optimizer(run_optimizer(s.config.get("optimizer")), settings)
 
 
+def _predicts_threshold(s: Signals, beta1: float, k_int: float) -> bool:
+    """Whether the run optimizer's reduction predicts a K* at all (a property of the optimizer,
+    not of kappa: Adam's never does), read from its cheap fit-time reduction (K scanned only up
+    to the run's own), so that an AdamW run costs no kappa fit. An optimizer without a reduction
+    answers True, so that `_reduction` names it."""
+    from pgrpo.dynamics.optimizers import fit_reduction, run_optimizer
+
+    try:
+        red = fit_reduction(run_optimizer(s.config.get("optimizer")), 1e-3, beta1, int(k_int))
+    except (ValueError, KeyError):
+        return True
+    return bool(red.metrics["threshold_predicted"])
+
+
 def fitted_kappa(s: Signals) -> float | None:
     """kappa (per optimizer step) from the ROM fit of the reward curve that every fit of a run
     uses (`pgrpo.dynamics.runfit`); None when the fit is poor (R^2 < 0.5) or no lr is known."""
@@ -133,6 +147,8 @@ def _margin_evidence(s: Signals) -> tuple[dict[str, float], list[str]]:
     missing = [n for n, v in (("refresh_interval", k_int), ("learning_rate", lr)) if v is None]
     if missing:
         return {}, missing
+    if not _predicts_threshold(s, beta1 or 0.0, k_int):  # adam: nothing to say about K*
+        return {}, []
     kappa, source = s.hyper("kappa"), "config"
     if kappa is None:
         kappa, source = fitted_kappa(s), "reward fit"
@@ -140,10 +156,8 @@ def _margin_evidence(s: Signals) -> tuple[dict[str, float], list[str]]:
         return {}, ["kappa (probe it: `pgrpo probe`, or pass it in config.yaml)"]
     try:
         red = _reduction(s, lr, kappa, beta1 or 0.0, k_int)
-    except ValueError as exc:  # an optimizer the dynamics model has no reduction for
+    except ValueError as exc:
         return {}, [f"K* ({exc})"]
-    if not red.metrics["threshold_predicted"]:  # adam: nothing to say about K*
-        return {}, []
     if red.K_star is None:
         return {}, ["K* (no unstable refresh interval found for these hyperparameters)"]
     k_star = float(red.K_star)

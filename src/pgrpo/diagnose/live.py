@@ -32,6 +32,7 @@ import numpy as np
 
 from pgrpo.core.stats import iid_degeneracy
 from pgrpo.diagnose.progress import ProgressVerdict, assess_progress
+from pgrpo.diagnose.signals import MAX_POINTS, thin_log
 from pgrpo.dynamics.forecast import Forecast, forecast
 from pgrpo.logs import RewardLog
 
@@ -72,6 +73,9 @@ class LiveConfig:
     """Consecutive degenerate logged points for sustained degeneracy."""
     stop_on: tuple[str, ...] = ()
     """Stop rules that request a stop: any of STOP_RULES (empty: report only, never stop)."""
+    max_points: int = MAX_POINTS
+    """Logs longer than this are assessed as bin means of consecutive steps, as `pgrpo
+    diagnose` does (`pgrpo.diagnose.signals.thin_signals`)."""
 
     def __post_init__(self) -> None:
         if not 0.0 < self.confidence < 1.0:
@@ -82,6 +86,9 @@ class LiveConfig:
         for name in ("patience", "plateau_patience", "degeneracy_patience"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.max_points < self.min_points:
+            raise ValueError(f"max_points must be >= min_points ({self.min_points}), got "
+                             f"{self.max_points}")  # fmt: skip
         bad = [r for r in self.stop_on if r not in STOP_RULES]
         if bad:
             raise ValueError(f"unknown stop rule(s) {bad}; valid: {', '.join(STOP_RULES)}")
@@ -167,9 +174,9 @@ def _degeneracy(log: RewardLog, cfg: LiveConfig) -> tuple[float, float, int]:
     return float(fin[-1]), float(iid), run
 
 
-def progress_of(log: RewardLog) -> ProgressVerdict:
+def progress_of(log: RewardLog, fit: bool = True) -> ProgressVerdict:
     """`assess_progress` on a RewardLog: reward, reward_std, frac_reward_zero_std and
-    N = group_size x batch_prompts when the log's config has both."""
+    N = group_size x batch_prompts when the log's config has both (fit: `assess_progress`)."""
     hyper = log.hyperparameters
     g, b = hyper.get("group_size"), hyper.get("batch_prompts")
     return assess_progress(
@@ -178,6 +185,7 @@ def progress_of(log: RewardLog) -> ProgressVerdict:
         reward_std=log.columns.get("reward_std"),
         frac_zero_std=log.columns.get("frac_reward_zero_std"),
         n_rollouts=float(g) * float(b) if g and b else None,
+        fit=fit,
     )
 
 
@@ -193,26 +201,36 @@ def _decide(label: str, degenerate_run: int, n: int, cfg: LiveConfig) -> tuple[s
 
 
 def assess_live(
-    log: RewardLog, config: LiveConfig | None = None, history: tuple[LiveStatus, ...] = ()
+    log: RewardLog,
+    config: LiveConfig | None = None,
+    history: tuple[LiveStatus, ...] = (),
+    *,
+    decision_only: bool = False,
 ) -> LiveStatus:
     """Assess the log so far. history: earlier assessments of the same run (for `patience`).
+    decision_only: the verdict, alerts and stop only (no forecast, no fit evidence, which
+    neither decides anything): what a replay of the decisions needs.
 
     Never raises on a short or unfittable log: the verdict is then too_short ("not enough
     evidence"); the forecast keys are absent from metrics when the forecast cannot be fitted
-    (the verdict does not need it).
+    (the verdict does not need it). A log longer than `config.max_points` is assessed as bin
+    means (`pgrpo.diagnose.signals.thin_log`).
     """
     cfg = config or LiveConfig()
     step, reward = float(log.step[-1]), float(log.reward[-1])
-    deg, iid, run = _degeneracy(log, cfg)
     metrics: dict[str, float] = {"pgrpo/points": float(len(log))}
+    log = thin_log(log, cfg.max_points)
+    deg, iid, run = _degeneracy(log, cfg)
     if math.isfinite(deg):
         metrics["pgrpo/degeneracy"] = deg
     if math.isfinite(iid):
         metrics["pgrpo/degeneracy_iid"] = iid
     if len(log) < cfg.min_points:
         return _status(step, reward, ("too_short", ()), cfg, history, metrics, "")
-    progress = progress_of(log)
+    progress = progress_of(log, fit=not decision_only)
     decided = _decide(progress.label, run, len(log), cfg)
+    if decision_only:
+        return _status(step, reward, decided, cfg, history, metrics, progress.summary)
     metrics.update(_level_metrics(log))
     try:
         fc = _plateau_forecast(log, cfg.confidence)

@@ -128,12 +128,36 @@ def curve_statistics(y: np.ndarray, scale: np.ndarray | None = None) -> dict[str
     (`_spectral_peak`).
     """
     y = np.atleast_2d(np.asarray(y, dtype=float))
+    return {**level_statistics(y), **_residual_statistics(y, scale)}
+
+
+LEVEL_STATISTICS = ("trend_t", "recent_t", "gain_z", "drop_z", "rise_z", "noise_sd")
+"""The statistics of `curve_statistics` that the progress verdict reads (`level_statistics`)."""
+
+
+def level_statistics(y: np.ndarray) -> dict[str, np.ndarray]:
+    """The LEVEL_STATISTICS of `curve_statistics` alone (the same code, the same values):
+    y: [M, n] (or [n]); each value [M]."""
+    y = np.atleast_2d(np.asarray(y, dtype=float))
     n = y.shape[1]
     w = window_size(n)
     sd = noise_sd(y)
     safe = np.where(sd > 0, sd, np.inf)
     mw = _moving_mean(y, w)
     se_w = safe / math.sqrt(w)
+    return {
+        "trend_t": _hac_t(y),
+        "recent_t": _hac_t(y[:, n // 2 :]),
+        "gain_z": (mw[:, -1] - mw[:, 0]) / se_w,
+        "drop_z": (mw.max(axis=1) - mw[:, -1]) / se_w,
+        "rise_z": (mw[:, -1] - mw.min(axis=1)) / se_w,
+        "noise_sd": sd,
+    }
+
+
+def _residual_statistics(y: np.ndarray, scale: np.ndarray | None) -> dict[str, np.ndarray]:
+    """growth, spectral and peak_period of `curve_statistics`: y [M, n] -> each [M]."""
+    n = y.shape[1]
     resid = y - _centred_smooth(y, max(5, n // 10))
     if scale is not None:
         resid = resid / scale
@@ -143,17 +167,7 @@ def curve_statistics(y: np.ndarray, scale: np.ndarray | None = None) -> dict[str
     with np.errstate(divide="ignore", invalid="ignore"):
         growth = np.where(early > 0, late / early, np.where(late > 0, np.inf, 1.0))
     spectral, peak_period = _spectral_peak(resid)
-    return {
-        "trend_t": _hac_t(y),
-        "recent_t": _hac_t(y[:, n // 2 :]),
-        "gain_z": (mw[:, -1] - mw[:, 0]) / se_w,
-        "drop_z": (mw.max(axis=1) - mw[:, -1]) / se_w,
-        "rise_z": (mw[:, -1] - mw.min(axis=1)) / se_w,
-        "growth": growth,
-        "spectral": spectral,
-        "peak_period": peak_period,
-        "noise_sd": sd,
-    }
+    return {"growth": growth, "spectral": spectral, "peak_period": peak_period}
 
 
 def lag1_autocorr(y: np.ndarray) -> float:
@@ -231,15 +245,17 @@ def null_curves(
     return lfilter([1.0], [1.0, -null.rho], e, axis=1)[:, 50:].astype(np.float32)
 
 
-@lru_cache(maxsize=256)
-def _null_stats(n: int, kind: str, rho: float, n_rollouts: int, p: float) -> dict:
-    null = NullModel(kind, rho, n_rollouts, p)
+def _simulated(n: int, null: NullModel, statistics) -> dict[str, np.ndarray]:  # noqa: ANN001
+    """`statistics` ([M, n] -> {name: [M]}) of the N_NULL seeded null curves, in row chunks."""
     rows = max(1, CHUNK_VALUES // max(n, 1))
     parts = [
-        curve_statistics(null_curves(n, null, min(rows, N_NULL - i), chunk=i // rows))
+        statistics(null_curves(n, null, min(rows, N_NULL - i), chunk=i // rows))
         for i in range(0, N_NULL, rows)
     ]
-    stats = {k: np.concatenate([part[k] for part in parts]) for k in parts[0]}
+    return {k: np.concatenate([part[k] for part in parts]) for k in parts[0]}
+
+
+def _sorted_null(stats: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     # a null curve with no variation at all (binomial at p = 0 or 1) is never significant
     flat = stats["noise_sd"] <= 0
     for key in ("trend_t", "recent_t", "gain_z", "drop_z", "rise_z"):
@@ -247,9 +263,29 @@ def _null_stats(n: int, kind: str, rho: float, n_rollouts: int, p: float) -> dic
     return {k: np.sort(v) for k, v in stats.items()}
 
 
-def null_statistics(n: int, null: NullModel) -> dict[str, np.ndarray]:
-    """Sorted null values of every statistic ([N_NULL] each) for curves of length n."""
-    return _null_stats(int(n), null.kind, float(null.rho), int(null.n_rollouts), float(null.p))
+_FULL_KEYS: set[tuple] = set()
+"""Keys `_null_stats` has computed: a level-only request is served from them."""
+
+
+@lru_cache(maxsize=256)
+def _null_stats(n: int, kind: str, rho: float, n_rollouts: int, p: float) -> dict:
+    _FULL_KEYS.add((n, kind, rho, n_rollouts, p))
+    return _sorted_null(_simulated(n, NullModel(kind, rho, n_rollouts, p), curve_statistics))
+
+
+@lru_cache(maxsize=256)
+def _null_level(n: int, kind: str, rho: float, n_rollouts: int, p: float) -> dict:
+    return _sorted_null(_simulated(n, NullModel(kind, rho, n_rollouts, p), level_statistics))
+
+
+def null_statistics(n: int, null: NullModel, level_only: bool = False) -> dict[str, np.ndarray]:
+    """Sorted null values of every statistic ([N_NULL] each) for curves of length n; with
+    level_only, of the LEVEL_STATISTICS at least (half the cost where the others are not
+    cached yet; what the progress verdict reads). The same values either way."""
+    key = (int(n), null.kind, float(null.rho), int(null.n_rollouts), float(null.p))
+    if level_only and key not in _FULL_KEYS:
+        return _null_level(*key)
+    return _null_stats(*key)
 
 
 def p_value(value: float, null_sorted: np.ndarray, two_sided: bool = False) -> float:

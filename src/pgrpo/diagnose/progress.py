@@ -140,8 +140,8 @@ def _slope(step: np.ndarray, x: np.ndarray) -> float:
 def _tests(step: np.ndarray, x: np.ndarray, n_rollouts: float | None) -> dict[str, Any]:
     """Statistics of the curve, their null p-values and the null model used."""
     null = nm.choose_null(x, n_rollouts)
-    st = {k: float(v[0]) for k, v in nm.curve_statistics(x).items()}
-    ns = nm.null_statistics(x.size, null)
+    st = {k: float(v[0]) for k, v in nm.level_statistics(x).items()}
+    ns = nm.null_statistics(x.size, null, level_only=True)
     half = x.size // 2
     return {
         "null_model": null.describe(),
@@ -166,9 +166,11 @@ def assess_progress(
     frac_zero_std: np.ndarray | None = None,
     n_rollouts: float | None = None,
     alpha: float = ALPHA,
+    fit: bool = True,
 ) -> ProgressVerdict:
     """Progress verdict of a reward curve. step, reward: [n]; reward_std, frac_zero_std: [n] or
-    None (NaN where not logged); n_rollouts: B x G rollouts per step when known."""
+    None (NaN where not logged); n_rollouts: B x G rollouts per step when known. fit: add the
+    exponential fit's evidence (the label does not use it; a replay of the label skips it)."""
     step, reward = np.asarray(step, float), np.asarray(reward, float)
     ok = np.isfinite(reward) & np.isfinite(step)
     n = int(ok.sum())
@@ -189,7 +191,8 @@ def assess_progress(
     w = int(ev["window"])
     if spread is not None and np.isfinite(spread[-w:]).any():
         ev["zero_spread_end"] = float(np.nanmean(spread[-w:]))
-    ev.update(_fit_evidence(s, x))
+    if fit:
+        ev.update(_fit_evidence(s, x))
     label = _label(ev, x, n_rollouts, alpha)
     summary, action = _words(label, ev)
     metrics = {k: float(v) for k, v in ev.items() if isinstance(v, int | float)}
@@ -233,7 +236,7 @@ def _words(label: str, ev: dict[str, Any]) -> tuple[str, str]:
     a, b, best = ev["start_level"], ev["end_level"], ev["best_level"]
     p, ps = ev["trend_p"], ev["best_step"]
     if label == "learning":
-        rem, t90 = ev["remaining_gain"], ev["steps_to_90pct"]
+        rem, t90 = ev.get("remaining_gain", math.nan), ev.get("steps_to_90pct", math.nan)
         more = (
             f"; the fit expects {rem:+.3g} more, 90% of it within ~{t90:.0f} steps"
             if math.isfinite(t90)

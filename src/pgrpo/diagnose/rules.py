@@ -73,7 +73,7 @@ def reward_rises(s: Signals) -> bool:
     x = finite(s.get("reward"))
     if x.size < MIN_STEPS:
         return False
-    t = float(nm.curve_statistics(x)["trend_t"][0])
+    t = float(nm.level_statistics(x)["trend_t"][0])
     null = nm.null_statistics(x.size, nm.choose_null(x, n_rollouts(s)))
     return t > 0 and nm.p_value(t, null["trend_t"], two_sided=True) < ALPHA_MODE
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,8 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "loss": ("train/loss", "actor/pg_loss"),
 }
 HYPER_NAMES = ("refresh_interval", "learning_rate", "beta1", "group_size", "batch_prompts", "kappa")
+MAX_POINTS = 2000
+"""Logs longer than this are analysed as means of b consecutive steps (`thin_signals`)."""
 
 
 @dataclass(frozen=True)
@@ -141,6 +143,107 @@ def read_eval_points(path: str | Path) -> tuple[tuple[float, float], ...]:
     for step, acc in points:  # several seeds at one step: their mean
         by_step.setdefault(step, []).append(acc)
     return tuple((step, float(np.mean(v))) for step, v in sorted(by_step.items()))
+
+
+# ---------------------------------------------------------------------------------------------
+# Long logs: one binned time axis for every detector
+# ---------------------------------------------------------------------------------------------
+#
+# Every statistic of a diagnosis works on the scale of the whole run (windows of a fifth of the
+# points, a moving average over a tenth, trend slopes, spectral periods of 3 points to a third of
+# the run), and its null model is simulated at the analysed length (2,000 curves per length), so
+# its cost grows with n while a 200,000-step log holds no information these statistics use that
+# 2,000 bin means of 100 steps lack. Past MAX_POINTS the log is therefore analysed as bin means:
+# b = ceil(n / MAX_POINTS) consecutive steps per bin, m = floor(n / b) bins, the first n - m b
+# (< b) steps left out so that every bin holds exactly b steps (the latest steps are never
+# dropped). The noise model follows exactly: the mean of b batch means of N 0/1 rewards is a
+# batch mean of b N draws (batch_prompts is multiplied by b), and the AR(1) null is fitted to the
+# bin means themselves. A prefix of j x MAX_POINTS steps is binned into exactly MAX_POINTS bins
+# of j steps, which is what lets the live replay share one null model across its polls
+# (`pgrpo.diagnose.costs.plateau_step`). What is lost: changes faster than a bin and
+# oscillations with a period under 3 bins (3 b steps).
+
+
+def bin_plan(n: int, max_points: int = MAX_POINTS) -> tuple[int, int]:
+    """(b, head) for an n-point series: b = ceil(n / max_points) steps per bin and the head of
+    n mod b leading points left out; (1, 0) when n <= max_points."""
+    if max_points < 1:
+        raise ValueError(f"max_points must be >= 1, got {max_points}")
+    if n <= max_points:
+        return 1, 0
+    b = -(-n // max_points)
+    return b, n % b
+
+
+def bin_means(x: np.ndarray, b: int, head: int = 0) -> np.ndarray:
+    """Means of consecutive bins of b values after the first `head`: [n] -> [(n - head) // b].
+    NaN values are skipped (a bin with none left is NaN); inf is kept (a bin with an inf is
+    inf), so a blow-up stays visible. b = 1: x itself."""
+    x = np.asarray(x, dtype=float)
+    if b == 1 and head == 0:
+        return x
+    v = x[head : head + (x.size - head) // b * b].reshape(-1, b)
+    if not np.isnan(v).any():
+        return v.sum(axis=1) / b
+    ok = ~np.isnan(v)
+    count = ok.sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(count > 0, np.where(ok, v, 0.0).sum(axis=1) / count, np.nan)
+
+
+def binned_config(config: dict[str, Any], b: int, n: int, head: int) -> dict[str, Any]:
+    """The config of a log binned b steps to a point: batch_prompts (and a logged
+    completions_per_step) times b, so N = B x G counts the draws behind each bin mean; the bin
+    plan is recorded (bin_steps, binned_from_steps, unbinned_head_steps)."""
+    out = dict(config)
+    for name in ("batch_prompts", "completions_per_step"):
+        value = out.get(name)
+        if isinstance(value, int | float) and math.isfinite(value) and value > 0:
+            out[name] = float(value) * b
+    out.update(bin_steps=b, binned_from_steps=n, unbinned_head_steps=head)
+    return out
+
+
+def thin_signals(signals: Signals, max_points: int = MAX_POINTS) -> Signals:
+    """`signals` as bin means past max_points steps (see above): steps, every column and the
+    config binned by one `bin_plan`; unchanged when the log is short."""
+    n = int(signals.steps.size)
+    b, head = bin_plan(n, max_points)
+    if b == 1:
+        return signals
+    config = dict(signals.config)
+    for name in ("batch_prompts", "completions_per_step"):
+        value = signals.hyper(name)  # the config's (as a number) or a constant logged column
+        if value is not None:
+            config[name] = value  # scaled by binned_config
+    cols = {k: bin_means(v, b, head) for k, v in signals.columns.items()}
+    return Signals(
+        bin_means(signals.steps, b, head),
+        cols,
+        binned_config(config, b, n, head),
+        signals.eval_points,
+        signals.source,
+    )
+
+
+def thin_log(log: Any, max_points: int = MAX_POINTS, keep: tuple[str, ...] | None = None) -> Any:
+    """A RewardLog as bin means past max_points steps (the `thin_signals` plan): step, reward,
+    the columns (only those in `keep` when given) and hyperparameters (batch_prompts x b);
+    metrics bin_steps / binned_from_steps say so. Unchanged when the log is short."""
+    n = len(log)
+    b, head = bin_plan(n, max_points)
+    if b == 1:
+        return log
+    cols = {k: bin_means(v, b, head) for k, v in log.columns.items() if keep is None or k in keep}
+    hp = dict(log.hyperparameters)
+    if "batch_prompts" not in hp and "batch_prompts" in log.columns:
+        col = log.columns["batch_prompts"]
+        if np.isfinite(col).any():
+            hp["batch_prompts"] = float(col[np.isfinite(col)][-1])
+    hp = binned_config(hp, b, n, head)
+    metrics = {**log.metrics, "bin_steps": float(b), "binned_from_steps": float(n)}
+    return replace(log, step=bin_means(log.step, b, head), reward=bin_means(log.reward, b, head),
+                   columns=cols, hyperparameters=hp, metrics=metrics)  # fmt: skip
 
 
 # ---------------------------------------------------------------------------------------------
