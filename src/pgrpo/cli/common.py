@@ -309,7 +309,7 @@ __all__ = [
 def field_docs(cls: type) -> dict[str, str]:
     """A dataclass's field docstrings (the string literal right under each field), by name."""
     node = ast.parse(textwrap.dedent(inspect.getsource(cls))).body[0]
-    return _class_fields(node)[1]  # type: ignore[arg-type]
+    return _class_fields(node, Path(inspect.getsourcefile(cls) or ""))[1]  # type: ignore[arg-type]
 
 
 REQUIRED = ...
@@ -318,9 +318,36 @@ _FIELD_DEFAULT = object()
 _PACKAGE = Path(__file__).resolve().parents[1]
 
 
-def _class_fields(node: ast.ClassDef) -> tuple[dict[str, Any], dict[str, str]]:
+def _module_constant(module_path: Path, name: str, depth: int = 0) -> Any:
+    """The literal value of module-level `name` in a pgrpo source file, following
+    `from pgrpo.x import name` (a default such as `max_points: int = MAX_POINTS`), without
+    importing anything."""
+    tree = ast.parse(module_path.read_text())
+    for stmt in tree.body:
+        if isinstance(stmt, ast.Assign | ast.AnnAssign) and stmt.value is not None:
+            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+            if any(isinstance(t, ast.Name) and t.id == name for t in targets):
+                return ast.literal_eval(stmt.value)
+        if isinstance(stmt, ast.ImportFrom) and (stmt.module or "").startswith("pgrpo."):
+            if depth < 4 and any((a.asname or a.name) == name for a in stmt.names):
+                src = _PACKAGE.joinpath(*stmt.module.split(".")[1:])  # type: ignore[union-attr]
+                src = src / "__init__.py" if src.is_dir() else src.with_suffix(".py")
+                return _module_constant(src, name, depth + 1)
+    raise TypeError(f"{module_path}: no module-level literal {name} to read a default from")
+
+
+def _literal(value: ast.expr, module_path: Path | None) -> Any:
+    if isinstance(value, ast.Name) and module_path is not None:
+        return _module_constant(module_path, value.id)
+    return ast.literal_eval(value)
+
+
+def _class_fields(
+    node: ast.ClassDef, module_path: Path | None = None
+) -> tuple[dict[str, Any], dict[str, str]]:
     """(defaults, docstrings) of the fields of a dataclass's syntax tree; a field without a
-    default maps to REQUIRED, one with `field(...)` (a factory) is left out of the defaults."""
+    default maps to REQUIRED, one with `field(...)` (a factory) is left out of the defaults; a
+    default that names a module constant is read from `module_path` (and what it imports)."""
     defaults: dict[str, Any] = {}
     docs: dict[str, str] = {}
     for item, nxt in zip(node.body, [*node.body[1:], None], strict=True):
@@ -330,7 +357,7 @@ def _class_fields(node: ast.ClassDef) -> tuple[dict[str, Any], dict[str, str]]:
         if item.value is None:
             defaults[name] = REQUIRED
         elif not isinstance(item.value, ast.Call):
-            defaults[name] = ast.literal_eval(item.value)
+            defaults[name] = _literal(item.value, module_path)
         doc = getattr(nxt, "value", None)
         if isinstance(nxt, ast.Expr) and isinstance(doc, ast.Constant):
             docs[name] = " ".join(str(doc.value).split())
@@ -352,7 +379,8 @@ def config_fields(target: str) -> tuple[dict[str, Any], dict[str, str]]:
         (i for i in range(start + 1, len(lines)) if lines[i][:1] not in ("", " ", "#", ")")),
         len(lines),
     )  # only the class's own lines are parsed (the whole module: 3 ms more per config)
-    return _class_fields(ast.parse("\n".join(lines[start:end])).body[0])  # type: ignore[arg-type]
+    node = ast.parse("\n".join(lines[start:end])).body[0]
+    return _class_fields(node, path)  # type: ignore[arg-type]
 
 
 def config_option(

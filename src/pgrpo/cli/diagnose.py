@@ -81,13 +81,7 @@ def diagnose_cmd(
     seconds_per_step: float | None = config_option(
         CHECKS, "seconds_per_step", "--seconds-per-step"
     ),
-    max_points: int = typer.Option(
-        2000,
-        "--max-points",
-        min=20,
-        help="Analyse a longer log as bin means of consecutive steps (the null models are "
-        "simulated at the analysed length).",
-    ),
+    max_points: int = config_option(CHECKS, "max_points", "--max-points", min=20),
 ) -> None:
     """Say whether the run is learning (learning / plateau / flat / declining / saturated /
     collapsed / too_short) and detect reward hacking, advantage degeneracy, policy concentration
