@@ -43,7 +43,8 @@ from pgrpo.dynamics.optimizers import DEFAULT_OPTIMIZER, fit_reduction
 @dataclass(frozen=True)
 class FitResult:
     """A fitted curve model. Arrays are copies: step, reward, fitted: [n]; covariance: [p, p]
-    over `varying` (None when singular). `metrics` holds derived quantities (tau, kappa...)."""
+    over `varying` (None when singular). `metrics` holds derived quantities (tau, kappa...);
+    `constrained` is the rom_fixed fit a free rom fit's metrics compare it with (or None)."""
 
     model: str
     params: dict[str, Parameter]
@@ -62,6 +63,7 @@ class FitResult:
     success: bool
     message: str
     metrics: dict[str, float | str] = field(default_factory=dict)
+    constrained: FitResult | None = field(default=None, repr=False, compare=False)
 
     @property
     def values(self) -> dict[str, float]:
@@ -419,7 +421,8 @@ def fit_curve(
     if ctx.lr is None or ctx.beta1 is None:
         return best
     fixed = fit_model("rom_fixed", step, reward, ctx, **w)
-    return replace(best, metrics={**best.metrics, **compare_constrained(best, fixed)})
+    return replace(best, metrics={**best.metrics, **compare_constrained(best, fixed)},
+                   constrained=fixed)  # fmt: skip
 
 
 def aicc(result: FitResult) -> float:

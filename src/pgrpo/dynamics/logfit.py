@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from pgrpo.dynamics.fit import FitResult, fit_curve
-from pgrpo.dynamics.runfit import fit_constrained, fit_run, run_inputs
+from pgrpo.dynamics.runfit import fit_run, run_inputs
 from pgrpo.logs import RewardLog
 
 if TYPE_CHECKING:  # forecast needs scipy.stats: imported only when a forecast is asked for
@@ -164,7 +164,7 @@ def fit_log(
     log = thin_log(log)  # bin means past MAX_FIT_POINTS steps (lr and optimizer steps alike)
     kw: dict[str, Any] = {**run_inputs(log.step, log.columns, log.hyperparameters), "loss": loss}
     rom = fit_run(log.step, log.reward, **kw)
-    constrained = fit_constrained(log.step, log.reward, **kw)
+    constrained = rom.constrained  # the rom_fixed fit the free fit was compared with
     baselines = {name: fit_curve(log.step, log.reward, name, loss=loss) for name in BASELINES}
     fc = None
     if forecast_from is not None:
