@@ -37,6 +37,7 @@ def test_the_five_fits_of_one_k4_run_give_one_kappa(tmp_path):
     from pgrpo.diagnose.signals import signals_from_log
     from pgrpo.dynamics.logfit import fit_log
     from pgrpo.logs import read_log
+    from pgrpo.report import build_report
     from pgrpo.report.build import _fits
     from pgrpo.train.config import load_config
     from pgrpo.train.online import forecast_metrics
@@ -49,11 +50,12 @@ def test_the_five_fits_of_one_k4_run_give_one_kappa(tmp_path):
     assert cfg.grpo.refresh_interval == K and cfg.optim.beta1 == BETA1
     reward = np.array([h["reward"] for h in history])
     log = read_log(run)
+    report = build_report(run, out_dir=tmp_path / "report")  # what the demo reads its fit from
     kappas = {
         "online": forecast_metrics(list(reward), [h["learning_rate"] for h in history], cfg)[
             "forecast/kappa"
         ],
-        "demo": demo_fit(log)["metrics"]["kappa"],
+        "demo": demo_fit(report.fit, report.forecast, [])["metrics"]["kappa"],
         "fit": fit_log(log).rom.metrics["kappa"],
         "report": _fits(log)[0].metrics["kappa"],
         "diagnose": fitted_kappa(signals_from_log(log)),

@@ -70,7 +70,6 @@ def demo_config(steps: int, output_dir: str, extra: list[str] | None = None) -> 
 def analyse(run_dir: Path, config: RunConfig, history: list[dict[str, Any]]) -> DemoResult:
     """The report of a finished run, plus its fit, diagnosis and panels as plain files in
     `run_dir`; `history` (the trainer's per-step records) gives the headline numbers."""
-    from pgrpo.diagnose import diagnose
     from pgrpo.logs import read_log
     from pgrpo.report import build_report
 
@@ -88,11 +87,11 @@ def analyse(run_dir: Path, config: RunConfig, history: list[dict[str, Any]]) -> 
     }
     report = build_report(run_dir)
     files["report"] = report.html_path
-    doc = fit_document(log)
+    doc = fit_document(report.fit, report.forecast, list(report.fit_notes))
     _write(run_dir / "fit.txt", doc.pop("report", doc.get("error", "")) + "\n")
     doc["forecast"] = {k: v for k, v in metrics.items() if k.startswith("forecast/")}
     files["fit"] = _write(run_dir / "fit.json", json.dumps(doc, indent=2, default=_num))
-    text = diagnosis_text(log, diagnose(log))
+    text = diagnosis_text(log, report.diagnosis)
     files["diagnosis"] = _write(run_dir / "diagnosis.txt", text + "\n")
     for name, key in (("plot", "reward"), ("degeneracy", "degeneracy")):
         if key in report.pngs:  # the report's own panel, beside the run's other files
@@ -128,13 +127,10 @@ def online_forecast(history: list[dict[str, Any]], config: RunConfig) -> dict[st
         return {}
 
 
-def fit_document(log: Any) -> dict[str, Any]:
+def fit_document(fit: Any, fc: Any, notes: list[str]) -> dict[str, Any]:
     """fit.json: the report's fit of the whole curve and its backtest forecast from the first
-    half (`pgrpo.report.build._fits`, the same objects the report draws and states), or the
-    reason they failed; "report" holds the fit's text report (fit.txt)."""
-    from pgrpo.report.build import _fits
-
-    fit, fc, notes = _fits(log)
+    half (`ReportResult.fit` / `.forecast`, the same objects the report draws and states), or
+    the reason they failed; "report" holds the fit's text report (fit.txt)."""
     if fit is None:
         return {"error": "; ".join(notes) or "no fit"}
     doc: dict[str, Any] = {

@@ -28,6 +28,14 @@ class ReportResult:
     missing: dict[str, str]
     """panel -> why it is absent (the signal the run lacks)."""
     metrics: dict[str, float] = field(default_factory=dict)
+    fit: Any = None
+    """The fit of the whole curve the report draws and states (None when it failed)."""
+    forecast: Any = None
+    """The backtest forecast from the first half, as stated (None when it failed)."""
+    fit_notes: tuple[str, ...] = ()
+    """Why the fit or the forecast failed, when one did."""
+    diagnosis: Any = None
+    """The diagnosis the report leads with."""
 
 
 def _safe(fn: Any, *args: Any, **kwargs: Any) -> tuple[Any, str]:
@@ -432,4 +440,5 @@ def build_report(
     page = out / "report.html"
     page.write_text(render_html(log, diagnosis, panels, eval_doc, notes, fit, fc))
     missing = {name: why for name, (png, why) in panels.items() if png is None}
-    return ReportResult(page, pngs, missing, {"panels": float(len(pngs))})
+    return ReportResult(page, pngs, missing, {"panels": float(len(pngs))}, fit, fc, tuple(notes),
+                        diagnosis)  # fmt: skip
