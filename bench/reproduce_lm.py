@@ -336,7 +336,7 @@ def evaluate_both(policy: Any, task: Any, settings: SignSettings, name: str, ste
     common = dict(max_new_tokens=settings.max_new_tokens, step=step)
     greedy = evaluate_policy(
         policy, task, examples, samples=1, temperature=GREEDY_TEMPERATURE, seed=seed,
-        name=f"{name}/greedy", **common,
+        name=f"{name}/greedy", batch_prompts=8 * settings.group_size, **common,
     )  # fmt: skip
     sampled = evaluate_policy(
         policy, task, examples, samples=settings.group_size, temperature=1.0, seed=seed + 1,
