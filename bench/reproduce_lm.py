@@ -465,6 +465,9 @@ def parse_sign(argv: Sequence[str]) -> tuple[SignSettings, argparse.Namespace]:
     p.add_argument("--logs", type=Path, default=RESULTS / "reproduce_lm_runs" / "sign")
     p.add_argument("--scratch", type=Path, default=ROOT / "runs" / "reproduce_lm_sign")
     p.add_argument("--deadline", default=None, help="HH:MM UTC: start no run that would end later")
+    p.add_argument(
+        "--markdown", action="store_true", help="print the docs tables from --out; run nothing"
+    )
     args = p.parse_args(list(argv))
     try:
         fields = {
@@ -480,6 +483,12 @@ def parse_sign(argv: Sequence[str]) -> tuple[SignSettings, argparse.Namespace]:
 def run_sign(argv: Sequence[str]) -> int:
     settings, args = parse_sign(argv)
     arms = sign_arms(settings.group_size)
+    if args.markdown:
+        if not args.out.is_file():
+            print(f"error: {args.out} does not exist; run the part first", file=sys.stderr)
+            return 2
+        print(markdown(json.loads(args.out.read_text())))
+        return 0
     doc = _load(args.out, settings) or {
         "command": "python bench/reproduce_lm.py --part sign " + " ".join(argv),
         "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
@@ -549,6 +558,71 @@ def print_table(doc: dict[str, Any]) -> None:
         if w:  # t and p are null (NaN) when both arms' seeds are constant
             t, pv = (f"{w[k]:.3g}" if w[k] is not None else "undefined" for k in ("t", "p"))
             print(f"{name}: greedy diff {w['diff']:+.3f} t {t} p {pv}")
+
+
+def _ci(x: Sequence[float | None] | None) -> str:
+    return "n/a" if not x or None in x else f"[{x[0]:.3f}, {x[1]:.3f}]"
+
+
+def _num(x: float | None, spec: str = ".3f") -> str:
+    return "n/a" if x is None else format(x, spec)
+
+
+def markdown(doc: dict[str, Any]) -> str:
+    """The docs tables (docs/reproductions_lm.md) from a results JSON: accuracy and pass@k per
+    arm, Welch's t per comparison, the degeneracy rate along training."""
+    base, analysis = doc["baseline"], doc["analysis"]
+    lrs = {a["name"]: doc["settings"]["lr"] * a["lr_factor"] for a in doc["arms"]}
+    ks = list(base["eval_sampled"]["pass_at_k"])
+    lines = [
+        "| arm | lr | seeds | greedy accuracy (seed mean, t 95% CI) | CI over problems | "
+        + " | ".join(f"pass@{k}" for k in ks)
+        + " | verdict | wall s/run |",
+        "|---" * (7 + len(ks)) + "|",
+        f"| base model | | | {base['eval_greedy']['accuracy']:.3f} | "
+        f"{_ci(base['eval_greedy']['accuracy_ci'])} | "
+        + " | ".join(f"{base['eval_sampled']['pass_at_k'][k]:.3f}" for k in ks)
+        + " | | |",
+    ]
+    for name, a in analysis["arms"].items():
+        g, sc = a["greedy_accuracy"], a["search_compression"]
+        lines.append(
+            f"| {name} | {lrs[name]:.3g} | {g['n']} | {g['mean']:.3f} {_ci(g['ci'])} | "
+            f"{_ci(a['greedy_accuracy_problems']['accuracy_ci'])} | "
+            + " | ".join(f"{a['sampled']['pass_at_k'][k]:.3f}" for k in ks)
+            + f" | {sc['verdict']} | {a['seconds']['mean']:.0f} |"
+        )
+    lines += ["", "| comparison | metric | diff | 95% CI | Welch t | dof | p | Hedges g |"]
+    lines.append("|---" * 8 + "|")
+    for name, cmp in analysis["comparisons"].items():
+        for metric in ("greedy_accuracy", "sample_accuracy", "pass_at_G", "mean_train_reward"):
+            w = cmp[metric]
+            if w:
+                lines.append(
+                    f"| {name} ({len(cmp['seeds'])} seeds) | {metric} | {w['diff']:+.3f} | "
+                    f"{_ci(w['ci'])} | {_num(w['t'], '.2f')} | {_num(w['dof'], '.1f')} | "
+                    f"{_num(w['p'], '.3g')} | {_num(w['hedges_g'], '.2f')} |"
+                )
+    names = list(analysis["arms"])
+    lines += [
+        "",
+        "| step | " + " | ".join(f"{n}: reward, zero-std / iid / gap" for n in names) + " |",
+    ]
+    lines.append("|---" * (1 + len(names)) + "|")
+    steps = analysis["arms"][names[0]]["degeneracy_by_step"]["step"]
+    for i, step in enumerate(steps):
+        cells = []
+        for n in names:
+            d = analysis["arms"][n]["degeneracy_by_step"]
+            if i < len(d["step"]):
+                cells.append(
+                    f"{d['reward'][i]:.3f}, {d['observed'][i]:.3f} / "
+                    f"{d['iid_prediction'][i]:.3f} / {d['jensen_gap'][i]:+.3f}"
+                )
+            else:
+                cells.append("")
+        lines.append(f"| {step} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 def _fmt(s: dict[str, Any]) -> str:

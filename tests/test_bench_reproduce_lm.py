@@ -176,6 +176,14 @@ def test_driver_resumes_and_skips_finished_runs(tmp_path, monkeypatch):
     assert len(doc["runs"]) == 6 and set(doc["analysis"]["arms"]) == {
         a.name for a in rl.sign_arms(4)
     }
+    # the docs tables come from the JSON: one row per arm, one per comparison x metric, per step
+    md = rl.markdown(doc).splitlines()
+    rows = [line for line in md if line.startswith("| ") and not line.startswith("| arm")]
+    assert sum(r.startswith("| sign |") or r.startswith("| dr_grpo") for r in rows) >= 3
+    base = doc["baseline"]["eval_greedy"]["accuracy"]
+    assert any(r.startswith(f"| base model | | | {base:.3f} |") for r in rows)
+    assert sum("sign_vs_" in r for r in rows) == 2 * 4
+    assert sum(r.startswith(("| 1 |", "| 2 |", "| 3 |")) for r in rows) == 3
     # other settings on the same file: refused, exit 2, file unchanged
     before = out.read_text()
     with pytest.raises(SystemExit) as exc:
@@ -190,6 +198,7 @@ def test_driver_resumes_and_skips_finished_runs(tmp_path, monkeypatch):
         (["--part", "sign", "--seeds", "0"], "--seeds must be >= 1"),
         (["--part", "sign", "--group-size", "1"], "--group-size must be >= 2"),
         (["--part", "sign", "--lr", "-1"], "--lr must be > 0"),
+        (["--part", "sign", "--markdown"], "does not exist; run the part first"),
     ],
 )
 def test_bad_input_exits_2_naming_the_problem(args, message, tmp_path):
