@@ -56,12 +56,14 @@ class SignSettings:
 
     seeds: int = 5
     """Seeds per arm (the seed sets sampling and the prompt order)."""
-    steps: int = 12
-    batch_prompts: int = 8
+    steps: int = 8
+    batch_prompts: int = 6
     group_size: int = 4
     lr: float = 2e-5
     max_new_tokens: int = 16
-    levels: tuple[int, ...] = (2,)
+    levels: tuple[int, ...] = (1, 2)
+    """Arithmetic levels trained and evaluated on (1: single-digit addition, 2: two-digit +/-
+    one-digit); level 2 alone does not move in 10 steps of 6 x 4 (reward flat at ~0.02)."""
     problems: int = 64
     """Held-out test problems (a seeded draw from the task's test split, the same for every run)."""
     eval_seed: int = 1000
@@ -78,6 +80,8 @@ class SignSettings:
             raise ValueError(
                 f"--group-size must be >= 2 (a group needs two rewards), got {self.group_size}"
             )
+        if not self.levels or any(lv not in range(1, 7) for lv in self.levels):
+            raise ValueError(f"--levels must be arithmetic levels in 1..6, got {self.levels}")
         if not self.lr > 0:
             raise ValueError(f"--lr must be > 0, got {self.lr}")
 
@@ -284,7 +288,11 @@ def _metric(run: dict[str, Any], name: str) -> float:
 
 def eval_problems(task: Any, problems: int, seed: int = 0) -> list[dict[str, Any]]:
     """The fixed held-out set: a seeded draw (as `pgrpo eval --problems`) from the test split."""
-    examples = task.load("test")
+    examples, seen = [], set()
+    for e in task.load("test"):  # distinct problems (a small level's test pool repeats)
+        if e["expression"] not in seen:
+            seen.add(e["expression"])
+            examples.append(e)
     idx = np.arange(len(examples))
     if problems < len(examples):
         idx = np.sort(np.random.default_rng(seed).choice(idx, problems, replace=False))
@@ -461,6 +469,9 @@ def parse_sign(argv: Sequence[str]) -> tuple[SignSettings, argparse.Namespace]:
         p.add_argument(f"--{name.replace('_', '-')}", type=int, default=getattr(d, name))
     p.add_argument("--lr", type=float, default=d.lr)
     p.add_argument("--model", default=d.model)
+    p.add_argument(
+        "--levels", default=",".join(map(str, d.levels)), help="arithmetic levels, e.g. 1,2"
+    )
     p.add_argument("--out", type=Path, default=RESULTS / "reproduce_lm_sign.json")
     p.add_argument("--logs", type=Path, default=RESULTS / "reproduce_lm_runs" / "sign")
     p.add_argument("--scratch", type=Path, default=ROOT / "runs" / "reproduce_lm_sign")
@@ -474,7 +485,8 @@ def parse_sign(argv: Sequence[str]) -> tuple[SignSettings, argparse.Namespace]:
             k: getattr(args, k)
             for k in ("seeds", "steps", "batch_prompts", "group_size", "problems", "lr", "model")
         }
-        return SignSettings(**fields), args
+        levels = tuple(int(x) for x in str(args.levels).split(",") if x.strip())
+        return SignSettings(**fields, levels=levels), args
     except ValueError as exc:
         p.error(str(exc))
         raise  # unreachable: p.error exits 2

@@ -199,6 +199,7 @@ def test_driver_resumes_and_skips_finished_runs(tmp_path, monkeypatch):
         (["--part", "sign", "--group-size", "1"], "--group-size must be >= 2"),
         (["--part", "sign", "--lr", "-1"], "--lr must be > 0"),
         (["--part", "sign", "--markdown"], "does not exist; run the part first"),
+        (["--part", "sign", "--levels", "1,9"], "--levels must be arithmetic levels in 1..6"),
     ],
 )
 def test_bad_input_exits_2_naming_the_problem(args, message, tmp_path):
