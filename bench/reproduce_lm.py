@@ -444,13 +444,16 @@ def _load(path: Path, settings: SignSettings) -> dict[str, Any] | None:
     if not path.is_file():
         return None
     doc = json.loads(path.read_text())
-    if doc.get("settings") != json.loads(json.dumps(asdict(settings))):
+    new = json.loads(json.dumps(asdict(settings)))
+    old = dict(doc.get("settings") or {})
+    if {**old, "seeds": None} != {**new, "seeds": None}:
         print(
             f"error: {path} holds results under other settings ({doc.get('settings')}); "
-            "pass the same settings to resume, or --out a new file",
+            "pass the same settings to resume (--seeds may grow), or --out a new file",
             file=sys.stderr,
         )
         raise SystemExit(2)
+    doc["settings"]["seeds"] = max(int(old["seeds"]), settings.seeds)  # more seeds: extend
     return doc
 
 
@@ -511,6 +514,11 @@ def run_sign(argv: Sequence[str]) -> int:
         "greedy_temperature": GREEDY_TEMPERATURE,
         "runs": {},
     }
+    command = "python bench/reproduce_lm.py --part sign " + " ".join(argv)
+    if command != doc["command"]:  # a resume with other arguments (more seeds, a deadline)
+        doc.setdefault("resumed_with", []).append(
+            {"command": command, "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds")}
+        )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     if "baseline" not in doc:
         doc["baseline"] = baseline_eval(settings, args.scratch)

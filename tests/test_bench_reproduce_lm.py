@@ -184,10 +184,17 @@ def test_driver_resumes_and_skips_finished_runs(tmp_path, monkeypatch):
     assert any(r.startswith(f"| base model | | | {base:.3f} |") for r in rows)
     assert sum("sign_vs_" in r for r in rows) == 2 * 4
     assert sum(r.startswith(("| 1 |", "| 2 |", "| 3 |")) for r in rows) == 3
+    # more seeds on the same file: only the new seed runs, balanced across the arms
+    more = [*argv, "--seeds", "3"]
+    assert rl.main(["--part", "sign", *more]) == 0
+    assert calls == ["sign/seed2", "dr_grpo/seed2", "dr_grpo_lr_matched/seed2"]
+    doc = json.loads(out.read_text())
+    assert doc["settings"]["seeds"] == 3 and len(doc["runs"]) == 9
+    assert doc["resumed_with"][0]["command"].endswith("--seeds 3")
     # other settings on the same file: refused, exit 2, file unchanged
     before = out.read_text()
     with pytest.raises(SystemExit) as exc:
-        rl.main(["--part", "sign", "--seeds", "3", "--steps", "3", "--out", str(out)])
+        rl.main(["--part", "sign", "--seeds", "3", "--steps", "4", "--out", str(out)])
     assert exc.value.code == 2 and out.read_text() == before
 
 
