@@ -264,6 +264,36 @@ def analyse(
     return out
 
 
+def by_level(doc: dict[str, Any], level_of: dict[str, int]) -> dict[str, Any]:
+    """Greedy and sampled accuracy per task level (seed mean) for the base model and each arm;
+    level_of: problem id -> level (from the held-out examples themselves)."""
+
+    def acc(summary: dict[str, Any]) -> dict[str, float]:
+        per: dict[int, list[float]] = {}
+        for p in summary["per_problem"]:
+            per.setdefault(level_of[p["id"]], []).append(p["c"] / p["n"])
+        return {str(lv): float(np.mean(v)) for lv, v in sorted(per.items())}
+
+    def mean(dicts: list[dict[str, float]]) -> dict[str, float]:
+        return {k: float(np.mean([d[k] for d in dicts])) for k in dicts[0]}
+
+    base = doc["baseline"]
+    counts: dict[str, int] = {}
+    for p in base["eval_greedy"]["per_problem"]:
+        counts[str(level_of[p["id"]])] = counts.get(str(level_of[p["id"]]), 0) + 1
+    out: dict[str, Any] = {
+        "problems": dict(sorted(counts.items())),
+        "base": {"greedy": acc(base["eval_greedy"]), "sampled": acc(base["eval_sampled"])},
+    }
+    for arm in sorted({r["arm"] for r in doc["runs"].values()}):
+        rs = [r for r in doc["runs"].values() if r["arm"] == arm]
+        out[arm] = {
+            "greedy": mean([acc(r["eval_greedy"]) for r in rs]),
+            "sampled": mean([acc(r["eval_sampled"]) for r in rs]),
+        }
+    return out
+
+
 def _paired_seeds(a: list[dict], b: list[dict]) -> tuple[list[dict], list[dict]]:
     seeds = sorted({r["seed"] for r in a} & {r["seed"] for r in b})
     pick = lambda rs: [next(r for r in rs if r["seed"] == s) for s in seeds]  # noqa: E731
@@ -297,6 +327,16 @@ def eval_problems(task: Any, problems: int, seed: int = 0) -> list[dict[str, Any
     if problems < len(examples):
         idx = np.sort(np.random.default_rng(seed).choice(idx, problems, replace=False))
     return [examples[i] for i in idx]
+
+
+def held_out_levels(settings: SignSettings) -> dict[str, int]:
+    """Problem id (its expression) -> arithmetic level, for the held-out set."""
+    from pgrpo.tasks import get_task
+    from pgrpo.train.rollout import import_tasks
+
+    import_tasks()
+    task = get_task("arithmetic", levels=list(settings.levels))
+    return {str(e["expression"]): int(e["level"]) for e in eval_problems(task, settings.problems)}
 
 
 def evaluate_policy(
@@ -502,7 +542,10 @@ def run_sign(argv: Sequence[str]) -> int:
         if not args.out.is_file():
             print(f"error: {args.out} does not exist; run the part first", file=sys.stderr)
             return 2
-        print(markdown(json.loads(args.out.read_text())))
+        doc = json.loads(args.out.read_text())
+        if doc.get("runs") and "by_level" not in doc["analysis"]:  # written before it existed
+            doc["analysis"]["by_level"] = by_level(doc, held_out_levels(settings))
+        print(markdown(doc))
         return 0
     doc = _load(args.out, settings) or {
         "command": "python bench/reproduce_lm.py --part sign " + " ".join(argv),
@@ -533,6 +576,7 @@ def run_sign(argv: Sequence[str]) -> int:
             break
         doc["runs"][key] = train_and_evaluate(settings, arm, seed, args.scratch, args.logs)
         doc["analysis"] = analyse(doc["runs"], doc["baseline"], arms)
+        doc["analysis"]["by_level"] = by_level(doc, held_out_levels(settings))
         doc["updated"] = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
         _write(args.out, doc)
         r = doc["runs"][key]
@@ -623,6 +667,15 @@ def markdown(doc: dict[str, Any]) -> str:
                     f"{_ci(w['ci'])} | {_num(w['t'], '.2f')} | {_num(w['dof'], '.1f')} | "
                     f"{_num(w['p'], '.3g')} | {_num(w['hedges_g'], '.2f')} |"
                 )
+    levels = analysis.get("by_level")
+    if levels:
+        lv = list(levels["problems"])
+        head = " | ".join(f"level {k} ({levels['problems'][k]} problems)" for k in lv)
+        lines += ["", f"| greedy / sampled accuracy | {head} |", "|---" * (1 + len(lv)) + "|"]
+        for name in ["base", *analysis["arms"]]:
+            g, smp = levels[name]["greedy"], levels[name]["sampled"]
+            cells = " | ".join(f"{g[k]:.3f} / {smp[k]:.3f}" for k in lv)
+            lines.append(f"| {name} | {cells} |")
     names = list(analysis["arms"])
     lines += [
         "",

@@ -148,6 +148,23 @@ def test_analyse_search_compression_and_paired_comparisons():
     assert "sign_vs_dr_grpo_lr_matched" not in out["comparisons"]
 
 
+def test_by_level_splits_accuracy_by_the_problems_levels():
+    base_c = [1, 0, 0, 1]  # p0, p1 level 1; p2, p3 level 2
+    doc = {
+        "baseline": {
+            "eval_greedy": _summary("b", base_c, 1),
+            "eval_sampled": _summary("b", base_c, 4),
+        },
+        "runs": {f"sign/seed{s}": _run("sign", s, [1, 1, s, 0], [4, 2, 0, 4 * s]) for s in (0, 1)},
+    }
+    out = rl.by_level(doc, {"p0": 1, "p1": 1, "p2": 2, "p3": 2})
+    assert out["problems"] == {"1": 2, "2": 2}
+    assert out["base"]["greedy"] == {"1": 0.5, "2": 0.5}
+    assert out["base"]["sampled"] == {"1": 0.125, "2": 0.125}
+    assert out["sign"]["greedy"] == {"1": 1.0, "2": 0.25}
+    assert out["sign"]["sampled"] == {"1": 0.75, "2": 0.25}
+
+
 def test_driver_resumes_and_skips_finished_runs(tmp_path, monkeypatch):
     """The model work is replaced by fakes: the second invocation runs nothing new, and the
     results JSON holds every run once with the analysis."""
@@ -164,6 +181,9 @@ def test_driver_resumes_and_skips_finished_runs(tmp_path, monkeypatch):
 
     monkeypatch.setattr(rl, "baseline_eval", fake_baseline)
     monkeypatch.setattr(rl, "train_and_evaluate", fake_run)
+    monkeypatch.setattr(
+        rl, "held_out_levels", lambda settings: {f"p{i}": 1 + i % 2 for i in range(4)}
+    )
     out = tmp_path / "r.json"
     argv = ["--seeds", "2", "--steps", "3", "--out", str(out), "--logs", str(tmp_path)]
     assert rl.main(["--part", "sign", *argv]) == 0
