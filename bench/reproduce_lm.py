@@ -244,6 +244,17 @@ def analyse(
     for name, rs in by_arm.items():
         if rs:
             out["arms"][name] = arm_analysis(sorted(rs, key=lambda r: r["seed"]), baseline)
+    done = list(runs.values())
+    if done:  # every run's mean per-step gap, pooled over arms: is the gap > 0 (Jensen)?
+        gaps = [float(np.mean(r["degeneracy"]["jensen_gap"])) for r in done]
+        out["jensen_gap_pooled"] = seed_summary(gaps)
+        if len(gaps) >= 2:
+            from scipy.stats import ttest_1samp, wilcoxon
+
+            out["jensen_gap_pooled"]["t_test_p"] = float(ttest_1samp(gaps, 0.0).pvalue)
+            out["jensen_gap_pooled"]["positive_runs"] = int(np.sum(np.asarray(gaps) > 0))
+            if np.any(np.asarray(gaps) != 0):
+                out["jensen_gap_pooled"]["wilcoxon_p"] = float(wilcoxon(gaps).pvalue)
     first = arms[0].name
     for other in arms[1:]:
         a, b = _paired_seeds(by_arm[first], by_arm[other.name])
@@ -543,7 +554,8 @@ def run_sign(argv: Sequence[str]) -> int:
             print(f"error: {args.out} does not exist; run the part first", file=sys.stderr)
             return 2
         doc = json.loads(args.out.read_text())
-        if doc.get("runs") and "by_level" not in doc["analysis"]:  # written before it existed
+        if doc.get("runs"):  # the analysis afresh from the per-run records (pure)
+            doc["analysis"] = analyse(doc["runs"], doc["baseline"], arms)
             doc["analysis"]["by_level"] = by_level(doc, held_out_levels(settings))
         print(markdown(doc))
         return 0
@@ -667,6 +679,16 @@ def markdown(doc: dict[str, Any]) -> str:
                     f"{_ci(w['ci'])} | {_num(w['t'], '.2f')} | {_num(w['dof'], '.1f')} | "
                     f"{_num(w['p'], '.3g')} | {_num(w['hedges_g'], '.2f')} |"
                 )
+    pooled = analysis.get("jensen_gap_pooled")
+    if pooled and pooled.get("ci"):
+        lines += [
+            "",
+            f"Jensen gap (observed zero-std share - f_G(batch-mean reward)), each run's mean over "
+            f"its steps, pooled over {pooled['n']} runs: {pooled['mean']:+.3f} "
+            f"{_ci(pooled['ci'])}, {pooled['positive_runs']} of {pooled['n']} runs > 0, "
+            f"t-test p = {pooled['t_test_p']:.3g}, "
+            f"Wilcoxon p = {_num(pooled.get('wilcoxon_p'), '.3g')}.",
+        ]
     levels = analysis.get("by_level")
     if levels:
         lv = list(levels["problems"])

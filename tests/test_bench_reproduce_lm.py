@@ -146,6 +146,13 @@ def test_analyse_search_compression_and_paired_comparisons():
     assert sign["degeneracy_by_step"]["observed"] == pytest.approx([0.9, 0.8, 0.7])
     assert sign["greedy_accuracy"]["n"] == 3 and len(sign["greedy_accuracy"]["ci"]) == 2
     assert "sign_vs_dr_grpo_lr_matched" not in out["comparisons"]
+    pooled = out["jensen_gap_pooled"]  # every synthetic run: gaps +0.1, 0, -0.1 -> mean 0
+    assert pooled["n"] == 5 and pooled["mean"] == pytest.approx(0.0, abs=1e-12)
+    mean_gaps = [np.mean(r["degeneracy"]["jensen_gap"]) for r in runs.values()]
+    assert pooled["positive_runs"] == sum(g > 0 for g in mean_gaps)
+    assert pooled["t_test_p"] == pytest.approx(
+        stats.ttest_1samp(mean_gaps, 0.0).pvalue, nan_ok=True
+    )
 
 
 def test_by_level_splits_accuracy_by_the_problems_levels():
