@@ -16,10 +16,19 @@ from hypothesis import strategies as st
 from scipy import stats
 
 ROOT = Path(__file__).resolve().parents[1]
-spec = importlib.util.spec_from_file_location("reproduce_lm", ROOT / "bench" / "reproduce_lm.py")
-rl = importlib.util.module_from_spec(spec)
-sys.modules["reproduce_lm"] = rl  # dataclasses look their module up
-spec.loader.exec_module(rl)
+
+
+def _load(name: str):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "bench" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up; the parts import each other
+    spec.loader.exec_module(module)
+    return module
+
+
+an = _load("reproduce_lm_sign_analysis")
+rl = _load("reproduce_lm_sign")  # the sign part: settings, arms, model work, the driver
+driver = _load("reproduce_lm")  # --part dispatch
 
 from pgrpo.core.degeneracy import group_stats  # noqa: E402
 from pgrpo.core.stats import iid_degeneracy  # noqa: E402
@@ -57,7 +66,7 @@ def test_degeneracy_series_gap_is_observed_minus_iid(seed, g, steps):
         p = rng.beta(0.3, 2.0, size=8)  # prompts of varying difficulty
         rewards = (rng.random((8, g)) < p[:, None]).astype(float).reshape(-1)
         history.append({"step": step, **group_stats(rewards, group_size=g).metrics})
-    series = rl.degeneracy_series(history)
+    series = an.degeneracy_series(history)
     assert series["step"] == list(range(1, steps + 1))
     for i, h in enumerate(history):
         pbar = float(np.mean(h["reward"]))
@@ -75,7 +84,7 @@ def test_degeneracy_series_gap_is_observed_minus_iid(seed, g, steps):
 def test_welch_is_scipys_unequal_variance_t(a, b):
     if np.std(a) == 0 and np.std(b) == 0:
         return  # undefined: both samples constant
-    w = rl.welch(a, b)
+    w = an.welch(a, b)
     ref = stats.ttest_ind(a, b, equal_var=False)
     assert w["diff"] == pytest.approx(np.mean(a) - np.mean(b), abs=1e-12)
     if np.isfinite(ref.statistic):
@@ -84,7 +93,7 @@ def test_welch_is_scipys_unequal_variance_t(a, b):
 
 
 def test_welch_needs_two_seeds_each():
-    assert rl.welch([0.1], [0.2, 0.3]) is None
+    assert an.welch([0.1], [0.2, 0.3]) is None
 
 
 def _summary(name, c, n, seed=0):
@@ -128,7 +137,7 @@ def test_analyse_search_compression_and_paired_comparisons():
         greedy = list(rng.permutation([1] * (5 + 3 * seed) + [0] * (p - 5 - 3 * seed)))
         runs[f"dr_grpo/seed{seed}"] = _run("dr_grpo", seed, greedy, base_c)
     arms = rl.sign_arms(4)
-    out = rl.analyse(runs, baseline, arms)
+    out = an.analyse(runs, baseline, arms)
     sign, dr = out["arms"]["sign"], out["arms"]["dr_grpo"]
     assert "dr_grpo_lr_matched" not in out["arms"]  # no runs: no entry
     assert sign["search_compression"]["verdict"] == "search compression"
@@ -164,7 +173,7 @@ def test_by_level_splits_accuracy_by_the_problems_levels():
         },
         "runs": {f"sign/seed{s}": _run("sign", s, [1, 1, s, 0], [4, 2, 0, 4 * s]) for s in (0, 1)},
     }
-    out = rl.by_level(doc, {"p0": 1, "p1": 1, "p2": 2, "p3": 2})
+    out = an.by_level(doc, {"p0": 1, "p1": 1, "p2": 2, "p3": 2})
     assert out["problems"] == {"1": 2, "2": 2}
     assert out["base"]["greedy"] == {"1": 0.5, "2": 0.5}
     assert out["base"]["sampled"] == {"1": 0.125, "2": 0.125}
@@ -193,18 +202,18 @@ def test_driver_resumes_and_skips_finished_runs(tmp_path, monkeypatch):
     )
     out = tmp_path / "r.json"
     argv = ["--seeds", "2", "--steps", "3", "--out", str(out), "--logs", str(tmp_path)]
-    assert rl.main(["--part", "sign", *argv]) == 0
+    assert driver.main(["--part", "sign", *argv]) == 0
     assert calls[0] == "base" and len(calls) == 7
     assert calls[1:4] == ["sign/seed0", "dr_grpo/seed0", "dr_grpo_lr_matched/seed0"]
     calls.clear()
-    assert rl.main(["--part", "sign", *argv]) == 0
+    assert driver.main(["--part", "sign", *argv]) == 0
     assert calls == []
     doc = json.loads(out.read_text())
     assert len(doc["runs"]) == 6 and set(doc["analysis"]["arms"]) == {
         a.name for a in rl.sign_arms(4)
     }
     # the docs tables come from the JSON: one row per arm, one per comparison x metric, per step
-    md = rl.markdown(doc).splitlines()
+    md = an.markdown(doc).splitlines()
     rows = [line for line in md if line.startswith("| ") and not line.startswith("| arm")]
     assert sum(r.startswith("| sign |") or r.startswith("| dr_grpo") for r in rows) >= 3
     base = doc["baseline"]["eval_greedy"]["accuracy"]
@@ -213,7 +222,7 @@ def test_driver_resumes_and_skips_finished_runs(tmp_path, monkeypatch):
     assert sum(r.startswith(("| 1 |", "| 2 |", "| 3 |")) for r in rows) == 3
     # more seeds on the same file: only the new seed runs, balanced across the arms
     more = [*argv, "--seeds", "3"]
-    assert rl.main(["--part", "sign", *more]) == 0
+    assert driver.main(["--part", "sign", *more]) == 0
     assert calls == ["sign/seed2", "dr_grpo/seed2", "dr_grpo_lr_matched/seed2"]
     doc = json.loads(out.read_text())
     assert doc["settings"]["seeds"] == 3 and len(doc["runs"]) == 9
@@ -221,7 +230,7 @@ def test_driver_resumes_and_skips_finished_runs(tmp_path, monkeypatch):
     # other settings on the same file: refused, exit 2, file unchanged
     before = out.read_text()
     with pytest.raises(SystemExit) as exc:
-        rl.main(["--part", "sign", "--seeds", "3", "--steps", "4", "--out", str(out)])
+        driver.main(["--part", "sign", "--seeds", "3", "--steps", "4", "--out", str(out)])
     assert exc.value.code == 2 and out.read_text() == before
 
 
