@@ -347,6 +347,11 @@ def parse_sign(argv: Sequence[str]) -> tuple[SignSettings, argparse.Namespace]:
     p.add_argument(
         "--markdown", action="store_true", help="print the docs tables from --out; run nothing"
     )
+    p.add_argument(
+        "--reanalyse",
+        action="store_true",
+        help="recompute the analysis in --out from its per-run records and rewrite it; no model",
+    )
     args = p.parse_args(list(argv))
     try:
         fields = {
@@ -363,7 +368,7 @@ def parse_sign(argv: Sequence[str]) -> tuple[SignSettings, argparse.Namespace]:
 def run_sign(argv: Sequence[str]) -> int:
     settings, args = parse_sign(argv)
     arms = sign_arms(settings.group_size)
-    if args.markdown:
+    if args.markdown or args.reanalyse:
         if not args.out.is_file():
             print(f"error: {args.out} does not exist; run the part first", file=sys.stderr)
             return 2
@@ -371,7 +376,15 @@ def run_sign(argv: Sequence[str]) -> int:
         if doc.get("runs"):  # the analysis afresh from the per-run records (pure)
             doc["analysis"] = analyse(doc["runs"], doc["baseline"], arms)
             doc["analysis"]["by_level"] = by_level(doc, held_out_levels(settings))
-        print(markdown(doc))
+        if args.reanalyse:
+            now = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+            doc["reanalysed"] = {
+                "command": "python bench/reproduce_lm.py --part sign " + " ".join(argv),
+                "date": now,
+            }
+            _write(args.out, doc)
+        if args.markdown:
+            print(markdown(doc))
         return 0
     doc = _load(args.out, settings) or {
         "command": "python bench/reproduce_lm.py --part sign " + " ".join(argv),

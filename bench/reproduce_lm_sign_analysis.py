@@ -144,6 +144,7 @@ def analyse(
                     "mean_train_reward",
                 )
             },
+            "paired_problems": _paired_problems(a, b),
         }
     return out
 
@@ -175,6 +176,18 @@ def by_level(doc: dict[str, Any], level_of: dict[str, int]) -> dict[str, Any]:
             "greedy": mean([acc(r["eval_greedy"]) for r in rs]),
             "sampled": mean([acc(r["eval_sampled"]) for r in rs]),
         }
+    return out
+
+
+def _paired_problems(a: list[dict], b: list[dict]) -> dict[str, Any]:
+    """Paired bootstrap over the held-out problems (`pgrpo.evaluate.compare`: each problem's
+    accuracy averaged over the arm's seeds), greedy and sampled."""
+    from pgrpo.evaluate import compare
+
+    out = {}
+    for kind in ("eval_greedy", "eval_sampled"):
+        c = compare(_eval_runs([r[kind] for r in a]), _eval_runs([r[kind] for r in b]))
+        out[kind] = {k: c[k] for k in ("problems", "diff", "bootstrap_ci", "bootstrap_p")}
     return out
 
 
@@ -259,6 +272,18 @@ def markdown(doc: dict[str, Any]) -> str:
                     f"| {name} ({len(cmp['seeds'])} seeds) | {metric} | {w['diff']:+.3f} | "
                     f"{_ci(w['ci'])} | {_num(w['t'], '.2f')} | {_num(w['dof'], '.1f')} | "
                     f"{_num(w['p'], '.3g')} | {_num(w['hedges_g'], '.2f')} |"
+                )
+    paired = {n: c["paired_problems"] for n, c in analysis["comparisons"].items()}
+    if paired:
+        lines += ["", "| comparison | held-out metric | diff | paired bootstrap 95% CI | p |"]
+        lines.append("|---" * 5 + "|")
+        for name, pp in paired.items():
+            for kind, label in (("eval_greedy", "greedy"), ("eval_sampled", "one sample")):
+                c = pp[kind]
+                lines.append(
+                    f"| {name} ({c['problems']} problems) | {label} accuracy | "
+                    f"{c['diff']:+.3f} | {_ci(c['bootstrap_ci'])} | "
+                    f"{_num(c['bootstrap_p'], '.3g')} |"
                 )
     pooled = analysis.get("jensen_gap_pooled")
     if pooled and pooled.get("ci"):

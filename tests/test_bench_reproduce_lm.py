@@ -155,6 +155,10 @@ def test_analyse_search_compression_and_paired_comparisons():
     assert sign["degeneracy_by_step"]["observed"] == pytest.approx([0.9, 0.8, 0.7])
     assert sign["greedy_accuracy"]["n"] == 3 and len(sign["greedy_accuracy"]["ci"]) == 2
     assert "sign_vs_dr_grpo_lr_matched" not in out["comparisons"]
+    # paired over problems: sign solves the base's half in all 4 samples, dr_grpo 1 in 4
+    paired = cmp["paired_problems"]["eval_sampled"]
+    assert paired["problems"] == p and paired["diff"] == pytest.approx(0.5 - 0.125)
+    assert paired["bootstrap_ci"][0] > 0 and paired["bootstrap_p"] < 0.01
     pooled = out["jensen_gap_pooled"]  # every synthetic run: gaps +0.1, 0, -0.1 -> mean 0
     assert pooled["n"] == 5 and pooled["mean"] == pytest.approx(0.0, abs=1e-12)
     mean_gaps = [np.mean(r["degeneracy"]["jensen_gap"]) for r in runs.values()]
@@ -218,7 +222,7 @@ def test_driver_resumes_and_skips_finished_runs(tmp_path, monkeypatch):
     assert sum(r.startswith("| sign |") or r.startswith("| dr_grpo") for r in rows) >= 3
     base = doc["baseline"]["eval_greedy"]["accuracy"]
     assert any(r.startswith(f"| base model | | | {base:.3f} |") for r in rows)
-    assert sum("sign_vs_" in r for r in rows) == 2 * 4
+    assert sum("sign_vs_" in r for r in rows) == 2 * 4 + 2 * 2  # Welch x 4 metrics, paired x 2
     assert sum(r.startswith(("| 1 |", "| 2 |", "| 3 |")) for r in rows) == 3
     # more seeds on the same file: only the new seed runs, balanced across the arms
     more = [*argv, "--seeds", "3"]
@@ -227,6 +231,12 @@ def test_driver_resumes_and_skips_finished_runs(tmp_path, monkeypatch):
     doc = json.loads(out.read_text())
     assert doc["settings"]["seeds"] == 3 and len(doc["runs"]) == 9
     assert doc["resumed_with"][0]["command"].endswith("--seeds 3")
+    # --reanalyse rewrites the analysis from the per-run records and runs nothing
+    doc["analysis"] = {}
+    out.write_text(json.dumps(doc))
+    assert driver.main(["--part", "sign", *more, "--reanalyse"]) == 0 and calls[3:] == []
+    doc = json.loads(out.read_text())
+    assert "sign_vs_dr_grpo" in doc["analysis"]["comparisons"] and "reanalysed" in doc
     # other settings on the same file: refused, exit 2, file unchanged
     before = out.read_text()
     with pytest.raises(SystemExit) as exc:
