@@ -153,6 +153,9 @@ def test_cli_eval_tiny_and_baseline(tmp_path):
     assert bad.exit_code == 0  # --from ignores sampling options
     bad = CliRunner().invoke(app, ["eval", "--model", "tiny", "--seeds", "x,y"])
     assert bad.exit_code != 0 and "comma-separated" in bad.output
+    for text, msg in (("[1, 2]", "must be a mapping"), ("{levels: [1", "is not YAML")):
+        bad = CliRunner().invoke(app, ["eval", "--model", "tiny", "--task-options", text])
+        assert bad.exit_code == 2 and msg in bad.output, bad.output
 
 
 def test_eval_a_training_checkpoint(tmp_path):
@@ -195,6 +198,14 @@ def test_eval_a_training_checkpoint(tmp_path):
         seed=0,
     )
     assert res.step == 2 and len(res.n) == 3 and res.name.startswith("ck@2")
+    # the run's own task options (levels [1], n 200) unless the evaluation names others
+    from pgrpo.tasks import get_task
+
+    whole = {"model": str(run_dir), "split": "train", "problems": 0, "samples": 1}
+    own = evaluate(EvalConfig(**whole, max_new_tokens=1), seed=0)
+    assert len(own.n) == len(get_task("arithmetic", levels=[1], n=200).load("train"))
+    other = evaluate(EvalConfig(**whole, max_new_tokens=1, task_options={"n": 20}), seed=0)
+    assert len(other.n) == len(get_task("arithmetic", n=20).load("train")) != len(own.n)
     state = torch.load(run_dir / "checkpoints" / "step-2" / "state.pt", weights_only=False)
     assert state["step"] == 2
     with pytest.raises(FileNotFoundError, match="no checkpoint"):

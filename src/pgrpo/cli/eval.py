@@ -34,6 +34,21 @@ def _seeds(text: str) -> list[int]:
     return seeds
 
 
+def _task_options(text: str | None) -> dict[str, Any] | None:
+    """--task-options as a YAML/JSON mapping (None: the default of EvalConfig.task_options)."""
+    if text is None:
+        return None
+    import yaml
+
+    try:
+        value = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        fail(f"--task-options is not YAML ({str(exc).splitlines()[0]})", "e.g. '{levels: [1, 2]}'")
+    if not isinstance(value, dict):
+        fail(f"--task-options must be a mapping, got {text!r}", "e.g. '{levels: [1, 2]}'")
+    return value
+
+
 def _read_eval(path: Path, option: str) -> list[Any]:
     """The EvalRuns of an eval JSON, or a UserError naming the option and the file."""
     from pgrpo.evaluate import read_eval
@@ -92,6 +107,7 @@ def _print(doc: dict, console: Console) -> None:
 def eval_cmd(
     model: str = config_option(EVAL, "model"),
     task: str = config_option(EVAL, "task"),
+    task_options: str | None = config_option(EVAL, "task_options", "--task-options"),
     split: str = config_option(EVAL, "split"),
     problems: int = config_option(EVAL, "problems", min=0),
     problem_seed: int = config_option(EVAL, "problem_seed"),
@@ -128,6 +144,7 @@ def eval_cmd(
         cfg = EvalConfig(
             model=model,
             task=task,
+            task_options=_task_options(task_options),
             split=split,
             problems=problems,
             problem_seed=problem_seed,

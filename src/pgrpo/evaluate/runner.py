@@ -27,6 +27,9 @@ class EvalConfig:
     """'tiny', 'smollm2', a Hugging Face path, or a pgrpo RUN_DIR (its latest checkpoint)."""
     task: str = "arithmetic"
     """Registered task name (`pgrpo.tasks.TASKS`)."""
+    task_options: dict[str, Any] | None = None
+    """Task options (e.g. `{levels: [1, 2]}`, `{data: ../shared/data/gsm8k}`); None: a RUN_DIR
+    trained on the same task is evaluated with the run's own options, anything else with none."""
     split: str = "test"
     """Task split, or a path to a JSONL file of problems."""
     problems: int = 50
@@ -85,6 +88,15 @@ def _run_config(cfg: EvalConfig) -> tuple[Any, Path | None]:
     return config, ckpt
 
 
+def task_options(cfg: EvalConfig, config: Any) -> dict[str, Any]:
+    """The evaluation task's options: cfg.task_options when given; else the run's own when
+    cfg.model is a RUN_DIR trained on cfg.task (its levels, its data folder), else none."""
+    if cfg.task_options is not None:
+        return dict(cfg.task_options)
+    same_task = config.task.name == cfg.task  # a task name, not a registry dispatch
+    return dict(config.task.options) if same_task else {}
+
+
 def evaluate(cfg: EvalConfig, *, seed: int = 0, name: str | None = None) -> EvalRun:
     """Sample cfg.samples completions per problem at `seed` and count the correct ones (reward
     >= 1), through the trainer's rollout path (safe scoring with the task's timeout, an empty
@@ -95,7 +107,7 @@ def evaluate(cfg: EvalConfig, *, seed: int = 0, name: str | None = None) -> Eval
     _, policy = load_task_and_policy(config, warm_up=checkpoint is None)
     from pgrpo.tasks import get_task
 
-    task = get_task(cfg.task)
+    task = get_task(cfg.task, **task_options(cfg, config))
     step = 0
     if checkpoint is not None:
         step = int(load_checkpoint_weights(policy, checkpoint)["step"])
