@@ -60,6 +60,7 @@ DEMO = [
     "run.torch_threads=1",
     "run.forecast_every=0",
 ]
+WEIGHT_RANK_ESTIMATORS = ("grpo", "sign", "random_control")
 RANK_SHOWN = ("rank/entropy", "rank/participation_ratio", "rank/stable", "rank/energy_90")
 
 
@@ -344,6 +345,7 @@ def measure_stage(policy: Any, task: Any, config: Any, examples: list, args: Any
         res = gradient_rank(block, rewards.tolist(), G, cfg)
         ranks[group] = {e: {k: m[k] for k in RANK_SHOWN} for e, m in res.ranks.items()}
     sparsity = {k: _layer_sparsity(named, bufs) for k, bufs in acc.items()}
+    weight_ranks = {k: _weight_ranks(named, acc[k]) for k in WEIGHT_RANK_ESTIMATORS if k in acc}
     groups = rewards.reshape(-1, G)
     return {
         "reward_mean": float(rewards.mean()),
@@ -352,10 +354,27 @@ def measure_stage(policy: Any, task: Any, config: Any, examples: list, args: Any
         "seconds_gradients": time.time() - t0,
         "ranks": ranks,
         "sparsity": sparsity,
+        "weight_grad_ranks": weight_ranks,
         "score_row_hoyer_mean": {
             g: float(np.mean([h[g] for h in row_hoyer])) for g in row_hoyer[0]
         },
     }
+
+
+def _weight_ranks(named: Sequence[tuple[str, Any]], tensors: Sequence[Any]) -> dict:
+    """Effective ranks of each decoder weight matrix's batch gradient [out, in] (the other
+    reading of the paper's "SVD of GRPO gradients"): {'layer05/mlp.down_proj': {metric: v}}."""
+    from pgrpo.measure.rank import effective_ranks
+
+    out = {}
+    for (name, _), t in zip(named, tensors, strict=True):
+        group = layer_of(name)
+        if t.ndim == 2 and group.startswith("layer"):
+            short = name.split(f"layers.{int(group[5:])}.", 1)[1].removesuffix(".weight")
+            m = effective_ranks(t).metrics
+            out[f"{group}/{short}"] = {k: m[k] for k in RANK_SHOWN}
+            out[f"{group}/{short}"]["min_dim"] = float(min(t.shape))
+    return out
 
 
 def _layer_sparsity(named: Sequence[tuple[str, Any]], tensors: Sequence[Any], top: bool = True):
@@ -490,6 +509,31 @@ def rank_analysis(cells: dict[str, Any]) -> dict[str, Any]:
         for k, c in cells.items()
     }
     out["score_sparsity_start_to_end"] = sparsity_growth(rows, "start", "end")
+    out["weight_grad_ranks"] = weight_rank_summary(cells)
+    return out
+
+
+def weight_rank_summary(cells: dict[str, Any]) -> dict[str, Any]:
+    """Per stage and estimator: mean, min and max over the decoder weight matrices of the batch
+    gradient's entropy and stable rank (cells without the measurement are skipped)."""
+    out: dict[str, Any] = {}
+    for key, c in cells.items():
+        stage = key.split("/")[1]
+        for est, mats in c.get("weight_grad_ranks", {}).items():
+            row = out.setdefault(stage, {}).setdefault(est, {"cells": 0})
+            row["cells"] += 1
+            for metric in ("rank/entropy", "rank/stable", "min_dim"):
+                vals = [m[metric] for m in mats.values()]
+                row.setdefault(metric, []).append([np.mean(vals), np.min(vals), np.max(vals)])
+    for stage in out.values():
+        for row in stage.values():
+            for metric in ("rank/entropy", "rank/stable", "min_dim"):
+                v = np.array(row[metric])  # [cells, 3]
+                row[metric] = {
+                    "mean": float(v[:, 0].mean()),
+                    "min": float(v[:, 1].min()),
+                    "max": float(v[:, 2].max()),
+                }
     return out
 
 
@@ -513,6 +557,14 @@ def print_rank(doc: dict[str, Any]) -> None:
             f"{stage:<8}{row['reward_mean']['mean']:>8.3f}{row['zero_std_groups']['mean']:>10.2f}"
             f"{row['rows_nonzero_group_relative']['mean']:>6.1f}  " + "  ".join(parts)
         )
+    for stage, ests in a.get("weight_grad_ranks", {}).items():
+        for est, row in ests.items():
+            e, st = row["rank/entropy"], row["rank/stable"]
+            print(
+                f"weight-gradient ranks {stage:<7}{est:<15} entropy {e['mean']:.1f} "
+                f"[{e['min']:.1f}, {e['max']:.1f}] stable {st['mean']:.2f} "
+                f"[{st['min']:.2f}, {st['max']:.2f}] (min dim {row['min_dim']['mean']:.0f} mean)"
+            )
     print("sparsity start -> end (layers growing / layers, median change, Wilcoxon p, seeds up)")
     growth = {**a["sparsity_start_to_end"], **a.get("score_sparsity_start_to_end", {})}
     for k, v in growth.items():

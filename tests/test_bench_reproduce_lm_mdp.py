@@ -186,3 +186,24 @@ def test_mdp_analysis_arms_intervals_and_welch():
 def test_zero_variance_rate_is_the_step_mean():
     hist = [{"frac_reward_zero_std": v} for v in (0.5, 0.25, 0.0, 0.25)]
     assert rl.zero_variance_rate(hist) == pytest.approx(0.25)
+
+
+def test_weight_ranks_of_a_rank_two_gradient_and_their_summary():
+    q, _ = torch.linalg.qr(torch.randn(40, 2, dtype=torch.float64))
+    r, _ = torch.linalg.qr(torch.randn(30, 2, dtype=torch.float64))
+    two = (q @ r.T).float()  # two equal singular values
+    named = [
+        ("model.layers.3.self_attn.o_proj.weight", None),
+        ("model.layers.3.input_layernorm.weight", None),
+        ("model.embed_tokens.weight", None),
+    ]
+    out = rl._weight_ranks(named, [two, torch.randn(40), torch.randn(50, 8)])
+    assert list(out) == ["layer03/self_attn.o_proj"]  # 2-D decoder weights only
+    m = out["layer03/self_attn.o_proj"]
+    assert m["rank/entropy"] == pytest.approx(2.0, rel=1e-4)
+    assert m["rank/stable"] == pytest.approx(2.0, rel=1e-4) and m["min_dim"] == 30
+    cells = {f"seed{s}/start": {"weight_grad_ranks": {"grpo": out}} for s in range(2)}
+    cells["seed0/end"] = {}
+    summary = rl.weight_rank_summary(cells)
+    assert summary["start"]["grpo"]["cells"] == 2 and "end" not in summary
+    assert summary["start"]["grpo"]["rank/entropy"]["mean"] == pytest.approx(2.0, rel=1e-4)
