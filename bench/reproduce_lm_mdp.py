@@ -541,6 +541,32 @@ def _layers(cell: dict[str, Any]) -> list[dict[str, Any]]:
     return [v for g, v in cell["ranks"].items() if g != "all"]
 
 
+def rank_markdown(doc: dict[str, Any]) -> str:
+    """The docs' rank table: per stage and estimator, seed means (n seeds) of the whole-model
+    and per-layer entropy rank and the whole-model stable rank."""
+    a = rank_analysis(doc["cells"])
+    lines = [
+        "| stage | reward | rows with gradient (group-relative) of N | estimator | entropy rank, "
+        "whole model | entropy rank, layer mean [min, max] | stable rank, whole model |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for stage, row in a["ranks"].items():
+        head = (
+            f"| {stage} (n={row['reward_mean']['n']}) | {row['reward_mean']['mean']:.3f} | "
+            f"{row['rows_nonzero_group_relative']['mean']:.1f} of {row['rows']} |"
+        )
+        for e, v in row.items():
+            if isinstance(v, dict) and "entropy_rank_all" in v:
+                lo, hi = v["entropy_rank_layer_range"]
+                lines.append(
+                    f"{head} {e} | {v['entropy_rank_all']['mean']:.1f} | "
+                    f"{v['entropy_rank_layer_mean']['mean']:.1f} [{lo:.1f}, {hi:.1f}] | "
+                    f"{v['stable_rank_all']['mean']:.2f} |"
+                )
+                head = "| | | |"
+    return "\n".join(lines)
+
+
 def print_rank(doc: dict[str, Any]) -> None:
     a = rank_analysis(doc["cells"])
     print(
@@ -800,6 +826,8 @@ def main(argv: list[str] | None = None) -> None:
         out = Path(args.out or RESULTS / f"reproduce_lm_{args.part}.json")
         doc = json.loads(out.read_text())
         (print_rank if args.part == "rank" else print_mdp)(doc)
+        if args.part == "rank":
+            print(rank_markdown(doc))
         return
     (run_rank if args.part == "rank" else run_mdp)(args)
 
