@@ -777,6 +777,74 @@ def mdp_analysis(cells: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+LOG_MEANS = (
+    "frac_reward_zero_std",
+    "degeneracy/all_fail",
+    "degeneracy/all_pass",
+    "frac_gradient_tokens",
+    "reward_within_group_std",
+    "completions/clipped_ratio",
+    "kl",
+)
+
+
+def log_summary(history: Sequence[dict[str, Any]]) -> dict[str, float]:
+    """Step means of a run log's group and length columns, and per-temperature rewards."""
+    out = {k: float(np.mean([h[k] for h in history if k in h])) for k in LOG_MEANS}
+    for k in sorted({k for h in history for k in h if k.startswith("reward/temperature_")}):
+        out[k] = float(np.mean([h[k] for h in history if k in h]))
+    out["reward_first3"] = float(np.mean([h["reward"] for h in history[:3]]))
+    out["reward_last3"] = float(np.mean([h["reward"] for h in history[-3:]]))
+    return out
+
+
+def mdp_markdown(doc: dict[str, Any], logs: Path = RUN_LOGS / "mdp") -> str:
+    """The docs' tables: held-out SSR/HSR per arm (seed mean [t interval over seeds]; base
+    model for reference), by constraint count, and the training-log group statistics."""
+    a = mdp_analysis(doc["cells"])
+    base = doc["cells"].get("base", {}).get("eval", {})
+    lines = ["| held-out set | C | prompts | base | " + " | ".join(a["arms"]) + " |"]
+    lines.append("|---|---|---|---|" + "---|" * len(a["arms"]))
+    for set_name, ev in base.items():
+        for group, b in ev["by_count"].items():
+            for metric in ("ssr", "hsr"):
+                cells = []
+                for row in a["arms"].values():
+                    v = row.get(f"{set_name}/{group}/{metric}")
+                    cells.append(
+                        "-"
+                        if v is None
+                        else f"{v['mean']:.3f} [{v['ci'][0]:.3f}, {v['ci'][1]:.3f}]"
+                    )
+                lines.append(
+                    f"| {set_name} {metric.upper()} | {group} | {b['prompts']} | "
+                    f"{b[metric]:.3f} | " + " | ".join(cells) + " |"
+                )
+    per_temp: list[str] = []
+    lines += ["", "| arm | seed | " + " | ".join(LOG_MEANS) + " | reward first 3 / last 3 |"]
+    lines.append("|---|---|" + "---|" * (len(LOG_MEANS) + 1))
+    for key, c in sorted(doc["cells"].items()):
+        path = logs / f"{c.get('arm')}_seed{c.get('seed')}" / "metrics.jsonl"
+        if key == "base" or not path.is_file():
+            continue
+        m = log_summary([json.loads(x) for x in path.read_text().splitlines() if x.strip()])
+        lines.append(
+            f"| {c['arm']} | {c['seed']} | "
+            + " | ".join(f"{m[k]:.3g}" for k in LOG_MEANS)
+            + f" | {m['reward_first3']:.3f} / {m['reward_last3']:.3f} |"
+        )
+        temps = {k: v for k, v in m.items() if k.startswith("reward/temperature_")}
+        if temps:
+            head = " | ".join(f"T = {k.rsplit('_', 1)[1]}" for k in temps)
+            values = " | ".join(f"{v:.3f}" for v in temps.values())
+            per_temp.append((head, f"| {c['arm']} | {c['seed']} | {values} |"))
+    if per_temp:
+        head = per_temp[0][0]
+        lines += ["", f"| arm | seed | {head} (training reward, step means) |"]
+        lines += ["|---|---|" + "---|" * (head.count("|") + 1), *[r for _, r in per_temp]]
+    return "\n".join(lines)
+
+
 def print_mdp(doc: dict[str, Any]) -> None:
     a = mdp_analysis(doc["cells"])
     base = doc["cells"].get("base", {}).get("eval", {})
@@ -826,8 +894,7 @@ def main(argv: list[str] | None = None) -> None:
         out = Path(args.out or RESULTS / f"reproduce_lm_{args.part}.json")
         doc = json.loads(out.read_text())
         (print_rank if args.part == "rank" else print_mdp)(doc)
-        if args.part == "rank":
-            print(rank_markdown(doc))
+        print(rank_markdown(doc) if args.part == "rank" else mdp_markdown(doc))
         return
     (run_rank if args.part == "rank" else run_mdp)(args)
 
