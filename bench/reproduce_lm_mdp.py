@@ -774,6 +774,15 @@ def mdp_analysis(cells: dict[str, Any]) -> dict[str, Any]:
             [c["zero_variance_rate"] for c in arms["mdp_grpo"]],
             [c["zero_variance_rate"] for c in arms["grpo"]],
         )
+        out["prompt_paired_mdp_minus_grpo"] = {}
+        for set_name in arms["grpo"][0]["eval"]:
+            r = {
+                arm: np.array([c["eval"][set_name]["rewards"] for c in arms[arm]]).mean(0)
+                for arm in ("mdp_grpo", "grpo")
+            }  # [P] per-prompt reward, seed mean
+            out["prompt_paired_mdp_minus_grpo"][f"{set_name}/reward"] = mean_interval(
+                r["mdp_grpo"] - r["grpo"]
+            )
     return out
 
 
@@ -860,6 +869,9 @@ def print_mdp(doc: dict[str, Any]) -> None:
                 print(f"  {k:<24}{v['mean']:.3f} [{v['ci'][0]:.3f}, {v['ci'][1]:.3f}]")
     for k, v in a["welch_mdp_minus_grpo"].items():
         print(f"welch {k:<24} diff {v['diff']:+.3f} t {v['t']:.2f} p {v['p']:.3g}")
+    for k, v in a.get("prompt_paired_mdp_minus_grpo", {}).items():
+        lo, hi = v["ci"]
+        print(f"paired over prompts {k:<18} {v['mean']:+.3f} [{lo:+.3f}, {hi:+.3f}] ({v['n']})")
 
 
 # ---------------------------------------------------------------- CLI

@@ -159,10 +159,11 @@ def _eval(rewards, counts):
 
 def test_mdp_analysis_arms_intervals_and_welch():
     counts = [1, 2, 3, 3]
-    cells = {}
+    cells, given = {}, {"mdp_grpo": [], "grpo": []}
     for seed in range(3):
         for arm, r in (("mdp_grpo", [1.0, 0.5, 2 / 3, 1.0]), ("grpo", [0.0, 0.5, 1 / 3, 1.0])):
             r = [min(1.0, x + 0.01 * seed) if x < 1 else x for x in r]
+            given[arm].append(r)
             cells[f"{arm}/seed{seed}"] = {
                 "arm": arm,
                 "seed": seed,
@@ -179,6 +180,9 @@ def test_mdp_analysis_arms_intervals_and_welch():
     w = a["welch_mdp_minus_grpo"]
     assert w["generated/hsr"]["diff"] == pytest.approx(0.25)
     assert w["zero_variance_rate"]["diff"] == pytest.approx(-0.3)
+    paired = a["prompt_paired_mdp_minus_grpo"]["generated/reward"]
+    expected = np.mean(np.mean(given["mdp_grpo"], 0) - np.mean(given["grpo"], 0))
+    assert paired["n"] == 4 and paired["mean"] == pytest.approx(expected)
     lo, hi = mdp["generated/all/reward_prompt_ci"]
     assert lo < np.mean([1.0, 0.5, 2 / 3, 1.0]) + 0.01 < hi
 
