@@ -799,7 +799,12 @@ LOG_MEANS = (
 
 def log_summary(history: Sequence[dict[str, Any]]) -> dict[str, float]:
     """Step means of a run log's group and length columns, and per-temperature rewards."""
-    out = {k: float(np.mean([h[k] for h in history if k in h])) for k in LOG_MEANS}
+
+    def mean(k: str) -> float:
+        vals = [h[k] for h in history if h.get(k) is not None]
+        return float(np.mean(vals)) if vals else float("nan")
+
+    out = {k: mean(k) for k in LOG_MEANS}
     for k in sorted({k for h in history for k in h if k.startswith("reward/temperature_")}):
         out[k] = float(np.mean([h[k] for h in history if k in h]))
     out["reward_first3"] = float(np.mean([h["reward"] for h in history[:3]]))
@@ -839,7 +844,7 @@ def mdp_markdown(doc: dict[str, Any], logs: Path = RUN_LOGS / "mdp") -> str:
         m = log_summary([json.loads(x) for x in path.read_text().splitlines() if x.strip()])
         lines.append(
             f"| {c['arm']} | {c['seed']} | "
-            + " | ".join(f"{m[k]:.3g}" for k in LOG_MEANS)
+            + " | ".join("-" if np.isnan(m[k]) else f"{m[k]:.3g}" for k in LOG_MEANS)
             + f" | {m['reward_first3']:.3f} / {m['reward_last3']:.3f} |"
         )
         temps = {k: v for k, v in m.items() if k.startswith("reward/temperature_")}
