@@ -606,18 +606,26 @@ def print_rank(doc: dict[str, Any]) -> None:
 
 
 def mdp_arms(args: argparse.Namespace) -> dict[str, list[str]]:
-    """The two arms' overrides beyond the shared ones."""
-    temps = "[" + ",".join(["0.1", "0.4", "0.7", "1.0"][: args.group_size]) + "]"
-    return {
-        "mdp_grpo": [
-            "grpo.advantage=dual_anchor",
-            f"generation.temperatures={temps}",
-            "generation.score_temperature=sampled",
-            "loss.kl_coef=0.01",
-            "loss.kl_coef_negative=0.025",
-        ],
+    """Every arm's overrides beyond the shared ones: the recipe, plain GRPO, and the ablations
+    that remove one component of the recipe each. Temperatures: linspace(0.1, 1, G) (the
+    paper's [0.1, 0.4, 0.7, 1.0] at G = 4)."""
+    temps = "[" + ",".join(f"{t:.3g}" for t in np.linspace(0.1, 1.0, args.group_size)) + "]"
+    multi = [f"generation.temperatures={temps}", "generation.score_temperature=sampled"]
+    dual = ["grpo.advantage=dual_anchor"]  # its paper-default transform is prospect
+    asym = ["loss.kl_coef=0.01", "loss.kl_coef_negative=0.025"]
+    arms = {
+        "mdp_grpo": [*dual, *multi, *asym],
         "grpo": ["grpo.advantage=grpo"],
+        "no_multitemp": [*dual, *asym],
+        "no_dual_anchor": ["grpo.advantage=grpo", "grpo.transform=prospect", *multi, *asym],
+        "no_prospect": [*dual, "grpo.transform=null", *multi, *asym],
+        "no_asym_kl": [*dual, *multi, "loss.kl_coef=0.01"],
     }
+    chosen = args.arms.split(",")
+    unknown = sorted(set(chosen) - set(arms))
+    if unknown:
+        raise SystemExit(f"unknown arm(s) {unknown}: choose from {sorted(arms)}")
+    return {a: arms[a] for a in chosen}
 
 
 def _shared(args: argparse.Namespace) -> list[str]:
@@ -761,28 +769,39 @@ def mdp_analysis(cells: dict[str, Any]) -> dict[str, Any]:
             row[f"{set_name}/all/hsr_prompt_ci"] = prompt_interval((r >= 1 - 1e-9).mean(0))
         out["arms"][arm] = row
     if {"mdp_grpo", "grpo"} <= set(arms):
-        for set_name in arms["grpo"][0]["eval"]:
-            for metric in ("ssr", "hsr"):
+        out["welch_mdp_minus_grpo"] = compare_arms(arms["mdp_grpo"], arms["grpo"])
+        out["prompt_paired_mdp_minus_grpo"] = paired_prompts(arms["mdp_grpo"], arms["grpo"])
+    out["welch_ablation_minus_mdp_grpo"] = {
+        arm: compare_arms(cs, arms["mdp_grpo"])
+        for arm, cs in arms.items()
+        if arm not in ("mdp_grpo", "grpo") and "mdp_grpo" in arms
+    }
+    return out
 
-                def vals(arm: str, set_name: str = set_name, metric: str = metric) -> list:
-                    return [c["eval"][set_name]["by_count"]["all"][metric] for c in arms[arm]]
 
-                out["welch_mdp_minus_grpo"][f"{set_name}/{metric}"] = welch(
-                    vals("mdp_grpo"), vals("grpo")
-                )
-        out["welch_mdp_minus_grpo"]["zero_variance_rate"] = welch(
-            [c["zero_variance_rate"] for c in arms["mdp_grpo"]],
-            [c["zero_variance_rate"] for c in arms["grpo"]],
-        )
-        out["prompt_paired_mdp_minus_grpo"] = {}
-        for set_name in arms["grpo"][0]["eval"]:
-            r = {
-                arm: np.array([c["eval"][set_name]["rewards"] for c in arms[arm]]).mean(0)
-                for arm in ("mdp_grpo", "grpo")
-            }  # [P] per-prompt reward, seed mean
-            out["prompt_paired_mdp_minus_grpo"][f"{set_name}/reward"] = mean_interval(
-                r["mdp_grpo"] - r["grpo"]
-            )
+def compare_arms(a: list[dict], b: list[dict]) -> dict[str, dict[str, float]]:
+    """Welch's t of arm a minus arm b on seed values: SSR and HSR per held-out set, and the
+    zero-variance group rate. a, b: the arms' cells."""
+    out = {}
+    for set_name in b[0]["eval"]:
+        for metric in ("ssr", "hsr"):
+            va = [c["eval"][set_name]["by_count"]["all"][metric] for c in a]
+            vb = [c["eval"][set_name]["by_count"]["all"][metric] for c in b]
+            out[f"{set_name}/{metric}"] = welch(va, vb)
+    out["zero_variance_rate"] = welch(
+        [c["zero_variance_rate"] for c in a], [c["zero_variance_rate"] for c in b]
+    )
+    return out
+
+
+def paired_prompts(a: list[dict], b: list[dict]) -> dict[str, dict[str, Any]]:
+    """Per held-out set: mean over prompts of (a's seed-mean reward - b's), t interval over
+    prompts."""
+    out = {}
+    for set_name in b[0]["eval"]:
+        ra = np.array([c["eval"][set_name]["rewards"] for c in a]).mean(0)  # [P]
+        rb = np.array([c["eval"][set_name]["rewards"] for c in b]).mean(0)
+        out[f"{set_name}/reward"] = mean_interval(ra - rb)
     return out
 
 
@@ -874,6 +893,9 @@ def print_mdp(doc: dict[str, Any]) -> None:
                 print(f"  {k:<24}{v['mean']:.3f} [{v['ci'][0]:.3f}, {v['ci'][1]:.3f}]")
     for k, v in a["welch_mdp_minus_grpo"].items():
         print(f"welch {k:<24} diff {v['diff']:+.3f} t {v['t']:.2f} p {v['p']:.3g}")
+    for arm, rows in a.get("welch_ablation_minus_mdp_grpo", {}).items():
+        for k, v in rows.items():
+            print(f"{arm} - mdp_grpo {k:<24} diff {v['diff']:+.3f} t {v['t']:.2f} p {v['p']:.3g}")
     for k, v in a.get("prompt_paired_mdp_minus_grpo", {}).items():
         lo, hi = v["ci"]
         print(f"paired over prompts {k:<18} {v['mean']:+.3f} [{lo:+.3f}, {hi:+.3f}] ({v['n']})")
@@ -898,6 +920,7 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--max-new-tokens", type=int, default=48)
     ap.add_argument("--lr", type=float, default=2e-5)
     ap.add_argument("--max-words", type=int, default=30, help="mdp: cap on word-count targets")
+    ap.add_argument("--arms", default="mdp_grpo,grpo", help="mdp: arms, run seed-major")
     ap.add_argument("--heldout", type=int, default=32, help="mdp: prompts per held-out set")
     ap.add_argument("--eval-batch", type=int, default=32)
     return ap

@@ -211,3 +211,34 @@ def test_weight_ranks_of_a_rank_two_gradient_and_their_summary():
     summary = rl.weight_rank_summary(cells)
     assert summary["start"]["grpo"]["cells"] == 2 and "end" not in summary
     assert summary["start"]["grpo"]["rank/entropy"]["mean"] == pytest.approx(2.0, rel=1e-4)
+
+
+def test_ablation_arms_are_compared_with_the_recipe():
+    counts = [1, 2]
+
+    def cell(arm, seed, r, zv):
+        ev = {"generated": _eval(r, counts)}
+        return {
+            "arm": arm,
+            "seed": seed,
+            "train_seconds": 1.0,
+            "train_reward": [0.1],
+            "zero_variance_rate": zv,
+            "eval": ev,
+        }
+
+    cells = {}
+    for s in range(2):
+        cells[f"mdp_grpo/seed{s}"] = cell("mdp_grpo", s, [1.0, 0.5], 0.5 + 0.1 * s)
+        cells[f"no_multitemp/seed{s}"] = cell("no_multitemp", s, [0.0, 0.5], 0.2 + 0.1 * s)
+    a = rl.mdp_analysis(cells)
+    assert a["welch_mdp_minus_grpo"] == {}  # no plain GRPO arm: no such comparison
+    w = a["welch_ablation_minus_mdp_grpo"]["no_multitemp"]
+    assert w["zero_variance_rate"]["diff"] == pytest.approx(-0.3)
+    assert w["generated/hsr"]["diff"] == pytest.approx(-0.5)
+
+
+def test_unknown_arm_is_refused_with_the_choices():
+    args = rl.parser().parse_args(["--part", "mdp", "--arms", "grpo,nope"])
+    with pytest.raises(SystemExit, match="nope.*choose from"):
+        rl.mdp_arms(args)
