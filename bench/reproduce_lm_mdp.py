@@ -193,8 +193,16 @@ def _machine() -> dict[str, Any]:
 
 
 def _load(path: Path, args: argparse.Namespace) -> dict[str, Any]:
-    if path.is_file():
-        return json.loads(path.read_text())
+    if path.is_file():  # a resumed or extended run: record this invocation too
+        doc = json.loads(path.read_text())
+        doc.setdefault("commands", []).append(
+            {
+                "command": " ".join(["python", *sys.argv]),
+                "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+                "load_avg_at_start": list(os.getloadavg()),
+            }
+        )
+        return doc
     return {
         "command": " ".join(["python", *sys.argv]),
         "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
