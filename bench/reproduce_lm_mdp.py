@@ -521,6 +521,9 @@ def rank_analysis(cells: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+WEIGHT_SUMMARY = ("rank/entropy", "rank/participation_ratio", "rank/stable", "min_dim")
+
+
 def weight_rank_summary(cells: dict[str, Any]) -> dict[str, Any]:
     """Per stage and estimator: mean, min and max over the decoder weight matrices of the batch
     gradient's entropy and stable rank (cells without the measurement are skipped)."""
@@ -530,12 +533,12 @@ def weight_rank_summary(cells: dict[str, Any]) -> dict[str, Any]:
         for est, mats in c.get("weight_grad_ranks", {}).items():
             row = out.setdefault(stage, {}).setdefault(est, {"cells": 0})
             row["cells"] += 1
-            for metric in ("rank/entropy", "rank/stable", "min_dim"):
+            for metric in WEIGHT_SUMMARY:
                 vals = [m[metric] for m in mats.values()]
                 row.setdefault(metric, []).append([np.mean(vals), np.min(vals), np.max(vals)])
     for stage in out.values():
         for row in stage.values():
-            for metric in ("rank/entropy", "rank/stable", "min_dim"):
+            for metric in WEIGHT_SUMMARY:
                 v = np.array(row[metric])  # [cells, 3]
                 row[metric] = {
                     "mean": float(v[:, 0].mean()),
@@ -593,10 +596,11 @@ def print_rank(doc: dict[str, Any]) -> None:
         )
     for stage, ests in a.get("weight_grad_ranks", {}).items():
         for est, row in ests.items():
-            e, st = row["rank/entropy"], row["rank/stable"]
+            e, st, pr = row["rank/entropy"], row["rank/stable"], row["rank/participation_ratio"]
             print(
                 f"weight-gradient ranks {stage:<7}{est:<15} entropy {e['mean']:.1f} "
-                f"[{e['min']:.1f}, {e['max']:.1f}] stable {st['mean']:.2f} "
+                f"[{e['min']:.1f}, {e['max']:.1f}] participation {pr['mean']:.2f} "
+                f"[{pr['min']:.2f}, {pr['max']:.2f}] stable {st['mean']:.2f} "
                 f"[{st['min']:.2f}, {st['max']:.2f}] (min dim {row['min_dim']['mean']:.0f} mean)"
             )
     print("sparsity start -> end (layers growing / layers, median change, Wilcoxon p, seeds up)")

@@ -206,6 +206,7 @@ def test_weight_ranks_of_a_rank_two_gradient_and_their_summary():
     m = out["layer03/self_attn.o_proj"]
     assert m["rank/entropy"] == pytest.approx(2.0, rel=1e-4)
     assert m["rank/stable"] == pytest.approx(2.0, rel=1e-4) and m["min_dim"] == 30
+    assert m["rank/participation_ratio"] == pytest.approx(2.0, rel=1e-4)
     cells = {f"seed{s}/start": {"weight_grad_ranks": {"grpo": out}} for s in range(2)}
     cells["seed0/end"] = {}
     summary = rl.weight_rank_summary(cells)
