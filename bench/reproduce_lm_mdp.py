@@ -575,6 +575,24 @@ def rank_markdown(doc: dict[str, Any]) -> str:
                     f"{v['stable_rank_all']['mean']:.2f} |"
                 )
                 head = "| | | |"
+    weights = a.get("weight_grad_ranks", {})
+    if weights:
+        lines += [
+            "",
+            "| stage | estimator | cells | entropy rank, mean [min, max] over the 210 decoder "
+            "weight matrices | participation ratio | stable rank |",
+            "|---|---|---|---|---|---|",
+        ]
+        for stage in ("start", "middle", "end"):
+            for est, row in weights.get(stage, {}).items():
+                e, p, st = (
+                    row[k] for k in ("rank/entropy", "rank/participation_ratio", "rank/stable")
+                )
+                lines.append(
+                    f"| {stage} | {est} | {row['cells']} | {e['mean']:.1f} [{e['min']:.1f}, "
+                    f"{e['max']:.1f}] | {p['mean']:.2f} [{p['min']:.2f}, {p['max']:.2f}] | "
+                    f"{st['mean']:.2f} [{st['min']:.2f}, {st['max']:.2f}] |"
+                )
     return "\n".join(lines)
 
 
