@@ -1,10 +1,13 @@
 """The papers' headline experiments on a real language model (issue #16), SmolLM2-135M-Instruct.
 
     python bench/reproduce_lm.py --part sign [options]      # options: --part sign --help
+    python bench/reproduce_lm.py --part mdp [options]       # or --part rank; --report: tables
 
 Each part is a resumable experiment in its own module, registered in `PARTS`; it gets the
 arguments after `--part NAME`. `sign`: gradient starvation and the Sign advantage
-(arXiv 2605.07689), `bench/reproduce_lm_sign.py`, docs/reproductions_lm.md.
+(arXiv 2605.07689), `bench/reproduce_lm_sign.py`; `mdp`: MDP-GRPO vs GRPO (arXiv 2606.06058) and
+`rank`: the effective rank and sparsity of SmolLM2 policy gradients (arXiv 2606.29238), both
+`bench/reproduce_lm_mdp.py`. Results: docs/reproductions_lm.md.
 """
 
 from __future__ import annotations
@@ -15,7 +18,22 @@ from collections.abc import Callable, Sequence
 
 from reproduce_lm_sign import run_sign
 
-PARTS: dict[str, Callable[[Sequence[str]], int]] = {"sign": run_sign}
+
+def _mdp_part(part: str) -> Callable[[Sequence[str]], int]:
+    def run(rest: Sequence[str]) -> int:
+        from reproduce_lm_mdp import main as mdp_main
+
+        mdp_main(["--part", part, *rest])
+        return 0
+
+    return run
+
+
+PARTS: dict[str, Callable[[Sequence[str]], int]] = {
+    "sign": run_sign,
+    "mdp": _mdp_part("mdp"),
+    "rank": _mdp_part("rank"),
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
