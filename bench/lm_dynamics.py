@@ -1,0 +1,499 @@
+"""The dynamics model on SmolLM2 GRPO runs (issue #15 item 2): sweeps over lr, G and the refresh
+interval K for AdamW and SGD with momentum, and the tests of the closed form on them.
+
+    python bench/lm_dynamics.py                 # train the unfinished cells by priority, analyse
+    python bench/lm_dynamics.py --analyse-only  # analyse the finished cells only
+    python bench/lm_dynamics.py --max-cells 3   # run at most 3 cells this time
+
+Every cell is `pgrpo train` (a subprocess, one torch thread) on SmolLM2-135M-Instruct, arithmetic
+level 1 (single-digit additions), B = 8 prompts per step, at most 16 new tokens, bf16 autocast
+(`model.precision=auto` on this CPU), constant lr, no KL. Its folder under
+bench/results/lm_dynamics_runs/ keeps only metrics.jsonl and config.yaml: the end-of-run checkpoint
+is deleted. Resumable: a folder whose metrics.jsonl has every step is skipped; a partial one with a
+checkpoint (written on SIGINT / SIGTERM) is continued with `--resume`, one without is rerun. The
+results JSON (bench/results/lm_dynamics.json) is rewritten after every cell and after the analysis,
+with the command, date, machine and each cell's wall time.
+
+Cells run in PRIORITY order (CELLS), the most informative first: AdamW at the middle lr (K = 1,
+G = 4, seed 0: the source of every prediction), the two other lr (x0.5, x2: log-spaced), the
+middle lr at G = 8 with the same 8 prompts per step, SGD-momentum at K = 1 and K = 8, a second
+seed of the middle cell, then K = 4, 8, 2 for both optimizers. SGD runs without gradient clipping
+(`optim.max_grad_norm=0`: clipping at 1 would make every step a normalised one, which is not the
+heavy-ball recursion the sgd_momentum reduction is exact for); its lr is its own (SGD steps are
+not normalised: see docs/dynamics_lm.md for the pilot that chose it). Runs at K > 1 log fewer
+rollout steps (their clock is K optimizer steps per logged step).
+
+Analyses (pure functions on `Run`s, tested on synthetic logs in tests/test_bench_lm_dynamics.py;
+the fits and the joint test are bench/corpus_dynamics.py's, reused):
+- transfer: kappa, R_0, R_inf from the constrained fit (`rom_fixed`) of the source run (the
+  middle-lr cell of each optimizer); every other run of that optimizer predicted from its own lr,
+  K and clock alone; R^2 against the target's own constrained fit;
+- G-invariance: `fit_joint` with shared R_inf and k vs separate fits (likelihood ratio), k ~
+  N^gamma, and the stationary variance (late-run reward variance; reward_std^2 / (B G)) vs 1/G;
+- refresh interval: the reduction's K* (sgd_momentum: exact heavy-ball; adam: none) from the
+  source's kappa against the observed instability of each K cell (pgrpo.diagnose's reward tests,
+  calibrated at level 0.005 each on null curves), with the grid's resolution.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import importlib.util
+import json
+import math
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from pgrpo.diagnose import diagnose
+from pgrpo.diagnose.instability import GRAD_BLOWUP
+from pgrpo.diagnose.rules import ALPHA_MODE
+from pgrpo.dynamics.optimizers import OptimizerSettings, reduce_optimizer, run_optimizer
+from pgrpo.logs import read_log
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "bench" / "results" / "lm_dynamics.json"
+RUNS = ROOT / "bench" / "results" / "lm_dynamics_runs"
+_spec = importlib.util.spec_from_file_location(
+    "corpus_dynamics", ROOT / "bench" / "corpus_dynamics.py"
+)
+cd = importlib.util.module_from_spec(_spec)
+sys.modules["corpus_dynamics"] = cd  # dataclasses look their module up
+_spec.loader.exec_module(cd)
+Run = cd.Run
+
+B = 8  # prompts per rollout batch, every cell
+BASE = [
+    "model.name=smollm2",
+    "task.name=arithmetic",
+    "task.options={levels: [1]}",
+    f"grpo.batch_prompts={B}",
+    "generation.max_new_tokens=16",
+    "run.torch_threads=1",
+    "run.checkpoint_every=0",
+    "run.forecast_every=0",
+]
+LR_MID = {"adamw": 5e-6, "sgd_momentum": 0.05}
+"""The middle lr per optimizer (AdamW: from the pilot; SGD: its own pilot, docs/dynamics_lm.md)."""
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One training run of the sweep."""
+
+    optimizer: str
+    """The trainer's `optim.name`: adamw or sgd_momentum."""
+    lr: float
+    G: int = 4
+    K: int = 1
+    seed: int = 0
+    steps: int = 30
+    """Rollout batches (logged steps); K optimizer steps each."""
+
+    @property
+    def name(self) -> str:
+        return f"{self.optimizer}_lr{self.lr:g}_G{self.G}_K{self.K}_s{self.seed}"
+
+    def overrides(self, runs_dir: Path) -> list[str]:
+        extra = ["optim.max_grad_norm=0"] if self.optimizer == "sgd_momentum" else []
+        return [
+            *BASE,
+            *extra,
+            f"optim.name={self.optimizer}",
+            f"optim.lr={self.lr:g}",
+            f"grpo.group_size={self.G}",
+            f"grpo.refresh_interval={self.K}",
+            f"run.seed={self.seed}",
+            f"run.steps={self.steps}",
+            f"run.output_dir={runs_dir}",
+            f"run.name={self.name}",
+        ]
+
+
+def k_steps(K: int, steps_k1: int = 30) -> int:
+    """Rollout steps of a K cell: the K = 1 cell's optimizer steps over K, at least 8 (the
+    diagnosis's minimum for its reward tests)."""
+    return max(8, steps_k1 // K)
+
+
+def _k_cell(opt: str, K: int) -> Cell:
+    return Cell(opt, LR_MID[opt], K=K, steps=k_steps(K))
+
+
+A, S = "adamw", "sgd_momentum"
+CELLS = [
+    Cell(A, LR_MID[A]),
+    Cell(A, 2 * LR_MID[A]),
+    Cell(A, LR_MID[A] / 2),
+    Cell(A, LR_MID[A], G=8),
+    Cell(S, LR_MID[S]),
+    _k_cell(S, 8),
+    Cell(A, LR_MID[A], seed=1),
+    _k_cell(S, 4),
+    _k_cell(A, 8),
+    _k_cell(A, 4),
+    _k_cell(S, 2),
+    _k_cell(A, 2),
+    Cell(S, LR_MID[S], seed=1),
+]
+"""Priority order: the most informative cells first."""
+
+
+# ---------------------------------------------------------------- running the cells
+
+
+def logged_steps(run_dir: Path) -> int:
+    """Distinct steps in run_dir/metrics.jsonl (0 when there is none)."""
+    path = run_dir / "metrics.jsonl"
+    if not path.exists():
+        return 0
+    steps = set()
+    for line in path.read_text().splitlines():
+        try:
+            steps.add(int(json.loads(line)["step"]))
+        except (ValueError, KeyError, TypeError):
+            continue  # a torn last line of a killed run
+    return len(steps)
+
+
+def run_cell(cell: Cell, runs_dir: Path = RUNS) -> dict:
+    """Train one cell unless it is finished; returns its status and wall time."""
+    run_dir = runs_dir / cell.name
+    if logged_steps(run_dir) >= cell.steps:
+        return {"status": "finished earlier"}
+    resume = (run_dir / "checkpoints" / "latest").exists()
+    if run_dir.exists() and not resume:
+        shutil.rmtree(run_dir)  # killed before any checkpoint: the trainer would restart anyway
+    cmd = [sys.executable, "-m", "pgrpo.cli", "train", *cell.overrides(runs_dir)]
+    cmd += ["--resume"] if resume else []
+    t0 = time.time()
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    wall = time.time() - t0
+    shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)  # keep only the log and config
+    out = {"status": "ran", "resumed": resume, "wall_s": wall, "rc": proc.returncode}
+    if proc.returncode != 0:
+        out["stderr_tail"] = proc.stderr[-1500:]
+    return out
+
+
+# ---------------------------------------------------------------- reading and analysing
+
+
+def load_cell(run_dir: Path, cell: Cell) -> Run:
+    """A finished cell's log as a corpus `Run` (step, reward, reward_std, learning_rate)."""
+    rows = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines() if x]
+    by_step = {int(r["step"]): r for r in rows}
+
+    def col(key: str) -> np.ndarray:
+        return np.array([_num(by_step[s].get(key)) for s in sorted(by_step)], dtype=float)
+
+    return Run(
+        cell.name,
+        col("step"),
+        col("reward"),
+        col("reward_std"),
+        np.where(np.isfinite(col("learning_rate")), col("learning_rate"), cell.lr),
+        cell.G,
+        B,
+        cell.K,
+        run_optimizer(cell.optimizer),
+    )
+
+
+def _num(v) -> float:
+    return float(v) if isinstance(v, int | float) else math.nan
+
+
+def late_variance(run: Run, fraction: float = 1 / 3) -> dict:
+    """Stationary variance estimates from the last `fraction` of the run: the reward's variance
+    there, and the within-batch sampling part mean(reward_std^2) / (B G) (both [scalar])."""
+    n = max(3, int(round(run.reward.size * fraction)))
+    tail = slice(run.reward.size - n, None)
+    sd = run.reward_std[tail] if run.reward_std is not None else np.array([math.nan])
+    return {
+        "points": n,
+        "reward_var": float(np.var(run.reward[tail], ddof=1)),
+        "sampling_var": float(np.nanmean(sd**2) / (run.B * run.G)),
+        "mean": float(np.mean(run.reward[tail])),
+    }
+
+
+def transfer_rows(runs: dict[str, Run], fits: dict[str, dict], source: str) -> list[dict]:
+    """Every other run of the source's optimizer predicted from the source's fit (kappa, R_0,
+    R_inf) and the target's own lr, K and clock: R^2 vs the target's own fit."""
+    targets = [n for n, r in runs.items() if n != source and r.optimizer == runs[source].optimizer]
+    rows = []
+    for tgt in targets:
+        (row,) = cd.transfer(runs, fits, [source, tgt])[:1]
+        r = runs[tgt]
+        same = _differs(runs[source], r)
+        rows.append({**row, "G_target": r.G, "differs_in": same})
+    return rows
+
+
+def _differs(a: Run, b: Run) -> str:
+    """Which hyperparameter distinguishes b from a: lr, G, K, or seed (same hyperparameters)."""
+    parts = [
+        name
+        for name, x, y in (("lr", a.lr.max(), b.lr.max()), ("G", a.G, b.G), ("K", a.K, b.K))
+        if not math.isclose(float(x), float(y), rel_tol=1e-9)
+    ]
+    return "+".join(parts) or "seed"
+
+
+def transfer_summary(rows: list[dict]) -> dict:
+    """Median R^2 of the prediction on held-out-lr runs (lr the only change) and on all targets."""
+    held = [r["r2_prediction"] for r in rows if r["differs_in"] == "lr"]
+    tau = [r["r2_timescale_only"] for r in rows if r["differs_in"] == "lr"]
+    own = [r["r2_own_fit"] for r in rows if r["differs_in"] == "lr"]
+    med = lambda v: float(np.median(v)) if v else None  # noqa: E731
+    return {
+        "held_out_lr_runs": len(held),
+        "median_r2_held_out_lr": med(held),
+        "median_r2_held_out_lr_timescale_only": med(tau),
+        "median_r2_held_out_lr_own_fit": med(own),
+        "median_r2_all_targets": med([r["r2_prediction"] for r in rows]),
+    }
+
+
+def observed_instability(path: Path) -> dict:
+    """pgrpo.diagnose's evidence of dynamical instability in a run's log, without its K/K*
+    margin (that would be the prediction under test): non-finite values, the three reward tests
+    (each at level ALPHA_MODE on null curves of the same length; together ~1.5% false alarms on
+    pure noise), and grad-norm growth >= GRAD_BLOWUP."""
+    mode = next(m for m in diagnose(read_log(path)).modes if m.name == "dynamical_instability")
+    ev = mode.evidence
+    ps = {
+        k: float(ev[k])
+        for k in ("oscillation_growth_p", "spectral_peak_p", "peak_drop_p")
+        if k in ev
+    }
+    nonfinite = sorted(k for k in ev if k.startswith("nonfinite"))
+    growth = float(ev.get("grad_norm_growth", math.nan))
+    unstable = bool(nonfinite) or any(p < ALPHA_MODE for p in ps.values()) or growth >= GRAD_BLOWUP
+    return {
+        "unstable": unstable,
+        "p_values": ps,
+        "nonfinite": nonfinite,
+        "grad_norm_growth": growth,
+        "judged": bool(ps) or bool(nonfinite),
+    }
+
+
+def refresh_test(
+    runs: dict[str, Run], fits: dict[str, dict], source: str, unstable: dict[str, dict]
+) -> dict:
+    """Predicted K* (the source optimizer's reduction at the source's fitted kappa and lr) vs
+    the observed onset of instability over the K cells of that optimizer (same lr, G, seed)."""
+    src = runs[source]
+    settings = OptimizerSettings(
+        lr=float(src.lr.max()),
+        kappa=fits[source]["kappa"],
+        beta1=cd.BETA1,
+        refresh_interval=1,
+        closure=False,
+    )
+    red = reduce_optimizer(src.optimizer, settings)
+    ks = sorted(
+        {
+            r.K: n
+            for n, r in runs.items()
+            if _differs(src, r) in ("K", "seed")
+            and r.G == src.G
+            and r.optimizer == src.optimizer
+            and n in unstable
+            and (r.K != src.K or n == source)
+        }.items()
+    )
+    grid = [{"K": k, "run": n, **unstable[n]} for k, n in ks]
+    first = next((g["K"] for g in grid if g["unstable"]), None)
+    below = [g["K"] for g in grid if first is None or g["K"] < first]
+    onset = (
+        f"first unstable K between {max(below)} and {first}"
+        if first and below
+        else f"unstable at K = {first}, the smallest K run"
+        if first
+        else f"no instability up to K = {max(below)}"
+        if below
+        else "no K cells"
+    )
+    inner = [cd.inner_updates(runs, fits, source, n) for k, n in ks if k != src.K]
+    return {
+        "source": source,
+        "optimizer": src.optimizer,
+        "K_star": red.K_star,
+        "K_statement": red.K_statement,
+        "effective_a": red.a,
+        "grid": grid,
+        "first_unstable_K": first,
+        "onset": onset,
+        "inner_updates": inner,
+        "within_one_grid_step": _within_one_step(red.K_star, first, [g["K"] for g in grid]),
+    }
+
+
+def _within_one_step(k_star: int | None, first: int | None, grid: list[int]) -> bool | None:
+    """Whether the observed threshold agrees with K* to one grid step. The first unstable K =
+    grid[i] puts the threshold in (grid[i-1], grid[i]]; agreement: grid[i-2] < K* <= grid[i+1]
+    (grid[-1] = 0 below the grid, inf above it). No instability seen: agreement when K* is None
+    (no threshold predicted) or above the grid's largest K (not tested past the grid)."""
+    if not grid:
+        return None
+    if first is None:
+        return k_star is None or k_star > max(grid)
+    if k_star is None:
+        return False
+    i = grid.index(first)
+    lo = grid[i - 2] if i >= 2 else 0
+    hi = grid[i + 1] if i + 1 < len(grid) else math.inf
+    return lo < k_star <= hi
+
+
+def g_test(runs: dict[str, Run], fits: dict[str, dict], source: str) -> dict | None:
+    """G-invariance at the source's lr, K and seed: the joint fit's LR test, k ~ N^gamma, and
+    the late-run variance against 1/G (the SGD law: reward_var x G constant)."""
+    src = runs[source]
+    names = [source] + [
+        n for n, r in runs.items() if _differs(src, r) == "G" and r.optimizer == src.optimizer
+    ]
+    if len(names) < 2:
+        return None
+    out = {
+        "joint": _no_resid(cd.g_invariance(runs, fits, names)),
+        "gamma": cd.adam_g_scaling(runs, fits, names),
+    }
+    late = {}
+    for n, r in runs.items():  # every run at the source's lr and K (seeds too)
+        if r.optimizer == src.optimizer and _differs(src, r) in ("G", "seed"):
+            late[n] = {"G": r.G, **late_variance(r)}
+    out["late_variance"] = late
+    return out
+
+
+def _no_resid(d: dict) -> dict:
+    return {k: v for k, v in d.items() if k != "residual"}
+
+
+def analyse(cells: list[Cell] = CELLS, runs_dir: Path = RUNS) -> dict:
+    """Every test on the finished cells (a run needs all its steps and >= 6 points)."""
+    done = [c for c in cells if logged_steps(runs_dir / c.name) >= max(c.steps, 6)]
+    runs = {c.name: load_cell(runs_dir / c.name, c) for c in done}
+    fits = {n: cd.fit_run_model(r) for n, r in runs.items()}
+    unstable = {c.name: observed_instability(runs_dir / c.name / "metrics.jsonl") for c in done}
+    out: dict = {
+        "finished": [c.name for c in done],
+        "fits": {n: _no_resid(f) for n, f in fits.items()},
+        "observed_instability": unstable,
+        "transfer": {},
+        "transfer_summary": {},
+        "g_invariance": {},
+        "refresh": {},
+    }
+    for opt in (A, S):
+        source = Cell(opt, LR_MID[opt]).name
+        if source not in runs:
+            continue
+        rows = transfer_rows(runs, fits, source)
+        out["transfer"][opt] = rows
+        out["transfer_summary"][opt] = transfer_summary(rows)
+        out["g_invariance"][opt] = g_test(runs, fits, source)
+        out["refresh"][opt] = refresh_test(runs, fits, source, unstable)
+    return out
+
+
+# ---------------------------------------------------------------- report
+
+
+def _f(v, fmt: str = ".3f") -> str:
+    return cd._f(v, fmt)
+
+
+def show(res: dict) -> None:
+    print(
+        f"{'run':<36} {'kappa':>9} {'90% interval':>21} {'R0':>6} {'Rinf':>6} "
+        f"{'R2 fix':>7} {'R2 free':>7} unstable"
+    )
+    for n, f in res["fits"].items():
+        iv = f"[{_f(f['kappa_lo'], '.3g')}, {_f(f['kappa_hi'], '.3g')}]"
+        print(
+            f"{n:<36} {f['kappa']:>9.3g} {iv:>21} {f['R_0']:>6.2f} {f['R_inf']:>6.2f} "
+            f"{f['r2_constrained']:>7.3f} {f['r2_free']:>7.3f} "
+            f"{res['observed_instability'][n]['unstable']}"
+        )
+    for opt, rows in res["transfer"].items():
+        print(f"\ntransfer from {opt} middle lr: target, differs in, R2 pred, R2 tau, R2 own")
+        for r in rows:
+            print(
+                f"   {r['target']:<36} {r['differs_in']:>6} {r['r2_prediction']:>8.3f} "
+                f"{r['r2_timescale_only']:>7.3f} {r['r2_own_fit']:>7.3f}"
+            )
+        print(f"   {res['transfer_summary'][opt]}")
+    for opt, g in res["g_invariance"].items():
+        if g:
+            j, gm = g["joint"], g["gamma"]
+            print(
+                f"\nG-invariance {opt}: LR {j['lr_stat']:.2f} ({j['lr_df']} df) p {j['lr_p']:.3g}, "
+                f"shrunk p {j['lr_p_autocorr']:.3g}; gamma best {gm['gamma_best']:.2f} "
+                f"90% {gm['gamma_90']}"
+            )
+            for n, v in g["late_variance"].items():
+                print(
+                    f"   {n:<36} G={v['G']} late var {v['reward_var']:.4f} "
+                    f"sampling {v['sampling_var']:.4f} (x G: {v['reward_var'] * v['G']:.4f})"
+                )
+    for opt, r in res["refresh"].items():
+        print(
+            f"\nrefresh {opt}: K* {r['K_star']} (a = {r['effective_a']:.3g}); {r['onset']}; "
+            f"within one grid step: {r['within_one_grid_step']}"
+        )
+        for u in r["inner_updates"]:
+            print(
+                f"   K={u['K']}: R2 pred {u['r2_prediction']:.3f} (K ignored "
+                f"{u['r2_prediction_K_ignored']:.3f}), tau only {u['r2_timescale_only']:.3f}, "
+                f"own {u['r2_own_fit']:.3f}"
+            )
+
+
+def _write(doc: dict) -> None:
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    tmp = RESULTS.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(doc, indent=1, default=float))
+    os.replace(tmp, RESULTS)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--analyse-only", action="store_true", help="train nothing")
+    ap.add_argument("--max-cells", type=int, default=len(CELLS), help="cells to train this time")
+    args = ap.parse_args()
+    old = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+    doc = {
+        "command": "python bench/lm_dynamics.py " + " ".join(sys.argv[1:]),
+        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs shared with other jobs, no GPU",
+        "cells": old.get("cells", {}),
+    }
+    for cell in CELLS[: 0 if args.analyse_only else args.max_cells]:
+        print(f"{cell.name} ...", flush=True)
+        info = run_cell(cell)
+        info["load_average_after"] = os.getloadavg()[0]
+        if info["status"] == "ran" or cell.name not in doc["cells"]:
+            doc["cells"][cell.name] = {"overrides": cell.overrides(RUNS.relative_to(ROOT)), **info}
+        print(f"   {info}", flush=True)
+        _write(doc)
+    doc["analysis"] = analyse()
+    show(doc["analysis"])
+    _write(doc)
+
+
+if __name__ == "__main__":
+    main()
