@@ -15,13 +15,16 @@ results JSON (bench/results/lm_dynamics.json) is rewritten after every cell and 
 with the command, date, machine and each cell's wall time.
 
 Cells run in PRIORITY order (CELLS), the most informative first: AdamW at the middle lr (K = 1,
-G = 4, seed 0: the source of every prediction), the two other lr (x0.5, x2: log-spaced), the
-middle lr at G = 8 with the same 8 prompts per step, SGD-momentum at K = 1 and K = 8, a second
-seed of the middle cell, then K = 4, 8, 2 for both optimizers. SGD runs without gradient clipping
-(`optim.max_grad_norm=0`: clipping at 1 would make every step a normalised one, which is not the
-heavy-ball recursion the sgd_momentum reduction is exact for); its lr is its own (SGD steps are
-not normalised: see docs/dynamics_lm.md for the pilot that chose it). Runs at K > 1 log fewer
-rollout steps (their clock is K optimizer steps per logged step).
+G = 4, seed 0: the source of every prediction), the two other lr (x2, x0.5: log-spaced), the
+middle lr at G = 8 with the same 8 prompts per step, SGD-momentum at K = 1, 8 and 32, a second
+seed of the middle cell, AdamW at K = 32, then K = 16, 4, 8, 2. A K cell splits the B G
+rollouts into M = K minibatches and takes one optimizer step on each (one pass over the batch:
+TRL's steps_per_generation), so it costs about what a K = 1 step costs and K is the staleness of
+the rollouts alone (K passes over the whole batch cost K times as much: not affordable here).
+SGD runs without gradient clipping (`optim.max_grad_norm=0`: clipping at 1 would make every step
+a normalised one, which is not the heavy-ball recursion the sgd_momentum reduction is exact for);
+its lr is its own (SGD steps are not normalised: see docs/dynamics_lm.md for the pilot that chose
+it). K cells log fewer rollout steps (their clock is K optimizer steps per logged step).
 
 Analyses (pure functions on `Run`s, tested on synthetic logs in tests/test_bench_lm_dynamics.py;
 the fits and the joint test are bench/corpus_dynamics.py's, reused):
@@ -95,12 +98,16 @@ class Cell:
     G: int = 4
     K: int = 1
     seed: int = 0
+    minibatches: int = 1
+    """M: the K steps cycle through M minibatches of the B G rollouts (M = K: one pass over the
+    batch, TRL's steps_per_generation; a step then costs about what K = 1 costs)."""
     steps: int = 30
     """Rollout batches (logged steps); K optimizer steps each."""
 
     @property
     def name(self) -> str:
-        return f"{self.optimizer}_lr{self.lr:g}_G{self.G}_K{self.K}_s{self.seed}"
+        m = f"M{self.minibatches}" if self.minibatches > 1 else ""
+        return f"{self.optimizer}_lr{self.lr:g}_G{self.G}_K{self.K}{m}_s{self.seed}"
 
     def overrides(self, runs_dir: Path) -> list[str]:
         extra = ["optim.max_grad_norm=0"] if self.optimizer == "sgd_momentum" else []
@@ -111,6 +118,7 @@ class Cell:
             f"optim.lr={self.lr:g}",
             f"grpo.group_size={self.G}",
             f"grpo.refresh_interval={self.K}",
+            f"grpo.num_minibatches={self.minibatches}",
             f"run.seed={self.seed}",
             f"run.steps={self.steps}",
             f"run.output_dir={runs_dir}",
@@ -119,13 +127,13 @@ class Cell:
 
 
 def k_steps(K: int, steps_k1: int = 30) -> int:
-    """Rollout steps of a K cell: the K = 1 cell's optimizer steps over K, at least 8 (the
-    diagnosis's minimum for its reward tests)."""
-    return max(8, steps_k1 // K)
+    """Rollout steps of a K cell: the K = 1 cell's over K, at least 10 (the diagnosis's reward
+    tests need 8)."""
+    return max(10, steps_k1 // K)
 
 
 def _k_cell(opt: str, K: int) -> Cell:
-    return Cell(opt, LR_MID[opt], K=K, steps=k_steps(K))
+    return Cell(opt, LR_MID[opt], K=K, minibatches=K, steps=k_steps(K))
 
 
 A, S = "adamw", "sgd_momentum"
@@ -133,15 +141,16 @@ CELLS = [
     Cell(A, LR_MID[A]),
     Cell(A, 2 * LR_MID[A]),
     Cell(A, LR_MID[A] / 2),
-    Cell(A, LR_MID[A], G=8),
+    Cell(A, LR_MID[A], G=8, steps=24),
     Cell(S, LR_MID[S]),
     _k_cell(S, 8),
+    _k_cell(S, 32),
     Cell(A, LR_MID[A], seed=1),
+    _k_cell(A, 32),
+    _k_cell(S, 16),
     _k_cell(S, 4),
     _k_cell(A, 8),
-    _k_cell(A, 4),
     _k_cell(S, 2),
-    _k_cell(A, 2),
     Cell(S, LR_MID[S], seed=1),
 ]
 """Priority order: the most informative cells first."""
@@ -178,7 +187,8 @@ def run_cell(cell: Cell, runs_dir: Path = RUNS) -> dict:
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
     wall = time.time() - t0
-    shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)  # keep only the log and config
+    if proc.returncode == 0:  # keep only the log and config; a failed run keeps its checkpoint
+        shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)
     out = {"status": "ran", "resumed": resume, "wall_s": wall, "rc": proc.returncode}
     if proc.returncode != 0:
         out["stderr_tail"] = proc.stderr[-1500:]
@@ -207,6 +217,14 @@ def load_cell(run_dir: Path, cell: Cell) -> Run:
         cell.K,
         run_optimizer(cell.optimizer),
     )
+
+
+def log_seconds(run_dir: Path) -> dict:
+    """Per-step time from the log (time/generate_s + score_s + update_s): median and sum."""
+    rows = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines() if x]
+    keys = ("time/generate_s", "time/score_s", "time/update_s")
+    t = np.array([sum(_num(r.get(k)) for k in keys if k in r) for r in rows])
+    return {"median_step_s": float(np.nanmedian(t)), "total_step_s": float(np.nansum(t))}
 
 
 def _num(v) -> float:
@@ -393,6 +411,7 @@ def analyse(cells: list[Cell] = CELLS, runs_dir: Path = RUNS) -> dict:
         "finished": [c.name for c in done],
         "fits": {n: _no_resid(f) for n, f in fits.items()},
         "observed_instability": unstable,
+        "step_seconds": {c.name: log_seconds(runs_dir / c.name) for c in done},
         "transfer": {},
         "transfer_summary": {},
         "g_invariance": {},

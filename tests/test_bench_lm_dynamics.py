@@ -129,7 +129,7 @@ def test_cells_and_bookkeeping(tmp_path):
     sgd = lm.Cell("sgd_momentum", 0.1).overrides(tmp_path)
     assert "optim.max_grad_norm=0" in sgd and "optim.name=sgd_momentum" in sgd
     assert "optim.max_grad_norm=0" not in lm.Cell("adamw", 1e-5).overrides(tmp_path)
-    assert [lm.k_steps(k) for k in (1, 2, 4, 8)] == [30, 15, 8, 8]
+    assert [lm.k_steps(k) for k in (1, 2, 4, 8)] == [30, 15, 10, 10]
     # a finished folder is skipped without training; a torn last line is not a step
     cell = lm.Cell("adamw", 1e-5, steps=3)
     d = tmp_path / cell.name
