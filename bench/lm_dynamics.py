@@ -188,7 +188,8 @@ def run_cell(cell: Cell, runs_dir: Path = RUNS) -> dict:
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
     wall = time.time() - t0
     if proc.returncode == 0:  # keep only the log and config; a failed run keeps its checkpoint
-        shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)
+        for big in ("checkpoints", "final"):  # the state to resume from; the trained model
+            shutil.rmtree(run_dir / big, ignore_errors=True)
     out = {"status": "ran", "resumed": resume, "wall_s": wall, "rc": proc.returncode}
     if proc.returncode != 0:
         out["stderr_tail"] = proc.stderr[-1500:]
