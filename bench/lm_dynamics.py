@@ -415,6 +415,7 @@ def analyse(cells: list[Cell] = CELLS, runs_dir: Path = RUNS) -> dict:
         "step_seconds": {c.name: log_seconds(runs_dir / c.name) for c in done},
         "transfer": {},
         "transfer_summary": {},
+        "lr_order": {},
         "g_invariance": {},
         "refresh": {},
     }
@@ -425,6 +426,8 @@ def analyse(cells: list[Cell] = CELLS, runs_dir: Path = RUNS) -> dict:
         rows = transfer_rows(runs, fits, source)
         out["transfer"][opt] = rows
         out["transfer_summary"][opt] = transfer_summary(rows)
+        lrs = [source] + [r["target"] for r in rows if r["differs_in"] == "lr"]
+        out["lr_order"][opt] = cd.lr_order(runs, fits, lrs)  # a = lr kappa: exponent 1?
         out["g_invariance"][opt] = g_test(runs, fits, source)
         out["refresh"][opt] = refresh_test(runs, fits, source, unstable)
     return out
@@ -456,6 +459,8 @@ def show(res: dict) -> None:
                 f"   {r['target']:<36} {r['differs_in']:>6} {r['r2_prediction']:>8.3f} "
                 f"{r['r2_timescale_only']:>7.3f} {r['r2_own_fit']:>7.3f}"
             )
+        o = res["lr_order"][opt]
+        print(f"   a = lr kappa at lr {o['lr']}: {o['a']}; exponent {o['exponent']:.2f} (model 1)")
         print(f"   {res['transfer_summary'][opt]}")
     for opt, g in res["g_invariance"].items():
         if g:

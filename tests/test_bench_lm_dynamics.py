@@ -68,6 +68,7 @@ def test_transfer_recovers_one_kappa_across_lr_G_and_K(tmp_path):
     summary = res["transfer_summary"]["adamw"]
     assert summary["held_out_lr_runs"] == 2
     assert summary["median_r2_held_out_lr"] >= 0.9  # the model holds: held-out lr predicted
+    assert res["lr_order"]["adamw"]["exponent"] == pytest.approx(1.0, abs=0.15)  # a = lr kappa
     # G-invariant synthetic data: the joint fit is not rejected
     assert res["g_invariance"]["adamw"]["joint"]["lr_p"] > 0.01
     late = res["g_invariance"]["adamw"]["late_variance"]
