@@ -5,26 +5,18 @@ interval K for AdamW and SGD with momentum, and the tests of the closed form on 
     python bench/lm_dynamics.py --analyse-only  # analyse the finished cells only
     python bench/lm_dynamics.py --max-cells 3   # run at most 3 cells this time
 
-Every cell is `pgrpo train` (a subprocess, one torch thread) on SmolLM2-135M-Instruct, arithmetic
-level 1 (single-digit additions), B = 8 prompts per step, at most 16 new tokens, bf16 autocast
-(`model.precision=auto` on this CPU), constant lr, no KL. Its folder under
-bench/results/lm_dynamics_runs/ keeps only metrics.jsonl and config.yaml: the end-of-run checkpoint
-is deleted. Resumable: a folder whose metrics.jsonl has every step is skipped; a partial one with a
-checkpoint (written on SIGINT / SIGTERM) is continued with `--resume`, one without is rerun. The
-results JSON (bench/results/lm_dynamics.json) is rewritten after every cell and after the analysis,
-with the command, date, machine and each cell's wall time.
+Every cell is `pgrpo train` (a subprocess, one torch thread): SmolLM2-135M-Instruct, arithmetic
+level 1, B = 8 prompts per step, <= 16 new tokens, bf16 autocast, constant lr, no KL. Its folder
+under bench/results/lm_dynamics_runs/ keeps only metrics.jsonl and config.yaml. Resumable: a
+folder with every step logged is skipped, a partial one with a checkpoint (written on SIGINT /
+SIGTERM) is continued with `--resume`, one without is rerun. bench/results/lm_dynamics.json is
+rewritten after every cell and after the analysis (command, date, machine, wall times).
 
-Cells run in PRIORITY order (CELLS), the most informative first: AdamW at the middle lr (K = 1,
-G = 4, seed 0: the source of every prediction), the two other lr (x2, x0.5: log-spaced), the
-middle lr at G = 8 with the same 8 prompts per step, SGD-momentum at K = 1, 8 and 32, a second
-seed of the middle cell, AdamW at K = 32, then K = 16, 4, 8, 2. A K cell splits the B G
-rollouts into M = K minibatches and takes one optimizer step on each (one pass over the batch:
-TRL's steps_per_generation), so it costs about what a K = 1 step costs and K is the staleness of
-the rollouts alone (K passes over the whole batch cost K times as much: not affordable here).
-SGD runs without gradient clipping (`optim.max_grad_norm=0`: clipping at 1 would make every step
-a normalised one, which is not the heavy-ball recursion the sgd_momentum reduction is exact for);
-its lr is its own (SGD steps are not normalised: see docs/dynamics_lm.md for the pilot that chose
-it). K cells log fewer rollout steps (their clock is K optimizer steps per logged step).
+CELLS is the priority order (the most informative first). A K cell takes its K optimizer steps
+on M = K minibatches of the B G rollouts (one pass, TRL's steps_per_generation): a step costs
+about a K = 1 step and K is the rollouts' staleness alone. SGD runs unclipped
+(`optim.max_grad_norm=0`: clipping would make each step a normalised one, not the heavy-ball
+recursion its reduction is exact for), at its own lr (docs/dynamics_lm.md: the pilots).
 
 Analyses (pure functions on `Run`s, tested on synthetic logs in tests/test_bench_lm_dynamics.py;
 the fits and the joint test are bench/corpus_dynamics.py's, reused):
@@ -436,11 +428,8 @@ def analyse(cells: list[Cell] = CELLS, runs_dir: Path = RUNS) -> dict:
 # ---------------------------------------------------------------- report
 
 
-def _f(v, fmt: str = ".3f") -> str:
-    return cd._f(v, fmt)
-
-
 def show(res: dict) -> None:
+    _f = cd._f
     print(
         f"{'run':<36} {'kappa':>9} {'90% interval':>21} {'R0':>6} {'Rinf':>6} "
         f"{'R2 fix':>7} {'R2 free':>7} unstable"
@@ -507,6 +496,8 @@ def main() -> None:
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs shared with other jobs, no GPU",
         "cells": old.get("cells", {}),
     }
+    earlier = old.get("history", [{k: old[k] for k in ("command", "date")}] if old else [])
+    doc["history"] = [*earlier, {k: doc[k] for k in ("command", "date")}]  # every invocation
     for cell in CELLS[: 0 if args.analyse_only else args.max_cells]:
         print(f"{cell.name} ...", flush=True)
         info = run_cell(cell)
