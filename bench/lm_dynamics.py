@@ -136,16 +136,19 @@ CELLS = [
     Cell(A, LR_MID[A], G=8, steps=24),
     Cell(S, LR_MID[S]),
     _k_cell(S, 8),
-    _k_cell(S, 32),
-    Cell(A, LR_MID[A], seed=1),
-    _k_cell(A, 32),
-    _k_cell(S, 16),
     _k_cell(S, 4),
-    _k_cell(A, 8),
+    _k_cell(A, 32),
     _k_cell(S, 2),
+    Cell(A, LR_MID[A], seed=1),
+    _k_cell(A, 8),
+    _k_cell(S, 16),
+    _k_cell(S, 32),
     Cell(S, LR_MID[S], seed=1),
+    _k_cell(A, 4),
 ]
-"""Priority order: the most informative cells first."""
+"""Priority order, the most informative first (reordered once during the 2026-12-01 sweep: after
+SGD collapsed at K = 8, below its predicted K* = 12, the K < 8 cells that bracket the onset moved
+ahead of K = 16 and 32)."""
 
 
 # ---------------------------------------------------------------- running the cells
