@@ -279,27 +279,44 @@ def transfer_summary(rows: list[dict]) -> dict:
     }
 
 
-def observed_instability(path: Path) -> dict:
-    """pgrpo.diagnose's evidence of dynamical instability in a run's log, without its K/K*
+def collapse(reward: np.ndarray, risen: float = 0.3, dead_steps: int = 3) -> dict:
+    """The absorbing failure of a 0/1-reward GRPO run: after the batch mean reached `risen`, the
+    run ends with >= dead_steps steps at exactly 0 (every group all-fail: zero advantages, no
+    gradient, nothing left to learn from). reward: [n]. zero_steps_after_rise counts every step
+    at 0 after the rise (on stable runs: the false alarms such a rule would see)."""
+    up = np.flatnonzero(reward >= risen)
+    after = reward[up[0] :] if up.size else reward[:0]
+    alive = np.flatnonzero(after != 0)
+    trailing = after.size - (alive[-1] + 1 if alive.size else 0)
+    dead = bool(up.size and trailing >= dead_steps)
+    return {
+        "collapsed": dead,
+        "dead_from_index": int(up[0] + after.size - trailing) if dead else None,
+        "zero_steps_after_rise": int((after == 0).sum()),
+        "steps_after_rise": int(after.size),
+    }
+
+
+def observed_instability(path: Path, reward: np.ndarray) -> dict:
+    """Observed instability of a run: `collapse`, or pgrpo.diagnose's evidence without its K/K*
     margin (that would be the prediction under test): non-finite values, the three reward tests
     (each at level ALPHA_MODE on null curves of the same length; together ~1.5% false alarms on
     pure noise), and grad-norm growth >= GRAD_BLOWUP."""
     mode = next(m for m in diagnose(read_log(path)).modes if m.name == "dynamical_instability")
     ev = mode.evidence
-    ps = {
-        k: float(ev[k])
-        for k in ("oscillation_growth_p", "spectral_peak_p", "peak_drop_p")
-        if k in ev
-    }
+    keys = ("oscillation_growth_p", "spectral_peak_p", "peak_drop_p")
+    ps = {k: float(ev[k]) for k in keys if k in ev}
     nonfinite = sorted(k for k in ev if k.startswith("nonfinite"))
     growth = float(ev.get("grad_norm_growth", math.nan))
-    unstable = bool(nonfinite) or any(p < ALPHA_MODE for p in ps.values()) or growth >= GRAD_BLOWUP
+    flagged = bool(nonfinite) or any(p < ALPHA_MODE for p in ps.values()) or growth >= GRAD_BLOWUP
+    dead = collapse(reward)
     return {
-        "unstable": unstable,
+        "unstable": flagged or dead["collapsed"],
+        "diagnose_flagged": flagged,
+        **dead,
         "p_values": ps,
         "nonfinite": nonfinite,
         "grad_norm_growth": growth,
-        "judged": bool(ps) or bool(nonfinite),
     }
 
 
@@ -402,7 +419,9 @@ def analyse(cells: list[Cell] = CELLS, runs_dir: Path = RUNS) -> dict:
     done = [c for c in cells if logged_steps(runs_dir / c.name) >= max(c.steps, 6)]
     runs = {c.name: load_cell(runs_dir / c.name, c) for c in done}
     fits = {n: cd.fit_run_model(r) for n, r in runs.items()}
-    unstable = {c.name: observed_instability(runs_dir / c.name / "metrics.jsonl") for c in done}
+    unstable = {
+        n: observed_instability(runs_dir / n / "metrics.jsonl", r.reward) for n, r in runs.items()
+    }
     out: dict = {
         "finished": [c.name for c in done],
         "fits": {n: _no_resid(f) for n, f in fits.items()},

@@ -151,3 +151,20 @@ def test_late_variance_uses_the_tail():
     assert v["reward_var"] == pytest.approx(np.var([0.0, 1.0] * 5, ddof=1))
     assert v["sampling_var"] == pytest.approx(0.25 / 32)
     assert math.isfinite(v["mean"])
+
+
+@pytest.mark.parametrize(
+    ("reward", "collapsed", "dead_from", "zeros"),
+    [
+        ([0.06, 0.53, 0.06, 0.0, 0.0, 0.0, 0.0], True, 3, 4),  # rise, then all-fail to the end
+        ([0.06, 0.53, 0.0, 0.0, 0.4, 0.5, 0.6], False, None, 2),  # recovers: not absorbing
+        ([0.06, 0.5, 0.7, 0.0, 0.0], False, None, 2),  # two dead steps: below dead_steps
+        ([0.0, 0.0, 0.0, 0.0, 0.1], False, None, 0),  # never rose
+        ([0.1, 0.2, 0.0, 0.0, 0.0], False, None, 0),  # zeros, but it never reached 0.3
+    ],
+)
+def test_collapse_is_an_absorbing_zero_after_a_rise(reward, collapsed, dead_from, zeros):
+    out = lm.collapse(np.array(reward))
+    assert out["collapsed"] is collapsed
+    assert out["dead_from_index"] == dead_from
+    assert out["zero_steps_after_rise"] == zeros
