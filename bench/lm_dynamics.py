@@ -451,52 +451,46 @@ def analyse(cells: list[Cell] = CELLS, runs_dir: Path = RUNS) -> dict:
 
 
 def show(res: dict) -> None:
+    """The tables of docs/dynamics_lm.md, as text."""
     _f = cd._f
-    print(
-        f"{'run':<36} {'kappa':>9} {'90% interval':>21} {'R0':>6} {'Rinf':>6} "
-        f"{'R2 fix':>7} {'R2 free':>7} unstable"
-    )
+    print(f"{'run':<34} {'kappa':>8} {'90% interval':>20} R0   Rinf R2fix R2free unstable")
     for n, f in res["fits"].items():
         iv = f"[{_f(f['kappa_lo'], '.3g')}, {_f(f['kappa_hi'], '.3g')}]"
         print(
-            f"{n:<36} {f['kappa']:>9.3g} {iv:>21} {f['R_0']:>6.2f} {f['R_inf']:>6.2f} "
-            f"{f['r2_constrained']:>7.3f} {f['r2_free']:>7.3f} "
+            f"{n:<34} {f['kappa']:>8.3g} {iv:>20} {f['R_0']:.2f} {f['R_inf']:.2f} "
+            f"{f['r2_constrained']:.3f} {f['r2_free']:.3f} "
             f"{res['observed_instability'][n]['unstable']}"
         )
     for opt, rows in res["transfer"].items():
-        print(f"\ntransfer from {opt} middle lr: target, differs in, R2 pred, R2 tau, R2 own")
+        print(f"\ntransfer from the {opt} source: target, differs in, R2 pred / tau only / own fit")
         for r in rows:
             print(
-                f"   {r['target']:<36} {r['differs_in']:>6} {r['r2_prediction']:>8.3f} "
-                f"{r['r2_timescale_only']:>7.3f} {r['r2_own_fit']:>7.3f}"
+                f"   {r['target']:<34} {r['differs_in']:>4} {r['r2_prediction']:8.3f} "
+                f"{r['r2_timescale_only']:7.3f} {r['r2_own_fit']:7.3f}"
             )
         o = res["lr_order"][opt]
-        print(f"   a = lr kappa at lr {o['lr']}: {o['a']}; exponent {o['exponent']:.2f} (model 1)")
-        print(f"   {res['transfer_summary'][opt]}")
+        print(
+            f"   a = lr kappa {[f'{x:.3g}' for x in o['a']]} at lr {o['lr']}: exponent "
+            f"{o['exponent']:.2f} (model 1)\n   {res['transfer_summary'][opt]}"
+        )
     for opt, g in res["g_invariance"].items():
         if g:
             j, gm = g["joint"], g["gamma"]
             print(
-                f"\nG-invariance {opt}: LR {j['lr_stat']:.2f} ({j['lr_df']} df) p {j['lr_p']:.3g}, "
-                f"shrunk p {j['lr_p_autocorr']:.3g}; gamma best {gm['gamma_best']:.2f} "
-                f"90% {gm['gamma_90']}"
+                f"\nG-invariance {opt}: LR {j['lr_stat']:.2f} ({j['lr_df']} df), "
+                f"p {j['lr_p']:.3g}; "
+                f"gamma {gm['gamma_best']:.2f} {gm['gamma_90']}"
             )
             for n, v in g["late_variance"].items():
                 print(
-                    f"   {n:<36} G={v['G']} late var {v['reward_var']:.4f} "
-                    f"sampling {v['sampling_var']:.4f} (x G: {v['reward_var'] * v['G']:.4f})"
+                    f"   {n:<34} G={v['G']} late var {v['reward_var']:.4f} (x G "
+                    f"{v['reward_var'] * v['G']:.4f}), sampling {v['sampling_var']:.4f}"
                 )
     for opt, r in res["refresh"].items():
         print(
-            f"\nrefresh {opt}: K* {r['K_star']} (a = {r['effective_a']:.3g}); {r['onset']}; "
+            f"\nrefresh {opt}: K* {r['K_star']} (a {r['effective_a']:.3g}); {r['onset']}; "
             f"within one grid step: {r['within_one_grid_step']}"
         )
-        for u in r["inner_updates"]:
-            print(
-                f"   K={u['K']}: R2 pred {u['r2_prediction']:.3f} (K ignored "
-                f"{u['r2_prediction_K_ignored']:.3f}), tau only {u['r2_timescale_only']:.3f}, "
-                f"own {u['r2_own_fit']:.3f}"
-            )
 
 
 def _write(doc: dict) -> None:
