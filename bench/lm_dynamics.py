@@ -136,9 +136,9 @@ CELLS = [
     Cell(A, LR_MID[A], G=8, steps=24),
     Cell(S, LR_MID[S]),
     _k_cell(S, 8),
-    _k_cell(S, 4),
     _k_cell(A, 32),
     _k_cell(S, 2),
+    Cell(S, LR_MID[S], K=4, minibatches=4, steps=20),
     Cell(A, LR_MID[A], seed=1),
     _k_cell(A, 8),
     _k_cell(S, 16),
@@ -146,9 +146,10 @@ CELLS = [
     Cell(S, LR_MID[S], seed=1),
     _k_cell(A, 4),
 ]
-"""Priority order, the most informative first (reordered once during the 2026-12-01 sweep: after
-SGD collapsed at K = 8, below its predicted K* = 12, the K < 8 cells that bracket the onset moved
-ahead of K = 16 and 32)."""
+"""Priority order, the most informative first. Changed twice during the 2026-12-01 sweep: after
+SGD collapsed at K = 8 (below its predicted K* = 12) the K < 8 cells that bracket the onset moved
+ahead of K = 16 and 32; after SGD at K = 4 fell from 0.81 to 0.0 in its last steps, that cell was
+lengthened from 10 to 20 steps (rerun from step 1: the same seed repeats the first 10 exactly)."""
 
 
 # ---------------------------------------------------------------- running the cells
