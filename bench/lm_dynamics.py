@@ -137,7 +137,7 @@ CELLS = [
     Cell(S, LR_MID[S]),
     _k_cell(S, 8),
     _k_cell(A, 32),
-    _k_cell(S, 2),
+    Cell(S, LR_MID[S], K=2, minibatches=2, steps=20),
     Cell(S, LR_MID[S], K=4, minibatches=4, steps=20),
     Cell(A, LR_MID[A], seed=1),
     _k_cell(A, 8),
@@ -148,8 +148,9 @@ CELLS = [
 ]
 """Priority order, the most informative first. Changed twice during the 2026-12-01 sweep: after
 SGD collapsed at K = 8 (below its predicted K* = 12) the K < 8 cells that bracket the onset moved
-ahead of K = 16 and 32; after SGD at K = 4 fell from 0.81 to 0.0 in its last steps, that cell was
-lengthened from 10 to 20 steps (rerun from step 1: the same seed repeats the first 10 exactly)."""
+ahead of K = 16 and 32; after SGD at K = 4 and K = 2 fell to 0.0 in their last steps (one and two
+zero steps: short of the collapse rule's three), both were lengthened to 20 steps (rerun from
+step 1: the same seed repeats the logged steps)."""
 
 
 # ---------------------------------------------------------------- running the cells
