@@ -139,6 +139,7 @@ CELLS = [
     _k_cell(A, 32),
     Cell(S, LR_MID[S], K=2, minibatches=2, steps=20),
     Cell(S, LR_MID[S], K=4, minibatches=4, steps=20),
+    Cell(S, LR_MID[S], K=2, steps=20),  # control: K = 2 passes over the whole batch (M = 1)
     Cell(A, LR_MID[A], seed=1),
     _k_cell(A, 8),
     _k_cell(S, 16),
@@ -150,7 +151,8 @@ CELLS = [
 SGD collapsed at K = 8 (below its predicted K* = 12) the K < 8 cells that bracket the onset moved
 ahead of K = 16 and 32; after SGD at K = 4 and K = 2 fell to 0.0 in their last steps (one and two
 zero steps: short of the collapse rule's three), both were lengthened to 20 steps (rerun from
-step 1: the same seed repeats the logged steps)."""
+step 1: the same seed repeats the logged steps); after K = 2 collapsed, a control at K = 2 with
+M = 1 (two passes over the whole batch: staleness without the smaller minibatches) was added."""
 
 
 # ---------------------------------------------------------------- running the cells
@@ -445,7 +447,15 @@ def analyse(cells: list[Cell] = CELLS, runs_dir: Path = RUNS) -> dict:
         lrs = [source] + [r["target"] for r in rows if r["differs_in"] == "lr"]
         out["lr_order"][opt] = cd.lr_order(runs, fits, lrs)  # a = lr kappa: exponent 1?
         out["g_invariance"][opt] = g_test(runs, fits, source)
-        out["refresh"][opt] = refresh_test(runs, fits, source, unstable)
+        grid = {
+            c.name: unstable[c.name]
+            for c in done
+            if c.minibatches in (1, c.K) and c.K in (1, c.minibatches)
+        }  # the K cells on M = K minibatches, and K = 1
+        out["refresh"][opt] = refresh_test(runs, fits, source, grid)
+        out["refresh"][opt]["controls"] = {  # K > 1 on the whole batch (M = 1)
+            c.name: unstable[c.name] for c in done if c.optimizer == opt and c.name not in grid
+        }
     return out
 
 
