@@ -46,10 +46,11 @@ def _sweep(tmp: Path, unstable_sgd_K: int | None = None) -> list:
     mid = lm.LR_MID["adamw"]
     cells = [lm.Cell("adamw", lr, steps=60) for lr in (mid, 2 * mid, mid / 2)]
     cells += [lm.Cell("adamw", mid, G=8, steps=60), lm.Cell("adamw", mid, seed=1, steps=60)]
-    cells += [lm.Cell("adamw", mid, K=4, steps=15)]
+    cells += [lm.Cell("adamw", mid, K=4, minibatches=4, steps=15)]
     s_lr = lm.LR_MID["sgd_momentum"]
     cells += [lm.Cell("sgd_momentum", s_lr, steps=60)]
-    cells += [lm.Cell("sgd_momentum", s_lr, K=k, steps=15) for k in (2, 4, 8)]
+    cells += [lm.Cell("sgd_momentum", s_lr, K=k, minibatches=k, steps=15) for k in (2, 4, 8)]
+    cells += [lm.Cell("sgd_momentum", s_lr, K=2, steps=15)]  # a control: M = 1, not in the grid
     for c in cells:
         bad = c.optimizer == "sgd_momentum" and unstable_sgd_K is not None and c.K >= unstable_sgd_K
         _write(c, tmp, rng, blow_up_at=8 if bad else None)
@@ -100,6 +101,7 @@ def test_refresh_onset_against_the_heavy_ball_threshold(tmp_path, unstable_K):
     res = lm.analyse(cells, tmp_path)
     sgd = res["refresh"]["sgd_momentum"]
     assert [g["K"] for g in sgd["grid"]] == [1, 2, 4, 8]
+    assert list(sgd["controls"]) == ["sgd_momentum_lr0.05_G4_K2_s0"]
     assert sgd["K_star"] is not None and sgd["K_star"] > 8  # a = 0.1: heavy-ball K* = 38
     if unstable_K is None:
         assert sgd["first_unstable_K"] is None
