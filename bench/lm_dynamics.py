@@ -78,6 +78,8 @@ BASE = [
 ]
 LR_MID = {"adamw": 5e-6, "sgd_momentum": 0.05}
 """The middle lr per optimizer (AdamW: from the pilot; SGD: its own pilot, docs/dynamics_lm.md)."""
+EXTRA = {"sgd_momentum": ["optim.max_grad_norm=0"]}
+"""Per-optimizer overrides: SGD unclipped (the heavy-ball recursion its reduction is exact for)."""
 
 
 @dataclass(frozen=True)
@@ -102,7 +104,7 @@ class Cell:
         return f"{self.optimizer}_lr{self.lr:g}_G{self.G}_K{self.K}{m}_s{self.seed}"
 
     def overrides(self, runs_dir: Path) -> list[str]:
-        extra = ["optim.max_grad_norm=0"] if self.optimizer == "sgd_momentum" else []
+        extra = EXTRA.get(self.optimizer, [])
         return [
             *BASE,
             *extra,
