@@ -1,0 +1,545 @@
+"""The dynamics model on SmolLM2 GRPO runs (issue #15 item 2): sweeps over lr, G and the refresh
+interval K for AdamW and SGD with momentum, and the tests of the closed form on them.
+
+    python bench/lm_dynamics.py                 # train the unfinished cells by priority, analyse
+    python bench/lm_dynamics.py --analyse-only  # analyse the finished cells only
+    python bench/lm_dynamics.py --max-cells 3   # run at most 3 cells this time
+
+Every cell is `pgrpo train` (a subprocess, one torch thread): SmolLM2-135M-Instruct, arithmetic
+level 1, B = 8 prompts per step, <= 16 new tokens, bf16 autocast, constant lr, no KL. Its folder
+under bench/results/lm_dynamics_runs/ keeps only metrics.jsonl and config.yaml. Resumable: a
+folder with every step logged is skipped, a partial one with a checkpoint (written on SIGINT /
+SIGTERM) is continued with `--resume`, one without is rerun. bench/results/lm_dynamics.json is
+rewritten after every cell and after the analysis (command, date, machine, wall times).
+
+CELLS is the priority order (the most informative first). A K cell takes its K optimizer steps
+on M = K minibatches of the B G rollouts (one pass, TRL's steps_per_generation): a step costs
+about a K = 1 step and K is the rollouts' staleness alone. SGD runs unclipped
+(`optim.max_grad_norm=0`: clipping would make each step a normalised one, not the heavy-ball
+recursion its reduction is exact for), at its own lr (docs/dynamics_lm.md: the pilots).
+
+Analyses (pure functions on `Run`s, tested on synthetic logs in tests/test_bench_lm_dynamics.py;
+the fits and the joint test are bench/corpus_dynamics.py's, reused):
+- transfer: kappa, R_0, R_inf from the constrained fit (`rom_fixed`) of the source run (the
+  middle-lr cell of each optimizer); every other run of that optimizer predicted from its own lr,
+  K and clock alone; R^2 against the target's own constrained fit;
+- G-invariance: `fit_joint` with shared R_inf and k vs separate fits (likelihood ratio), k ~
+  N^gamma, and the stationary variance (late-run reward variance; reward_std^2 / (B G)) vs 1/G;
+- refresh interval: the reduction's K* (sgd_momentum: exact heavy-ball; adam: none) from the
+  source's kappa against the observed instability of each K cell (pgrpo.diagnose's reward tests,
+  calibrated at level 0.005 each on null curves), with the grid's resolution.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import importlib.util
+import json
+import math
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from pgrpo.diagnose import diagnose
+from pgrpo.diagnose.instability import GRAD_BLOWUP
+from pgrpo.diagnose.rules import ALPHA_MODE
+from pgrpo.dynamics.optimizers import OptimizerSettings, reduce_optimizer, run_optimizer
+from pgrpo.logs import read_log
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "bench" / "results" / "lm_dynamics.json"
+RUNS = ROOT / "bench" / "results" / "lm_dynamics_runs"
+_spec = importlib.util.spec_from_file_location(
+    "corpus_dynamics", ROOT / "bench" / "corpus_dynamics.py"
+)
+cd = importlib.util.module_from_spec(_spec)
+sys.modules["corpus_dynamics"] = cd  # dataclasses look their module up
+_spec.loader.exec_module(cd)
+Run = cd.Run
+
+B = 8  # prompts per rollout batch, every cell
+BASE = [
+    "model.name=smollm2",
+    "task.name=arithmetic",
+    "task.options={levels: [1]}",
+    f"grpo.batch_prompts={B}",
+    "generation.max_new_tokens=16",
+    "run.torch_threads=1",
+    "run.checkpoint_every=0",
+    "run.forecast_every=0",
+]
+LR_MID = {"adamw": 5e-6, "sgd_momentum": 0.05}
+"""The middle lr per optimizer (AdamW: from the pilot; SGD: its own pilot, docs/dynamics_lm.md)."""
+EXTRA = {"sgd_momentum": ["optim.max_grad_norm=0"]}
+"""Per-optimizer overrides: SGD unclipped (the heavy-ball recursion its reduction is exact for)."""
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One training run of the sweep."""
+
+    optimizer: str
+    """The trainer's `optim.name`: adamw or sgd_momentum."""
+    lr: float
+    G: int = 4
+    K: int = 1
+    seed: int = 0
+    minibatches: int = 1
+    """M: the K steps cycle through M minibatches of the B G rollouts (M = K: one pass over the
+    batch, TRL's steps_per_generation; a step then costs about what K = 1 costs)."""
+    steps: int = 30
+    """Rollout batches (logged steps); K optimizer steps each."""
+
+    @property
+    def name(self) -> str:
+        m = f"M{self.minibatches}" if self.minibatches > 1 else ""
+        return f"{self.optimizer}_lr{self.lr:g}_G{self.G}_K{self.K}{m}_s{self.seed}"
+
+    def overrides(self, runs_dir: Path) -> list[str]:
+        extra = EXTRA.get(self.optimizer, [])
+        return [
+            *BASE,
+            *extra,
+            f"optim.name={self.optimizer}",
+            f"optim.lr={self.lr:g}",
+            f"grpo.group_size={self.G}",
+            f"grpo.refresh_interval={self.K}",
+            f"grpo.num_minibatches={self.minibatches}",
+            f"run.seed={self.seed}",
+            f"run.steps={self.steps}",
+            f"run.output_dir={runs_dir}",
+            f"run.name={self.name}",
+        ]
+
+
+def k_steps(K: int, steps_k1: int = 30) -> int:
+    """Rollout steps of a K cell: the K = 1 cell's over K, at least 10 (the diagnosis's reward
+    tests need 8)."""
+    return max(10, steps_k1 // K)
+
+
+def _k_cell(opt: str, K: int) -> Cell:
+    return Cell(opt, LR_MID[opt], K=K, minibatches=K, steps=k_steps(K))
+
+
+A, S = "adamw", "sgd_momentum"
+CELLS = [
+    Cell(A, LR_MID[A]),
+    Cell(A, 2 * LR_MID[A]),
+    Cell(A, LR_MID[A] / 2),
+    Cell(A, LR_MID[A], G=8, steps=24),
+    Cell(S, LR_MID[S]),
+    _k_cell(S, 8),
+    _k_cell(A, 32),
+    Cell(S, LR_MID[S], K=2, minibatches=2, steps=20),
+    Cell(S, LR_MID[S], K=4, minibatches=4, steps=20),
+    Cell(S, LR_MID[S], K=2, steps=20),  # control: K = 2 passes over the whole batch (M = 1)
+    Cell(A, LR_MID[A], seed=1),
+    _k_cell(A, 8),
+    _k_cell(S, 16),
+    _k_cell(S, 32),
+    Cell(S, LR_MID[S], seed=1),
+    _k_cell(A, 4),
+]
+"""Priority order, the most informative first. Changed twice during the 2026-12-01 sweep: after
+SGD collapsed at K = 8 (below its predicted K* = 12) the K < 8 cells that bracket the onset moved
+ahead of K = 16 and 32; after SGD at K = 4 and K = 2 fell to 0.0 in their last steps (one and two
+zero steps: short of the collapse rule's three), both were lengthened to 20 steps (rerun from
+step 1: the same seed repeats the logged steps); after K = 2 collapsed, a control at K = 2 with
+M = 1 (two passes over the whole batch: staleness without the smaller minibatches) was added."""
+
+
+# ---------------------------------------------------------------- running the cells
+
+
+def logged_steps(run_dir: Path) -> int:
+    """Distinct steps in run_dir/metrics.jsonl (0 when there is none)."""
+    path = run_dir / "metrics.jsonl"
+    if not path.exists():
+        return 0
+    steps = set()
+    for line in path.read_text().splitlines():
+        try:
+            steps.add(int(json.loads(line)["step"]))
+        except (ValueError, KeyError, TypeError):
+            continue  # a torn last line of a killed run
+    return len(steps)
+
+
+def run_cell(cell: Cell, runs_dir: Path = RUNS) -> dict:
+    """Train one cell unless it is finished; returns its status and wall time."""
+    run_dir = runs_dir / cell.name
+    if logged_steps(run_dir) >= cell.steps:
+        return {"status": "finished earlier"}
+    resume = (run_dir / "checkpoints" / "latest").exists()
+    if run_dir.exists() and not resume:
+        shutil.rmtree(run_dir)  # killed before any checkpoint: the trainer would restart anyway
+    cmd = [sys.executable, "-m", "pgrpo.cli", "train", *cell.overrides(runs_dir)]
+    cmd += ["--resume"] if resume else []
+    t0 = time.time()
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    wall = time.time() - t0
+    if proc.returncode == 0:  # keep only the log and config; a failed run keeps its checkpoint
+        for big in ("checkpoints", "final"):  # the state to resume from; the trained model
+            shutil.rmtree(run_dir / big, ignore_errors=True)
+    out = {"status": "ran", "resumed": resume, "wall_s": wall, "rc": proc.returncode}
+    if proc.returncode != 0:
+        out["stderr_tail"] = proc.stderr[-1500:]
+    return out
+
+
+# ---------------------------------------------------------------- reading and analysing
+
+
+def load_cell(run_dir: Path, cell: Cell) -> Run:
+    """A finished cell's log as a corpus `Run` (step, reward, reward_std, learning_rate)."""
+    rows = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines() if x]
+    by_step = {int(r["step"]): r for r in rows}
+
+    def col(key: str) -> np.ndarray:
+        return np.array([_num(by_step[s].get(key)) for s in sorted(by_step)], dtype=float)
+
+    return Run(
+        cell.name,
+        col("step"),
+        col("reward"),
+        col("reward_std"),
+        np.where(np.isfinite(col("learning_rate")), col("learning_rate"), cell.lr),
+        cell.G,
+        B,
+        cell.K,
+        run_optimizer(cell.optimizer),
+    )
+
+
+def log_seconds(run_dir: Path) -> dict:
+    """Per-step time from the log (time/generate_s + score_s + update_s): median and sum."""
+    rows = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines() if x]
+    keys = ("time/generate_s", "time/score_s", "time/update_s")
+    t = np.array([sum(_num(r.get(k)) for k in keys if k in r) for r in rows])
+    return {"median_step_s": float(np.nanmedian(t)), "total_step_s": float(np.nansum(t))}
+
+
+def _num(v) -> float:
+    return float(v) if isinstance(v, int | float) else math.nan
+
+
+def late_variance(run: Run, fraction: float = 1 / 3) -> dict:
+    """Stationary variance estimates from the last `fraction` of the run: the reward's variance
+    there, and the within-batch sampling part mean(reward_std^2) / (B G) (both [scalar])."""
+    n = max(3, int(round(run.reward.size * fraction)))
+    tail = slice(run.reward.size - n, None)
+    sd = run.reward_std[tail] if run.reward_std is not None else np.array([math.nan])
+    return {
+        "points": n,
+        "reward_var": float(np.var(run.reward[tail], ddof=1)),
+        "sampling_var": float(np.nanmean(sd**2) / (run.B * run.G)),
+        "mean": float(np.mean(run.reward[tail])),
+    }
+
+
+def transfer_rows(runs: dict[str, Run], fits: dict[str, dict], source: str) -> list[dict]:
+    """Every other run of the source's optimizer predicted from the source's fit (kappa, R_0,
+    R_inf) and the target's own lr, K and clock: R^2 vs the target's own fit."""
+    targets = [n for n, r in runs.items() if n != source and r.optimizer == runs[source].optimizer]
+    rows = []
+    for tgt in targets:
+        (row,) = cd.transfer(runs, fits, [source, tgt])[:1]
+        r = runs[tgt]
+        same = _differs(runs[source], r)
+        rows.append({**row, "G_target": r.G, "differs_in": same})
+    return rows
+
+
+def _differs(a: Run, b: Run) -> str:
+    """Which hyperparameter distinguishes b from a: lr, G, K, or seed (same hyperparameters)."""
+    parts = [
+        name
+        for name, x, y in (("lr", a.lr.max(), b.lr.max()), ("G", a.G, b.G), ("K", a.K, b.K))
+        if not math.isclose(float(x), float(y), rel_tol=1e-9)
+    ]
+    return "+".join(parts) or "seed"
+
+
+def transfer_summary(rows: list[dict]) -> dict:
+    """Median R^2 of the prediction on held-out-lr runs (lr the only change) and on all targets."""
+    held = [r["r2_prediction"] for r in rows if r["differs_in"] == "lr"]
+    tau = [r["r2_timescale_only"] for r in rows if r["differs_in"] == "lr"]
+    own = [r["r2_own_fit"] for r in rows if r["differs_in"] == "lr"]
+    med = lambda v: float(np.median(v)) if v else None  # noqa: E731
+    return {
+        "held_out_lr_runs": len(held),
+        "median_r2_held_out_lr": med(held),
+        "median_r2_held_out_lr_timescale_only": med(tau),
+        "median_r2_held_out_lr_own_fit": med(own),
+        "median_r2_all_targets": med([r["r2_prediction"] for r in rows]),
+    }
+
+
+def collapse(reward: np.ndarray, risen: float = 0.3, dead_steps: int = 3) -> dict:
+    """The absorbing failure of a 0/1-reward GRPO run: after the batch mean reached `risen`, the
+    run ends with >= dead_steps steps at exactly 0 (every group all-fail: zero advantages, no
+    gradient, nothing left to learn from). reward: [n]. zero_steps_after_rise counts every step
+    at 0 after the rise (on stable runs: the false alarms such a rule would see)."""
+    up = np.flatnonzero(reward >= risen)
+    after = reward[up[0] :] if up.size else reward[:0]
+    alive = np.flatnonzero(after != 0)
+    trailing = after.size - (alive[-1] + 1 if alive.size else 0)
+    dead = bool(up.size and trailing >= dead_steps)
+    return {
+        "collapsed": dead,
+        "dead_from_index": int(up[0] + after.size - trailing) if dead else None,
+        "zero_steps_after_rise": int((after == 0).sum()),
+        "steps_after_rise": int(after.size),
+    }
+
+
+def observed_instability(path: Path, reward: np.ndarray) -> dict:
+    """Observed instability of a run: `collapse`, or pgrpo.diagnose's evidence without its K/K*
+    margin (that would be the prediction under test): non-finite values, the three reward tests
+    (each at level ALPHA_MODE on null curves of the same length; together ~1.5% false alarms on
+    pure noise), and grad-norm growth >= GRAD_BLOWUP."""
+    mode = next(m for m in diagnose(read_log(path)).modes if m.name == "dynamical_instability")
+    ev = mode.evidence
+    keys = ("oscillation_growth_p", "spectral_peak_p", "peak_drop_p")
+    ps = {k: float(ev[k]) for k in keys if k in ev}
+    nonfinite = sorted(k for k in ev if k.startswith("nonfinite"))
+    growth = float(ev.get("grad_norm_growth", math.nan))
+    flagged = bool(nonfinite) or any(p < ALPHA_MODE for p in ps.values()) or growth >= GRAD_BLOWUP
+    dead = collapse(reward)
+    return {
+        "unstable": flagged or dead["collapsed"],
+        "diagnose_flagged": flagged,
+        **dead,
+        "p_values": ps,
+        "nonfinite": nonfinite,
+        "grad_norm_growth": growth,
+    }
+
+
+def refresh_test(
+    runs: dict[str, Run], fits: dict[str, dict], source: str, unstable: dict[str, dict]
+) -> dict:
+    """Predicted K* (the source optimizer's reduction at the source's fitted kappa and lr) vs
+    the observed onset of instability over the K cells of that optimizer (same lr, G, seed)."""
+    src = runs[source]
+    settings = OptimizerSettings(
+        lr=float(src.lr.max()),
+        kappa=fits[source]["kappa"],
+        beta1=cd.BETA1,
+        refresh_interval=1,
+        closure=False,
+    )
+    red = reduce_optimizer(src.optimizer, settings)
+    ks = sorted(
+        {
+            r.K: n
+            for n, r in runs.items()
+            if _differs(src, r) in ("K", "seed")
+            and r.G == src.G
+            and r.optimizer == src.optimizer
+            and n in unstable
+            and (r.K != src.K or n == source)
+        }.items()
+    )
+    grid = [{"K": k, "run": n, **unstable[n]} for k, n in ks]
+    first = next((g["K"] for g in grid if g["unstable"]), None)
+    below = [g["K"] for g in grid if first is None or g["K"] < first]
+    onset = (
+        f"first unstable K between {max(below)} and {first}"
+        if first and below
+        else f"unstable at K = {first}, the smallest K run"
+        if first
+        else f"no instability up to K = {max(below)}"
+        if below
+        else "no K cells"
+    )
+    inner = [cd.inner_updates(runs, fits, source, n) for k, n in ks if k != src.K]
+    return {
+        "source": source,
+        "optimizer": src.optimizer,
+        "K_star": red.K_star,
+        "K_statement": red.K_statement,
+        "effective_a": red.a,
+        "grid": grid,
+        "first_unstable_K": first,
+        "onset": onset,
+        "inner_updates": inner,
+        "within_one_grid_step": _within_one_step(red.K_star, first, [g["K"] for g in grid]),
+    }
+
+
+def _within_one_step(k_star: int | None, first: int | None, grid: list[int]) -> bool | None:
+    """Whether the observed threshold agrees with K* to one grid step. The first unstable K =
+    grid[i] puts the threshold in (grid[i-1], grid[i]]; agreement: grid[i-2] < K* <= grid[i+1]
+    (grid[-1] = 0 below the grid, inf above it). No instability seen: agreement when K* is None
+    (no threshold predicted) or above the grid's largest K (not tested past the grid)."""
+    if not grid:
+        return None
+    if first is None:
+        return k_star is None or k_star > max(grid)
+    if k_star is None:
+        return False
+    i = grid.index(first)
+    lo = grid[i - 2] if i >= 2 else 0
+    hi = grid[i + 1] if i + 1 < len(grid) else math.inf
+    return lo < k_star <= hi
+
+
+def g_test(runs: dict[str, Run], fits: dict[str, dict], source: str) -> dict | None:
+    """G-invariance at the source's lr, K and seed: the joint fit's LR test, k ~ N^gamma, and
+    the late-run variance against 1/G (the SGD law: reward_var x G constant)."""
+    src = runs[source]
+    names = [source] + [
+        n for n, r in runs.items() if _differs(src, r) == "G" and r.optimizer == src.optimizer
+    ]
+    if len(names) < 2:
+        return None
+    out = {
+        "joint": _no_resid(cd.g_invariance(runs, fits, names)),
+        "gamma": cd.adam_g_scaling(runs, fits, names),
+    }
+    late = {}
+    for n, r in runs.items():  # every run at the source's lr and K (seeds too)
+        if r.optimizer == src.optimizer and _differs(src, r) in ("G", "seed"):
+            late[n] = {"G": r.G, **late_variance(r)}
+    out["late_variance"] = late
+    return out
+
+
+def _no_resid(d: dict) -> dict:
+    return {k: v for k, v in d.items() if k != "residual"}
+
+
+def analyse(cells: list[Cell] = CELLS, runs_dir: Path = RUNS) -> dict:
+    """Every test on the finished cells (a run needs all its steps and >= 6 points)."""
+    done = [c for c in cells if logged_steps(runs_dir / c.name) >= max(c.steps, 6)]
+    runs = {c.name: load_cell(runs_dir / c.name, c) for c in done}
+    fits = {n: cd.fit_run_model(r) for n, r in runs.items()}
+    unstable = {
+        n: observed_instability(runs_dir / n / "metrics.jsonl", r.reward) for n, r in runs.items()
+    }
+    out: dict = {
+        "finished": [c.name for c in done],
+        "fits": {n: _no_resid(f) for n, f in fits.items()},
+        "observed_instability": unstable,
+        "step_seconds": {c.name: log_seconds(runs_dir / c.name) for c in done},
+        "transfer": {},
+        "transfer_summary": {},
+        "lr_order": {},
+        "g_invariance": {},
+        "refresh": {},
+    }
+    for opt in (A, S):
+        source = Cell(opt, LR_MID[opt]).name
+        if source not in runs:
+            continue
+        rows = transfer_rows(runs, fits, source)
+        out["transfer"][opt] = rows
+        out["transfer_summary"][opt] = transfer_summary(rows)
+        lrs = [source] + [r["target"] for r in rows if r["differs_in"] == "lr"]
+        out["lr_order"][opt] = cd.lr_order(runs, fits, lrs)  # a = lr kappa: exponent 1?
+        out["g_invariance"][opt] = g_test(runs, fits, source)
+        grid = {
+            c.name: unstable[c.name]
+            for c in done
+            if c.minibatches in (1, c.K) and c.K in (1, c.minibatches)
+        }  # the K cells on M = K minibatches, and K = 1
+        out["refresh"][opt] = refresh_test(runs, fits, source, grid)
+        out["refresh"][opt]["controls"] = {  # K > 1 on the whole batch (M = 1)
+            c.name: unstable[c.name] for c in done if c.optimizer == opt and c.name not in grid
+        }
+    return out
+
+
+# ---------------------------------------------------------------- report
+
+
+def show(res: dict) -> None:
+    """The tables of docs/dynamics_lm.md, as text."""
+    _f = cd._f
+    print(f"{'run':<34} {'kappa':>8} {'90% interval':>20} R0   Rinf R2fix R2free unstable")
+    for n, f in res["fits"].items():
+        iv = f"[{_f(f['kappa_lo'], '.3g')}, {_f(f['kappa_hi'], '.3g')}]"
+        print(
+            f"{n:<34} {f['kappa']:>8.3g} {iv:>20} {f['R_0']:.2f} {f['R_inf']:.2f} "
+            f"{f['r2_constrained']:.3f} {f['r2_free']:.3f} "
+            f"{res['observed_instability'][n]['unstable']}"
+        )
+    for opt, rows in res["transfer"].items():
+        print(f"\ntransfer from the {opt} source: target, differs in, R2 pred / tau only / own fit")
+        for r in rows:
+            print(
+                f"   {r['target']:<34} {r['differs_in']:>4} {r['r2_prediction']:8.3f} "
+                f"{r['r2_timescale_only']:7.3f} {r['r2_own_fit']:7.3f}"
+            )
+        o = res["lr_order"][opt]
+        print(
+            f"   a = lr kappa {[f'{x:.3g}' for x in o['a']]} at lr {o['lr']}: exponent "
+            f"{o['exponent']:.2f} (model 1)\n   {res['transfer_summary'][opt]}"
+        )
+    for opt, g in res["g_invariance"].items():
+        if g:
+            j, gm = g["joint"], g["gamma"]
+            print(
+                f"\nG-invariance {opt}: LR {j['lr_stat']:.2f} ({j['lr_df']} df), "
+                f"p {j['lr_p']:.3g}; "
+                f"gamma {gm['gamma_best']:.2f} {gm['gamma_90']}"
+            )
+            for n, v in g["late_variance"].items():
+                print(
+                    f"   {n:<34} G={v['G']} late var {v['reward_var']:.4f} (x G "
+                    f"{v['reward_var'] * v['G']:.4f}), sampling {v['sampling_var']:.4f}"
+                )
+    for opt, r in res["refresh"].items():
+        print(
+            f"\nrefresh {opt}: K* {r['K_star']} (a {r['effective_a']:.3g}); {r['onset']}; "
+            f"within one grid step: {r['within_one_grid_step']}"
+        )
+
+
+def _write(doc: dict) -> None:
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    tmp = RESULTS.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(doc, indent=1, default=float))
+    os.replace(tmp, RESULTS)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--analyse-only", action="store_true", help="train nothing")
+    ap.add_argument("--max-cells", type=int, default=len(CELLS), help="cells to train this time")
+    args = ap.parse_args()
+    old = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+    doc = {
+        "command": "python bench/lm_dynamics.py " + " ".join(sys.argv[1:]),
+        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs shared with other jobs, no GPU",
+        "cells": old.get("cells", {}),
+    }
+    earlier = old.get("history", [{k: old[k] for k in ("command", "date")}] if old else [])
+    doc["history"] = [*earlier, {k: doc[k] for k in ("command", "date")}]  # every invocation
+    for cell in CELLS[: 0 if args.analyse_only else args.max_cells]:
+        print(f"{cell.name} ...", flush=True)
+        info = run_cell(cell)
+        info["load_average_after"] = os.getloadavg()[0]
+        if info["status"] == "ran" or cell.name not in doc["cells"]:
+            doc["cells"][cell.name] = {"overrides": cell.overrides(RUNS.relative_to(ROOT)), **info}
+        print(f"   {info}", flush=True)
+        _write(doc)
+    doc["analysis"] = analyse()
+    show(doc["analysis"])
+    _write(doc)
+
+
+if __name__ == "__main__":
+    main()
