@@ -142,6 +142,9 @@ CELLS = [
     Cell(S, LR_MID[S], K=2, minibatches=2, steps=20),
     Cell(S, LR_MID[S], K=4, minibatches=4, steps=20),
     Cell(S, LR_MID[S], K=2, steps=20),  # control: K = 2 passes over the whole batch (M = 1)
+    Cell(S, LR_MID[S], K=4, steps=10),  # the whole-batch grid (M = 1): the model's own setting
+    Cell(S, LR_MID[S], K=8, steps=8),
+    Cell(S, LR_MID[S], K=16, steps=8),
     Cell(A, LR_MID[A], seed=1),
     _k_cell(A, 8),
     _k_cell(S, 16),
@@ -154,7 +157,10 @@ SGD collapsed at K = 8 (below its predicted K* = 12) the K < 8 cells that bracke
 ahead of K = 16 and 32; after SGD at K = 4 and K = 2 fell to 0.0 in their last steps (one and two
 zero steps: short of the collapse rule's three), both were lengthened to 20 steps (rerun from
 step 1: the same seed repeats the logged steps); after K = 2 collapsed, a control at K = 2 with
-M = 1 (two passes over the whole batch: staleness without the smaller minibatches) was added."""
+M = 1 (two passes over the whole batch: staleness without the smaller minibatches) was added;
+then, since the M = K grid confounds K with the minibatch size, a whole-batch grid (M = 1, K = 4,
+8, 16: K passes over the same B G rollouts, the setting the heavy-ball K* is derived for) was run
+on 2026-12-01 22:50 and is tested on its own (`refresh_whole_batch`)."""
 
 
 # ---------------------------------------------------------------- running the cells
@@ -458,6 +464,9 @@ def analyse(cells: list[Cell] = CELLS, runs_dir: Path = RUNS) -> dict:
         out["refresh"][opt]["controls"] = {  # K > 1 on the whole batch (M = 1)
             c.name: unstable[c.name] for c in done if c.optimizer == opt and c.name not in grid
         }
+        whole = {c.name: unstable[c.name] for c in done if c.minibatches == 1}
+        if sum(1 for c in done if c.minibatches == 1 and c.K > 1 and c.optimizer == opt) >= 2:
+            out.setdefault("refresh_whole_batch", {})[opt] = refresh_test(runs, fits, source, whole)
     return out
 
 
@@ -500,7 +509,7 @@ def show(res: dict) -> None:
                     f"   {n:<34} G={v['G']} late var {v['reward_var']:.4f} (x G "
                     f"{v['reward_var'] * v['G']:.4f}), sampling {v['sampling_var']:.4f}"
                 )
-    for opt, r in res["refresh"].items():
+    for opt, r in [*res["refresh"].items(), *res.get("refresh_whole_batch", {}).items()]:
         print(
             f"\nrefresh {opt}: K* {r['K_star']} (a {r['effective_a']:.3g}); {r['onset']}; "
             f"within one grid step: {r['within_one_grid_step']}"
@@ -508,7 +517,14 @@ def show(res: dict) -> None:
 
 
 def _write(doc: dict) -> None:
+    """Write the results; cells another job (`--only`) finished meanwhile are kept."""
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    if RESULTS.exists():
+        disk = json.loads(RESULTS.read_text())
+        doc["cells"] = {**disk.get("cells", {}), **doc["cells"]}
+        seen = {(h["command"], h["date"]) for h in doc["history"]}
+        new = [h for h in disk.get("history", []) if (h["command"], h["date"]) not in seen]
+        doc["history"] = sorted([*doc["history"], *new], key=lambda h: h["date"])
     tmp = RESULTS.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(doc, indent=1, default=float))
     os.replace(tmp, RESULTS)
@@ -518,7 +534,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--analyse-only", action="store_true", help="train nothing")
     ap.add_argument("--max-cells", type=int, default=len(CELLS), help="cells to train this time")
+    ap.add_argument("--only", default="", help="comma-separated cell names to train (one job)")
     args = ap.parse_args()
+    only = set(filter(None, args.only.split(",")))
+    if only - {c.name for c in CELLS}:
+        sys.exit(f"--only: no such cell {sorted(only - {c.name for c in CELLS})}; see CELLS")
     old = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
     doc = {
         "command": "python bench/lm_dynamics.py " + " ".join(sys.argv[1:]),
@@ -528,7 +548,8 @@ def main() -> None:
     }
     earlier = old.get("history", [{k: old[k] for k in ("command", "date")}] if old else [])
     doc["history"] = [*earlier, {k: doc[k] for k in ("command", "date")}]  # every invocation
-    for cell in CELLS[: 0 if args.analyse_only else args.max_cells]:
+    todo = [c for c in CELLS if c.name in only] if only else CELLS[: args.max_cells]
+    for cell in [] if args.analyse_only else todo:
         print(f"{cell.name} ...", flush=True)
         info = run_cell(cell)
         info["load_average_after"] = os.getloadavg()[0]

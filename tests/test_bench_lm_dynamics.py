@@ -116,6 +116,25 @@ def test_refresh_onset_against_the_heavy_ball_threshold(tmp_path, unstable_K):
     assert [g["K"] for g in adam["grid"]] == [1, 4]
 
 
+def test_the_whole_batch_grid_is_tested_apart_from_the_minibatch_grid(tmp_path):
+    """M = 1 cells (K passes over the same rollouts) get their own onset; an instability there
+    does not leak into the M = K grid, and the M = K grid's cells do not enter the M = 1 one."""
+    cells = _sweep(tmp_path)
+    s_lr, rng = lm.LR_MID["sgd_momentum"], np.random.default_rng(5)
+    extra = [lm.Cell("sgd_momentum", s_lr, K=k, steps=15) for k in (4, 8)]
+    for c in extra:
+        _write(c, tmp_path, rng, blow_up_at=8 if c.K == 8 else None)
+    res = lm.analyse(cells + extra, tmp_path)
+    whole = res["refresh_whole_batch"]["sgd_momentum"]
+    assert [g["K"] for g in whole["grid"]] == [1, 2, 4, 8]
+    assert all(g["run"].endswith(f"_K{g['K']}_s0") for g in whole["grid"])  # no M in the name
+    assert whole["first_unstable_K"] == 8 and whole["onset"] == "first unstable K between 4 and 8"
+    minibatch = res["refresh"]["sgd_momentum"]
+    assert minibatch["first_unstable_K"] is None
+    assert [g["K"] for g in minibatch["grid"]] == [1, 2, 4, 8]
+    assert "adamw" not in res["refresh_whole_batch"]  # no M = 1 AdamW K cells: no test
+
+
 @pytest.mark.parametrize(
     ("k_star", "first", "expected"),
     [(None, None, True), (None, 4, False), (40, None, True), (6, None, False), (3, 4, True),

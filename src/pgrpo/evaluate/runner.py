@@ -28,7 +28,7 @@ class EvalConfig:
     task: str = "arithmetic"
     """Registered task name (`pgrpo.tasks.TASKS`)."""
     task_options: dict[str, Any] | None = None
-    """Task options (e.g. `{levels: [1, 2]}`, `{data: ../shared/data/gsm8k}`); None: a RUN_DIR
+    """Task options (e.g. `{levels: [1, 2]}`, `{data: data/gsm8k}`); None: a RUN_DIR
     trained on the same task is evaluated with the run's own options, anything else with none."""
     split: str = "test"
     """Task split, or a path to a JSONL file of problems."""
