@@ -145,6 +145,8 @@ CELLS = [
     Cell(S, LR_MID[S], K=4, steps=10),  # the whole-batch grid (M = 1): the model's own setting
     Cell(S, LR_MID[S], K=8, steps=8),
     Cell(S, LR_MID[S], K=16, steps=8),
+    Cell(S, LR_MID[S], K=8, steps=8, seed=1),  # a second seed on both sides of the onset
+    Cell(S, LR_MID[S], K=16, steps=8, seed=1),
     Cell(A, LR_MID[A], seed=1),
     _k_cell(A, 8),
     _k_cell(S, 16),
@@ -464,9 +466,14 @@ def analyse(cells: list[Cell] = CELLS, runs_dir: Path = RUNS) -> dict:
         out["refresh"][opt]["controls"] = {  # K > 1 on the whole batch (M = 1)
             c.name: unstable[c.name] for c in done if c.optimizer == opt and c.name not in grid
         }
-        whole = {c.name: unstable[c.name] for c in done if c.minibatches == 1}
-        if sum(1 for c in done if c.minibatches == 1 and c.K > 1 and c.optimizer == opt) >= 2:
-            out.setdefault("refresh_whole_batch", {})[opt] = refresh_test(runs, fits, source, whole)
+        k_cells = [c for c in done if c.minibatches == 1 and c.K > 1 and c.optimizer == opt]
+        for seed in sorted({c.seed for c in k_cells}):  # one grid per seed (K = 1: the source)
+            grid_s = [c for c in k_cells if c.seed == seed]
+            whole = {c.name: unstable[c.name] for c in grid_s} | {source: unstable[source]}
+            key = opt if seed == 0 else f"{opt}_seed{seed}"
+            if len(grid_s) >= 2:
+                whole_batch = out.setdefault("refresh_whole_batch", {})
+                whole_batch[key] = refresh_test(runs, fits, source, whole)
     return out
 
 

@@ -43,8 +43,8 @@ from pgrpo.dynamics.optimizers import DEFAULT_OPTIMIZER, fit_reduction
 @dataclass(frozen=True)
 class FitResult:
     """A fitted curve model. Arrays are copies: step, reward, fitted: [n]; covariance: [p, p]
-    over `varying` (None when singular). `metrics` holds derived quantities (tau, kappa...);
-    `constrained` is the rom_fixed fit a free rom fit's metrics compare it with (or None)."""
+    over `varying` (None when singular); `metrics`: tau, kappa...; `constrained`: the rom_fixed
+    fit a free rom fit's metrics compare it with (or None)."""
 
     model: str
     params: dict[str, Parameter]
