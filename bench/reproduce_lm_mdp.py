@@ -44,18 +44,14 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
+from pgrpo.demo import DEMO_OVERRIDES
+
 RESULTS = Path("bench/results")
 RUN_LOGS = RESULTS / "reproduce_lm_runs"
 SCRATCH = Path(os.environ.get("PGRPO_BENCH_SCRATCH", "/tmp/pgrpo_reproduce_lm_mdp"))
 IFEVAL_DATA = "../shared/data/ifeval"
 DEMO = [
-    "model.name=smollm2",
-    "task.name=arithmetic",
-    "task.options={levels: [1]}",
-    "grpo.group_size=4",
-    "grpo.batch_prompts=8",
-    "generation.max_new_tokens=16",
-    "optim.lr=2e-5",
+    *(o for o in DEMO_OVERRIDES if not o.startswith("run.")),  # the demo's run, as `pgrpo demo`
     "model.precision=bf16",
     "run.torch_threads=1",
     "run.forecast_every=0",
