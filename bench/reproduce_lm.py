@@ -7,7 +7,8 @@ Each part is a resumable experiment in its own module, registered in `PARTS`; it
 arguments after `--part NAME`. `sign`: gradient starvation and the Sign advantage
 (arXiv 2605.07689), `bench/reproduce_lm_sign.py`; `mdp`: MDP-GRPO vs GRPO (arXiv 2606.06058) and
 `rank`: the effective rank and sparsity of SmolLM2 policy gradients (arXiv 2606.29238), both
-`bench/reproduce_lm_mdp.py`. Results: docs/reproductions_lm.md.
+`bench/reproduce_lm_mdp.py` (the rank part in `bench/reproduce_lm_rank.py`).
+Results: docs/reproductions_lm.md.
 """
 
 from __future__ import annotations

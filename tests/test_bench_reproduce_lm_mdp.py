@@ -24,6 +24,12 @@ spec = importlib.util.spec_from_file_location(
 rl = importlib.util.module_from_spec(spec)
 sys.modules["reproduce_lm_mdp"] = rl
 spec.loader.exec_module(rl)
+spec = importlib.util.spec_from_file_location(
+    "reproduce_lm_rank", ROOT / "bench" / "reproduce_lm_rank.py"
+)
+rk = importlib.util.module_from_spec(spec)
+sys.modules["reproduce_lm_rank"] = rk
+spec.loader.exec_module(rk)
 
 finite = st.floats(-1e3, 1e3, allow_nan=False, allow_infinity=False)
 # entries are 0 or of a magnitude whose square is a normal float (subnormals square to 0)
@@ -58,7 +64,7 @@ def test_layer_sparsity_matches_numpy_measures():
     torch.manual_seed(0)
     named = [("model.layers.0.a", None), ("model.layers.0.b", None), ("model.embed_tokens", None)]
     ts = [torch.randn(30, 7), torch.randn(50) ** 3, torch.randn(400)]
-    out = rl._layer_sparsity(named, ts)
+    out = rk._layer_sparsity(named, ts)
     layer0 = np.concatenate([ts[0].numpy().ravel(), ts[1].numpy()])
     assert out["hoyer"]["layer00"] == pytest.approx(rl.hoyer(layer0), rel=1e-5)
     assert out["top1pct"]["layer00"] == pytest.approx(rl.top_share(layer0), rel=1e-5)
@@ -132,17 +138,17 @@ def test_sparsity_growth_detects_growth_and_not_noise():
 
 
 def test_layer_of_groups_smollm2_names():
-    assert rl.layer_of("model.layers.7.mlp.up_proj.weight") == "layer07"
-    assert rl.layer_of("model.embed_tokens.weight") == "embed"
-    assert rl.layer_of("lm_head.weight") == "embed"
-    assert rl.layer_of("model.norm.weight") == "other"
+    assert rk.layer_of("model.layers.7.mlp.up_proj.weight") == "layer07"
+    assert rk.layer_of("model.embed_tokens.weight") == "embed"
+    assert rk.layer_of("lm_head.weight") == "embed"
+    assert rk.layer_of("model.norm.weight") == "other"
 
 
 def test_layer_sketch_preserves_inner_products_per_layer():
     torch.manual_seed(0)
     shapes = {"model.layers.0.q": (40, 50), "model.layers.1.q": (3000,), "model.embed": (60, 20)}
     named = [(n, torch.zeros(s)) for n, s in shapes.items()]
-    sk = rl.LayerSketch(named, dim=4096, seed=3)
+    sk = rk.LayerSketch(named, dim=4096, seed=3)
     a = [torch.randn(s) for s in shapes.values()]
     b = [x + 0.5 * torch.randn(x.shape) for x in a]
     sa, sb = sk(a), sk(b)
@@ -201,7 +207,7 @@ def test_weight_ranks_of_a_rank_two_gradient_and_their_summary():
         ("model.layers.3.input_layernorm.weight", None),
         ("model.embed_tokens.weight", None),
     ]
-    out = rl._weight_ranks(named, [two, torch.randn(40), torch.randn(50, 8)])
+    out = rk._weight_ranks(named, [two, torch.randn(40), torch.randn(50, 8)])
     assert list(out) == ["layer03/self_attn.o_proj"]  # 2-D decoder weights only
     m = out["layer03/self_attn.o_proj"]
     assert m["rank/entropy"] == pytest.approx(2.0, rel=1e-4)
@@ -209,7 +215,7 @@ def test_weight_ranks_of_a_rank_two_gradient_and_their_summary():
     assert m["rank/participation_ratio"] == pytest.approx(2.0, rel=1e-4)
     cells = {f"seed{s}/start": {"weight_grad_ranks": {"grpo": out}} for s in range(2)}
     cells["seed0/end"] = {}
-    summary = rl.weight_rank_summary(cells)
+    summary = rk.weight_rank_summary(cells)
     assert summary["start"]["grpo"]["cells"] == 2 and "end" not in summary
     assert summary["start"]["grpo"]["rank/entropy"]["mean"] == pytest.approx(2.0, rel=1e-4)
 
