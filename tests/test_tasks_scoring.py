@@ -136,16 +136,26 @@ def test_every_auto_path_stops_a_reward_that_swallows_base_exception(kind):
     assert time.perf_counter() - t0 < 20
 
 
-def test_fast_task_runs_in_a_forked_child_and_is_fast():
+def test_fast_task_runs_in_one_forked_child_per_batch(monkeypatch):
+    """What keeps a fast task cheap (its speed is measured by benchmarks, not here): the whole
+    batch is scored by one forked child, not a process per completion."""
+    import multiprocessing.context as mpc
+
+    starts: list[int] = []
+    start = mpc.ForkProcess.start
+
+    def counting(self):  # noqa: ANN001
+        starts.append(1)
+        return start(self)
+
+    monkeypatch.setattr(mpc.ForkProcess, "start", counting)
     task = get_task("arithmetic", n=50, levels=[1])
     examples = task.load("train")
     completions = [str(e["answer"]) for e in examples] * 40
-    t0 = time.perf_counter()
     res = score_completions(task, completions, examples * 40)
-    elapsed = time.perf_counter() - t0
     assert res.isolation == "fork"
     assert res.rewards == [1.0] * 2000 and res.errors == 0
-    assert elapsed < 1.0, f"2000 fast rewards took {elapsed:.2f} s"
+    assert len(starts) == 1
 
 
 def test_signal_path_restores_an_outer_timer():
