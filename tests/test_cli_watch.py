@@ -196,3 +196,20 @@ def test_once_on_every_format(name):
     out = runner.invoke(app, ["watch", str(FIX / name), "--once"])
     assert out.exit_code in (0, EXIT_STOP), out.output
     assert out.stdout.startswith("step ") and "verdict" in out.stdout
+
+
+def test_the_cadence_defaults_agree_across_cli_library_and_callback():
+    """`pgrpo watch`, `watch_log` and `PgrpoCallback` assess every 5 logged points by default
+    (the cadence the live false-alarm rates in docs/integrations.md were measured at), and the CLI
+    polls as often as the library."""
+    import inspect
+
+    from pgrpo.cli.watch import watch_cmd
+    from pgrpo.diagnose.watch import watch_log
+    from pgrpo.integrations.callback import PgrpoCallback
+
+    lib = inspect.signature(watch_log).parameters
+    cli = inspect.signature(watch_cmd).parameters
+    callback = inspect.signature(PgrpoCallback.__init__).parameters
+    assert cli["every"].default.default == lib["every"].default == callback["every"].default
+    assert cli["poll"].default.default == lib["poll_s"].default
