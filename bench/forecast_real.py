@@ -22,7 +22,9 @@ constant), K = num_iterations, beta1 = 0.9 (torch AdamW's default: stated for th
 optimizer is AdamW, assumed for the others; the "beta1" column says which).
 --weights: level_gain's fit weights each step by 1 / (reward_std^2 / (G B) + median)
 (`noise_weights`; G, B from index.json; off by default: it measured worse, docs/dynamics.md);
-writes bench/results/forecast_real_weighted.json.
+writes bench/results/forecast_real_weighted.json. Every variant is also run with the lr
+ignored, the step as every run's clock ("(step clock)"), to measure what the schedule as the
+clock does.
 Own training loops log one row per rollout batch, so their clock is K optimizer steps per logged
 step; TRL and verl log optimizer steps.
 --derive-prior prints the prior from all runs (the value stored in
@@ -36,6 +38,7 @@ import datetime as dt
 import json
 import sys
 import warnings
+from itertools import product
 from pathlib import Path
 
 import numpy as np
@@ -55,6 +58,7 @@ from forecast_stack import (  # noqa: E402
     candidate_rows,
     loro_variant,
     nested_loro,
+    on_twin,
     repo_median,
     score_row,
 )
@@ -84,8 +88,9 @@ def stated_lr(meta: dict, step: np.ndarray) -> np.ndarray | None:
     return float(peak) * np.where(t < warm, t / max(warm, 1.0), decay)
 
 
-def load_corpus(weighted: bool = False) -> list[dict]:
-    """[{meta, log, inputs, beta1_source, weights, log_tau_ratio}] for every run of index.json."""
+def load_corpus(weighted: bool = False, step_clock: bool = False) -> list[dict]:
+    """[{meta, log, inputs, beta1_source, weights, log_tau_ratio}] for every run of index.json.
+    step_clock: drop the lr (every run's clock is its step count; to measure the schedule's)."""
     runs = []
     for meta in json.loads((CORPUS / "index.json").read_text())["runs"]:
         log = read_log(CORPUS / meta["csv"])
@@ -98,6 +103,8 @@ def load_corpus(weighted: bool = False) -> list[dict]:
         if "learning_rate" not in cols and (lr := stated_lr(meta, log.step)) is not None:
             cols["learning_rate"] = lr  # the stated schedule is the clock
         inputs = run_inputs(log.step, cols, hyper)
+        if step_clock:
+            inputs = {**inputs, "lr": None, "lr_step": None}
         gb = {"group_size": meta.get("G"), "batch_prompts": meta.get("prompts_per_step")}
         weights = noise_weights(log.columns, gb) if weighted else None
         source = "stated" if "adam" in opt.lower() else "assumed"
@@ -261,7 +268,7 @@ def print_tables(console: Console, by_cut: dict, variants: dict, nested: dict) -
     console.print(t)
     v = Table(title="variants, LORO, and nested LORO (the variant chosen inside the training "
               "folds): median, wins, repo median, repo wins, coverage per cut")  # fmt: skip
-    v.add_column("variant")
+    v.add_column("variant", no_wrap=True)
     for cut in by_cut:
         v.add_column(f"cut {cut}")
     for name, per in {**variants, **{f"nested ({k})": v for k, v in nested.items()}}.items():
@@ -315,23 +322,41 @@ def fit_summary(fits: list[dict]) -> dict:
     return out
 
 
-def forecasts(runs: list[dict], cuts, nested: bool) -> dict:
-    """The default's LORO rows and summaries, every variant's, and the nested LORO's."""
+def forecasts(runs: list[dict], cuts, nested: bool, step_runs: list[dict] | None = None) -> dict:
+    """The default's LORO rows and summaries, every variant's, and the nested LORO's.
+    step_runs: the corpus with the lr dropped; each variant is then also run with the step as
+    the clock ("<variant> (step clock)"), and a second nested LORO chooses among both."""
     cen = centres(runs)
     table = [row for r in runs for row in candidate_rows(r, cen)]
+    variants = dict(VARIANTS)
+    if step_runs is not None:
+        cen_s = centres(step_runs)
+        twins = {(x["run"], x["cut"]): x for r in step_runs for x in candidate_rows(r, cen_s)}
+        variants.update({f"{k} (step clock)": on_twin(v, twins) for k, v in VARIANTS.items()})
     rows = loro_default(runs, table, cuts, cen)
     per_cut = {c: [r for r in rows if r["cut"] == c] for c in cuts}
     out = {"per_cut": per_cut, "by_cut": {c: summary(v) for c, v in per_cut.items()},
            "variants": {}, "variant_info": {}, "nested": {}, "nested_chosen": []}  # fmt: skip
-    for name, fit in VARIANTS.items():
+    for name, fit in variants.items():
         vr = loro_variant(fit, table, cuts)
         out["variants"][name] = {c: summary([r for r in vr if r["cut"] == c]) for c in cuts}
         out["variant_info"][name] = fit(table, "all", 0.5)[1]  # fitted on all runs
-    for crit, score in CRITERIA.items() if nested else ():
-        nr, chosen = nested_loro(table, cuts, score)
-        out["nested"][crit] = {c: summary([r for r in nr if r["cut"] == c]) for c in cuts}
-        out["nested_chosen"] += [{**c, "criterion": crit} for c in chosen]
+    sets = {"lr clock": VARIANTS, "both clocks": variants} if step_runs else {"": VARIANTS}
+    for (label, vs), (crit, score) in product(sets.items(), CRITERIA.items() if nested else ()):
+        key = f"{crit}, {label}" if label else crit
+        nr, chosen = nested_loro(table, cuts, score, vs)
+        out["nested"][key] = {c: summary([r for r in nr if r["cut"] == c]) for c in cuts}
+        out["nested_chosen"] += [{**c, "criterion": key} for c in chosen]
     out["prior"] = corpus_prior(table, cen["all"])
+    return out
+
+
+def nested_counts(chosen: list[dict]) -> dict[str, dict[str, int]]:
+    """criterion -> {variant: how many outer folds chose it}."""
+    out: dict[str, dict[str, int]] = {}
+    for c in chosen:
+        d = out.setdefault(c["criterion"], {})
+        d[c["chosen"]] = d.get(c["chosen"], 0) + 1
     return out
 
 
@@ -344,7 +369,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     warnings.filterwarnings("ignore", category=RuntimeWarning)
     runs = load_corpus(args.weights)
-    console = Console(width=180)
+    console = Console(width=200)
     if args.derive_prior:
         cen = centres(runs)
         table = [row for r in runs for row in candidate_rows(r, {"all": cen["all"]}, rom=False)]
@@ -357,11 +382,11 @@ def main(argv: list[str] | None = None) -> int:
     bad = [c for c in args.cuts if c not in DERIVE_CUTS]
     if bad:
         ap.error(f"--cuts {bad}: each cut must be one of {DERIVE_CUTS}")
-    fc = forecasts(runs, args.cuts, not args.no_nested)
+    step_runs = load_corpus(args.weights, step_clock=True)
+    fc = forecasts(runs, args.cuts, not args.no_nested, step_runs)
     print_tables(console, fc["by_cut"], fc["variants"], fc["nested"] or {})
     console.print({"prior (all runs)": fc["prior"], "fitted on all runs": fc["variant_info"],
-                   "nested chosen": [(c["criterion"], c["repo"][:20], c["chosen"])
-                                     for c in fc["nested_chosen"]]})  # fmt: skip
+                   "nested chosen": nested_counts(fc["nested_chosen"])})  # fmt: skip
     fits = [fit_row(r) for r in runs]
     print_fits(console, fits)
     fsum = fit_summary(fits)
@@ -379,6 +404,7 @@ def main(argv: list[str] | None = None) -> int:
         "variant_fitted_on_all_runs": fc["variant_info"],
         "nested": {k: {str(c): s for c, s in v.items()} for k, v in fc["nested"].items()},
         "nested_chosen": fc["nested_chosen"],
+        "nested_chosen_counts": nested_counts(fc["nested_chosen"]),
         "prior_all_runs": {
             "gain_fraction": fc["prior"].gain_fraction,
             "band_scale": fc["prior"].band_scale,

@@ -162,6 +162,17 @@ VARIANTS = {
 }
 
 
+def on_twin(fit: Callable, twins: dict) -> Callable:
+    """The variant `fit` run on each row's twin (same run and cut, other inputs: twins maps
+    (run, cut) -> row), scored on the row itself (the observed mean is the same)."""
+
+    def twin_fit(train: list[dict], centre: str, cut: float):
+        predict, info = fit([twins[r["run"], r["cut"]] for r in train], centre, cut)
+        return (lambda row: predict(twins[row["run"], row["cut"]])), info
+
+    return twin_fit
+
+
 def score_row(row: dict, pred: float, half: float) -> dict:
     err = abs(pred - row["observed"]) / row["std"]
     return {"run": row["run"], "repo": row["repo"], "cut": row["cut"], "predicted": pred,
