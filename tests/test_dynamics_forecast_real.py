@@ -35,7 +35,7 @@ def corpus():
 
     runs = fr.load_corpus()
     cen = fr.centres(runs)
-    table = [row for r in runs for row in fs.candidate_rows(r, cen, rom=False)]
+    table = [row for r in runs for row in fs.candidate_rows(r, cen)]
     return fr, fs, runs, cen, table
 
 
@@ -75,6 +75,20 @@ def test_the_stored_prior_is_what_the_corpus_gives(corpus):
     stored = dict(CORPUS_PRIOR.band_scale_by_cut)
     for cut, q in prior.band_scale_by_cut:
         assert q == pytest.approx(stored[cut], abs=1e-3)
+
+
+def test_the_stacking_weights_are_what_the_benchmark_recorded(corpus):
+    import json
+
+    _, fs, _, _, table = corpus
+    stored = json.loads((ROOT / "bench" / "results" / "forecast_real.json").read_text())
+    for name in ("stack", "stack@cut"):
+        w = fs.VARIANTS[name](table, "all", 0.5)[1]["weights"]
+        again = fs.VARIANTS[name](table, "all", 0.5)[1]["weights"]
+        assert w == again  # a linear programme: the same weights every time
+        recorded = stored["variant_fitted_on_all_runs"][name]["weights"]
+        assert w == pytest.approx(recorded, abs=1e-3)
+        assert sum(w.values()) == pytest.approx(1.0, abs=1e-3)
 
 
 def test_derive_prior_recovers_a_known_gain_fraction_and_covers():
