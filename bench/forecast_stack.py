@@ -8,10 +8,10 @@ each candidate forecaster: the fitted level at the cut and the fitted curve's fu
 plain exponential and rom_blend. A variant learns its weights from training rows only:
 
 - `level_gain@cut`: the gain fraction from the training runs at the scored cut (the default
-  until 2026-12-01 23:00), no timescale prior;
+  until 2026-12-01 23:50 UTC), no timescale prior;
 - `level_gain`: the gain fraction from the training runs at all DERIVE_CUTS, each repository
   counted once (`repository_weights`), and the band scale at the scored cut; no timescale prior;
-- `level_gain+tau`: the same with the timescale prior (the default since 2026-12-02);
+- `level_gain+tau`: the same with the timescale prior (the default since 2026-12-01 23:50 UTC);
 - `stack` / `stack@cut`: stacking weights of all seven candidates (`stack_weights`) from the
   training runs at all DERIVE_CUTS / at the scored cut.
 

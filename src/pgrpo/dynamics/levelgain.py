@@ -73,7 +73,7 @@ class ForecastPrior:
 # Derived from all 33 runs / 12 repositories of the real-curve corpus at the cut fractions
 # 0.2, 0.3, ..., 0.8 (gamma pooled over them with each repository counted once; the band scale
 # at each cut; the timescale prior's centre from whole-run fits) by
-#   python bench/forecast_real.py --derive-prior        (2026-12-02)
+#   python bench/forecast_real.py --derive-prior        (2026-12-01 23:50 UTC)
 # (docs/dynamics.md gives the leave-one-repository-out figures; the data are not copied here).
 CORPUS_PRIOR = ForecastPrior(
     gain_fraction=0.1,
