@@ -1,29 +1,33 @@
 """Forecasts and fits on the real GRPO logs of ../shared/data/curves, leave-one-repository-out.
 
-    python bench/forecast_real.py [--cuts 0.3 0.5 0.7] [--derive-prior] [--weights]
-                                  [--timescale-prior]
+    python bench/forecast_real.py [--cuts 0.3 0.5 0.7] [--derive-prior] [--weights] [--no-nested]
 
 For each cut (a fraction of the logged points) every run's mean reward after the cut is
 forecast from the points before it by `pgrpo.dynamics.forecast` (default method `level_gain`)
-with the prior over the gain fraction and the band scale derived (`levelgain.derive_prior`)
-from the OTHER 12 repositories' runs; scored as |error| / std (std of the run's whole reward
-curve) against the mean of the last 10 logged points before the cut, and whether the 90% band
-of the mean covered the observed mean. The ROM forecaster (`method="rom_blend"`) is scored
-beside it. Then the whole-run fits: R^2 of the free ROM fit and of the optimizer-constrained
-one (m, c from beta1 and K; `rom_fixed`), which one AICc prefers, and kappa with its 90%
-profile interval.
+with a prior derived from the OTHER repositories' runs only (`corpus_prior`: the timescale
+prior's centre from their whole-run fits, the gain fraction from their forecasts at the cut
+fractions 0.2-0.8 with each repository counted once, the band scale at each cut); scored as
+|error| / std (std of the run's whole reward curve) against the mean of the last 10 logged
+points before the cut, per run and per repository (medians of per-repository medians), and
+whether the 90% band of the mean covered the observed mean. The variants of
+bench/forecast_stack.py (the old default, no timescale prior, stacking of seven candidate
+forecasts incl. rom_blend) are scored the same way, and by nested LORO (the variant chosen by
+an inner LORO on the training repositories only). Then the whole-run fits: R^2 of the free ROM
+fit and of the optimizer-constrained one (m, c from beta1 and K; `rom_fixed`), which one AICc
+prefers, and kappa with its 90% profile interval.
 
 Hyperparameters come from index.json: lr (the logged column when there is one, else the
-stated peak, constant), K = num_iterations, beta1 = 0.9 (torch AdamW's default: stated for
-the runs whose optimizer is AdamW, assumed for the others; the "beta1" column says which).
+stated schedule when it is TRL's linear decay or cosine (`stated_lr`), else the stated peak,
+constant), K = num_iterations, beta1 = 0.9 (torch AdamW's default: stated for the runs whose
+optimizer is AdamW, assumed for the others; the "beta1" column says which).
 --weights: level_gain's fit weights each step by 1 / (reward_std^2 / (G B) + median)
-(`noise_weights`; G, B from index.json; off by default: it measured worse, docs/dynamics.md).
+(`noise_weights`; G, B from index.json; off by default: it measured worse, docs/dynamics.md);
+writes bench/results/forecast_real_weighted.json. Every variant is also run with the lr
+ignored, the step as every run's clock ("(step clock)"), to measure what the schedule as the
+clock does.
 Own training loops log one row per rollout batch, so their clock is K optimizer steps per logged
 step; TRL and verl log optimizer steps.
---timescale-prior adds a prior on the curve's timescale, tau ~ N(c, c^2) with c = exp(median
-log(tau / clock time of the run)) from the training runs' whole-run fits (off by default: it
-measured better at cuts 0.3 and 0.7 but worse at 0.5, docs/dynamics.md).
---derive-prior prints the prior from all runs at cut 0.5 (the value stored in
+--derive-prior prints the prior from all runs (the value stored in
 `pgrpo.dynamics.levelgain.CORPUS_PRIOR`). Writes bench/results/forecast_real.json.
 """
 
@@ -34,6 +38,7 @@ import datetime as dt
 import json
 import sys
 import warnings
+from itertools import product
 from pathlib import Path
 
 import numpy as np
@@ -41,20 +46,51 @@ from rich.console import Console
 from rich.table import Table
 
 from pgrpo.dynamics import forecast, noise_scale
-from pgrpo.dynamics.levelgain import ForecastPrior, derive_prior, log_tau_ratio, timescale_centre
+from pgrpo.dynamics.levelgain import ForecastPrior, log_tau_ratio, timescale_centre
 from pgrpo.dynamics.runfit import fit_constrained, fit_run, noise_weights, run_inputs
 from pgrpo.logs import read_log
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from forecast_stack import (  # noqa: E402
+    CRITERIA,
+    DERIVE_CUTS,
+    VARIANTS,
+    candidate_rows,
+    loro_variant,
+    nested_loro,
+    on_twin,
+    repo_median,
+    score_row,
+)
+
+DEFAULT = "level_gain+tau"  # the variant `forecast` runs by default (levelgain.CORPUS_PRIOR)
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT.parent / "shared" / "data" / "curves"
 OUT = ROOT / "bench" / "results" / "forecast_real.json"
 OUT_WEIGHTED = ROOT / "bench" / "results" / "forecast_real_weighted.json"
-OUT_TAU = ROOT / "bench" / "results" / "forecast_real_timescale_prior.json"
 RESEARCH = "ShibukiZero/assignment5-alignment"  # 32 prompts x 8 = 256 rollouts per step
 
 
-def load_corpus(weighted: bool = False) -> list[dict]:
-    """[{meta, log, inputs, beta1_source, weights}] for every run of index.json."""
+def stated_lr(meta: dict, step: np.ndarray) -> np.ndarray | None:
+    """The lr schedule index.json states ([n] at the logged steps) for a run that does not log
+    its lr: TRL's linear decay or cosine over max_steps after a linear warmup (a fraction of
+    max_steps when < 1); None when the schedule is not one of these or max_steps is unknown."""
+    sched, peak, total = str(meta.get("lr_schedule") or ""), meta.get("learning_rate"), meta.get(
+        "max_steps")  # fmt: skip
+    if not peak or not total or not ("linear decay" in sched or "cosine" in sched):
+        return None
+    warm = float(meta.get("warmup") or 0.0)
+    warm = warm * total if warm < 1 else warm
+    t = np.asarray(step, dtype=float)
+    prog = np.clip((t - warm) / max(total - warm, 1.0), 0.0, 1.0)
+    decay = 0.5 * (1 + np.cos(np.pi * prog)) if "cosine" in sched else 1.0 - prog
+    return float(peak) * np.where(t < warm, t / max(warm, 1.0), decay)
+
+
+def load_corpus(weighted: bool = False, step_clock: bool = False) -> list[dict]:
+    """[{meta, log, inputs, beta1_source, weights, log_tau_ratio}] for every run of index.json.
+    step_clock: drop the lr (every run's clock is its step count; to measure the schedule's)."""
     runs = []
     for meta in json.loads((CORPUS / "index.json").read_text())["runs"]:
         log = read_log(CORPUS / meta["csv"])
@@ -64,7 +100,11 @@ def load_corpus(weighted: bool = False) -> list[dict]:
         cols = dict(log.columns)
         if str(meta.get("framework", "")).startswith("own") and k > 1:
             cols["optimizer_step"] = log.step * k  # one logged row per rollout batch
+        if "learning_rate" not in cols and (lr := stated_lr(meta, log.step)) is not None:
+            cols["learning_rate"] = lr  # the stated schedule is the clock
         inputs = run_inputs(log.step, cols, hyper)
+        if step_clock:
+            inputs = {**inputs, "lr": None, "lr_step": None}
         gb = {"group_size": meta.get("G"), "batch_prompts": meta.get("prompts_per_step")}
         weights = noise_weights(log.columns, gb) if weighted else None
         source = "stated" if "adam" in opt.lower() else "assumed"
@@ -75,67 +115,43 @@ def load_corpus(weighted: bool = False) -> list[dict]:
     return runs
 
 
-def forecast_parts(
-    run: dict, cut: float, prior: ForecastPrior | None = None, with_rom: bool = True
-) -> dict:
-    """One forecast of the run's mean after `cut` (level_gain with `prior`, default the stored
-    one) and the naive and ROM baselines (`with_rom`), all in |error| / std."""
-    log, inputs = run["log"], run["inputs"]
-    y = log.reward
-    i = int(round(cut * y.size))
-    kw = {k: v for k, v in inputs.items() if k != "optimizer"}
-    kw_lg = {**kw, "weights": run["weights"]}
-    fc = forecast(log.step, y, cut, **kw_lg) if prior is None else forecast(
-        log.step, y, cut, prior=prior, **kw_lg)  # fmt: skip
-    std = float(np.std(y)) or 1.0
-    obs = fc.observed_mean
-    out = {
-        "level": fc.metrics["level_at_cut"],
-        "model_mean": fc.metrics["model_mean"],
-        "band_unit": fc.metrics["band_unit"],
-        "observed": obs,
-        "std": std,
-        "predicted": fc.predicted_mean,
-        "err": abs(fc.predicted_mean - obs) / std,
-        "err_last10": abs(float(np.mean(y[max(i - 10, 0) : i])) - obs) / std,
-        "covered": bool(fc.mean_band[0] <= obs <= fc.mean_band[1]),
-    }
-    if not with_rom:
-        return out
-    try:
-        rom = forecast(log.step, y, cut, method="rom_blend", **kw)
-        out["err_rom_blend"] = abs(rom.predicted_mean - obs) / std
-        out["covered_rom_blend"] = bool(rom.mean_band[0] <= obs <= rom.mean_band[1])
-    except ValueError:
-        out["err_rom_blend"], out["covered_rom_blend"] = None, None
+def centres(runs: list[dict]) -> dict[str, float]:
+    """Timescale-prior centres: from all runs ("all") and without each repository."""
+    out = {"all": timescale_centre([r["log_tau_ratio"] for r in runs])}
+    for repo in sorted({r["meta"]["repo"] for r in runs}):
+        rest = [r["log_tau_ratio"] for r in runs if r["meta"]["repo"] != repo]
+        out[repo] = timescale_centre(rest)
     return out
 
 
-def _prior(parts: list[dict], mu: float | None = None) -> ForecastPrior:
-    cols = {k: np.array([p[k] for p in parts]) for k in ("level", "model_mean", "band_unit",
-                                                          "observed", "std")}  # fmt: skip
-    return derive_prior(**cols, log_tau_ratio=mu)
+def corpus_prior(table: list[dict], centre: float, name: str = "all") -> ForecastPrior:
+    """The default's prior from candidate rows: gamma from all DERIVE_CUTS (each repository
+    once), the band scale at each cut (`band_scale_by_cut`; band_scale: the one at 0.5)."""
+    info = {c: VARIANTS[DEFAULT](table, name, c)[1] for c in DERIVE_CUTS}
+    by_cut = tuple((c, i["band_scale"]) for c, i in info.items())
+    return ForecastPrior(info[0.5]["gain_fraction"], info[0.5]["band_scale"],
+                         log_tau_ratio=centre, band_scale_by_cut=by_cut)  # fmt: skip
 
 
-def fold_prior(train: list[dict], cut: float, timescale: bool) -> ForecastPrior:
-    """The prior from training runs only: the timescale prior's centre from their whole-run
-    fits, then gamma and the band scale from their forecasts made with that centre."""
-    mu = timescale_centre([r["log_tau_ratio"] for r in train]) if timescale else None
-    base = ForecastPrior(0.0, 1.0, log_tau_ratio=mu)
-    return _prior([forecast_parts(r, cut, base, with_rom=False) for r in train], mu)
-
-
-def loro(runs: list[dict], cut: float, timescale: bool = True) -> list[dict]:
-    """Leave-one-repository-out: the prior from the other repositories, scored on this one."""
+def loro_default(runs: list[dict], table: list[dict], cuts, cen: dict) -> list[dict]:
+    """LORO of the default through the library: the prior from the other repositories' rows,
+    the forecast by `forecast(prior=...)` on the held-out runs (checked against the table)."""
     rows = []
     for repo in sorted({r["meta"]["repo"] for r in runs}):
-        prior = fold_prior([r for r in runs if r["meta"]["repo"] != repo], cut, timescale)
-        for r in runs:
-            if r["meta"]["repo"] == repo:
-                held = forecast_parts(r, cut, prior)
-                rows.append({"run": r["meta"]["name"], "repo": repo, **held,
-                             "gain_fraction": prior.gain_fraction,
-                             "band_scale": prior.band_scale})  # fmt: skip
+        train = [r for r in table if r["repo"] != repo]
+        prior = corpus_prior(train, cen[repo], repo)
+        for run in (r for r in runs if r["meta"]["repo"] == repo):
+            log = run["log"]
+            kw = {k: v for k, v in run["inputs"].items() if k != "optimizer"}
+            for cut in cuts:
+                fc = forecast(log.step, log.reward, cut, prior=prior, weights=run["weights"], **kw)
+                cand = next(x for x in table if x["run"] == run["meta"]["name"] and x["cut"] == cut)
+                half = fc.mean_band[1] - fc.predicted_mean
+                row = score_row(cand, fc.predicted_mean, half)
+                rom = abs(cand["rom_blend"] - cand["observed"]) / cand["std"]
+                rows.append({**row, "gain_fraction": prior.gain_fraction,
+                             "band_scale": prior.band_scale, "err_rom_blend": rom,
+                             "covered_rom_blend": cand["covered_rom_blend"]})  # fmt: skip
     return rows
 
 
@@ -186,55 +202,83 @@ def fit_row(run: dict) -> dict:
 
 
 def summary(rows: list[dict]) -> dict:
+    """Per run and per repository (each counted once: medians of per-repository medians; a
+    repository wins when its median error is below its median last-10 error)."""
     err = np.array([r["err"] for r in rows])
     base = np.array([r["err_last10"] for r in rows])
-    rom = np.array([r["err_rom_blend"] for r in rows if r["err_rom_blend"] is not None])
-    return {
+    repos = sorted({r["repo"] for r in rows})
+    by = {g: [r for r in rows if r["repo"] == g] for g in repos}
+    out = {
         "runs": len(rows),
         "median_err": float(np.median(err)),
         "median_err_last10": float(np.median(base)),
-        "median_err_rom_blend": float(np.median(rom)) if rom.size else None,
         "wins_vs_last10": int(np.sum(err < base)),
-        "rom_blend_wins_vs_last10": int(
-            sum(
-                r["err_rom_blend"] < r["err_last10"] for r in rows if r["err_rom_blend"] is not None
-            )
-        ),  # fmt: skip
         "coverage_90": float(np.mean([r["covered"] for r in rows])),
-        "coverage_90_rom_blend": float(np.mean([bool(r["covered_rom_blend"]) for r in rows])),
-        "gain_fraction_range": [
-            min(r["gain_fraction"] for r in rows),
-            max(r["gain_fraction"] for r in rows),
-        ],  # fmt: skip
+        "repos": len(repos),
+        "repo_median_err": repo_median(rows),
+        "repo_median_err_last10": repo_median(rows, "err_last10"),
+        "repo_wins_vs_last10": int(
+            sum(repo_median(v) < repo_median(v, "err_last10") for v in by.values())
+        ),  # fmt: skip
+        "repo_coverage_90": float(
+            np.mean([np.mean([r["covered"] for r in v]) for v in by.values()])
+        ),  # fmt: skip
     }
+    if "err_rom_blend" in rows[0]:
+        rom = np.array([r["err_rom_blend"] for r in rows])
+        out["median_err_rom_blend"] = float(np.median(rom))
+        out["rom_blend_wins_vs_last10"] = int(np.sum(rom < base))
+        out["coverage_90_rom_blend"] = float(np.mean([r["covered_rom_blend"] for r in rows]))
+    if "gain_fraction" in rows[0]:
+        out["gain_fraction_range"] = [min(r["gain_fraction"] for r in rows),
+                                      max(r["gain_fraction"] for r in rows)]  # fmt: skip
+    return out
 
 
 def _f(x, nd: int = 3) -> str:
     return "-" if x is None else (f"{x:.{nd}f}" if isinstance(x, float) else str(x))
 
 
-def print_tables(console: Console, by_cut: dict, fits: list[dict]) -> None:
-    t = Table(title="forecast of the mean after the cut, leave-one-repository-out (|err| / std)")
+def print_tables(console: Console, by_cut: dict, variants: dict, nested: dict) -> None:
+    t = Table(title="default forecast of the mean after the cut, LORO (|err| / std; repo: each "
+              "repository once)")  # fmt: skip
     for c in (
         "cut",
         "runs",
         "median err",
         "last-10",
         "rom_blend",
-        "wins vs last-10",
+        "wins",
         "rom_blend wins",
-        "90% band coverage",
-        "rom_blend coverage",
-        "gain fraction",
+        "coverage",
+        "repo median",
+        "repo last-10",
+        "repo wins",
+        "repo coverage",
+        "gamma",
     ):
         t.add_column(c)  # fmt: skip
     for cut, s in by_cut.items():
         t.add_row(str(cut), str(s["runs"]), _f(s["median_err"]), _f(s["median_err_last10"]),
                   _f(s["median_err_rom_blend"]), f"{s['wins_vs_last10']}/{s['runs']}",
                   f"{s['rom_blend_wins_vs_last10']}/{s['runs']}", _f(s["coverage_90"], 2),
-                  _f(s["coverage_90_rom_blend"], 2),
+                  _f(s["repo_median_err"]), _f(s["repo_median_err_last10"]),
+                  f"{s['repo_wins_vs_last10']}/{s['repos']}", _f(s["repo_coverage_90"], 2),
                   "-".join(_f(g, 2) for g in s["gain_fraction_range"]))  # fmt: skip
     console.print(t)
+    v = Table(title="variants, LORO, and nested LORO (the variant chosen inside the training "
+              "folds): median, wins, repo median, repo wins, coverage per cut")  # fmt: skip
+    v.add_column("variant", no_wrap=True)
+    for cut in by_cut:
+        v.add_column(f"cut {cut}")
+    for name, per in {**variants, **{f"nested ({k})": v for k, v in nested.items()}}.items():
+        v.add_row(name, *(f"{_f(s['median_err'])}, {s['wins_vs_last10']}/{s['runs']}, "
+                          f"{_f(s['repo_median_err'])}, {s['repo_wins_vs_last10']}/{s['repos']}"
+                          f", {_f(s['coverage_90'], 2)}" for s in per.values()))  # fmt: skip
+    console.print(v)
+
+
+def print_fits(console: Console, fits: list[dict]) -> None:
     f = Table(title="whole-run fits: free ROM vs m, c fixed by the optimizer (AICc)")
     for c in (
         "run",
@@ -259,51 +303,115 @@ def print_tables(console: Console, by_cut: dict, fits: list[dict]) -> None:
     console.print(f)
 
 
+def fit_summary(fits: list[dict]) -> dict:
+    fitted = [r for r in fits if r["preferred"] is not None]
+    research = [r for r in fits if r["repo"] == RESEARCH]
+    out = {
+        "constrained_preferred": sum(r["preferred"] == "constrained" for r in fitted),
+        "closed_form_consistent": sum(r["closed_form"] == "consistent" for r in fitted),
+        "runs_compared": len(fitted),
+    }
+    for key in (
+        "r2_free",
+        "r2_constrained",
+        "r2_ceiling",
+        "r2_free_block10",
+        "r2_constrained_block10",
+    ):
+        out[f"research_scale_{key}"] = {r["run"]: r[key] for r in research}  # fmt: skip
+    return out
+
+
+def forecasts(runs: list[dict], cuts, nested: bool, step_runs: list[dict] | None = None) -> dict:
+    """The default's LORO rows and summaries, every variant's, and the nested LORO's.
+    step_runs: the corpus with the lr dropped; each variant is then also run with the step as
+    the clock ("<variant> (step clock)"), and a second nested LORO chooses among both."""
+    cen = centres(runs)
+    table = [row for r in runs for row in candidate_rows(r, cen)]
+    variants = dict(VARIANTS)
+    if step_runs is not None:
+        cen_s = centres(step_runs)
+        twins = {(x["run"], x["cut"]): x for r in step_runs for x in candidate_rows(r, cen_s)}
+        variants.update({f"{k} (step clock)": on_twin(v, twins) for k, v in VARIANTS.items()})
+    rows = loro_default(runs, table, cuts, cen)
+    per_cut = {c: [r for r in rows if r["cut"] == c] for c in cuts}
+    out = {"per_cut": per_cut, "by_cut": {c: summary(v) for c, v in per_cut.items()},
+           "variants": {}, "variant_info": {}, "nested": {}, "nested_chosen": []}  # fmt: skip
+    for name, fit in variants.items():
+        vr = loro_variant(fit, table, cuts)
+        out["variants"][name] = {c: summary([r for r in vr if r["cut"] == c]) for c in cuts}
+        out["variant_info"][name] = fit(table, "all", 0.5)[1]  # fitted on all runs
+    sets = {"lr clock": VARIANTS, "both clocks": variants} if step_runs else {"": VARIANTS}
+    for (label, vs), (crit, score) in product(sets.items(), CRITERIA.items() if nested else ()):
+        key = f"{crit}, {label}" if label else crit
+        nr, chosen = nested_loro(table, cuts, score, vs)
+        out["nested"][key] = {c: summary([r for r in nr if r["cut"] == c]) for c in cuts}
+        out["nested_chosen"] += [{**c, "criterion": key} for c in chosen]
+    out["prior"] = corpus_prior(table, cen["all"])
+    return out
+
+
+def nested_counts(chosen: list[dict]) -> dict[str, dict[str, int]]:
+    """criterion -> {variant: how many outer folds chose it}."""
+    out: dict[str, dict[str, int]] = {}
+    for c in chosen:
+        d = out.setdefault(c["criterion"], {})
+        d[c["chosen"]] = d.get(c["chosen"], 0) + 1
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--cuts", type=float, nargs="+", default=[0.3, 0.5, 0.7])
     ap.add_argument("--derive-prior", action="store_true")
     ap.add_argument("--weights", action="store_true", help="weight level_gain's fit by noise")
-    ap.add_argument("--timescale-prior", action="store_true",
-                    help="also a prior on tau, centred by the training runs")  # fmt: skip
+    ap.add_argument("--no-nested", action="store_true", help="skip the nested LORO (~1 min)")
     args = ap.parse_args(argv)
     warnings.filterwarnings("ignore", category=RuntimeWarning)
     runs = load_corpus(args.weights)
-    console = Console()
-    timescale = args.timescale_prior
+    console = Console(width=200)
     if args.derive_prior:
-        prior = fold_prior(runs, 0.5, timescale)
-        console.print(f"gain_fraction={prior.gain_fraction}, band_scale={prior.band_scale:.3f}, "
-                      f"log_tau_ratio={prior.log_tau_ratio} ({len(runs)} runs, cut 0.5)",
-                      soft_wrap=True)  # fmt: skip
+        cen = centres(runs)
+        table = [row for r in runs for row in candidate_rows(r, {"all": cen["all"]}, rom=False)]
+        p = corpus_prior(table, cen["all"])
+        by_cut = ", ".join(f"({c}, {q:.4f})" for c, q in p.band_scale_by_cut)
+        console.print(f"gain_fraction={p.gain_fraction}, band_scale={p.band_scale:.4f}, "
+                      f"log_tau_ratio={p.log_tau_ratio:.4f}, band_scale_by_cut=({by_cut}) "
+                      f"({len(runs)} runs, cuts {DERIVE_CUTS})", soft_wrap=True)  # fmt: skip
         return 0
-    per_cut = {cut: loro(runs, cut, timescale) for cut in args.cuts}
-    by_cut = {cut: summary(rows) for cut, rows in per_cut.items()}
+    bad = [c for c in args.cuts if c not in DERIVE_CUTS]
+    if bad:
+        ap.error(f"--cuts {bad}: each cut must be one of {DERIVE_CUTS}")
+    step_runs = load_corpus(args.weights, step_clock=True)
+    fc = forecasts(runs, args.cuts, not args.no_nested, step_runs)
+    print_tables(console, fc["by_cut"], fc["variants"], fc["nested"] or {})
+    console.print({"prior (all runs)": fc["prior"], "fitted on all runs": fc["variant_info"],
+                   "nested chosen": nested_counts(fc["nested_chosen"])})  # fmt: skip
     fits = [fit_row(r) for r in runs]
-    print_tables(console, by_cut, fits)
-    fitted = [r for r in fits if r["preferred"] is not None]
-    research = [r for r in fits if r["repo"] == RESEARCH]
-    fit_summary = {
-        "constrained_preferred": sum(r["preferred"] == "constrained" for r in fitted),
-        "closed_form_consistent": sum(r["closed_form"] == "consistent" for r in fitted),
-        "runs_compared": len(fitted),
-        "research_scale_r2_free": {r["run"]: r["r2_free"] for r in research},
-        "research_scale_r2_constrained": {r["run"]: r["r2_constrained"] for r in research},
-        "research_scale_r2_ceiling": {r["run"]: r["r2_ceiling"] for r in research},
-        "research_scale_r2_free_block10": {r["run"]: r["r2_free_block10"] for r in research},
-        "research_scale_r2_constrained_block10": {
-            r["run"]: r["r2_constrained_block10"] for r in research
-        },
-    }
-    console.print(fit_summary)
-    out = OUT_WEIGHTED if args.weights else (OUT_TAU if timescale else OUT)
+    print_fits(console, fits)
+    fsum = fit_summary(fits)
+    console.print(fsum)
+    out = OUT_WEIGHTED if args.weights else OUT
     out.parent.mkdir(parents=True, exist_ok=True)
     doc = {
         "command": "python bench/forecast_real.py "
         + " ".join(sys.argv[1:] if argv is None else argv),  # fmt: skip
         "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "forecast": {str(c): {"summary": by_cut[c], "runs": per_cut[c]} for c in args.cuts},
-        "fits": {"summary": fit_summary, "runs": fits},
+        "forecast": {
+            str(c): {"summary": fc["by_cut"][c], "runs": fc["per_cut"][c]} for c in args.cuts
+        },  # fmt: skip
+        "variants": {k: {str(c): s for c, s in v.items()} for k, v in fc["variants"].items()},
+        "variant_fitted_on_all_runs": fc["variant_info"],
+        "nested": {k: {str(c): s for c, s in v.items()} for k, v in fc["nested"].items()},
+        "nested_chosen": fc["nested_chosen"],
+        "nested_chosen_counts": nested_counts(fc["nested_chosen"]),
+        "prior_all_runs": {
+            "gain_fraction": fc["prior"].gain_fraction,
+            "band_scale": fc["prior"].band_scale,
+            "log_tau_ratio": fc["prior"].log_tau_ratio,
+            "band_scale_by_cut": fc["prior"].band_scale_by_cut,
+        },  # fmt: skip
+        "fits": {"summary": fsum, "runs": fits},
     }
     out.write_text(json.dumps(doc, indent=1, default=float))
     return 0

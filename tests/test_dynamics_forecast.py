@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from pgrpo.dynamics import evaluate_forecast, forecast, last_window_mean, synthetic_suite
 
@@ -64,3 +68,22 @@ def test_forecast_errors_and_last_window_mean():
         forecast(np.arange(10.0), np.zeros(10), 100.0)
     with pytest.raises(ValueError, match="level"):
         forecast(np.arange(50.0), np.zeros(50), 0.5, level=1.5)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    y=st.lists(st.floats(-5.0, 5.0, allow_nan=False), min_size=20, max_size=80),
+    cut=st.floats(0.3, 0.8),
+    scale=st.sampled_from([1e-3, 1.0, 100.0]),
+    scheduled=st.booleans(),
+)
+def test_the_default_forecast_is_finite_with_a_band_around_it(y, cut, scale, scheduled):
+    # any curve (constant, ties, jumps, any scale), with or without an lr schedule
+    reward = scale * np.asarray(y)
+    step = np.arange(1.0, reward.size + 1.0)
+    lr = 1e-5 * (1.0 - step / (step[-1] + 1.0)) if scheduled else None
+    fc = forecast(step, reward, cut, lr=lr)
+    assert np.all(np.isfinite(fc.predicted)) and math.isfinite(fc.predicted_mean)
+    assert np.all(np.isfinite(fc.band_lo)) and np.all(np.isfinite(fc.band_hi))
+    assert np.all(fc.band_lo <= fc.predicted) and np.all(fc.predicted <= fc.band_hi)
+    assert fc.mean_band[0] <= fc.predicted_mean <= fc.mean_band[1]

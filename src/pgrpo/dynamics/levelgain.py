@@ -7,14 +7,17 @@ level" than a last-window mean. So the forecast is
     R(t) = L + gamma * (f(t) - L),     L = f(cut)
 
 where f is a robust (soft_l1) fit of the exponential law with the lr schedule as its clock
-(`exponential_lr`; the plain exponential when the lr is constant or unknown), and gamma, the
-share of the fitted further gain that real runs deliver, is a prior learned from the corpus
-(validated leave-one-repository-out). The band of the future mean is band_scale * S, S^2 =
+(`exponential_lr`; the plain exponential when the lr is constant or unknown) under a prior on
+its timescale, tau ~ N(c, c^2), c = exp(log_tau_ratio) x the clock time of the whole run
+(prefix + horizon); gamma, the share of the fitted further gain that real runs deliver, and
+log_tau_ratio are priors learned from the corpus (`CORPUS_PRIOR`; validated
+leave-one-repository-out, nested). The band of the future mean is band_scale * S, S^2 =
 s^2 infl / w + (f_mean - L)^2: the noise of the level (residual variance s^2 inflated for lag-1
 autocorrelation, over a window of w = max(5, n / 10) points) plus the size of the extrapolated
-gain; band_scale is the corpus' split-conformal 90% quantile of |error| / S (held-out
-repositories' coverage is measured, not assumed). Optional: a prior on the curve's timescale
-(`ForecastPrior.log_tau_ratio`, centred by `timescale_centre`) and per-step noise weights.
+gain; band_scale is the corpus' split-conformal 90% quantile of |error| / S at the share of the
+run seen (held-out repositories' coverage is measured, not assumed). Also here: the
+derivations (`derive_prior`, `band_scale`, `timescale_centre`, `repository_weights`) and
+stacking weights of candidate forecasts (`stack_weights`; measured, not the default).
 """
 
 from __future__ import annotations
@@ -34,13 +37,16 @@ class ForecastPrior:
     """gain_fraction: gamma in [0, 1]; band_scale: multiplier of S for a 90% band of the mean;
     loss: the fit's least_squares loss; log_tau_ratio: centre of the timescale prior,
     log(tau / clock time of the whole run) (None: no timescale prior), tau_spread: its relative
-    sd. metrics: how it was derived (runs, repos, command)."""
+    sd; band_scale_by_cut: ((cut fraction, band scale), ...) calibrated at each cut fraction
+    (the share of the run seen, n / (n + m)); the nearest one replaces band_scale (empty: use
+    band_scale). metrics: how it was derived (runs, repos, command)."""
 
     gain_fraction: float
     band_scale: float
     loss: str = "soft_l1"
     log_tau_ratio: float | None = None
     tau_spread: float = 1.0
+    band_scale_by_cut: tuple[tuple[float, float], ...] = ()
     metrics: dict[str, float | str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -50,15 +56,39 @@ class ForecastPrior:
             raise ValueError(f"band_scale must be > 0, got {self.band_scale!r}")
         if not self.tau_spread > 0:
             raise ValueError(f"tau_spread must be > 0, got {self.tau_spread!r}")
+        for pair in self.band_scale_by_cut:
+            if len(pair) != 2 or not 0 < pair[0] < 1 or not pair[1] > 0:
+                raise ValueError(
+                    f"band_scale_by_cut needs (cut fraction in (0, 1), scale > 0) pairs, "
+                    f"got {pair!r}"
+                )
+
+    def band_scale_at(self, cut_fraction: float) -> float:
+        """The band scale calibrated at the cut fraction nearest to `cut_fraction`."""
+        if not self.band_scale_by_cut:
+            return self.band_scale
+        return min(self.band_scale_by_cut, key=lambda p: abs(p[0] - cut_fraction))[1]
 
 
-# Derived from all 33 runs / 13 repositories of the real-curve corpus at cut 0.5 by
-#   python bench/forecast_real.py --derive-prior        (2026-12-01: 0.2, 3.554)
+# Derived from all 33 runs / 12 repositories of the real-curve corpus at the cut fractions
+# 0.2, 0.3, ..., 0.8 (gamma pooled over them with each repository counted once; the band scale
+# at each cut; the timescale prior's centre from whole-run fits) by
+#   python bench/forecast_real.py --derive-prior        (2026-12-01 23:50 UTC)
 # (docs/dynamics.md gives the leave-one-repository-out figures; the data are not copied here).
 CORPUS_PRIOR = ForecastPrior(
-    gain_fraction=0.2,
-    band_scale=3.55,
-    metrics={"source": "bench/forecast_real.py --derive-prior", "runs": 33, "repos": 13},
+    gain_fraction=0.1,
+    band_scale=5.8796,
+    log_tau_ratio=-1.4525,
+    band_scale_by_cut=(
+        (0.2, 11.9983),
+        (0.3, 7.4942),
+        (0.4, 4.6849),
+        (0.5, 5.8796),
+        (0.6, 3.7099),
+        (0.7, 2.4415),
+        (0.8, 2.2274),
+    ),  # fmt: skip
+    metrics={"source": "bench/forecast_real.py --derive-prior", "runs": 33, "repos": 12},
 )
 
 
@@ -95,7 +125,8 @@ def level_gain(
     scale = math.sqrt(s2 / w + gain * gain)
     g = prior.gain_fraction
     pred = lvl + g * (path - lvl)
-    half90 = prior.band_scale * scale
+    q = prior.band_scale_at(step.size / (step.size + future.size))
+    half90 = q * scale
     sd_mean = half90 / float(norm.ppf(0.95))
     var_mean = sd_mean * sd_mean
     var_step = np.full(future.size, var_mean + fit.residual_std**2)
@@ -103,7 +134,7 @@ def level_gain(
         "level_at_cut": lvl,
         "gain_model": gain,
         "gain_fraction": g,
-        "band_scale": prior.band_scale,
+        "band_scale": q,
         "band_unit": scale,
         "model_mean": float(np.mean(path)),
         "weight_model": g,
@@ -148,15 +179,17 @@ def derive_prior(
     observed: np.ndarray,
     std: np.ndarray,
     *,
+    weights: np.ndarray | None = None,
     coverage: float = 0.9,
     cap: float = 2.0,
     loss: str = "soft_l1",
     log_tau_ratio: float | None = None,
 ) -> ForecastPrior:
-    """The prior from forecasts of real runs (one entry per run: [r] arrays of the fitted
+    """The prior from forecasts of real runs (one entry per forecast: [r] arrays of the fitted
     level at the cut, the fitted curve's future mean, S, the observed future mean and the run's
-    reward std). gain_fraction minimises the mean of min(|error| / std, cap) over GAIN_GRID
-    (capped so that one wild run does not decide it); band_scale is the split-conformal
+    reward std). gain_fraction minimises the `weights`-weighted mean of min(|error| / std, cap)
+    over GAIN_GRID (capped so that one wild run does not decide it; weights: [r], default
+    equal; `repository_weights` counts each repository once); band_scale is the split-conformal
     quantile of |error| / S at that gain fraction: the ceil((r + 1) coverage) / r empirical
     quantile, so a new run is covered with probability >= coverage if runs are exchangeable.
     log_tau_ratio: the timescale prior's centre the forecasts were made with (kept in the prior;
@@ -166,18 +199,62 @@ def derive_prior(
     if level.size < 3:
         raise ValueError(f"need at least 3 runs to derive a forecast prior, got {level.size}")
     std = np.where(std > 0, std, 1.0)
+    a = np.ones(level.size) if weights is None else np.asarray(weights, float)
+    if a.shape != level.shape or not np.all(a >= 0) or not a.sum() > 0:
+        raise ValueError(f"weights must be [{level.size}] non-negative, not all 0")
 
     def err(g: float) -> np.ndarray:
         return np.abs(level + g * (model_mean - level) - observed)
 
-    obj = [float(np.mean(np.minimum(err(g) / std, cap))) for g in GAIN_GRID]
+    obj = [float(np.average(np.minimum(err(g) / std, cap), weights=a)) for g in GAIN_GRID]
     g = float(GAIN_GRID[int(np.argmin(obj))])
+    q = band_scale(err(g), band_unit, coverage)
+    return ForecastPrior(g, q, loss, log_tau_ratio,
+                         metrics={"runs": int(level.size), "objective": min(obj)})  # fmt: skip
+
+
+def band_scale(error: np.ndarray, band_unit: np.ndarray, coverage: float = 0.9) -> float:
+    """Split-conformal band scale: the ceil((r + 1) coverage) / r empirical quantile of
+    |error| / S over the r entries with S > 0 (error, band_unit S: [r]); 1 when there are none."""
+    error, band_unit = np.abs(np.asarray(error, float)), np.asarray(band_unit, float)
     ok = band_unit > 0
-    ratio = err(g)[ok] / band_unit[ok]
+    ratio = error[ok] / band_unit[ok]
     rank = min(1.0, math.ceil((ratio.size + 1) * coverage) / max(ratio.size, 1))
     q = float(np.quantile(ratio, rank, method="higher")) if ratio.size else 1.0
-    return ForecastPrior(g, max(q, 1e-6), loss, log_tau_ratio,
-                         metrics={"runs": int(level.size), "objective": min(obj)})  # fmt: skip
+    return max(q, 1e-6)
+
+
+def repository_weights(groups) -> np.ndarray:
+    """Weights [r] that count each group (repository) once: 1 / (its size x number of groups)."""
+    keys = [str(g) for g in groups]
+    size = {k: keys.count(k) for k in set(keys)}
+    return np.array([1.0 / (size[k] * len(size)) for k in keys])
+
+
+def stack_weights(
+    candidates: np.ndarray, observed: np.ndarray, std: np.ndarray, weights: np.ndarray
+) -> np.ndarray:
+    """Stacking (Wolpert 1992; Breiman 1996): convex weights w [k] of k candidate forecasts that
+    minimise the weighted mean absolute scaled error sum_i a_i |sum_j w_j C_ij - y_i| / std_i
+    over w >= 0, sum w = 1. candidates: [r, k] forecasts of the observed means y: [r]; std: [r];
+    weights a: [r]. A linear programme (HiGHS), so the result is deterministic."""
+    from scipy.optimize import linprog
+
+    C, y = np.asarray(candidates, float), np.asarray(observed, float)
+    s, a = np.asarray(std, float), np.asarray(weights, float)
+    r, k = C.shape
+    if r < 3 or y.shape != (r,) or s.shape != (r,) or a.shape != (r,):
+        raise ValueError(f"need candidates [r >= 3, k], observed, std, weights [r]; got {C.shape}")
+    d = (C - y[:, None]) / np.where(s > 0, s, 1.0)[:, None]  # sum w = 1: the mix's error is d w
+    eye = np.eye(r)
+    a_eq = np.block([[d, -eye, eye], [np.ones((1, k)), np.zeros((1, 2 * r))]])
+    b_eq = np.concatenate([np.zeros(r), [1.0]])
+    cost = np.concatenate([np.zeros(k), a, a])
+    res = linprog(cost, A_eq=a_eq, b_eq=b_eq, bounds=(0, None), method="highs")
+    if not res.success:
+        raise ValueError(f"stacking failed: {res.message}")
+    w = np.clip(res.x[:k], 0.0, None)
+    return w / w.sum()
 
 
 def timescale_centre(log_ratios: np.ndarray) -> float:
