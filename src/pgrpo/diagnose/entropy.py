@@ -14,12 +14,14 @@ docs/integrations.md.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 
 from pgrpo.diagnose.checks import CHECKS, CheckOptions, CheckResult, column, not_enough
 from pgrpo.diagnose.signals import thin_log
 from pgrpo.dynamics.forecast import forecast
+from pgrpo.dynamics.levelgain import CORPUS_PRIOR
 
 COLLAPSE_SHARE = 0.1
 MIN_POINTS = 12
@@ -30,8 +32,10 @@ def entropy_floor_forecast(step: np.ndarray, entropy: np.ndarray, level: float =
     steps from the last point to it (0 when already there)."""
     span = max(float(step[-1] - step[0]), 1.0)
     horizon = float(step[-1]) + 3.0 * span + np.linspace(0.0, span, step.size)
+    # no timescale prior: its centre (tau ~ 0.23 of the run) was learned from reward curves
+    prior = replace(CORPUS_PRIOR, log_tau_ratio=None)
     fc = forecast(step, entropy, float(step[-1]), model="exponential", horizon=horizon,
-                  level=level)  # fmt: skip
+                  level=level, prior=prior)  # fmt: skip
     tau = float(fc.fit.values["tau"])
     reached = float(step[0]) + tau * math.log(10.0)
     return {
