@@ -24,7 +24,6 @@ from pgrpo.dynamics.curves import (
     CurveModel,
     FitContext,
     Parameter,
-    _at_times,
     _levels,
     level_bounds,
     profile_levels,
@@ -32,7 +31,7 @@ from pgrpo.dynamics.curves import (
 )
 from pgrpo.dynamics.model import _unit_response
 from pgrpo.dynamics.optimizers import fit_reduction, max_stable_rate
-from pgrpo.dynamics.recursion import simulate_recursion
+from pgrpo.dynamics.recursion import schedule_response
 
 
 def fixed_rate_bounds(t: np.ndarray, ctx: FitContext) -> tuple[float, float]:
@@ -50,9 +49,8 @@ def fixed_basis_batch(t: np.ndarray, ks: np.ndarray, ctx: FitContext) -> np.ndar
         n_steps = int(math.ceil(float(np.max(t)))) if t.size else 0
         # k -> 0: only the reduction's recursion momentum is read
         beta = fit_reduction(ctx.optimizer, 1e-12, ctx.beta1, ctx.refresh_interval).beta1
-        a = np.asarray(ks, dtype=float)[:, None] * ctx.schedule(n_steps)[None, :]
-        basis = simulate_recursion(a, beta, n_steps, refresh_interval=ctx.refresh_interval)
-        return _at_times(basis, t)
+        sched = ctx.schedule(n_steps)
+        return schedule_response(np.asarray(ks, dtype=float), sched, beta, t, ctx.refresh_interval)
     rows = []
     for k in np.asarray(ks, dtype=float):
         red = fit_reduction(ctx.optimizer, float(k), ctx.beta1, ctx.refresh_interval)
