@@ -48,13 +48,14 @@ def _safe(fn: Any, *args: Any, **kwargs: Any) -> tuple[Any, str]:
 
 def _fits(log: Any) -> tuple[Any, Any, list[str]]:
     from pgrpo.dynamics import forecast
-    from pgrpo.dynamics.logfit import thin_log
+    from pgrpo.dynamics.logfit import bin_weights, thin_log
     from pgrpo.dynamics.runfit import fit_run, run_inputs
 
     log = thin_log(log)  # bin means past 4,000 steps, as `pgrpo fit` does
     opts, err = _safe(run_inputs, log.step, log.columns, log.hyperparameters)
     if err:
         return None, None, [f"fit failed ({err})"]
+    opts["weights"] = bin_weights(log)
     notes = []
     fit, err = _safe(fit_run, log.step, log.reward, **opts)
     if err:
