@@ -33,6 +33,10 @@ if TYPE_CHECKING:  # forecast needs scipy.stats: imported only when a forecast i
     from pgrpo.dynamics.forecast import Forecast
 
 BASELINES = ("exponential", "logistic")
+FIT_COLUMNS = ("learning_rate", "optimizer_step", "group_size", "refresh_interval", "beta1",
+               "batch_prompts")  # fmt: skip
+"""The columns `fit_log` reads (the lr schedule, the clock, the constant hyperparameter columns):
+`read_log(path, columns=FIT_COLUMNS)` converts only these of a long log."""
 MAX_FIT_POINTS = 4000
 """Longer logs are fitted on bin means (see the module docstring)."""
 
