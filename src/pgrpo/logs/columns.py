@@ -116,10 +116,14 @@ class ColumnStore:
         return got
 
     def _add(self, rows: list[Mapping[str, Any]]) -> None:
-        groups: dict[tuple[str, ...], list[int]] = {}
-        for i, rec in enumerate(rows):
-            groups.setdefault(tuple(rec), []).append(i)
         m, start = len(rows), self.n
+        key_rows = list(map(tuple, rows))
+        groups: dict[tuple[str, ...], list[int]] = {}
+        if key_rows.count(key_rows[0]) == m:  # the common case: one key order throughout
+            groups[key_rows[0]] = list(range(m))
+        else:
+            for i, keys in enumerate(key_rows):
+                groups.setdefault(keys, []).append(i)
         dense: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         for keys, idx in groups.items():
             stored = self._stored(keys)
