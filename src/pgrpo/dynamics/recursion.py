@@ -185,8 +185,15 @@ def schedule_response(
     if not binned_path(t, n_steps, K):
         a = ks[:, None] * schedule[None, :]
         return at_times(simulate_recursion(a, beta1, n_steps, refresh_interval=K), t)
-    q = np.unique(np.clip(np.floor(t), 0, n_steps).astype(int))
+    q = _sorted_unique(np.clip(np.floor(t), 0, n_steps).astype(int))
     return _binned_response(ks, schedule, np.asarray(beta1, dtype=float), t, q)
+
+
+def _sorted_unique(x: np.ndarray) -> np.ndarray:
+    """np.unique of an int array, O(n) when it is already sorted (a fit's times are)."""
+    if x.size > 1 and not np.all(x[1:] >= x[:-1]):
+        x = np.sort(x, kind="stable")
+    return x[np.r_[True, x[1:] != x[:-1]]] if x.size else x
 
 
 def binned_path(t: np.ndarray, n_steps: int, refresh_interval: int = 1) -> bool:
@@ -268,7 +275,7 @@ def _binned_group(
         alive = np.flatnonzero(np.max(np.abs(xs), axis=0) > 1e-12)
         stop = int(alive[-1]) + 2 if alive.size else 0
         pieces[stop:] = 1
-    edges = np.union1d(base, _sub_edges(base, pieces)) if np.any(pieces > 1) else base
+    edges = _sorted_unique(np.r_[base, _sub_edges(base, pieces)]) if np.any(pieces > 1) else base
     xs, x_next = _interval_states(ks, csum, beta, edges)
     pos = np.searchsorted(edges, np.clip(np.floor(t), 0, n_steps))  # t's interval (its start)
     frac = t - edges[pos]
