@@ -13,7 +13,7 @@ import gc
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from itertools import chain
-from operator import itemgetter
+from operator import itemgetter, methodcaller
 from typing import Any
 
 import numpy as np
@@ -39,6 +39,7 @@ def as_number(value: Any) -> float | None:
 
 
 _PLAIN = {int, float}
+_values = methodcaller("values")
 
 
 def _convert(values: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
@@ -56,13 +57,17 @@ def _convert(values: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _block_columns(
-    block: list[Mapping[str, Any]], keys: tuple[str, ...]
+    block: list[Mapping[str, Any]], keys: tuple[str, ...], every: bool = False
 ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    """(values, codes) per key of `keys` for rows that all hold them: all plain numbers in one
-    conversion (the common case), else one key at a time."""
+    """(values, codes) per key of `keys` for rows that all hold them (every: `keys` is each
+    row's whole key tuple, in its order): all plain numbers in one conversion (the common case),
+    else one key at a time."""
     k = len(keys)
-    get = itemgetter(*keys)
-    rows = map(get, block) if k > 1 else ((get(r),) for r in block)
+    if every:
+        rows = map(_values, block)
+    else:
+        get = itemgetter(*keys)
+        rows = map(get, block) if k > 1 else ((get(r),) for r in block)
     flat = list(chain.from_iterable(rows))
     if set(map(type, flat)) <= _PLAIN:
         try:
@@ -130,7 +135,8 @@ class ColumnStore:
             if not stored:
                 continue
             block = rows if len(idx) == m else [rows[i] for i in idx]
-            for key, (vals, code) in zip(stored, _block_columns(block, stored), strict=True):
+            columns = _block_columns(block, stored, every=stored is keys)
+            for key, (vals, code) in zip(stored, columns, strict=True):
                 if len(idx) == m:
                     dense[key] = (vals, code)
                     continue
