@@ -6,13 +6,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pgrpo.dynamics.recursion import (
-    BINNED_TOLERANCE,
-    at_times,
-    binned_path,
-    schedule_response,
-    simulate_recursion,
-)
+from pgrpo.dynamics.binned_recursion import BINNED_TOLERANCE, binned_path, schedule_response
+from pgrpo.dynamics.recursion import at_times, simulate_recursion
 
 N = 200_000
 

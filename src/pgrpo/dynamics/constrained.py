@@ -19,6 +19,7 @@ import math
 import numpy as np
 from scipy.special import gammaincinv
 
+from pgrpo.dynamics.binned_recursion import schedule_response
 from pgrpo.dynamics.curves import (
     FIT_MODELS,
     CurveModel,
@@ -31,7 +32,6 @@ from pgrpo.dynamics.curves import (
 )
 from pgrpo.dynamics.model import _unit_response
 from pgrpo.dynamics.optimizers import fit_reduction, max_stable_rate
-from pgrpo.dynamics.recursion import schedule_response
 
 
 def fixed_rate_bounds(t: np.ndarray, ctx: FitContext) -> tuple[float, float]:

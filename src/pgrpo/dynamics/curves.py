@@ -23,10 +23,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from pgrpo._registry import Registry
+from pgrpo.dynamics.binned_recursion import binned_path, schedule_response
 from pgrpo.dynamics.model import _unit_response
 from pgrpo.dynamics.optimizers import DEFAULT_OPTIMIZER, fit_reduction
 from pgrpo.dynamics.recursion import at_times as _at_times
-from pgrpo.dynamics.recursion import binned_path, schedule_response, unit_response
+from pgrpo.dynamics.recursion import unit_response
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ no information the fit can use (the bin mean of a smooth curve is its value at t
 step, up to O(width^2) curvature, and its noise variance is sigma^2 / count: the same for every
 full bin, so ordinary least squares stays the right fit, with the shorter head bin weighted by
 count / b); the fit then costs O(MAX_FIT_POINTS) points, and under an lr schedule the recursion
-jumps from bin to bin (`recursion.schedule_response`). R^2, AIC, BIC and residual statistics
+jumps from bin to bin (`binned_recursion.schedule_response`). R^2, AIC, BIC and residual statistics
 then describe the bin means (R^2 is higher than on single steps, whose noise the bins average
 out): the result says so in `warnings` and in `metrics["bin_size"]`. The learning rate and the
 optimizer step are binned the same way.
