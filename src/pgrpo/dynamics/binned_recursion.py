@@ -106,9 +106,10 @@ def _binned_response(
     for lv in np.unique(level):
         rows = level == lv
         out[rows] = _binned_group(ks[rows], csum, beta[rows], t, base, slope)
-    _RESULTS[key] = (csum, out.copy())
-    while len(_RESULTS) > 16:
-        _RESULTS.pop(next(iter(_RESULTS)))
+    if ks.size <= 64:  # small results only: the cache stays under ~30 MB
+        _RESULTS[key] = (csum, out.copy())
+        while len(_RESULTS) > 16:
+            _RESULTS.pop(next(iter(_RESULTS)))
     return out
 
 
