@@ -58,3 +58,18 @@ def test_short_or_dense_times_take_the_exact_path_bit_for_bit():
 def test_refresh_interval_above_one_takes_the_exact_path():
     t = _bin_times(N, 50)
     assert not binned_path(t, int(np.ceil(t.max())), refresh_interval=2)
+
+
+def test_times_in_any_order_and_repeated_calls_give_the_same_values():
+    """The binned path does not assume sorted times, and its result cache hands out copies."""
+    t = _bin_times(N, 50)
+    n_steps = int(np.ceil(t.max()))
+    sched = _cosine(N, 0.01)[:n_steps]
+    ks = np.array([3e-4, 2e-3])
+    first = schedule_response(ks, sched, 0.9, t)
+    first[:] = np.nan  # a caller writing into its result must not reach the cache
+    again = schedule_response(ks, sched, 0.9, t)
+    assert np.isfinite(again).all()
+    order = np.random.default_rng(0).permutation(t.size)
+    np.testing.assert_allclose(schedule_response(ks, sched, 0.9, t[order]), again[:, order],
+                               rtol=0, atol=1e-12)  # fmt: skip
