@@ -35,10 +35,10 @@ def schedule_response(
     Binned path (K = 1, n_steps >= BINNED_MIN_STEPS and >= BINNED_MIN_SPACING steps per sampled
     time): the grid is cut at the sampled integer times q_i = floor(t_i); on each interval
     [q_i, q_{i+1}) a_n is held at its interval mean and the recursion jumps the interval with the
-    L_i-th power of its 2 x 2 step matrix (exact for that piecewise-constant schedule). Cost
-    O(P n log L) instead of O(P n_steps). The difference from the exact path is second order in
-    the schedule's change across an interval; `tests/test_recursion_binned.py` bounds it at
-    BINNED_TOLERANCE on 200,000-step warm-up + cosine schedules.
+    L_i-th power of its 2 x 2 step matrix (exact for that piecewise-constant schedule); where
+    the schedule moves fast for the row's k, intervals are cut finer (`_binned_response`). Cost
+    O(P n log L) instead of O(P n_steps). `tests/test_recursion_binned.py` bounds the difference
+    from the exact path at BINNED_TOLERANCE on 200,000-step warm-up + cosine schedules.
     """
     ks = np.atleast_1d(np.asarray(ks, dtype=float))
     schedule = np.asarray(schedule, dtype=float)
