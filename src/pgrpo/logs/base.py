@@ -124,8 +124,8 @@ def assemble(
     """Records (file order, or a ColumnStore of them) -> RewardLog; see the module docstring
     for the repairs. columns: the canonical column names to keep (None: all; step and reward
     are always read); a ColumnStore built with `wanted_keys(columns, ...)` skips the rest."""
-    keep = wanted_keys(columns, reward_key, step_key)
-    store = records if isinstance(records, ColumnStore) else store_of(records, keep=keep)
+    want = wanted_keys(columns, reward_key, step_key)
+    store = records if isinstance(records, ColumnStore) else store_of(records, keep=want)
     warns = list(warnings or [])
     if not store.n:
         raise LogFormatError(f"{source}: no records ({fmt} format); is the file empty?")
