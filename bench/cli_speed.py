@@ -43,8 +43,8 @@ RATIO_TARGET = 1.5
 
 def write_log(path: Path, n: int, seed: int = 0, schedule: bool = True) -> Path:
     """A pgrpo metrics.jsonl of n steps (+ config.yaml), as the trainer writes it; schedule:
-    warm-up + cosine lr (the fit then also runs the exact recursion over every step), else
-    constant."""
+    warm-up + cosine lr (the fit then also runs the lr-schedule recursion, bin to bin on a
+    long log: `dynamics.binned_recursion.schedule_response`), else constant."""
     rng = np.random.default_rng(seed)
     t = np.arange(1, n + 1, dtype=float)
     mean = 0.8 - 0.6 * np.exp(-t / (0.15 * n)) * np.cos(t / (0.05 * n))

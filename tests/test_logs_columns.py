@@ -131,3 +131,48 @@ def test_the_json_module_reads_what_orjson_reads(tmp_path, monkeypatch):
     np.testing.assert_array_equal(fast.columns["kl"], slow.columns["kl"])
     assert fast.warnings == slow.warnings and "1 malformed line(s)" in fast.warnings[0]
     assert np.isnan(fast.columns["kl"][3]) and fast.step.size == 7
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(record, min_size=1, max_size=30), st.integers(1, 7))
+def test_reading_a_few_columns_equals_reading_all_then_selecting(records, chunk):
+    """`columns=` (what `pgrpo fit` asks for) skips converting the other keys and changes
+    nothing else: step, reward, repairs, hyperparameters and the selected columns."""
+    from pgrpo.dynamics.logfit import FIT_COLUMNS
+    from pgrpo.logs.base import wanted_keys
+
+    cols = (*FIT_COLUMNS, "entropy")
+    try:
+        full = assemble(store_of(records, chunk=chunk), fmt="t", source="s")
+    except LogFormatError as exc:
+        try:
+            assemble(store_of(records, chunk, wanted_keys(cols)), fmt="t", source="s", columns=cols)
+        except LogFormatError as again:
+            assert str(again) == str(exc)
+            return
+        raise AssertionError("the selective read accepted what the full read refused") from None
+    part = assemble(store_of(records, chunk, wanted_keys(cols)), fmt="t", source="s", columns=cols)
+    np.testing.assert_array_equal(part.step, full.step)
+    np.testing.assert_array_equal(part.reward, full.reward)
+    assert (part.warnings, part.metrics, part.reward_key) == (
+        full.warnings, full.metrics, full.reward_key
+    )  # fmt: skip
+    assert part.hyperparameters == full.hyperparameters
+    assert sorted(part.columns) == sorted(k for k in full.columns if k in cols)
+    for k, v in part.columns.items():
+        np.testing.assert_array_equal(v, full.columns[k])
+
+
+def test_fit_reads_only_the_columns_it_uses(tmp_path):
+    path = tmp_path / "metrics.jsonl"
+    path.write_text(
+        "".join(
+            json.dumps({"step": s, "reward": s / 10, "kl": 0.1, "learning_rate": 1e-6}) + "\n"
+            for s in range(1, 20)
+        )
+    )
+    from pgrpo.dynamics.logfit import FIT_COLUMNS
+
+    log = read_log(path, columns=FIT_COLUMNS)
+    assert sorted(log.columns) == ["learning_rate"] and log.hyperparameters["lr"] == 1e-6
+    assert "kl" in read_log(path).columns

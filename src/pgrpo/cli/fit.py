@@ -29,13 +29,13 @@ def fit_cmd(
     ),
 ) -> None:
     """Fit rom / exponential / logistic to the reward curve; write OUT/fit.png."""
-    from pgrpo.dynamics.logfit import fit_log
+    from pgrpo.dynamics.logfit import FIT_COLUMNS, fit_log
     from pgrpo.logs import read_log
 
     existing(log, "log", "a log file or a run directory")
     out_dir(out)
     opts = {k: v for k, v in (("reward_key", reward_column), ("step_key", step_column)) if v}
-    reward_log = read_log(log, format=log_format, **opts)
+    reward_log = read_log(log, format=log_format, columns=FIT_COLUMNS, **opts)
     result = fit_log(reward_log, forecast_from=forecast_from, loss=loss)
     png = None
     if plot:

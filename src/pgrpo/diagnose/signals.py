@@ -16,6 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from pgrpo.logs.thin import bin_means, bin_plan
+
 # Framework-specific names for the same quantity, mapped to pgrpo's (TRL's) names. The log readers
 # normally translate already; this is the fallback for generic CSV/W&B exports.
 ALIASES: dict[str, tuple[str, ...]] = {
@@ -153,42 +155,15 @@ def read_eval_points(path: str | Path) -> tuple[tuple[float, float], ...]:
 # points, a moving average over a tenth, trend slopes, spectral periods of 3 points to a third of
 # the run), and its null model is simulated at the analysed length (2,000 curves per length), so
 # its cost grows with n while a 200,000-step log holds no information these statistics use that
-# 2,000 bin means of 100 steps lack. Past MAX_POINTS the log is therefore analysed as bin means:
-# b = ceil(n / MAX_POINTS) consecutive steps per bin, m = floor(n / b) bins, the first n - m b
-# (< b) steps left out so that every bin holds exactly b steps (the latest steps are never
-# dropped). The noise model follows exactly: the mean of b batch means of N 0/1 rewards is a
-# batch mean of b N draws (batch_prompts is multiplied by b), and the AR(1) null is fitted to the
-# bin means themselves. A prefix of j x MAX_POINTS steps is binned into exactly MAX_POINTS bins
-# of j steps, which is what lets the live replay share one null model across its polls
-# (`pgrpo.diagnose.costs.plateau_step`). What is lost: changes faster than a bin and
-# oscillations with a period under 3 bins (3 b steps).
-
-
-def bin_plan(n: int, max_points: int = MAX_POINTS) -> tuple[int, int]:
-    """(b, head) for an n-point series: b = ceil(n / max_points) steps per bin and the head of
-    n mod b leading points left out; (1, 0) when n <= max_points."""
-    if max_points < 1:
-        raise ValueError(f"max_points must be >= 1, got {max_points}")
-    if n <= max_points:
-        return 1, 0
-    b = -(-n // max_points)
-    return b, n % b
-
-
-def bin_means(x: np.ndarray, b: int, head: int = 0) -> np.ndarray:
-    """Means of consecutive bins of b values after the first `head`: [n] -> [(n - head) // b].
-    NaN values are skipped (a bin with none left is NaN); inf is kept (a bin with an inf is
-    inf), so a blow-up stays visible. b = 1: x itself."""
-    x = np.asarray(x, dtype=float)
-    if b == 1 and head == 0:
-        return x
-    v = x[head : head + (x.size - head) // b * b].reshape(-1, b)
-    if not np.isnan(v).any():
-        return v.sum(axis=1) / b
-    ok = ~np.isnan(v)
-    count = ok.sum(axis=1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(count > 0, np.where(ok, v, 0.0).sum(axis=1) / count, np.nan)
+# 2,000 bin means of 100 steps lack. Past MAX_POINTS the log is therefore analysed as bin means
+# (`pgrpo.logs.thin`, the thinning `pgrpo fit` uses too): b = ceil(n / MAX_POINTS) consecutive
+# steps per bin, m = floor(n / b) bins, the first n - m b (< b) steps left out so that every bin
+# holds exactly b steps (the latest steps are never dropped). The noise model follows exactly:
+# the mean of b batch means of N 0/1 rewards is a batch mean of b N draws (batch_prompts is
+# multiplied by b), and the AR(1) null is fitted to the bin means themselves. A prefix of
+# j x MAX_POINTS steps is binned into exactly MAX_POINTS bins of j steps, which is what lets the
+# live replay share one null model across its polls (`pgrpo.diagnose.costs.plateau_step`). What
+# is lost: changes faster than a bin and oscillations with a period under 3 bins (3 b steps).
 
 
 def binned_config(config: dict[str, Any], b: int, n: int, head: int) -> dict[str, Any]:

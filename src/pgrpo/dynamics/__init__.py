@@ -32,6 +32,8 @@ Public API (see docs/dynamics.md):
 from __future__ import annotations
 
 import importlib
+import sys
+import types
 from typing import Any
 
 # Loaded on first use (PEP 562), so `pgrpo fit` imports only what a fit needs (not scipy.stats,
@@ -83,10 +85,21 @@ _LAZY = {
 }
 
 
-# Functions named like their module are bound now: importing the submodule (which any user of
-# the package may do first) would otherwise leave the module object under the function's name.
-from pgrpo.dynamics.forecast import forecast  # noqa: E402
-from pgrpo.dynamics.predict import predict  # noqa: E402
+class _Package(types.ModuleType):
+    """Functions named like their module (`forecast`, `predict`) stay the functions: importing
+    the submodule (which any user of the package may do first) makes the import system set the
+    package attribute to the module object, and this puts the function there instead. They are
+    loaded on first use like the rest (forecast pulls in scipy.stats, which a fit does not need).
+    """
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in _NAMED_LIKE_MODULE and isinstance(value, types.ModuleType):
+            value = getattr(value, name)
+        super().__setattr__(name, value)
+
+
+_NAMED_LIKE_MODULE = ("forecast", "predict")
+sys.modules[__name__].__class__ = _Package
 
 
 def __getattr__(name: str) -> Any:

@@ -17,14 +17,14 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.stats import chi2
+from scipy.special import gammaincinv
 
+from pgrpo.dynamics.binned_recursion import schedule_response
 from pgrpo.dynamics.curves import (
     FIT_MODELS,
     CurveModel,
     FitContext,
     Parameter,
-    _at_times,
     _levels,
     level_bounds,
     profile_levels,
@@ -32,7 +32,6 @@ from pgrpo.dynamics.curves import (
 )
 from pgrpo.dynamics.model import _unit_response
 from pgrpo.dynamics.optimizers import fit_reduction, max_stable_rate
-from pgrpo.dynamics.recursion import simulate_recursion
 
 
 def fixed_rate_bounds(t: np.ndarray, ctx: FitContext) -> tuple[float, float]:
@@ -50,9 +49,8 @@ def fixed_basis_batch(t: np.ndarray, ks: np.ndarray, ctx: FitContext) -> np.ndar
         n_steps = int(math.ceil(float(np.max(t)))) if t.size else 0
         # k -> 0: only the reduction's recursion momentum is read
         beta = fit_reduction(ctx.optimizer, 1e-12, ctx.beta1, ctx.refresh_interval).beta1
-        a = np.asarray(ks, dtype=float)[:, None] * ctx.schedule(n_steps)[None, :]
-        basis = simulate_recursion(a, beta, n_steps, refresh_interval=ctx.refresh_interval)
-        return _at_times(basis, t)
+        sched = ctx.schedule(n_steps)
+        return schedule_response(np.asarray(ks, dtype=float), sched, beta, t, ctx.refresh_interval)
     rows = []
     for k in np.asarray(ks, dtype=float):
         red = fit_reduction(ctx.optimizer, float(k), ctx.beta1, ctx.refresh_interval)
@@ -109,7 +107,7 @@ def kappa_interval(
     k_lo, k_hi = fixed_rate_bounds(t, ctx)
     rho = min(max(autocorr, 0.0), 0.95)
     n_eff = max(y.size * (1.0 - rho) / (1.0 + rho), 1.0)
-    limit = chi2.ppf(level, 1)
+    limit = 2.0 * gammaincinv(0.5, level)  # chi2.ppf(level, 1), without scipy.stats
 
     def scan(ks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         phi = fixed_basis_batch(t, ks, ctx)

@@ -23,9 +23,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from pgrpo._registry import Registry
+from pgrpo.dynamics.binned_recursion import binned_path, schedule_response
 from pgrpo.dynamics.model import _unit_response
 from pgrpo.dynamics.optimizers import DEFAULT_OPTIMIZER, fit_reduction
-from pgrpo.dynamics.recursion import simulate_recursion, unit_response
+from pgrpo.dynamics.recursion import at_times as _at_times
+from pgrpo.dynamics.recursion import unit_response
 
 
 @dataclass(frozen=True)
@@ -337,19 +339,11 @@ def _schedule_basis(k: float, m: float, n_steps: int, ctx: FitContext) -> np.nda
     return basis
 
 
-def _at_times(basis: np.ndarray, t: np.ndarray) -> np.ndarray:
-    """basis: [..., T+1] on integer times -> values at t: [..., n] (linear interpolation)."""
-    idx = np.rint(t).astype(int)
-    if np.all(idx == t):
-        return basis[..., idx]
-    lo = np.clip(np.floor(t).astype(int), 0, basis.shape[-1] - 1)
-    hi = np.clip(lo + 1, 0, basis.shape[-1] - 1)
-    frac = t - lo
-    return basis[..., lo] * (1.0 - frac) + basis[..., hi] * frac
-
-
 def rom_schedule_basis(t: np.ndarray, p: dict[str, float], ctx: FitContext) -> np.ndarray:
     n_steps = int(math.ceil(float(np.max(t)))) if t.size else 0
+    if binned_path(t, n_steps, ctx.refresh_interval):  # a long log's bin means
+        beta = p["m"] / (1.0 + p["m"])
+        return schedule_response(np.array([p["k"]]), ctx.schedule(n_steps), beta, t)[0]
     return _at_times(_schedule_basis(p["k"], p["m"], n_steps, ctx), t)
 
 
@@ -378,10 +372,8 @@ def rom_schedule_guess(t: np.ndarray, y: np.ndarray, ctx: FitContext) -> list[di
     n_steps = int(math.ceil(float(np.max(t))))
     sched = ctx.schedule(n_steps)
     grid = [(k, m) for m in ms for k in ks]
-    a = np.array([k for k, _ in grid])[:, None] * sched[None, :]
     beta = np.array([m / (1.0 + m) for _, m in grid])
-    basis = simulate_recursion(a, beta, n_steps, refresh_interval=ctx.refresh_interval)
-    phi = _at_times(basis, t)
+    phi = schedule_response(np.array([k for k, _ in grid]), sched, beta, t, ctx.refresh_interval)
     phi = np.where(np.isfinite(phi), phi, 1e6)
     r_inf, r_0, sse = profile_levels(phi, y, level_bounds(y))
     i = int(np.argmin(sse))

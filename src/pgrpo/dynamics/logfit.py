@@ -2,15 +2,18 @@
 
 `fit_log(log)` is the one library call behind `pgrpo fit`; `to_dict()` gives its JSON.
 
-A log longer than MAX_FIT_POINTS is thinned first (`thin_curve`): the reward is averaged over
-consecutive equal-count bins of steps and each bin sits at its mean step. For a curve whose
-timescale spans many bins this loses no information the fit can use (the bin mean of a smooth
-curve is its value at the bin's mean step, up to O(width^2) curvature, and its noise variance is
-sigma^2 / bin_size, the same for every bin, so ordinary least squares stays the right fit); the
-fit then costs O(MAX_FIT_POINTS), not O(n). R^2, AIC, BIC and residual statistics then describe
-the bin means (R^2 is higher than on single steps, whose noise the bins average out): the
-result says so in `warnings` and in `metrics["bin_size"]`. The lr schedule stays at full
-resolution.
+A log longer than MAX_FIT_POINTS is thinned first (`thin_log`, the bin means of
+`pgrpo.logs.thin` that `pgrpo diagnose` uses too): the reward is averaged over consecutive bins
+of b steps aligned to the end of the log, the n mod b leading steps forming one shorter first
+bin, and each bin sits at its mean step. For a curve whose timescale spans many bins this loses
+no information the fit can use (the bin mean of a smooth curve is its value at the bin's mean
+step, up to O(width^2) curvature, and its noise variance is sigma^2 / count: the same for every
+full bin, so ordinary least squares stays the right fit, with the shorter head bin weighted by
+count / b); the fit then costs O(MAX_FIT_POINTS) points, and under an lr schedule the recursion
+jumps from bin to bin (`binned_recursion.schedule_response`). R^2, AIC, BIC and residual statistics
+then describe the bin means (R^2 is higher than on single steps, whose noise the bins average
+out): the result says so in `warnings` and in `metrics["bin_size"]`. The learning rate and the
+optimizer step are binned the same way.
 """
 
 from __future__ import annotations
@@ -24,11 +27,16 @@ import numpy as np
 from pgrpo.dynamics.fit import FitResult, fit_curve
 from pgrpo.dynamics.runfit import fit_run, run_inputs
 from pgrpo.logs import RewardLog
+from pgrpo.logs.thin import bin_counts, bin_means, bin_plan
 
 if TYPE_CHECKING:  # forecast needs scipy.stats: imported only when a forecast is asked for
     from pgrpo.dynamics.forecast import Forecast
 
 BASELINES = ("exponential", "logistic")
+FIT_COLUMNS = ("learning_rate", "optimizer_step", "group_size", "refresh_interval", "beta1",
+               "batch_prompts")  # fmt: skip
+"""The columns `fit_log` reads (the lr schedule, the clock, the constant hyperparameter columns):
+`read_log(path, columns=FIT_COLUMNS)` converts only these of a long log."""
 MAX_FIT_POINTS = 4000
 """Longer logs are fitted on bin means (see the module docstring)."""
 
@@ -36,40 +44,49 @@ MAX_FIT_POINTS = 4000
 def thin_curve(
     step: np.ndarray, reward: np.ndarray, max_points: int = MAX_FIT_POINTS
 ) -> tuple[np.ndarray, np.ndarray, int]:
-    """Bin means of a long curve: step, reward: [n] -> (step [m], reward [m], bin_size b),
-    m = ceil(n / b) <= max_points, consecutive bins of b points (the last may be shorter).
+    """Bin means of a long curve (`pgrpo.logs.thin`, the head kept as a shorter first bin):
+    step, reward: [n] -> (step [m], reward [m], bin_size b), m = ceil(n / b) <= max_points.
     Curves of <= max_points points come back unchanged with b = 1."""
     step, reward = np.asarray(step, dtype=float), np.asarray(reward, dtype=float)
-    n = step.size
-    if n <= max_points:
+    b, head = bin_plan(step.size, max_points)
+    if b == 1:
         return step, reward, 1
-    b = int(math.ceil(n / max_points))
-    edges = np.arange(0, n, b)
-    counts = np.diff(np.append(edges, n))
-    return np.add.reduceat(step, edges) / counts, np.add.reduceat(reward, edges) / counts, b
+    return bin_means(step, b, head, keep_head=True), bin_means(reward, b, head, True), b
 
 
 def thin_log(log: RewardLog, max_points: int = MAX_FIT_POINTS) -> RewardLog:
-    """`log` with step and reward thinned by `thin_curve` (other columns dropped, except the
-    learning rate and the optimizer step, averaged the same way); a warning and
-    metrics["bin_size"] say so."""
-    step, reward, b = thin_curve(log.step, log.reward, max_points)
+    """`log` with step and reward thinned as `thin_curve` does (other columns dropped, except
+    the learning rate and the optimizer step, binned the same way, and `bin_count`, the steps
+    behind each point); a warning and metrics["bin_size"] say so."""
+    n = len(log)
+    b, head = bin_plan(n, max_points)
     if b == 1:
         return log
     columns = {}
-    edges = np.arange(0, log.step.size, b)
-    counts = np.diff(np.append(edges, log.step.size))
     for name in ("learning_rate", "optimizer_step"):
-        if name in log.columns and np.isfinite(log.columns[name]).all():
-            columns[name] = np.add.reduceat(log.columns[name], edges) / counts
+        if name in log.columns and np.isfinite(log.columns[name]).any():
+            columns[name] = bin_means(log.columns[name], b, head, keep_head=True)
+    columns["bin_count"] = bin_counts(n, b, head, keep_head=True).astype(float)
+    step = bin_means(log.step, b, head, keep_head=True)
+    first = f", the first of {head}, weighted by its count" if head else ""
     note = (
-        f"{len(log)} logged steps fitted as {step.size} means of {b} consecutive steps "
+        f"{n} logged steps fitted as {step.size} means of {b} consecutive steps{first} "
         "(R^2, AIC and BIC describe the means)"
     )
     return replace(
-        log, step=step, reward=reward, columns=columns, warnings=(*log.warnings, note),
-        metrics={**log.metrics, "bin_size": float(b), "n_logged": float(len(log))},
+        log, step=step, reward=bin_means(log.reward, b, head, keep_head=True), columns=columns,
+        warnings=(*log.warnings, note),
+        metrics={**log.metrics, "bin_size": float(b), "n_logged": float(n)},
     )  # fmt: skip
+
+
+def bin_weights(log: RewardLog) -> np.ndarray | None:
+    """Inverse-variance weights of a thinned log's points (count / b: [m]), None when every
+    point carries the same number of steps (an unweighted fit is then exact)."""
+    counts = log.columns.get("bin_count")
+    if counts is None or np.all(counts == counts[-1]):
+        return None
+    return counts / float(np.max(counts))
 
 
 @dataclass(frozen=True)
@@ -163,9 +180,13 @@ def fit_log(
         raise ValueError(f"forecast_from must be a fraction in (0, 1), got {forecast_from!r}")
     log = thin_log(log)  # bin means past MAX_FIT_POINTS steps (lr and optimizer steps alike)
     kw: dict[str, Any] = {**run_inputs(log.step, log.columns, log.hyperparameters), "loss": loss}
+    kw["weights"] = weights = bin_weights(log)
     rom = fit_run(log.step, log.reward, **kw)
     constrained = rom.constrained  # the rom_fixed fit the free fit was compared with
-    baselines = {name: fit_curve(log.step, log.reward, name, loss=loss) for name in BASELINES}
+    baselines = {
+        name: fit_curve(log.step, log.reward, name, loss=loss, weights=weights)
+        for name in BASELINES
+    }
     fc = None
     if forecast_from is not None:
         from pgrpo.dynamics.forecast import forecast

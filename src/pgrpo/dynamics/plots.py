@@ -1,13 +1,52 @@
-"""PNG figures for `pgrpo fit` and `pgrpo predict` (matplotlib, Agg backend, no display)."""
+"""PNG figures for `pgrpo fit` and `pgrpo predict` (matplotlib's Agg canvas, no display).
+
+Start-up is part of a `pgrpo fit` answer, so only what is drawn is imported: a `Figure` on an
+Agg canvas (no pyplot, no backend selection or figure manager), and the Adobe glyph list that
+matplotlib's TeX reader (`dviread`) imports at load (~0.1 s CPU, used only with usetex) is loaded
+only on first use (`_LoadedOnFirstUse`).
+"""
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
+import sys
+import types
 from pathlib import Path
+from typing import Any
 
-import matplotlib
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+class _LoadedOnFirstUse(types.ModuleType):
+    """A stand-in in sys.modules for a module imported for real on first attribute access
+    (`importlib.util.LazyLoader` would not do: the import system reads `__spec__` of a module
+    found in sys.modules, which makes a lazy module load at once)."""
+
+    def __getattr__(self, attr: str) -> Any:
+        if sys.modules.get(self.__name__) is self:
+            del sys.modules[self.__name__]
+        module = importlib.import_module(self.__name__)
+        vars(self).update(vars(module))
+        return getattr(module, attr)
+
+
+def _lazy_module(name: str) -> None:
+    """Put a `_LoadedOnFirstUse` stand-in for `name` in sys.modules (no-op when loaded)."""
+    if name in sys.modules:
+        return
+    spec = importlib.util.find_spec(name)
+    if spec is None:
+        return
+    stub = _LoadedOnFirstUse(name)
+    stub.__spec__ = spec
+    sys.modules[name] = stub
+    parent, _, child = name.rpartition(".")
+    if parent:
+        setattr(sys.modules[parent], child, stub)
+
+
+_lazy_module("fontTools.agl")
+from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
 
 from pgrpo.dynamics.logfit import LogFit  # noqa: E402
 from pgrpo.dynamics.predict import Prediction  # noqa: E402
@@ -27,11 +66,18 @@ def thin(n: int, max_points: int = MAX_POINTS) -> slice:
     return slice(None, None, max(1, -(-n // max_points)))
 
 
+def _figure(width: float, height: float) -> tuple[Figure, Any]:
+    """A figure on its own Agg canvas and its one axes (freed with the figure: no pyplot)."""
+    fig = Figure(figsize=(width, height))
+    FigureCanvasAgg(fig)
+    return fig, fig.add_subplot()
+
+
 def plot_log_fit(fit: LogFit, path: Path) -> Path:
     """Data, rom fit, baselines and (when present) the forecast band (long series thinned)."""
     log = fit.log
     s = thin(len(log.step))
-    fig, ax = plt.subplots(figsize=(9, 5))
+    fig, ax = _figure(9, 5)
     ax.plot(log.step[s], log.reward[s], ".", ms=3, color="0.6", label="reward (log)")
     ax.plot(log.step[s], fit.rom.fitted[s], lw=2, label=f"{fit.rom.model} (R^2={fit.rom.r2:.3f})")
     for name, r in fit.baselines.items():
@@ -64,7 +110,6 @@ def plot_log_fit(fit: LogFit, path: Path) -> Path:
     fig.subplots_adjust(**MARGINS)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
-    plt.close(fig)
     return path
 
 
@@ -73,7 +118,7 @@ def plot_prediction(pred: Prediction, path: Path) -> Path:
     m = pred.metrics
     s = thin(len(pred.step))
     step, mean = pred.step[s], pred.mean[s]
-    fig, ax = plt.subplots(figsize=(8, 4.5))
+    fig, ax = _figure(8, 4.5)
     ax.plot(step, mean, lw=2, label="mean (exact recursion)")
     ax.plot(step, pred.closed_form[s], "--", lw=1.2, label="closed form (continuum)")
     sd = m["stationary_std"]
@@ -89,5 +134,4 @@ def plot_prediction(pred: Prediction, path: Path) -> Path:
     fig.subplots_adjust(**MARGINS)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
-    plt.close(fig)
     return path

@@ -139,6 +139,17 @@ def unit_response(a: list[float], beta1: float, refresh_interval: int = 1) -> li
     return _scalar_run(list(a), float(beta1), _check_k(refresh_interval), 1.0, 0.0)
 
 
+def at_times(basis: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """basis: [..., T+1] on integer times -> values at t: [..., n] (linear interpolation)."""
+    idx = np.rint(t).astype(int)
+    if np.all(idx == t):
+        return basis[..., idx]
+    lo = np.clip(np.floor(t).astype(int), 0, basis.shape[-1] - 1)
+    hi = np.clip(lo + 1, 0, basis.shape[-1] - 1)
+    frac = t - lo
+    return basis[..., lo] * (1.0 - frac) + basis[..., hi] * frac
+
+
 def _check_k(refresh_interval: int) -> int:
     if int(refresh_interval) != refresh_interval or refresh_interval < 1:
         raise ValueError(f"refresh_interval must be an integer >= 1, got {refresh_interval!r}")

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -119,14 +119,17 @@ def assemble(
     hyperparameters: Mapping[str, float] | None = None,
     reward_key: str | None = None,
     step_key: str | None = None,
+    columns: Collection[str] | None = None,
 ) -> RewardLog:
     """Records (file order, or a ColumnStore of them) -> RewardLog; see the module docstring
-    for the repairs."""
-    store = records if isinstance(records, ColumnStore) else store_of(records)
+    for the repairs. columns: the canonical column names to keep (None: all; step and reward
+    are always read); a ColumnStore built with `wanted_keys(columns, ...)` skips the rest."""
+    want = wanted_keys(columns, reward_key, step_key)
+    store = records if isinstance(records, ColumnStore) else store_of(records, keep=want)
     warns = list(warnings or [])
     if not store.n:
         raise LogFormatError(f"{source}: no records ({fmt} format); is the file empty?")
-    all_keys = store.keys
+    all_keys = store.seen
     rkey = resolve_reward_key(all_keys, reward_key)
     if step_key is not None and step_key not in set(all_keys):
         raise LogFormatError(f"{source}: step column {step_key!r} not found")
@@ -156,12 +159,15 @@ def assemble(
     if n_rep:
         warns.append(f"{n_rep} repeated step(s) (a restart?): kept the last occurrence of each")
     rows = rows[keep]
-    col_keys = _column_keys(all_keys)
-    columns = {name: store.column(key)[0][rows] for name, key in col_keys.items()}
+    col_keys = _column_keys(store.keys)
+    if columns is not None:
+        col_keys = {name: key for name, key in col_keys.items() if name in columns}
+    cols = {name: store.column(key)[0][rows] for name, key in col_keys.items()}
     used = {*col_keys.values(), skey, *_as_list(rkey)}
-    columns.update(_other_columns(store, rows, used, set(columns)))
+    others = _other_columns(store, rows, used, set(cols))
+    cols.update({k: v for k, v in others.items() if columns is None or k in columns})
     stride = _stride(step, warns)
-    hyper = hyperparameters_from_columns(columns)
+    hyper = hyperparameters_from_columns(cols)
     hyper.update({k: v for k, v in (hyperparameters or {}).items() if v is not None})
     metrics = {
         "n_rows": float(step.size),
@@ -171,7 +177,28 @@ def assemble(
         "log_every": float(stride),
     }
     key_name = rkey if isinstance(rkey, str) else "+".join(rkey)
-    return RewardLog(step, reward, columns, hyper, tuple(warns), fmt, source, key_name, metrics)
+    return RewardLog(step, reward, cols, hyper, tuple(warns), fmt, source, key_name, metrics)
+
+
+def wanted_keys(
+    columns: Collection[str] | None, reward_key: str | None = None, step_key: str | None = None
+) -> Callable[[str], bool] | None:
+    """Which raw keys a reader must store to give the canonical `columns` (None: all): the step
+    and reward candidates (or the named ones), the COLUMN_KEYS candidates of those columns and
+    any key named like one of them (with "train/" stripped)."""
+    if columns is None:
+        return None
+    names = set(columns)
+    for name in columns:
+        names.update(COLUMN_KEYS.get(name, ()))
+    names.update(REWARD_KEYS)
+    exact = {*STEP_KEYS, *(k for k in (reward_key, step_key) if k is not None)}
+
+    def keep(key: str) -> bool:
+        c = _canon(key)
+        return key in exact or c in names or REWARD_PATTERN.match(c) is not None
+
+    return keep
 
 
 def _as_list(rkey: str | list[str]) -> list[str]:

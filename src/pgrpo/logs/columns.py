@@ -10,10 +10,10 @@ a time; `as_number` decides the value of anything that is not a plain int or flo
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from itertools import chain
-from operator import methodcaller
+from operator import itemgetter, methodcaller
 from typing import Any
 
 import numpy as np
@@ -57,11 +57,18 @@ def _convert(values: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _block_columns(
-    block: list[Mapping[str, Any]], k: int
+    block: list[Mapping[str, Any]], keys: tuple[str, ...], every: bool = False
 ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    """(values, codes) per key of rows that share their k keys in one order: all plain numbers
-    in one conversion (the common case), else one key at a time."""
-    flat = list(chain.from_iterable(map(_values, block)))
+    """(values, codes) per key of `keys` for rows that all hold them (every: `keys` is each
+    row's whole key tuple, in its order): all plain numbers in one conversion (the common case),
+    else one key at a time."""
+    k = len(keys)
+    if every:
+        rows = map(_values, block)
+    else:
+        get = itemgetter(*keys)
+        rows = map(get, block) if k > 1 else ((get(r),) for r in block)
+    flat = list(chain.from_iterable(rows))
     if set(map(type, flat)) <= _PLAIN:
         try:
             arr = np.fromiter(flat, dtype=float, count=len(flat)).reshape(len(block), k)
@@ -72,21 +79,29 @@ def _block_columns(
             for j in range(k):
                 yield np.ascontiguousarray(arr[:, j]), codes.copy()
             return
-    # one tuple per key: the values of that key down the block (transposed in C)
-    for col in zip(*map(_values, block), strict=True):
-        yield _convert(col)
+    for j in range(k):  # the values of one key down the block
+        yield _convert(flat[j::k])
 
 
 class ColumnStore:
-    """Columns of a stream of records. keys: first-appearance order; n: records seen."""
+    """Columns of a stream of records. keys: the stored keys, first-appearance order; seen: every
+    key met (stored or not); n: records seen. keep: which keys to store (None: all); a reader
+    asked for a few columns skips converting the rest."""
 
-    def __init__(self) -> None:
+    def __init__(self, keep: Callable[[str], bool] | None = None) -> None:
         self.n = 0
+        self._keep = keep
+        self._wanted: dict[tuple[str, ...], tuple[str, ...]] = {}
+        self._seen: dict[str, None] = {}
         self._chunks: dict[str, list[tuple[int, np.ndarray, np.ndarray]]] = {}
 
     @property
     def keys(self) -> list[str]:
         return list(self._chunks)
+
+    @property
+    def seen(self) -> list[str]:
+        return list(self._seen)
 
     def add(self, records: Iterable[Mapping[str, Any]]) -> None:
         """Append a chunk of records (dicts; their keys are taken as strings)."""
@@ -96,15 +111,32 @@ class ColumnStore:
         with _no_gc():
             self._add(rows)
 
+    def _stored(self, keys: tuple[str, ...]) -> tuple[str, ...]:
+        """The keys of a key tuple to store (cached per tuple)."""
+        got = self._wanted.get(keys)
+        if got is None:
+            self._seen.update(dict.fromkeys(map(str, keys)))
+            got = keys if self._keep is None else tuple(k for k in keys if self._keep(str(k)))
+            self._wanted[keys] = got
+        return got
+
     def _add(self, rows: list[Mapping[str, Any]]) -> None:
-        groups: dict[tuple[str, ...], list[int]] = {}
-        for i, rec in enumerate(rows):
-            groups.setdefault(tuple(rec), []).append(i)
         m, start = len(rows), self.n
+        key_rows = list(map(tuple, rows))
+        groups: dict[tuple[str, ...], list[int]] = {}
+        if key_rows.count(key_rows[0]) == m:  # the common case: one key order throughout
+            groups[key_rows[0]] = list(range(m))
+        else:
+            for i, keys in enumerate(key_rows):
+                groups.setdefault(keys, []).append(i)
         dense: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         for keys, idx in groups.items():
+            stored = self._stored(keys)
+            if not stored:
+                continue
             block = rows if len(idx) == m else [rows[i] for i in idx]
-            for key, (vals, code) in zip(keys, _block_columns(block, len(keys)), strict=True):
+            columns = _block_columns(block, stored, every=stored is keys)
+            for key, (vals, code) in zip(stored, columns, strict=True):
                 if len(idx) == m:
                     dense[key] = (vals, code)
                     continue
@@ -136,9 +168,13 @@ def _no_gc() -> Iterator[None]:
             gc.enable()
 
 
-def store_of(records: Iterable[Mapping[str, Any]], chunk: int = 8192) -> ColumnStore:
-    """A ColumnStore of `records`, converted `chunk` records at a time."""
-    store, buf = ColumnStore(), []
+def store_of(
+    records: Iterable[Mapping[str, Any]],
+    chunk: int = 8192,
+    keep: Callable[[str], bool] | None = None,
+) -> ColumnStore:
+    """A ColumnStore of `records` (storing the keys `keep` accepts), `chunk` records at a time."""
+    store, buf = ColumnStore(keep), []
     for rec in records:
         buf.append(rec)
         if len(buf) >= chunk:

@@ -33,6 +33,7 @@ from pgrpo.logs.base import (
     assemble,
     find_key,
     hyperparameters_from_config,
+    wanted_keys,
 )
 from pgrpo.logs.columns import ColumnStore, store_of
 
@@ -176,10 +177,15 @@ def detect_pgrpo(path: Path) -> bool:
     return obj is not None and "data" not in obj and ("reward" in obj or f.name == "metrics.jsonl")
 
 
+def _keep(options: dict[str, Any]) -> Any:
+    """The key filter of a streamed reader asked for `columns` (see `assemble`)."""
+    return wanted_keys(options.get("columns"), options.get("reward_key"), options.get("step_key"))
+
+
 def read_pgrpo(path: Path, **options: Any) -> RewardLog:
     f = _pgrpo_file(path)
     bad: list[int] = []
-    records = ColumnStore()
+    records = ColumnStore(_keep(options))
     for chunk in iter_jsonl_chunks(f, bad):
         records.add(chunk)
     warns = _bad_lines(bad)
@@ -264,7 +270,7 @@ def _verl_record(r: dict[str, Any]) -> dict[str, Any]:
 
 def read_verl(path: Path, **options: Any) -> RewardLog:
     bad: list[int] = []
-    records = ColumnStore()
+    records = ColumnStore(_keep(options))
     for chunk in iter_jsonl_chunks(path, bad):
         records.add([_verl_record(r) for r in chunk])
     warns = _bad_lines(bad)
@@ -420,16 +426,18 @@ for _reader in (
 def read_log(path: str | Path, format: str | None = None, **options: Any) -> RewardLog:
     """Read a training log into a RewardLog, auto-detecting the format unless `format` is given.
 
-    options: reward_key= / step_key= (column names, for logs whose names are not standard).
+    options: reward_key= / step_key= (column names, for logs whose names are not standard);
+    columns= (canonical column names to keep, e.g. `FIT_COLUMNS`; None: all; the streamed JSONL
+    readers then convert only those keys: less time and memory on a long log).
     Raises LogFormatError (a ValueError) naming the file, the problem and the fix.
     """
     p = Path(path)
     if not p.exists():
         raise LogFormatError(f"{p}: no such file or directory")
-    unknown = set(options) - {"reward_key", "step_key"}
+    unknown = set(options) - {"reward_key", "step_key", "columns"}
     if unknown:
         raise TypeError(
-            f"unknown read_log option(s) {sorted(unknown)}; valid: reward_key, step_key"
+            f"unknown read_log option(s) {sorted(unknown)}; valid: reward_key, step_key, columns"
         )
     head = _head(p) if p.is_file() else None
     if head is not None and not head.strip():

@@ -48,13 +48,14 @@ def _safe(fn: Any, *args: Any, **kwargs: Any) -> tuple[Any, str]:
 
 def _fits(log: Any) -> tuple[Any, Any, list[str]]:
     from pgrpo.dynamics import forecast
-    from pgrpo.dynamics.logfit import thin_log
+    from pgrpo.dynamics.logfit import bin_weights, thin_log
     from pgrpo.dynamics.runfit import fit_run, run_inputs
 
     log = thin_log(log)  # bin means past 4,000 steps, as `pgrpo fit` does
     opts, err = _safe(run_inputs, log.step, log.columns, log.hyperparameters)
     if err:
         return None, None, [f"fit failed ({err})"]
+    opts["weights"] = bin_weights(log)
     notes = []
     fit, err = _safe(fit_run, log.step, log.reward, **opts)
     if err:
@@ -134,22 +135,32 @@ def _iid(log: Any) -> np.ndarray | None:
 
 
 def _figure(draw: Any, *args: Any) -> bytes | None:
-    import matplotlib
+    """One panel as PNG bytes: a Figure on its own Agg canvas (no pyplot, nothing global)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    fig = Figure(figsize=(7.0, 3.6), dpi=110)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    if not draw(ax, *args):
+        return None
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    return buf.getvalue()
 
-    fig, ax = plt.subplots(figsize=(7.0, 3.6), dpi=110)
-    try:
-        if not draw(ax, *args):
-            return None
-        ax.grid(alpha=0.3)
-        fig.tight_layout()
-        buf = io.BytesIO()
-        fig.savefig(buf, format="png")
-        return buf.getvalue()
-    finally:
-        plt.close(fig)
+
+MAX_DRAWN = 4000
+"""Longest series a panel draws as is; a longer one is drawn every ceil(n / MAX_DRAWN)-th step
+(a 770-pixel panel shows no more; the diagnosis and the fits use every step)."""
+
+
+def _drawn(log: Any, margin: np.ndarray | None, iid: np.ndarray | None) -> tuple:
+    """(step, reward, columns, margin, iid) as the panels draw them (every n-th step)."""
+    s = slice(None, None, max(1, -(-len(log) // MAX_DRAWN)))
+    cols = {k: v[s] for k, v in log.columns.items()}
+    return log.step[s], log.reward[s], cols, *(None if x is None else x[s] for x in (margin, iid))
 
 
 def _curves(eval_doc: dict | None) -> dict[str, dict[str, float]]:
@@ -169,24 +180,23 @@ def _curves(eval_doc: dict | None) -> dict[str, dict[str, float]]:
 def _panels(
     log: Any, diagnosis: Any, fit: Any, fc: Any, eval_doc: dict | None, points: tuple
 ) -> dict:
-    cols = log.columns
     kappa, source = kappa_estimate(diagnosis)
-    margin = stability_margin(log, kappa)
+    step, reward, cols, margin, iid = _drawn(log, stability_margin(log, kappa), _iid(log))
     curves = _curves(eval_doc)
     return {
-        "reward": (_figure(plots.reward_panel, log.step, log.reward, fit, fc, points), "no reward"),
+        "reward": (_figure(plots.reward_panel, step, reward, fit, fc, points), "no reward"),
         "degeneracy": (
-            _figure(plots.degeneracy_panel, log.step, cols, _iid(log)),
+            _figure(plots.degeneracy_panel, step, cols, iid),
             "no frac_reward_zero_std / degeneracy columns and no group_size",
         ),
         "entropy": (
-            _figure(plots.series_panel, log.step, cols.get("entropy"), "Entropy", "nats / token"),
+            _figure(plots.series_panel, step, cols.get("entropy"), "Entropy", "nats / token"),
             "no entropy column",
         ),
         "kl": (
             _figure(
                 plots.series_panel,
-                log.step,
+                step,
                 cols.get("kl"),
                 "KL to reference",
                 "nats / token",
@@ -197,7 +207,7 @@ def _panels(
         "lengths": (
             _figure(
                 plots.series_panel,
-                log.step,
+                step,
                 cols.get("completion_length"),
                 "Completion length",
                 "tokens",
@@ -208,7 +218,7 @@ def _panels(
         "stability_margin": (
             _figure(
                 plots.margin_panel,
-                log.step,
+                step,
                 margin,
                 log.hyperparameters.get("refresh_interval"),
                 source,
