@@ -1,11 +1,12 @@
 """Where one trainer step's time goes, part by part, in pgrpo and in bench/trainer.py's floor.
 
 The 8x4x32 cell of bench/trainer.py (SmolLM2-135M-Instruct, arithmetic level 1 in the chat
-template, B = 8 x G = 4, at most 32 new tokens, lr 1e-6, K = 1, grpo.micro_batch_size = B, one
-thread, bf16 autocast unless `model.precision=fp32`). Each part is timed by wrapping the function
-that does it (process CPU time, inclusive: the head's recompute under activation checkpointing
-runs inside backward, so `head` is also counted inside `backward`); one warm-up step, then the
-median of the timed steps. One variant per process:
+template, B = 8 x G = 4, at most 32 new tokens, lr 1e-6, K = 1, one pass per minibatch unless
+`grpo.micro_batch_size=8` is given, one thread, bf16 autocast unless `model.precision=fp32`).
+Each part is timed by wrapping the function that does it (process CPU time, inclusive: the
+head's recompute under activation checkpointing runs inside backward, so `head` is also counted
+inside `backward`); one warm-up step, then the median of the timed steps. One variant per
+process:
 
     OMP_NUM_THREADS=1 python bench/step_profile.py pgrpo [--steps 2] [key=value ...]
     OMP_NUM_THREADS=1 python bench/step_profile.py floor
@@ -94,7 +95,6 @@ def pgrpo_steps(steps: int, overrides: list[str]) -> tuple[list[dict], dict]:
             "max_new_tokens=32",
             f"lr={bench.LR}",
             "forecast_every=0",
-            "grpo.micro_batch_size=8",
             *overrides,
         ],
     )

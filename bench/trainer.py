@@ -3,7 +3,11 @@
 
 Variants, each labelled with its precision and run in a fresh process:
 - `pgrpo-bf16`, `pgrpo-fp32`: `train_step` with model.precision=bf16 (autocast, fp32 master
-  weights and optimizer state) / fp32; grpo.micro_batch_size = B (exact accumulation).
+  weights and optimizer state) / fp32, the default micro-batching (none: the B x G rows in one
+  forward/backward, as TRL with per_device_train_batch_size = B x G).
+- `pgrpomb-bf16`, `pgrpomb-fp32`: the same with grpo.micro_batch_size = B (exact accumulation
+  in G passes of B rows: less activation memory, more time; until 2026-12-02 this was
+  `pgrpo-*`).
 - `trl-bf16`: TRL 1.16 `GRPOConfig` defaults (bf16=True, also on a CPU); `trl-fp32`: bf16=False.
 - `floor-bf16`, `floor-fp32`: the same sampling (HF `generate` with the KV cache, temperature 1,
   no top-k / top-p) and one forward/backward of the same tokens in the same precision through a
@@ -42,7 +46,16 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 LR = 1e-6
-VARIANTS = ("floor-fp32", "floor-bf16", "pgrpo-fp32", "pgrpo-bf16", "trl-fp32", "trl-bf16")
+VARIANTS = (
+    "floor-fp32",
+    "floor-bf16",
+    "pgrpo-fp32",
+    "pgrpo-bf16",
+    "pgrpomb-fp32",
+    "pgrpomb-bf16",
+    "trl-fp32",
+    "trl-bf16",
+)
 DEFAULT_CELLS = tuple(f"{bg}x{t}" for bg in ("8x4", "16x4", "8x8") for t in (32, 64, 128))
 TARGETS = {
     "steps_per_s_vs_trl-bf16": ">= 2.5",
@@ -69,7 +82,9 @@ def _prompt_tokens(tokenizer, task, examples: list[dict]) -> float:
     return statistics.fmean(len(tokenizer.encode_prompt(task.prompt(e))) for e in examples)
 
 
-def worker_pgrpo(cell: dict, steps: int, model: str, precision: str) -> dict:
+def worker_pgrpo(
+    cell: dict, steps: int, model: str, precision: str, micro_batches: bool = False
+) -> dict:
     import torch
 
     from pgrpo.train.config import load_config
@@ -88,7 +103,7 @@ def worker_pgrpo(cell: dict, steps: int, model: str, precision: str) -> dict:
             f"max_new_tokens={T}",
             f"lr={LR}",
             "forecast_every=0",
-            f"grpo.micro_batch_size={B}",
+            *([f"grpo.micro_batch_size={B}"] if micro_batches else []),
         ],
     )
     run = build_run(cfg, resume=False)
@@ -237,7 +252,16 @@ def _timed(fn, *args) -> float:
     return time.perf_counter() - t
 
 
-WORKERS = {"pgrpo": worker_pgrpo, "trl": worker_trl, "floor": worker_floor}
+def worker_pgrpo_micro_batches(cell: dict, steps: int, model: str, precision: str) -> dict:
+    return worker_pgrpo(cell, steps, model, precision, micro_batches=True)
+
+
+WORKERS = {
+    "pgrpo": worker_pgrpo,
+    "pgrpomb": worker_pgrpo_micro_batches,
+    "trl": worker_trl,
+    "floor": worker_floor,
+}
 
 
 # --- launcher -----------------------------------------------------------------------------------
@@ -313,14 +337,14 @@ def cell_ratios(rows: list[dict]) -> dict[str, float]:
         floor = by.get(f"floor-{prec}")
         if kind != "floor" and floor:
             out[f"{r['variant']}/vs_floor"] = r["seconds_per_step"] / floor["seconds_per_step"]
-    for p in ("pgrpo-bf16", "pgrpo-fp32"):
+    for p in ("pgrpo-bf16", "pgrpo-fp32", "pgrpomb-bf16", "pgrpomb-fp32"):
         for t in ("trl-bf16", "trl-fp32"):
             if p in by and t in by:
                 out[f"{p}/steps_per_s_vs_{t}"] = by[p]["steps_per_s"] / by[t]["steps_per_s"]
                 out[f"{p}/peak_rss_vs_{t}"] = by[p]["peak_rss_mb"] / by[t]["peak_rss_mb"]
-    if "pgrpo-bf16" in by:
-        r = by["pgrpo-bf16"]
-        out["pgrpo-bf16/vs_bf16_roofline"] = r["seconds_per_step"] / r["bf16_roofline_s"]
+    for p in ("pgrpo-bf16", "pgrpomb-bf16"):
+        if p in by:
+            out[f"{p}/vs_bf16_roofline"] = by[p]["seconds_per_step"] / by[p]["bf16_roofline_s"]
     return out
 
 
