@@ -109,14 +109,15 @@ def worker_pgrpo(
     run = build_run(cfg, resume=False)
     examples, task = _task_prompts(200)
     prompt_len = _prompt_tokens(run.policy.tokenizer, task, examples)
-    times, generated = [], []
+    times, cpu, generated = [], [], []
     for step in range(1, steps + 2):
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         metrics = train_step(run, step)
         times.append(time.perf_counter() - t)
+        cpu.append(time.process_time() - c)
         generated.append(metrics["completions/mean_length"] * B * G)
     params = sum(p.numel() for p in run.policy.model.parameters())
-    return _result(times, generated, prompt_len * B, params, run.policy.precision.name)
+    return _result(times, generated, prompt_len * B, params, run.policy.precision.name, cpu)
 
 
 def worker_trl(cell: dict, steps: int, model: str, precision: str) -> dict:
@@ -138,11 +139,13 @@ def worker_trl(cell: dict, steps: int, model: str, precision: str) -> dict:
         return [task.reward(c[0]["content"], {"answer": a}) for c, a in pairs]
 
     stamps: list[float] = []
+    cpu_stamps: list[float] = []
     generated: list[float] = []
 
     class Clock(TrainerCallback):
         def on_step_begin(self, args, state, control, **kw):
             stamps.append(time.perf_counter())
+            cpu_stamps.append(time.process_time())
 
         def on_log(self, args, state, control, logs=None, **kw):
             if logs and "completions/mean_length" in logs:
@@ -177,11 +180,13 @@ def worker_trl(cell: dict, steps: int, model: str, precision: str) -> dict:
     )
     trainer.train()
     stamps.append(time.perf_counter())
+    cpu_stamps.append(time.process_time())
     times = [b - a for a, b in zip(stamps[:-1], stamps[1:], strict=True)]
+    cpu = [b - a for a, b in zip(cpu_stamps[:-1], cpu_stamps[1:], strict=True)]
     prompt_len = _prompt_tokens(HFTokenizer(tok), task, examples)
     params = sum(p.numel() for p in net.parameters())
     label = "bf16-autocast" if args.bf16 else "fp32"
-    return _result(times, generated, prompt_len * B, params, label)
+    return _result(times, generated, prompt_len * B, params, label, cpu)
 
 
 def worker_floor(cell: dict, steps: int, model: str, precision: str) -> dict:
@@ -198,10 +203,10 @@ def worker_floor(cell: dict, steps: int, model: str, precision: str) -> dict:
     B, G, T = cell["B"], cell["G"], cell["T"]
     examples, task = _task_prompts(200)
     policy = load_policy(ModelConfig(name=model, precision=precision))
-    times, generated = [], []
+    times, cpu, generated = [], [], []
     for step in range(steps + 1):
         batch = examples[(step * B) % 192 : (step * B) % 192 + B]
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         with policy.precision.autocast():
             rollout = sample(
                 policy,
@@ -216,15 +221,17 @@ def worker_floor(cell: dict, steps: int, model: str, precision: str) -> dict:
             (scores.log_probs.float() * rollout.completion_mask).sum().backward()
         policy.model.zero_grad(set_to_none=True)
         times.append(time.perf_counter() - t)
+        cpu.append(time.process_time() - c)
         generated.append(float(rollout.completion_mask.sum()))
     prompt_len = _prompt_tokens(policy.tokenizer, task, examples)
     params = sum(p.numel() for p in policy.model.parameters())
-    return _result(times, generated, prompt_len * B, params, policy.precision.name)
+    return _result(times, generated, prompt_len * B, params, policy.precision.name, cpu)
 
 
-def _result(times, generated, prompt_tokens, params, precision) -> dict:
+def _result(times, generated, prompt_tokens, params, precision, cpu_times) -> dict:
     return {
         "times": times,
+        "cpu_times": cpu_times,
         "generated_tokens": generated,
         "prompt_tokens": prompt_tokens,
         "params": params,
@@ -302,7 +309,7 @@ def run_variant(variant: str, cell: dict, steps: int, model: str, rates: dict) -
     cell_text = f"{cell['B']}x{cell['G']}x{cell['T']}"
     argv = ["--worker", kind, "--precision", precision, "--cells", cell_text]
     out, rss = launch([*argv, "--steps", str(steps), "--model", model])
-    times = out["times"][1:]
+    times, cpu = out["times"][1:], out.get("cpu_times", [])[1:]
     gen = statistics.median(out["generated_tokens"][-steps:] or [0.0])
     s = statistics.median(times)
     trained = out["prompt_tokens"] + gen
@@ -316,6 +323,8 @@ def run_variant(variant: str, cell: dict, steps: int, model: str, rates: dict) -
         "seconds_per_step": s,
         "steps_per_s": 1.0 / s,
         "step_times": times,
+        "cpu_seconds_per_step": statistics.median(cpu) if cpu else None,
+        "cpu_step_times": cpu,
         "generated_tokens_per_step": gen,
         "trained_tokens_per_step": trained,
         "params": out["params"],
@@ -337,11 +346,17 @@ def cell_ratios(rows: list[dict]) -> dict[str, float]:
         floor = by.get(f"floor-{prec}")
         if kind != "floor" and floor:
             out[f"{r['variant']}/vs_floor"] = r["seconds_per_step"] / floor["seconds_per_step"]
+            if r.get("cpu_seconds_per_step") and floor.get("cpu_seconds_per_step"):
+                cpu_ratio = r["cpu_seconds_per_step"] / floor["cpu_seconds_per_step"]
+                out[f"{r['variant']}/cpu_vs_floor"] = cpu_ratio
     for p in ("pgrpo-bf16", "pgrpo-fp32", "pgrpomb-bf16", "pgrpomb-fp32"):
         for t in ("trl-bf16", "trl-fp32"):
             if p in by and t in by:
                 out[f"{p}/steps_per_s_vs_{t}"] = by[p]["steps_per_s"] / by[t]["steps_per_s"]
                 out[f"{p}/peak_rss_vs_{t}"] = by[p]["peak_rss_mb"] / by[t]["peak_rss_mb"]
+                if by[p].get("cpu_seconds_per_step") and by[t].get("cpu_seconds_per_step"):
+                    cpu_ratio = by[t]["cpu_seconds_per_step"] / by[p]["cpu_seconds_per_step"]
+                    out[f"{p}/cpu_steps_per_s_vs_{t}"] = cpu_ratio
     for p in ("pgrpo-bf16", "pgrpomb-bf16"):
         if p in by:
             out[f"{p}/vs_bf16_roofline"] = by[p]["seconds_per_step"] / by[p]["bf16_roofline_s"]
