@@ -70,9 +70,8 @@ def _chunk_scores(
     # H = lse - sum_v p_v * logits_v, with a gradient only for an entropy bonus (off by default)
     if entropy_grad and torch.is_grad_enabled():
         return log_probs, lse - (torch.softmax(logits, dim=-1) * logits).sum(-1)
-    with (
-        torch.no_grad()
-    ):  # p = exp(logits - lse), p * logits in place: 0.8x the time of softmax * logits
+    # no gradient: p = exp(logits - lse), then p * logits in place (0.8x softmax * logits' time)
+    with torch.no_grad():
         p = (logits - lse.unsqueeze(-1)).exp_()
         return log_probs, lse - p.mul_(logits).sum(-1)
 

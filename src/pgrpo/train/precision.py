@@ -52,8 +52,8 @@ class Precision:
     @contextlib.contextmanager
     def keep_casts(self) -> Iterator[None]:
         """Keep autocast's bf16 copies of the weights from one `autocast()` block to the next
-        until this block ends (one cast per weight instead of one per micro-batch; measured
-        2026-12-02: 0.1-0.15 s of CPU per extra cast of SmolLM2's 135M weights). The weights must
+        until this block ends: one cast per weight instead of one per micro-batch (each cast of
+        SmolLM2's 135M weights reads 0.54 GB and writes 0.27 GB). The weights must
         not change inside it: wrap the micro-batches of ONE optimizer step, not its `step()`.
         Autocast itself stays off here, so backward runs as it would outside. A no-op unless
         autocast is used (bf16 compute, fp32 weights)."""
