@@ -3,7 +3,11 @@
 
 Variants, each labelled with its precision and run in a fresh process:
 - `pgrpo-bf16`, `pgrpo-fp32`: `train_step` with model.precision=bf16 (autocast, fp32 master
-  weights and optimizer state) / fp32; grpo.micro_batch_size = B (exact accumulation).
+  weights and optimizer state) / fp32, the default micro-batching (none: the B x G rows in one
+  forward/backward, as TRL with per_device_train_batch_size = B x G).
+- `pgrpomb-bf16`, `pgrpomb-fp32`: the same with grpo.micro_batch_size = B (exact accumulation
+  in G passes of B rows: less activation memory, more time; until 2026-12-02 this was
+  `pgrpo-*`).
 - `trl-bf16`: TRL 1.16 `GRPOConfig` defaults (bf16=True, also on a CPU); `trl-fp32`: bf16=False.
 - `floor-bf16`, `floor-fp32`: the same sampling (HF `generate` with the KV cache, temperature 1,
   no top-k / top-p) and one forward/backward of the same tokens in the same precision through a
@@ -42,7 +46,16 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 LR = 1e-6
-VARIANTS = ("floor-fp32", "floor-bf16", "pgrpo-fp32", "pgrpo-bf16", "trl-fp32", "trl-bf16")
+VARIANTS = (
+    "floor-fp32",
+    "floor-bf16",
+    "pgrpo-fp32",
+    "pgrpo-bf16",
+    "pgrpomb-fp32",
+    "pgrpomb-bf16",
+    "trl-fp32",
+    "trl-bf16",
+)
 DEFAULT_CELLS = tuple(f"{bg}x{t}" for bg in ("8x4", "16x4", "8x8") for t in (32, 64, 128))
 TARGETS = {
     "steps_per_s_vs_trl-bf16": ">= 2.5",
@@ -69,7 +82,9 @@ def _prompt_tokens(tokenizer, task, examples: list[dict]) -> float:
     return statistics.fmean(len(tokenizer.encode_prompt(task.prompt(e))) for e in examples)
 
 
-def worker_pgrpo(cell: dict, steps: int, model: str, precision: str) -> dict:
+def worker_pgrpo(
+    cell: dict, steps: int, model: str, precision: str, micro_batches: bool = False
+) -> dict:
     import torch
 
     from pgrpo.train.config import load_config
@@ -88,20 +103,21 @@ def worker_pgrpo(cell: dict, steps: int, model: str, precision: str) -> dict:
             f"max_new_tokens={T}",
             f"lr={LR}",
             "forecast_every=0",
-            f"grpo.micro_batch_size={B}",
+            *([f"grpo.micro_batch_size={B}"] if micro_batches else []),
         ],
     )
     run = build_run(cfg, resume=False)
     examples, task = _task_prompts(200)
     prompt_len = _prompt_tokens(run.policy.tokenizer, task, examples)
-    times, generated = [], []
+    times, cpu, generated = [], [], []
     for step in range(1, steps + 2):
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         metrics = train_step(run, step)
         times.append(time.perf_counter() - t)
+        cpu.append(time.process_time() - c)
         generated.append(metrics["completions/mean_length"] * B * G)
     params = sum(p.numel() for p in run.policy.model.parameters())
-    return _result(times, generated, prompt_len * B, params, run.policy.precision.name)
+    return _result(times, generated, prompt_len * B, params, run.policy.precision.name, cpu)
 
 
 def worker_trl(cell: dict, steps: int, model: str, precision: str) -> dict:
@@ -123,11 +139,13 @@ def worker_trl(cell: dict, steps: int, model: str, precision: str) -> dict:
         return [task.reward(c[0]["content"], {"answer": a}) for c, a in pairs]
 
     stamps: list[float] = []
+    cpu_stamps: list[float] = []
     generated: list[float] = []
 
     class Clock(TrainerCallback):
         def on_step_begin(self, args, state, control, **kw):
             stamps.append(time.perf_counter())
+            cpu_stamps.append(time.process_time())
 
         def on_log(self, args, state, control, logs=None, **kw):
             if logs and "completions/mean_length" in logs:
@@ -162,11 +180,13 @@ def worker_trl(cell: dict, steps: int, model: str, precision: str) -> dict:
     )
     trainer.train()
     stamps.append(time.perf_counter())
+    cpu_stamps.append(time.process_time())
     times = [b - a for a, b in zip(stamps[:-1], stamps[1:], strict=True)]
+    cpu = [b - a for a, b in zip(cpu_stamps[:-1], cpu_stamps[1:], strict=True)]
     prompt_len = _prompt_tokens(HFTokenizer(tok), task, examples)
     params = sum(p.numel() for p in net.parameters())
     label = "bf16-autocast" if args.bf16 else "fp32"
-    return _result(times, generated, prompt_len * B, params, label)
+    return _result(times, generated, prompt_len * B, params, label, cpu)
 
 
 def worker_floor(cell: dict, steps: int, model: str, precision: str) -> dict:
@@ -183,10 +203,10 @@ def worker_floor(cell: dict, steps: int, model: str, precision: str) -> dict:
     B, G, T = cell["B"], cell["G"], cell["T"]
     examples, task = _task_prompts(200)
     policy = load_policy(ModelConfig(name=model, precision=precision))
-    times, generated = [], []
+    times, cpu, generated = [], [], []
     for step in range(steps + 1):
         batch = examples[(step * B) % 192 : (step * B) % 192 + B]
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         with policy.precision.autocast():
             rollout = sample(
                 policy,
@@ -201,15 +221,17 @@ def worker_floor(cell: dict, steps: int, model: str, precision: str) -> dict:
             (scores.log_probs.float() * rollout.completion_mask).sum().backward()
         policy.model.zero_grad(set_to_none=True)
         times.append(time.perf_counter() - t)
+        cpu.append(time.process_time() - c)
         generated.append(float(rollout.completion_mask.sum()))
     prompt_len = _prompt_tokens(policy.tokenizer, task, examples)
     params = sum(p.numel() for p in policy.model.parameters())
-    return _result(times, generated, prompt_len * B, params, policy.precision.name)
+    return _result(times, generated, prompt_len * B, params, policy.precision.name, cpu)
 
 
-def _result(times, generated, prompt_tokens, params, precision) -> dict:
+def _result(times, generated, prompt_tokens, params, precision, cpu_times) -> dict:
     return {
         "times": times,
+        "cpu_times": cpu_times,
         "generated_tokens": generated,
         "prompt_tokens": prompt_tokens,
         "params": params,
@@ -237,7 +259,16 @@ def _timed(fn, *args) -> float:
     return time.perf_counter() - t
 
 
-WORKERS = {"pgrpo": worker_pgrpo, "trl": worker_trl, "floor": worker_floor}
+def worker_pgrpo_micro_batches(cell: dict, steps: int, model: str, precision: str) -> dict:
+    return worker_pgrpo(cell, steps, model, precision, micro_batches=True)
+
+
+WORKERS = {
+    "pgrpo": worker_pgrpo,
+    "pgrpomb": worker_pgrpo_micro_batches,
+    "trl": worker_trl,
+    "floor": worker_floor,
+}
 
 
 # --- launcher -----------------------------------------------------------------------------------
@@ -278,7 +309,7 @@ def run_variant(variant: str, cell: dict, steps: int, model: str, rates: dict) -
     cell_text = f"{cell['B']}x{cell['G']}x{cell['T']}"
     argv = ["--worker", kind, "--precision", precision, "--cells", cell_text]
     out, rss = launch([*argv, "--steps", str(steps), "--model", model])
-    times = out["times"][1:]
+    times, cpu = out["times"][1:], out.get("cpu_times", [])[1:]
     gen = statistics.median(out["generated_tokens"][-steps:] or [0.0])
     s = statistics.median(times)
     trained = out["prompt_tokens"] + gen
@@ -292,6 +323,8 @@ def run_variant(variant: str, cell: dict, steps: int, model: str, rates: dict) -
         "seconds_per_step": s,
         "steps_per_s": 1.0 / s,
         "step_times": times,
+        "cpu_seconds_per_step": statistics.median(cpu) if cpu else None,
+        "cpu_step_times": cpu,
         "generated_tokens_per_step": gen,
         "trained_tokens_per_step": trained,
         "params": out["params"],
@@ -313,14 +346,20 @@ def cell_ratios(rows: list[dict]) -> dict[str, float]:
         floor = by.get(f"floor-{prec}")
         if kind != "floor" and floor:
             out[f"{r['variant']}/vs_floor"] = r["seconds_per_step"] / floor["seconds_per_step"]
-    for p in ("pgrpo-bf16", "pgrpo-fp32"):
+            if r.get("cpu_seconds_per_step") and floor.get("cpu_seconds_per_step"):
+                cpu_ratio = r["cpu_seconds_per_step"] / floor["cpu_seconds_per_step"]
+                out[f"{r['variant']}/cpu_vs_floor"] = cpu_ratio
+    for p in ("pgrpo-bf16", "pgrpo-fp32", "pgrpomb-bf16", "pgrpomb-fp32"):
         for t in ("trl-bf16", "trl-fp32"):
             if p in by and t in by:
                 out[f"{p}/steps_per_s_vs_{t}"] = by[p]["steps_per_s"] / by[t]["steps_per_s"]
                 out[f"{p}/peak_rss_vs_{t}"] = by[p]["peak_rss_mb"] / by[t]["peak_rss_mb"]
-    if "pgrpo-bf16" in by:
-        r = by["pgrpo-bf16"]
-        out["pgrpo-bf16/vs_bf16_roofline"] = r["seconds_per_step"] / r["bf16_roofline_s"]
+                if by[p].get("cpu_seconds_per_step") and by[t].get("cpu_seconds_per_step"):
+                    cpu_ratio = by[t]["cpu_seconds_per_step"] / by[p]["cpu_seconds_per_step"]
+                    out[f"{p}/cpu_steps_per_s_vs_{t}"] = cpu_ratio
+    for p in ("pgrpo-bf16", "pgrpomb-bf16"):
+        if p in by:
+            out[f"{p}/vs_bf16_roofline"] = by[p]["seconds_per_step"] / by[p]["bf16_roofline_s"]
     return out
 
 

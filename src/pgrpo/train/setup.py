@@ -82,12 +82,15 @@ def _check_resume(config: RunConfig, run_dir: Path) -> None:
         )
 
 
-def _return_freed_memory() -> None:
-    """Serve allocations >= 1 MB with mmap, so that freed tensors go back to the OS instead of
-    fragmenting the heap (glibc's adaptive threshold otherwise climbs to 32 MB). Measured here on
-    SmolLM2: peak RSS of a training step 3.83 -> 3.58 GB. No-op without glibc."""
+def release_freed_memory() -> None:
+    """Give the heap's free pages back to the OS (glibc `malloc_trim(0)`), once per step after
+    the update, so that memory the update freed is not held while sampling. Allocations stay on
+    glibc's adaptive heap: serving every allocation >= 1 MB with mmap instead (pgrpo until
+    2026-12-02) lowered the peak RSS of a SmolLM2 step by ~0.1-0.25 GB but page-faulted every
+    large tensor afresh: 2.3 s of the 8x4x32 step's 16.7 s CPU (docs/trainer.md, "The step's
+    costs"). No-op without glibc."""
     try:
-        ctypes.CDLL("libc.so.6").mallopt(-3, 1 << 20)  # M_MMAP_THRESHOLD
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
     except (OSError, AttributeError):
         pass
 
@@ -95,7 +98,6 @@ def _return_freed_memory() -> None:
 def build_run(config: RunConfig, *, resume: bool) -> _Run:
     """Task, policy (the tiny model skips its warm-up when resuming), optimizer, schedule."""
     cfg = config
-    _return_freed_memory()
     if cfg.run.torch_threads:
         torch.set_num_threads(cfg.run.torch_threads)
     _seed(cfg.run.seed)

@@ -35,7 +35,7 @@ from pgrpo.train.online import OnlineForecaster
 from pgrpo.train.resume import plan_start, restore_log
 from pgrpo.train.rollout import batch_advantages, collect
 from pgrpo.train.runlock import run_lock
-from pgrpo.train.setup import _resolve, _Run, build_run
+from pgrpo.train.setup import _resolve, _Run, build_run, release_freed_memory
 from pgrpo.train.update import (
     minibatch_gradient,
     minibatches,
@@ -143,6 +143,7 @@ def optimize(run: _Run, rollout: Rollout, advantages: torch.Tensor) -> dict[str,
             }
         )
     run.optimizer.zero_grad(set_to_none=True)  # free the gradients while sampling (memory)
+    release_freed_memory()
     out = {key: float(np.mean([r[key] for r in records if key in r])) for key in records[0]}
     out["learning_rate"] = records[0]["learning_rate"]  # the lr that met these rollouts first
     out["entropy"] = records[0].get("entropy", math.nan)  # on-policy entropy of the samples

@@ -55,12 +55,15 @@ def sequence_log_probs(
     the old log-probs are the current ones bit for bit (ratio exactly 1, also in bf16)."""
     mask = rollout.completion_mask
     out = torch.zeros(mask.shape)
-    for idx in minibatches(mask.shape[0], config):
-        for part in _partition(idx, config):
-            rows = idx[part]
-            fill = torch.zeros(len(rows), mask.shape[1])
-            scores = _score_rows(policy, config, rollout, rows, temps, fill, False, False, model)
-            out[rows] = scores.log_probs.float()
+    with policy.precision.keep_casts():  # no weight changes in here: one bf16 cast per weight
+        for idx in minibatches(mask.shape[0], config):
+            for part in _partition(idx, config):
+                rows = idx[part]
+                fill = torch.zeros(len(rows), mask.shape[1])
+                scores = _score_rows(
+                    policy, config, rollout, rows, temps, fill, False, False, model
+                )
+                out[rows] = scores.log_probs.float()
     return out
 
 
@@ -99,24 +102,27 @@ def minibatch_gradient(
     with_entropy = first or entropy_grad
     log_probs = torch.zeros(mask.shape)
     entropy = torch.zeros(mask.shape) if with_entropy else None
-    for part in _partition(idx, cfg):
-        rows = idx[part]
-        fill = torch.zeros(len(rows), mask.shape[1]) if old is None else old[rows]
-        scores = _score_rows(policy, cfg, rollout, rows, temps, fill, with_entropy, entropy_grad)
-        result = policy_loss(
-            scores.log_probs,
-            scores.log_probs.detach() if old is None else old[rows],
-            adv[part],
-            mask[part],
-            cfg.loss,
-            ref_log_probs=None if ref is None else ref[rows],
-            entropy=scores.entropy if entropy_grad else None,
-            denominator=denominator,
-        )
-        result.loss.backward()
-        log_probs[part] = scores.log_probs.detach()
-        if entropy is not None:
-            entropy[part] = scores.entropy.detach()
+    with policy.precision.keep_casts():  # the weights change only after this function
+        for part in _partition(idx, cfg):
+            rows = idx[part]
+            fill = torch.zeros(len(rows), mask.shape[1]) if old is None else old[rows]
+            scores = _score_rows(
+                policy, cfg, rollout, rows, temps, fill, with_entropy, entropy_grad
+            )
+            result = policy_loss(
+                scores.log_probs,
+                scores.log_probs.detach() if old is None else old[rows],
+                adv[part],
+                mask[part],
+                cfg.loss,
+                ref_log_probs=None if ref is None else ref[rows],
+                entropy=scores.entropy if entropy_grad else None,
+                denominator=denominator,
+            )
+            result.loss.backward()
+            log_probs[part] = scores.log_probs.detach()
+            if entropy is not None:
+                entropy[part] = scores.entropy.detach()
     with torch.no_grad():  # loss value and metrics of the whole minibatch
         return policy_loss(
             log_probs,
