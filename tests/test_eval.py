@@ -156,6 +156,27 @@ def test_cli_eval_tiny_and_baseline(tmp_path):
     for text, msg in (("[1, 2]", "must be a mapping"), ("{levels: [1", "is not YAML")):
         bad = CliRunner().invoke(app, ["eval", "--model", "tiny", "--task-options", text])
         assert bad.exit_code == 2 and msg in bad.output, bad.output
+    greedy = ["eval", "--model", "tiny", "--temperature", "0"]
+    bad = CliRunner().invoke(app, greedy)  # the default 8 samples would all be the same
+    assert bad.exit_code == 2 and "use samples=1" in bad.output, bad.output
+    bad = CliRunner().invoke(app, [*greedy[:-1], "-0.5"])
+    assert bad.exit_code == 2 and "temperature must be >= 0" in bad.output, bad.output
+
+
+def test_greedy_eval_runs_through_the_cli(tmp_path):
+    """temperature 0 is accepted end to end (the argmax itself is tested on the sampler,
+    tests/test_train_logprobs.py); seeds then give the same counts."""
+    from typer.testing import CliRunner
+
+    from pgrpo.cli import _load_commands, app
+
+    _load_commands()
+    args = ["eval", "--model", "tiny", "--tiny-warmup-steps", "0", "--problems", "3"]
+    args += ["--samples", "1", "--temperature", "0", "--seeds", "0,1", "--max-new-tokens", "4"]
+    res = CliRunner().invoke(app, [*args, "--json"])
+    assert res.exit_code == 0, res.output
+    first, second = json.loads(res.stdout)["results"]
+    assert first["per_problem"] == second["per_problem"]
 
 
 def test_eval_a_training_checkpoint(tmp_path):

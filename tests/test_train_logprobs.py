@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pgrpo.train.config import ModelConfig
 from pgrpo.train.generation import RowTemperature, completion_mask, left_pad, row_temperatures
@@ -166,3 +168,30 @@ def test_row_temperature_sampler_draws_softmax_of_logits_over_temperature():
     assert counts[0, 4] == 0  # a token of probability ~1e-19 is never drawn
     out = RowTemperatureSampler(temps)(None, logits)
     assert torch.isinf(out).sum(-1).tolist() == [4, 4] and (out.max(-1).values == 0).all()
+
+
+@given(
+    logits=st.lists(
+        st.lists(st.floats(-20, 20, allow_nan=False), min_size=6, max_size=6),
+        min_size=1,
+        max_size=5,
+    ),
+    greedy=st.lists(st.booleans(), min_size=5, max_size=5),
+)
+@settings(max_examples=50, deadline=None)
+def test_a_row_at_temperature_zero_takes_the_argmax(logits, greedy):
+    """Greedy rows (T = 0, for evaluation) take the argmax; the other rows are drawn as before,
+    from the same random stream."""
+    from pgrpo.train.generation import RowTemperatureSampler
+
+    scores = torch.tensor(logits, dtype=torch.float32)
+    n = scores.shape[0]
+    temps = torch.tensor([0.0 if g else 0.8 for g in greedy[:n]])
+    torch.manual_seed(1)
+    out = RowTemperatureSampler(temps)(None, scores)
+    torch.manual_seed(1)
+    sampled = RowTemperatureSampler(torch.full((n,), 0.8))(None, scores)
+    assert torch.isfinite(out).sum(-1).tolist() == [1] * n
+    for i in range(n):
+        want = scores[i].argmax() if temps[i] == 0 else sampled[i].argmax()
+        assert out[i].argmax() == want

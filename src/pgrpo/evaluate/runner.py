@@ -39,7 +39,8 @@ class EvalConfig:
     samples: int = 8
     """n samples per problem (pass@k for k up to n)."""
     temperature: float = 1.0
-    """Sampling temperature (> 0)."""
+    """Sampling temperature (> 0), or 0 for greedy decoding (every sample is then the argmax
+    path: use samples=1)."""
     max_new_tokens: int = 64
     """Completion length limit."""
     batch_prompts: int = 4
@@ -56,8 +57,12 @@ class EvalConfig:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.problems < 0:
             raise ValueError(f"problems must be >= 0 (0 = the whole split), got {self.problems}")
-        if not self.temperature > 0:
-            raise ValueError(f"temperature must be > 0, got {self.temperature}")
+        if not self.temperature >= 0:
+            raise ValueError(f"temperature must be >= 0 (0 = greedy), got {self.temperature}")
+        if self.temperature == 0 and self.samples > 1:
+            raise ValueError(
+                f"temperature 0 (greedy) gives {self.samples} identical samples; use samples=1"
+            )
 
 
 def _run_config(cfg: EvalConfig) -> tuple[Any, Path | None]:

@@ -45,11 +45,15 @@ class RowTemperatureSampler:
         self.temperatures = temperatures
 
     def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
-        """scores [N, V] -> [N, V] (0 at the drawn token, -inf elsewhere)."""
-        logits = scores.double() / self.temperatures.double()[:, None]
+        """scores [N, V] -> [N, V] (0 at the drawn token, -inf elsewhere). A row at temperature 0
+        takes the argmax (greedy decoding, for evaluation; training needs T > 0)."""
+        temps = self.temperatures.double()[:, None]
+        greedy = temps == 0
+        logits = scores.double() / torch.where(greedy, 1.0, temps)
         cdf = torch.softmax(logits, dim=-1).cumsum(-1)
         u = torch.rand(scores.shape[0], 1, dtype=torch.float64) * cdf[:, -1:]
         token = torch.searchsorted(cdf, u, right=True).clamp(max=scores.shape[1] - 1)
+        token = torch.where(greedy, scores.argmax(-1, keepdim=True), token)
         out = torch.full_like(scores, -math.inf)
         return out.scatter_(1, token, 0.0)
 
