@@ -64,6 +64,12 @@ cd = importlib.util.module_from_spec(_spec)
 sys.modules["corpus_dynamics"] = cd  # dataclasses look their module up
 _spec.loader.exec_module(cd)
 Run = cd.Run
+_spec = importlib.util.spec_from_file_location(
+    "lm_dynamics_probe", ROOT / "bench" / "lm_dynamics_probe.py"
+)
+pr = importlib.util.module_from_spec(_spec)
+sys.modules["lm_dynamics_probe"] = pr
+_spec.loader.exec_module(pr)  # issue #15 (d): the curvature probe at a cell's initial policy
 
 B = 8  # prompts per rollout batch, every cell
 BASE = [
@@ -163,6 +169,14 @@ M = 1 (two passes over the whole batch: staleness without the smaller minibatche
 then, since the M = K grid confounds K with the minibatch size, a whole-batch grid (M = 1, K = 4,
 8, 16: K passes over the same B G rollouts, the setting the heavy-ball K* is derived for) was run
 on 2026-12-01 22:50 and is tested on its own (`refresh_whole_batch`)."""
+
+PROBES = [
+    pr.Probe(Cell(A, LR_MID[A]), "adam"),
+    pr.Probe(Cell(S, LR_MID[S]), "sgd"),
+]
+"""(d): `pgrpo probe` at the initial policy of each optimizer's K = 1 source cell, with the
+preconditioner of its optimizer (bench/lm_dynamics_probe.py: the units). 16 pairs and 4 direction
+batches: 36 rollout-batch gradients in fp32, sized to ~10 min at one thread (2026-12-01)."""
 
 
 # ---------------------------------------------------------------- running the cells
@@ -428,7 +442,7 @@ def _no_resid(d: dict) -> dict:
     return {k: v for k, v in d.items() if k != "residual"}
 
 
-def analyse(cells: list[Cell] = CELLS, runs_dir: Path = RUNS) -> dict:
+def analyse(cells: list[Cell] = CELLS, runs_dir: Path = RUNS, probes: list = PROBES) -> dict:
     """Every test on the finished cells (a run needs all its steps and >= 6 points)."""
     done = [c for c in cells if logged_steps(runs_dir / c.name) >= max(c.steps, 6)]
     runs = {c.name: load_cell(runs_dir / c.name, c) for c in done}
@@ -467,13 +481,52 @@ def analyse(cells: list[Cell] = CELLS, runs_dir: Path = RUNS) -> dict:
             c.name: unstable[c.name] for c in done if c.optimizer == opt and c.name not in grid
         }
         k_cells = [c for c in done if c.minibatches == 1 and c.K > 1 and c.optimizer == opt]
-        for seed in sorted({c.seed for c in k_cells}):  # one grid per seed (K = 1: the source)
+        for seed in sorted({c.seed for c in k_cells}):  # one grid per seed
             grid_s = [c for c in k_cells if c.seed == seed]
-            whole = {c.name: unstable[c.name] for c in grid_s} | {source: unstable[source]}
+            own = Cell(opt, LR_MID[opt], seed=seed).name  # K = 1 at this seed, if it ran
+            src = own if own in runs else source
+            whole = {c.name: unstable[c.name] for c in grid_s} | {src: unstable[src]}
             key = opt if seed == 0 else f"{opt}_seed{seed}"
             if len(grid_s) >= 2:
                 whole_batch = out.setdefault("refresh_whole_batch", {})
-                whole_batch[key] = refresh_test(runs, fits, source, whole)
+                whole_batch[key] = refresh_test(runs, fits, src, whole)
+    out["probe"] = probe_analysis(runs, fits, out["transfer"], probes, runs_dir)
+    return out
+
+
+def probe_analysis(
+    runs: dict[str, Run], fits: dict[str, dict], transfer: dict, probes: list, runs_dir: Path
+) -> dict:
+    """(d) per finished probe: its kappa vs the cell's fitted kappa (`pr.probe_vs_fit`), the K*
+    its kappa predicts (the cell optimizer's reduction at the cell's lr), and, for a transfer
+    source, the lr transfer (a) from the probe's kappa (`pr.probe_transfer`)."""
+    out = {}
+    done = pr.load_probes(probes, runs_dir)
+    for p in probes:
+        name = p.cell.name
+        if p.name not in done or name not in fits:
+            continue
+        res = done[p.name]["result"]
+        kappa, se = float(res["kappa"]), float(res["stderr"])
+        row = {
+            "cell": name,
+            "pairs": p.pairs,
+            "direction_batches": p.direction_batches,
+            "preconditioner": p.preconditioner,
+            **{k: done[p.name][k] for k in ("command", "date", "wall_s", "cpu_s")},
+            "load_average_after": done[p.name]["load_average_after"],
+            "probe_metrics": res["metrics"],
+            **pr.probe_vs_fit(kappa, se, fits[name]),
+        }
+        if kappa > 0:
+            lr = float(runs[name].lr.max())
+            settings = OptimizerSettings(lr=lr, kappa=kappa, beta1=cd.BETA1, closure=False)
+            red = reduce_optimizer(runs[name].optimizer, settings)
+            row |= {"K_star_probe": red.K_star, "effective_a_probe": red.a}
+            rows = [r for rs in transfer.values() for r in rs if r["source"] == name]
+            if rows:  # the cell is its optimizer's transfer source
+                row["transfer"] = pr.probe_transfer(runs, fits, name, rows, kappa)
+        out[p.name] = row
     return out
 
 
@@ -521,6 +574,20 @@ def show(res: dict) -> None:
             f"\nrefresh {opt}: K* {r['K_star']} (a {r['effective_a']:.3g}); {r['onset']}; "
             f"within one grid step: {r['within_one_grid_step']}"
         )
+    for name, d in res.get("probe", {}).items():
+        print(
+            f"\n{name}: kappa {d['kappa_probe']:.3g} +- {d['stderr_probe']:.2g} (90% "
+            f"[{d['probe_90'][0]:.3g}, {d['probe_90'][1]:.3g}]) vs fit {d['kappa_fit']:.3g} "
+            f"[{d['fit_90'][0]:.3g}, {d['fit_90'][1]:.3g}]: {d['verdict']}; "
+            f"K* {d.get('K_star_probe')}; {d['wall_s']:.0f} s wall, {d['cpu_s']:.0f} s CPU"
+        )
+        t = d.get("transfer")
+        for r in t["rows"] if t else []:
+            print(
+                f"   {r['target']:<34} {r['differs_in']:>4} R2 probe {r['r2_prediction_probe']:.3g}"
+                f" (tau {r['r2_timescale_only_probe']:.3g}), fit {r['r2_prediction_fit']:.3g}, "
+                f"own {r['r2_own_fit']:.3g}"
+            )
 
 
 def _write(doc: dict) -> None:
@@ -529,6 +596,7 @@ def _write(doc: dict) -> None:
     if RESULTS.exists():
         disk = json.loads(RESULTS.read_text())
         doc["cells"] = {**disk.get("cells", {}), **doc["cells"]}
+        doc["probes"] = {**disk.get("probes", {}), **doc.get("probes", {})}
         seen = {(h["command"], h["date"]) for h in doc["history"]}
         new = [h for h in disk.get("history", []) if (h["command"], h["date"]) not in seen]
         doc["history"] = sorted([*doc["history"], *new], key=lambda h: h["date"])
@@ -544,14 +612,16 @@ def main() -> None:
     ap.add_argument("--only", default="", help="comma-separated cell names to train (one job)")
     args = ap.parse_args()
     only = set(filter(None, args.only.split(",")))
-    if only - {c.name for c in CELLS}:
-        sys.exit(f"--only: no such cell {sorted(only - {c.name for c in CELLS})}; see CELLS")
+    if only - {c.name for c in [*CELLS, *PROBES]}:
+        unknown = sorted(only - {c.name for c in [*CELLS, *PROBES]})
+        sys.exit(f"--only: no such cell or probe {unknown}; see CELLS and PROBES")
     old = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
     doc = {
         "command": "python bench/lm_dynamics.py " + " ".join(sys.argv[1:]),
         "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs shared with other jobs, no GPU",
         "cells": old.get("cells", {}),
+        "probes": old.get("probes", {}),
     }
     earlier = old.get("history", [{k: old[k] for k in ("command", "date")}] if old else [])
     doc["history"] = [*earlier, {k: doc[k] for k in ("command", "date")}]  # every invocation
@@ -562,6 +632,13 @@ def main() -> None:
         info["load_average_after"] = os.getloadavg()[0]
         if info["status"] == "ran" or cell.name not in doc["cells"]:
             doc["cells"][cell.name] = {"overrides": cell.overrides(RUNS.relative_to(ROOT)), **info}
+        print(f"   {info}", flush=True)
+        _write(doc)
+    for probe in [] if args.analyse_only else [p for p in PROBES if p.name in only or not only]:
+        print(f"{probe.name} ...", flush=True)
+        info = pr.run_probe(probe, RUNS)
+        if info["status"] == "ran" or probe.name not in doc.setdefault("probes", {}):
+            doc["probes"][probe.name] = info
         print(f"   {info}", flush=True)
         _write(doc)
     doc["analysis"] = analyse()

@@ -1,0 +1,177 @@
+"""Issue #15 (d) for bench/lm_dynamics.py: `pgrpo probe` at a sweep cell's initial policy, its
+kappa against the kappa fitted from the cell's reward curve, and the lr transfer (a) redone with
+the probe's kappa in place of the fitted one.
+
+Units. The probe measures kappa = -g^T P H P g / g^T P g along the update direction u = P g, per
+unit lr (src/pgrpo/measure/probe.py). With P = Adam's 1 / (sqrt(E g^2) + eps) that is the
+preconditioned curvature kappa / u the `adam` reduction's fit measures (a = lr kappa / u); with
+P = I it is the curvature the `sgd_momentum` fit measures (a = lr kappa). So each probe names the
+preconditioner of its cell's optimizer, and the two numbers compare directly.
+
+The probe is one subprocess (`python -m pgrpo.cli probe ... --json`, one torch thread); its JSON
+with the wall and CPU seconds goes to bench/results/lm_dynamics_runs/<probe name>/probe.json;
+an existing probe.json is not redone (resumable per probe, not within one).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+import os
+import resource
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+cd = sys.modules["corpus_dynamics"]  # loaded by lm_dynamics (the fits and predictions)
+
+Z90 = 1.6448536269514722  # two-sided 90% normal quantile
+
+
+@dataclass(frozen=True)
+class Probe:
+    """One `pgrpo probe` at a cell's initial policy (the cell's own run config)."""
+
+    cell: Any
+    """The lm_dynamics `Cell` whose config is probed (its overrides, at step 0)."""
+    preconditioner: str
+    """The probe's P for the cell's optimizer: 'adam' for AdamW, 'sgd' (P = I) for SGD momentum."""
+    pairs: int = 16
+    """Finite-difference pairs (2 gradient batches each; their spread gives the stderr)."""
+    direction_batches: int = 4
+    """Gradient batches averaged for the direction g (and Adam's second moment)."""
+    seed: int = 0
+    """Seed of the probe's batches (prompts and samples)."""
+
+    @property
+    def name(self) -> str:
+        return f"probe_{self.cell.name}_P{self.pairs}D{self.direction_batches}_s{self.seed}"
+
+    def command(self, runs_dir: Path) -> list[str]:
+        opts = ["--pairs", str(self.pairs), "--direction-batches", str(self.direction_batches)]
+        opts += ["--preconditioner", self.preconditioner, "--seed", str(self.seed), "--json"]
+        return [sys.executable, "-m", "pgrpo.cli", "probe", *opts, *self.cell.overrides(runs_dir)]
+
+
+def run_probe(probe: Probe, runs_dir: Path) -> dict:
+    """Run one probe unless its probe.json exists; returns its status (and the JSON written)."""
+    out_dir = runs_dir / probe.name
+    path = out_dir / "probe.json"
+    if path.exists():
+        return {"status": "finished earlier"}
+    cmd = probe.command(runs_dir)
+    cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.time()
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    cpu1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    info = {
+        "status": "ran",
+        "rc": proc.returncode,
+        "wall_s": time.time() - t0,
+        "cpu_s": (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime),
+        "load_average_after": os.getloadavg()[0],
+        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "command": " ".join(["python", *cmd[1:]]).replace(sys.executable, "python"),
+    }
+    if proc.returncode != 0:
+        return {**info, "stderr_tail": proc.stderr[-1500:]}
+    out_dir.mkdir(parents=True, exist_ok=True)
+    doc = {**info, "result": json.loads(proc.stdout)}
+    path.write_text(json.dumps(doc, indent=1))
+    return info
+
+
+def load_probes(probes: list[Probe], runs_dir: Path) -> dict[str, dict]:
+    """The finished probes' probe.json, by probe name."""
+    paths = {p.name: runs_dir / p.name / "probe.json" for p in probes}
+    return {n: json.loads(f.read_text()) for n, f in paths.items() if f.exists()}
+
+
+def probe_vs_fit(kappa: float, stderr: float, fit: dict) -> dict:
+    """The probe's kappa (mean over pairs, stderr) against a fit's kappa and its 90% profile
+    interval [kappa_lo, kappa_hi]. Probe interval: kappa +- 1.645 stderr (normal; the pair mean).
+    Verdict: 'not enough evidence' when the probe is noise-dominated (stderr > |kappa| / 2, as
+    `pgrpo probe` warns) or measured no restoring force (kappa <= 0); else 'consistent' when the
+    two 90% intervals overlap, 'disagree' when they do not (for one true kappa and two
+    independent 90% intervals, non-overlap has probability below 1%)."""
+    lo, hi = kappa - Z90 * stderr, kappa + Z90 * stderr
+    overlap = lo <= fit["kappa_hi"] and fit["kappa_lo"] <= hi
+    noisy = not stderr <= 0.5 * abs(kappa)
+    verdict = (
+        "not enough evidence (no restoring force measured: kappa <= 0)"
+        if kappa <= 0
+        else "not enough evidence (noise-dominated probe)"
+        if noisy
+        else "consistent"
+        if overlap
+        else "disagree"
+    )
+    return {
+        "kappa_probe": kappa,
+        "stderr_probe": stderr,
+        "probe_90": [lo, hi],
+        "kappa_fit": fit["kappa"],
+        "fit_90": [fit["kappa_lo"], fit["kappa_hi"]],
+        "ratio_probe_over_fit": kappa / fit["kappa"] if fit["kappa"] else math.nan,
+        "intervals_overlap": bool(overlap),
+        "noise_dominated": bool(noisy),
+        "verdict": verdict,
+    }
+
+
+def levels(run: Any, kappa: float) -> tuple[float, float]:
+    """(R_0, R_inf) least-squares fitted on `run` with kappa held fixed: the levels a probe's
+    kappa needs from the source run before it predicts another run."""
+    phi = cd.predict_curve(run, kappa, 1.0, 0.0)  # R = R_inf (1 - phi) + R_0 phi
+    X = np.stack([1.0 - phi, phi], axis=1)
+    (r_inf, r0), *_ = np.linalg.lstsq(X, run.reward, rcond=None)
+    return float(r0), float(r_inf)
+
+
+def probe_transfer(
+    runs: dict, fits: dict[str, dict], source: str, targets: list[dict], kappa: float
+) -> dict:
+    """(a) with the probe's kappa: the levels R_0, R_inf from the source run at that kappa
+    (`levels`), then every target row of the fit-based transfer (`targets`, as
+    lm_dynamics.transfer_rows makes them) predicted from its own lr, K and clock. Each row keeps
+    the fit-kappa R^2 beside the probe-kappa one; the summary is the median over held-out-lr
+    targets (lr the only change), as for the fitted kappa."""
+    src = runs[source]
+    r0, r_inf = levels(src, kappa)
+    rows = []
+    for t in targets:
+        run = runs[t["target"]]
+        pred = cd.predict_curve(run, kappa, r0, r_inf)
+        rows.append(
+            {
+                "target": t["target"],
+                "differs_in": t["differs_in"],
+                "r2_prediction_probe": cd.r2(run.reward, pred),
+                "r2_timescale_only_probe": cd.r2(run.reward, cd.timescale_only(run, kappa)),
+                "r2_prediction_fit": t["r2_prediction"],
+                "r2_own_fit": t["r2_own_fit"],
+            }
+        )
+    held = [r for r in rows if r["differs_in"] == "lr"]
+    med = lambda k: float(np.median([r[k] for r in held])) if held else None  # noqa: E731
+    src_fit = cd.predict_curve(src, kappa, r0, r_inf)
+    return {
+        "source": source,
+        "kappa": kappa,
+        "R_0": r0,
+        "R_inf": r_inf,
+        "r2_source_at_probe_kappa": cd.r2(src.reward, src_fit),
+        "r2_source_own_fit": fits[source]["r2_constrained"],
+        "rows": rows,
+        "held_out_lr_runs": len(held),
+        "median_r2_held_out_lr_probe": med("r2_prediction_probe"),
+        "median_r2_held_out_lr_fit": med("r2_prediction_fit"),
+        "median_r2_held_out_lr_own_fit": med("r2_own_fit"),
+    }
