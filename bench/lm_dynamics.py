@@ -151,7 +151,7 @@ CELLS = [
     Cell(S, LR_MID[S], K=4, steps=10),  # the whole-batch grid (M = 1): the model's own setting
     Cell(S, LR_MID[S], K=8, steps=8),
     Cell(S, LR_MID[S], K=16, steps=8),
-    Cell(S, LR_MID[S], K=8, steps=8, seed=1),  # a second seed on both sides of the onset
+    Cell(S, LR_MID[S], K=8, steps=16, seed=1),  # a second seed on both sides of the onset
     Cell(S, LR_MID[S], K=16, steps=8, seed=1),
     Cell(A, LR_MID[A], seed=1),
     _k_cell(A, 8),
@@ -168,7 +168,10 @@ step 1: the same seed repeats the logged steps); after K = 2 collapsed, a contro
 M = 1 (two passes over the whole batch: staleness without the smaller minibatches) was added;
 then, since the M = K grid confounds K with the minibatch size, a whole-batch grid (M = 1, K = 4,
 8, 16: K passes over the same B G rollouts, the setting the heavy-ball K* is derived for) was run
-on 2026-12-01 22:50 and is tested on its own (`refresh_whole_batch`)."""
+on 2026-12-01 22:50 and is tested on its own (`refresh_whole_batch`). On 2026-12-01 23:27-00:10
+the seed-1 K = 1 SGD source ran (the seed-1 whole-batch cells' own K* prediction) and the seed-1
+whole-batch K = 8 cell, which had not learned in 8 rollout batches, was lengthened to 16 (rerun
+from step 1)."""
 
 PROBES = [
     pr.Probe(Cell(A, LR_MID[A]), "adam"),
@@ -362,6 +365,8 @@ def refresh_test(
         closure=False,
     )
     red = reduce_optimizer(src.optimizer, settings)
+    f = fits[source]  # K* falls as kappa rises: the interval's ends swap
+    k_star_90 = [_k_star(src, f["kappa_hi"]), _k_star(src, f["kappa_lo"])]
     ks = sorted(
         {
             r.K: n
@@ -391,6 +396,7 @@ def refresh_test(
         "optimizer": src.optimizer,
         "K_star": red.K_star,
         "K_statement": red.K_statement,
+        "K_star_90": k_star_90,
         "effective_a": red.a,
         "grid": grid,
         "first_unstable_K": first,
@@ -398,6 +404,15 @@ def refresh_test(
         "inner_updates": inner,
         "within_one_grid_step": _within_one_step(red.K_star, first, [g["K"] for g in grid]),
     }
+
+
+def _k_star(run: Run, kappa: float) -> int | None:
+    """K* of the run optimizer's reduction at the run's lr and this kappa; None where it predicts
+    no threshold, or kappa <= 0 (no restoring force: no threshold to cross)."""
+    if not kappa > 0:
+        return None
+    s = OptimizerSettings(lr=float(run.lr.max()), kappa=kappa, beta1=cd.BETA1, closure=False)
+    return reduce_optimizer(run.optimizer, s).K_star
 
 
 def _within_one_step(k_star: int | None, first: int | None, grid: list[int]) -> bool | None:
@@ -571,7 +586,8 @@ def show(res: dict) -> None:
                 )
     for opt, r in [*res["refresh"].items(), *res.get("refresh_whole_batch", {}).items()]:
         print(
-            f"\nrefresh {opt}: K* {r['K_star']} (a {r['effective_a']:.3g}); {r['onset']}; "
+            f"\nrefresh {opt} from {r['source']}: K* {r['K_star']} (90% {r['K_star_90']}; a "
+            f"{r['effective_a']:.3g}); {r['onset']}; "
             f"within one grid step: {r['within_one_grid_step']}"
         )
     for name, d in res.get("probe", {}).items():

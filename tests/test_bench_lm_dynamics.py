@@ -103,6 +103,12 @@ def test_refresh_onset_against_the_heavy_ball_threshold(tmp_path, unstable_K):
     assert [g["K"] for g in sgd["grid"]] == [1, 2, 4, 8]
     assert list(sgd["controls"]) == ["sgd_momentum_lr0.05_G4_K2_s0"]
     assert sgd["K_star"] is not None and sgd["K_star"] > 8  # a = 0.1: heavy-ball K* = 38
+    lo, hi = sgd["K_star_90"]  # from the fit's kappa interval: K* falls as kappa rises
+    assert lo <= sgd["K_star"] and (hi is None or sgd["K_star"] <= hi)
+    src = lm.Run(
+        "x", np.arange(3.0), np.zeros(3), None, np.full(3, 0.05), 4, lm.B, 1, "sgd_momentum"
+    )
+    assert lm._k_star(src, 0.0) is None and lm._k_star(src, 5.04) == sgd_k_star(0.05 * 5.04)
     if unstable_K is None:
         assert sgd["first_unstable_K"] is None
         assert sgd["onset"] == "no instability up to K = 8"
@@ -114,6 +120,11 @@ def test_refresh_onset_against_the_heavy_ball_threshold(tmp_path, unstable_K):
     adam = res["refresh"]["adamw"]
     assert adam["K_star"] is None and "no divergence threshold" in adam["K_statement"]
     assert [g["K"] for g in adam["grid"]] == [1, 4]
+
+
+def sgd_k_star(a: float) -> int | None:
+    settings = lm.OptimizerSettings(lr=1.0, kappa=a, beta1=0.9, closure=False)
+    return lm.reduce_optimizer("sgd_momentum", settings).K_star
 
 
 def test_the_whole_batch_grid_is_tested_apart_from_the_minibatch_grid(tmp_path):
@@ -255,12 +266,7 @@ def test_probe_kappa_transfer_and_threshold(tmp_path, factor):
     assert adam["K_star_probe"] is None
     a = lm.LR_MID["sgd_momentum"] * KAPPA["sgd_momentum"] * factor
     assert sgd["effective_a_probe"] == pytest.approx(a)
-    assert (
-        sgd["K_star_probe"]
-        == lm.reduce_optimizer(
-            "sgd_momentum", lm.OptimizerSettings(lr=1.0, kappa=a, beta1=0.9, closure=False)
-        ).K_star
-    )
+    assert sgd["K_star_probe"] == sgd_k_star(a)
     assert sgd["transfer"]["held_out_lr_runs"] == 0  # no other SGD lr in the sweep
 
 
