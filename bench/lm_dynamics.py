@@ -176,10 +176,15 @@ from step 1)."""
 PROBES = [
     pr.Probe(Cell(A, LR_MID[A]), "adam"),
     pr.Probe(Cell(S, LR_MID[S]), "sgd"),
+    pr.Probe(Cell(A, LR_MID[A]), "adam", at_step=10),
 ]
 """(d): `pgrpo probe` at the initial policy of each optimizer's K = 1 source cell, with the
 preconditioner of its optimizer (bench/lm_dynamics_probe.py: the units). 16 pairs and 4 direction
-batches: 36 rollout-batch gradients in fp32, sized to ~10 min at one thread (2026-12-01)."""
+batches: 36 rollout-batch gradients in fp32, ~15 min at one thread on the shared machine
+(2026-12-01: 554 CPU s, 874 s wall for AdamW). The AdamW probe at the initial policy measured a
+negative kappa (the reward there is at the start of its rise, not near a fixed point), so a third
+probe takes the same cell's checkpoint after 10 of its 30 steps (reward ~0.45 of 0.81: inside the
+relaxation the fit describes)."""
 
 
 # ---------------------------------------------------------------- running the cells

@@ -20,6 +20,7 @@ import json
 import math
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import time
@@ -48,14 +49,32 @@ class Probe:
     """Gradient batches averaged for the direction g (and Adam's second moment)."""
     seed: int = 0
     """Seed of the probe's batches (prompts and samples)."""
+    at_step: int = 0
+    """0: probe the initial policy. N > 0: first train the cell's own config (same seed, so the
+    same first N steps) for N rollout steps into the probe's folder, then probe its final
+    checkpoint (`pgrpo probe --run`): kappa inside the relaxation instead of at its start."""
 
     @property
     def name(self) -> str:
-        return f"probe_{self.cell.name}_P{self.pairs}D{self.direction_batches}_s{self.seed}"
+        at = f"_at{self.at_step}" if self.at_step else ""
+        return f"probe_{self.cell.name}_P{self.pairs}D{self.direction_batches}_s{self.seed}{at}"
+
+    def train_command(self, runs_dir: Path) -> list[str] | None:
+        """The short training run whose checkpoint is probed (None at the initial policy)."""
+        if not self.at_step:
+            return None
+        over = [o for o in self.cell.overrides(runs_dir) if not o.startswith("run.")]
+        over += [f"run.seed={self.cell.seed}", f"run.steps={self.at_step}", "run.name=train"]
+        over += [f"run.output_dir={runs_dir / self.name}", "run.torch_threads=1"]
+        over += ["run.checkpoint_every=0", "run.forecast_every=0"]  # 0: a checkpoint at the end
+        return [sys.executable, "-m", "pgrpo.cli", "train", *over]
 
     def command(self, runs_dir: Path) -> list[str]:
         opts = ["--pairs", str(self.pairs), "--direction-batches", str(self.direction_batches)]
         opts += ["--preconditioner", self.preconditioner, "--seed", str(self.seed), "--json"]
+        if self.at_step:  # the run's config.yaml and its final checkpoint
+            opts += ["--run", str(runs_dir / self.name / "train")]
+            return [sys.executable, "-m", "pgrpo.cli", "probe", *opts]
         return [sys.executable, "-m", "pgrpo.cli", "probe", *opts, *self.cell.overrides(runs_dir)]
 
 
@@ -69,6 +88,12 @@ def run_probe(probe: Probe, runs_dir: Path) -> dict:
     cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.time()
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    train = probe.train_command(runs_dir)
+    if train:  # the checkpoint to probe (rerun from step 1 if an earlier try left one)
+        shutil.rmtree(out_dir / "train", ignore_errors=True)
+        proc = subprocess.run(train, env=env, capture_output=True, text=True)
+        if proc.returncode != 0:
+            return {"status": "ran", "rc": proc.returncode, "stderr_tail": proc.stderr[-1500:]}
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
     cpu1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     info = {
@@ -84,6 +109,10 @@ def run_probe(probe: Probe, runs_dir: Path) -> dict:
         return {**info, "stderr_tail": proc.stderr[-1500:]}
     out_dir.mkdir(parents=True, exist_ok=True)
     doc = {**info, "result": json.loads(proc.stdout)}
+    if train:  # keep the short run's log and config; its checkpoint is 1 GB
+        doc["train_command"] = " ".join(["python", *train[1:]])
+        shutil.rmtree(out_dir / "train" / "checkpoints", ignore_errors=True)
+        shutil.rmtree(out_dir / "train" / "final", ignore_errors=True)
     path.write_text(json.dumps(doc, indent=1))
     return info
 
@@ -98,17 +127,18 @@ def probe_vs_fit(kappa: float, stderr: float, fit: dict) -> dict:
     """The probe's kappa (mean over pairs, stderr) against a fit's kappa and its 90% profile
     interval [kappa_lo, kappa_hi]. Probe interval: kappa +- 1.645 stderr (normal; the pair mean).
     Verdict: 'not enough evidence' when the probe is noise-dominated (stderr > |kappa| / 2, as
-    `pgrpo probe` warns) or measured no restoring force (kappa <= 0); else 'consistent' when the
-    two 90% intervals overlap, 'disagree' when they do not (for one true kappa and two
-    independent 90% intervals, non-overlap has probability below 1%)."""
+    `pgrpo probe` warns); else 'disagree (negative ...)' when kappa < 0 (then kappa + 1.645
+    stderr < 0 too: no restoring force where probed, while a fit's kappa is >= 0);
+    'consistent' when the two 90% intervals overlap, 'disagree' when they do not (for one true
+    kappa and two independent 90% intervals, non-overlap has probability below 1%)."""
     lo, hi = kappa - Z90 * stderr, kappa + Z90 * stderr
     overlap = lo <= fit["kappa_hi"] and fit["kappa_lo"] <= hi
     noisy = not stderr <= 0.5 * abs(kappa)
     verdict = (
-        "not enough evidence (no restoring force measured: kappa <= 0)"
-        if kappa <= 0
-        else "not enough evidence (noise-dominated probe)"
+        "not enough evidence (noise-dominated probe)"
         if noisy
+        else "disagree (negative curvature: no restoring force where probed)"
+        if kappa < 0
         else "consistent"
         if overlap
         else "disagree"

@@ -220,7 +220,8 @@ def _probe_json(probe, runs_dir: Path, kappa: float, stderr: float) -> None:
     ("kappa", "stderr", "verdict"),
     [(5.0, 0.5, "consistent"), (5.5, 0.2, "consistent"), (20.0, 2.0, "disagree"),
      (1.0, 0.1, "disagree"), (5.0, 3.0, "not enough evidence (noise-dominated probe)"),
-     (-2.0, 0.5, "not enough evidence (no restoring force measured: kappa <= 0)")],
+     (-2.0, 0.5, "disagree (negative curvature: no restoring force where probed)"),
+     (-2.0, 1.5, "not enough evidence (noise-dominated probe)")],
 )  # fmt: skip
 def test_probe_vs_fit_verdict(kappa, stderr, verdict):
     fit = {"kappa": 5.04, "kappa_lo": 3.96, "kappa_hi": 6.07}
@@ -273,9 +274,9 @@ def test_probe_kappa_transfer_and_threshold(tmp_path, factor):
 def test_a_probe_with_no_restoring_force_predicts_nothing(tmp_path):
     cells = _sweep(tmp_path)
     probe = lm.pr.Probe(lm.Cell("adamw", lm.LR_MID["adamw"]), "adam")
-    _probe_json(probe, tmp_path, -100.0, 50.0)
+    _probe_json(probe, tmp_path, -100.0, 20.0)
     (row,) = lm.analyse(cells, tmp_path, [probe])["probe"].values()
-    assert row["verdict"].startswith("not enough evidence")
+    assert row["verdict"].startswith("disagree (negative")
     assert "transfer" not in row and "K_star_probe" not in row
 
 
@@ -286,9 +287,17 @@ def test_probes_bookkeeping(tmp_path):
     for p in lm.PROBES:  # the preconditioner matches the cell's optimizer (units of its kappa)
         cmd = p.command(tmp_path)
         assert cmd[cmd.index("--preconditioner") + 1] == p.preconditioner
-        assert f"optim.name={p.cell.optimizer}" in cmd and cmd[-1].startswith("run.name=")
+        cfg = p.train_command(tmp_path) or cmd  # the config trained, or the one probed
+        assert f"optim.name={p.cell.optimizer}" in cfg and f"optim.lr={p.cell.lr:g}" in cfg
     _probe_json(lm.PROBES[0], tmp_path, 1.0, 0.1)
     assert lm.pr.run_probe(lm.PROBES[0], tmp_path) == {"status": "finished earlier"}
+    later = lm.pr.Probe(lm.PROBES[0].cell, "adam", at_step=10)  # a checkpoint inside the run
+    train = later.train_command(tmp_path)
+    assert later.name.endswith("_at10") and lm.PROBES[0].train_command(tmp_path) is None
+    assert "run.steps=10" in train and "run.steps=30" not in train and "run.seed=0" in train
+    assert f"run.output_dir={tmp_path / later.name}" in train and "run.name=train" in train
+    probe = later.command(tmp_path)
+    assert probe[probe.index("--run") + 1] == str(tmp_path / later.name / "train")
 
 
 def test_each_seed_of_the_whole_batch_grid_gets_its_own_source(tmp_path):
