@@ -176,15 +176,18 @@ from step 1)."""
 PROBES = [
     pr.Probe(Cell(A, LR_MID[A]), "adam"),
     pr.Probe(Cell(S, LR_MID[S]), "sgd"),
-    pr.Probe(Cell(A, LR_MID[A]), "adam", at_step=10),
+    pr.Probe(Cell(S, LR_MID[S]), "sgd", pairs=12, step_lrs=1.0),
+    pr.Probe(Cell(A, LR_MID[A]), "adam", pairs=12, step_lrs=1.0),
+    pr.Probe(Cell(A, LR_MID[A]), "adam", pairs=12, step_lrs=1.0, at_step=10),
 ]
 """(d): `pgrpo probe` at the initial policy of each optimizer's K = 1 source cell, with the
 preconditioner of its optimizer (bench/lm_dynamics_probe.py: the units). 16 pairs and 4 direction
 batches: 36 rollout-batch gradients in fp32, ~15 min at one thread on the shared machine
 (2026-12-01: 554 CPU s, 874 s wall for AdamW). The AdamW probe at the initial policy measured a
-negative kappa (the reward there is at the start of its rise, not near a fixed point), so a third
-probe takes the same cell's checkpoint after 10 of its 30 steps (reward ~0.45 of 0.81: inside the
-relaxation the fit describes)."""
+negative kappa; the SGD probe's pairs were exactly 0 in 15 of 16 (the gradient identical at both
+ends: at 10 steps of lr 0.05 the groups go degenerate), so both were redone one lr step wide
+(step_lrs = 1, 12 pairs: ~11 min each); last, the AdamW probe at the same cell's checkpoint after
+10 of its 30 steps (reward ~0.45 of 0.81: inside the relaxation the fit describes)."""
 
 
 # ---------------------------------------------------------------- running the cells

@@ -49,6 +49,10 @@ class Probe:
     """Gradient batches averaged for the direction g (and Adam's second moment)."""
     seed: int = 0
     """Seed of the probe's batches (prompts and samples)."""
+    step_lrs: float = 10.0
+    """Probe step along u in multiples of the cell's lr (`pgrpo probe --step-lrs`; 10: its
+    default). It must stay inside the linear regime: an SGD step at lr 0.05 moves this task's
+    reward by ~0.3 (docs/dynamics_lm.md (d)), so ten of them leave it."""
     at_step: int = 0
     """0: probe the initial policy. N > 0: first train the cell's own config (same seed, so the
     same first N steps) for N rollout steps into the probe's folder, then probe its final
@@ -57,7 +61,9 @@ class Probe:
     @property
     def name(self) -> str:
         at = f"_at{self.at_step}" if self.at_step else ""
-        return f"probe_{self.cell.name}_P{self.pairs}D{self.direction_batches}_s{self.seed}{at}"
+        e = f"_e{self.step_lrs:g}" if self.step_lrs != 10.0 else ""
+        base = f"probe_{self.cell.name}_P{self.pairs}D{self.direction_batches}_s{self.seed}"
+        return base + e + at
 
     def train_command(self, runs_dir: Path) -> list[str] | None:
         """The short training run whose checkpoint is probed (None at the initial policy)."""
@@ -72,6 +78,7 @@ class Probe:
     def command(self, runs_dir: Path) -> list[str]:
         opts = ["--pairs", str(self.pairs), "--direction-batches", str(self.direction_batches)]
         opts += ["--preconditioner", self.preconditioner, "--seed", str(self.seed), "--json"]
+        opts += ["--step-lrs", f"{self.step_lrs:g}"]
         if self.at_step:  # the run's config.yaml and its final checkpoint
             opts += ["--run", str(runs_dir / self.name / "train")]
             return [sys.executable, "-m", "pgrpo.cli", "probe", *opts]

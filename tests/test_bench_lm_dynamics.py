@@ -287,10 +287,13 @@ def test_probes_bookkeeping(tmp_path):
     for p in lm.PROBES:  # the preconditioner matches the cell's optimizer (units of its kappa)
         cmd = p.command(tmp_path)
         assert cmd[cmd.index("--preconditioner") + 1] == p.preconditioner
+        assert float(cmd[cmd.index("--step-lrs") + 1]) == p.step_lrs
         cfg = p.train_command(tmp_path) or cmd  # the config trained, or the one probed
         assert f"optim.name={p.cell.optimizer}" in cfg and f"optim.lr={p.cell.lr:g}" in cfg
     _probe_json(lm.PROBES[0], tmp_path, 1.0, 0.1)
     assert lm.pr.run_probe(lm.PROBES[0], tmp_path) == {"status": "finished earlier"}
+    narrow = lm.pr.Probe(lm.PROBES[0].cell, "adam", step_lrs=1.0)
+    assert narrow.name == lm.PROBES[0].name + "_e1"  # the default step (10 lr) has no suffix
     later = lm.pr.Probe(lm.PROBES[0].cell, "adam", at_step=10)  # a checkpoint inside the run
     train = later.train_command(tmp_path)
     assert later.name.endswith("_at10") and lm.PROBES[0].train_command(tmp_path) is None
