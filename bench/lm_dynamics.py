@@ -178,7 +178,7 @@ PROBES = [
     pr.Probe(Cell(S, LR_MID[S]), "sgd"),
     pr.Probe(Cell(S, LR_MID[S]), "sgd", pairs=12, step_lrs=1.0),
     pr.Probe(Cell(A, LR_MID[A]), "adam", pairs=12, step_lrs=1.0),
-    pr.Probe(Cell(A, LR_MID[A]), "adam", pairs=12, step_lrs=1.0, at_step=10),
+    pr.Probe(Cell(A, LR_MID[A]), "adam", pairs=12, at_step=10),
 ]
 """(d): `pgrpo probe` at the initial policy of each optimizer's K = 1 source cell, with the
 preconditioner of its optimizer (bench/lm_dynamics_probe.py: the units). 16 pairs and 4 direction
@@ -186,8 +186,10 @@ batches: 36 rollout-batch gradients in fp32, ~15 min at one thread on the shared
 (2026-12-01: 554 CPU s, 874 s wall for AdamW). The AdamW probe at the initial policy measured a
 negative kappa; the SGD probe's pairs were exactly 0 in 15 of 16 (the gradient identical at both
 ends: at 10 steps of lr 0.05 the groups go degenerate), so both were redone one lr step wide
-(step_lrs = 1, 12 pairs: ~11 min each); last, the AdamW probe at the same cell's checkpoint after
-10 of its 30 steps (reward ~0.45 of 0.81: inside the relaxation the fit describes)."""
+(step_lrs = 1, 12 pairs: ~9 min each): SGD's stays negative, AdamW's is noise-dominated at that
+step (its standard error 20x the 10-lr one), so the last probe, AdamW at the same cell's checkpoint
+after 10 of its 30 steps (reward ~0.45 of 0.81: inside the relaxation the fit describes), is back
+at 10 lr."""
 
 
 # ---------------------------------------------------------------- running the cells
