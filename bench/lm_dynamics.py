@@ -515,43 +515,7 @@ def analyse(cells: list[Cell] = CELLS, runs_dir: Path = RUNS, probes: list = PRO
             if len(grid_s) >= 2:
                 whole_batch = out.setdefault("refresh_whole_batch", {})
                 whole_batch[key] = refresh_test(runs, fits, src, whole)
-    out["probe"] = probe_analysis(runs, fits, out["transfer"], probes, runs_dir)
-    return out
-
-
-def probe_analysis(
-    runs: dict[str, Run], fits: dict[str, dict], transfer: dict, probes: list, runs_dir: Path
-) -> dict:
-    """(d) per finished probe: its kappa vs the cell's fitted kappa (`pr.probe_vs_fit`), the K*
-    its kappa predicts (the cell optimizer's reduction at the cell's lr), and, for a transfer
-    source, the lr transfer (a) from the probe's kappa (`pr.probe_transfer`)."""
-    out = {}
-    done = pr.load_probes(probes, runs_dir)
-    for p in probes:
-        name = p.cell.name
-        if p.name not in done or name not in fits:
-            continue
-        res = done[p.name]["result"]
-        kappa, se = float(res["kappa"]), float(res["stderr"])
-        row = {
-            "cell": name,
-            "pairs": p.pairs,
-            "direction_batches": p.direction_batches,
-            "preconditioner": p.preconditioner,
-            **{k: done[p.name][k] for k in ("command", "date", "wall_s", "cpu_s")},
-            "load_average_after": done[p.name]["load_average_after"],
-            "probe_metrics": res["metrics"],
-            **pr.probe_vs_fit(kappa, se, fits[name]),
-        }
-        if kappa > 0:
-            lr = float(runs[name].lr.max())
-            settings = OptimizerSettings(lr=lr, kappa=kappa, beta1=cd.BETA1, closure=False)
-            red = reduce_optimizer(runs[name].optimizer, settings)
-            row |= {"K_star_probe": red.K_star, "effective_a_probe": red.a}
-            rows = [r for rs in transfer.values() for r in rs if r["source"] == name]
-            if rows:  # the cell is its optimizer's transfer source
-                row["transfer"] = pr.probe_transfer(runs, fits, name, rows, kappa)
-        out[p.name] = row
+    out["probe"] = pr.probe_analysis(runs, fits, out["transfer"], probes, runs_dir)
     return out
 
 

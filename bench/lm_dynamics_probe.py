@@ -30,6 +30,8 @@ from typing import Any
 
 import numpy as np
 
+from pgrpo.dynamics.optimizers import OptimizerSettings, reduce_optimizer
+
 cd = sys.modules["corpus_dynamics"]  # loaded by lm_dynamics (the fits and predictions)
 
 Z90 = 1.6448536269514722  # two-sided 90% normal quantile
@@ -212,3 +214,41 @@ def probe_transfer(
         "median_r2_held_out_lr_fit": med("r2_prediction_fit"),
         "median_r2_held_out_lr_own_fit": med("r2_own_fit"),
     }
+
+
+def probe_analysis(
+    runs: dict, fits: dict[str, dict], transfer: dict, probes: list, runs_dir: Path
+) -> dict:
+    """(d) per finished probe: its kappa vs the cell's fitted kappa (`probe_vs_fit`), the K*
+    its kappa predicts (the cell optimizer's reduction at the cell's lr), and, for a transfer
+    source, the lr transfer (a) from the probe's kappa (`probe_transfer`)."""
+    out = {}
+    done = load_probes(probes, runs_dir)
+    for p in probes:
+        name = p.cell.name
+        if p.name not in done or name not in fits:
+            continue
+        res = done[p.name]["result"]
+        kappa, se = float(res["kappa"]), float(res["stderr"])
+        row = {
+            "cell": name,
+            "pairs": p.pairs,
+            "direction_batches": p.direction_batches,
+            "preconditioner": p.preconditioner,
+            "step_lrs": p.step_lrs,
+            "at_step": p.at_step,
+            **{k: done[p.name][k] for k in ("command", "date", "wall_s", "cpu_s")},
+            "load_average_after": done[p.name]["load_average_after"],
+            "probe_metrics": res["metrics"],
+            **probe_vs_fit(kappa, se, fits[name]),
+        }
+        if kappa > 0:
+            lr = float(runs[name].lr.max())
+            settings = OptimizerSettings(lr=lr, kappa=kappa, beta1=cd.BETA1, closure=False)
+            red = reduce_optimizer(runs[name].optimizer, settings)
+            row |= {"K_star_probe": red.K_star, "effective_a_probe": red.a}
+            rows = [r for rs in transfer.values() for r in rs if r["source"] == name]
+            if rows:  # the cell is its optimizer's transfer source
+                row["transfer"] = probe_transfer(runs, fits, name, rows, kappa)
+        out[p.name] = row
+    return out

@@ -264,7 +264,7 @@ def test_probe_kappa_transfer_and_threshold(tmp_path, factor):
     else:
         assert adam["verdict"] == "disagree"
         assert t["median_r2_held_out_lr_probe"] < 0.5 < t["median_r2_held_out_lr_fit"]
-    assert adam["K_star_probe"] is None
+    assert adam["K_star_probe"] is None and adam["step_lrs"] == 10.0 and adam["at_step"] == 0
     a = lm.LR_MID["sgd_momentum"] * KAPPA["sgd_momentum"] * factor
     assert sgd["effective_a_probe"] == pytest.approx(a)
     assert sgd["K_star_probe"] == sgd_k_star(a)
