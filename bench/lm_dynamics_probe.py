@@ -132,25 +132,31 @@ def load_probes(probes: list[Probe], runs_dir: Path) -> dict[str, dict]:
     return {n: json.loads(f.read_text()) for n, f in paths.items() if f.exists()}
 
 
-def probe_vs_fit(kappa: float, stderr: float, fit: dict) -> dict:
-    """The probe's kappa (mean over pairs, stderr) against a fit's kappa and its 90% profile
-    interval [kappa_lo, kappa_hi]. Probe interval: kappa +- 1.645 stderr (normal; the pair mean).
-    Verdict: 'not enough evidence' when the probe is noise-dominated (stderr > |kappa| / 2, as
-    `pgrpo probe` warns); else 'disagree (negative ...)' when kappa < 0 (then kappa + 1.645
-    stderr < 0 too: no restoring force where probed, while a fit's kappa is >= 0);
-    'consistent' when the two 90% intervals overlap, 'disagree' when they do not (for one true
-    kappa and two independent 90% intervals, non-overlap has probability below 1%)."""
+def probe_vs_fit(kappa: float, stderr: float, fit: dict, samples: tuple = ()) -> dict:
+    """The probe's kappa (mean over pairs, stderr; samples: the per-pair values [pairs]) against
+    a fit's kappa and its 90% profile interval [kappa_lo, kappa_hi]. Probe interval: kappa +-
+    1.645 stderr (normal; the pair mean). Verdict, in this order: 'not enough evidence (most pairs
+    degenerate)' when more than half the samples are exactly 0 (the gradient equal at both ends:
+    zero, every group all-pass or all-fail: the step left the linear regime); 'disagree
+    (negative ...)' when the whole probe interval is below 0 (no restoring force where probed,
+    while a fit's kappa is >= 0); 'disagree' when the two 90% intervals do not overlap (for one
+    true kappa and two independent 90% intervals, probability below 1%); 'not enough evidence
+    (noise-dominated probe)' when they overlap but stderr > |kappa| / 2 (as `pgrpo probe`
+    warns); else 'consistent'."""
     lo, hi = kappa - Z90 * stderr, kappa + Z90 * stderr
     overlap = lo <= fit["kappa_hi"] and fit["kappa_lo"] <= hi
     noisy = not stderr <= 0.5 * abs(kappa)
+    zeros = float(np.mean(np.asarray(samples) == 0.0)) if len(samples) else 0.0
     verdict = (
-        "not enough evidence (noise-dominated probe)"
-        if noisy
+        "not enough evidence (most pairs degenerate: gradient zero at both ends)"
+        if zeros > 0.5
         else "disagree (negative curvature: no restoring force where probed)"
-        if kappa < 0
-        else "consistent"
-        if overlap
+        if hi < 0
         else "disagree"
+        if not overlap
+        else "not enough evidence (noise-dominated probe)"
+        if noisy
+        else "consistent"
     )
     return {
         "kappa_probe": kappa,
@@ -161,6 +167,7 @@ def probe_vs_fit(kappa: float, stderr: float, fit: dict) -> dict:
         "ratio_probe_over_fit": kappa / fit["kappa"] if fit["kappa"] else math.nan,
         "intervals_overlap": bool(overlap),
         "noise_dominated": bool(noisy),
+        "zero_samples_fraction": zeros,
         "verdict": verdict,
     }
 
@@ -240,7 +247,7 @@ def probe_analysis(
             **{k: done[p.name][k] for k in ("command", "date", "wall_s", "cpu_s")},
             "load_average_after": done[p.name]["load_average_after"],
             "probe_metrics": res["metrics"],
-            **probe_vs_fit(kappa, se, fits[name]),
+            **probe_vs_fit(kappa, se, fits[name], tuple(res["samples"])),
         }
         if kappa > 0:
             lr = float(runs[name].lr.max())

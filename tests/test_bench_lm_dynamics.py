@@ -221,7 +221,7 @@ def _probe_json(probe, runs_dir: Path, kappa: float, stderr: float) -> None:
     [(5.0, 0.5, "consistent"), (5.5, 0.2, "consistent"), (20.0, 2.0, "disagree"),
      (1.0, 0.1, "disagree"), (5.0, 3.0, "not enough evidence (noise-dominated probe)"),
      (-2.0, 0.5, "disagree (negative curvature: no restoring force where probed)"),
-     (-2.0, 1.5, "not enough evidence (noise-dominated probe)")],
+     (-2.0, 1.5, "disagree"), (0.5, 3.0, "not enough evidence (noise-dominated probe)")],
 )  # fmt: skip
 def test_probe_vs_fit_verdict(kappa, stderr, verdict):
     fit = {"kappa": 5.04, "kappa_lo": 3.96, "kappa_hi": 6.07}
@@ -231,6 +231,8 @@ def test_probe_vs_fit_verdict(kappa, stderr, verdict):
         [kappa - 1.645 * stderr, kappa + 1.645 * stderr], abs=1e-3
     )
     assert out["ratio_probe_over_fit"] == pytest.approx(kappa / 5.04)
+    zeros = lm.pr.probe_vs_fit(kappa, stderr, fit, (0.0, 0.0, 0.0, kappa))  # 3 of 4 pairs at 0
+    assert zeros["verdict"].startswith("not enough evidence (most pairs degenerate")
 
 
 def test_levels_recover_the_source_levels_at_a_given_kappa():
