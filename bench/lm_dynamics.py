@@ -27,7 +27,10 @@ the fits and the joint test are bench/corpus_dynamics.py's, reused):
   N^gamma, and the stationary variance (late-run reward variance; reward_std^2 / (B G)) vs 1/G;
 - refresh interval: the reduction's K* (sgd_momentum: exact heavy-ball; adam: none) from the
   source's kappa against the observed instability of each K cell (pgrpo.diagnose's reward tests,
-  calibrated at level 0.005 each on null curves), with the grid's resolution.
+  calibrated at level 0.005 each on null curves), with the grid's resolution;
+- probe vs fit (bench/lm_dynamics_probe.py): `pgrpo probe` at a source cell's initial policy or
+  at a checkpoint inside it (`PROBES`), its kappa against the fitted one, and the transfer and
+  K* from the probe's kappa.
 """
 
 from __future__ import annotations
@@ -179,6 +182,7 @@ PROBES = [
     pr.Probe(Cell(S, LR_MID[S]), "sgd", pairs=12, step_lrs=1.0),
     pr.Probe(Cell(A, LR_MID[A]), "adam", pairs=12, step_lrs=1.0),
     pr.Probe(Cell(A, LR_MID[A]), "adam", pairs=12, at_step=10),
+    pr.Probe(Cell(S, LR_MID[S]), "sgd", pairs=12, step_lrs=1.0, at_step=5),
 ]
 """(d): `pgrpo probe` at the initial policy of each optimizer's K = 1 source cell, with the
 preconditioner of its optimizer (bench/lm_dynamics_probe.py: the units). 16 pairs and 4 direction
@@ -189,7 +193,7 @@ ends: at 10 steps of lr 0.05 the groups go degenerate), so both were redone one 
 (step_lrs = 1, 12 pairs: ~9 min each): SGD's stays negative, AdamW's is noise-dominated at that
 step (its standard error 20x the 10-lr one), so the last probe, AdamW at the same cell's checkpoint
 after 10 of its 30 steps (reward ~0.45 of 0.81: inside the relaxation the fit describes), is back
-at 10 lr."""
+at 10 lr; then SGD at its cell's checkpoint after 5 steps (reward 0.5-0.7 of 0.87), one lr step."""
 
 
 # ---------------------------------------------------------------- running the cells

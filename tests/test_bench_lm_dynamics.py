@@ -1,5 +1,6 @@
 """bench/lm_dynamics.py: its pure analysis parts on synthetic pgrpo logs (no model): recovery of
-one kappa across lr, G and K, the refresh-interval verdict, and the resume bookkeeping."""
+one kappa across lr, G and K, the refresh-interval verdict, the resume bookkeeping, and (d) the
+probe-vs-fit comparison on synthetic probe files."""
 
 from __future__ import annotations
 
