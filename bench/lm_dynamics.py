@@ -27,7 +27,10 @@ the fits and the joint test are bench/corpus_dynamics.py's, reused):
   N^gamma, and the stationary variance (late-run reward variance; reward_std^2 / (B G)) vs 1/G;
 - refresh interval: the reduction's K* (sgd_momentum: exact heavy-ball; adam: none) from the
   source's kappa against the observed instability of each K cell (pgrpo.diagnose's reward tests,
-  calibrated at level 0.005 each on null curves), with the grid's resolution.
+  calibrated at level 0.005 each on null curves), with the grid's resolution;
+- probe vs fit (bench/lm_dynamics_probe.py): `pgrpo probe` at a source cell's initial policy or
+  at a checkpoint inside it (`PROBES`), its kappa against the fitted one, and the transfer and
+  K* from the probe's kappa.
 """
 
 from __future__ import annotations
@@ -64,6 +67,12 @@ cd = importlib.util.module_from_spec(_spec)
 sys.modules["corpus_dynamics"] = cd  # dataclasses look their module up
 _spec.loader.exec_module(cd)
 Run = cd.Run
+_spec = importlib.util.spec_from_file_location(
+    "lm_dynamics_probe", ROOT / "bench" / "lm_dynamics_probe.py"
+)
+pr = importlib.util.module_from_spec(_spec)
+sys.modules["lm_dynamics_probe"] = pr
+_spec.loader.exec_module(pr)  # issue #15 (d): the curvature probe at a cell's initial policy
 
 B = 8  # prompts per rollout batch, every cell
 BASE = [
@@ -145,7 +154,7 @@ CELLS = [
     Cell(S, LR_MID[S], K=4, steps=10),  # the whole-batch grid (M = 1): the model's own setting
     Cell(S, LR_MID[S], K=8, steps=8),
     Cell(S, LR_MID[S], K=16, steps=8),
-    Cell(S, LR_MID[S], K=8, steps=8, seed=1),  # a second seed on both sides of the onset
+    Cell(S, LR_MID[S], K=8, steps=16, seed=1),  # a second seed on both sides of the onset
     Cell(S, LR_MID[S], K=16, steps=8, seed=1),
     Cell(A, LR_MID[A], seed=1),
     _k_cell(A, 8),
@@ -162,7 +171,29 @@ step 1: the same seed repeats the logged steps); after K = 2 collapsed, a contro
 M = 1 (two passes over the whole batch: staleness without the smaller minibatches) was added;
 then, since the M = K grid confounds K with the minibatch size, a whole-batch grid (M = 1, K = 4,
 8, 16: K passes over the same B G rollouts, the setting the heavy-ball K* is derived for) was run
-on 2026-12-01 22:50 and is tested on its own (`refresh_whole_batch`)."""
+on 2026-12-01 22:50 and is tested on its own (`refresh_whole_batch`). On 2026-12-01 23:27-00:10
+the seed-1 K = 1 SGD source ran (the seed-1 whole-batch cells' own K* prediction) and the seed-1
+whole-batch K = 8 cell, which had not learned in 8 rollout batches, was lengthened to 16 (rerun
+from step 1)."""
+
+PROBES = [
+    pr.Probe(Cell(A, LR_MID[A]), "adam"),
+    pr.Probe(Cell(S, LR_MID[S]), "sgd"),
+    pr.Probe(Cell(S, LR_MID[S]), "sgd", pairs=12, step_lrs=1.0),
+    pr.Probe(Cell(A, LR_MID[A]), "adam", pairs=12, step_lrs=1.0),
+    pr.Probe(Cell(A, LR_MID[A]), "adam", pairs=12, at_step=10),
+    pr.Probe(Cell(S, LR_MID[S]), "sgd", pairs=12, step_lrs=1.0, at_step=5),
+]
+"""(d): `pgrpo probe` at the initial policy of each optimizer's K = 1 source cell, with the
+preconditioner of its optimizer (bench/lm_dynamics_probe.py: the units). 16 pairs and 4 direction
+batches: 36 rollout-batch gradients in fp32, ~15 min at one thread on the shared machine
+(2026-12-01: 554 CPU s, 874 s wall for AdamW). The AdamW probe at the initial policy measured a
+negative kappa; the SGD probe's pairs were exactly 0 in 15 of 16 (the gradient identical at both
+ends: at 10 steps of lr 0.05 the groups go degenerate), so both were redone one lr step wide
+(step_lrs = 1, 12 pairs: ~9 min each): SGD's stays negative, AdamW's is noise-dominated at that
+step (its standard error 20x the 10-lr one), so the last probe, AdamW at the same cell's checkpoint
+after 10 of its 30 steps (reward ~0.45 of 0.81: inside the relaxation the fit describes), is back
+at 10 lr; then SGD at its cell's checkpoint after 5 steps (reward 0.5-0.7 of 0.87), one lr step."""
 
 
 # ---------------------------------------------------------------- running the cells
@@ -348,6 +379,8 @@ def refresh_test(
         closure=False,
     )
     red = reduce_optimizer(src.optimizer, settings)
+    f = fits[source]  # K* falls as kappa rises: the interval's ends swap
+    k_star_90 = [_k_star(src, f["kappa_hi"]), _k_star(src, f["kappa_lo"])]
     ks = sorted(
         {
             r.K: n
@@ -377,6 +410,7 @@ def refresh_test(
         "optimizer": src.optimizer,
         "K_star": red.K_star,
         "K_statement": red.K_statement,
+        "K_star_90": k_star_90,
         "effective_a": red.a,
         "grid": grid,
         "first_unstable_K": first,
@@ -384,6 +418,15 @@ def refresh_test(
         "inner_updates": inner,
         "within_one_grid_step": _within_one_step(red.K_star, first, [g["K"] for g in grid]),
     }
+
+
+def _k_star(run: Run, kappa: float) -> int | None:
+    """K* of the run optimizer's reduction at the run's lr and this kappa; None where it predicts
+    no threshold, or kappa <= 0 (no restoring force: no threshold to cross)."""
+    if not kappa > 0:
+        return None
+    s = OptimizerSettings(lr=float(run.lr.max()), kappa=kappa, beta1=cd.BETA1, closure=False)
+    return reduce_optimizer(run.optimizer, s).K_star
 
 
 def _within_one_step(k_star: int | None, first: int | None, grid: list[int]) -> bool | None:
@@ -428,7 +471,7 @@ def _no_resid(d: dict) -> dict:
     return {k: v for k, v in d.items() if k != "residual"}
 
 
-def analyse(cells: list[Cell] = CELLS, runs_dir: Path = RUNS) -> dict:
+def analyse(cells: list[Cell] = CELLS, runs_dir: Path = RUNS, probes: list = PROBES) -> dict:
     """Every test on the finished cells (a run needs all its steps and >= 6 points)."""
     done = [c for c in cells if logged_steps(runs_dir / c.name) >= max(c.steps, 6)]
     runs = {c.name: load_cell(runs_dir / c.name, c) for c in done}
@@ -467,13 +510,16 @@ def analyse(cells: list[Cell] = CELLS, runs_dir: Path = RUNS) -> dict:
             c.name: unstable[c.name] for c in done if c.optimizer == opt and c.name not in grid
         }
         k_cells = [c for c in done if c.minibatches == 1 and c.K > 1 and c.optimizer == opt]
-        for seed in sorted({c.seed for c in k_cells}):  # one grid per seed (K = 1: the source)
+        for seed in sorted({c.seed for c in k_cells}):  # one grid per seed
             grid_s = [c for c in k_cells if c.seed == seed]
-            whole = {c.name: unstable[c.name] for c in grid_s} | {source: unstable[source]}
+            own = Cell(opt, LR_MID[opt], seed=seed).name  # K = 1 at this seed, if it ran
+            src = own if own in runs else source
+            whole = {c.name: unstable[c.name] for c in grid_s} | {src: unstable[src]}
             key = opt if seed == 0 else f"{opt}_seed{seed}"
             if len(grid_s) >= 2:
                 whole_batch = out.setdefault("refresh_whole_batch", {})
-                whole_batch[key] = refresh_test(runs, fits, source, whole)
+                whole_batch[key] = refresh_test(runs, fits, src, whole)
+    out["probe"] = pr.probe_analysis(runs, fits, out["transfer"], probes, runs_dir)
     return out
 
 
@@ -518,9 +564,24 @@ def show(res: dict) -> None:
                 )
     for opt, r in [*res["refresh"].items(), *res.get("refresh_whole_batch", {}).items()]:
         print(
-            f"\nrefresh {opt}: K* {r['K_star']} (a {r['effective_a']:.3g}); {r['onset']}; "
+            f"\nrefresh {opt} from {r['source']}: K* {r['K_star']} (90% {r['K_star_90']}; a "
+            f"{r['effective_a']:.3g}); {r['onset']}; "
             f"within one grid step: {r['within_one_grid_step']}"
         )
+    for name, d in res.get("probe", {}).items():
+        print(
+            f"\n{name}: kappa {d['kappa_probe']:.3g} +- {d['stderr_probe']:.2g} (90% "
+            f"[{d['probe_90'][0]:.3g}, {d['probe_90'][1]:.3g}]) vs fit {d['kappa_fit']:.3g} "
+            f"[{d['fit_90'][0]:.3g}, {d['fit_90'][1]:.3g}]: {d['verdict']}; "
+            f"K* {d.get('K_star_probe')}; {d['wall_s']:.0f} s wall, {d['cpu_s']:.0f} s CPU"
+        )
+        t = d.get("transfer")
+        for r in t["rows"] if t else []:
+            print(
+                f"   {r['target']:<34} {r['differs_in']:>4} R2 probe {r['r2_prediction_probe']:.3g}"
+                f" (tau {r['r2_timescale_only_probe']:.3g}), fit {r['r2_prediction_fit']:.3g}, "
+                f"own {r['r2_own_fit']:.3g}"
+            )
 
 
 def _write(doc: dict) -> None:
@@ -529,6 +590,7 @@ def _write(doc: dict) -> None:
     if RESULTS.exists():
         disk = json.loads(RESULTS.read_text())
         doc["cells"] = {**disk.get("cells", {}), **doc["cells"]}
+        doc["probes"] = {**disk.get("probes", {}), **doc.get("probes", {})}
         seen = {(h["command"], h["date"]) for h in doc["history"]}
         new = [h for h in disk.get("history", []) if (h["command"], h["date"]) not in seen]
         doc["history"] = sorted([*doc["history"], *new], key=lambda h: h["date"])
@@ -544,14 +606,16 @@ def main() -> None:
     ap.add_argument("--only", default="", help="comma-separated cell names to train (one job)")
     args = ap.parse_args()
     only = set(filter(None, args.only.split(",")))
-    if only - {c.name for c in CELLS}:
-        sys.exit(f"--only: no such cell {sorted(only - {c.name for c in CELLS})}; see CELLS")
+    if only - {c.name for c in [*CELLS, *PROBES]}:
+        unknown = sorted(only - {c.name for c in [*CELLS, *PROBES]})
+        sys.exit(f"--only: no such cell or probe {unknown}; see CELLS and PROBES")
     old = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
     doc = {
         "command": "python bench/lm_dynamics.py " + " ".join(sys.argv[1:]),
         "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs shared with other jobs, no GPU",
         "cells": old.get("cells", {}),
+        "probes": old.get("probes", {}),
     }
     earlier = old.get("history", [{k: old[k] for k in ("command", "date")}] if old else [])
     doc["history"] = [*earlier, {k: doc[k] for k in ("command", "date")}]  # every invocation
@@ -562,6 +626,13 @@ def main() -> None:
         info["load_average_after"] = os.getloadavg()[0]
         if info["status"] == "ran" or cell.name not in doc["cells"]:
             doc["cells"][cell.name] = {"overrides": cell.overrides(RUNS.relative_to(ROOT)), **info}
+        print(f"   {info}", flush=True)
+        _write(doc)
+    for probe in [] if args.analyse_only else [p for p in PROBES if p.name in only or not only]:
+        print(f"{probe.name} ...", flush=True)
+        info = pr.run_probe(probe, RUNS)
+        if info["status"] == "ran" or probe.name not in doc.setdefault("probes", {}):
+            doc["probes"][probe.name] = info
         print(f"   {info}", flush=True)
         _write(doc)
     doc["analysis"] = analyse()

@@ -1,5 +1,6 @@
 """bench/lm_dynamics.py: its pure analysis parts on synthetic pgrpo logs (no model): recovery of
-one kappa across lr, G and K, the refresh-interval verdict, and the resume bookkeeping."""
+one kappa across lr, G and K, the refresh-interval verdict, the resume bookkeeping, and (d) the
+probe-vs-fit comparison on synthetic probe files."""
 
 from __future__ import annotations
 
@@ -103,6 +104,12 @@ def test_refresh_onset_against_the_heavy_ball_threshold(tmp_path, unstable_K):
     assert [g["K"] for g in sgd["grid"]] == [1, 2, 4, 8]
     assert list(sgd["controls"]) == ["sgd_momentum_lr0.05_G4_K2_s0"]
     assert sgd["K_star"] is not None and sgd["K_star"] > 8  # a = 0.1: heavy-ball K* = 38
+    lo, hi = sgd["K_star_90"]  # from the fit's kappa interval: K* falls as kappa rises
+    assert lo <= sgd["K_star"] and (hi is None or sgd["K_star"] <= hi)
+    src = lm.Run(
+        "x", np.arange(3.0), np.zeros(3), None, np.full(3, 0.05), 4, lm.B, 1, "sgd_momentum"
+    )
+    assert lm._k_star(src, 0.0) is None and lm._k_star(src, 5.04) == sgd_k_star(0.05 * 5.04)
     if unstable_K is None:
         assert sgd["first_unstable_K"] is None
         assert sgd["onset"] == "no instability up to K = 8"
@@ -114,6 +121,11 @@ def test_refresh_onset_against_the_heavy_ball_threshold(tmp_path, unstable_K):
     adam = res["refresh"]["adamw"]
     assert adam["K_star"] is None and "no divergence threshold" in adam["K_statement"]
     assert [g["K"] for g in adam["grid"]] == [1, 4]
+
+
+def sgd_k_star(a: float) -> int | None:
+    settings = lm.OptimizerSettings(lr=1.0, kappa=a, beta1=0.9, closure=False)
+    return lm.reduce_optimizer("sgd_momentum", settings).K_star
 
 
 def test_the_whole_batch_grid_is_tested_apart_from_the_minibatch_grid(tmp_path):
@@ -189,3 +201,123 @@ def test_collapse_is_an_absorbing_zero_after_a_rise(reward, collapsed, dead_from
     assert out["collapsed"] is collapsed
     assert out["dead_from_index"] == dead_from
     assert out["zero_steps_after_rise"] == zeros
+
+
+# ---------------------------------------------------------------- (d) the curvature probe
+
+
+def _probe_json(probe, runs_dir: Path, kappa: float, stderr: float) -> None:
+    """A probe.json as lm_dynamics_probe.run_probe writes it (the probe's JSON: its `result`)."""
+    d = runs_dir / probe.name
+    d.mkdir(parents=True)
+    res = {"kappa": kappa, "stderr": stderr, "samples": [kappa] * probe.pairs, "metrics": {}}
+    doc = {"status": "ran", "rc": 0, "wall_s": 600.0, "cpu_s": 590.0, "load_average_after": 2.0,
+           "date": "2026-12-01T23:50:00+00:00", "command": "python -m pgrpo.cli probe ...",
+           "result": res}  # fmt: skip
+    (d / "probe.json").write_text(json.dumps(doc))
+
+
+@pytest.mark.parametrize(
+    ("kappa", "stderr", "verdict"),
+    [(5.0, 0.5, "consistent"), (5.5, 0.2, "consistent"), (20.0, 2.0, "disagree"),
+     (1.0, 0.1, "disagree"), (5.0, 3.0, "not enough evidence (noise-dominated probe)"),
+     (-2.0, 0.5, "disagree (negative curvature: no restoring force where probed)"),
+     (-2.0, 1.5, "disagree"), (0.5, 3.0, "not enough evidence (noise-dominated probe)")],
+)  # fmt: skip
+def test_probe_vs_fit_verdict(kappa, stderr, verdict):
+    fit = {"kappa": 5.04, "kappa_lo": 3.96, "kappa_hi": 6.07}
+    out = lm.pr.probe_vs_fit(kappa, stderr, fit)
+    assert out["verdict"] == verdict
+    assert out["probe_90"] == pytest.approx(
+        [kappa - 1.645 * stderr, kappa + 1.645 * stderr], abs=1e-3
+    )
+    assert out["ratio_probe_over_fit"] == pytest.approx(kappa / 5.04)
+    zeros = lm.pr.probe_vs_fit(kappa, stderr, fit, (0.0, 0.0, 0.0, kappa))  # 3 of 4 pairs at 0
+    assert zeros["verdict"].startswith("not enough evidence (most pairs degenerate")
+
+
+def test_levels_recover_the_source_levels_at_a_given_kappa():
+    cell = lm.Cell("adamw", lm.LR_MID["adamw"], steps=40)
+    step = np.arange(1.0, 41.0)
+    run = lm.Run(cell.name, step, step * 0, None, np.full(40, cell.lr), 4, lm.B, 1, "adam")
+    y = lm.cd.predict_curve(run, 3000.0, 0.12, 0.85)
+    run = lm.Run(cell.name, step, y, None, np.full(40, cell.lr), 4, lm.B, 1, "adam")
+    assert lm.pr.levels(run, 3000.0) == pytest.approx((0.12, 0.85), abs=1e-9)
+
+
+@pytest.mark.parametrize("factor", [1.0, 8.0])
+def test_probe_kappa_transfer_and_threshold(tmp_path, factor):
+    """The probe's kappa replaces the fitted one in the lr transfer: at the true kappa the
+    held-out lr runs are predicted (R^2 >= 0.9); 8x off, they are not (< 0.5); K* from the probe's
+    kappa is the reduction's at the cell's lr (SGD: a number; AdamW: none)."""
+    cells = _sweep(tmp_path)
+    probes = [lm.pr.Probe(lm.Cell("adamw", lm.LR_MID["adamw"]), "adam"),
+              lm.pr.Probe(lm.Cell("sgd_momentum", lm.LR_MID["sgd_momentum"]), "sgd")]  # fmt: skip
+    for p in probes:
+        k = KAPPA[p.cell.optimizer] * factor
+        _probe_json(p, tmp_path, k, 0.05 * k)
+    full = lm.analyse(cells, tmp_path, probes)
+    adam, sgd = (full["probe"][p.name] for p in probes)
+    t = adam["transfer"]
+    assert t["held_out_lr_runs"] == 2 and len(t["rows"]) == len(full["transfer"]["adamw"])
+    assert {r["differs_in"] for r in t["rows"]} == {"lr", "G", "seed", "K"}
+    if factor == 1.0:
+        assert adam["verdict"] == "consistent" and sgd["verdict"] == "consistent"
+        assert t["median_r2_held_out_lr_probe"] >= 0.9
+    else:
+        assert adam["verdict"] == "disagree"
+        assert t["median_r2_held_out_lr_probe"] < 0.5 < t["median_r2_held_out_lr_fit"]
+    assert adam["K_star_probe"] is None and adam["step_lrs"] == 10.0 and adam["at_step"] == 0
+    a = lm.LR_MID["sgd_momentum"] * KAPPA["sgd_momentum"] * factor
+    assert sgd["effective_a_probe"] == pytest.approx(a)
+    assert sgd["K_star_probe"] == sgd_k_star(a)
+    assert sgd["transfer"]["held_out_lr_runs"] == 0  # no other SGD lr in the sweep
+
+
+def test_a_probe_with_no_restoring_force_predicts_nothing(tmp_path):
+    cells = _sweep(tmp_path)
+    probe = lm.pr.Probe(lm.Cell("adamw", lm.LR_MID["adamw"]), "adam")
+    _probe_json(probe, tmp_path, -100.0, 20.0)
+    (row,) = lm.analyse(cells, tmp_path, [probe])["probe"].values()
+    assert row["verdict"].startswith("disagree (negative")
+    assert "transfer" not in row and "K_star_probe" not in row
+
+
+def test_probes_bookkeeping(tmp_path):
+    names = [p.name for p in lm.PROBES]
+    assert len(set(names)) == len(names) and not set(names) & {c.name for c in lm.CELLS}
+    assert all(p.cell in lm.CELLS for p in lm.PROBES)  # each probes a cell the sweep runs
+    for p in lm.PROBES:  # the preconditioner matches the cell's optimizer (units of its kappa)
+        cmd = p.command(tmp_path)
+        assert cmd[cmd.index("--preconditioner") + 1] == p.preconditioner
+        assert float(cmd[cmd.index("--step-lrs") + 1]) == p.step_lrs
+        cfg = p.train_command(tmp_path) or cmd  # the config trained, or the one probed
+        assert f"optim.name={p.cell.optimizer}" in cfg and f"optim.lr={p.cell.lr:g}" in cfg
+    _probe_json(lm.PROBES[0], tmp_path, 1.0, 0.1)
+    assert lm.pr.run_probe(lm.PROBES[0], tmp_path) == {"status": "finished earlier"}
+    narrow = lm.pr.Probe(lm.PROBES[0].cell, "adam", step_lrs=1.0)
+    assert narrow.name == lm.PROBES[0].name + "_e1"  # the default step (10 lr) has no suffix
+    later = lm.pr.Probe(lm.PROBES[0].cell, "adam", at_step=10)  # a checkpoint inside the run
+    train = later.train_command(tmp_path)
+    assert later.name.endswith("_at10") and lm.PROBES[0].train_command(tmp_path) is None
+    assert "run.steps=10" in train and "run.steps=30" not in train and "run.seed=0" in train
+    assert f"run.output_dir={tmp_path / later.name}" in train and "run.name=train" in train
+    probe = later.command(tmp_path)
+    assert probe[probe.index("--run") + 1] == str(tmp_path / later.name / "train")
+
+
+def test_each_seed_of_the_whole_batch_grid_gets_its_own_source(tmp_path):
+    """Seed 1's M = 1 K cells are predicted from seed 1's K = 1 run when it exists."""
+    cells = _sweep(tmp_path)
+    s_lr, rng = lm.LR_MID["sgd_momentum"], np.random.default_rng(6)
+    extra = [lm.Cell("sgd_momentum", s_lr, K=k, steps=15, seed=s) for k in (8, 16) for s in (0, 1)]
+    for c in extra:
+        _write(c, tmp_path, rng)
+    wb = lm.analyse(cells + extra, tmp_path)["refresh_whole_batch"]
+    assert wb["sgd_momentum_seed1"]["source"] == "sgd_momentum_lr0.05_G4_K1_s0"  # no seed-1 K = 1
+    own = lm.Cell("sgd_momentum", s_lr, seed=1, steps=60)
+    _write(own, tmp_path, rng)
+    wb = lm.analyse(cells + extra + [own], tmp_path)["refresh_whole_batch"]
+    assert wb["sgd_momentum_seed1"]["source"] == own.name
+    assert [g["run"] for g in wb["sgd_momentum_seed1"]["grid"]][0] == own.name
+    assert wb["sgd_momentum"]["source"] == "sgd_momentum_lr0.05_G4_K1_s0"
