@@ -25,9 +25,10 @@ the fits and the joint test are bench/corpus_dynamics.py's, reused):
   K and clock alone; R^2 against the target's own constrained fit;
 - G-invariance: `fit_joint` with shared R_inf and k vs separate fits (likelihood ratio), k ~
   N^gamma, and the stationary variance (late-run reward variance; reward_std^2 / (B G)) vs 1/G;
-- refresh interval: the reduction's K* (sgd_momentum: exact heavy-ball; adam: none) from the
-  source's kappa against the observed instability of each K cell (pgrpo.diagnose's reward tests,
-  calibrated at level 0.005 each on null curves), with the grid's resolution;
+- refresh interval (bench/lm_dynamics_refresh.py): the reduction's K* (sgd_momentum: exact
+  heavy-ball; adam: none) from the source's kappa against the observed instability of each K
+  cell (pgrpo.diagnose's reward tests, calibrated at level 0.005 each on null curves), with the
+  grid's resolution;
 - probe vs fit (bench/lm_dynamics_probe.py): `pgrpo probe` at a source cell's initial policy or
   at a checkpoint inside it (`PROBES`), its kappa against the fitted one, and the transfer and
   K* from the probe's kappa.
@@ -51,28 +52,28 @@ from pathlib import Path
 
 import numpy as np
 
-from pgrpo.diagnose import diagnose
-from pgrpo.diagnose.instability import GRAD_BLOWUP
-from pgrpo.diagnose.rules import ALPHA_MODE
-from pgrpo.dynamics.optimizers import OptimizerSettings, reduce_optimizer, run_optimizer
-from pgrpo.logs import read_log
+from pgrpo.dynamics.optimizers import run_optimizer
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results" / "lm_dynamics.json"
 RUNS = ROOT / "bench" / "results" / "lm_dynamics_runs"
-_spec = importlib.util.spec_from_file_location(
-    "corpus_dynamics", ROOT / "bench" / "corpus_dynamics.py"
-)
-cd = importlib.util.module_from_spec(_spec)
-sys.modules["corpus_dynamics"] = cd  # dataclasses look their module up
-_spec.loader.exec_module(cd)
+
+
+def _load(name: str):  # noqa: ANN202
+    """A sibling bench module, registered under its name (dataclasses look their module up)."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / "bench" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+cd = _load("corpus_dynamics")  # the fits and predictions
 Run = cd.Run
-_spec = importlib.util.spec_from_file_location(
-    "lm_dynamics_probe", ROOT / "bench" / "lm_dynamics_probe.py"
-)
-pr = importlib.util.module_from_spec(_spec)
-sys.modules["lm_dynamics_probe"] = pr
-_spec.loader.exec_module(pr)  # issue #15 (d): the curvature probe at a cell's initial policy
+pr = _load("lm_dynamics_probe")  # issue #15 (d): the curvature probe at a cell's initial policy
+rf = _load("lm_dynamics_refresh")  # issue #15 (c): K* against the observed onset
+collapse, observed_instability, refresh_test = rf.collapse, rf.observed_instability, rf.refresh_test
+_differs, _k_star, _within_one_step = rf.differs, rf._k_star, rf._within_one_step
 
 B = 8  # prompts per rollout batch, every cell
 BASE = [
@@ -299,16 +300,6 @@ def transfer_rows(runs: dict[str, Run], fits: dict[str, dict], source: str) -> l
     return rows
 
 
-def _differs(a: Run, b: Run) -> str:
-    """Which hyperparameter distinguishes b from a: lr, G, K, or seed (same hyperparameters)."""
-    parts = [
-        name
-        for name, x, y in (("lr", a.lr.max(), b.lr.max()), ("G", a.G, b.G), ("K", a.K, b.K))
-        if not math.isclose(float(x), float(y), rel_tol=1e-9)
-    ]
-    return "+".join(parts) or "seed"
-
-
 def transfer_summary(rows: list[dict]) -> dict:
     """Median R^2 of the prediction on held-out-lr runs (lr the only change) and on all targets."""
     held = [r["r2_prediction"] for r in rows if r["differs_in"] == "lr"]
@@ -322,128 +313,6 @@ def transfer_summary(rows: list[dict]) -> dict:
         "median_r2_held_out_lr_own_fit": med(own),
         "median_r2_all_targets": med([r["r2_prediction"] for r in rows]),
     }
-
-
-def collapse(reward: np.ndarray, risen: float = 0.3, dead_steps: int = 3) -> dict:
-    """The absorbing failure of a 0/1-reward GRPO run: after the batch mean reached `risen`, the
-    run ends with >= dead_steps steps at exactly 0 (every group all-fail: zero advantages, no
-    gradient, nothing left to learn from). reward: [n]. zero_steps_after_rise counts every step
-    at 0 after the rise (on stable runs: the false alarms such a rule would see)."""
-    up = np.flatnonzero(reward >= risen)
-    after = reward[up[0] :] if up.size else reward[:0]
-    alive = np.flatnonzero(after != 0)
-    trailing = after.size - (alive[-1] + 1 if alive.size else 0)
-    dead = bool(up.size and trailing >= dead_steps)
-    return {
-        "collapsed": dead,
-        "dead_from_index": int(up[0] + after.size - trailing) if dead else None,
-        "zero_steps_after_rise": int((after == 0).sum()),
-        "steps_after_rise": int(after.size),
-    }
-
-
-def observed_instability(path: Path, reward: np.ndarray) -> dict:
-    """Observed instability of a run: `collapse`, or pgrpo.diagnose's evidence without its K/K*
-    margin (that would be the prediction under test): non-finite values, the three reward tests
-    (each at level ALPHA_MODE on null curves of the same length; together ~1.5% false alarms on
-    pure noise), and grad-norm growth >= GRAD_BLOWUP."""
-    mode = next(m for m in diagnose(read_log(path)).modes if m.name == "dynamical_instability")
-    ev = mode.evidence
-    keys = ("oscillation_growth_p", "spectral_peak_p", "peak_drop_p")
-    ps = {k: float(ev[k]) for k in keys if k in ev}
-    nonfinite = sorted(k for k in ev if k.startswith("nonfinite"))
-    growth = float(ev.get("grad_norm_growth", math.nan))
-    flagged = bool(nonfinite) or any(p < ALPHA_MODE for p in ps.values()) or growth >= GRAD_BLOWUP
-    dead = collapse(reward)
-    return {
-        "unstable": flagged or dead["collapsed"],
-        "diagnose_flagged": flagged,
-        **dead,
-        "p_values": ps,
-        "nonfinite": nonfinite,
-        "grad_norm_growth": growth,
-    }
-
-
-def refresh_test(
-    runs: dict[str, Run], fits: dict[str, dict], source: str, unstable: dict[str, dict]
-) -> dict:
-    """Predicted K* (the source optimizer's reduction at the source's fitted kappa and lr) vs
-    the observed onset of instability over the K cells of that optimizer (same lr, G, seed)."""
-    src = runs[source]
-    settings = OptimizerSettings(
-        lr=float(src.lr.max()),
-        kappa=fits[source]["kappa"],
-        beta1=cd.BETA1,
-        refresh_interval=1,
-        closure=False,
-    )
-    red = reduce_optimizer(src.optimizer, settings)
-    f = fits[source]  # K* falls as kappa rises: the interval's ends swap
-    k_star_90 = [_k_star(src, f["kappa_hi"]), _k_star(src, f["kappa_lo"])]
-    ks = sorted(
-        {
-            r.K: n
-            for n, r in runs.items()
-            if _differs(src, r) in ("K", "seed")
-            and r.G == src.G
-            and r.optimizer == src.optimizer
-            and n in unstable
-            and (r.K != src.K or n == source)
-        }.items()
-    )
-    grid = [{"K": k, "run": n, **unstable[n]} for k, n in ks]
-    first = next((g["K"] for g in grid if g["unstable"]), None)
-    below = [g["K"] for g in grid if first is None or g["K"] < first]
-    onset = (
-        f"first unstable K between {max(below)} and {first}"
-        if first and below
-        else f"unstable at K = {first}, the smallest K run"
-        if first
-        else f"no instability up to K = {max(below)}"
-        if below
-        else "no K cells"
-    )
-    inner = [cd.inner_updates(runs, fits, source, n) for k, n in ks if k != src.K]
-    return {
-        "source": source,
-        "optimizer": src.optimizer,
-        "K_star": red.K_star,
-        "K_statement": red.K_statement,
-        "K_star_90": k_star_90,
-        "effective_a": red.a,
-        "grid": grid,
-        "first_unstable_K": first,
-        "onset": onset,
-        "inner_updates": inner,
-        "within_one_grid_step": _within_one_step(red.K_star, first, [g["K"] for g in grid]),
-    }
-
-
-def _k_star(run: Run, kappa: float) -> int | None:
-    """K* of the run optimizer's reduction at the run's lr and this kappa; None where it predicts
-    no threshold, or kappa <= 0 (no restoring force: no threshold to cross)."""
-    if not kappa > 0:
-        return None
-    s = OptimizerSettings(lr=float(run.lr.max()), kappa=kappa, beta1=cd.BETA1, closure=False)
-    return reduce_optimizer(run.optimizer, s).K_star
-
-
-def _within_one_step(k_star: int | None, first: int | None, grid: list[int]) -> bool | None:
-    """Whether the observed threshold agrees with K* to one grid step. The first unstable K =
-    grid[i] puts the threshold in (grid[i-1], grid[i]]; agreement: grid[i-2] < K* <= grid[i+1]
-    (grid[-1] = 0 below the grid, inf above it). No instability seen: agreement when K* is None
-    (no threshold predicted) or above the grid's largest K (not tested past the grid)."""
-    if not grid:
-        return None
-    if first is None:
-        return k_star is None or k_star > max(grid)
-    if k_star is None:
-        return False
-    i = grid.index(first)
-    lo = grid[i - 2] if i >= 2 else 0
-    hi = grid[i + 1] if i + 1 < len(grid) else math.inf
-    return lo < k_star <= hi
 
 
 def g_test(runs: dict[str, Run], fits: dict[str, dict], source: str) -> dict | None:

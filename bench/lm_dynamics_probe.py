@@ -29,12 +29,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from scipy.stats import norm
 
 from pgrpo.dynamics.optimizers import OptimizerSettings, reduce_optimizer
 
 cd = sys.modules["corpus_dynamics"]  # loaded by lm_dynamics (the fits and predictions)
 
-Z90 = 1.6448536269514722  # two-sided 90% normal quantile
+Z90 = float(norm.ppf(0.95))  # two-sided 90% normal quantile
 
 
 @dataclass(frozen=True)

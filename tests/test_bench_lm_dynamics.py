@@ -124,8 +124,10 @@ def test_refresh_onset_against_the_heavy_ball_threshold(tmp_path, unstable_K):
 
 
 def sgd_k_star(a: float) -> int | None:
-    settings = lm.OptimizerSettings(lr=1.0, kappa=a, beta1=0.9, closure=False)
-    return lm.reduce_optimizer("sgd_momentum", settings).K_star
+    from pgrpo.dynamics.optimizers import OptimizerSettings, reduce_optimizer
+
+    settings = OptimizerSettings(lr=1.0, kappa=a, beta1=0.9, closure=False)
+    return reduce_optimizer("sgd_momentum", settings).K_star
 
 
 def test_the_whole_batch_grid_is_tested_apart_from_the_minibatch_grid(tmp_path):
