@@ -6,7 +6,14 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pgrpo.dynamics.binned_recursion import BINNED_TOLERANCE, binned_path, schedule_response
+from pgrpo.dynamics.binned_recursion import (
+    _SCAN_ROWS,
+    BINNED_TOLERANCE,
+    _scan_states,
+    _step_power,
+    binned_path,
+    schedule_response,
+)
 from pgrpo.dynamics.recursion import at_times, simulate_recursion
 
 N = 200_000
@@ -73,3 +80,39 @@ def test_times_in_any_order_and_repeated_calls_give_the_same_values():
     order = np.random.default_rng(0).permutation(t.size)
     np.testing.assert_allclose(schedule_response(ks, sched, 0.9, t[order]), again[:, order],
                                rtol=0, atol=1e-12)  # fmt: skip
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    ga=st.lists(st.floats(0.0, 2.0), min_size=1, max_size=6),
+    beta=st.floats(0.0, 0.99),
+    powers=st.lists(st.integers(1, 300), min_size=1, max_size=6),
+)
+def test_step_power_is_the_matrix_power(ga, beta, powers):
+    """`_step_power` (Cayley-Hamilton on (u, w)) against numpy's matrix power of each step
+    matrix [[1 - ga, b], [-ga, b]], for mixed exponents in one call."""
+    w = min(len(ga), len(powers))
+    g = np.array(ga[:w])[None, :]
+    p = np.array(powers[:w])
+    b = np.array([[beta]])
+    got = np.stack(_step_power(g, b, p))[:, 0, :]  # [4, w]
+    for j in range(w):
+        m = np.array([[1 - g[0, j], beta], [-g[0, j], beta]])
+        want = np.linalg.matrix_power(m, int(p[j])).ravel()
+        scale = max(1.0, float(np.max(np.abs(want))))
+        np.testing.assert_allclose(got[:, j], want, rtol=0, atol=1e-12 * scale * p[j])
+
+
+def test_many_rows_scan_interval_by_interval_as_few_rows_do():
+    """More than _SCAN_ROWS rows take the interval-by-interval scan, fewer the prefix products:
+    the same states."""
+    rng = np.random.default_rng(0)
+    rows = _SCAN_ROWS + 8
+    ga = rng.uniform(0.0, 0.05, (rows, 700))
+    power = _step_power(ga, np.full((rows, 1), 0.9), rng.integers(1, 60, 700))
+    x0, v0 = rng.normal(size=rows), rng.normal(size=rows)
+    many = _scan_states(power, x0, v0)
+    for lo in range(0, rows, 4):  # 4 rows at a time: the prefix products
+        few = _scan_states(tuple(c[lo : lo + 4] for c in power), x0[lo : lo + 4], v0[lo : lo + 4])
+        for got, want in zip(many, few, strict=True):
+            np.testing.assert_allclose(got[lo : lo + 4], want, rtol=0, atol=1e-12)
