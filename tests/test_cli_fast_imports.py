@@ -57,3 +57,114 @@ def test_functions_named_like_their_module_stay_functions():
         env={"PYTHONPATH": str(ROOT / "src"), "PATH": "/usr/bin:/bin"}, timeout=120,
     )  # fmt: skip
     assert out.returncode == 0 and out.stdout.strip() == "True", out.stderr[-2000:]
+
+
+DRAW = """
+import sys
+from pathlib import Path
+import numpy as np
+from pgrpo.dynamics.logfit import fit_log
+from pgrpo.logs import RewardLog
+if sys.argv[2] == "quiet":
+    from pgrpo.cli._mpl import import_quietly
+    plots = import_quietly("pgrpo.dynamics.plots")
+    from matplotlib.artist import Artist
+    from matplotlib.lines import Line2D
+    assert Artist._update_set_signature_and_docstring.__func__.__name__ != "mark_only"
+    assert Line2D.set.__doc__ is None  # the skipped text
+else:
+    import pgrpo.dynamics.plots as plots
+    from matplotlib.lines import Line2D
+    assert "Supported properties" in Line2D.set.__doc__
+line = Line2D([0, 1], [0, 1])
+line.set(color="C1", lw=3, ls="--")  # set() works the same
+assert line.get_linewidth() == 3 and line.get_linestyle() == "--"
+step = np.arange(1.0, 301.0)
+reward = 0.8 - 0.6 * np.exp(-step / 60) + np.random.default_rng(0).normal(0, 0.05, 300)
+fit = fit_log(RewardLog(step, reward, {}, {"lr": 1e-6, "beta1": 0.9}, (), "t", "mem", "reward"))
+plots.plot_log_fit(fit, Path(sys.argv[1]))
+"""
+
+
+def test_the_cli_figure_import_skips_set_docstrings_and_draws_the_same_bytes(tmp_path):
+    """`pgrpo.cli._mpl.import_quietly` (what `pgrpo fit` / `predict` use) leaves `set()`
+    without its generated docstring, restores matplotlib's method, and the PNG is byte for byte
+    the one a plain import draws."""
+    pngs = {}
+    for how in ("plain", "quiet"):
+        pngs[how] = tmp_path / f"{how}.png"
+        out = subprocess.run(
+            [sys.executable, "-c", DRAW, str(pngs[how]), how], capture_output=True, text=True,
+            env={"PYTHONPATH": str(ROOT / "src"), "PATH": "/usr/bin:/bin"}, timeout=120,
+        )  # fmt: skip
+        assert out.returncode == 0, out.stderr[-2000:]
+    assert pngs["plain"].read_bytes() == pngs["quiet"].read_bytes()
+
+
+LOADED = """
+import json, sys
+from pgrpo.cli import main
+sys.argv = ["pgrpo", *sys.argv[1:]]
+try:
+    main()
+except SystemExit:
+    pass
+print("\\nLOADED " + json.dumps(sorted(m for m in sys.modules if m.startswith("pgrpo.cli."))))
+"""
+
+
+def _cli_modules(*argv: str) -> list[str]:
+    out = subprocess.run(
+        [sys.executable, "-c", LOADED, *argv], capture_output=True, text=True,
+        env={"PYTHONPATH": str(ROOT / "src"), "PATH": "/usr/bin:/bin", "MPLBACKEND": "Agg"},
+        timeout=120,
+    )  # fmt: skip
+    line = [x for x in out.stdout.splitlines() if x.startswith("LOADED ")]
+    assert line, out.stdout + out.stderr
+    return json.loads(line[-1][len("LOADED ") :])
+
+
+def test_a_named_command_loads_only_its_module_and_every_module_names_its_command(tmp_path):
+    from pgrpo.cli import _command_names
+
+    fit = _cli_modules("fit", str(ROOT / "tests" / "fixtures" / "logs" / "pgrpo_run"),
+                       "--out", str(tmp_path), "--no-plot")  # fmt: skip
+    assert [m for m in fit if m.rpartition(".")[2] in _command_names()] == ["pgrpo.cli.fit"]
+    every = _cli_modules("--help")  # no command named: all of them, as before
+    assert {f"pgrpo.cli.{n}" for n in _command_names()} <= set(every)
+    from pgrpo.cli import _load_commands, app
+
+    _load_commands()
+    registered = {c.name for c in app.registered_commands}
+    assert registered == set(_command_names())  # each module registers the command of its name
+
+
+def test_the_executable_ends_without_teardown_but_keeps_output_and_exit_codes(tmp_path):
+    """`python -m pgrpo.cli` (`pgrpo.cli.run`): the QUICK_EXIT commands end with `os._exit`
+    after the atexit handlers and a flush: a piped --json answer arrives whole, bad input
+    still exits 2 with its one line, and an atexit handler still runs."""
+    env = {"PYTHONPATH": str(ROOT / "src"), "PATH": "/usr/bin:/bin", "MPLBACKEND": "Agg"}
+    run = ROOT / "tests" / "fixtures" / "logs" / "pgrpo_run"
+    ok = subprocess.run(
+        [sys.executable, "-m", "pgrpo.cli", "fit", str(run), "--out", str(tmp_path), "--json"],
+        capture_output=True, text=True, env=env, timeout=120,
+    )  # fmt: skip
+    assert ok.returncode == 0, ok.stderr[-2000:]
+    assert json.loads(ok.stdout)["png"] == str(tmp_path / "fit.png")
+    bad = subprocess.run(
+        [sys.executable, "-m", "pgrpo.cli", "diagnose", str(tmp_path / "missing")],
+        capture_output=True, text=True, env=env, timeout=120,
+    )  # fmt: skip
+    assert bad.returncode == 2 and bad.stderr.startswith("error: ") and bad.stdout == ""
+    probe = (
+        "import atexit, sys\n"
+        "atexit.register(lambda: print('atexit ran', flush=True))\n"
+        "sys.argv = ['pgrpo', 'diagnose', sys.argv[1], '--json']\n"
+        "from pgrpo.cli import run\nrun()\n"
+    )
+    ran = subprocess.run(
+        [sys.executable, "-c", probe, str(run)], capture_output=True, text=True, env=env,
+        timeout=120,
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    assert ran.stdout.rstrip().endswith("atexit ran")

@@ -1,3 +1,3 @@
-from pgrpo.cli import main
+from pgrpo.cli import run
 
-main()
+run()

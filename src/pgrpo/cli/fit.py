@@ -39,9 +39,10 @@ def fit_cmd(
     result = fit_log(reward_log, forecast_from=forecast_from, loss=loss)
     png = None
     if plot:
-        from pgrpo.dynamics.plots import plot_log_fit  # matplotlib only once the fit succeeded
+        from pgrpo.cli._mpl import import_quietly  # matplotlib only once the fit succeeded
 
-        png = str(plot_log_fit(result, out / "fit.png"))
+        plots = import_quietly("pgrpo.dynamics.plots")
+        png = str(plots.plot_log_fit(result, out / "fit.png"))
     data = {**result.to_dict(), "png": png}
     emit(data, as_json, lambda console: _print(data, console))
 

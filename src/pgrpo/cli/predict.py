@@ -69,9 +69,9 @@ def predict_cmd(
         optimizer=optimizer,
         beta2=beta2,
     )
-    from pgrpo.dynamics.plots import plot_prediction
+    from pgrpo.cli._mpl import import_quietly
 
-    png = plot_prediction(pred, out / "predict.png")
+    png = import_quietly("pgrpo.dynamics.plots").plot_prediction(pred, out / "predict.png")
     data = {**pred.to_dict(), "png": str(png)}
     title = (
         f"prediction ({optimizer}): lr={lr:g}, kappa={kappa:g}, beta1={beta1:g}, "
