@@ -116,3 +116,20 @@ def test_many_rows_scan_interval_by_interval_as_few_rows_do():
         few = _scan_states(tuple(c[lo : lo + 4] for c in power), x0[lo : lo + 4], v0[lo : lo + 4])
         for got, want in zip(many, few, strict=True):
             np.testing.assert_allclose(got[lo : lo + 4], want, rtol=0, atol=1e-12)
+
+
+def test_a_fit_contexts_schedule_is_computed_once_read_only_and_gives_the_same_response():
+    """`FitContext.schedule` hands out one read-only array per length; `schedule_response`
+    recognises it by identity and answers exactly as for an equal writable copy."""
+    from pgrpo.dynamics.curves import FitContext
+
+    lr = 1e-6 * _cosine(N, 0.01)
+    ctx = FitContext(lr=lr)
+    sched = ctx.schedule(N)
+    assert sched is ctx.schedule(N) and not sched.flags.writeable
+    np.testing.assert_array_equal(sched, lr / lr.max())
+    t = _bin_times(N, 50)
+    ks = np.array([3e-4])
+    by_identity = schedule_response(ks, sched, 0.9, t)
+    assert np.array_equal(schedule_response(ks, sched, 0.9, t), by_identity)
+    assert np.array_equal(schedule_response(ks, sched.copy(), 0.9, t), by_identity)

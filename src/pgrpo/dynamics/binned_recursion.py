@@ -91,14 +91,7 @@ def _binned_response(
     hit = _RESULTS.get(key)
     if hit is not None and hit[0] is csum:  # the entry keeps its csum alive: ids stay unique
         return hit[1].copy()
-    n_steps = schedule.size
-    base = q
-    if q[0] > 0:
-        base = np.r_[0, base]
-    if q[-1] < n_steps:
-        base = np.r_[base, n_steps]
-    length = np.diff(base)
-    slope = np.maximum.reduceat(step_change, base[:-1])  # the most d within each interval
+    base, length, slope = _intervals(csum, step_change, q)
     need = np.sqrt(np.abs(ks)[:, None] * slope[None, :] / BINNED_SPLIT) * length  # [P, m']
     total = np.clip(np.ceil(need), 1, length).sum(axis=1)  # pieces each row would need
     level = np.floor(np.log2(np.maximum(total / length.size, 1.0)))
@@ -114,6 +107,31 @@ def _binned_response(
 
 
 _RESULTS: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
+
+
+def _intervals(
+    csum: np.ndarray, step_change: np.ndarray, q: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(base [m'+1]: 0, the sampled times q, n_steps; length [m']; slope [m'], the schedule's
+    largest change per step within each interval) of the last few (schedule, q) pairs."""
+    key = (id(csum), q.tobytes())
+    hit = _PLANS.get(key)
+    if hit is not None and hit[0] is csum:
+        return hit[1]
+    n_steps = csum.size - 1
+    base = q
+    if q[0] > 0:
+        base = np.r_[0, base]
+    if q[-1] < n_steps:
+        base = np.r_[base, n_steps]
+    plan = (base, np.diff(base), np.maximum.reduceat(step_change, base[:-1]))
+    _PLANS[key] = (csum, plan)
+    while len(_PLANS) > 4:
+        _PLANS.pop(next(iter(_PLANS)))
+    return plan
+
+
+_PLANS: dict[tuple, tuple[np.ndarray, tuple[np.ndarray, np.ndarray, np.ndarray]]] = {}
 
 
 def _binned_group(
@@ -162,19 +180,33 @@ def _schedule_sums(schedule: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(cumsum of the schedule from 0: [n_steps + 1], |change| to the next step: [n_steps]) of the
     last few schedules (a fit calls `schedule_response` ~100 times with one schedule; a cached
     schedule is recognised by its size and sum, then compared element by element)."""
+    same = _SUMS_OF.get(id(schedule))  # a read-only schedule (FitContext.schedule's): by identity
+    if same is not None and same[0] is schedule:
+        return same[1], same[2]
     key = (schedule.size, float(np.sum(schedule)))
     hit = _SUMS.get(key)
     if hit is not None and np.array_equal(hit[0], schedule):
+        _remember(schedule, hit[1], hit[2])
         return hit[1], hit[2]
     csum = np.concatenate(([0.0], np.cumsum(schedule)))
     change = np.r_[np.abs(np.diff(schedule)), 0.0]
     _SUMS[key] = (schedule.copy(), csum, change)
     while len(_SUMS) > 4:
         _SUMS.pop(next(iter(_SUMS)))
+    _remember(schedule, csum, change)
     return csum, change
 
 
+def _remember(schedule: np.ndarray, csum: np.ndarray, change: np.ndarray) -> None:
+    """Key a read-only schedule's sums by its identity too (the entry keeps it alive)."""
+    if not schedule.flags.writeable:
+        _SUMS_OF[id(schedule)] = (schedule, csum, change)
+        while len(_SUMS_OF) > 4:
+            _SUMS_OF.pop(next(iter(_SUMS_OF)))
+
+
 _SUMS: dict[tuple[int, float], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+_SUMS_OF: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
 
 
 def _interval_states(
@@ -201,8 +233,9 @@ def _interval_states(
     return xs, x_next
 
 
-# rows x intervals per block: arrays of 128 KiB stay in cache (measured 2026-12-02 on the 200,000-step
-# cosine fit's calls: 0.58 s with 2^17 / 1,024 intervals at least, 0.49 s with 2^14 / 128)
+# rows x intervals per block: arrays of 128 KiB stay in cache (measured 2026-12-02 on the
+# 200,000-step cosine fit's calls: 0.58 s with 2^17 and 1,024 intervals at least, 0.49 s with
+# 2^14 and 128)
 _BLOCK_ELEMENTS = 1 << 14
 _MIN_WIDTH = 128
 

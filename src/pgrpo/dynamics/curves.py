@@ -70,7 +70,15 @@ class FitContext:
     metrics: dict[str, float] = field(default_factory=dict)
 
     def schedule(self, n_steps: int) -> np.ndarray:
-        """lr / max(lr) at t = 0..n_steps-1: [n_steps] (ones when the lr is unknown)."""
+        """lr / max(lr) at t = 0..n_steps-1: [n_steps] (ones when the lr is unknown); read-only,
+        computed once per n_steps (a long log's fit asks ~100 times; not a field: frozen-safe)."""
+        memo = self.__dict__.setdefault("_schedules", {})
+        if n_steps not in memo:
+            memo[n_steps] = self._schedule(n_steps)
+            memo[n_steps].flags.writeable = False
+        return memo[n_steps]
+
+    def _schedule(self, n_steps: int) -> np.ndarray:
         if self.lr is None or self.lr.size == 0:
             return np.ones(n_steps)
         lr = self.lr[:n_steps]
