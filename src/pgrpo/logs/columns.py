@@ -147,6 +147,18 @@ class ColumnStore:
             self._chunks.setdefault(str(key), []).append((start, vals, code))
         self.n += m
 
+    def add_numbers(self, keys: tuple[str, ...], values: np.ndarray) -> None:
+        """Append m records that each hold exactly `keys`, with a plain number under every
+        stored one: values [m, s], the stored keys' values in key order (what `add` stores for
+        such records; `pgrpo.logs.typed` decodes them)."""
+        stored = self._stored(keys)
+        m, start = values.shape[0], self.n
+        codes = np.full(m, NUMBER, np.uint8)
+        for j, key in enumerate(stored):
+            column = np.ascontiguousarray(values[:, j])
+            self._chunks.setdefault(str(key), []).append((start, column, codes.copy()))
+        self.n += m
+
     def column(self, key: str) -> tuple[np.ndarray, np.ndarray]:
         """(values [n] float, NaN unless NUMBER; codes [n] uint8) of `key`."""
         vals, code = np.full(self.n, np.nan), np.zeros(self.n, np.uint8)

@@ -36,6 +36,7 @@ from pgrpo.logs.base import (
     wanted_keys,
 )
 from pgrpo.logs.columns import ColumnStore, store_of
+from pgrpo.logs.typed import TypedChunks
 
 LOG_READERS: Registry[LogReader] = Registry("log reader")
 
@@ -59,10 +60,21 @@ def _loads(line: bytes) -> Any:
 
 
 def iter_jsonl_chunks(
-    path: Path, bad: list[int], chunk_bytes: int = 1 << 22
+    path: Path, bad: list[int], chunk_bytes: int | None = None
 ) -> Iterator[list[dict[str, Any]]]:
     """The objects of a JSONL file, a few MiB of lines at a time (the file is never held whole).
     Malformed / non-object lines are skipped; `bad` collects their line numbers."""
+    for first, lines in _line_chunks(path, chunk_bytes):
+        yield _objects(lines, first, bad)
+
+
+CHUNK_BYTES = 1 << 22
+"""About how many bytes of lines a JSONL reader parses at a time."""
+
+
+def _line_chunks(path: Path, chunk_bytes: int | None = None) -> Iterator[tuple[int, list[bytes]]]:
+    """(number of the first line, lines) of a file, ~CHUNK_BYTES at a time."""
+    chunk_bytes = chunk_bytes or CHUNK_BYTES
     try:
         fh = path.open("rb")
     except OSError as exc:
@@ -70,14 +82,19 @@ def iter_jsonl_chunks(
     first = 1
     with fh:
         while lines := fh.readlines(chunk_bytes):
-            try:  # the common case: every line one JSON object
-                objs = list(map(_orjson.loads, lines)) if _orjson is not None else None
-            except _orjson.JSONDecodeError:
-                objs = None
-            if objs is None or not all(type(o) is dict for o in objs):
-                objs = list(_parse_lines(lines, first, bad))
+            yield first, lines
             first += len(lines)
-            yield objs
+
+
+def _objects(lines: list[bytes], first: int, bad: list[int]) -> list[dict[str, Any]]:
+    """The JSON objects of a chunk of lines (numbered from `first`; bad ones skipped)."""
+    try:  # the common case: every line one JSON object
+        objs = list(map(_orjson.loads, lines)) if _orjson is not None else None
+    except _orjson.JSONDecodeError:
+        objs = None
+    if objs is None or not all(type(o) is dict for o in objs):
+        objs = list(_parse_lines(lines, first, bad))
+    return objs
 
 
 def _parse_lines(lines: list[bytes], first: int, bad: list[int]) -> Iterator[dict[str, Any]]:
@@ -185,9 +202,15 @@ def _keep(options: dict[str, Any]) -> Any:
 def read_pgrpo(path: Path, **options: Any) -> RewardLog:
     f = _pgrpo_file(path)
     bad: list[int] = []
-    records = ColumnStore(_keep(options))
-    for chunk in iter_jsonl_chunks(f, bad):
-        records.add(chunk)
+    keep = _keep(options)
+    records = ColumnStore(keep)
+    typed = TypedChunks(records, keep) if keep is not None else None  # a few columns: typed
+    for first, lines in _line_chunks(f):
+        if typed is None or not typed.add(lines):
+            chunk = _objects(lines, first, bad)
+            records.add(chunk)
+            if typed is not None:
+                typed.learn(chunk)
     warns = _bad_lines(bad)
     hyper = _config_hyper([f.parent / "config.yaml"], warns)
     return assemble(
