@@ -61,7 +61,7 @@ class TypedChunks:
             (f"f{i}", float if i in stored else Any, msgspec.field(name=k))
             for i, k in enumerate(keys)
         ]
-        row = msgspec.defstruct("Row", fields, forbid_unknown_fields=True)
+        row = msgspec.defstruct("Row", fields, forbid_unknown_fields=True, gc=False)
         self._decode = msgspec.json.Decoder(row).decode
         self._keys = keys
         self._get = attrgetter(*(f"f{i}" for i in stored))
