@@ -10,7 +10,7 @@ repeated G times, then `decode` runs pgrpo's own loop of model forwards: row i's
 sample of softmax(logits / T_i) by inverse CDF (`draw_tokens`; no top-k / top-p; T_i = 0 is the
 argmax, for `pgrpo eval --temperature 0`), so its log-probs can be recomputed exactly. The loop
 draws the same tokens as HF `generate` with the same sampler (`hf_generate`, the reference it is
-tested against) at 0.85x its CPU time per token; everything runs under the policy's precision,
+tested against) at 0.77x its CPU time per token; everything runs under the policy's precision,
 as the log-prob recompute (docs/trainer.md, "The decode loop").
 """
 

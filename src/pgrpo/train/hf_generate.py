@@ -6,7 +6,7 @@
 `generate` in greedy mode with `RowTemperatureSampler` as its logits processor: the processor
 draws each row's token (`draw_tokens`) and returns one-hot scores, greedy takes it. This was
 pgrpo's sampler until 2026-12-02; `decode` gives the same tokens for the same random state
-(tests/test_train_decode.py) at 0.8x its CPU time (docs/trainer.md, "The decode loop").
+(tests/test_train_decode.py) at 0.77x its CPU time per token (docs/trainer.md, "The decode loop").
 """
 
 from __future__ import annotations
