@@ -18,12 +18,14 @@ whether every variant drew the same tokens as `generate`.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
 import sys
 import time
 from pathlib import Path
+from unittest import mock
 
 import torch
 
@@ -53,10 +55,55 @@ def _sampler_seconds(draw, reps: int = 50) -> float:
     return (time.process_time() - t) / reps
 
 
-def main() -> None:
+def _variants() -> dict[str, list | None]:
+    """name -> the (module, attribute, replacement) patches that make it (None: `generate`)."""
     from pgrpo.train import generation, kvcache
-    from pgrpo.train.config import ModelConfig
+
+    def fp32_storage(states, cached):
+        return states.dtype if cached is None else torch.promote_types(cached.dtype, states.dtype)
+
+    def dynamic(cache, config, capacity):
+        return cache if cache is not None else kvcache.DynamicCache(config=config)
+
+    return {
+        "generate": None,
+        "loop, DynamicCache": [(generation, "preallocate", dynamic)],
+        "loop, preallocated fp32 cache": [(kvcache, "_storage_dtype", fp32_storage)],
+        "loop": [],
+    }
+
+
+def _decode_once(policy, encoded, patch, seed: int) -> tuple[float, torch.Tensor]:
+    """(CPU s per decode step, tokens [32, T]) of one variant after a fresh shared prefill."""
+    from pgrpo.train import generation
     from pgrpo.train.hf_generate import generate_decode
+
+    tok = policy.tokenizer
+    ids, mask = generation.left_pad([e for e in encoded for _ in range(4)], tok.pad_token_id)
+    fn = generate_decode if patch is None else generation.decode
+    with policy.precision.autocast(), contextlib.ExitStack() as stack:
+        cache = generation.shared_prompt_cache(policy.model, encoded, tok.pad_token_id, 4)
+        for owner, name, replacement in patch or []:
+            stack.enter_context(mock.patch.object(owner, name, replacement))
+        torch.manual_seed(seed)
+        t = time.process_time()
+        out = fn(
+            policy.model,
+            ids,
+            mask,
+            torch.ones(ids.shape[0]),
+            max_new_tokens=32,
+            eos_id=tok.eos_token_id,
+            pad_id=tok.pad_token_id,
+            cache=cache,
+        )
+        seconds = time.process_time() - t
+    return seconds / out.completion_ids.shape[1], out.completion_ids
+
+
+def main() -> None:
+    from pgrpo.train import generation
+    from pgrpo.train.config import ModelConfig
     from pgrpo.train.policies import load_policy
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -68,54 +115,19 @@ def main() -> None:
     examples, task = bench._task_prompts(200)
     policy = load_policy(ModelConfig(name="smollm2", precision=args.precision))
     policy.model.eval()
-    tok = policy.tokenizer
-    encoded = [tok.encode_prompt(task.prompt(e)) for e in examples[:8]]
-    ids, mask = generation.left_pad([e for e in encoded for _ in range(4)], tok.pad_token_id)
-    temps = torch.ones(32)
-
-    def fp32_storage(states, cached):
-        return states.dtype if cached is None else torch.promote_types(cached.dtype, states.dtype)
-
-    def dynamic(cache, config, capacity):
-        return cache if cache is not None else kvcache.DynamicCache(config=config)
-
-    patches = {
-        "generate": None,
-        "loop, DynamicCache": [(generation, "preallocate", dynamic)],
-        "loop, preallocated fp32 cache": [(kvcache, "_storage_dtype", fp32_storage)],
-        "loop": [],
-    }
-    times = {name: [] for name in patches}
-    tokens, reference = {}, None
+    encoded = [policy.tokenizer.encode_prompt(task.prompt(e)) for e in examples[:8]]
+    variants = _variants()
+    times = {name: [] for name in variants}
+    same = {name: [] for name in variants}
     load = os.getloadavg()
     for rep in range(args.reps + 1):  # the first repetition warms up
-        for name, patch in patches.items():
-            with policy.precision.autocast():
-                cache = generation.shared_prompt_cache(policy.model, encoded, tok.pad_token_id, 4)
-                saved = [(o, a, getattr(o, a)) for o, a, _ in patch or []]
-                for o, a, fn in patch or []:
-                    setattr(o, a, fn)
-                fn = generate_decode if patch is None else generation.decode
-                torch.manual_seed(rep)
-                t = time.process_time()
-                out = fn(
-                    policy.model,
-                    ids,
-                    mask,
-                    temps,
-                    max_new_tokens=32,
-                    eos_id=tok.eos_token_id,
-                    pad_id=tok.pad_token_id,
-                    cache=cache,
-                )
-                seconds = time.process_time() - t
-                for o, a, fn in saved:
-                    setattr(o, a, fn)
+        reference = None
+        for name, patch in variants.items():  # `generate` first: the reference
+            seconds, tokens = _decode_once(policy, encoded, patch, rep)
+            reference = tokens if reference is None else reference
+            same[name].append(bool(torch.equal(tokens, reference)))
             if rep:
-                times[name].append(seconds / out.completion_ids.shape[1])
-            if patch is None:
-                reference = out.completion_ids
-            tokens.setdefault(name, []).append(bool(torch.equal(out.completion_ids, reference)))
+                times[name].append(seconds)
     result = {
         "command": f"OMP_NUM_THREADS=1 python bench/decode_loop.py --reps {args.reps} "
         f"--precision {args.precision}",
@@ -124,12 +136,12 @@ def main() -> None:
         "load_average_after": os.getloadavg(),
         "precision": policy.precision.name,
         "rows": 32,
-        "prompt_len": ids.shape[1],
+        "prompt_len": max(len(e) for e in encoded),
         "cpu_ms_per_decode_step_median": {
             k: round(1e3 * statistics.median(v), 1) for k, v in times.items()
         },
         "cpu_ms_per_decode_step_all": {k: [round(1e3 * x, 1) for x in v] for k, v in times.items()},
-        "same_tokens_as_generate": {k: all(v) for k, v in tokens.items()},
+        "same_tokens_as_generate": {k: all(v) for k, v in same.items()},
         "sampler_ms_per_draw_32x49152": {
             "before": round(1e3 * _sampler_seconds(_old_draw), 2),
             "after": round(1e3 * _sampler_seconds(generation.draw_tokens), 2),
