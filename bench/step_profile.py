@@ -54,7 +54,7 @@ def _wrap(owner: object, name: str, label: str) -> None:
 
 def instrument() -> None:
     """The parts of a step: sampling (shared-prompt prefill, the decode loop, the sampler's
-    logits processor, decoding text), scoring, the update (decoder forward, head, loss,
+    draw, decoding text), scoring, the update (decoder forward, head, loss,
     backward), the optimizer (clip, AdamW, zero_grad) and the step's metrics."""
     import transformers
 
@@ -64,8 +64,12 @@ def instrument() -> None:
     _wrap(rollout, "sample", "sample (all)")
     _wrap(generation, "sample", "sample (all)")
     _wrap(generation, "shared_prompt_cache", "sample: shared prompt prefill")
-    _wrap(transformers.GenerationMixin, "generate", "sample: generate (decode loop)")
-    _wrap(generation.RowTemperatureSampler, "__call__", "sample: sampler processor")
+    if hasattr(generation, "decode"):  # pgrpo's own loop (2026-12-02 on)
+        _wrap(generation, "decode", "sample: decode loop")
+        _wrap(generation, "draw_tokens", "sample: sampler (draw_tokens)")
+    else:  # the code before: HF generate with the sampler as a logits processor
+        _wrap(transformers.GenerationMixin, "generate", "sample: decode loop")
+        _wrap(generation.RowTemperatureSampler, "__call__", "sample: sampler (draw_tokens)")
     _wrap(rollout, "score_completions", "score")
     _wrap(trainer, "batch_advantages", "advantages")
     _wrap(logprobs, "completion_hidden", "update: decoder forward")

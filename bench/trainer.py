@@ -9,9 +9,10 @@ Variants, each labelled with its precision and run in a fresh process:
   in G passes of B rows: less activation memory, more time; until 2026-12-02 this was
   `pgrpo-*`).
 - `trl-bf16`: TRL 1.16 `GRPOConfig` defaults (bf16=True, also on a CPU); `trl-fp32`: bf16=False.
-- `floor-bf16`, `floor-fp32`: the same sampling (HF `generate` with the KV cache, temperature 1,
-  no top-k / top-p) and one forward/backward of the same tokens in the same precision through a
-  log-softmax; nothing else (no scoring, no optimizer, no log-prob recompute).
+- `floor-bf16`, `floor-fp32`: the same sampling (pgrpo's `sample`: its decode loop with the KV
+  cache, temperature 1, no top-k / top-p; HF `generate` until 2026-12-02) and one
+  forward/backward of the same tokens in the same precision through a log-softmax; nothing else
+  (no scoring, no optimizer, no log-prob recompute).
 Workload (all): arithmetic level 1 prompts in the chat template, B prompts x G completions, at
 most T new tokens, AdamW lr 1e-6, no KL, K = 1, one thread unless OMP_NUM_THREADS says otherwise.
 `--model smollm2`: SmolLM2-135M-Instruct (converted, in ~/.cache/pgrpo); `--model tiny`: a

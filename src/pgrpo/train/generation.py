@@ -1,14 +1,17 @@
-"""Batched sampling of groups: left padding, KV cache, one temperature per row.
+"""Batched sampling of groups: left padding, a preallocated KV cache, one temperature per row.
 
     rollout = sample(policy, prompts, group_size=4, temperatures=[0.1, 0.4, 0.7, 1.0],
                      max_new_tokens=32)
 
 Each prompt is repeated G times, contiguously, so completion i belongs to group i // G and sits at
 position i % G; with a multi-temperature schedule (MDP-GRPO) position j is always drawn at
-temperatures[j]. Per-row temperature is a logits processor that divides each row's logits by its
-own temperature and draws from softmax(logits / T_i) by inverse CDF (`RowTemperatureSampler`; no
-top-k / top-p), so a completion is an exact sample of softmax(logits / T_i) and its log-probs can
-be recomputed exactly.
+temperatures[j]. Each prompt but its last token runs once (`shared_prompt_cache`), its KV cache is
+repeated G times, then `decode` runs pgrpo's own loop of model forwards: row i's token is an exact
+sample of softmax(logits / T_i) by inverse CDF (`draw_tokens`; no top-k / top-p; T_i = 0 is the
+argmax, for `pgrpo eval --temperature 0`), so its log-probs can be recomputed exactly. The loop
+draws the same tokens as HF `generate` with the same sampler (`hf_generate`, the reference it is
+tested against) at 0.77x its CPU time per token; everything runs under the policy's precision,
+as the log-prob recompute (docs/trainer.md, "The decode loop").
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from dataclasses import dataclass
 
 import torch
 
+from pgrpo.train.kvcache import preallocate
 from pgrpo.train.logprobs import _backbone, _cache_kwarg, position_ids
 from pgrpo.train.policies import Policy
 
@@ -33,29 +37,42 @@ class RowTemperature:
         return scores / self.temperatures.to(scores.dtype)[:, None]
 
 
+def draw_tokens(scores: torch.Tensor, temperatures: torch.Tensor) -> torch.Tensor:
+    """scores [N, V], temperatures [N] -> tokens [N]: row i's token is an exact sample of
+    softmax(scores_i / temperatures_i) by inverse CDF (one uniform per row from torch's stream,
+    float64 cumulative sum); a row at temperature 0 takes the argmax (greedy decoding, for
+    evaluation; training needs T > 0)."""
+    temps = temperatures.double()[:, None]
+    greedy = temps == 0
+    logits = scores.double()  # a copy, worked on in place
+    if bool((temps != 1).any()):  # x / 1.0 == x: skipping it at T = 1 changes no bit
+        logits.div_(torch.where(greedy, 1.0, temps))
+    # unnormalised CDF: exp(logits - max), cumulative sum; the uniform is scaled to its total
+    cdf = logits.sub_(logits.amax(-1, keepdim=True)).exp_().cumsum_(-1)
+    u = torch.rand(scores.shape[0], 1, dtype=torch.float64) * cdf[:, -1:]
+    token = torch.searchsorted(cdf, u, right=True).clamp_(max=scores.shape[1] - 1)
+    if bool(greedy.any()):
+        token = torch.where(greedy, scores.argmax(-1, keepdim=True), token)
+    return token.squeeze(-1)
+
+
 class RowTemperatureSampler:
-    """LogitsProcessor that draws the next token itself, for `generate` in greedy mode: row i's
-    token is an exact sample of softmax(scores_i / temperatures_i) by inverse CDF (one uniform per
-    row, float64 cumulative sum); the returned scores are 0 at the drawn token and -inf elsewhere,
-    so the greedy argmax takes it. The same distribution as `generate`'s multinomial sampling,
-    which draws N x V exponentials per step (torch.multinomial without replacement): measured
-    50 ms per step for 32 rows of SmolLM2's 49,152-token vocabulary, 30% of sampling."""
+    """LogitsProcessor that draws the next token itself (`draw_tokens`), for HF `generate` in
+    greedy mode: the returned scores are 0 at the drawn token and -inf elsewhere, so the greedy
+    argmax takes it. The same distribution as `generate`'s multinomial sampling, which draws
+    N x V exponentials per step (torch.multinomial without replacement): measured 50 ms per step
+    for 32 rows of SmolLM2's 49,152-token vocabulary, 30% of sampling. pgrpo's own decode loop
+    (`decode`) calls `draw_tokens` directly; this processor is the same draw inside `generate`
+    (the reference the tests compare the loop with)."""
 
     def __init__(self, temperatures: torch.Tensor) -> None:
         self.temperatures = temperatures
 
     def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
-        """scores [N, V] -> [N, V] (0 at the drawn token, -inf elsewhere). A row at temperature 0
-        takes the argmax (greedy decoding, for evaluation; training needs T > 0)."""
-        temps = self.temperatures.double()[:, None]
-        greedy = temps == 0
-        logits = scores.double() / torch.where(greedy, 1.0, temps)
-        cdf = torch.softmax(logits, dim=-1).cumsum(-1)
-        u = torch.rand(scores.shape[0], 1, dtype=torch.float64) * cdf[:, -1:]
-        token = torch.searchsorted(cdf, u, right=True).clamp(max=scores.shape[1] - 1)
-        token = torch.where(greedy, scores.argmax(-1, keepdim=True), token)
+        """scores [N, V] -> [N, V] (0 at the drawn token, -inf elsewhere)."""
+        token = draw_tokens(scores, self.temperatures)
         out = torch.full_like(scores, -math.inf)
-        return out.scatter_(1, token, 0.0)
+        return out.scatter_(1, token[:, None], 0.0)
 
 
 @dataclass(frozen=True)
@@ -137,6 +154,84 @@ def shared_prompt_cache(
     return cache
 
 
+@dataclass(frozen=True)
+class Decoded:
+    """completion_ids: [N, T'] drawn tokens (pad after a row's EOS), T' <= max_new_tokens (the loop
+    stops once every row has its EOS); log_probs: [N, T'] float32 log softmax(logits / T_i) of
+    each drawn token (None unless asked for)."""
+
+    completion_ids: torch.Tensor
+    log_probs: torch.Tensor | None
+
+
+@torch.no_grad()
+def decode(
+    model: torch.nn.Module,
+    prompt_ids: torch.Tensor,
+    prompt_mask: torch.Tensor,
+    temperatures: torch.Tensor,
+    *,
+    max_new_tokens: int,
+    eos_id: int,
+    pad_id: int,
+    cache: object | None = None,
+    with_log_probs: bool = False,
+) -> Decoded:
+    """Autoregressive sampling with a KV cache: one backbone forward per token, the LM head on
+    the last position only, `draw_tokens` at each row's temperature.
+
+    prompt_ids, prompt_mask: [N, P] left-padded; temperatures: [N]; cache: the keys / values of
+    prompt_ids[:, :P - 1] (`shared_prompt_cache`), or None to prefill the whole prompt.
+    The same tokens, positions and masks as HF `generate` in greedy mode with
+    `RowTemperatureSampler` (`hf_generate.generate_decode`; tests/test_train_decode.py):
+    positions skip the left padding, a row that has drawn its EOS is fed and keeps `pad_id`,
+    the loop ends when every row has ended. Without `generate`'s per-step work: the cache is
+    preallocated (`kvcache.preallocate`: no per-token `torch.cat` of every layer, and under
+    autocast no per-token cast of the whole cache), the attention mask and positions are built
+    once and sliced, the drawn token is used as is (no one-hot scores and argmax), the
+    sampler's log-probs are gathered at each step (no N x T x V logits kept).
+    """
+    if max_new_tokens < 1:
+        raise ValueError(f"max_new_tokens={max_new_tokens}: give at least 1")
+    n, p = prompt_ids.shape
+    total = p + max_new_tokens
+    backbone, head = _backbone(model), model.get_output_embeddings()
+    softcap = getattr(getattr(model, "config", None), "final_logit_softcapping", None)
+    mask = torch.ones((n, total), dtype=prompt_mask.dtype)
+    mask[:, :p] = prompt_mask
+    positions = position_ids(mask)
+    # after the prompt, positions count on from its last one (as `generate`; also for an empty one)
+    positions[:, p:] = positions[:, p - 1 : p] + torch.arange(1, max_new_tokens + 1)
+    start = 0 if cache is None else p - 1
+    cache = preallocate(cache, backbone.config, total)
+    kwarg = _cache_kwarg(backbone)
+    inputs, done = prompt_ids[:, start:], torch.zeros(n, dtype=torch.bool)
+    tokens, logps = [], []
+    for t in range(max_new_tokens):
+        length = p + t  # sequence tokens seen once this forward has run
+        out = backbone(
+            input_ids=inputs,
+            attention_mask=mask[:, :length],
+            position_ids=positions[:, length - inputs.shape[1] : length],
+            use_cache=True,
+            **{kwarg: cache},
+        )
+        scores = head(out.last_hidden_state[:, -1:]).float()[:, 0]
+        if softcap:
+            scores = softcap * torch.tanh(scores / softcap)
+        token = torch.where(done, pad_id, draw_tokens(scores, temperatures))
+        tokens.append(token)
+        if with_log_probs:
+            logp = torch.log_softmax(scores / temperatures[:, None], dim=-1)
+            logps.append(logp.gather(-1, token[:, None]).squeeze(-1))
+        done |= token == eos_id
+        if bool(done.all()):
+            break
+        inputs = token[:, None]
+    completion_ids = torch.stack(tokens, dim=1)
+    return Decoded(completion_ids, torch.stack(logps, dim=1) if with_log_probs else None)
+
+
 @torch.no_grad()
 def sample(
     policy: Policy,
@@ -148,55 +243,52 @@ def sample(
     with_log_probs: bool = False,
 ) -> Rollout:
     """Draw G completions for each prompt (prompt-major, contiguous groups). with_log_probs: also
-    keep the sampler's own log-probs of the drawn tokens (`Rollout.sampler_log_probs`; costs
-    N x T x V floats)."""
-    from transformers import GenerationConfig, LogitsProcessorList
-
+    keep the sampler's own log-probs of the drawn tokens (`Rollout.sampler_log_probs`)."""
     tok = policy.tokenizer
     encoded = [tok.encode_prompt(p) for p in prompts]
     repeated = [e for e in encoded for _ in range(group_size)]
     prompt_ids, prompt_mask = left_pad(repeated, tok.pad_token_id)
     temps = row_temperatures(len(prompts), group_size, temperatures)
-    gen_config = GenerationConfig(
-        do_sample=False,  # the processor below samples; greedy then takes its token
-        max_new_tokens=max_new_tokens,
-        return_dict_in_generate=True,
-        output_logits=with_log_probs,
-        min_new_tokens=0,
-        eos_token_id=tok.eos_token_id,
-        pad_token_id=tok.pad_token_id,
-        use_cache=True,
-    )
     was_training = policy.model.training
     policy.model.eval()
     with policy.precision.autocast():  # the same precision as the log-prob recompute
         cache = shared_prompt_cache(policy.model, encoded, tok.pad_token_id, group_size)
-        out = policy.model.generate(
-            input_ids=prompt_ids,
-            attention_mask=prompt_mask,
-            generation_config=gen_config,
-            logits_processor=LogitsProcessorList([RowTemperatureSampler(temps)]),
-            **({} if cache is None else {_cache_kwarg(_backbone(policy.model)): cache}),
+        out = decode(
+            policy.model,
+            prompt_ids,
+            prompt_mask,
+            temps,
+            max_new_tokens=max_new_tokens,
+            eos_id=tok.eos_token_id,
+            pad_id=tok.pad_token_id,
+            cache=cache,
+            with_log_probs=with_log_probs,
         )
     policy.model.train(was_training)
-    completion_ids = out.sequences[:, prompt_ids.shape[1] :]
-    if completion_ids.shape[1] == 0:  # every row ended at once (cannot happen with T >= 1)
-        completion_ids = torch.full((len(repeated), 1), tok.eos_token_id, dtype=torch.long)
+    return _rollout(tok, prompt_ids, prompt_mask, temps, out)
+
+
+def _rollout(
+    tok: object,
+    prompt_ids: torch.Tensor,
+    prompt_mask: torch.Tensor,
+    temps: torch.Tensor,
+    out: Decoded,
+) -> Rollout:
+    """The `Rollout` of a decode: completion mask up to the first EOS, pad after it, texts."""
+    completion_ids = out.completion_ids
     mask = completion_mask(completion_ids, tok.eos_token_id)
     truncated = ~(completion_ids == tok.eos_token_id).any(dim=1)
     completion_ids = torch.where(mask.bool(), completion_ids, tok.pad_token_id)
     texts = [
         tok.decode(row[m.bool()].tolist()) for row, m in zip(completion_ids, mask, strict=True)
     ]
-    input_ids = torch.cat([prompt_ids, completion_ids], dim=1)
-    attention = torch.cat([prompt_mask, torch.ones_like(completion_ids)], dim=1)
     sampler = None
-    if with_log_probs and out.logits:
-        logp = _sampler_log_probs(out.logits, completion_ids, temps)
-        sampler = torch.where(mask.bool(), logp, torch.zeros_like(logp))
+    if out.log_probs is not None:
+        sampler = torch.where(mask.bool(), out.log_probs, torch.zeros_like(out.log_probs))
     return Rollout(
-        input_ids=input_ids,
-        attention_mask=attention,
+        input_ids=torch.cat([prompt_ids, completion_ids], dim=1),
+        attention_mask=torch.cat([prompt_mask, torch.ones_like(completion_ids)], dim=1),
         prompt_len=prompt_ids.shape[1],
         completion_ids=completion_ids,
         completion_mask=mask,
@@ -205,15 +297,3 @@ def sample(
         truncated=truncated,
         sampler_log_probs=sampler,
     )
-
-
-def _sampler_log_probs(
-    logits: Sequence[torch.Tensor], completion_ids: torch.Tensor, temps: torch.Tensor
-) -> torch.Tensor:
-    """log softmax(logits_t / T_i) of each drawn token, in float32 as the sampler draws: T
-    tensors [N, V] -> [N, T]."""
-    steps = []
-    for t, step_logits in enumerate(logits[: completion_ids.shape[1]]):
-        logp = torch.log_softmax(step_logits.float() / temps[:, None], dim=-1)
-        steps.append(logp.gather(-1, completion_ids[:, t : t + 1]).squeeze(-1))
-    return torch.stack(steps, dim=1)
