@@ -155,15 +155,35 @@ def level_statistics(y: np.ndarray) -> dict[str, np.ndarray]:
     }
 
 
+ROUNDING = 1e-9
+"""Residuals below ROUNDING x the curve's largest |value| are float rounding of the moving
+average, not noise: a constant reward leaves ~1e-17 there, whose 'growth' was inf."""
+
+
+SCALE_FLOOR = math.sqrt(0.02 * 0.98)
+"""The spectral test divides residuals by the noise profile sqrt(p (1 - p)) floored here (p
+kept in [0.02, 0.98]), so a level near 0 or 1 does not blow single residuals up."""
+
+
 def _residual_statistics(y: np.ndarray, scale: np.ndarray | None) -> dict[str, np.ndarray]:
-    """growth, spectral and peak_period of `curve_statistics`: y [M, n] -> each [M]."""
+    """growth, spectral and peak_period of `curve_statistics`: y [M, n] -> each [M].
+
+    With `scale` [n] (the expected noise sd per step), growth is the ratio of the residual sd
+    to the expected one in each third, each pooled over its third (sd / rms(scale)), not the
+    sd of residuals divided point by point: where the level sits at 0 or 1 both are 0, and a
+    floor on the divisor there made a run that starts at its floor look like growing swings."""
     n = y.shape[1]
     resid = y - _centred_smooth(y, max(5, n // 10))
-    if scale is not None:
-        resid = resid / scale
+    floor = ROUNDING * np.max(np.abs(y), axis=1, keepdims=True)
+    resid = np.where(np.abs(resid) <= floor, 0.0, resid)
     third = max(3, n // 3)
     early = np.std(resid[:, :third], axis=1)
     late = np.std(resid[:, -third:], axis=1)
+    if scale is not None:
+        s_early, s_late = (float(np.sqrt(np.mean(v * v))) for v in (scale[:third], scale[-third:]))
+        early = early / s_early if s_early > 0 else np.zeros_like(early)
+        late = late / s_late if s_late > 0 else np.zeros_like(late)
+        resid = resid / np.maximum(scale, SCALE_FLOOR)
     with np.errstate(divide="ignore", invalid="ignore"):
         growth = np.where(early > 0, late / early, np.where(late > 0, np.inf, 1.0))
     spectral, peak_period = _spectral_peak(resid)

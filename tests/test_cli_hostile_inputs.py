@@ -1,0 +1,112 @@
+"""Logs and settings a hostile user tries (the #13/#14 acceptance audit, 2026-12-02): constant
+rewards, a run that starts at its floor, values near the float64 limit, nonsense `predict`
+settings. Each gives a sensible answer or one line + exit code 2, never a traceback."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from pgrpo.cli import _load_commands, app
+from pgrpo.diagnose import MODES, diagnose
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _commands():
+    _load_commands()
+
+
+def _csv(path: Path, reward: np.ndarray, step: np.ndarray | None = None) -> Path:
+    step = np.arange(1, reward.size + 1) if step is None else step
+    lines = ["step,reward"] + [f"{s},{r!r}" for s, r in zip(step, reward.tolist(), strict=True)]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _one_line_error(res, needle: str) -> str:
+    assert res.exit_code == 2, res.output
+    assert res.exception is None or isinstance(res.exception, SystemExit), res.exception
+    lines = res.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), res.output
+    assert needle in lines[0], lines[0]
+    return lines[0]
+
+
+@pytest.mark.parametrize("n", [9, 10, 12, 15, 20, 30, 40, 100])
+@pytest.mark.parametrize("value", [0.3, 0.1, 0.7, -2.6, 1e-3])
+def test_a_constant_reward_is_flat_and_raises_no_alarm(tmp_path, n, value):
+    """A reward stuck at one value. Before: the moving-average residuals were float rounding
+    (~1e-17), their 'growth' from the first to the last third was inf or x6, and
+    `dynamical_instability` fired at p < 0.001 on 0.3 at lengths 9-20 and 30."""
+    path = _csv(tmp_path / "const.csv", np.full(n, value))
+    res = runner.invoke(app, ["diagnose", str(path), "--json"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert doc["progress"]["label"] == "flat"
+    fired = [m["name"] for m in doc["modes"] if m["detected"] and m["name"] in MODES]
+    assert fired == [], fired
+
+
+def test_a_run_that_starts_at_its_floor_is_not_unstable():
+    """Binomial batch means (1 prompt x G = 8) stuck at 0 for 20 steps, then learning: pure
+    batch noise around a rising mean. Before: the residuals of the first third were divided by
+    a noise level clipped at p = 0.02 while they were exactly 0, so their 'growth' looked like
+    x2 and instability fired on most such runs."""
+    rng = np.random.default_rng(3)
+    fired = 0
+    for _ in range(40):
+        p = np.concatenate([np.zeros(20), np.minimum(0.9, 0.02 * np.arange(1, 61))])
+        reward = rng.binomial(8, p) / 8
+        cols = {"reward": reward, "group_size": np.full(80, 8.0), "batch_prompts": np.ones(80)}
+        fired += diagnose(cols).mode("dynamical_instability").detected
+    assert fired <= 2, fired
+
+
+@pytest.mark.parametrize("command", ["diagnose", "fit", "report"])
+def test_rewards_near_the_float64_limit_get_one_line(tmp_path, command):
+    """Rewards of 1e300 overflowed float64 inside the statistics: `diagnose` printed numpy
+    RuntimeWarnings and 'cannot convert float NaN to integer', `fit` 'parameter R_inf: value
+    nan outside [-inf, inf]'. Now one line that names the size and the fix."""
+    path = _csv(tmp_path / "huge.csv", 1e300 * (1 + 0.01 * np.arange(60)))
+    argv = [command, str(path)]
+    if command != "diagnose":
+        argv += ["--out", str(tmp_path / "out")]
+    res = runner.invoke(app, argv)
+    line = _one_line_error(res, "e+300")
+    assert "rescale" in line or "divide" in line
+
+
+def test_large_but_safe_rewards_still_work(tmp_path):
+    path = _csv(tmp_path / "big.csv", 1e100 * (0.2 + 0.01 * np.arange(60)))
+    res = runner.invoke(app, ["diagnose", str(path), "--json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["progress"]["label"] == "learning"
+
+
+PREDICT = ["predict", "--lr", "1e-6", "--kappa", "2e4"]
+
+
+@pytest.mark.parametrize(
+    "extra,needle",
+    [
+        (["--r0", "nan"], "r0"),
+        (["--r-inf", "inf"], "r_inf"),
+        (["--steps", "1000000000"], "steps"),
+    ],
+)
+def test_predict_refuses_non_finite_levels_and_runaway_steps(tmp_path, extra, needle):
+    """`--r0 nan` was accepted (final_mean null); `--steps 1e9` ran for minutes towards ~90 GB."""
+    res = runner.invoke(app, PREDICT + extra + ["--out", str(tmp_path)])
+    _one_line_error(res, needle)
+
+
+def test_predict_with_an_absurd_kappa_is_one_line(tmp_path):
+    """kappa = 1e300 raised OverflowError in `kappa**2` (a traceback, exit 1)."""
+    res = runner.invoke(app, ["predict", "--lr", "1", "--kappa", "1e300", "--out", str(tmp_path)])
+    _one_line_error(res, "kappa")
