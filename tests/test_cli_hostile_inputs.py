@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -110,3 +111,29 @@ def test_predict_with_an_absurd_kappa_is_one_line(tmp_path):
     """kappa = 1e300 raised OverflowError in `kappa**2` (a traceback, exit 1)."""
     res = runner.invoke(app, ["predict", "--lr", "1", "--kappa", "1e300", "--out", str(tmp_path)])
     _one_line_error(res, "kappa")
+
+
+def test_the_report_of_a_constant_reward_draws_its_exact_forecast(tmp_path):
+    """Before: "a band of its mean (0.3, [0.3, 0.3]) wider than the whole range of the run's
+    reward: not enough evidence" (0 >= 0), on a reward that never moved."""
+    path = _csv(tmp_path / "const.csv", np.full(20, 0.3))
+    res = runner.invoke(app, ["report", str(path), "--out", str(tmp_path / "rep")])
+    assert res.exit_code == 0, res.output
+    page = (tmp_path / "rep" / "report.html").read_text()
+    assert "wider than the whole range" not in page
+    assert "inside the band" in page
+
+
+def test_the_reward_panel_of_a_constant_reward_has_a_plain_axis():
+    """matplotlib drew a reward stuck at 0.3 on an axis labelled '1e-13+3e-1'."""
+    from matplotlib.figure import Figure
+
+    from pgrpo.report.plots import reward_panel
+
+    ax = Figure().add_subplot()
+    step = np.arange(1.0, 21.0)
+    wobble = 0.3 + 1e-14 * np.sin(step)  # a fit of a constant: float rounding around 0.3
+    fit = SimpleNamespace(step=step, fitted=wobble, model="rom", r2=1.0)
+    reward_panel(ax, step, np.full(20, 0.3), fit, None, ())
+    lo, hi = ax.get_ylim()
+    assert lo <= 0.3 - 0.01 and hi >= 0.3 + 0.01

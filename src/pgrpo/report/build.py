@@ -270,11 +270,16 @@ def _findings_html(diagnosis: Any) -> str:
 
 
 def informative(fc: Any, reward: np.ndarray) -> bool:
-    """A forecast worth drawing: its band of the mean is narrower than the run's whole range."""
+    """A forecast worth drawing: its band of the mean is narrower than the run's whole range
+    (or, for a reward that never changed, has no width either: "0.3, band [0.3, 0.3]" is no
+    band "wider than the range")."""
     r = np.asarray(reward, dtype=float)
     r = r[np.isfinite(r)]
     lo, hi = fc.mean_band
-    return bool(r.size and math.isfinite(lo) and math.isfinite(hi) and hi - lo < np.ptp(r))
+    if not (r.size and math.isfinite(lo) and math.isfinite(hi)):
+        return False
+    exact = np.ptp(r) == 0 and hi - lo <= 1e-9 * max(abs(lo), abs(hi))  # rounding only
+    return bool(hi - lo < np.ptp(r) or exact)
 
 
 def forecast_text(fc: Any, reward: np.ndarray) -> str:
