@@ -196,3 +196,24 @@ def test_a_forecast_wider_than_the_run_is_not_enough_evidence():
     assert informative(fc, reward) and "Backtest: forecast made at step 6" in forecast_text(
         fc, reward
     )
+
+
+def test_the_report_compares_the_closed_form_with_the_free_fit(tmp_path):
+    """Issue #13.3: 'the report compares the two by AIC'. `pgrpo fit` printed the comparison;
+    the HTML report showed only the free fit. Now the same figures as `fit --json`."""
+    from pathlib import Path
+
+    from typer.testing import CliRunner
+
+    from pgrpo.cli import _load_commands, app
+
+    _load_commands()
+    run = Path(__file__).resolve().parent / "fixtures" / "logs" / "pgrpo_run"
+    fit = json.loads(CliRunner().invoke(app, ["fit", str(run), "--no-plot", "--json"]).stdout)
+    m = fit["metrics"]
+    res = CliRunner().invoke(app, ["report", str(run), "--out", str(tmp_path / "rep")])
+    assert res.exit_code == 0, res.output
+    page = re.sub(r"<[^>]+>", "", (tmp_path / "rep" / "report.html").read_text())
+    line = page[page.index("Closed form") :][:400]
+    assert f"{m['preferred']} preferred" in line and f"closed form {m['closed_form']}" in line
+    assert f"{m['kappa_constrained']:.4g}" in line
