@@ -137,3 +137,23 @@ def test_the_reward_panel_of_a_constant_reward_has_a_plain_axis():
     reward_panel(ax, step, np.full(20, 0.3), fit, None, ())
     lo, hi = ax.get_ylim()
     assert lo <= 0.3 - 0.01 and hi >= 0.3 + 0.01
+
+
+def test_diagnose_takes_the_run_settings_on_the_command_line(tmp_path):
+    """A CSV log says nothing about the optimizer, lr or K, and `diagnose` had no option for
+    them, so the K/K* margin of an SGD-momentum run could not be judged from the command line.
+    K* = 218 at a = lr kappa = 0.01, beta1 = 0.9 (docs/dynamics.md): K = 300 is past it."""
+    t = np.arange(1, 121)
+    rng = np.random.default_rng(0)
+    path = _csv(tmp_path / "run.csv", 0.2 + 0.5 * (1 - np.exp(-t / 30)) + rng.normal(0, 0.03, 120))
+    base = ["diagnose", str(path), "--json", "--optimizer", "sgd_momentum", "--lr", "1e-3"]
+    base += ["--kappa", "10", "--beta1", "0.9", "--refresh-interval"]
+    for k, unstable in (("300", True), ("100", False)):
+        res = runner.invoke(app, [*base, k])
+        assert res.exit_code == 0, res.output
+        mode = {m["name"]: m for m in json.loads(res.stdout)["modes"]}["dynamical_instability"]
+        assert mode["evidence"]["k_star"] == 218
+        assert mode["detected"] is unstable
+    for bad, needle in ((["--lr", "-1"], "--lr"), (["--beta1", "1"], "--beta1"),
+                        (["--optimizer", "lion"], "lion")):  # fmt: skip
+        _one_line_error(runner.invoke(app, ["diagnose", str(path), *bad]), needle)
