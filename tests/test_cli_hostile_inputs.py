@@ -157,3 +157,17 @@ def test_diagnose_takes_the_run_settings_on_the_command_line(tmp_path):
     for bad, needle in ((["--lr", "-1"], "--lr"), (["--beta1", "1"], "--beta1"),
                         (["--optimizer", "lion"], "lion")):  # fmt: skip
         _one_line_error(runner.invoke(app, ["diagnose", str(path), *bad]), needle)
+
+
+def test_diagnose_says_what_the_reader_repaired(tmp_path):
+    """`fit` printed the reader's repairs; `diagnose` dropped 20 non-numeric rewards, a NaN
+    and a repeated step without a word, in text and in --json."""
+    lines = ["step,reward"] + [f"{i},{'abc' if i % 2 else 0.3 + 0.01 * i}" for i in range(1, 41)]
+    lines += ["40,nan", "38,0.5"]
+    path = tmp_path / "repaired.csv"
+    path.write_text("\n".join(lines) + "\n")
+    doc = json.loads(runner.invoke(app, ["diagnose", str(path), "--json"]).stdout)
+    said = " ".join(doc["warnings"])
+    assert "non-numeric" in said and "NaN" in said and "repeated" in said, said
+    text = runner.invoke(app, ["diagnose", str(path)], terminal_width=400).stdout
+    assert sum(line.startswith("warning: ") for line in text.splitlines()) == len(doc["warnings"])

@@ -125,7 +125,8 @@ def diagnose_cmd(
     checks = run_checks(run, opts)
     level = _checks.gate_level(result, checks)
     data = {**result.to_dict(), "checks": [c.to_dict() for c in checks], "gate": level}
-    emit(data, as_json, lambda console: _print(result, checks, log, console))
+    data["warnings"] = list(getattr(run, "warnings", ()))  # what the reader repaired
+    emit(data, as_json, lambda console: _print(result, checks, log, console, data["warnings"]))
     _checks.apply_gate(level, fail_on)
 
 
@@ -145,8 +146,12 @@ def _given_hyperparameters(**given: Any) -> dict[str, Any]:
     return {k: v if k == "optimizer" else float(v) for k, v in out.items()}
 
 
-def _print(result: Any, checks: list[Any], log: Path, console: Console) -> None:
+def _print(
+    result: Any, checks: list[Any], log: Path, console: Console, warnings: list[str]
+) -> None:
     console.print(f"[bold]diagnosis of[/bold] {escape(log)}")
+    for w in warnings:
+        console.print(f"[yellow]warning:[/] {escape(w)}")
     m = result.metrics
     if m.get("bin_steps", 1) > 1:
         console.print(
