@@ -171,3 +171,16 @@ def test_diagnose_says_what_the_reader_repaired(tmp_path):
     assert "non-numeric" in said and "NaN" in said and "repeated" in said, said
     text = runner.invoke(app, ["diagnose", str(path)], terminal_width=400).stdout
     assert sum(line.startswith("warning: ") for line in text.splitlines()) == len(doc["warnings"])
+
+
+def test_a_reward_that_never_changed_is_said_in_plain_words(tmp_path):
+    """Was "Flat: no change beyond batch noise (..., noise sd 0 per step; null: AR(1) noise,
+    rho=0.0)": there is no batch noise to speak of when every step logs 0.5."""
+    path = _csv(tmp_path / "const.csv", np.full(40, 0.5))
+    doc = json.loads(runner.invoke(app, ["diagnose", str(path), "--json"]).stdout)
+    assert (
+        doc["progress"]["summary"] == "Flat: the reward never changed (0.5 at all 40 logged steps)."
+    )
+    one = _csv(tmp_path / "one.csv", np.array([0.5]))
+    doc = json.loads(runner.invoke(app, ["diagnose", str(one), "--json"]).stdout)
+    assert doc["progress"]["summary"].startswith("Too short to judge: 1 logged reward,")
