@@ -184,3 +184,16 @@ def test_a_reward_that_never_changed_is_said_in_plain_words(tmp_path):
     one = _csv(tmp_path / "one.csv", np.array([0.5]))
     doc = json.loads(runner.invoke(app, ["diagnose", str(one), "--json"]).stdout)
     assert doc["progress"]["summary"].startswith("Too short to judge: 1 logged reward,")
+
+
+def test_a_run_stuck_at_zero_for_its_first_third_is_not_unstable_without_g():
+    """The same shape with N unknown (no group size: the AR(1) null): 40 of 40 seeds fired
+    `dynamical_instability` when the reward sat at 0 for the first 40 of 120 steps, since the
+    first third had no residuals at all ('growth' inf). Steps pinned at the curve's lowest or
+    highest value are now left out of the growth test."""
+    rng = np.random.default_rng(5)
+    fired = 0
+    for _ in range(40):
+        p = np.concatenate([np.zeros(40), np.minimum(0.9, 0.015 * np.arange(1, 81))])
+        fired += diagnose({"reward": rng.binomial(8, p) / 8}).mode("dynamical_instability").detected
+    assert fired <= 2, fired
