@@ -197,3 +197,14 @@ def test_a_run_stuck_at_zero_for_its_first_third_is_not_unstable_without_g():
         p = np.concatenate([np.zeros(40), np.minimum(0.9, 0.015 * np.arange(1, 81))])
         fired += diagnose({"reward": rng.binomial(8, p) / 8}).mode("dynamical_instability").detected
     assert fired <= 2, fired
+
+
+def test_a_log_with_one_judged_mode_is_not_called_healthy(tmp_path):
+    """With only a reward column one mode can be judged; the `healthy` mode needs two and said
+    "not detected", while the verdict's lead line was headed "healthy"."""
+    t = np.arange(1, 61)
+    path = _csv(tmp_path / "r.csv", 0.2 + 0.5 * (1 - np.exp(-t / 15)))
+    doc = json.loads(runner.invoke(app, ["diagnose", str(path), "--json"]).stdout)
+    healthy = {m["name"]: m for m in doc["modes"]}["healthy"]
+    assert not healthy["detected"]
+    assert "healthy" not in [f["about"] for f in doc["findings"]]
