@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from pgrpo.diagnose import MODES, PROGRESS_LABELS, assess_progress, diagnose
@@ -374,6 +374,7 @@ def test_any_curve_gets_a_label_and_json_clean_evidence(values, with_std, n_roll
 @given(
     n_rollouts=st.integers(1, 4096), seed=st.integers(0, 1000), decimals=st.sampled_from([4, 6, 16])
 )
+@example(n_rollouts=4000, seed=0, decimals=4)  # found 2026-12-02: k off by up to 0.2 > the cap
 def test_means_of_binary_rewards_are_told_from_continuous_scores(n_rollouts, seed, decimals):
     rng = np.random.default_rng(seed)
     k = rng.binomial(n_rollouts, 0.4, size=80)

@@ -196,3 +196,46 @@ def test_a_forecast_wider_than_the_run_is_not_enough_evidence():
     assert informative(fc, reward) and "Backtest: forecast made at step 6" in forecast_text(
         fc, reward
     )
+
+
+def test_the_report_compares_the_closed_form_with_the_free_fit(tmp_path):
+    """Issue #13.3: 'the report compares the two by AIC'. `pgrpo fit` printed the comparison;
+    the HTML report showed only the free fit. Now the same figures as `fit --json`."""
+    from pathlib import Path
+
+    from typer.testing import CliRunner
+
+    from pgrpo.cli import _load_commands, app
+
+    _load_commands()
+    run = Path(__file__).resolve().parent / "fixtures" / "logs" / "pgrpo_run"
+    fit = json.loads(CliRunner().invoke(app, ["fit", str(run), "--no-plot", "--json"]).stdout)
+    m = fit["metrics"]
+    res = CliRunner().invoke(app, ["report", str(run), "--out", str(tmp_path / "rep")])
+    assert res.exit_code == 0, res.output
+    page = re.sub(r"<[^>]+>", "", (tmp_path / "rep" / "report.html").read_text())
+    line = page[page.index("Closed form") :][:400]
+    assert f"{m['preferred']} preferred" in line and f"closed form {m['closed_form']}" in line
+    assert f"{m['kappa_constrained']:.4g}" in line
+
+
+def test_report_json_carries_the_verdict_and_the_forecast_it_states(tmp_path):
+    """`pgrpo report --json` gave only file paths; the verdict, the fit and the forecast the
+    page states were in the HTML alone."""
+    from pathlib import Path
+
+    from typer.testing import CliRunner
+
+    from pgrpo.cli import _load_commands, app
+
+    _load_commands()
+    run = Path(__file__).resolve().parent / "fixtures" / "logs" / "pgrpo_run"
+    res = CliRunner().invoke(app, ["report", str(run), "--out", str(tmp_path / "r"), "--json"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    diag = json.loads(CliRunner().invoke(app, ["diagnose", str(run), "--json"]).stdout)
+    assert doc["progress"] == diag["progress"] and doc["findings"] == diag["findings"]
+    page = (tmp_path / "r" / "report.html").read_text()
+    lo, hi = doc["forecast"]["band"]
+    assert f"90% band [{lo:.3g}, {hi:.3g}]" in page
+    assert doc["fit"]["model"] in page

@@ -17,4 +17,26 @@ class UserError(ValueError):
         super().__init__(f"{problem}; {fix}" if fix else problem)
 
 
-__all__ = ["UserError"]
+MAX_ABS_VALUE = 1e150
+"""Largest |value| the statistics and fits take: they square sums of values, and float64
+overflows past ~1.8e308 (a reward of 1e300 gave NaN deep inside a fit)."""
+
+
+def check_magnitude(values: object, name: str, where: str = "") -> None:
+    """Raise UserError when a finite value of `values` ([n] array-like) exceeds MAX_ABS_VALUE.
+    The labels and fits are invariant to the reward's scale, so the fix is to divide it."""
+    import numpy as np
+
+    v = np.asarray(values, dtype=float)
+    v = np.abs(v[np.isfinite(v)])
+    if v.size and float(v.max()) > MAX_ABS_VALUE:
+        at = f"{where}: " if where else ""
+        raise UserError(
+            f"{at}{name} values reach {float(v.max()):.3g}, beyond the {MAX_ABS_VALUE:.0e} that "
+            "float64 statistics can square",
+            f"rescale the {name} (divide it by a constant; the verdicts and fits do not depend "
+            "on its scale)",
+        )
+
+
+__all__ = ["MAX_ABS_VALUE", "UserError", "check_magnitude"]

@@ -67,6 +67,19 @@ def diagnose_cmd(
     batch_prompts: int | None = typer.Option(
         None, "--batch-prompts", min=1, help="Prompts per step B, when the log does not say."
     ),
+    lr: float | None = typer.Option(
+        None, "--lr", help="Learning rate (peak), when the log does not say; overrides it."
+    ),
+    refresh_interval: int | None = typer.Option(
+        None, "--refresh-interval", min=1, help="K: optimizer steps per rollout batch."
+    ),
+    beta1: float | None = typer.Option(None, "--beta1", help="Momentum beta1, in [0, 1)."),
+    optimizer: str | None = typer.Option(
+        None, "--optimizer", help="adamw (the default when the log names none) or sgd_momentum."
+    ),
+    kappa: float | None = typer.Option(
+        None, "--kappa", help="Curvature for K* (`pgrpo probe`); default: a fit of the curve."
+    ),
     fail_on: str | None = typer.Option(
         None,
         "--fail-on",
@@ -98,24 +111,47 @@ def diagnose_cmd(
     opts = _checks.check_options(
         cost_per_step, cost_per_gpu_hour, gpus, seconds_per_step, max_points
     )
+    given = _given_hyperparameters(
+        group_size=group_size, batch_prompts=batch_prompts, lr=lr, learning_rate=lr,
+        refresh_interval=refresh_interval, beta1=beta1, kappa=kappa, optimizer=optimizer,
+    )  # fmt: skip
     points = eval_points(eval_log) if eval_log is not None else None
     run = load_log(log, log_format)
-    given = {"group_size": group_size, "batch_prompts": batch_prompts}
-    if any(v is not None for v in given.values()):
+    if given:
         from dataclasses import replace
 
-        hp = {**run.hyperparameters, **{k: float(v) for k, v in given.items() if v is not None}}
-        run = replace(run, hyperparameters=hp)
+        run = replace(run, hyperparameters={**run.hyperparameters, **given})
     result = diagnose(run, eval_log=points, max_points=max_points)
     checks = run_checks(run, opts)
     level = _checks.gate_level(result, checks)
     data = {**result.to_dict(), "checks": [c.to_dict() for c in checks], "gate": level}
-    emit(data, as_json, lambda console: _print(result, checks, log, console))
+    data["warnings"] = list(getattr(run, "warnings", ()))  # what the reader repaired
+    emit(data, as_json, lambda console: _print(result, checks, log, console, data["warnings"]))
     _checks.apply_gate(level, fail_on)
 
 
-def _print(result: Any, checks: list[Any], log: Path, console: Console) -> None:
+def _given_hyperparameters(**given: Any) -> dict[str, Any]:
+    """The run's settings given on the command line (they override the log's), checked before
+    the log is diagnosed: lr and kappa finite and > 0, beta1 in [0, 1), a known optimizer."""
+    out = {k: v for k, v in given.items() if v is not None}
+    for name in ("lr", "kappa"):
+        if name in out and not (math.isfinite(out[name]) and out[name] > 0):
+            fail(f"--{name} {out[name]!r} is not a finite number > 0", f"give --{name} > 0")
+    if "beta1" in out and not 0 <= out["beta1"] < 1:
+        fail(f"--beta1 {out['beta1']!r} is outside [0, 1)", "give the optimizer's beta1")
+    if "optimizer" in out:
+        from pgrpo.dynamics.optimizers import run_optimizer
+
+        run_optimizer(out["optimizer"])  # an unknown name fails listing the valid ones
+    return {k: v if k == "optimizer" else float(v) for k, v in out.items()}
+
+
+def _print(
+    result: Any, checks: list[Any], log: Path, console: Console, warnings: list[str]
+) -> None:
     console.print(f"[bold]diagnosis of[/bold] {escape(log)}")
+    for w in warnings:
+        console.print(f"[yellow]warning:[/] {escape(w)}")
     m = result.metrics
     if m.get("bin_steps", 1) > 1:
         console.print(

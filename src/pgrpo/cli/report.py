@@ -36,8 +36,33 @@ def report_cmd(
         "html": str(res.html_path),
         "pngs": {k: str(v) for k, v in res.pngs.items()},
         "missing": res.missing,
+        **(res.diagnosis.to_dict() if res.diagnosis is not None else {}),
+        "fit": _fit_doc(res.fit),
+        "forecast": _forecast_doc(res.forecast),
+        "fit_notes": list(res.fit_notes),
     }
     emit(doc, as_json, lambda console: _print(res, console))
+
+
+def _fit_doc(fit: Any) -> dict[str, Any] | None:
+    """The whole-curve fit the page draws and states (None when it failed)."""
+    if fit is None:
+        return None
+    m = {k: v for k, v in fit.metrics.items() if isinstance(v, int | float | str)}
+    return {"model": fit.model, "r2": fit.r2, "params": fit.values, "metrics": m}
+
+
+def _forecast_doc(fc: Any) -> dict[str, Any] | None:
+    """The backtest forecast as the page states it (None when it failed)."""
+    if fc is None:
+        return None
+    return {
+        "cut_step": fc.cut_step,
+        "predicted_mean": fc.predicted_mean,
+        "band": list(fc.mean_band),
+        "level": fc.level,
+        "observed_mean": fc.observed_mean,
+    }
 
 
 def _print(res: Any, console: Console) -> None:

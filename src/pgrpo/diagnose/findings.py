@@ -127,8 +127,9 @@ def findings(diagnosis: Any) -> list[dict[str, str]]:
     judged = [v.name for v in modes if v.judged and not v.detected]
     unjudged = [v.name for v in modes if not v.judged]
     if judged and not any(v.detected for v in modes):
+        healthy = diagnosis.healthy is not None and diagnosis.healthy.detected  # >= 2 judged
         out.append({
-            "about": "healthy",
+            "about": "healthy" if healthy else "no failure mode found",
             "sentence": f"No failure mode found among the {len(judged)} the log lets us judge "
             f"({', '.join(judged)}); each reward test fires on at most 0.5% of noise curves.",
             "action": "",

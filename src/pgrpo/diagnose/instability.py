@@ -43,8 +43,8 @@ def _noise_profile(s: Signals, x: np.ndarray) -> np.ndarray | None:
     Not the logged reward_std: it is the spread within groups, while the batch mean of few
     prompts is dominated by the spread between prompts."""
     if nm.is_binary_mean(x, n_rollouts(s)):
-        p = np.clip(smooth(x, max(5, x.size // 10)), 0.02, 0.98)
-        return np.sqrt(p * (1 - p))
+        p = np.clip(smooth(x, max(5, x.size // 10)), 0.0, 1.0)
+        return np.sqrt(p * (1 - p))  # 0 where the level sits at 0 or 1 (nm.SCALE_FLOOR)
     return None
 
 

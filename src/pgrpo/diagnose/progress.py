@@ -177,7 +177,8 @@ def assess_progress(
     if n < MIN_POINTS:
         return ProgressVerdict(
             "too_short",
-            f"Too short to judge: {n} logged rewards, at least {MIN_POINTS} are needed.",
+            f"Too short to judge: {n} logged reward{'' if n == 1 else 's'}, at least "
+            f"{MIN_POINTS} are needed.",
             {"n": n},
             f"log at least {MIN_POINTS} steps (and the reward at every step)",
             {"n": float(n)},
@@ -255,6 +256,13 @@ def _words(label: str, ev: dict[str, Any]) -> tuple[str, str]:
             f"but has not risen over the second half ({nm.fmt_p(ev['recent_p_up'])}).",
             "more steps at this setting are unlikely to help: stop here, or change something "
             "(harder prompts, a larger group, the learning rate)",
+        )
+    if label == "flat" and ev["noise_sd"] == 0 and ev["floor_level"] == ev["best_level"]:
+        return (
+            f"Flat: the reward never changed ({_g(a)} at all {ev['n']} logged steps).",
+            "nothing is being learned: a reward that never moves is usually a constant score "
+            "(truncated completions, a broken verifier, a reward that ignores the answer): "
+            "check that it varies within groups",
         )
     if label == "flat":
         return (

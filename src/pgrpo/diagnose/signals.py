@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from pgrpo.errors import check_magnitude
 from pgrpo.logs.thin import bin_means, bin_plan
 
 # Framework-specific names for the same quantity, mapped to pgrpo's (TRL's) names. The log readers
@@ -105,6 +106,9 @@ def signals_from_log(log: Any, eval_points: tuple[tuple[float, float], ...] = ()
                 f"column {name!r} has {col.shape[0]} values but the log has {steps.shape[0]} "
                 "steps; align columns on steps (NaN where a step did not log the value)"
             )
+    if "reward" in cols:
+        check_magnitude(cols["reward"], "reward", source)
+    check_magnitude(steps, "step", source)
     if "lr" in config and "learning_rate" not in config:
         config["learning_rate"] = config["lr"]
     if not eval_points and "eval/accuracy" in cols:

@@ -12,6 +12,7 @@ import numpy as np
 
 from pgrpo.dynamics.curves import CurveModel, FitContext, Parameter
 from pgrpo.dynamics.optimizers import DEFAULT_OPTIMIZER, OPTIMIZER_REDUCTIONS
+from pgrpo.errors import check_magnitude
 
 # --- context and checks ---------------------------------------------------------------------------
 
@@ -80,6 +81,8 @@ def _check_curve(step: np.ndarray, reward: np.ndarray, min_points: int) -> tuple
             f"{int(bad.sum())} non-finite step/reward values; drop them first "
             "(pgrpo.logs.read_log does and reports it)"
         )
+    check_magnitude(reward, "reward")
+    check_magnitude(step, "step")
     if step.size < min_points:
         raise ValueError(f"need at least {min_points} points to fit, got {step.size}")
     if np.any(np.diff(step) <= 0):

@@ -12,7 +12,7 @@ import numpy as np
 from pgrpo.dynamics.model import RomCoefficients, rom_coefficients, trajectory
 from pgrpo.dynamics.optimizers import OptimizerSettings, reduce_optimizer
 from pgrpo.dynamics.recursion import monodromy, oscillation_onset, simulate_recursion
-from pgrpo.errors import UserError
+from pgrpo.errors import MAX_ABS_VALUE, UserError
 
 
 @dataclass(frozen=True)
@@ -56,7 +56,20 @@ def recursion_regime(
     return "underdamped" if oscillates else "overdamped"
 
 
-def _check_predict(group_size: int, n_steps: int) -> None:
+MAX_PREDICT_STEPS = 10_000_000
+"""The recursion holds a few arrays of n_steps floats: 10^7 steps take ~3 s and ~1 GB."""
+
+
+def _check_predict(group_size: int, n_steps: int, kappa: float, levels: dict[str, float]) -> None:
+    for name, value in levels.items():
+        if not math.isfinite(value):
+            raise UserError(f"{name}={value!r} is not a finite number", f"give a finite {name}")
+    if math.isfinite(kappa) and abs(kappa) > MAX_ABS_VALUE:
+        raise UserError(
+            f"kappa={kappa:g} is beyond {MAX_ABS_VALUE:.0e} (its square overflows float64)",
+            "kappa is a curvature per unit lr (`pgrpo probe`, or `pgrpo fit` of a run): check "
+            "its units",
+        )
     if int(group_size) != group_size or group_size < 2:
         raise UserError(
             f"group_size G={group_size!r} is too small",
@@ -64,6 +77,11 @@ def _check_predict(group_size: int, n_steps: int) -> None:
         )
     if int(n_steps) != n_steps or n_steps < 1:
         raise UserError(f"steps={n_steps!r} is not a positive integer", "predict >= 1 steps")
+    if n_steps > MAX_PREDICT_STEPS:
+        raise UserError(
+            f"steps={n_steps} is more than the {MAX_PREDICT_STEPS:,} the recursion holds in memory",
+            f"predict at most {MAX_PREDICT_STEPS:,} steps",
+        )
 
 
 def predict(
@@ -95,9 +113,10 @@ def predict(
 
     metrics["regime"] is the exact recursion's (`recursion_regime`); the continuum model's label
     is metrics["continuum_regime"] (they differ near the oscillation onset, where the continuum
-    limit is least accurate). Raises UserError for G < 2 or n_steps < 1.
+    limit is least accurate). Raises UserError for G < 2, n_steps outside [1, MAX_PREDICT_STEPS],
+    a non-finite R0 / R_inf or a kappa whose square overflows.
     """
-    _check_predict(group_size, n_steps)
+    _check_predict(group_size, n_steps, kappa, {"r0": R0, "r_inf": R_inf})
     red = reduce_optimizer(
         optimizer,
         OptimizerSettings(

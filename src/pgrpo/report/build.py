@@ -269,12 +269,31 @@ def _findings_html(diagnosis: Any) -> str:
     return f'<ul class="findings">{"".join(items)}</ul>'
 
 
+def _constrained_html(m: dict[str, Any]) -> str:
+    """The closed form with m, c from the optimizer against the free fit (issue #13.3), in the
+    words `pgrpo fit` prints; nothing when the fit had no lr and beta1 to fix them from."""
+    if "preferred" not in m:
+        return ""
+    return (
+        f"<p>Closed form (m, c fixed by beta1 and K, {_e(m.get('optimizer_reduction', ''))}): "
+        f"R<sup>2</sup> {_num(m['r2_constrained'])}, AICc - free {_num(m['delta_aicc'])}: "
+        f"<b>{_e(m['preferred'])}</b> preferred; closed form {_e(m['closed_form'])} "
+        f"(likelihood-ratio p {_num(m['lr_test_p'])}); kappa {_num(m['kappa_constrained'])} "
+        f"[{_num(m['kappa_lo'])}, {_num(m['kappa_hi'])}] (90%).</p>"
+    )
+
+
 def informative(fc: Any, reward: np.ndarray) -> bool:
-    """A forecast worth drawing: its band of the mean is narrower than the run's whole range."""
+    """A forecast worth drawing: its band of the mean is narrower than the run's whole range
+    (or, for a reward that never changed, has no width either: "0.3, band [0.3, 0.3]" is no
+    band "wider than the range")."""
     r = np.asarray(reward, dtype=float)
     r = r[np.isfinite(r)]
     lo, hi = fc.mean_band
-    return bool(r.size and math.isfinite(lo) and math.isfinite(hi) and hi - lo < np.ptp(r))
+    if not (r.size and math.isfinite(lo) and math.isfinite(hi)):
+        return False
+    exact = np.ptp(r) == 0 and hi - lo <= 1e-9 * max(abs(lo), abs(hi))  # rounding only
+    return bool(hi - lo < np.ptp(r) or exact)
 
 
 def forecast_text(fc: Any, reward: np.ndarray) -> str:
@@ -397,7 +416,7 @@ def render_html(
         params = ", ".join(f"{k}={p.value:.4g}" for k, p in fit.params.items())
         fit_txt = (
             f"<p>Fit <b>{_e(fit.model)}</b>: {_e(params)}; R<sup>2</sup> {fit.r2:.3f}, "
-            f"residual std {fit.residual_std:.3g}.</p>"
+            f"residual std {fit.residual_std:.3g}.</p>{_constrained_html(fit.metrics)}"
         )
     warn = "".join(f"<li>{_e(w)}</li>" for w in (*log.warnings, *notes))
     return f"""<!DOCTYPE html><html><head><meta charset="utf-8">

@@ -57,6 +57,11 @@ def reward_panel(
     if eval_points:
         es, ea = zip(*eval_points, strict=True)
         ax.plot(es, ea, "s-", color="#2ca02c", ms=5, label="eval accuracy")
+    r = np.asarray(reward, dtype=float)
+    r = r[np.isfinite(r)]
+    if r.size and np.ptp(r) <= 1e-9 * float(np.abs(r).max()):
+        pad = 0.05 * max(abs(float(r[0])), 1.0)  # a reward that never moved: no 1e-13 offset axis
+        ax.set_ylim(float(r[0]) - pad, float(r[0]) + pad)
     ax.set_xlabel("step")
     ax.set_ylabel("reward")
     ax.set_title("Reward, fit and forecast")
