@@ -22,6 +22,7 @@ from pgrpo.train.config import RunConfig
 from pgrpo.train.generation import Rollout
 from pgrpo.train.logprobs import TokenScores, completion_scores
 from pgrpo.train.policies import Policy
+from pgrpo.train.setup import release_freed_memory
 
 
 def scoring_temperatures(rollout: Rollout, config: RunConfig) -> torch.Tensor | None:
@@ -119,6 +120,7 @@ def minibatch_gradient(
                 entropy=scores.entropy if entropy_grad else None,
                 denominator=denominator,
             )
+            release_freed_memory()  # the forward's freed temporaries, before backward's peak
             result.loss.backward()
             log_probs[part] = scores.log_probs.detach()
             if entropy is not None:
