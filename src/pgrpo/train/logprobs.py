@@ -15,7 +15,10 @@ caller passes ones (MDP-GRPO's code scores everything at T = 1).
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import inspect
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import torch
@@ -166,6 +169,50 @@ def shared_prompts(
     return first, inverse
 
 
+@contextlib.contextmanager
+def checkpointed_layers(backbone: torch.nn.Module) -> Iterator[None]:
+    """Inside the block each decoder layer of `backbone` runs under non-reentrant activation
+    checkpointing: autograd keeps the layer's inputs, and backward runs the layer again for the
+    rest (the same operations, so the same values and gradients, for one more decoder forward).
+    Unlike transformers' `gradient_checkpointing_enable()`, which drops the KV cache, a layer
+    that reads and extends a cache (the shared prompt's) keeps it: the cache layer's state is
+    noted when the layer runs and put back before the recompute, so the recompute sees the
+    cache the layer saw (transformers' DynamicCache, whose `update` concatenates)."""
+    layers = getattr(backbone, "layers", None)
+    if layers is None:
+        raise TypeError(
+            f"{type(backbone).__name__} has no .layers: activation checkpointing needs a "
+            "transformers decoder; set grpo.activation_checkpointing=false"
+        )
+    for index, layer in enumerate(layers):
+        layer.forward = functools.partial(_checkpointed_forward, type(layer).forward, layer, index)
+    try:
+        yield
+    finally:
+        for layer in layers:
+            del layer.forward
+
+
+def _checkpointed_forward(forward, layer, index, *args, **kwargs):
+    cache = kwargs.get("cache", kwargs.get("past_key_values"))
+    state = None
+    if cache is not None:
+        layer_caches = getattr(cache, "layers", None)
+        if layer_caches is None or index >= len(layer_caches):
+            raise TypeError(
+                f"activation checkpointing cannot restore a {type(cache).__name__} for the "
+                "recompute; set grpo.activation_checkpointing=false"
+            )
+        state = dict(vars(layer_caches[index]))
+
+    def run(*a, **k):
+        if state is not None:  # the recompute sees the cache the first run saw
+            vars(cache.layers[index]).update(state)
+        return forward(layer, *a, **k)
+
+    return checkpoint(run, *args, use_reentrant=False, **kwargs)
+
+
 def completion_hidden(
     model: torch.nn.Module,
     input_ids: torch.Tensor,
@@ -224,17 +271,24 @@ def completion_scores(
     with_entropy: bool = False,
     entropy_grad: bool = False,
     share_prompts: bool = True,
+    checkpoint_layers: bool = False,
 ) -> TokenScores:
     """Log-probs [N, T] of tokens input_ids[:, prompt_len:] under `model`, chunked over positions.
 
     input_ids, attention_mask: [N, P + T]; temperatures: [N] (None: 1.0); share_prompts: run each
     distinct prompt once (see `completion_hidden`); entropy_grad: keep the entropy's gradient (for
-    an entropy bonus). Runs with gradients when grad mode is on (call under torch.no_grad() for
-    old / reference log-probs).
+    an entropy bonus); checkpoint_layers: activation checkpointing of the decoder layers when
+    gradients are on (`checkpointed_layers`: less memory, one more decoder forward in backward,
+    the same values and gradients). Runs with gradients when grad mode is on (call under
+    torch.no_grad() for old / reference log-probs).
     """
     n, length = input_ids.shape
     t = length - prompt_len
-    hidden = completion_hidden(model, input_ids, attention_mask, prompt_len, share_prompts)
+    layers = contextlib.nullcontext()
+    if checkpoint_layers and torch.is_grad_enabled():
+        layers = checkpointed_layers(_backbone(model))
+    with layers:
+        hidden = completion_hidden(model, input_ids, attention_mask, prompt_len, share_prompts)
     targets = input_ids[:, prompt_len:]
     inv_temp = None  # all rows at T = 1: no division
     if temperatures is not None and bool((temperatures != 1).any()):

@@ -180,6 +180,7 @@ def _score_rows(
             chunk=cfg.generation.logprob_chunk,
             with_entropy=with_entropy,
             entropy_grad=entropy_grad,
+            checkpoint_layers=cfg.grpo.activation_checkpointing,
         )
     if t == t_full:
         return scores
