@@ -35,6 +35,8 @@ sys.path.insert(0, str(HERE))
 import trainer as bench  # noqa: E402  (bench/trainer.py: the same cell and workers' settings)
 
 CLOCK: dict[str, float] = defaultdict(float)
+PHASE_HOOKS: list = []  # (enter(label), exit(label)) pairs called at each phase boundary
+MEMORY = None  # step_memory.PhaseMemory under --memory
 
 
 def _wrap(owner: object, name: str, label: str) -> None:
@@ -43,11 +45,15 @@ def _wrap(owner: object, name: str, label: str) -> None:
 
     @functools.wraps(fn)
     def timed(*args, **kwargs):
+        for enter, _ in PHASE_HOOKS:
+            enter(label)
         t = time.process_time()
         try:
             return fn(*args, **kwargs)
         finally:
             CLOCK[label] += time.process_time() - t
+            for _, leave in PHASE_HOOKS:
+                leave(label)
 
     setattr(owner, name, timed)
 
@@ -105,9 +111,15 @@ def pgrpo_steps(steps: int, overrides: list[str]) -> tuple[list[dict], dict]:
     run = build_run(cfg, resume=False)
     instrument()
     _wrap(run.optimizer, "step", "optimizer: AdamW step")
+    if MEMORY is not None:
+        import step_memory
+
+        step_memory.install(MEMORY, PHASE_HOOKS, run)
     out = []
     for step in range(1, steps + 2):
         out.append(_timed_step(lambda step=step: train_step(run, step)))
+        if step == 1 and MEMORY is not None:
+            MEMORY.reset()  # the timed steps only (the first builds AdamW's state)
     info = {"precision": run.policy.precision.name, "logprob_chunk": cfg.generation.logprob_chunk}
     return out, info
 
@@ -123,6 +135,10 @@ def floor_steps(steps: int, overrides: list[str]) -> tuple[list[dict], dict]:
     examples, task = bench._task_prompts(200)
     policy = load_policy(ModelConfig(name="smollm2", precision=precision))
     instrument()
+    if MEMORY is not None:
+        import step_memory
+
+        step_memory.install(MEMORY, PHASE_HOOKS)
 
     def one(step: int) -> dict:
         batch = examples[(step * 8) % 192 : (step * 8) % 192 + 8]
@@ -139,7 +155,11 @@ def floor_steps(steps: int, overrides: list[str]) -> tuple[list[dict], dict]:
         policy.model.zero_grad(set_to_none=True)
         return {"completion_tokens": float(ro.completion_mask.sum())}
 
-    out = [_timed_step(lambda s=s: one(s)) for s in range(steps + 1)]
+    out = []
+    for s in range(steps + 1):
+        out.append(_timed_step(lambda s=s: one(s)))
+        if s == 0 and MEMORY is not None:
+            MEMORY.reset()
     return out, {"precision": policy.precision.name, "logprob_chunk": 16}
 
 
@@ -188,9 +208,20 @@ def main() -> None:
         "2026-12-02); no-trim: no malloc_trim after the update; heap: never mmap",
     )
     parser.add_argument("--torch-profile", action="store_true", help="print top ops of a step")
+    parser.add_argument(
+        "--memory",
+        action="store_true",
+        help="per-phase peak RSS and live malloc bytes, what is alive at backward and AdamW "
+        "(bench/step_memory.py; resets VmHWM, so /usr/bin/time's peak is not the run's then)",
+    )
     args = parser.parse_args()
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
     _set_malloc(args.malloc)
+    if args.memory:
+        import step_memory
+
+        global MEMORY
+        MEMORY = step_memory.PhaseMemory()
     fn = pgrpo_steps if args.variant == "pgrpo" else floor_steps
     load = os.getloadavg()
     ctx = contextlib.nullcontext()
@@ -214,6 +245,10 @@ def main() -> None:
         "median_of_timed_steps": medians,
         "steps": rows,
     }
+    if MEMORY is not None:
+        MEMORY.stop()
+        out["memory"] = MEMORY.report()
+        print(json.dumps(out["memory"], indent=1))
     print(json.dumps(medians, indent=1))
     doc = {"results": []}
     if os.path.exists(args.out):

@@ -195,3 +195,94 @@ def test_a_row_at_temperature_zero_takes_the_argmax(logits, greedy):
     for i in range(n):
         want = scores[i].argmax() if temps[i] == 0 else sampled[i].argmax()
         assert out[i].argmax() == want
+
+
+def _autograd_chunk(hidden, targets, inv_temp, head):
+    """The head's log-probs as plain autograd ops (pgrpo before 2026-12-02): fp32 logits,
+    temperature, logsumexp, gather. The reference `_TokenLogProbs` must match bit for bit."""
+    logits = head(hidden).float()
+    if inv_temp is not None:
+        logits = logits * inv_temp
+    lse = torch.logsumexp(logits, dim=-1)
+    return logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - lse
+
+
+@given(
+    n=st.integers(1, 5),
+    t=st.integers(1, 9),
+    chunk=st.integers(1, 10),
+    tempered=st.booleans(),
+    bf16=st.booleans(),
+    seed=st.integers(0, 2**16),
+)
+@settings(max_examples=25, deadline=None)
+def test_head_gradient_is_bit_identical_to_autograd_of_the_fp32_logits(
+    n, t, chunk, tempered, bf16, seed
+):
+    """completion_scores' head (`_TokenLogProbs`: the gradient built in place from the bf16 head
+    output) gives the same log-probs and the same gradient of every weight, bit for bit, as
+    autograd through fp32 logits, chunked and checkpointed the same way; in fp32 and bf16
+    autocast, at T = 1 and at per-row temperatures."""
+    from torch.utils.checkpoint import checkpoint
+
+    from pgrpo.train import logprobs
+
+    g = torch.Generator().manual_seed(seed)
+    model = tiny_model(ModelConfig(name="tiny", tiny_hidden=32, tiny_layers=2), seed=seed)
+    p = 3
+    ids = torch.randint(2, 200, (n, p + t), generator=g)
+    mask = torch.ones_like(ids)
+    temps = torch.rand(n, generator=g) + 0.5 if tempered else None
+    weights = torch.randn(n, t, generator=g)
+    autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16)
+
+    def grads(fn):
+        model.zero_grad(set_to_none=True)
+        with autocast:
+            lp = fn()
+        (lp * weights).sum().backward()
+        return [lp.detach()] + [q.grad.clone() for q in model.parameters()]
+
+    def reference():
+        hidden = logprobs.completion_hidden(model, ids, mask, p)
+        inv = None if temps is None else (1.0 / temps).view(n, 1, 1)
+        head = model.get_output_embeddings()
+        parts = []
+        for s in range(0, t, chunk):
+            args = (hidden[:, s : s + chunk], ids[:, p + s : p + s + chunk], inv, head)
+            if t > chunk:
+                parts.append(checkpoint(_autograd_chunk, *args, use_reentrant=False))
+            else:
+                parts.append(_autograd_chunk(*args))
+        return torch.cat(parts, dim=1)
+
+    got = grads(
+        lambda: (
+            completion_scores(model, ids, mask, p, temps, chunk=chunk, with_entropy=True).log_probs
+        )
+    )
+    want = grads(reference)
+    for a, b in zip(got, want, strict=True):
+        assert torch.equal(a, b)
+
+
+def test_head_keeps_its_bf16_output_for_backward_not_an_fp32_copy():
+    """Under bf16 autocast with one chunk (no recompute), the only [N, T, V] tensor autograd
+    keeps for the head's backward is the head's bf16 output: half the bytes of the fp32 logits
+    that autograd of logsumexp would save (pgrpo before 2026-12-02 kept those: this fails)."""
+    model = tiny_model(ModelConfig(name="tiny", tiny_hidden=32, tiny_layers=2), seed=0)
+    n, p, t = 4, 3, 5
+    ids = torch.randint(2, 200, (n, p + t), generator=torch.Generator().manual_seed(0))
+    vocab = model.get_output_embeddings().weight.shape[0]
+    saved: dict[int, torch.Tensor] = {}
+
+    def pack(x):
+        if x.dim() == 3 and x.shape[-1] == vocab:
+            saved[x.untyped_storage().data_ptr()] = x
+        return x
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda x: x):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            completion_scores(model, ids, torch.ones_like(ids), p, chunk=16, with_entropy=True)
+    assert [x.dtype for x in saved.values()] == [torch.bfloat16]
+    assert sum(x.untyped_storage().nbytes() for x in saved.values()) == n * t * vocab * 2

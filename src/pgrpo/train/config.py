@@ -182,6 +182,10 @@ class GRPOConfig:
     gradient (each micro-batch's loss uses the minibatch's normaliser; less memory, same result up
     to float rounding). None: the whole minibatch at once. Any size works; rows of a group that
     share a micro-batch run their prompt once."""
+    activation_checkpointing: bool = False
+    """Keep only each decoder layer's input for backward and run the layer again there: the same
+    gradients; on an 8x4x32 SmolLM2-135M step 0.9 GiB less peak RSS (4.2 -> 3.3 GiB) for 4-7%
+    more CPU, one more decoder forward per pass (docs/trainer.md, "Peak memory")."""
 
     def __post_init__(self) -> None:
         est = ADVANTAGE_ESTIMATORS.get(self.advantage)

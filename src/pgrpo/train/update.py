@@ -13,6 +13,7 @@ from the tokens, so any micro-batch size is exact, aligned to the groups or not.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import torch
@@ -22,6 +23,7 @@ from pgrpo.train.config import RunConfig
 from pgrpo.train.generation import Rollout
 from pgrpo.train.logprobs import TokenScores, completion_scores
 from pgrpo.train.policies import Policy
+from pgrpo.train.setup import release_freed_memory
 
 
 def scoring_temperatures(rollout: Rollout, config: RunConfig) -> torch.Tensor | None:
@@ -102,8 +104,13 @@ def minibatch_gradient(
     with_entropy = first or entropy_grad
     log_probs = torch.zeros(mask.shape)
     entropy = torch.zeros(mask.shape) if with_entropy else None
-    with policy.precision.keep_casts():  # the weights change only after this function
-        for part in _partition(idx, cfg):
+    parts = _partition(idx, cfg)
+    # the weights change only after this function, so the micro-batches can share one bf16 cast
+    # per weight; one pass under activation checkpointing keeps none, so each layer's casts go
+    # with its backward (the recompute casts again: ~0.2 GiB less at backward's end, SmolLM2)
+    keep = len(parts) > 1 or not cfg.grpo.activation_checkpointing
+    with policy.precision.keep_casts() if keep else contextlib.nullcontext():
+        for part in parts:
             rows = idx[part]
             fill = torch.zeros(len(rows), mask.shape[1]) if old is None else old[rows]
             scores = _score_rows(
@@ -119,6 +126,7 @@ def minibatch_gradient(
                 entropy=scores.entropy if entropy_grad else None,
                 denominator=denominator,
             )
+            release_freed_memory()  # the forward's freed temporaries, before backward's peak
             result.loss.backward()
             log_probs[part] = scores.log_probs.detach()
             if entropy is not None:
@@ -178,6 +186,7 @@ def _score_rows(
             chunk=cfg.generation.logprob_chunk,
             with_entropy=with_entropy,
             entropy_grad=entropy_grad,
+            checkpoint_layers=cfg.grpo.activation_checkpointing,
         )
     if t == t_full:
         return scores
