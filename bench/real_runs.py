@@ -114,6 +114,8 @@ def forecast_row(log) -> dict:
     if constrained is not None and hasattr(constrained, "r2"):
         out["r2_constrained"] = float(constrained.r2)
     fc = lf.forecast
+    if fc is None:  # the cut leaves too few points (fit_log says why; the fit stands)
+        return {**out, "fit_error": str(lf.metrics.get("forecast_skipped"))}
     r = log.reward
     half = int(round(0.5 * r.size))
     std = float(np.std(r)) or 1.0

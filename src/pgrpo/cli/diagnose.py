@@ -11,6 +11,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from pgrpo.cli import _runopts
 from pgrpo.cli.common import command, config_option, emit, escape, existing, fail, read_text
 
 CHECKS = "pgrpo.diagnose.checks:CheckOptions"
@@ -61,25 +62,13 @@ def diagnose_cmd(
     ),
     log_format: str | None = typer.Option(None, "--format", help="Force a log reader by name."),
     as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON only."),
-    group_size: int | None = typer.Option(
-        None, "--group-size", min=1, help="G, when the log does not say (binomial noise model)."
-    ),
-    batch_prompts: int | None = typer.Option(
-        None, "--batch-prompts", min=1, help="Prompts per step B, when the log does not say."
-    ),
-    lr: float | None = typer.Option(
-        None, "--lr", help="Learning rate (peak), when the log does not say; overrides it."
-    ),
-    refresh_interval: int | None = typer.Option(
-        None, "--refresh-interval", min=1, help="K: optimizer steps per rollout batch."
-    ),
-    beta1: float | None = typer.Option(None, "--beta1", help="Momentum beta1, in [0, 1)."),
-    optimizer: str | None = typer.Option(
-        None, "--optimizer", help="adamw (the default when the log names none) or sgd_momentum."
-    ),
-    kappa: float | None = typer.Option(
-        None, "--kappa", help="Curvature for K* (`pgrpo probe`); default: a fit of the curve."
-    ),
+    group_size: int | None = _runopts.group_size_option(),
+    batch_prompts: int | None = _runopts.batch_prompts_option(),
+    lr: float | None = _runopts.lr_option(),
+    refresh_interval: int | None = _runopts.refresh_interval_option(),
+    beta1: float | None = _runopts.beta1_option(),
+    optimizer: str | None = _runopts.optimizer_option(),
+    kappa: float | None = _runopts.kappa_option(),
     fail_on: str | None = typer.Option(
         None,
         "--fail-on",
@@ -111,7 +100,7 @@ def diagnose_cmd(
     opts = _checks.check_options(
         cost_per_step, cost_per_gpu_hour, gpus, seconds_per_step, max_points
     )
-    given = _given_hyperparameters(
+    given = _runopts.given_settings(
         group_size=group_size, batch_prompts=batch_prompts, lr=lr, learning_rate=lr,
         refresh_interval=refresh_interval, beta1=beta1, kappa=kappa, optimizer=optimizer,
     )  # fmt: skip
@@ -128,22 +117,6 @@ def diagnose_cmd(
     data["warnings"] = list(getattr(run, "warnings", ()))  # what the reader repaired
     emit(data, as_json, lambda console: _print(result, checks, log, console, data["warnings"]))
     _checks.apply_gate(level, fail_on)
-
-
-def _given_hyperparameters(**given: Any) -> dict[str, Any]:
-    """The run's settings given on the command line (they override the log's), checked before
-    the log is diagnosed: lr and kappa finite and > 0, beta1 in [0, 1), a known optimizer."""
-    out = {k: v for k, v in given.items() if v is not None}
-    for name in ("lr", "kappa"):
-        if name in out and not (math.isfinite(out[name]) and out[name] > 0):
-            fail(f"--{name} {out[name]!r} is not a finite number > 0", f"give --{name} > 0")
-    if "beta1" in out and not 0 <= out["beta1"] < 1:
-        fail(f"--beta1 {out['beta1']!r} is outside [0, 1)", "give the optimizer's beta1")
-    if "optimizer" in out:
-        from pgrpo.dynamics.optimizers import run_optimizer
-
-        run_optimizer(out["optimizer"])  # an unknown name fails listing the valid ones
-    return {k: v if k == "optimizer" else float(v) for k, v in out.items()}
 
 
 def _print(

@@ -9,6 +9,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from pgrpo.cli import _runopts
 from pgrpo.cli.common import command, emit, escape, existing, fmt, out_dir
 
 
@@ -27,15 +28,30 @@ def fit_cmd(
     plot: bool = typer.Option(
         True, "--plot/--no-plot", help="Write OUT/fit.png (--no-plot: skip matplotlib, ~0.3 s)."
     ),
+    lr: float | None = _runopts.lr_option(),
+    beta1: float | None = _runopts.beta1_option(),
+    refresh_interval: int | None = _runopts.refresh_interval_option(),
+    group_size: int | None = _runopts.group_size_option(),
+    batch_prompts: int | None = _runopts.batch_prompts_option(),
+    optimizer: str | None = _runopts.optimizer_option(),
 ) -> None:
-    """Fit rom / exponential / logistic to the reward curve; write OUT/fit.png."""
+    """Fit rom / exponential / logistic to the reward curve; write OUT/fit.png. With lr and
+    beta1 (from the log, or given: the command line overrides the log) also the closed form
+    with m, c from the optimizer, compared by AICc; the output says where each setting came
+    from and what was assumed."""
     from pgrpo.dynamics.logfit import FIT_COLUMNS, fit_log
+    from pgrpo.dynamics.settings import resolve_settings
     from pgrpo.logs import read_log
 
     existing(log, "log", "a log file or a run directory")
     out_dir(out)
+    given = _runopts.given_settings(
+        lr=lr, beta1=beta1, refresh_interval=refresh_interval, group_size=group_size,
+        batch_prompts=batch_prompts, optimizer=optimizer,
+    )  # fmt: skip
     opts = {k: v for k, v in (("reward_key", reward_column), ("step_key", step_column)) if v}
     reward_log = read_log(log, format=log_format, columns=FIT_COLUMNS, **opts)
+    reward_log, settings = resolve_settings(reward_log, given)
     result = fit_log(reward_log, forecast_from=forecast_from, loss=loss)
     png = None
     if plot:
@@ -43,7 +59,7 @@ def fit_cmd(
 
         plots = import_quietly("pgrpo.dynamics.plots")
         png = str(plots.plot_log_fit(result, out / "fit.png"))
-    data = {**result.to_dict(), "png": png}
+    data = {**result.to_dict(), "settings": settings.to_dict(), "png": png}
     emit(data, as_json, lambda console: _print(data, console))
 
 
@@ -64,6 +80,7 @@ def _print(data: dict, console: Console) -> None:
             r["model"], fmt(r["r2"], ".4f"), fmt(r["aic"], ".1f"), fmt(r["bic"], ".1f"), params
         )
     console.print(table)
+    _print_settings(data["settings"], console)
     m = data["metrics"]
     if "preferred" in m:  # the closed form with m, c from the optimizer vs the free fit
         console.print(
@@ -72,6 +89,8 @@ def _print(data: dict, console: Console) -> None:
             f"closed form {m['closed_form']} (p {fmt(m['lr_test_p'], '.2g')}); kappa "
             f"{fmt(m['kappa_constrained'])} [{fmt(m['kappa_lo'])}, {fmt(m['kappa_hi'])}]"
         )
+    if data.get("forecast_skipped"):
+        console.print(f"[yellow]forecast:[/] {escape(data['forecast_skipped'])}")
     fc = data.get("forecast")
     if fc:
         t = Table(title=f"forecast of the mean after step {fmt(fc['cut_step'], '.0f')}")
@@ -89,3 +108,16 @@ def _print(data: dict, console: Console) -> None:
         console.print(t)
     if data["png"]:
         console.print(f"figure: {escape(data['png'])}")
+
+
+def _print_settings(settings: dict, console: Console) -> None:
+    """One line: each known setting with its source; then the notes (assumptions, and why the
+    closed form was not fitted)."""
+    parts = [
+        f"{name} {fmt(value)} ({settings['sources'][name]})"
+        for name, value in settings["values"].items()
+        if value is not None
+    ]
+    console.print("settings: " + (escape(", ".join(parts)) if parts else "none known"))
+    for note in settings["notes"]:
+        console.print(f"  [dim]{escape(note)}[/dim]")

@@ -49,8 +49,13 @@ class Forecast:
     metrics: dict[str, float] = field(default_factory=dict)
 
 
-def _cut_index(step: np.ndarray, cut: float) -> int:
-    """cut in (0, 1): a fraction of the points; otherwise a step (points with step <= cut)."""
+MIN_FORECAST_POINTS = 6
+"""The fewest points before the cut a forecast fits (the fits' own minimum)."""
+
+
+def cut_index(step: np.ndarray, cut: float) -> int:
+    """The number of points up to the cut: step [n]; cut in (0, 1): a fraction of the points;
+    otherwise a step (points with step <= cut)."""
     if 0.0 < cut < 1.0:
         return int(round(cut * step.size))
     return int(np.searchsorted(step, cut, side="right"))
@@ -100,9 +105,11 @@ def forecast(
     if not 0.0 < level < 1.0:
         raise ValueError(f"level must be in (0, 1), got {level!r}")
     run = FORECAST_METHODS.get(method)
-    i = _cut_index(step, cut)
-    if i < 6:
-        raise ValueError(f"the cut leaves {i} points to fit; move it later (need >= 6)")
+    i = cut_index(step, cut)
+    if i < MIN_FORECAST_POINTS:
+        raise ValueError(
+            f"the cut leaves {i} points to fit; move it later (need >= {MIN_FORECAST_POINTS})"
+        )
     future = np.array(horizon, dtype=float) if horizon is not None else step[i:]
     if future.size == 0:
         raise ValueError("nothing to forecast: the cut is at the end of the log; pass horizon")

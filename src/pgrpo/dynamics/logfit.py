@@ -94,7 +94,8 @@ class LogFit:
     """rom: the reduced-order model fit on the whole log (free: m, c fitted); constrained: the
     fit with m, c fixed by the optimizer (None without lr and beta1; the AICc comparison is in
     rom.metrics); baselines: name -> FitResult; forecast: from the first `forecast_from` of the
-    log (None when not asked)."""
+    log (None when not asked, or when the cut leaves too few points: then
+    metrics["forecast_skipped"] says so, with `forecast_cut_step` and `forecast_points`)."""
 
     log: RewardLog
     rom: FitResult
@@ -120,6 +121,9 @@ class LogFit:
         }
         if self.forecast is not None:
             out["forecast"] = _forecast_dict(self.forecast)
+        elif "forecast_skipped" in self.metrics:  # asked for, but the cut leaves too little
+            out["forecast"] = None
+            out["forecast_skipped"] = self.metrics["forecast_skipped"]
         return _clean(out)
 
 
@@ -187,9 +191,21 @@ def fit_log(
         name: fit_curve(log.step, log.reward, name, loss=loss, weights=weights)
         for name in BASELINES
     }
-    fc = None
+    fc, metrics = None, {}
     if forecast_from is not None:
-        from pgrpo.dynamics.forecast import forecast
+        from pgrpo.dynamics.forecast import MIN_FORECAST_POINTS, cut_index, forecast
 
-        fc = forecast(log.step, log.reward, forecast_from, level=level, **kw)
-    return LogFit(log, rom, baselines, fc, constrained)
+        i = cut_index(log.step, forecast_from)
+        cut_step = float(log.step[max(i, 1) - 1])
+        if i < MIN_FORECAST_POINTS or i >= len(log):
+            metrics = {"forecast_skipped": (
+                f"not enough points to forecast from step {cut_step:g} (need "
+                f"{MIN_FORECAST_POINTS} up to the cut and 1 after it, have {i} and "
+                f"{len(log) - i}); give a later --forecast-from or a longer log"
+                if i < MIN_FORECAST_POINTS else
+                f"nothing to forecast after step {cut_step:g}: the cut is at the end of the "
+                "log; give an earlier --forecast-from"
+            ), "forecast_cut_step": cut_step, "forecast_points": float(i)}  # fmt: skip
+        else:
+            fc = forecast(log.step, log.reward, forecast_from, level=level, **kw)
+    return LogFit(log, rom, baselines, fc, constrained, metrics)

@@ -157,6 +157,11 @@ def fit_reduction(name: str, k: float, beta1: float, refresh_interval: int) -> O
     return reduce_optimizer(name, settings)
 
 
+FRAMEWORK_BETA1: dict[str, float] = {"adam": 0.9}
+"""The beta1 a run of a reduction's optimizer has when its config sets none: torch AdamW's
+betas = (0.9, 0.999), which TRL, verl and pgrpo's trainer keep. sgd_momentum has none to
+assume (torch SGD's momentum defaults to 0; a config that uses momentum sets it)."""
+
 # names a log may give its optimizer (pgrpo `optim.name`, TRL `optim`, verl `optim.optimizer`)
 _LOG_PREFIXES = (("adam", "adam"), ("paged_adam", "adam"), ("sgd", "sgd_momentum"))
 

@@ -2,8 +2,7 @@
 
 - pgrpo:  RUN_DIR/metrics.jsonl (one JSON object per step) + RUN_DIR/config.yaml
 - trl:    trainer_state.json (`log_history`), or an output dir holding it (or checkpoint-N/)
-- verl:   the file logger's JSONL, one {"step": n, "data": {...}} per line
-- verl_console: verl's console output, `step:N - key:value - ...` lines
+- verl, verl_console: `pgrpo.logs.verl` (the file logger's JSONL, the console output)
 - wandb:  a W&B history CSV export (`_step`, `train/reward`, ...)
 - csv:    any CSV/TSV with a header; name the columns with reward_key= / step_key= if needed
 """
@@ -272,87 +271,6 @@ def read_trl(path: Path, **options: Any) -> RewardLog:
     )
 
 
-# --- verl --------------------------------------------------------------------------------------
-
-
-def detect_verl(path: Path) -> bool:
-    if not path.is_file() or path.suffix not in (".jsonl", ".json", ".log"):
-        return False
-    obj = _first_object(path)
-    if obj is None:
-        return False
-    return isinstance(obj.get("data"), dict) or any(k.startswith("critic/") for k in obj)
-
-
-def _verl_record(r: dict[str, Any]) -> dict[str, Any]:
-    data = r.get("data")
-    if isinstance(data, dict):
-        return {**data, "step": r.get("step", data.get("step"))}
-    return r
-
-
-def read_verl(path: Path, **options: Any) -> RewardLog:
-    bad: list[int] = []
-    records = ColumnStore(_keep(options))
-    for chunk in iter_jsonl_chunks(path, bad):
-        records.add([_verl_record(r) for r in chunk])
-    warns = _bad_lines(bad)
-    cands = [path.parent / ".hydra" / "config.yaml", path.parent / "config.yaml"]
-    hyper = _config_hyper(cands, warns)
-    return assemble(
-        records, fmt="verl", source=str(path), warnings=warns, hyperparameters=hyper, **options
-    )
-
-
-# --- verl console -------------------------------------------------------------------------------
-
-_CONSOLE_STEP = re.compile(r"step:(\d+)")
-_NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|inf|-inf")
-
-
-def detect_verl_console(path: Path) -> bool:
-    if not path.is_file() or path.suffix not in (".log", ".txt", ".out", ""):
-        return False
-    try:
-        with path.open(encoding="utf-8", errors="replace") as fh:
-            head = fh.read(1 << 20)
-    except OSError:
-        return False
-    return bool(_CONSOLE_STEP.search(head)) and " - " in head and "/" in head
-
-
-def read_verl_console(path: Path, **options: Any) -> RewardLog:
-    """verl's console logger: `step:N - critic/score/mean:0.53 - actor/lr:1e-06 - ...` lines
-    (possibly behind a Ray prefix such as `(TaskRunner pid=1)`); other lines are ignored."""
-    records = store_of(_console_records(path))
-    cands = [path.parent / ".hydra" / "config.yaml", path.parent / "config.yaml"]
-    warns: list[str] = []
-    hyper = _config_hyper(cands, warns)
-    return assemble(records, fmt="verl_console", source=str(path), warnings=warns,
-                    hyperparameters=hyper, **options)  # fmt: skip
-
-
-def _console_records(path: Path) -> Iterator[dict[str, Any]]:
-    try:
-        fh = path.open(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        raise LogFormatError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    with fh:
-        for line in fh:
-            m = _CONSOLE_STEP.search(line)
-            if m is None:
-                continue
-            rec: dict[str, Any] = {}
-            for part in line[m.start() :].split(" - "):
-                key, sep, value = part.strip().rpartition(":")
-                if "(" in value:  # numpy 2 reprs: np.float64(0.25)
-                    value = value[value.rfind("(") + 1 :].split(")")[0]
-                num = _NUMBER.fullmatch(value.strip()) if sep else None
-                if key and num is not None:
-                    rec[key] = num.group(0)
-            yield rec
-
-
 # --- CSV (W&B export and generic) -----------------------------------------------------------------
 
 
@@ -438,8 +356,6 @@ def read_csv(path: Path, **options: Any) -> RewardLog:
 for _reader in (
     LogReader("pgrpo", detect_pgrpo, read_pgrpo, "pgrpo RUN_DIR/metrics.jsonl (+ config.yaml)"),
     LogReader("trl", detect_trl, read_trl, "TRL trainer_state.json log_history"),
-    LogReader("verl", detect_verl, read_verl, "verl file-logger JSONL"),
-    LogReader("verl_console", detect_verl_console, read_verl_console, "verl console log"),
     LogReader("wandb", detect_wandb, read_wandb, "W&B history CSV export"),
     LogReader("csv", detect_csv, read_csv, "generic CSV/TSV (reward_key=, step_key=)"),
 ):

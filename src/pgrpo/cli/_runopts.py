@@ -1,0 +1,69 @@
+"""The run's settings as command-line options, shared by `pgrpo fit` and `pgrpo diagnose`: one
+definition of `--lr`, `--beta1`, `--refresh-interval`, `--group-size`, `--batch-prompts`,
+`--optimizer` (and `--kappa`, diagnose's), and one check of their values. What is given on the
+command line overrides the log (`pgrpo.dynamics.settings`)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import typer
+
+from pgrpo.cli.common import fail
+
+
+def group_size_option() -> Any:
+    return typer.Option(
+        None, "--group-size", min=1, help="G, when the log does not say (overrides it)."
+    )
+
+
+def batch_prompts_option() -> Any:
+    return typer.Option(
+        None, "--batch-prompts", min=1, help="Prompts per step B, when the log does not say."
+    )
+
+
+def lr_option() -> Any:
+    return typer.Option(
+        None, "--lr", help="Learning rate (peak), when the log does not say; overrides it."
+    )
+
+
+def refresh_interval_option() -> Any:
+    return typer.Option(
+        None, "--refresh-interval", min=1, help="K: optimizer steps per rollout batch."
+    )
+
+
+def beta1_option() -> Any:
+    return typer.Option(None, "--beta1", help="Momentum beta1, in [0, 1).")
+
+
+def optimizer_option() -> Any:
+    return typer.Option(
+        None, "--optimizer", help="adamw (the default when the log names none) or sgd_momentum."
+    )
+
+
+def kappa_option() -> Any:
+    return typer.Option(
+        None, "--kappa", help="Curvature for K* (`pgrpo probe`); default: a fit of the curve."
+    )
+
+
+def given_settings(**given: Any) -> dict[str, Any]:
+    """The run's settings given on the command line (None: not given), checked before the log is
+    read: lr and kappa finite and > 0, beta1 in [0, 1), a known optimizer; numbers as floats."""
+    out = {k: v for k, v in given.items() if v is not None}
+    for name in ("lr", "kappa"):
+        if name in out and not (math.isfinite(out[name]) and out[name] > 0):
+            fail(f"--{name} {out[name]!r} is not a finite number > 0", f"give --{name} > 0")
+    if "beta1" in out and not 0 <= out["beta1"] < 1:
+        fail(f"--beta1 {out['beta1']!r} is outside [0, 1)", "give the optimizer's beta1")
+    if "optimizer" in out:
+        from pgrpo.dynamics.optimizers import run_optimizer
+
+        run_optimizer(out["optimizer"])  # an unknown name fails listing the valid ones
+    return {k: v if k == "optimizer" else float(v) for k, v in out.items()}

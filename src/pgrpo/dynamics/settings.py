@@ -1,0 +1,150 @@
+"""The run's settings a fit uses, and where each came from: the log or the command line.
+
+`resolve_settings(log, given)` merges what the user gave (lr, beta1, refresh_interval K,
+group_size G, batch_prompts B, optimizer) over what the log gives (its columns and config; the
+command line wins), states what is assumed (beta1 = the optimizer's framework default when the
+optimizer is known but beta1 is not; K = 1 when no K is known; one optimizer step per logged
+step without an `optimizer_step` column) and says why the closed form (m, c from beta1 and K,
+`rom_fixed`) cannot be fitted when lr or beta1 stays unknown. `pgrpo fit` prints it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from pgrpo.dynamics.optimizers import DEFAULT_OPTIMIZER, FRAMEWORK_BETA1, run_optimizer
+from pgrpo.logs import RewardLog
+from pgrpo.logs.base import hyperparameters_from_columns
+
+SETTINGS = ("lr", "beta1", "refresh_interval", "group_size", "batch_prompts", "optimizer")
+"""The settings a run's fit reads, in the order they are reported."""
+COMMAND_LINE, LOG_COLUMN, LOG_CONFIG, ASSUMED = (
+    "command line",
+    "log column",
+    "log config",
+    "assumed",
+)
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """values: setting -> value (None: unknown); sources: setting -> COMMAND_LINE / LOG_COLUMN /
+    LOG_CONFIG / ASSUMED (absent when unknown); notes: one sentence per assumption or per reason
+    the closed form is not fitted; metrics: `closed_form_fitted` and `optimizer_step_logged`
+    (1.0 / 0.0), `reduction` (the dynamics model's name for the optimizer)."""
+
+    values: dict[str, Any]
+    sources: dict[str, str]
+    notes: tuple[str, ...]
+    metrics: dict[str, float | str] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """{"values", "sources", "notes", "metrics"}: JSON-ready."""
+        return {
+            "values": dict(self.values),
+            "sources": dict(self.sources),
+            "notes": list(self.notes),
+            "metrics": dict(self.metrics),
+        }
+
+
+def _log_source(log: RewardLog, name: str, from_columns: Mapping[str, float]) -> str:
+    """LOG_COLUMN when the log's value is its column's (the lr schedule's peak, a constant
+    column's median), else LOG_CONFIG (the run's config, which the readers let win)."""
+    return LOG_COLUMN if from_columns.get(name) == log.hyperparameters.get(name) else LOG_CONFIG
+
+
+def resolve_settings(
+    log: RewardLog, given: Mapping[str, Any] | None = None
+) -> tuple[RewardLog, RunSettings]:
+    """(log with the merged settings as its hyperparameters, RunSettings) for `fit_log`.
+
+    given: setting -> value from the command line (None / absent: not given; already checked,
+    `pgrpo.cli._runopts.given_settings`). A given lr is the peak: a logged lr schedule keeps
+    its shape, rescaled to it. Unknown names raise (a typo must not pass silently)."""
+    given = {k: v for k, v in (given or {}).items() if v is not None}
+    unknown = set(given) - set(SETTINGS)
+    if unknown:
+        raise ValueError(f"unknown setting(s) {sorted(unknown)}; valid: {', '.join(SETTINGS)}")
+    hyper = dict(log.hyperparameters)
+    from_columns = hyperparameters_from_columns(log.columns)
+    values: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    for name in SETTINGS:
+        if name in given:
+            values[name], sources[name] = given[name], COMMAND_LINE
+        elif hyper.get(name) is not None:
+            values[name], sources[name] = hyper[name], _log_source(log, name, from_columns)
+    notes: list[str] = []
+    log = _rescaled_schedule(log, given.get("lr"), notes)
+    reduction = run_optimizer(values.get("optimizer"))
+    _assume_beta1(values, sources, reduction, notes)
+    if "refresh_interval" not in values:
+        values["refresh_interval"], sources["refresh_interval"] = 1, ASSUMED
+        notes.append("K = 1 assumed (one optimizer step per rollout batch); give "
+                     "--refresh-interval if the run took more")  # fmt: skip
+    fitted = _closed_form_notes(values, notes)
+    noise = [f"{n} {given[n]:g}" for n in ("group_size", "batch_prompts") if n in given]
+    if noise:
+        notes.append(f"{', '.join(noise)}: recorded; they set the batch noise, not m, c or the "
+                     "mean curve, so the fit itself does not change")  # fmt: skip
+    opt_col = log.columns.get("optimizer_step")
+    clock = opt_col is not None and bool(np.isfinite(opt_col).any())
+    if not clock:
+        notes.append("time axis: one optimizer step per logged step (no optimizer_step column); "
+                     "kappa is per logged step if the log counts rollout batches")  # fmt: skip
+    hyper.update({k: v for k, v in values.items() if v is not None})
+    if "lr" in given:
+        hyper["learning_rate"] = given["lr"]
+    metrics: dict[str, float | str] = {"closed_form_fitted": float(fitted), "reduction": reduction,
+                                       "optimizer_step_logged": float(clock)}  # fmt: skip
+    settings = RunSettings({n: values.get(n) for n in SETTINGS}, sources, tuple(notes), metrics)
+    return replace(log, hyperparameters=hyper), settings
+
+
+def _rescaled_schedule(log: RewardLog, lr: float | None, notes: list[str]) -> RewardLog:
+    """A logged lr schedule rescaled so that its peak is the given lr (its shape kept)."""
+    col = log.columns.get("learning_rate")
+    if lr is None or col is None or not np.isfinite(col).any():
+        return log
+    peak = float(np.nanmax(col))
+    if peak == lr:
+        return log
+    if not peak > 0:
+        notes.append(f"the logged learning_rate is never > 0; a constant lr {lr:g} is used")
+        return replace(log, columns={k: v for k, v in log.columns.items() if k != "learning_rate"})
+    notes.append(f"the logged lr schedule (peak {peak:.4g}) rescaled to the given peak {lr:.4g}")
+    return replace(log, columns={**log.columns, "learning_rate": col * (lr / peak)})
+
+
+def _assume_beta1(values: dict, sources: dict, reduction: str, notes: list[str]) -> None:
+    """beta1 = the optimizer's framework default when the optimizer is known and beta1 is not."""
+    if "beta1" in values:
+        return
+    default = FRAMEWORK_BETA1.get(reduction)
+    if "optimizer" in values and default is not None:
+        values["beta1"], sources["beta1"] = default, ASSUMED
+        notes.append(f"beta1 = {default:g} assumed ({values['optimizer']}'s default: the "
+                     "log gives no beta1); give --beta1 if the run set another")  # fmt: skip
+
+
+def _closed_form_notes(values: dict, notes: list[str]) -> bool:
+    """Whether lr and beta1 are known (the closed form is then fitted); else why not, and how."""
+    missing = []
+    if values.get("lr") is None:
+        missing.append("no learning rate (no lr column or config; give --lr)")
+    if values.get("beta1") is None:
+        if "optimizer" in values:
+            why = f"{values['optimizer']} has no default momentum to assume; give --beta1"
+        else:
+            default = FRAMEWORK_BETA1[DEFAULT_OPTIMIZER]
+            why = ("the log names neither beta1 nor the optimizer; give --beta1, or "
+                   f"--optimizer adamw to assume AdamW's default {default:g}")  # fmt: skip
+        missing.append(f"beta1 unknown ({why})")
+    if missing:
+        notes.append("closed form (m, c from beta1 and K) not fitted: " + "; ".join(missing))
+    return not missing
