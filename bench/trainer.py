@@ -8,6 +8,8 @@ Variants, each labelled with its precision and run in a fresh process:
 - `pgrpomb-bf16`, `pgrpomb-fp32`: the same with grpo.micro_batch_size = B (exact accumulation
   in G passes of B rows: less activation memory, more time; until 2026-12-02 this was
   `pgrpo-*`).
+- `pgrpock-bf16`, `pgrpock-fp32`: the default one pass with grpo.activation_checkpointing = true
+  (the opt-in memory setting: decoder layers recomputed in backward).
 - `trl-bf16`: TRL 1.16 `GRPOConfig` defaults (bf16=True, also on a CPU); `trl-fp32`: bf16=False.
 - `floor-bf16`, `floor-fp32`: the same sampling (pgrpo's `sample`: its decode loop with the KV
   cache, temperature 1, no top-k / top-p; HF `generate` until 2026-12-02) and one
@@ -54,6 +56,8 @@ VARIANTS = (
     "pgrpo-bf16",
     "pgrpomb-fp32",
     "pgrpomb-bf16",
+    "pgrpock-fp32",
+    "pgrpock-bf16",
     "trl-fp32",
     "trl-bf16",
 )
@@ -78,13 +82,30 @@ def _task_prompts(n: int) -> tuple[list[dict], object]:
     return task.load("train")[:n], task
 
 
+def _step_batches(examples: list[dict], steps: int, B: int) -> list[list[dict]]:
+    """The B prompts of each of the steps + 1 steps (warm-up first) in pgrpo's own order
+    (`PromptStream` at the config's default seed), so that every variant samples the same prompts
+    at the same step (since 2026-12-02; before, TRL shuffled with its own seed and the floor read
+    the examples in file order, and completion lengths differed by up to 22% between variants)."""
+    from pgrpo.train.config import load_config
+    from pgrpo.train.data import PromptStream
+
+    stream = PromptStream(examples, load_config(None, []).run.seed)
+    return [stream.next_batch(B) for _ in range(steps + 1)]
+
+
 def _prompt_tokens(tokenizer, task, examples: list[dict]) -> float:
     """Mean prompt length in tokens (chat template included) over the examples."""
     return statistics.fmean(len(tokenizer.encode_prompt(task.prompt(e))) for e in examples)
 
 
 def worker_pgrpo(
-    cell: dict, steps: int, model: str, precision: str, micro_batches: bool = False
+    cell: dict,
+    steps: int,
+    model: str,
+    precision: str,
+    micro_batches: bool = False,
+    checkpointing: bool = False,
 ) -> dict:
     import torch
 
@@ -105,6 +126,7 @@ def worker_pgrpo(
             f"lr={LR}",
             "forecast_every=0",
             *([f"grpo.micro_batch_size={B}"] if micro_batches else []),
+            *(["grpo.activation_checkpointing=true"] if checkpointing else []),
         ],
     )
     run = build_run(cfg, resume=False)
@@ -130,9 +152,10 @@ def worker_trl(cell: dict, steps: int, model: str, precision: str) -> dict:
 
     B, G, T = cell["B"], cell["G"], cell["T"]
     examples, task = _task_prompts(200)
+    ordered = [e for batch in _step_batches(examples, steps, B) for e in batch]
     rows = [
         {"prompt": [{"role": "user", "content": task.prompt(e)}], "answer": e["answer"]}
-        for e in examples
+        for e in ordered
     ]
 
     def reward(completions, answer, **kwargs):
@@ -165,6 +188,7 @@ def worker_trl(cell: dict, steps: int, model: str, precision: str) -> dict:
         save_strategy="no",
         use_cpu=True,
         seed=0,
+        shuffle_dataset=False,  # the rows are already in pgrpo's order (`_step_batches`)
         temperature=1.0,
         dataloader_num_workers=0,
         **precision_args,
@@ -203,10 +227,11 @@ def worker_floor(cell: dict, steps: int, model: str, precision: str) -> dict:
     torch.manual_seed(0)
     B, G, T = cell["B"], cell["G"], cell["T"]
     examples, task = _task_prompts(200)
+    batches = _step_batches(examples, steps, B)
     policy = load_policy(ModelConfig(name=model, precision=precision))
     times, cpu, generated = [], [], []
     for step in range(steps + 1):
-        batch = examples[(step * B) % 192 : (step * B) % 192 + B]
+        batch = batches[step]
         t, c = time.perf_counter(), time.process_time()
         with policy.precision.autocast():
             rollout = sample(
@@ -264,9 +289,14 @@ def worker_pgrpo_micro_batches(cell: dict, steps: int, model: str, precision: st
     return worker_pgrpo(cell, steps, model, precision, micro_batches=True)
 
 
+def worker_pgrpo_checkpointing(cell: dict, steps: int, model: str, precision: str) -> dict:
+    return worker_pgrpo(cell, steps, model, precision, checkpointing=True)
+
+
 WORKERS = {
     "pgrpo": worker_pgrpo,
     "pgrpomb": worker_pgrpo_micro_batches,
+    "pgrpock": worker_pgrpo_checkpointing,
     "trl": worker_trl,
     "floor": worker_floor,
 }
@@ -350,7 +380,8 @@ def cell_ratios(rows: list[dict]) -> dict[str, float]:
             if r.get("cpu_seconds_per_step") and floor.get("cpu_seconds_per_step"):
                 cpu_ratio = r["cpu_seconds_per_step"] / floor["cpu_seconds_per_step"]
                 out[f"{r['variant']}/cpu_vs_floor"] = cpu_ratio
-    for p in ("pgrpo-bf16", "pgrpo-fp32", "pgrpomb-bf16", "pgrpomb-fp32"):
+    mine = ("pgrpo", "pgrpomb", "pgrpock")
+    for p in (f"{k}-{prec}" for k in mine for prec in ("bf16", "fp32")):
         for t in ("trl-bf16", "trl-fp32"):
             if p in by and t in by:
                 out[f"{p}/steps_per_s_vs_{t}"] = by[p]["steps_per_s"] / by[t]["steps_per_s"]
@@ -358,7 +389,7 @@ def cell_ratios(rows: list[dict]) -> dict[str, float]:
                 if by[p].get("cpu_seconds_per_step") and by[t].get("cpu_seconds_per_step"):
                     cpu_ratio = by[t]["cpu_seconds_per_step"] / by[p]["cpu_seconds_per_step"]
                     out[f"{p}/cpu_steps_per_s_vs_{t}"] = cpu_ratio
-    for p in ("pgrpo-bf16", "pgrpomb-bf16"):
+    for p in (f"{k}-bf16" for k in mine):
         if p in by:
             out[f"{p}/vs_bf16_roofline"] = by[p]["seconds_per_step"] / by[p]["bf16_roofline_s"]
     return out
