@@ -63,7 +63,14 @@ def given_settings(**given: Any) -> dict[str, Any]:
     if "beta1" in out and not 0 <= out["beta1"] < 1:
         fail(f"--beta1 {out['beta1']!r} is outside [0, 1)", "give the optimizer's beta1")
     if "optimizer" in out:
-        from pgrpo.dynamics.optimizers import run_optimizer
+        from pgrpo.dynamics.optimizers import known_optimizers, run_optimizer
 
-        run_optimizer(out["optimizer"])  # an unknown name fails listing the valid ones
+        try:
+            run_optimizer(out["optimizer"])
+        except ValueError:
+            fail(
+                f"--optimizer {out['optimizer']!r} has no reduction in the dynamics model",
+                f"give one of {known_optimizers()}, or leave --optimizer out: the free fit "
+                "needs none",
+            )
     return {k: v if k == "optimizer" else float(v) for k, v in out.items()}
