@@ -94,3 +94,58 @@ def test_a_folder_of_other_files_says_what_it_holds(tmp_path):
     _csv(folder / "curve.csv", np.linspace(0, 1, 20))
     res = runner.invoke(app, ["fit", str(folder), "--out", str(tmp_path)])
     _one_line_error(res, "has no log file pgrpo recognises", "it holds curve.csv")
+
+
+# --- 1. a constant reward: R^2 undefined ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("n", [12, 40])
+def test_a_constant_reward_has_an_undefined_r2_and_no_intervals(tmp_path, n):
+    """Before: R^2 1.0000 on 40 steps, 0.0000 on 12, and tau = 0.2 +- 0."""
+    path = _csv(tmp_path / "c.csv", np.full(n, 0.5))
+    data = _json("fit", str(path), "--no-plot")
+    for fit in (data, *data["baselines"].values()):
+        assert fit["r2"] is None, fit["model"]
+        assert fit["metrics"]["r2_undefined"] == "the reward never changed: nothing to fit"
+        assert all(v is None for v in fit["stderr"].values()), fit["stderr"]
+    text = runner.invoke(app, ["fit", str(path), "--no-plot"]).output
+    assert "n/a" in text and "nothing to fit" in text and "+-0" not in text
+    ev = _json("diagnose", str(path))["progress"]["evidence"]
+    assert ev["fit_r2"] is None and ev["fit_r2_undefined"].startswith("the reward never")
+    rep = _json("report", str(path), "--out", str(tmp_path / "rep"))
+    assert rep["fit"]["r2"] is None
+    assert "n/a (the reward never changed" in Path(rep["html"]).read_text()
+
+
+def test_fit_curve_r2_is_undefined_only_without_variance():
+    from pgrpo.dynamics import fit_curve
+
+    step = np.arange(20.0)
+    assert np.isnan(fit_curve(step, np.full(20, -3.0), "exponential").r2)
+    assert fit_curve(step, 1 - np.exp(-step / 5), "exponential").r2 > 0.999
+
+
+# --- 2. a curve that never saturates --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("slope", [0.01, -0.02, 3.0])
+def test_a_straight_line_gets_no_made_up_remaining_gain(tmp_path, slope):
+    """Before: the exponential's R_inf stopped on its box (the data range + 3 ranges), tau at
+    136 (the best tau given that R_inf, not the bound 1950: the bound needs R_inf ~ 19.6), and
+    `diagnose` said '+1.15 more within ~306 steps'."""
+    path = _csv(tmp_path / "line.csv", 0.1 + slope * np.arange(40.0))
+    doc = _json("diagnose", str(path))
+    ev = doc["progress"]["evidence"]
+    assert ev["fit_gain_identified"] == 0.0
+    assert ev["remaining_gain"] is None and ev["steps_to_90pct"] is None
+    if doc["progress"]["label"] == "learning":
+        assert "no saturation within the data: the gain is not identified" in doc["progress"][
+            "summary"]  # fmt: skip
+
+
+def test_a_saturating_curve_keeps_its_remaining_gain(tmp_path):
+    t = np.arange(60.0)
+    path = _csv(tmp_path / "sat.csv", 0.2 + 0.6 * (1 - np.exp(-t / 40)))
+    ev = _json("diagnose", str(path))["progress"]["evidence"]
+    assert "fit_gain_identified" not in ev
+    assert ev["remaining_gain"] == pytest.approx(0.6 * np.exp(-59 / 40), rel=0.02)

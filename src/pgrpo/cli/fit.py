@@ -73,13 +73,15 @@ def _print(data: dict, console: Console) -> None:
     rows = [data, *data["baselines"].values()]
     for r in rows:
         params = ", ".join(
-            f"{k}={fmt(v)}" + (f"+-{fmt(r['stderr'].get(k), '.2g')}" if k in r["stderr"] else "")
+            f"{k}={fmt(v)}"
+            + (f"+-{fmt(r['stderr'][k], '.2g')}" if r["stderr"].get(k) is not None else "")
             for k, v in r["params"].items()
         )
-        table.add_row(
-            r["model"], fmt(r["r2"], ".4f"), fmt(r["aic"], ".1f"), fmt(r["bic"], ".1f"), params
-        )
+        r2 = "n/a" if r["r2"] is None else fmt(r["r2"], ".4f")  # undefined: no variance
+        table.add_row(r["model"], r2, fmt(r["aic"], ".1f"), fmt(r["bic"], ".1f"), params)
     console.print(table)
+    if "r2_undefined" in data["metrics"]:
+        console.print(f"[yellow]R^2 n/a:[/] {escape(data['metrics']['r2_undefined'])}")
     _print_settings(data["settings"], console)
     m = data["metrics"]
     if "preferred" in m:  # the closed form with m, c from the optimizer vs the free fit

@@ -415,7 +415,8 @@ def render_html(
     if fit is not None:
         params = ", ".join(f"{k}={p.value:.4g}" for k, p in fit.params.items())
         fit_txt = (
-            f"<p>Fit <b>{_e(fit.model)}</b>: {_e(params)}; R<sup>2</sup> {fit.r2:.3f}, "
+            f"<p>Fit <b>{_e(fit.model)}</b>: {_e(params)}; R<sup>2</sup> {fit.format_r2('.3f')}"
+            f"{_e(f' ({why})' if (why := fit.metrics.get('r2_undefined')) else '')}, "
             f"residual std {fit.residual_std:.3g}.</p>{_constrained_html(fit.metrics)}"
         )
     warn = "".join(f"<li>{_e(w)}</li>" for w in (*log.warnings, *notes))
