@@ -149,3 +149,16 @@ def test_a_saturating_curve_keeps_its_remaining_gain(tmp_path):
     ev = _json("diagnose", str(path))["progress"]["evidence"]
     assert "fit_gain_identified" not in ev
     assert ev["remaining_gain"] == pytest.approx(0.6 * np.exp(-59 / 40), rel=0.02)
+
+
+# --- 4. where diagnose takes the run's settings from ---------------------------------------------
+
+
+def test_diagnose_reports_the_same_settings_as_fit():
+    """Before: `diagnose` said nothing about where its settings came from."""
+    args = [str(FIX / "pgrpo_run"), "--lr", "2e-6", "--optimizer", "sgd_momentum"]
+    fit = _json("fit", *args, "--no-plot")["settings"]
+    diag = _json("diagnose", *args)["settings"]
+    assert diag == fit and diag["sources"]["lr"] == "command line"
+    text = runner.invoke(app, ["diagnose", *args]).output
+    assert "settings: lr 2e-06 (command line)" in text

@@ -10,7 +10,7 @@ from typing import Any
 
 import typer
 
-from pgrpo.cli.common import fail
+from pgrpo.cli.common import escape, fail, fmt
 
 
 def group_size_option() -> Any:
@@ -74,3 +74,25 @@ def given_settings(**given: Any) -> dict[str, Any]:
                 "needs none",
             )
     return {k: v if k == "optimizer" else float(v) for k, v in out.items()}
+
+
+def print_settings(settings: dict, console: Any) -> None:
+    """One line: each known setting with its source; then the notes (assumptions, and why the
+    closed form was not fitted)."""
+    parts = [
+        f"{name} {fmt(value)} ({settings['sources'][name]})"
+        for name, value in settings["values"].items()
+        if value is not None
+    ]
+    console.print("settings: " + (escape(", ".join(parts)) if parts else "none known"))
+    for note in settings["notes"]:
+        console.print(f"  [dim]{escape(note)}[/dim]")
+
+
+def resolved_settings(run: Any, given: dict[str, Any]) -> dict[str, Any]:
+    """The `settings` object `pgrpo fit` reports (`pgrpo.dynamics.settings.resolve_settings`)
+    for `run` and the command line's settings (kappa and aliases left out): JSON-ready."""
+    from pgrpo.dynamics.settings import SETTINGS, resolve_settings
+
+    _, settings = resolve_settings(run, {k: v for k, v in given.items() if k in SETTINGS})
+    return settings.to_dict()

@@ -115,7 +115,13 @@ def diagnose_cmd(
     level = _checks.gate_level(result, checks)
     data = {**result.to_dict(), "checks": [c.to_dict() for c in checks], "gate": level}
     data["warnings"] = list(getattr(run, "warnings", ()))  # what the reader repaired
-    emit(data, as_json, lambda console: _print(result, checks, log, console, data["warnings"]))
+    data["settings"] = _runopts.resolved_settings(run, given)
+
+    def render(console: Console) -> None:
+        _print(result, checks, log, console, data["warnings"])
+        _runopts.print_settings(data["settings"], console)
+
+    emit(data, as_json, render)
     _checks.apply_gate(level, fail_on)
 
 

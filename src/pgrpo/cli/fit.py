@@ -82,7 +82,7 @@ def _print(data: dict, console: Console) -> None:
     console.print(table)
     if "r2_undefined" in data["metrics"]:
         console.print(f"[yellow]R^2 n/a:[/] {escape(data['metrics']['r2_undefined'])}")
-    _print_settings(data["settings"], console)
+    _runopts.print_settings(data["settings"], console)
     m = data["metrics"]
     if "preferred" in m:  # the closed form with m, c from the optimizer vs the free fit
         console.print(
@@ -110,16 +110,3 @@ def _print(data: dict, console: Console) -> None:
         console.print(t)
     if data["png"]:
         console.print(f"figure: {escape(data['png'])}")
-
-
-def _print_settings(settings: dict, console: Console) -> None:
-    """One line: each known setting with its source; then the notes (assumptions, and why the
-    closed form was not fitted)."""
-    parts = [
-        f"{name} {fmt(value)} ({settings['sources'][name]})"
-        for name, value in settings["values"].items()
-        if value is not None
-    ]
-    console.print("settings: " + (escape(", ".join(parts)) if parts else "none known"))
-    for note in settings["notes"]:
-        console.print(f"  [dim]{escape(note)}[/dim]")
