@@ -162,3 +162,35 @@ def test_diagnose_reports_the_same_settings_as_fit():
     assert diag == fit and diag["sources"]["lr"] == "command line"
     text = runner.invoke(app, ["diagnose", *args]).output
     assert "settings: lr 2e-06 (command line)" in text
+
+
+def test_report_takes_the_same_settings_options_and_agrees_with_fit(tmp_path):
+    """Before: `report` had no settings options (exit 2 on --lr) and stated no sources."""
+    args = [str(FIX / "pgrpo_run"), "--lr", "2e-6", "--optimizer", "sgd_momentum"]
+    fit = _json("fit", *args, "--no-plot")
+    rep = _json("report", *args, "--out", str(tmp_path / "rep"))
+    assert rep["settings"] == fit["settings"]
+    assert rep["fit"]["r2"] == pytest.approx(fit["r2"], rel=1e-9)
+    assert rep["fit"]["metrics"]["preferred"] == fit["metrics"]["preferred"]
+    page = Path(rep["html"]).read_text()
+    assert "Settings: lr 2e-06 (command line)" in page and "sgd_momentum" in page
+
+
+def test_report_of_a_log_naming_an_unknown_optimizer_keeps_its_fit(tmp_path):
+    """Before: the page said 'fit failed (ValueError: optimizer 'lion' has no reduction...)'."""
+    rep = _json("report", str(_lion_run(tmp_path)), "--out", str(tmp_path / "rep"))
+    assert rep["fit"] is not None and rep["fit_notes"] == []
+    assert any("'lion'" in n for n in rep["settings"]["notes"])
+
+
+def test_fit_diagnose_and_report_share_one_definition_of_the_settings_options():
+    import typer.main
+
+    cmds = typer.main.get_command(app).commands
+    flags = ("--lr", "--beta1", "--refresh-interval", "--group-size", "--batch-prompts",
+             "--optimizer")  # fmt: skip
+
+    def spec(name: str) -> dict:
+        return {o: p.help for p in cmds[name].params for o in p.opts if o in flags}
+
+    assert spec("fit") == spec("diagnose") == spec("report") and set(spec("fit")) == set(flags)

@@ -91,8 +91,7 @@ def print_settings(settings: dict, console: Any) -> None:
 
 def resolved_settings(run: Any, given: dict[str, Any]) -> dict[str, Any]:
     """The `settings` object `pgrpo fit` reports (`pgrpo.dynamics.settings.resolve_settings`)
-    for `run` and the command line's settings (kappa and aliases left out): JSON-ready."""
-    from pgrpo.dynamics.settings import SETTINGS, resolve_settings
+    for `run` and the command line's settings: JSON-ready."""
+    from pgrpo.dynamics.settings import resolve_settings
 
-    _, settings = resolve_settings(run, {k: v for k, v in given.items() if k in SETTINGS})
-    return settings.to_dict()
+    return resolve_settings(run, given)[1].to_dict()

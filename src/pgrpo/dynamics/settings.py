@@ -70,8 +70,9 @@ def resolve_settings(
 
     given: setting -> value from the command line (None / absent: not given; already checked,
     `pgrpo.cli._runopts.given_settings`). A given lr is the peak: a logged lr schedule keeps
-    its shape, rescaled to it. Unknown names raise (a typo must not pass silently)."""
-    given = {k: v for k, v in (given or {}).items() if v is not None}
+    its shape, rescaled to it. `kappa` (diagnose's, not the fit's) is ignored; other unknown
+    names raise (a typo must not pass silently)."""
+    given = {k: v for k, v in (given or {}).items() if v is not None and k != "kappa"}
     unknown = set(given) - set(SETTINGS)
     if unknown:
         raise ValueError(f"unknown setting(s) {sorted(unknown)}; valid: {', '.join(SETTINGS)}")
@@ -117,6 +118,21 @@ def resolve_settings(
     }
     settings = RunSettings({n: values.get(n) for n in SETTINGS}, sources, tuple(notes), metrics)
     return replace(log, hyperparameters=hyper), settings
+
+
+def with_given(log: RewardLog, given: Mapping[str, Any] | None = None) -> RewardLog:
+    """`log` with the given settings over its hyperparameters and nothing assumed: what
+    `pgrpo diagnose` and the report's diagnosis read (a given lr also as `learning_rate`, the
+    diagnosis' name; `kappa` is diagnose's own setting and passes through)."""
+    given = {k: v for k, v in (given or {}).items() if v is not None}
+    unknown = set(given) - {*SETTINGS, "kappa"}
+    if unknown:
+        raise ValueError(f"unknown setting(s) {sorted(unknown)}; valid: {', '.join(SETTINGS)}, "
+                         "kappa")  # fmt: skip
+    if not given:
+        return log
+    extra = {"learning_rate": given["lr"]} if "lr" in given else {}
+    return replace(log, hyperparameters={**log.hyperparameters, **given, **extra})
 
 
 def _rescaled_schedule(log: RewardLog, lr: float | None, notes: list[str]) -> RewardLog:
