@@ -194,3 +194,26 @@ def test_fit_diagnose_and_report_share_one_definition_of_the_settings_options():
         return {o: p.help for p in cmds[name].params for o in p.opts if o in flags}
 
     assert spec("fit") == spec("diagnose") == spec("report") and set(spec("fit")) == set(flags)
+
+
+def test_a_constant_reward_gets_no_constrained_comparison(tmp_path):
+    """Before: 'constrained (...): R^2 -, ... constrained preferred, closed form consistent
+    (p 1); kappa 512.8 [0, -]' on a reward that never moved."""
+    path = _csv(tmp_path / "c.csv", np.full(40, 0.5))
+    data = _json("fit", str(path), "--no-plot", "--lr", "1e-6", "--beta1", "0.9")
+    assert data["constrained"] is None and "preferred" not in data["metrics"]
+
+
+def test_bench_real_runs_keeps_an_undefined_r2_as_null():
+    import importlib.util
+
+    from pgrpo.logs import RewardLog
+
+    bench = Path(__file__).parents[1] / "bench" / "real_runs.py"
+    spec = importlib.util.spec_from_file_location("real_runs_bench", bench)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    log = RewardLog(np.arange(40.0), np.full(40, 0.5), {}, {}, (), "csv", "x", "reward")
+    row = mod.forecast_row(log)
+    assert row["r2"] is None and row["err"] == 0.0
+    json.dumps(row, allow_nan=False)

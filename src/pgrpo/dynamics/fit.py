@@ -439,8 +439,8 @@ def fit_curve(
         return fit_model(model, step, reward, ctx, **w)
     exp = fit_model("exponential", step, reward, ctx, **w)
     best = _fit_rom(step, reward, ctx, exp, w)
-    if ctx.lr is None or ctx.beta1 is None:
-        return best
+    if ctx.lr is None or ctx.beta1 is None or "r2_undefined" in best.metrics:
+        return best  # nothing to compare: no lr / beta1, or a reward that never changed
     fixed = fit_model("rom_fixed", step, reward, ctx, **w)
     return replace(best, metrics={**best.metrics, **compare_constrained(best, fixed)},
                    constrained=fixed)  # fmt: skip
