@@ -102,6 +102,11 @@ def with_metadata(log, meta: dict):
     return replace(log, hyperparameters=hp)
 
 
+def _defined(x: float) -> float | None:
+    """A finite float, or None (strict JSON; `median` skips it)."""
+    return float(x) if np.isfinite(x) else None
+
+
 def forecast_row(log) -> dict:
     """R^2 of the fit on the whole log and the forecast of the second half from the first."""
     out: dict = {"r2": None, "r2_constrained": None}
@@ -109,10 +114,10 @@ def forecast_row(log) -> dict:
         lf = fit_log(log, forecast_from=0.5)
     except (ValueError, RuntimeError, np.linalg.LinAlgError) as exc:
         return {**out, "fit_error": f"{type(exc).__name__}: {exc}"}
-    out["r2"] = float(lf.rom.r2)
+    out["r2"] = _defined(lf.rom.r2)  # None: undefined (a reward that never changed)
     constrained = getattr(lf, "constrained", None)
     if constrained is not None and hasattr(constrained, "r2"):
-        out["r2_constrained"] = float(constrained.r2)
+        out["r2_constrained"] = _defined(constrained.r2)
     fc = lf.forecast
     if fc is None:  # the cut leaves too few points (fit_log says why; the fit stands)
         return {**out, "fit_error": str(lf.metrics.get("forecast_skipped"))}

@@ -10,7 +10,7 @@ from typing import Any
 
 import typer
 
-from pgrpo.cli.common import fail
+from pgrpo.cli.common import escape, fail, fmt
 
 
 def group_size_option() -> Any:
@@ -63,7 +63,35 @@ def given_settings(**given: Any) -> dict[str, Any]:
     if "beta1" in out and not 0 <= out["beta1"] < 1:
         fail(f"--beta1 {out['beta1']!r} is outside [0, 1)", "give the optimizer's beta1")
     if "optimizer" in out:
-        from pgrpo.dynamics.optimizers import run_optimizer
+        from pgrpo.dynamics.optimizers import known_optimizers, run_optimizer
 
-        run_optimizer(out["optimizer"])  # an unknown name fails listing the valid ones
+        try:
+            run_optimizer(out["optimizer"])
+        except ValueError:
+            fail(
+                f"--optimizer {out['optimizer']!r} has no reduction in the dynamics model",
+                f"give one of {known_optimizers()}, or leave --optimizer out: the free fit "
+                "needs none",
+            )
     return {k: v if k == "optimizer" else float(v) for k, v in out.items()}
+
+
+def print_settings(settings: dict, console: Any) -> None:
+    """One line: each known setting with its source; then the notes (assumptions, and why the
+    closed form was not fitted)."""
+    parts = [
+        f"{name} {fmt(value)} ({settings['sources'][name]})"
+        for name, value in settings["values"].items()
+        if value is not None
+    ]
+    console.print("settings: " + (escape(", ".join(parts)) if parts else "none known"))
+    for note in settings["notes"]:
+        console.print(f"  [dim]{escape(note)}[/dim]")
+
+
+def resolved_settings(run: Any, given: dict[str, Any]) -> dict[str, Any]:
+    """The `settings` object `pgrpo fit` reports (`pgrpo.dynamics.settings.resolve_settings`)
+    for `run` and the command line's settings: JSON-ready."""
+    from pgrpo.dynamics.settings import resolve_settings
+
+    return resolve_settings(run, given)[1].to_dict()

@@ -100,22 +100,27 @@ def diagnose_cmd(
     opts = _checks.check_options(
         cost_per_step, cost_per_gpu_hour, gpus, seconds_per_step, max_points
     )
+    from pgrpo.dynamics.settings import with_given
+
     given = _runopts.given_settings(
-        group_size=group_size, batch_prompts=batch_prompts, lr=lr, learning_rate=lr,
+        group_size=group_size, batch_prompts=batch_prompts, lr=lr,
         refresh_interval=refresh_interval, beta1=beta1, kappa=kappa, optimizer=optimizer,
     )  # fmt: skip
     points = eval_points(eval_log) if eval_log is not None else None
-    run = load_log(log, log_format)
-    if given:
-        from dataclasses import replace
-
-        run = replace(run, hyperparameters={**run.hyperparameters, **given})
+    logged = load_log(log, log_format)
+    run = with_given(logged, given)
     result = diagnose(run, eval_log=points, max_points=max_points)
     checks = run_checks(run, opts)
     level = _checks.gate_level(result, checks)
     data = {**result.to_dict(), "checks": [c.to_dict() for c in checks], "gate": level}
     data["warnings"] = list(getattr(run, "warnings", ()))  # what the reader repaired
-    emit(data, as_json, lambda console: _print(result, checks, log, console, data["warnings"]))
+    data["settings"] = _runopts.resolved_settings(logged, given)
+
+    def render(console: Console) -> None:
+        _print(result, checks, log, console, data["warnings"])
+        _runopts.print_settings(data["settings"], console)
+
+    emit(data, as_json, render)
     _checks.apply_gate(level, fail_on)
 
 

@@ -73,14 +73,16 @@ def _print(data: dict, console: Console) -> None:
     rows = [data, *data["baselines"].values()]
     for r in rows:
         params = ", ".join(
-            f"{k}={fmt(v)}" + (f"+-{fmt(r['stderr'].get(k), '.2g')}" if k in r["stderr"] else "")
+            f"{k}={fmt(v)}"
+            + (f"+-{fmt(r['stderr'][k], '.2g')}" if r["stderr"].get(k) is not None else "")
             for k, v in r["params"].items()
         )
-        table.add_row(
-            r["model"], fmt(r["r2"], ".4f"), fmt(r["aic"], ".1f"), fmt(r["bic"], ".1f"), params
-        )
+        r2 = "n/a" if r["r2"] is None else fmt(r["r2"], ".4f")  # undefined: no variance
+        table.add_row(r["model"], r2, fmt(r["aic"], ".1f"), fmt(r["bic"], ".1f"), params)
     console.print(table)
-    _print_settings(data["settings"], console)
+    if "r2_undefined" in data["metrics"]:
+        console.print(f"[yellow]R^2 n/a:[/] {escape(data['metrics']['r2_undefined'])}")
+    _runopts.print_settings(data["settings"], console)
     m = data["metrics"]
     if "preferred" in m:  # the closed form with m, c from the optimizer vs the free fit
         console.print(
@@ -108,16 +110,3 @@ def _print(data: dict, console: Console) -> None:
         console.print(t)
     if data["png"]:
         console.print(f"figure: {escape(data['png'])}")
-
-
-def _print_settings(settings: dict, console: Console) -> None:
-    """One line: each known setting with its source; then the notes (assumptions, and why the
-    closed form was not fitted)."""
-    parts = [
-        f"{name} {fmt(value)} ({settings['sources'][name]})"
-        for name, value in settings["values"].items()
-        if value is not None
-    ]
-    console.print("settings: " + (escape(", ".join(parts)) if parts else "none known"))
-    for note in settings["notes"]:
-        console.print(f"  [dim]{escape(note)}[/dim]")

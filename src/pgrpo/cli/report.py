@@ -8,6 +8,7 @@ from typing import Any
 import typer
 from rich.console import Console
 
+from pgrpo.cli import _runopts
 from pgrpo.cli.common import command, emit, escape, existing, out_dir, read_json
 from pgrpo.cli.diagnose import eval_points
 
@@ -18,12 +19,24 @@ def report_cmd(
     out: Path | None = typer.Option(None, help="Output folder (default RUN_DIR/report)."),
     eval_log: Path | None = typer.Option(None, "--eval-log", help="`pgrpo eval` JSON."),
     as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON only."),
+    lr: float | None = _runopts.lr_option(),
+    beta1: float | None = _runopts.beta1_option(),
+    refresh_interval: int | None = _runopts.refresh_interval_option(),
+    group_size: int | None = _runopts.group_size_option(),
+    batch_prompts: int | None = _runopts.batch_prompts_option(),
+    optimizer: str | None = _runopts.optimizer_option(),
+    kappa: float | None = _runopts.kappa_option(),
 ) -> None:
     """Reward with fit and forecast band, degeneracy vs i.i.d. prediction, entropy, KL, lengths,
-    stability margin K/K*, the diagnosis and the eval tables, in one HTML file plus PNGs."""
+    stability margin K/K*, the diagnosis and the eval tables, in one HTML file plus PNGs. The
+    run's settings options are fit's and diagnose's: the page says where each came from."""
     from pgrpo.report import build_report
 
     existing(run_dir, "RUN_DIR", "a run directory or a log file")
+    given = _runopts.given_settings(
+        lr=lr, beta1=beta1, refresh_interval=refresh_interval, group_size=group_size,
+        batch_prompts=batch_prompts, optimizer=optimizer, kappa=kappa,
+    )  # fmt: skip
     if out is None:
         out = (run_dir if run_dir.is_dir() else run_dir.parent) / "report"
     if eval_log is None and run_dir.is_dir() and (run_dir / "eval.json").is_file():
@@ -31,7 +44,7 @@ def report_cmd(
     if eval_log is not None:  # checked here so a bad file is named, not a JSON parser's message
         read_json(eval_log, "--eval-log")
         eval_points(eval_log)
-    res = build_report(run_dir, out_dir=out_dir(out), eval_log=eval_log)
+    res = build_report(run_dir, out_dir=out_dir(out), eval_log=eval_log, settings=given)
     doc = {
         "html": str(res.html_path),
         "pngs": {k: str(v) for k, v in res.pngs.items()},
@@ -40,6 +53,7 @@ def report_cmd(
         "fit": _fit_doc(res.fit),
         "forecast": _forecast_doc(res.forecast),
         "fit_notes": list(res.fit_notes),
+        "settings": res.settings.to_dict() if res.settings is not None else None,
     }
     emit(doc, as_json, lambda console: _print(res, console))
 
@@ -67,5 +81,7 @@ def _forecast_doc(fc: Any) -> dict[str, Any] | None:
 
 def _print(res: Any, console: Console) -> None:
     console.print(f"report: {escape(res.html_path)}")
+    if res.settings is not None:
+        _runopts.print_settings(res.settings.to_dict(), console)
     for name, why in res.missing.items():
         console.print(f"  [dim]{escape(name)} not shown: {escape(why)}[/dim]")

@@ -81,7 +81,7 @@ def _zero_spread(reward_std: np.ndarray | None, frac_zero: np.ndarray | None) ->
     return None
 
 
-def _fit_evidence(step: np.ndarray, reward: np.ndarray) -> dict[str, float]:
+def _fit_evidence(step: np.ndarray, reward: np.ndarray) -> dict[str, float | str]:
     """Exponential fit R(t) = R_inf + (R_0 - R_inf) exp(-t / tau): gain and its 90% band, the
     remaining gain after the last step and the steps to 90% of it (NaN when the fit fails)."""
     from pgrpo.dynamics import fit_curve
@@ -114,9 +114,26 @@ def _fit_evidence(step: np.ndarray, reward: np.ndarray) -> dict[str, float]:
         fit_tau=float(v["tau"]),
         fit_r2=float(fit.r2),
     )
+    if "r2_undefined" in fit.metrics:  # a constant curve: no timescale, no R^2
+        out.update(fit_tau=math.nan, fit_r2_undefined=fit.metrics["r2_undefined"])
+        return out
+    if _unsaturated(fit):  # the level box or the timescale bound holds the fit: no gain known
+        out.update(remaining_gain=math.nan, remaining_gain_se=math.nan, fit_gain_lo=math.nan,
+                   fit_gain_hi=math.nan, fit_gain_identified=0.0)  # fmt: skip
+        return out
     if math.isfinite(se_inf) and abs(remaining) > Z90 * se_inf:
         out["steps_to_90pct"] = float(v["tau"]) * math.log(10.0)
     return out
+
+
+def _unsaturated(fit: Any) -> bool:
+    """Whether the exponential's R_inf sits on its box (the data range +- 3 ranges) or tau on
+    its upper bound: the curve does not bend within the data (a straight line is the limit
+    R_inf, tau -> inf with their ratio fixed), so neither the gain nor its timescale is known."""
+    r_inf, tau = fit.params["R_inf"], fit.params["tau"]
+    tol = 1e-6 * max(r_inf.max - r_inf.min, 1e-300)
+    return bool(r_inf.value >= r_inf.max - tol or r_inf.value <= r_inf.min + tol
+                or tau.value >= tau.max * (1 - 1e-6))  # fmt: skip
 
 
 def _windows(step: np.ndarray, x: np.ndarray) -> dict[str, float]:
@@ -241,6 +258,8 @@ def _words(label: str, ev: dict[str, Any]) -> tuple[str, str]:
         more = (
             f"; the fit expects {rem:+.3g} more, 90% of it within ~{t90:.0f} steps"
             if math.isfinite(t90)
+            else "; no saturation within the data: the gain is not identified"
+            if ev.get("fit_gain_identified") == 0.0
             else "; the fit cannot yet tell how much more to expect"
         )
         return (

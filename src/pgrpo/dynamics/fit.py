@@ -73,6 +73,10 @@ class FitResult:
     def n(self) -> int:
         return int(self.reward.size)
 
+    def format_r2(self, spec: str = ".4f") -> str:
+        """R^2 with `spec`, "n/a" when undefined (a curve without variance)."""
+        return format(self.r2, spec) if math.isfinite(self.r2) else "n/a"
+
     def predict(self, step: np.ndarray, values: dict[str, float] | None = None) -> np.ndarray:
         """Model mean at `step` ([m] -> [m]); `values` overrides parameter values."""
         t = np.asarray(step, dtype=float) - self.context.step0
@@ -88,7 +92,9 @@ class FitResult:
             f"[[Model]] {self.model}",
             "[[Fit Statistics]]",
             f"    data points = {self.n}, variables = {len(self.varying)}",
-            f"    R^2 = {self.r2:.4f}, SSE = {self.sse:.6g}",
+            f"    R^2 = {self.format_r2()}"
+            + (f" ({self.metrics['r2_undefined']})" if "r2_undefined" in self.metrics else "")
+            + f", SSE = {self.sse:.6g}",
             f"    AIC = {self.aic:.2f}, BIC = {self.bic:.2f}",
             f"    residual std = {self.residual_std:.4g}, "
             f"lag-1 autocorrelation = {self.residual_autocorr:.3f}",
@@ -203,7 +209,22 @@ def fit_model(
     vals, _ = unpack(x, start)
     inner = _build_result(spec.name, t, y, ctx, vals, start, varying, priors, sigma, success,
                           message, sw)  # fmt: skip
-    return _to_user(inner, spec, step, reward, replace(user_ctx, time_scale=ts), loc, scale)
+    result = _to_user(inner, spec, step, reward, replace(user_ctx, time_scale=ts), loc, scale)
+    return _undefined_if_constant(result)
+
+
+CONSTANT_REWARD = "the reward never changed: nothing to fit"
+"""metrics["r2_undefined"] of a fit to a curve without variance (R^2 = 0 / 0 is undefined)."""
+
+
+def _undefined_if_constant(result: FitResult) -> FitResult:
+    """A curve without variance: R^2 NaN (undefined, not 1 or 0), no intervals (the covariance
+    of an exact fit to a constant is 0 / 0 too), and metrics["r2_undefined"] says why."""
+    if np.ptp(result.reward) > 0:
+        return result
+    params = {n: replace(p, stderr=None) for n, p in result.params.items()}
+    metrics = {**result.metrics, "r2_undefined": CONSTANT_REWARD}
+    return replace(result, r2=math.nan, params=params, covariance=None, metrics=metrics)
 
 
 def _to_user(inner: FitResult, spec, step, reward, ctx: FitContext, loc, scale) -> FitResult:
@@ -284,7 +305,7 @@ def _build_result(name, step, y, ctx, vals, start, varying, priors, sigma, succe
     n, p = y.size, len(varying)
     sse = float(resid @ resid)
     sst = float(((y - y.mean()) ** 2).sum())
-    r2 = 1.0 - sse / sst if sst > 0 else (1.0 if sse == 0 else 0.0)
+    r2 = 1.0 - sse / sst if sst > 0 else math.nan  # no variance: undefined
     ll = n * math.log(max(sse, 1e-300) / n)
     clip = {nm: float(np.clip(vals[nm], p0.min, p0.max)) for nm, p0 in start.items()}  # rounding
     params = {nm: replace(p0, value=clip[nm], stderr=None) for nm, p0 in start.items()}
@@ -418,8 +439,8 @@ def fit_curve(
         return fit_model(model, step, reward, ctx, **w)
     exp = fit_model("exponential", step, reward, ctx, **w)
     best = _fit_rom(step, reward, ctx, exp, w)
-    if ctx.lr is None or ctx.beta1 is None:
-        return best
+    if ctx.lr is None or ctx.beta1 is None or "r2_undefined" in best.metrics:
+        return best  # nothing to compare: no lr / beta1, or a reward that never changed
     fixed = fit_model("rom_fixed", step, reward, ctx, **w)
     return replace(best, metrics={**best.metrics, **compare_constrained(best, fixed)},
                    constrained=fixed)  # fmt: skip

@@ -166,6 +166,16 @@ assume (torch SGD's momentum defaults to 0; a config that uses momentum sets it)
 _LOG_PREFIXES = (("adam", "adam"), ("paged_adam", "adam"), ("sgd", "sgd_momentum"))
 
 
+def known_optimizers() -> str:
+    """The optimizer names `run_optimizer` accepts, in words (for messages)."""
+    parts = []
+    for name in OPTIMIZER_REDUCTIONS.names():
+        prefixes = [p for p, r in _LOG_PREFIXES if r == name]
+        parts.append(f"{name} (or any name starting with {' / '.join(prefixes)})" if prefixes
+                     else name)  # fmt: skip
+    return ", ".join(parts)
+
+
 def run_optimizer(logged: str | None) -> str:
     """The OPTIMIZER_REDUCTIONS name for a run's logged optimizer: None -> DEFAULT_OPTIMIZER
     (AdamW, the trainers' default); a registry name -> itself; adamw / adamw_torch / AdamW /
@@ -414,6 +424,7 @@ __all__ = [
     "adam_step_bound",
     "fit_reduction",
     "heavy_ball_continuum",
+    "known_optimizers",
     "max_stable_rate",
     "reduce_optimizer",
     "run_optimizer",

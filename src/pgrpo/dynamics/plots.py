@@ -79,9 +79,14 @@ def plot_log_fit(fit: LogFit, path: Path) -> Path:
     s = thin(len(log.step))
     fig, ax = _figure(9, 5)
     ax.plot(log.step[s], log.reward[s], ".", ms=3, color="0.6", label="reward (log)")
-    ax.plot(log.step[s], fit.rom.fitted[s], lw=2, label=f"{fit.rom.model} (R^2={fit.rom.r2:.3f})")
+    ax.plot(
+        log.step[s],
+        fit.rom.fitted[s],
+        lw=2,
+        label=f"{fit.rom.model} (R^2={fit.rom.format_r2('.3f')})",
+    )
     for name, r in fit.baselines.items():
-        ax.plot(log.step[s], r.fitted[s], "--", lw=1.2, label=f"{name} (R^2={r.r2:.3f})")
+        ax.plot(log.step[s], r.fitted[s], "--", lw=1.2, label=f"{name} (R^2={r.format_r2('.3f')})")
     fc = fit.forecast
     if fc is not None:
         f = thin(len(fc.future_step))

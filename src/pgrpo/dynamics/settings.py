@@ -16,7 +16,12 @@ from typing import Any
 
 import numpy as np
 
-from pgrpo.dynamics.optimizers import DEFAULT_OPTIMIZER, FRAMEWORK_BETA1, run_optimizer
+from pgrpo.dynamics.optimizers import (
+    DEFAULT_OPTIMIZER,
+    FRAMEWORK_BETA1,
+    known_optimizers,
+    run_optimizer,
+)
 from pgrpo.logs import RewardLog
 from pgrpo.logs.base import hyperparameters_from_columns
 
@@ -65,8 +70,9 @@ def resolve_settings(
 
     given: setting -> value from the command line (None / absent: not given; already checked,
     `pgrpo.cli._runopts.given_settings`). A given lr is the peak: a logged lr schedule keeps
-    its shape, rescaled to it. Unknown names raise (a typo must not pass silently)."""
-    given = {k: v for k, v in (given or {}).items() if v is not None}
+    its shape, rescaled to it. `kappa` (diagnose's, not the fit's) is ignored; other unknown
+    names raise (a typo must not pass silently)."""
+    given = {k: v for k, v in (given or {}).items() if v is not None and k != "kappa"}
     unknown = set(given) - set(SETTINGS)
     if unknown:
         raise ValueError(f"unknown setting(s) {sorted(unknown)}; valid: {', '.join(SETTINGS)}")
@@ -81,13 +87,17 @@ def resolve_settings(
             values[name], sources[name] = hyper[name], _log_source(log, name, from_columns)
     notes: list[str] = []
     log = _rescaled_schedule(log, given.get("lr"), notes)
-    reduction = run_optimizer(values.get("optimizer"))
-    _assume_beta1(values, sources, reduction, notes)
+    reduction = _reduction(values, sources, notes)
+    if reduction is None:  # the free fit needs no optimizer: m, c are fitted, beta1 unused
+        for name in ("optimizer", "beta1"):
+            hyper.pop(name, None)
+    else:
+        _assume_beta1(values, sources, reduction, notes)
     if "refresh_interval" not in values:
         values["refresh_interval"], sources["refresh_interval"] = 1, ASSUMED
         notes.append("K = 1 assumed (one optimizer step per rollout batch); give "
                      "--refresh-interval if the run took more")  # fmt: skip
-    fitted = _closed_form_notes(values, notes)
+    fitted = reduction is not None and _closed_form_notes(values, notes)
     noise = [f"{n} {given[n]:g}" for n in ("group_size", "batch_prompts") if n in given]
     if noise:
         notes.append(f"{', '.join(noise)}: recorded; they set the batch noise, not m, c or the "
@@ -97,13 +107,32 @@ def resolve_settings(
     if not clock:
         notes.append("time axis: one optimizer step per logged step (no optimizer_step column); "
                      "kappa is per logged step if the log counts rollout batches")  # fmt: skip
-    hyper.update({k: v for k, v in values.items() if v is not None})
+    hyper.update({k: v for k, v in values.items() if v is not None
+                  and not (reduction is None and k in ("optimizer", "beta1"))})  # fmt: skip
     if "lr" in given:
         hyper["learning_rate"] = given["lr"]
-    metrics: dict[str, float | str] = {"closed_form_fitted": float(fitted), "reduction": reduction,
-                                       "optimizer_step_logged": float(clock)}  # fmt: skip
+    metrics: dict[str, float | str] = {
+        "closed_form_fitted": float(fitted),
+        "reduction": reduction or "none",
+        "optimizer_step_logged": float(clock),
+    }
     settings = RunSettings({n: values.get(n) for n in SETTINGS}, sources, tuple(notes), metrics)
     return replace(log, hyperparameters=hyper), settings
+
+
+def with_given(log: RewardLog, given: Mapping[str, Any] | None = None) -> RewardLog:
+    """`log` with the given settings over its hyperparameters and nothing assumed: what
+    `pgrpo diagnose` and the report's diagnosis read (a given lr also as `learning_rate`, the
+    diagnosis' name; `kappa` is diagnose's own setting and passes through)."""
+    given = {k: v for k, v in (given or {}).items() if v is not None}
+    unknown = set(given) - {*SETTINGS, "kappa"}
+    if unknown:
+        raise ValueError(f"unknown setting(s) {sorted(unknown)}; valid: {', '.join(SETTINGS)}, "
+                         "kappa")  # fmt: skip
+    if not given:
+        return log
+    extra = {"learning_rate": given["lr"]} if "lr" in given else {}
+    return replace(log, hyperparameters={**log.hyperparameters, **given, **extra})
 
 
 def _rescaled_schedule(log: RewardLog, lr: float | None, notes: list[str]) -> RewardLog:
@@ -119,6 +148,20 @@ def _rescaled_schedule(log: RewardLog, lr: float | None, notes: list[str]) -> Re
         return replace(log, columns={k: v for k, v in log.columns.items() if k != "learning_rate"})
     notes.append(f"the logged lr schedule (peak {peak:.4g}) rescaled to the given peak {lr:.4g}")
     return replace(log, columns={**log.columns, "learning_rate": col * (lr / peak)})
+
+
+def _reduction(values: dict, sources: dict, notes: list[str]) -> str | None:
+    """The dynamics model's name for the run's optimizer; None (with a note) when the log names
+    one the model has no reduction for: the free fit then goes on without it."""
+    try:
+        return run_optimizer(values.get("optimizer"))
+    except ValueError:
+        name, source = values["optimizer"], sources["optimizer"]
+        notes.append(f"optimizer {name!r} ({source}) has no reduction in the dynamics model: "
+                     "the closed form (m, c from beta1 and K) is not fitted, the free fit needs "
+                     f"no optimizer; give --optimizer ({known_optimizers()}) if the run used "
+                     "one of these")  # fmt: skip
+        return None
 
 
 def _assume_beta1(values: dict, sources: dict, reduction: str, notes: list[str]) -> None:

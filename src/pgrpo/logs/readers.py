@@ -387,6 +387,8 @@ def read_log(path: str | Path, format: str | None = None, **options: Any) -> Rew
         reader = LOG_READERS.get(name)
         if reader.detect(p):
             return reader.read(p, **options)
+    if p.is_dir():
+        raise LogFormatError(*_no_log_in_folder(p))
     if head is not None and b"\x00" in head:
         raise LogFormatError(
             f"{p}: binary data (NUL bytes) in no format pgrpo reads",
@@ -395,6 +397,20 @@ def read_log(path: str | Path, format: str | None = None, **options: Any) -> Rew
     raise LogFormatError(
         f"{p}: unrecognised log format; pass format= one of {', '.join(_ORDER)} "
         "(a run dir with metrics.jsonl, trainer_state.json, verl JSONL, W&B CSV or any CSV)"
+    )
+
+
+def _no_log_in_folder(path: Path) -> tuple[str, str]:
+    """(problem, fix) for a folder no reader recognises: what was looked for, what it holds."""
+    held = sorted(f.name for f in path.iterdir())
+    looked = ("looked for metrics.jsonl, trainer_state.json (also in checkpoint-*/), a verl "
+              "JSONL or console log, TensorBoard events.out.tfevents.*")  # fmt: skip
+    if not held:
+        return f"{path} has no log file ({looked})", "give the run's output folder or its log"
+    shown = ", ".join(held[:5]) + (f" and {len(held) - 5} more" if len(held) > 5 else "")
+    return (
+        f"{path} has no log file pgrpo recognises ({looked}; it holds {shown})",
+        "give the log file itself (a CSV or JSONL is read when named), or --format",
     )
 
 

@@ -11,6 +11,7 @@ import html
 import io
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,8 @@ class ReportResult:
     """Why the fit or the forecast failed, when one did."""
     diagnosis: Any = None
     """The diagnosis the report leads with."""
+    settings: Any = None
+    """The run's settings the fit used, with their sources and assumptions (`RunSettings`)."""
 
 
 def _safe(fn: Any, *args: Any, **kwargs: Any) -> tuple[Any, str]:
@@ -269,6 +272,18 @@ def _findings_html(diagnosis: Any) -> str:
     return f'<ul class="findings">{"".join(items)}</ul>'
 
 
+def _settings_html(settings: Any) -> str:
+    """The settings line `pgrpo fit` prints: each known setting with its source, then the
+    assumptions and why the closed form was not fitted."""
+    if settings is None:
+        return ""
+    parts = [f"{k} {_num(v)} ({settings.sources[k]})" for k, v in settings.values.items()
+             if v is not None]  # fmt: skip
+    notes = "".join(f"<li>{_e(n)}</li>" for n in settings.notes)
+    line = _e(", ".join(parts)) if parts else "none known"
+    return f"<p>Settings: {line}</p>" + (f"<ul>{notes}</ul>" if notes else "")
+
+
 def _constrained_html(m: dict[str, Any]) -> str:
     """The closed form with m, c from the optimizer against the free fit (issue #13.3), in the
     words `pgrpo fit` prints; nothing when the fit had no lr and beta1 to fix them from."""
@@ -396,6 +411,7 @@ def render_html(
     notes: list[str],
     fit: Any,
     fc: Any = None,
+    settings: Any = None,
 ) -> str:
     hp = ", ".join(f"{_e(k)}={_num(v)}" for k, v in log.hyperparameters.items()) or "none found"
     figs = []
@@ -415,7 +431,8 @@ def render_html(
     if fit is not None:
         params = ", ".join(f"{k}={p.value:.4g}" for k, p in fit.params.items())
         fit_txt = (
-            f"<p>Fit <b>{_e(fit.model)}</b>: {_e(params)}; R<sup>2</sup> {fit.r2:.3f}, "
+            f"<p>Fit <b>{_e(fit.model)}</b>: {_e(params)}; R<sup>2</sup> {fit.format_r2('.3f')}"
+            f"{_e(f' ({why})' if (why := fit.metrics.get('r2_undefined')) else '')}, "
             f"residual std {fit.residual_std:.3g}.</p>{_constrained_html(fit.metrics)}"
         )
     warn = "".join(f"<li>{_e(w)}</li>" for w in (*log.warnings, *notes))
@@ -428,21 +445,34 @@ hyperparameters: {hp}</div>
 <h2>Verdict</h2>{_findings_html(diagnosis)}
 <details><summary>Evidence: every mode, its figures and the signals it missed</summary>
 {_diagnosis_html(diagnosis)}</details>
-<h2>Dynamics</h2>{fit_txt}{forecast_text(fc, log.reward)}<div class="grid">{"".join(figs)}</div>
+<h2>Dynamics</h2>{_settings_html(settings)}{fit_txt}{forecast_text(fc, log.reward)}
+<div class="grid">{"".join(figs)}</div>
 <h2>Evaluation</h2>{_eval_html(eval_doc)}
 {f"<h2>Notes</h2><ul>{warn}</ul>" if warn else ""}
 </body></html>"""
 
 
 def build_report(
-    run_dir: str | Path, *, out_dir: str | Path | None = None, eval_log: str | Path | None = None
+    run_dir: str | Path,
+    *,
+    out_dir: str | Path | None = None,
+    eval_log: str | Path | None = None,
+    settings: Mapping[str, Any] | None = None,
 ) -> ReportResult:
-    """Write RUN_DIR/report/report.html (self-contained) and one PNG per panel."""
+    """Write RUN_DIR/report/report.html (self-contained) and one PNG per panel.
+
+    settings: the run's settings given by the user (lr, beta1, refresh_interval, group_size,
+    batch_prompts, optimizer, kappa; they override the log's): the diagnosis reads them as
+    `pgrpo diagnose` does (`with_given`), the fit as `pgrpo fit` does (`resolve_settings`: the
+    same assumptions, stated on the page and in `ReportResult.settings`)."""
     from pgrpo.diagnose import diagnose
+    from pgrpo.dynamics.settings import resolve_settings, with_given
     from pgrpo.logs import read_log
 
     run_dir = Path(run_dir)
-    log = read_log(run_dir)
+    logged = read_log(run_dir)
+    fit_input, run_settings = resolve_settings(logged, settings)
+    log = with_given(logged, settings)
     if eval_log is None and run_dir.is_dir() and (run_dir / "eval.json").is_file():
         eval_log = run_dir / "eval.json"
     eval_doc = json.loads(Path(eval_log).read_text()) if eval_log is not None else None
@@ -452,7 +482,7 @@ def build_report(
         from pgrpo.diagnose.signals import read_eval_points
 
         points, _ = _safe(read_eval_points, eval_log)
-    fit, fc, notes = _fits(log)
+    fit, fc, notes = _fits(fit_input)
     drawn = fc if fc is not None and informative(fc, log.reward) else None
     panels = _panels(log, diagnosis, fit, drawn, eval_doc, points or ())
     out = (
@@ -467,7 +497,7 @@ def build_report(
             pngs[name] = out / f"{name}.png"
             pngs[name].write_bytes(png)
     page = out / "report.html"
-    page.write_text(render_html(log, diagnosis, panels, eval_doc, notes, fit, fc))
+    page.write_text(render_html(log, diagnosis, panels, eval_doc, notes, fit, fc, run_settings))
     missing = {name: why for name, (png, why) in panels.items() if png is None}
     return ReportResult(page, pngs, missing, {"panels": float(len(pngs))}, fit, fc, tuple(notes),
-                        diagnosis)  # fmt: skip
+                        diagnosis, run_settings)  # fmt: skip

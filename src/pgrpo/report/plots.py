@@ -3,6 +3,7 @@ arrays (no I/O), returning False when the run lacks the signal (the caller then 
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -43,7 +44,7 @@ def reward_panel(
     ax.plot(step, reward, ".", ms=3, color=REWARD, alpha=0.6, label="train reward")
     if fit is not None:
         ax.plot(fit.step, fit.fitted, "-", color=GREY, lw=1.2,
-                label=f"{fit.model} fit to all steps (R$^2$={fit.r2:.2f})")  # fmt: skip
+                label=f"{fit.model} fit to all steps (R$^2$={_r2(fit.r2)})")  # fmt: skip
     if fc is not None:
         words = forecast_label(fc)
         x0, x1 = float(fc.future_step[0]), float(fc.future_step[-1])
@@ -151,3 +152,8 @@ def pass_at_k_panel(ax: Any, curves: dict[str, dict[str, float]]) -> bool:
     ax.set_title("pass@k (unbiased)")
     ax.legend(fontsize=8, loc="best")
     return True
+
+
+def _r2(r2: float) -> str:
+    """R^2 for a label: "n/a" when undefined (a reward without variance)."""
+    return f"{r2:.2f}" if math.isfinite(r2) else "n/a"
