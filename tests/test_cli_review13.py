@@ -217,3 +217,16 @@ def test_bench_real_runs_keeps_an_undefined_r2_as_null():
     row = mod.forecast_row(log)
     assert row["r2"] is None and row["err"] == 0.0
     json.dumps(row, allow_nan=False)
+
+
+def test_report_of_a_folder_without_a_log_creates_nothing_there(tmp_path):
+    """Before (2026-12-02): the default --out RUN_DIR/report was created before the log was
+    looked for, so the folder was left holding an empty report/ (and a second call said 'it holds
+    report')."""
+    folder = tmp_path / "empty"
+    folder.mkdir()
+    for _ in range(2):
+        res = runner.invoke(app, ["report", str(folder)])
+        line = _one_line_error(res, f"{folder} has no log file", "looked for")
+        assert "it holds" not in line
+    assert list(folder.iterdir()) == []

@@ -30,6 +30,7 @@ def report_cmd(
     """Reward with fit and forecast band, degeneracy vs i.i.d. prediction, entropy, KL, lengths,
     stability margin K/K*, the diagnosis and the eval tables, in one HTML file plus PNGs. The
     run's settings options are fit's and diagnose's: the page says where each came from."""
+    from pgrpo.logs.readers import check_log_folder
     from pgrpo.report import build_report
 
     existing(run_dir, "RUN_DIR", "a run directory or a log file")
@@ -37,6 +38,7 @@ def report_cmd(
         lr=lr, beta1=beta1, refresh_interval=refresh_interval, group_size=group_size,
         batch_prompts=batch_prompts, optimizer=optimizer, kappa=kappa,
     )  # fmt: skip
+    check_log_folder(run_dir)  # before out_dir creates RUN_DIR/report in a folder with no log
     if out is None:
         out = (run_dir if run_dir.is_dir() else run_dir.parent) / "report"
     if eval_log is None and run_dir.is_dir() and (run_dir / "eval.json").is_file():

@@ -400,6 +400,15 @@ def read_log(path: str | Path, format: str | None = None, **options: Any) -> Rew
     )
 
 
+def check_log_folder(path: str | Path) -> None:
+    """Raise the LogFormatError `read_log` would for a folder in which no reader finds a log,
+    without reading anything (the readers' detection only): for commands that create their
+    output folder before the work, so that a folder without a log is not given one."""
+    p = Path(path)
+    if p.is_dir() and not any(LOG_READERS.get(n).detect(p) for n in LOG_READERS.names()):
+        raise LogFormatError(*_no_log_in_folder(p))
+
+
 def _no_log_in_folder(path: Path) -> tuple[str, str]:
     """(problem, fix) for a folder no reader recognises: what was looked for, what it holds."""
     held = sorted(f.name for f in path.iterdir())
