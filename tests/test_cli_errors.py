@@ -8,6 +8,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from cli_checks import one_line_error
 from typer.testing import CliRunner
 
 from pgrpo.cli import _load_commands, app
@@ -35,21 +36,6 @@ def bad(tmp_path: Path) -> Path:
     (tmp_path / "eval_bin.json").write_bytes(b"\xff\xfe\x00garbage")
     (tmp_path / "eval_trunc.json").write_text('{"kind": "pgrpo-eval", "results": [')
     return tmp_path
-
-
-def _one_line_error(res, *needles: str, after_progress: bool = False) -> str:
-    """The one error line; `after_progress`: a training progress bar may precede it."""
-    assert res.exit_code == 2, res.output
-    assert res.exception is None or isinstance(res.exception, SystemExit), res.exception
-    lines = res.output.strip().splitlines()
-    if after_progress:
-        assert all(line.startswith("step ") for line in lines[:-1]), res.output
-        lines = lines[-1:]
-    assert len(lines) == 1 and lines[0].startswith("error: "), res.output
-    assert "Traceback" not in res.output
-    for needle in needles:
-        assert needle in lines[0], lines[0]
-    return lines[0]
 
 
 # (command line with {bad} for the bad-input folder, text the message must hold)
@@ -103,13 +89,13 @@ CASES = [
 )
 def test_bad_input_is_one_line_and_exit_2(bad, line, needle):
     res = runner.invoke(app, line.format(bad=bad).split())
-    _one_line_error(res, needle)
+    one_line_error(res, needle)
 
 
 def test_bad_out_costs_nothing_already_done(bad):
     """An --out that is a file fails before the model is loaded or anything is sampled."""
     res = runner.invoke(app, ["eval", "--model", "tiny", "--out", f"{bad}/afile/x.json"])
-    _one_line_error(res, "afile")
+    one_line_error(res, "afile")
     assert (bad / "afile").read_text() == "x"
 
 
@@ -125,7 +111,7 @@ def test_nan_probabilities_name_the_learning_rate(tmp_path, monkeypatch):
 
     monkeypatch.setattr(trainer, "train", diverged)
     res = runner.invoke(app, ["train", "model.name=tiny", f"run.output_dir={tmp_path}"])
-    _one_line_error(res, "NaN", "optim.lr", after_progress=True)
+    one_line_error(res, "NaN", "optim.lr", after_progress=True)
 
 
 def test_debug_env_shows_the_traceback(bad, monkeypatch):
@@ -162,7 +148,7 @@ def test_paths_with_markup_print_as_themselves(tmp_path):
         assert res.exit_code == 0, res.output
         assert "exp[lr=1e-5]" in res.output, res.output
     res = runner.invoke(app, ["diagnose", str(run / "missing[bold]")])
-    _one_line_error(res, "missing[bold]")
+    one_line_error(res, "missing[bold]")
 
 
 def test_json_output_is_strict(tmp_path):

@@ -11,6 +11,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import typer.main
+from cli_checks import one_line_error
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
@@ -32,15 +33,6 @@ def _fit(*args: str) -> dict:
     res = runner.invoke(app, ["fit", *args, "--no-plot", "--json"])
     assert res.exit_code == 0, res.output
     return json.loads(res.stdout)
-
-
-def _one_line_error(res, *needles: str) -> str:
-    assert res.exit_code == 2, res.output
-    lines = res.output.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), res.output
-    for needle in needles:
-        assert needle in lines[0], lines[0]
-    return lines[0]
 
 
 # --- 1. the run's settings -----------------------------------------------------------------------
@@ -127,7 +119,7 @@ def test_the_command_line_overrides_the_log(tmp_path):
 )
 def test_fit_bad_settings_get_one_line_before_reading_the_log(tmp_path, args, needle):
     res = runner.invoke(app, ["fit", str(FIX / "pgrpo_run"), "--out", str(tmp_path), *args])
-    _one_line_error(res, needle)
+    one_line_error(res, needle)
 
 
 def test_fit_and_diagnose_share_one_definition_of_the_settings_options():
@@ -247,7 +239,7 @@ def test_a_verl_folder_reads_its_jsonl_then_its_console_log(tmp_path):
     for name in ("a.jsonl", "b.jsonl"):
         (two / name).write_bytes((FIX / "verl_run" / "gsm8k_grpo.jsonl").read_bytes())
     res = runner.invoke(app, ["diagnose", str(two)])
-    _one_line_error(res, "a.jsonl, b.jsonl", "give the file")
+    one_line_error(res, "a.jsonl, b.jsonl", "give the file")
 
 
 # --- 4. usage errors ------------------------------------------------------------------------------
@@ -268,7 +260,7 @@ def test_a_verl_folder_reads_its_jsonl_then_its_console_log(tmp_path):
 )
 def test_usage_errors_are_one_line(argv, needles):
     """Before: a 5-line rich box under the usage lines."""
-    _one_line_error(runner.invoke(app, argv), *needles)
+    one_line_error(runner.invoke(app, argv), *needles)
 
 
 def test_help_is_unchanged():

@@ -10,6 +10,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from cli_checks import one_line_error
 from typer.testing import CliRunner
 
 from pgrpo.cli import _load_commands, app
@@ -28,15 +29,6 @@ def _csv(path: Path, reward: np.ndarray, step: np.ndarray | None = None) -> Path
     lines = ["step,reward"] + [f"{s},{r!r}" for s, r in zip(step, reward.tolist(), strict=True)]
     path.write_text("\n".join(lines) + "\n")
     return path
-
-
-def _one_line_error(res, needle: str) -> str:
-    assert res.exit_code == 2, res.output
-    assert res.exception is None or isinstance(res.exception, SystemExit), res.exception
-    lines = res.output.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), res.output
-    assert needle in lines[0], lines[0]
-    return lines[0]
 
 
 @pytest.mark.parametrize("n", [9, 10, 12, 15, 20, 30, 40, 100])
@@ -79,7 +71,7 @@ def test_rewards_near_the_float64_limit_get_one_line(tmp_path, command):
     if command != "diagnose":
         argv += ["--out", str(tmp_path / "out")]
     res = runner.invoke(app, argv)
-    line = _one_line_error(res, "e+300")
+    line = one_line_error(res, "e+300")
     assert "rescale" in line or "divide" in line
 
 
@@ -104,13 +96,13 @@ PREDICT = ["predict", "--lr", "1e-6", "--kappa", "2e4"]
 def test_predict_refuses_non_finite_levels_and_runaway_steps(tmp_path, extra, needle):
     """`--r0 nan` was accepted (final_mean null); `--steps 1e9` ran for minutes towards ~90 GB."""
     res = runner.invoke(app, PREDICT + extra + ["--out", str(tmp_path)])
-    _one_line_error(res, needle)
+    one_line_error(res, needle)
 
 
 def test_predict_with_an_absurd_kappa_is_one_line(tmp_path):
     """kappa = 1e300 raised OverflowError in `kappa**2` (a traceback, exit 1)."""
     res = runner.invoke(app, ["predict", "--lr", "1", "--kappa", "1e300", "--out", str(tmp_path)])
-    _one_line_error(res, "kappa")
+    one_line_error(res, "kappa")
 
 
 def test_the_report_of_a_constant_reward_draws_its_exact_forecast(tmp_path):
@@ -156,7 +148,7 @@ def test_diagnose_takes_the_run_settings_on_the_command_line(tmp_path):
         assert mode["detected"] is unstable
     for bad, needle in ((["--lr", "-1"], "--lr"), (["--beta1", "1"], "--beta1"),
                         (["--optimizer", "lion"], "lion")):  # fmt: skip
-        _one_line_error(runner.invoke(app, ["diagnose", str(path), *bad]), needle)
+        one_line_error(runner.invoke(app, ["diagnose", str(path), *bad]), needle)
 
 
 def test_diagnose_says_what_the_reader_repaired(tmp_path):

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from cli_checks import one_line_error
 from typer.testing import CliRunner
 
 from pgrpo.cli import _load_commands, app
@@ -34,15 +35,6 @@ def _json(*args: str) -> dict:
     res = runner.invoke(app, [*args, "--json"])
     assert res.exit_code == 0, res.output
     return json.loads(res.stdout)
-
-
-def _one_line_error(res, *needles: str) -> str:
-    assert res.exit_code == 2, res.output
-    lines = res.output.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), res.output
-    for needle in needles:
-        assert needle in lines[0], lines[0]
-    return lines[0]
 
 
 def _lion_run(tmp_path: Path) -> Path:
@@ -71,7 +63,7 @@ def test_an_unknown_optimizer_in_the_log_falls_back_to_the_free_fit(tmp_path):
 def test_an_unknown_optimizer_on_the_command_line_names_the_option(tmp_path):
     res = runner.invoke(app, ["fit", str(FIX / "pgrpo_run"), "--out", str(tmp_path),
                               "--optimizer", "lion"])  # fmt: skip
-    _one_line_error(res, "--optimizer 'lion'", "adam", "sgd_momentum")
+    one_line_error(res, "--optimizer 'lion'", "adam", "sgd_momentum")
 
 
 # --- 5. a folder without a log ------------------------------------------------------------------
@@ -84,7 +76,7 @@ def test_an_empty_folder_says_it_has_no_log_file(tmp_path, command):
     folder.mkdir()
     res = runner.invoke(app, [command, str(folder), "--out", str(tmp_path / "o")]
                         if command != "diagnose" else [command, str(folder)])  # fmt: skip
-    line = _one_line_error(res, f"{folder} has no log file", "looked for", "metrics.jsonl")
+    line = one_line_error(res, f"{folder} has no log file", "looked for", "metrics.jsonl")
     assert "unrecognised" not in line
 
 
@@ -93,7 +85,7 @@ def test_a_folder_of_other_files_says_what_it_holds(tmp_path):
     folder.mkdir()
     _csv(folder / "curve.csv", np.linspace(0, 1, 20))
     res = runner.invoke(app, ["fit", str(folder), "--out", str(tmp_path)])
-    _one_line_error(res, "has no log file pgrpo recognises", "it holds curve.csv")
+    one_line_error(res, "has no log file pgrpo recognises", "it holds curve.csv")
 
 
 # --- 1. a constant reward: R^2 undefined ---------------------------------------------------------
@@ -227,6 +219,6 @@ def test_report_of_a_folder_without_a_log_creates_nothing_there(tmp_path):
     folder.mkdir()
     for _ in range(2):
         res = runner.invoke(app, ["report", str(folder)])
-        line = _one_line_error(res, f"{folder} has no log file", "looked for")
+        line = one_line_error(res, f"{folder} has no log file", "looked for")
         assert "it holds" not in line
     assert list(folder.iterdir()) == []
