@@ -4,7 +4,8 @@
   (the path it replaces), bit for bit, with the same sampler log-probs, for random prompt
   lengths (left padding), group sizes, temperatures (0 = greedy included), lengths, EOS ids and
   tiny models of every kind the tests use (Llama, grouped-query attention as SmolLM2, LoRA), in
-  fp32, bf16 autocast and bf16 weights, with and without the shared-prompt cache.
+  fp32, bf16 autocast and bf16 weights, with and without the shared-prompt cache, with
+  transformers' sdpa and with pgrpo's attention (`train/attention.py`) for the prompt's passes.
 - EOS, padding and stopping: pad after a row's first EOS, the loop ends when every row has one,
   and (fp32) the sampler's log-probs equal the full-forward recompute, so positions and masks
   are those of the prompt's left padding.
@@ -23,6 +24,7 @@ from hypothesis import strategies as st
 from transformers.cache_utils import DynamicLayer
 
 from pgrpo.train import generation
+from pgrpo.train.attention import use_attention
 from pgrpo.train.generation import decode, left_pad, shared_prompt_cache
 from pgrpo.train.hf_generate import generate_decode
 from pgrpo.train.kvcache import PreallocatedLayer, preallocate
@@ -37,7 +39,9 @@ PRECISIONS = {
 }
 
 
-def _model(kind: str, vocab: int, seed: int, precision: str) -> torch.nn.Module:
+def _model(
+    kind: str, vocab: int, seed: int, precision: str, attention: str = "sdpa"
+) -> torch.nn.Module:
     torch.manual_seed(seed)
     heads, kv_heads = (4, 2) if kind == "llama-gqa" else (2, 2)
     cfg = transformers.LlamaConfig(
@@ -61,6 +65,7 @@ def _model(kind: str, vocab: int, seed: int, precision: str) -> torch.nn.Module:
         model = get_peft_model(model, lora)
     if precision == "bf16-weights":
         model = model.to(torch.bfloat16)
+    use_attention(model, attention)  # the prefill's kernel: transformers' sdpa or pgrpo's
     return model.eval()
 
 
@@ -85,6 +90,7 @@ def decodes(draw):
         "pad": draw(st.sampled_from([0, None])),  # None: pad = eos (a tokenizer without pad)
         "shared": draw(st.booleans()),
         "seed": draw(st.integers(0, 2**16)),
+        "attention": draw(st.sampled_from(["sdpa", "pgrpo"])),
     }
 
 
@@ -117,7 +123,7 @@ def _run(fn, case, model):
 @given(case=decodes())
 @settings(max_examples=40, deadline=None)
 def test_the_loop_draws_the_same_tokens_as_generate(case):
-    model = _model(case["kind"], case["vocab"], case["seed"], case["precision"])
+    model = _model(case["kind"], case["vocab"], case["seed"], case["precision"], case["attention"])
     _, _, _, ours = _run(decode, case, model)
     _, _, _, ref = _run(generate_decode, case, model)
     assert torch.equal(ours.completion_ids, ref.completion_ids)
@@ -130,7 +136,7 @@ def test_the_loop_draws_the_same_tokens_as_generate(case):
 @settings(max_examples=30, deadline=None)
 def test_eos_padding_and_stopping_for_random_shapes(case):
     case = {**case, "precision": "fp32", "pad": 0, "temps": [max(t, 0.5) for t in case["temps"]]}
-    model = _model(case["kind"], case["vocab"], case["seed"], "fp32")
+    model = _model(case["kind"], case["vocab"], case["seed"], "fp32", case["attention"])
     ids, mask, temps, out = _run(decode, case, model)
     tokens, eos, n = out.completion_ids, case["eos"], ids.shape[0]
     length = tokens.shape[1]

@@ -26,6 +26,7 @@ from pgrpo._registry import UnknownNameError
 from pgrpo.core.advantages import ADVANTAGE_ESTIMATORS, ADVANTAGE_TRANSFORMS
 from pgrpo.core.losses import LossConfig
 from pgrpo.core.schedules import LR_SCHEDULES
+from pgrpo.train.attention import ATTENTIONS
 from pgrpo.train.precision import PRECISIONS
 
 SCHEDULES = tuple(LR_SCHEDULES.names())
@@ -67,6 +68,11 @@ class ModelConfig:
     AVX-512 BF16 or AMX, a CUDA device with bf16; else fp32), 'fp32', or 'bf16' (autocast: bf16
     matmuls; softmax/log-softmax reductions, the loss and the optimizer stay fp32). The run's
     first log line says what was chosen (`precision`). See docs/trainer.md, Precision."""
+    attention: str = "auto"
+    """Attention kernel: 'auto' (pgrpo's grouped-query attention in float32 matmuls for the
+    update's and the prefill's passes on a CPU, where torch's fused kernel is 2-3x slower in
+    backward; transformers' sdpa for the decode loop and on other devices), or a transformers
+    implementation name ('sdpa', 'eager') used as is. See docs/trainer.md, Attention."""
     chat_template: bool = True
     """Wrap each prompt in the tokenizer's chat template when it has one."""
     lora_rank: int = 0
@@ -89,6 +95,8 @@ class ModelConfig:
             _fail("model.dtype", self.dtype, "use 'float32' or 'bfloat16'")
         if self.precision not in PRECISIONS:
             _fail("model.precision", self.precision, f"use one of {PRECISIONS}")
+        if self.attention not in ATTENTIONS:
+            _fail("model.attention", self.attention, f"use one of {ATTENTIONS}")
         if self.dtype == "bfloat16" and self.precision == "fp32":
             _fail(
                 "model.precision",

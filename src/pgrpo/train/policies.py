@@ -28,6 +28,7 @@ from typing import Any
 
 import torch
 
+from pgrpo.train.attention import use_attention
 from pgrpo.train.config import ModelConfig
 from pgrpo.train.precision import Precision, resolve_precision
 
@@ -98,6 +99,8 @@ class Policy:
     reference: torch.nn.Module | None = None
     precision: Precision = field(default_factory=Precision)
     """What runs in bf16 (sampling, log-probs, update all use `precision.autocast()`)."""
+    attention: str | None = None
+    """The model's attention implementation (`attention.use_attention`)."""
 
     @contextlib.contextmanager
     def reference_model(self) -> Iterator[torch.nn.Module]:
@@ -326,6 +329,7 @@ def load_policy(
         path = str(smollm2_dir(cfg.cache_dir)) if cfg.name == "smollm2" else cfg.name
         model, tokenizer = _load_hf(path, cfg)
     model.eval()  # no dropout: sampling and scoring see the same network
+    attention = use_attention(model, cfg.attention)
     reference = None
     if cfg.lora_rank:
         model = _add_lora(model, cfg)
@@ -335,4 +339,12 @@ def load_policy(
     device = next(model.parameters()).device.type
     precision = resolve_precision(cfg.precision, cfg.dtype, device)
     lora = bool(cfg.lora_rank)
-    return Policy(model, tokenizer, cfg.name, lora=lora, reference=reference, precision=precision)
+    return Policy(
+        model,
+        tokenizer,
+        cfg.name,
+        lora=lora,
+        reference=reference,
+        precision=precision,
+        attention=attention,
+    )

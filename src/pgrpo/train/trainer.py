@@ -98,6 +98,7 @@ def train_step(run: _Run, step: int) -> dict[str, Any]:
         "beta1": cfg.optim.beta1,
         "optimizer_step": run.optimizer_steps,
         "precision": run.policy.precision.name,
+        "attention": run.policy.attention,
         "reward_errors": scored.errors,
         "reward_timeouts": scored.timeouts,
         **_task_metrics(task, rollout.texts, batch.per_completion, scored.rewards),
