@@ -97,7 +97,8 @@ class FitResult:
             f"    R^2 = {self.format_r2()}"
             + (f" ({self.metrics['r2_undefined']})" if "r2_undefined" in self.metrics else "")
             + f", SSE = {self.sse:.6g}",
-            f"    AIC = {self.aic:.2f}, BIC = {self.bic:.2f}",
+            f"    AIC = {_fmt_ic(self.aic)}, BIC = {_fmt_ic(self.bic)}"
+            + (f" ({self.metrics['aic_undefined']})" if "aic_undefined" in self.metrics else ""),
             f"    residual std = {self.residual_std:.4g}, "
             f"lag-1 autocorrelation = {self.residual_autocorr:.3f}",
             f"    success = {self.success} ({self.message})",
@@ -121,6 +122,10 @@ class FitResult:
                 f"interval [{m['kappa_lo']:.4g}, {m['kappa_hi']:.4g}] ({m['kappa_meaning']})",
             ]
         return "\n".join(lines)
+
+
+def _fmt_ic(v: float) -> str:
+    return f"{v:.2f}" if math.isfinite(v) else "n/a"
 
 
 def _fmt_err(p: Parameter) -> str:
@@ -217,16 +222,23 @@ def fit_model(
 
 CONSTANT_REWARD = "the reward never changed: nothing to fit"
 """metrics["r2_undefined"] of a fit to a curve without variance (R^2 = 0 / 0 is undefined)."""
+CONSTANT_AIC = (
+    "the reward never changed: every model fits it exactly (zero residual variance), so AIC "
+    "and BIC, and any comparison by them, are not identified"
+)
+"""metrics["aic_undefined"] of a fit to a curve without variance (log 0 is undefined)."""
 
 
 def _undefined_if_constant(result: FitResult) -> FitResult:
-    """A curve without variance: R^2 NaN (undefined, not 1 or 0), no intervals (the covariance
-    of an exact fit to a constant is 0 / 0 too), and metrics["r2_undefined"] says why."""
+    """A curve without variance: R^2, AIC and BIC NaN (undefined, not 1 or the -2.8e4 of a
+    log(1e-300) floor), no intervals (the covariance of an exact fit to a constant is 0 / 0
+    too); metrics["r2_undefined"] and metrics["aic_undefined"] say why."""
     if np.ptp(result.reward) > 0:
         return result
     params = {n: replace(p, stderr=None) for n, p in result.params.items()}
-    metrics = {**result.metrics, "r2_undefined": CONSTANT_REWARD}
-    return replace(result, r2=math.nan, params=params, covariance=None, metrics=metrics)
+    metrics = {**result.metrics, "r2_undefined": CONSTANT_REWARD, "aic_undefined": CONSTANT_AIC}
+    return replace(result, r2=math.nan, aic=math.nan, bic=math.nan, params=params,
+                   covariance=None, metrics=metrics)  # fmt: skip
 
 
 def _to_user(inner: FitResult, spec, step, reward, ctx: FitContext, loc, scale) -> FitResult:
