@@ -32,6 +32,7 @@ the fits and the joint test are bench/corpus_dynamics.py's, reused):
 - probe vs fit (bench/lm_dynamics_probe.py): `pgrpo probe` at a source cell's initial policy or
   at a checkpoint inside it (`PROBES`), its kappa against the fitted one, and the transfer and
   K* from the probe's kappa.
+The text tables are bench/lm_dynamics_show.py.
 """
 
 from __future__ import annotations
@@ -74,6 +75,7 @@ pr = _load("lm_dynamics_probe")  # issue #15 (d): the curvature probe at a cell'
 rf = _load("lm_dynamics_refresh")  # issue #15 (c): K* against the observed onset
 collapse, observed_instability, refresh_test = rf.collapse, rf.observed_instability, rf.refresh_test
 _differs, _k_star, _within_one_step = rf.differs, rf._k_star, rf._within_one_step
+show = _load("lm_dynamics_show").show  # the tables of docs/dynamics_lm.md, as text
 
 B = 8  # prompts per rollout batch, every cell
 BASE = [
@@ -393,64 +395,6 @@ def analyse(cells: list[Cell] = CELLS, runs_dir: Path = RUNS, probes: list = PRO
 
 
 # ---------------------------------------------------------------- report
-
-
-def show(res: dict) -> None:
-    """The tables of docs/dynamics_lm.md, as text."""
-    _f = cd._f
-    print(f"{'run':<34} {'kappa':>8} {'90% interval':>20} R0   Rinf R2fix R2free unstable")
-    for n, f in res["fits"].items():
-        iv = f"[{_f(f['kappa_lo'], '.3g')}, {_f(f['kappa_hi'], '.3g')}]"
-        print(
-            f"{n:<34} {f['kappa']:>8.3g} {iv:>20} {f['R_0']:.2f} {f['R_inf']:.2f} "
-            f"{f['r2_constrained']:.3f} {f['r2_free']:.3f} "
-            f"{res['observed_instability'][n]['unstable']}"
-        )
-    for opt, rows in res["transfer"].items():
-        print(f"\ntransfer from the {opt} source: target, differs in, R2 pred / tau only / own fit")
-        for r in rows:
-            print(
-                f"   {r['target']:<34} {r['differs_in']:>4} {r['r2_prediction']:8.3f} "
-                f"{r['r2_timescale_only']:7.3f} {r['r2_own_fit']:7.3f}"
-            )
-        o = res["lr_order"][opt]
-        print(
-            f"   a = lr kappa {[f'{x:.3g}' for x in o['a']]} at lr {o['lr']}: exponent "
-            f"{o['exponent']:.2f} (model 1)\n   {res['transfer_summary'][opt]}"
-        )
-    for opt, g in res["g_invariance"].items():
-        if g:
-            j, gm = g["joint"], g["gamma"]
-            print(
-                f"\nG-invariance {opt}: LR {j['lr_stat']:.2f} ({j['lr_df']} df), "
-                f"p {j['lr_p']:.3g}; "
-                f"gamma {gm['gamma_best']:.2f} {gm['gamma_90']}"
-            )
-            for n, v in g["late_variance"].items():
-                print(
-                    f"   {n:<34} G={v['G']} late var {v['reward_var']:.4f} (x G "
-                    f"{v['reward_var'] * v['G']:.4f}), sampling {v['sampling_var']:.4f}"
-                )
-    for opt, r in [*res["refresh"].items(), *res.get("refresh_whole_batch", {}).items()]:
-        print(
-            f"\nrefresh {opt} from {r['source']}: K* {r['K_star']} (90% {r['K_star_90']}; a "
-            f"{r['effective_a']:.3g}); {r['onset']}; "
-            f"within one grid step: {r['within_one_grid_step']}"
-        )
-    for name, d in res.get("probe", {}).items():
-        print(
-            f"\n{name}: kappa {d['kappa_probe']:.3g} +- {d['stderr_probe']:.2g} (90% "
-            f"[{d['probe_90'][0]:.3g}, {d['probe_90'][1]:.3g}]) vs fit {d['kappa_fit']:.3g} "
-            f"[{d['fit_90'][0]:.3g}, {d['fit_90'][1]:.3g}]: {d['verdict']}; "
-            f"K* {d.get('K_star_probe')}; {d['wall_s']:.0f} s wall, {d['cpu_s']:.0f} s CPU"
-        )
-        t = d.get("transfer")
-        for r in t["rows"] if t else []:
-            print(
-                f"   {r['target']:<34} {r['differs_in']:>4} R2 probe {r['r2_prediction_probe']:.3g}"
-                f" (tau {r['r2_timescale_only_probe']:.3g}), fit {r['r2_prediction_fit']:.3g}, "
-                f"own {r['r2_own_fit']:.3g}"
-            )
 
 
 def _write(doc: dict) -> None:

@@ -9,7 +9,7 @@ skipped on restart.
 
 
 The rank part (`--part rank`) is `bench/reproduce_lm_rank.py`; this module holds the shared
-helpers, the MDP part and the CLI of both.
+helpers, the MDP part and the CLI of both; the pure analysis of both is `bench/lm_stats.py`.
 
 MDP (arXiv 2606.06058): the recipe (temperatures [0.1, 0.4, 0.7, 1.0] scored at their own
 temperature, dual_anchor + prospect, asymmetric KL 0.01 / 0.025) vs plain GRPO (T = 1, z-score,
@@ -35,7 +35,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from scipy import stats
 
 RESULTS = Path("bench/results")
 RUN_LOGS = RESULTS / "reproduce_lm_runs"
@@ -43,121 +42,19 @@ SCRATCH = Path(os.environ.get("PGRPO_BENCH_SCRATCH", "/tmp/pgrpo_reproduce_lm_md
 IFEVAL_DATA = "../shared/data/ifeval"
 
 
-# ---------------------------------------------------------------- pure analysis (tested)
-
-
-def hoyer(x: np.ndarray) -> float:
-    """Hoyer sparsity (sqrt(n) - |x|_1 / |x|_2) / (sqrt(n) - 1) of x: [n]; 0 for a constant-
-    magnitude vector, 1 for a single non-zero entry; 0 for the zero vector (no direction)."""
-    x = np.abs(np.asarray(x, dtype=np.float64).ravel())
-    n, l2 = x.size, float(np.sqrt((x * x).sum()))
-    if n < 2 or l2 == 0.0:
-        return 0.0
-    return float((np.sqrt(n) - x.sum() / l2) / (np.sqrt(n) - 1.0))
-
-
-def top_share(x: np.ndarray, q: float = 0.01) -> float:
-    """Share of the squared mass sum x^2 held by the ceil(q n) largest |x_j|. x: [n]; 0 for the
-    zero vector. q n entries of equal magnitude give q; one non-zero entry gives 1."""
-    x = np.asarray(x, dtype=np.float64).ravel()
-    e = x * x
-    total = float(e.sum())
-    if total == 0.0:
-        return 0.0
-    k = max(1, int(np.ceil(q * e.size)))
-    return float(np.partition(e, e.size - k)[e.size - k :].sum() / total)
-
-
-def mean_interval(values: Sequence[float], level: float = 0.95) -> dict[str, Any]:
-    """Mean and t interval over values: [n] (n = 1: the interval is the point)."""
-    v = np.asarray(values, dtype=np.float64)
-    m = float(v.mean())
-    if v.size < 2:
-        return {"mean": m, "ci": [m, m], "n": int(v.size)}
-    half = float(stats.t.ppf(0.5 + level / 2, v.size - 1) * v.std(ddof=1) / np.sqrt(v.size))
-    return {"mean": m, "ci": [m - half, m + half], "n": int(v.size)}
-
-
-def welch(a: Sequence[float], b: Sequence[float]) -> dict[str, float]:
-    """Welch's t test of mean(a) vs mean(b) (seed means); nan when either has < 2 values or both
-    have zero variance."""
-    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-    diff = float(a.mean() - b.mean()) if a.size and b.size else float("nan")
-    if a.size < 2 or b.size < 2 or (a.std() == 0 and b.std() == 0):
-        return {"diff": diff, "t": float("nan"), "p": float("nan")}
-    res = stats.ttest_ind(a, b, equal_var=False)
-    return {"diff": diff, "t": float(res.statistic), "p": float(res.pvalue)}
-
-
-def ssr_hsr(rewards: Sequence[float], counts: Sequence[int]) -> dict[str, float]:
-    """SSR (constraints followed / constraints) and HSR (share of prompts with all followed) of
-    per-prompt rewards r = followed / C. rewards, counts: [P]."""
-    r, c = np.asarray(rewards, dtype=np.float64), np.asarray(counts, dtype=np.int64)
-    followed = np.round(r * c)
-    return {
-        "ssr": float(followed.sum() / c.sum()) if c.sum() else float("nan"),
-        "hsr": float(np.mean(r >= 1.0 - 1e-9)) if r.size else float("nan"),
-        "prompts": int(r.size),
-    }
-
-
-def by_count(rewards: Sequence[float], counts: Sequence[int]) -> dict[str, dict[str, float]]:
-    """ssr_hsr per constraint count C (keys 'C=1'..) and over all prompts ('all')."""
-    r, c = np.asarray(rewards, dtype=np.float64), np.asarray(counts, dtype=np.int64)
-    out = {f"C={k}": ssr_hsr(r[c == k], c[c == k]) for k in sorted(set(c.tolist()))}
-    out["all"] = ssr_hsr(r, c)
-    return out
-
-
-def prompt_interval(per_prompt: np.ndarray, level: float = 0.95) -> list[float]:
-    """t interval over prompts of the mean of per_prompt: [P] (the per-prompt value averaged over
-    seeds), the 'interval over prompts'."""
-    return mean_interval(per_prompt, level)["ci"]
-
-
-def sparsity_growth(cells: dict[str, Any], stage_a: str, stage_b: str) -> dict[str, Any]:
-    """Per estimator and measure: per-layer change b - a averaged over seeds, the layers where it
-    grows, and a Wilcoxon signed-rank test over layers of the seed-mean changes (layers are not
-    independent: read p as descriptive), plus per-seed mean changes.
-
-    cells: "seed{s}/{stage}" -> {"sparsity": {estimator: {measure: {layer: value}}}}."""
-    seeds = sorted({k.split("/")[0] for k in cells if k.endswith("/" + stage_a)})
-    seeds = [s for s in seeds if f"{s}/{stage_b}" in cells]
-    out: dict[str, Any] = {"seeds": seeds}
-    if not seeds:
-        return out
-    first = cells[f"{seeds[0]}/{stage_a}"]["sparsity"]
-    for est, measures in first.items():
-        for measure, layers in measures.items():
-            names = sorted(layers)
-            deltas = np.array(
-                [
-                    [
-                        cells[f"{s}/{stage_b}"]["sparsity"][est][measure][n]
-                        - cells[f"{s}/{stage_a}"]["sparsity"][est][measure][n]
-                        for n in names
-                    ]
-                    for s in seeds
-                ]
-            )  # [S, L]
-            mean = deltas.mean(0)
-            nz = mean[mean != 0]
-            p = float(stats.wilcoxon(nz).pvalue) if nz.size >= 6 else float("nan")
-            out[f"{est}/{measure}"] = {
-                "layers": len(names),
-                "layers_growing": int((mean > 0).sum()),
-                "median_change": float(np.median(mean)),
-                "wilcoxon_p": p,
-                "per_seed_mean_change": deltas.mean(1).tolist(),
-                "seeds_growing": int((deltas.mean(1) > 0).sum()),
-            }
-    return out
-
-
-def zero_variance_rate(history: Sequence[dict[str, Any]]) -> float:
-    """Mean over steps of the logged share of groups with zero reward spread."""
-    return float(np.mean([h["frac_reward_zero_std"] for h in history]))
-
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling bench modules
+# the pure analysis (tested in tests/test_bench_reproduce_lm_mdp.py), re-exported: it lived here
+from lm_stats import (  # noqa: E402
+    by_count,
+    hoyer,  # noqa: F401
+    mean_interval,
+    prompt_interval,
+    sparsity_growth,  # noqa: F401
+    ssr_hsr,  # noqa: F401
+    top_share,  # noqa: F401
+    welch,
+    zero_variance_rate,
+)
 
 # ---------------------------------------------------------------- bookkeeping
 

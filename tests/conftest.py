@@ -1,4 +1,5 @@
-"""Shared test settings: offline hub, quiet tokenizers, the shared data folder."""
+"""Shared test settings: offline hub, quiet tokenizers, the hypothesis profile, the shared data
+folder."""
 
 from __future__ import annotations
 
@@ -6,12 +7,38 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("MPLBACKEND", "Agg")
+
+# Hypothesis: under CI (CI=true, as .ci/run and most CI services set it) every run draws the
+# same examples (derandomize: a red CI run reproduces, bit for bit, on a developer's machine)
+# and keeps no example database; developers keep hypothesis' default profile (random examples,
+# the local database that replays past failures). Loaded here, before the test modules are
+# imported, so that each @settings(...) inherits it; --hypothesis-profile NAME still wins.
+settings.register_profile(
+    "ci",
+    derandomize=True,
+    database=None,
+    deadline=None,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+
+
+def hypothesis_profile(environ: dict[str, str]) -> str:
+    """ "ci" when `environ` says CI (CI=true or 1, any case), else HYPOTHESIS_PROFILE or
+    "default"."""
+    if environ.get("CI", "").strip().lower() in ("true", "1"):
+        return "ci"
+    return environ.get("HYPOTHESIS_PROFILE", "default")
+
+
+settings.load_profile(hypothesis_profile(dict(os.environ)))
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 

@@ -196,6 +196,37 @@ def test_a_constant_reward_gets_no_constrained_comparison(tmp_path):
     assert data["constrained"] is None and "preferred" not in data["metrics"]
 
 
+@pytest.mark.parametrize("given", [(), ("--lr", "1e-6", "--beta1", "0.9")])
+def test_a_constant_reward_has_no_identified_closed_form_or_aic(tmp_path, given):
+    """Before (2026-12-02): settings said closed_form_fitted 1 (lr, beta1 known) and every
+    model an AIC of about -27770 (a log(1e-300) floor: zero residual variance)."""
+    path = _csv(tmp_path / "c.csv", np.full(40, 0.5))
+    data = _json("fit", str(path), "--no-plot", *given)
+    m = data["settings"]["metrics"]
+    assert m["closed_form_fitted"] == 0.0 and m["closed_form_identified"] == 0.0
+    (note,) = [n for n in data["settings"]["notes"] if "not identified" in n]
+    assert note.startswith("closed form") and "AIC comparison" in note and "never changed" in note
+    assert not any("--lr" in n or "--beta1" in n for n in data["settings"]["notes"])
+    for fit in (data, *data["baselines"].values()):
+        assert fit["aic"] is None and fit["bic"] is None, fit["model"]
+        assert "not identified" in fit["metrics"]["aic_undefined"]
+    text = " ".join(runner.invoke(app, ["fit", str(path), "--no-plot", *given]).output.split())
+    assert text.count("and the AIC comparison not identified") == 1 and "-2777" not in text
+    rep = _json("report", str(path), "--out", str(tmp_path / "rep"), *given)
+    assert rep["settings"]["metrics"]["closed_form_identified"] == 0.0
+    assert "AIC comparison not identified" in Path(rep["html"]).read_text()
+
+
+def test_a_varying_reward_keeps_its_closed_form_and_aic(tmp_path):
+    step = np.arange(1.0, 41.0)
+    path = _csv(tmp_path / "v.csv", 0.2 + 0.5 * (1 - np.exp(-step / 8)) + 0.01 * np.sin(step))
+    data = _json("fit", str(path), "--no-plot", "--lr", "1e-6", "--beta1", "0.9")
+    m = data["settings"]["metrics"]
+    assert m["closed_form_fitted"] == 1.0 and "closed_form_identified" not in m
+    assert data["constrained"] is not None and np.isfinite(data["aic"])
+    assert "aic_undefined" not in data["metrics"]
+
+
 def test_bench_real_runs_keeps_an_undefined_r2_as_null():
     import importlib.util
 

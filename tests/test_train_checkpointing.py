@@ -14,6 +14,7 @@ import math
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from train_checks import optimize_from
 from typer.testing import CliRunner
 
 from pgrpo.cli import _load_commands, app
@@ -21,8 +22,6 @@ from pgrpo.train.config import load_config
 from pgrpo.train.generation import sample
 from pgrpo.train.logprobs import checkpointed_layers, completion_scores
 from pgrpo.train.rollout import load_task_and_policy
-from pgrpo.train.setup import _Run, make_scheduler
-from pgrpo.train.trainer import optimize
 
 
 def _config(b, g, micro, kl, entropy, lora, precision, checkpointing):
@@ -60,17 +59,7 @@ def _policy(lora: int, precision: str):
 
 
 def _update(cfg, key, rollout, advantages):
-    task, policy, state = _policy(*key)
-    policy.model.load_state_dict(state)
-    params = policy.trainable_parameters()
-    optimizer = torch.optim.AdamW(params, lr=cfg.optim.lr)
-    grads: list[list[torch.Tensor]] = []
-    optimizer.register_step_pre_hook(
-        lambda *_: grads.append([p.grad.detach().clone() for p in params])
-    )
-    temps = tuple(float(t) for t in rollout.temperatures[: cfg.grpo.group_size])
-    run = _Run(cfg, policy, task, None, optimizer, make_scheduler(optimizer, cfg), temps)  # type: ignore[arg-type]
-    return optimize(run, rollout, advantages), grads
+    return optimize_from(cfg, *_policy(*key), rollout, advantages)
 
 
 @given(

@@ -16,13 +16,12 @@ import pytest
 import torch
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from train_checks import optimize_from
 
 from pgrpo.core.losses import AGGREGATORS
 from pgrpo.train.config import load_config
 from pgrpo.train.generation import sample
 from pgrpo.train.rollout import load_task_and_policy
-from pgrpo.train.setup import _Run, make_scheduler
-from pgrpo.train.trainer import optimize
 
 TOL = 1e-5
 
@@ -67,17 +66,7 @@ def _policy(lora: int):
 
 def _optimize(cfg, lora, rollout, advantages):
     """Run the trainer's K-step update from the initial state; (metrics, grads per step)."""
-    task, policy, state = _policy(lora)
-    policy.model.load_state_dict(state)
-    params = policy.trainable_parameters()
-    optimizer = torch.optim.AdamW(params, lr=cfg.optim.lr)
-    grads: list[list[torch.Tensor]] = []
-    optimizer.register_step_pre_hook(
-        lambda *_: grads.append([p.grad.detach().clone() for p in params])
-    )
-    temps = tuple(float(t) for t in rollout.temperatures[: cfg.grpo.group_size])
-    run = _Run(cfg, policy, task, None, optimizer, make_scheduler(optimizer, cfg), temps)  # type: ignore[arg-type]
-    return optimize(run, rollout, advantages), grads
+    return optimize_from(cfg, *_policy(lora), rollout, advantages)
 
 
 def _divisors(n):

@@ -77,8 +77,11 @@ def _print(data: dict, console: Console) -> None:
             + (f"+-{fmt(r['stderr'][k], '.2g')}" if r["stderr"].get(k) is not None else "")
             for k, v in r["params"].items()
         )
-        r2 = "n/a" if r["r2"] is None else fmt(r["r2"], ".4f")  # undefined: no variance
-        table.add_row(r["model"], r2, fmt(r["aic"], ".1f"), fmt(r["bic"], ".1f"), params)
+        r2, aic, bic = (
+            "n/a" if r[k] is None else fmt(r[k], f)
+            for k, f in (("r2", ".4f"), ("aic", ".1f"), ("bic", ".1f"))
+        )  # None: no variance
+        table.add_row(r["model"], r2, aic, bic, params)
     console.print(table)
     if "r2_undefined" in data["metrics"]:
         console.print(f"[yellow]R^2 n/a:[/] {escape(data['metrics']['r2_undefined'])}")

@@ -10,6 +10,7 @@ continuum closed form has no schedule). Time is the optimizer step (`physical_ti
 
 `kappa_interval` gives kappa's profile-likelihood interval: the levels are profiled out, so the
 profile is a 1-D scan over k, with the sample size shrunk for lag-1 residual autocorrelation.
+`compare_constrained` compares a free rom fit with the rom_fixed one (AICc, likelihood ratio).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.special import gammaincinv
+from scipy.special import chdtrc, gammaincinv
 
 from pgrpo.dynamics.binned_recursion import schedule_response
 from pgrpo.dynamics.curves import (
@@ -127,3 +128,51 @@ def kappa_interval(
     lo = 0.0 if i0 == 0 and ok[0] <= fk[0] else float(ok[0])
     hi = math.inf if i1 == ks.size - 1 and ok[-1] >= fk[-1] else float(ok[-1])
     return lo / peak_lr, hi / peak_lr
+
+
+# --- the free fit against the closed form ------------------------------------------------------
+
+
+def aicc(result) -> float:
+    """A FitResult's small-sample AIC: AIC + 2 p (p + 1) / (n - p - 1) (inf when n <= p + 1)."""
+    n, p = result.n, len(result.varying)
+    return result.aic + 2 * p * (p + 1) / (n - p - 1) if n > p + 1 else math.inf
+
+
+def compare_constrained(free, fixed, level: float = 0.9) -> dict:
+    """AICc of the free fit vs the optimizer-constrained one, and kappa with its interval.
+
+    delta_aicc = AICc(constrained) - AICc(free): negative means the run follows the closed
+    form with m, c from the optimizer at least as well as a free curve (per parameter spent).
+    The constraint is also tested: likelihood ratio n_eff log(SSE_c / SSE_f) against chi2 with
+    p_free - p_constrained degrees of freedom, n_eff = n (1 - rho) / (1 + rho) for the free fit's
+    lag-1 residual autocorrelation; closed_form = "rejected" when p < 0.05, else "consistent".
+    """
+    ctx = fixed.context
+    peak = float(np.max(ctx.lr))
+    t = (fixed.step - ctx.step0) * ctx.clock  # optimizer steps
+    rho = fixed.residual_autocorr
+    k_hat = fixed.values["k"] / ctx.clock
+    lo, hi = kappa_interval(t, fixed.reward, ctx, k_hat, peak_lr=peak, level=level, autocorr=rho)
+    d = aicc(fixed) - aicc(free)
+    r = min(max(free.residual_autocorr, 0.0), 0.95)
+    n_eff = free.n * (1.0 - r) / (1.0 + r)
+    stat = max(n_eff * math.log(max(fixed.sse, 1e-300) / max(free.sse, 1e-300)), 0.0)
+    dof = max(len(free.varying) - len(fixed.varying), 1)
+    p_value = float(chdtrc(dof, stat))  # chi2.sf, without importing scipy.stats
+    return {
+        "lr_test_stat": stat,
+        "lr_test_p": p_value,
+        "closed_form": "rejected" if p_value < 0.05 else "consistent",
+        "aicc_free": aicc(free),
+        "aicc_constrained": aicc(fixed),
+        "delta_aicc": d,
+        "preferred": "constrained" if d <= 0 else "free",
+        "r2_constrained": fixed.r2,
+        "kappa_constrained": fixed.metrics["kappa"],
+        "kappa_lo": lo,
+        "kappa_hi": hi,
+        "kappa_level": level,
+        "optimizer_reduction": str(fixed.metrics.get("optimizer_reduction", "")),
+        "kappa_meaning": str(fixed.metrics.get("kappa_meaning", "")),
+    }

@@ -16,9 +16,11 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 from scipy.optimize import least_squares
-from scipy.special import chdtrc
 
-import pgrpo.dynamics.constrained  # noqa: F401  (registers rom_fixed)
+from pgrpo.dynamics.constrained import (  # also registers rom_fixed
+    aicc,  # noqa: F401  (re-exported: it lived here)
+    compare_constrained,
+)
 from pgrpo.dynamics.curves import (
     FIT_MODELS,
     FitContext,
@@ -95,7 +97,8 @@ class FitResult:
             f"    R^2 = {self.format_r2()}"
             + (f" ({self.metrics['r2_undefined']})" if "r2_undefined" in self.metrics else "")
             + f", SSE = {self.sse:.6g}",
-            f"    AIC = {self.aic:.2f}, BIC = {self.bic:.2f}",
+            f"    AIC = {_fmt_ic(self.aic)}, BIC = {_fmt_ic(self.bic)}"
+            + (f" ({self.metrics['aic_undefined']})" if "aic_undefined" in self.metrics else ""),
             f"    residual std = {self.residual_std:.4g}, "
             f"lag-1 autocorrelation = {self.residual_autocorr:.3f}",
             f"    success = {self.success} ({self.message})",
@@ -119,6 +122,10 @@ class FitResult:
                 f"interval [{m['kappa_lo']:.4g}, {m['kappa_hi']:.4g}] ({m['kappa_meaning']})",
             ]
         return "\n".join(lines)
+
+
+def _fmt_ic(v: float) -> str:
+    return f"{v:.2f}" if math.isfinite(v) else "n/a"
 
 
 def _fmt_err(p: Parameter) -> str:
@@ -215,16 +222,23 @@ def fit_model(
 
 CONSTANT_REWARD = "the reward never changed: nothing to fit"
 """metrics["r2_undefined"] of a fit to a curve without variance (R^2 = 0 / 0 is undefined)."""
+CONSTANT_AIC = (
+    "the reward never changed: every model fits it exactly (zero residual variance), so AIC "
+    "and BIC, and any comparison by them, are not identified"
+)
+"""metrics["aic_undefined"] of a fit to a curve without variance (log 0 is undefined)."""
 
 
 def _undefined_if_constant(result: FitResult) -> FitResult:
-    """A curve without variance: R^2 NaN (undefined, not 1 or 0), no intervals (the covariance
-    of an exact fit to a constant is 0 / 0 too), and metrics["r2_undefined"] says why."""
+    """A curve without variance: R^2, AIC and BIC NaN (undefined, not 1 or the -2.8e4 of a
+    log(1e-300) floor), no intervals (the covariance of an exact fit to a constant is 0 / 0
+    too); metrics["r2_undefined"] and metrics["aic_undefined"] say why."""
     if np.ptp(result.reward) > 0:
         return result
     params = {n: replace(p, stderr=None) for n, p in result.params.items()}
-    metrics = {**result.metrics, "r2_undefined": CONSTANT_REWARD}
-    return replace(result, r2=math.nan, params=params, covariance=None, metrics=metrics)
+    metrics = {**result.metrics, "r2_undefined": CONSTANT_REWARD, "aic_undefined": CONSTANT_AIC}
+    return replace(result, r2=math.nan, aic=math.nan, bic=math.nan, params=params,
+                   covariance=None, metrics=metrics)  # fmt: skip
 
 
 def _to_user(inner: FitResult, spec, step, reward, ctx: FitContext, loc, scale) -> FitResult:
@@ -444,53 +458,6 @@ def fit_curve(
     fixed = fit_model("rom_fixed", step, reward, ctx, **w)
     return replace(best, metrics={**best.metrics, **compare_constrained(best, fixed)},
                    constrained=fixed)  # fmt: skip
-
-
-def aicc(result: FitResult) -> float:
-    """Small-sample AIC: AIC + 2 p (p + 1) / (n - p - 1) (inf when n <= p + 1)."""
-    n, p = result.n, len(result.varying)
-    return result.aic + 2 * p * (p + 1) / (n - p - 1) if n > p + 1 else math.inf
-
-
-def compare_constrained(free: FitResult, fixed: FitResult, level: float = 0.9) -> dict:
-    """AICc of the free fit vs the optimizer-constrained one, and kappa with its interval.
-
-    delta_aicc = AICc(constrained) - AICc(free): negative means the run follows the closed
-    form with m, c from the optimizer at least as well as a free curve (per parameter spent).
-    The constraint is also tested: likelihood ratio n_eff log(SSE_c / SSE_f) against chi2 with
-    p_free - p_constrained degrees of freedom, n_eff = n (1 - rho) / (1 + rho) for the free fit's
-    lag-1 residual autocorrelation; closed_form = "rejected" when p < 0.05, else "consistent".
-    """
-    from pgrpo.dynamics.constrained import kappa_interval
-
-    ctx = fixed.context
-    peak = float(np.max(ctx.lr))
-    t = (fixed.step - ctx.step0) * ctx.clock  # optimizer steps
-    rho = fixed.residual_autocorr
-    k_hat = fixed.values["k"] / ctx.clock
-    lo, hi = kappa_interval(t, fixed.reward, ctx, k_hat, peak_lr=peak, level=level, autocorr=rho)
-    d = aicc(fixed) - aicc(free)
-    r = min(max(free.residual_autocorr, 0.0), 0.95)
-    n_eff = free.n * (1.0 - r) / (1.0 + r)
-    stat = max(n_eff * math.log(max(fixed.sse, 1e-300) / max(free.sse, 1e-300)), 0.0)
-    dof = max(len(free.varying) - len(fixed.varying), 1)
-    p_value = float(chdtrc(dof, stat))  # chi2.sf, without importing scipy.stats
-    return {
-        "lr_test_stat": stat,
-        "lr_test_p": p_value,
-        "closed_form": "rejected" if p_value < 0.05 else "consistent",
-        "aicc_free": aicc(free),
-        "aicc_constrained": aicc(fixed),
-        "delta_aicc": d,
-        "preferred": "constrained" if d <= 0 else "free",
-        "r2_constrained": fixed.r2,
-        "kappa_constrained": fixed.metrics["kappa"],
-        "kappa_lo": lo,
-        "kappa_hi": hi,
-        "kappa_level": level,
-        "optimizer_reduction": str(fixed.metrics.get("optimizer_reduction", "")),
-        "kappa_meaning": str(fixed.metrics.get("kappa_meaning", "")),
-    }
 
 
 def _fit_rom(step, reward, ctx: FitContext, exp: FitResult, w: dict) -> FitResult:

@@ -40,7 +40,8 @@ class RunSettings:
     """values: setting -> value (None: unknown); sources: setting -> COMMAND_LINE / LOG_COLUMN /
     LOG_CONFIG / ASSUMED (absent when unknown); notes: one sentence per assumption or per reason
     the closed form is not fitted; metrics: `closed_form_fitted` and `optimizer_step_logged`
-    (1.0 / 0.0), `reduction` (the dynamics model's name for the optimizer)."""
+    (1.0 / 0.0), `reduction` (the dynamics model's name for the optimizer), and
+    `closed_form_identified` 0.0 only when the reward never changed (nothing identifies it)."""
 
     values: dict[str, Any]
     sources: dict[str, str]
@@ -97,7 +98,8 @@ def resolve_settings(
         values["refresh_interval"], sources["refresh_interval"] = 1, ASSUMED
         notes.append("K = 1 assumed (one optimizer step per rollout batch); give "
                      "--refresh-interval if the run took more")  # fmt: skip
-    fitted = reduction is not None and _closed_form_notes(values, notes)
+    constant = _constant_reward(log, notes)
+    fitted = reduction is not None and not constant and _closed_form_notes(values, notes)
     noise = [f"{n} {given[n]:g}" for n in ("group_size", "batch_prompts") if n in given]
     if noise:
         notes.append(f"{', '.join(noise)}: recorded; they set the batch noise, not m, c or the "
@@ -116,6 +118,8 @@ def resolve_settings(
         "reduction": reduction or "none",
         "optimizer_step_logged": float(clock),
     }
+    if constant:
+        metrics["closed_form_identified"] = 0.0
     settings = RunSettings({n: values.get(n) for n in SETTINGS}, sources, tuple(notes), metrics)
     return replace(log, hyperparameters=hyper), settings
 
@@ -173,6 +177,18 @@ def _assume_beta1(values: dict, sources: dict, reduction: str, notes: list[str])
         values["beta1"], sources["beta1"] = default, ASSUMED
         notes.append(f"beta1 = {default:g} assumed ({values['optimizer']}'s default: the "
                      "log gives no beta1); give --beta1 if the run set another")  # fmt: skip
+
+
+def _constant_reward(log: RewardLog, notes: list[str]) -> bool:
+    """Whether the logged reward never changed (with a note: then no lr or beta1 identifies
+    the closed form, and the fits' AIC comparison means nothing)."""
+    r = np.asarray(log.reward, dtype=float)
+    r = r[np.isfinite(r)]
+    if not (r.size and np.ptp(r) == 0):
+        return False
+    notes.append("closed form (m, c from beta1 and K) and the AIC comparison not identified: "
+                 "the reward never changed, so every model fits it exactly")  # fmt: skip
+    return True
 
 
 def _closed_form_notes(values: dict, notes: list[str]) -> bool:
