@@ -1,0 +1,564 @@
+"""pgrpo's trainer vs TRL's GRPOTrainer on one CUDA GPU, bf16, with a randomly initialised model of
+SmolLM2-135M's config (issue #14.5): tokens/s, s/step, peak GPU memory, share of the chip's
+measured bf16 matmul rate.
+
+The weights cannot travel to the device machine (514 MB; the carry limit is 64 MiB), the tokenizer
+and the config can: `--prepare` (here, with internet for PyPI) copies SmolLM2's tokenizer and
+config files (3.5 MB) into bench/gpu_assets/smollm2-135m/ and downloads the wheels the device
+lacks (TRL 1.16.0 and `datasets` with its two pure-Python needs, for Python 3.12, 1.6 MB) into
+bench/gpu_assets/wheels/; the folder is git-ignored and travels as `carry`. On the device the
+script builds the random model once (seed 0, fp32 weights, saved to a temporary folder), so every
+variant loads the same weights, then runs each variant in each cell in a fresh process:
+
+- `pgrpo-bf16`: `train_step` with model.precision=bf16 (autocast, fp32 master weights and AdamW
+  state), the default one forward/backward over the B x G rows. pgrpo has no device setting
+  (no `model.device`; its sampler and update create their tensors on the default device), so
+  unless `ModelConfig` has a `device` field the worker builds the run on the CPU, moves the model
+  to the GPU, sets the policy's precision to CUDA autocast and runs each step under
+  `torch.device("cuda")` (the default device for tensors created without one). `pgrpo_device`
+  in the JSON says which path ran.
+- `trl-bf16`: TRL 1.16 `GRPOConfig` defaults on the GPU (bf16=True, gradient checkpointing on,
+  HF `generate`, no vLLM), per_device_train_batch_size = B x G, the same prompts in the same order.
+Workload as bench/trainer.py (whose helpers this imports): arithmetic level 1 prompts in the chat
+template, B prompts x G completions, at most T new tokens, temperature 1, AdamW lr 1e-6, no KL,
+K = 1; one warm-up step, then --steps timed steps (CUDA synchronised), medians.
+
+Figures per row: s/step; generated tokens/s; trained tokens/s (each group's prompt once plus the
+completions, bench/trainer.py's count); peak GPU memory (`torch.cuda.max_memory_allocated`, the
+whole worker: weights, AdamW state, activations, KV cache); model FLOP/s = (6 x params x trained
+tokens + 2 x params x generated tokens) / s (attention's own FLOPs left out) as a share of the
+bf16 matmul rate measured first (8192^3 random bf16, 3 warm-ups, median of 10 CUDA-event timed
+products) and of the H200's nominal dense bf16 peak (about 990 TFLOP/s, vendor datasheet, quoted
+by the device docs, which also record 769-798 TFLOP/s measured on such a machine).
+
+    python bench/gpu_trainer.py --prepare                       # here, once: assets and wheels
+    python bench/gpu_trainer.py --dry-run --out /tmp/dry.json   # here, CPU: 2-layer model
+    python3 bench/gpu_trainer.py --out $OUT/gpu_trainer.json    # on the device (docs/trainer.md)
+
+A variant that fails (e.g. pgrpo on CUDA without a device setting) is recorded with its error and
+the others still run; no variant starts after --budget-s seconds; the JSON is rewritten after each
+variant, so what finished survives a kill.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import platform
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import trainer as cpu_bench  # noqa: E402  (bench/trainer.py: prompts, order, cells, result rows)
+
+ASSETS = HERE / "gpu_assets"
+CONFIG_FILES = (
+    "config.json",
+    "generation_config.json",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "chat_template.jinja",
+)
+WHEELS = ("trl==1.16.0", "datasets==5.2.0", "dill==0.4.1", "multiprocess==0.70.19")
+VARIANTS = ("pgrpo-bf16", "trl-bf16")
+CELLS = "8x4x64,32x8x64,8x4x128,32x8x128"
+DRY_CELLS = "2x2x4"
+DRY_MODEL = {
+    "num_hidden_layers": 2,
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 4,
+    "head_dim": 16,
+}
+NOMINAL_BF16_TFLOPS = {
+    "NVIDIA H200": (
+        990.0,
+        "dense bf16, vendor datasheet (H100 SXM rates), as quoted in the device docs H200.md; "
+        "KINDS.md records 769-798 TFLOP/s measured for an 8192^3 bf16 product on such a machine",
+    )
+}
+
+
+# --- workers (each in a fresh process) ----------------------------------------------------------
+
+
+def worker_model(assets: str, out_dir: str, dry_run: bool) -> dict:
+    """A randomly initialised model of SmolLM2-135M's config (seed 0; DRY_MODEL's sizes in a dry
+    run), fp32, saved with SmolLM2's tokenizer to out_dir."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    config = AutoConfig.from_pretrained(assets, **(DRY_MODEL if dry_run else {}))
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    model.save_pretrained(out_dir)
+    AutoTokenizer.from_pretrained(assets).save_pretrained(out_dir)
+    shutil.copy(Path(assets) / "generation_config.json", Path(out_dir) / "generation_config.json")
+    return {"params": sum(p.numel() for p in model.parameters()), "config": config.to_dict()}
+
+
+def worker_matmul(device: str) -> dict:
+    """TFLOP/s of an n^3 bf16 matmul on random data (n = 8192 on CUDA, 512 on a CPU): 3
+    warm-ups, the median of 10 timed products (CUDA events on a GPU)."""
+    import torch
+
+    n = 8192 if device == "cuda" else 512
+    a = torch.randn(n, n, dtype=torch.bfloat16, device=device)
+    b = torch.randn(n, n, dtype=torch.bfloat16, device=device)
+    for _ in range(3):
+        a @ b
+    times = []
+    for _ in range(10):
+        if device == "cuda":
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            a @ b
+            end.record()
+            torch.cuda.synchronize()
+            times.append(start.elapsed_time(end) / 1e3)
+        else:
+            t = time.perf_counter()
+            a @ b
+            times.append(time.perf_counter() - t)
+    s = statistics.median(times)
+    return {"n": n, "median_s": s, "tflops": 2 * n**3 / s / 1e12, "times": times}
+
+
+def _sync(device: str) -> None:
+    if device == "cuda":
+        import torch
+
+        torch.cuda.synchronize()
+
+
+def _pgrpo_run(cell: dict, model_dir: str, device: str):
+    """(run, which device path): the run of bench/trainer.py's pgrpo worker at precision bf16,
+    on `device` through `model.device` if pgrpo has one, else moved there after set-up."""
+
+    from pgrpo.train.config import ModelConfig, load_config
+    from pgrpo.train.trainer import build_run
+
+    native = "device" in {f.name for f in dataclasses.fields(ModelConfig)}
+    overrides = [
+        "task.options={levels: [1], n: 200}",
+        f"model.name={model_dir}",
+        "model.precision=bf16",
+        f"group_size={cell['G']}",
+        f"batch_prompts={cell['B']}",
+        f"max_new_tokens={cell['T']}",
+        f"lr={cpu_bench.LR}",
+        "forecast_every=0",
+        *([f"model.device={device}"] if native else []),
+    ]
+    run = build_run(load_config(None, overrides), resume=False)
+    if native:
+        return run, f"model.device={device}"
+    # No device setting: the parameters move in place (the optimizer's references stay valid,
+    # its state is created at the first step), autocast follows the device.
+    run.policy.model.to(device)
+    run.policy.precision = dataclasses.replace(run.policy.precision, device_type=device)
+    return run, f"moved to {device} after build_run, steps under torch.device({device!r})"
+
+
+def worker_pgrpo(cell: dict, steps: int, model_dir: str, device: str) -> dict:
+    import torch
+
+    from pgrpo.train.trainer import train_step
+
+    torch.manual_seed(0)
+    run, path = _pgrpo_run(cell, model_dir, device)
+    examples, task = cpu_bench._task_prompts(200)
+    prompt_len = cpu_bench._prompt_tokens(run.policy.tokenizer, task, examples)
+    times, generated, precision = [], [], set()
+    with torch.device(device):
+        for step in range(1, steps + 2):
+            _sync(device)
+            t = time.perf_counter()
+            metrics = train_step(run, step)
+            _sync(device)
+            times.append(time.perf_counter() - t)
+            generated.append(metrics["completions/mean_length"] * cell["B"] * cell["G"])
+            precision.add(metrics["precision"])
+    params = sum(p.numel() for p in run.policy.model.parameters())
+    out = cpu_bench._result(
+        times, generated, prompt_len * cell["B"], params, "/".join(precision), []
+    )
+    return {
+        **out,
+        "device_path": path,
+        "param_device": str(next(run.policy.model.parameters()).device),
+    }
+
+
+def worker_trl(cell: dict, steps: int, model_dir: str, device: str) -> dict:
+    """bench/trainer.py's TRL worker with the device left to TRL (use_cpu only on a CPU), CUDA
+    synchronised at each step boundary; TRL's defaults otherwise (bf16=True)."""
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
+    from trl import GRPOConfig, GRPOTrainer
+
+    from pgrpo.train.policies import HFTokenizer
+
+    B, G, T = cell["B"], cell["G"], cell["T"]
+    examples, task = cpu_bench._task_prompts(200)
+    ordered = [e for batch in cpu_bench._step_batches(examples, steps, B) for e in batch]
+    rows = [
+        {"prompt": [{"role": "user", "content": task.prompt(e)}], "answer": e["answer"]}
+        for e in ordered
+    ]
+
+    def reward(completions, answer, **kwargs):
+        pairs = zip(completions, answer, strict=True)
+        return [task.reward(c[0]["content"], {"answer": a}) for c, a in pairs]
+
+    stamps: list[float] = []
+    generated: list[float] = []
+
+    class Clock(TrainerCallback):
+        def on_step_begin(self, args, state, control, **kw):
+            _sync(device)
+            stamps.append(time.perf_counter())
+
+        def on_log(self, args, state, control, logs=None, **kw):
+            if logs and "completions/mean_length" in logs:
+                generated.append(logs["completions/mean_length"] * B * G)
+
+    args = GRPOConfig(
+        output_dir=tempfile.mkdtemp(prefix="pgrpo-gpu-trl-"),
+        num_generations=G,
+        per_device_train_batch_size=B * G,
+        max_completion_length=T,
+        learning_rate=cpu_bench.LR,
+        max_steps=steps + 1,
+        logging_steps=1,
+        report_to="none",
+        save_strategy="no",
+        use_cpu=device == "cpu",
+        seed=0,
+        shuffle_dataset=False,  # the rows are already in pgrpo's order
+        temperature=1.0,
+        dataloader_num_workers=0,
+        bf16=True,  # TRL's default, written out
+    )
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    net = AutoModelForCausalLM.from_pretrained(model_dir)
+    trainer = GRPOTrainer(
+        model=net,
+        processing_class=tok,
+        reward_funcs=reward,
+        args=args,
+        train_dataset=Dataset.from_list(rows),
+        callbacks=[Clock()],
+    )
+    trainer.train()
+    _sync(device)
+    stamps.append(time.perf_counter())
+    times = [b - a for a, b in zip(stamps[:-1], stamps[1:], strict=True)]
+    prompt_len = cpu_bench._prompt_tokens(HFTokenizer(tok), task, examples)
+    params = sum(p.numel() for p in net.parameters())
+    out = cpu_bench._result(times, generated, prompt_len * B, params, "bf16-autocast", [])
+    out["trl_args"] = {"gradient_checkpointing": args.gradient_checkpointing, "bf16": args.bf16}
+    out["param_device"] = str(next(trainer.model.parameters()).device)
+    return out
+
+
+WORKERS = {"pgrpo": worker_pgrpo, "trl": worker_trl}
+
+
+def worker_main(args: argparse.Namespace) -> dict:
+    """Run one worker; add its peak GPU memory and peak RSS."""
+    import torch
+
+    if args.worker == "model":
+        out = worker_model(str(args.assets / "smollm2-135m"), args.model_dir, args.dry_run)
+    elif args.worker == "matmul":
+        out = worker_matmul(args.device)
+    else:
+        cell = cpu_bench.parse_cell(args.cells)
+        out = WORKERS[args.worker](cell, args.steps, args.model_dir, args.device)
+    cuda = args.device == "cuda"
+    out["peak_gpu_mb"] = torch.cuda.max_memory_allocated() / 2**20 if cuda else None
+    out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return out
+
+
+# --- launcher -----------------------------------------------------------------------------------
+
+
+def launch(args: argparse.Namespace, worker: str, extra: list[str], timeout: float) -> dict:
+    """This script with --worker in a fresh process; its JSON (last stdout line) or RuntimeError
+    with the tail of its stderr."""
+    argv = [sys.executable, __file__, "--worker", worker, "--device", args.device]
+    argv += ["--assets", str(args.assets), "--steps", str(args.steps), *extra]
+    argv += ["--dry-run"] if args.dry_run else []
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired as exc:
+        tail = (exc.stderr or b"")[-2000:]
+        raise RuntimeError(f"timed out after {timeout:.0f} s: {tail!r}") from None
+    if done.returncode != 0:
+        raise RuntimeError(f"exit {done.returncode}: {done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def row_of(variant: str, cell: dict, out: dict, steps: int, peak_tflops: float) -> dict:
+    """Medians of the timed steps (the first step is warm-up) and the derived rates."""
+    s = statistics.median(out["times"][1:])
+    gen = statistics.median(out["generated_tokens"][-steps:] or [0.0])
+    trained = out["prompt_tokens"] + gen
+    flops = 6 * out["params"] * trained + 2 * out["params"] * gen
+    return {
+        "variant": variant,
+        "cell": f"{cell['B']}x{cell['G']}x{cell['T']}",
+        **cell,
+        "precision": out["precision"],
+        "seconds_per_step": s,
+        "steps_per_s": 1.0 / s,
+        "step_times": out["times"][1:],
+        "warmup_s": out["times"][0],
+        "generated_tokens_per_step": gen,
+        "trained_tokens_per_step": trained,
+        "generated_tokens_per_s": gen / s,
+        "trained_tokens_per_s": trained / s,
+        "params": out["params"],
+        "tflop_per_step": flops / 1e12,
+        "model_tflops": flops / s / 1e12,
+        "share_of_measured_bf16_peak": flops / s / 1e12 / peak_tflops,
+        "peak_gpu_mb": out["peak_gpu_mb"],
+        "peak_rss_mb": out["peak_rss_mb"],
+        **{k: out[k] for k in ("device_path", "trl_args", "param_device") if k in out},
+    }
+
+
+def trl_available() -> dict:
+    """Whether TRL and datasets are installed (on the device: from the carried wheels), without
+    importing them (that costs seconds; an import that fails later is a worker's recorded
+    failure)."""
+    from importlib import metadata
+
+    try:
+        return {
+            "ok": True,
+            "version": metadata.version("trl"),
+            "datasets": metadata.version("datasets"),
+        }
+    except metadata.PackageNotFoundError as exc:
+        return {"ok": False, "error": f"{exc.name} is not installed: carry its wheel (--prepare)"}
+
+
+def environment(device: str) -> dict:
+    import torch
+    import transformers
+
+    env = {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "cuda": torch.version.cuda,
+        "host": f"{platform.machine()}, {os.cpu_count()} CPUs, {cpu_bench.cpu_model()}",
+    }
+    if device == "cuda":
+        props = torch.cuda.get_device_properties(0)
+        env["device_name"] = props.name
+        env["capability"] = f"{props.major}.{props.minor}"
+        env["multiprocessors"] = props.multi_processor_count
+        env["memory_gib"] = props.total_memory / 2**30
+    else:
+        env["device_name"] = f"CPU ({cpu_bench.cpu_model()})"
+    return env
+
+
+def write(path: Path, result: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(result, indent=1) + "\n")
+    os.replace(tmp, path)
+
+
+def run_grid(args: argparse.Namespace, result: dict, model_dir: str, t0: float) -> None:
+    """Every variant in every cell, fresh process each, within the budget; JSON after each."""
+    variants = [v for v in args.variants.split(",") if v != "trl-bf16" or result["trl"]["ok"]]
+    if len(variants) < len(args.variants.split(",")):
+        result["skipped"].append({"variant": "trl-bf16", "why": result["trl"]["error"]})
+    peak = result["matmul"]["tflops"]
+    for cell in args.cell_list:
+        for variant in variants:
+            left = args.budget_s - (time.monotonic() - t0)
+            if left <= 0:
+                result["skipped"].append({"variant": variant, "cell": cell, "why": "budget"})
+                continue
+            extra = ["--cells", "{B}x{G}x{T}".format(**cell), "--model-dir", model_dir]
+            try:
+                out = launch(
+                    args, variant.split("-")[0], extra, min(args.worker_timeout_s, left + 90)
+                )
+                result["rows"].append(row_of(variant, cell, out, args.steps, peak))
+            except RuntimeError as exc:
+                print(f"{variant} {cell}: {str(exc)[-1500:]}", file=sys.stderr)
+                result["failed"].append(
+                    {"variant": variant, "cell": cell, "error": str(exc)[-3000:]}
+                )
+            result["ratios"] = ratios(result["rows"])
+            write(args.out, result)
+
+
+def ratios(rows: list[dict]) -> dict[str, float]:
+    """pgrpo-bf16 over trl-bf16 in each cell: steps/s and peak GPU memory (RSS on a CPU)."""
+    by = {(r["cell"], r["variant"]): r for r in rows}
+    out = {}
+    for cell in dict.fromkeys(r["cell"] for r in rows):
+        p, t = by.get((cell, "pgrpo-bf16")), by.get((cell, "trl-bf16"))
+        if p and t:
+            out[f"{cell}:steps_per_s_pgrpo_over_trl"] = p["steps_per_s"] / t["steps_per_s"]
+            mem = "peak_gpu_mb" if p["peak_gpu_mb"] else "peak_rss_mb"
+            out[f"{cell}:{mem}_pgrpo_over_trl"] = p[mem] / t[mem]
+    return out
+
+
+def print_table(result: dict) -> None:
+    print(f"{result['environment']['device_name']}: bf16 matmul {result['matmul']['tflops']:.1f}")
+    print(f"TFLOP/s measured (n={result['matmul']['n']}); nominal: {result['nominal_bf16_tflops']}")
+    head = f"{'cell':<10} {'variant':<11} {'s/step':>8} {'gen tok/s':>10} {'trn tok/s':>10}"
+    print(head + f" {'TFLOP/s':>8} {'%peak':>6} {'GPU MB':>8} {'RSS MB':>7}")
+    for r in result["rows"]:
+        gpu = f"{r['peak_gpu_mb']:.0f}" if r["peak_gpu_mb"] is not None else "-"
+        print(
+            f"{r['cell']:<10} {r['variant']:<11} {r['seconds_per_step']:>8.3f} "
+            f"{r['generated_tokens_per_s']:>10.0f} {r['trained_tokens_per_s']:>10.0f} "
+            f"{r['model_tflops']:>8.2f} {100 * r['share_of_measured_bf16_peak']:>6.2f} "
+            f"{gpu:>8} {r['peak_rss_mb']:>7.0f}"
+        )
+    for k, v in result["ratios"].items():
+        print(f"{k}: {v:.2f}")
+    for f in result["failed"]:
+        print(f"FAILED {f['variant']} {f['cell']}: {f['error'].strip().splitlines()[-1][:200]}")
+    for s in result["skipped"]:
+        print(f"skipped {s}")
+
+
+# --- prepare (here) -----------------------------------------------------------------------------
+
+
+def prepare(assets: Path, wheels: bool) -> None:
+    """Copy SmolLM2's tokenizer and config (no weights) to assets/smollm2-135m and, with
+    `wheels`, download the wheels the device lacks (Python 3.12, no dependencies) to
+    assets/wheels."""
+    from pgrpo.train.policies import smollm2_dir
+
+    source = smollm2_dir()
+    target = assets / "smollm2-135m"
+    target.mkdir(parents=True, exist_ok=True)
+    for name in CONFIG_FILES:
+        shutil.copy(source / name, target / name)
+    if wheels:
+        platforms = ["manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64"]
+        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:"]
+        cmd += ["--python-version", "3.12", "--implementation", "cp"]
+        cmd += [a for p in platforms for a in ("--platform", p)]
+        subprocess.run([*cmd, "-q", "-d", str(assets / "wheels"), *WHEELS], check=True)
+    size = sum(f.stat().st_size for f in assets.rglob("*") if f.is_file())
+    print(f"{assets}: {size / 2**20:.1f} MiB (carry limit 64 MiB with the working tree)")
+
+
+# --- main ---------------------------------------------------------------------------------------
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--prepare", action="store_true", help="copy the tokenizer, get wheels")
+    parser.add_argument("--no-wheels", action="store_true", help="--prepare without downloads")
+    parser.add_argument("--dry-run", action="store_true", help="CPU, 2-layer model, tiny cells")
+    parser.add_argument("--variants", default=",".join(VARIANTS), help=f"any of {VARIANTS}")
+    parser.add_argument("--cells", default=None, help=f"BxGxT,... (default {CELLS})")
+    parser.add_argument("--steps", type=int, default=None, help="timed steps (default 4; dry 1)")
+    parser.add_argument("--assets", type=Path, default=ASSETS)
+    parser.add_argument("--out", type=Path, default=None, help="default $OUT/gpu_trainer.json")
+    parser.add_argument("--budget-s", type=float, default=400, help="no variant starts after")
+    parser.add_argument("--worker-timeout-s", type=float, default=200)
+    parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--device", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--model-dir", default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker:
+        return args
+    if args.prepare:
+        return args
+    args.device = "cpu" if args.dry_run else "cuda"
+    if args.steps is None:
+        args.steps = 1 if args.dry_run else 4
+    args.cells = args.cells or (DRY_CELLS if args.dry_run else CELLS)
+    if args.steps < 1:
+        parser.error(f"--steps {args.steps}: use at least 1 timed step")
+    try:
+        args.cell_list = [cpu_bench.parse_cell(c) for c in args.cells.split(",")]
+    except ValueError as exc:
+        parser.error(str(exc))  # one line, exit code 2
+    if bad := [v for v in args.variants.split(",") if v not in VARIANTS]:
+        parser.error(f"unknown --variants {bad}: use any of {', '.join(VARIANTS)}")
+    if not (args.assets / "smollm2-135m" / "tokenizer.json").is_file():
+        parser.error(
+            f"no tokenizer in {args.assets / 'smollm2-135m'}: run `python bench/gpu_trainer.py "
+            "--prepare` first and carry that folder"
+        )
+    if not args.dry_run:
+        import torch
+
+        if not torch.cuda.is_available():
+            parser.error("no CUDA device here: run on the GPU machine, or use --dry-run on a CPU")
+    if args.out is None:
+        name = "gpu_trainer_dry.json" if args.dry_run else "gpu_trainer.json"
+        args.out = (
+            Path(os.environ["OUT"]) / name if os.environ.get("OUT") else HERE / "results" / name
+        )
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    if args.worker:
+        print(json.dumps(worker_main(args)))
+        return
+    if args.prepare:
+        prepare(args.assets, wheels=not args.no_wheels)
+        return
+    t0 = time.monotonic()
+    env = environment(args.device)
+    result = {
+        "command": "python bench/gpu_trainer.py " + " ".join(sys.argv[1:]),
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "dry_run": args.dry_run,
+        "environment": env,
+        "nominal_bf16_tflops": NOMINAL_BF16_TFLOPS.get(env["device_name"], (None, "not known"))[0],
+        "nominal_source": NOMINAL_BF16_TFLOPS.get(env["device_name"], (None, "not known"))[1],
+        "timed_steps": args.steps,
+        "warmup_steps": 1,
+        "trl": trl_available(),
+        "rows": [],
+        "ratios": {},
+        "failed": [],
+        "skipped": [],
+    }
+    result["matmul"] = launch(args, "matmul", [], args.worker_timeout_s)
+    model_dir = tempfile.mkdtemp(prefix="pgrpo-gpu-model-")
+    result["model"] = launch(args, "model", ["--model-dir", model_dir], args.worker_timeout_s)
+    write(args.out, result)
+    run_grid(args, result, model_dir, t0)
+    result["wall_s"] = time.monotonic() - t0
+    write(args.out, result)
+    shutil.rmtree(model_dir, ignore_errors=True)
+    print_table(result)
+    print(f"results: {args.out}")
+
+
+if __name__ == "__main__":
+    main()
