@@ -43,7 +43,6 @@ variant, so what finished survives a kill.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import platform
@@ -89,210 +88,28 @@ NOMINAL_BF16_TFLOPS = {
 }
 
 
-# --- workers (each in a fresh process) ----------------------------------------------------------
-
-
-def worker_model(assets: str, out_dir: str, dry_run: bool) -> dict:
-    """A randomly initialised model of SmolLM2-135M's config (seed 0; DRY_MODEL's sizes in a dry
-    run), fp32, saved with SmolLM2's tokenizer to out_dir."""
-    import torch
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
-
-    config = AutoConfig.from_pretrained(assets, **(DRY_MODEL if dry_run else {}))
-    torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
-    model.save_pretrained(out_dir)
-    AutoTokenizer.from_pretrained(assets).save_pretrained(out_dir)
-    shutil.copy(Path(assets) / "generation_config.json", Path(out_dir) / "generation_config.json")
-    return {"params": sum(p.numel() for p in model.parameters()), "config": config.to_dict()}
-
-
-def worker_matmul(device: str) -> dict:
-    """TFLOP/s of an n^3 bf16 matmul on random data (n = 8192 on CUDA, 512 on a CPU): 3
-    warm-ups, the median of 10 timed products (CUDA events on a GPU)."""
-    import torch
-
-    n = 8192 if device == "cuda" else 512
-    a = torch.randn(n, n, dtype=torch.bfloat16, device=device)
-    b = torch.randn(n, n, dtype=torch.bfloat16, device=device)
-    for _ in range(3):
-        a @ b
-    times = []
-    for _ in range(10):
-        if device == "cuda":
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            a @ b
-            end.record()
-            torch.cuda.synchronize()
-            times.append(start.elapsed_time(end) / 1e3)
-        else:
-            t = time.perf_counter()
-            a @ b
-            times.append(time.perf_counter() - t)
-    s = statistics.median(times)
-    return {"n": n, "median_s": s, "tflops": 2 * n**3 / s / 1e12, "times": times}
-
-
-def _sync(device: str) -> None:
-    if device == "cuda":
-        import torch
-
-        torch.cuda.synchronize()
-
-
-def _pgrpo_run(cell: dict, model_dir: str, device: str):
-    """(run, which device path): the run of bench/trainer.py's pgrpo worker at precision bf16,
-    on `device` through `model.device` if pgrpo has one, else moved there after set-up."""
-
-    from pgrpo.train.config import ModelConfig, load_config
-    from pgrpo.train.trainer import build_run
-
-    native = "device" in {f.name for f in dataclasses.fields(ModelConfig)}
-    overrides = [
-        "task.options={levels: [1], n: 200}",
-        f"model.name={model_dir}",
-        "model.precision=bf16",
-        f"group_size={cell['G']}",
-        f"batch_prompts={cell['B']}",
-        f"max_new_tokens={cell['T']}",
-        f"lr={cpu_bench.LR}",
-        "forecast_every=0",
-        *([f"model.device={device}"] if native else []),
-    ]
-    run = build_run(load_config(None, overrides), resume=False)
-    if native:
-        return run, f"model.device={device}"
-    # No device setting: the parameters move in place (the optimizer's references stay valid,
-    # its state is created at the first step), autocast follows the device.
-    run.policy.model.to(device)
-    run.policy.precision = dataclasses.replace(run.policy.precision, device_type=device)
-    return run, f"moved to {device} after build_run, steps under torch.device({device!r})"
-
-
-def worker_pgrpo(cell: dict, steps: int, model_dir: str, device: str) -> dict:
-    import torch
-
-    from pgrpo.train.trainer import train_step
-
-    torch.manual_seed(0)
-    run, path = _pgrpo_run(cell, model_dir, device)
-    examples, task = cpu_bench._task_prompts(200)
-    prompt_len = cpu_bench._prompt_tokens(run.policy.tokenizer, task, examples)
-    times, generated, precision = [], [], set()
-    with torch.device(device):
-        for step in range(1, steps + 2):
-            _sync(device)
-            t = time.perf_counter()
-            metrics = train_step(run, step)
-            _sync(device)
-            times.append(time.perf_counter() - t)
-            generated.append(metrics["completions/mean_length"] * cell["B"] * cell["G"])
-            precision.add(metrics["precision"])
-    params = sum(p.numel() for p in run.policy.model.parameters())
-    out = cpu_bench._result(
-        times, generated, prompt_len * cell["B"], params, "/".join(precision), []
-    )
-    return {
-        **out,
-        "device_path": path,
-        "param_device": str(next(run.policy.model.parameters()).device),
-    }
-
-
-def worker_trl(cell: dict, steps: int, model_dir: str, device: str) -> dict:
-    """bench/trainer.py's TRL worker with the device left to TRL (use_cpu only on a CPU), CUDA
-    synchronised at each step boundary; TRL's defaults otherwise (bf16=True)."""
-    from datasets import Dataset
-    from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
-    from trl import GRPOConfig, GRPOTrainer
-
-    from pgrpo.train.policies import HFTokenizer
-
-    B, G, T = cell["B"], cell["G"], cell["T"]
-    examples, task = cpu_bench._task_prompts(200)
-    ordered = [e for batch in cpu_bench._step_batches(examples, steps, B) for e in batch]
-    rows = [
-        {"prompt": [{"role": "user", "content": task.prompt(e)}], "answer": e["answer"]}
-        for e in ordered
-    ]
-
-    def reward(completions, answer, **kwargs):
-        pairs = zip(completions, answer, strict=True)
-        return [task.reward(c[0]["content"], {"answer": a}) for c, a in pairs]
-
-    stamps: list[float] = []
-    generated: list[float] = []
-
-    class Clock(TrainerCallback):
-        def on_step_begin(self, args, state, control, **kw):
-            _sync(device)
-            stamps.append(time.perf_counter())
-
-        def on_log(self, args, state, control, logs=None, **kw):
-            if logs and "completions/mean_length" in logs:
-                generated.append(logs["completions/mean_length"] * B * G)
-
-    args = GRPOConfig(
-        output_dir=tempfile.mkdtemp(prefix="pgrpo-gpu-trl-"),
-        num_generations=G,
-        per_device_train_batch_size=B * G,
-        max_completion_length=T,
-        learning_rate=cpu_bench.LR,
-        max_steps=steps + 1,
-        logging_steps=1,
-        report_to="none",
-        save_strategy="no",
-        use_cpu=device == "cpu",
-        seed=0,
-        shuffle_dataset=False,  # the rows are already in pgrpo's order
-        temperature=1.0,
-        dataloader_num_workers=0,
-        bf16=True,  # TRL's default, written out
-    )
-    tok = AutoTokenizer.from_pretrained(model_dir)
-    net = AutoModelForCausalLM.from_pretrained(model_dir)
-    trainer = GRPOTrainer(
-        model=net,
-        processing_class=tok,
-        reward_funcs=reward,
-        args=args,
-        train_dataset=Dataset.from_list(rows),
-        callbacks=[Clock()],
-    )
-    trainer.train()
-    _sync(device)
-    stamps.append(time.perf_counter())
-    times = [b - a for a, b in zip(stamps[:-1], stamps[1:], strict=True)]
-    prompt_len = cpu_bench._prompt_tokens(HFTokenizer(tok), task, examples)
-    params = sum(p.numel() for p in net.parameters())
-    out = cpu_bench._result(times, generated, prompt_len * B, params, "bf16-autocast", [])
-    out["trl_args"] = {"gradient_checkpointing": args.gradient_checkpointing, "bf16": args.bf16}
-    out["param_device"] = str(next(trainer.model.parameters()).device)
-    return out
-
-
-WORKERS = {"pgrpo": worker_pgrpo, "trl": worker_trl}
+# --- launcher -----------------------------------------------------------------------------------
 
 
 def worker_main(args: argparse.Namespace) -> dict:
-    """Run one worker; add its peak GPU memory and peak RSS."""
+    """Run one worker of bench/gpu_trainer_workers.py (in this fresh process); add its peak GPU
+    memory and peak RSS."""
+    import gpu_trainer_workers as workers
     import torch
 
     if args.worker == "model":
-        out = worker_model(str(args.assets / "smollm2-135m"), args.model_dir, args.dry_run)
+        out = workers.worker_model(
+            str(args.assets / "smollm2-135m"), args.model_dir, DRY_MODEL if args.dry_run else {}
+        )
     elif args.worker == "matmul":
-        out = worker_matmul(args.device)
+        out = workers.worker_matmul(args.device)
     else:
         cell = cpu_bench.parse_cell(args.cells)
-        out = WORKERS[args.worker](cell, args.steps, args.model_dir, args.device)
-    cuda = args.device == "cuda"
+        out = workers.WORKERS[args.worker](cell, args.steps, args.model_dir, args.device)
+    cuda = args.device == "cuda" and torch.cuda.is_initialized()
     out["peak_gpu_mb"] = torch.cuda.max_memory_allocated() / 2**20 if cuda else None
     out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return out
-
-
-# --- launcher -----------------------------------------------------------------------------------
 
 
 def launch(args: argparse.Namespace, worker: str, extra: list[str], timeout: float) -> dict:
@@ -483,7 +300,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--steps", type=int, default=None, help="timed steps (default 4; dry 1)")
     parser.add_argument("--assets", type=Path, default=ASSETS)
     parser.add_argument("--out", type=Path, default=None, help="default $OUT/gpu_trainer.json")
-    parser.add_argument("--budget-s", type=float, default=400, help="no variant starts after")
+    parser.add_argument("--budget-s", type=float, default=360, help="no variant starts after")
     parser.add_argument("--worker-timeout-s", type=float, default=200)
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--device", default=None, help=argparse.SUPPRESS)
@@ -548,9 +365,14 @@ def main(argv: list[str] | None = None) -> None:
         "failed": [],
         "skipped": [],
     }
-    result["matmul"] = launch(args, "matmul", [], args.worker_timeout_s)
     model_dir = tempfile.mkdtemp(prefix="pgrpo-gpu-model-")
-    result["model"] = launch(args, "model", ["--model-dir", model_dir], args.worker_timeout_s)
+    try:  # without the peak rate and the model nothing else can run: say why, keep the JSON
+        result["matmul"] = launch(args, "matmul", [], args.worker_timeout_s)
+        result["model"] = launch(args, "model", ["--model-dir", model_dir], args.worker_timeout_s)
+    except RuntimeError as exc:
+        result["failed"].append({"variant": "set-up", "error": str(exc)[-3000:]})
+        write(args.out, result)
+        raise SystemExit(f"set-up failed (details in {args.out}): {str(exc)[-300:]}") from None
     write(args.out, result)
     run_grid(args, result, model_dir, t0)
     result["wall_s"] = time.monotonic() - t0

@@ -195,3 +195,18 @@ def test_without_cuda_the_gpu_run_says_so(assets, tmp_path):
     assert done.returncode == 2
     assert "no CUDA device here" in done.stderr.strip().splitlines()[-1]
     assert not (tmp_path / "x.json").exists()
+
+
+def test_a_failed_set_up_is_one_line_exit_1_and_keeps_the_json(grid_args, monkeypatch, capsys):
+    args = grid_args(1e9)
+
+    def launch(args, worker, extra, timeout):
+        raise RuntimeError(f"exit 1: {worker}: OSError: no such file tokenizer.json")
+
+    monkeypatch.setattr(gpu_trainer, "launch", launch)
+    monkeypatch.setattr(gpu_trainer, "trl_available", lambda: {"ok": True})
+    argv = ["--dry-run", "--assets", str(gpu_trainer.ASSETS), "--out", str(args.out)]
+    with pytest.raises(SystemExit, match="set-up failed .* matmul: OSError"):
+        gpu_trainer.main(argv)
+    saved = json.loads(args.out.read_text())
+    assert saved["failed"][0]["variant"] == "set-up" and saved["rows"] == []
