@@ -4,19 +4,20 @@ measured bf16 matmul rate.
 
 The weights cannot travel to the device machine (514 MB; the carry limit is 64 MiB), the tokenizer
 and the config can: `--prepare` (here, with internet for PyPI) copies SmolLM2's tokenizer and
-config files (3.5 MB) into bench/gpu_assets/smollm2-135m/ and downloads the wheels the device
-lacks (TRL 1.16.0 and `datasets` with its two pure-Python needs, for Python 3.12, 1.6 MB) into
-bench/gpu_assets/wheels/; the folder is git-ignored and travels as `carry`. On the device the
-script builds the random model once (seed 0, fp32 weights, saved to a temporary folder), so every
-variant loads the same weights, then runs each variant in each cell in a fresh process:
+config files (3.4 MiB) into bench/gpu_assets/smollm2-135m/ and downloads the wheels the device
+lacks (TRL 1.16.0 and `datasets` 5.2.0 with its two pure-Python needs, for Python 3.12, 1.7 MiB)
+into bench/gpu_assets/wheels/; the folder (5.1 MiB) is git-ignored and travels as `carry`. On
+the device the script builds the random model once (seed 0, fp32 weights, saved to a temporary
+folder), so every variant loads the same weights, then runs each variant in each cell in a fresh
+process (bench/gpu_trainer_workers.py):
 
 - `pgrpo-bf16`: `train_step` with model.precision=bf16 (autocast, fp32 master weights and AdamW
   state), the default one forward/backward over the B x G rows. pgrpo has no device setting
   (no `model.device`; its sampler and update create their tensors on the default device), so
   unless `ModelConfig` has a `device` field the worker builds the run on the CPU, moves the model
   to the GPU, sets the policy's precision to CUDA autocast and runs each step under
-  `torch.device("cuda")` (the default device for tensors created without one). `pgrpo_device`
-  in the JSON says which path ran.
+  `torch.device("cuda")` (the default device for tensors created without one). `device_path`
+  in each row says which path ran.
 - `trl-bf16`: TRL 1.16 `GRPOConfig` defaults on the GPU (bf16=True, gradient checkpointing on,
   HF `generate`, no vLLM), per_device_train_batch_size = B x G, the same prompts in the same order.
 Workload as bench/trainer.py (whose helpers this imports): arithmetic level 1 prompts in the chat
@@ -128,8 +129,16 @@ def launch(args: argparse.Namespace, worker: str, extra: list[str], timeout: flo
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def row_of(variant: str, cell: dict, out: dict, steps: int, peak_tflops: float) -> dict:
-    """Medians of the timed steps (the first step is warm-up) and the derived rates."""
+def row_of(
+    variant: str,
+    cell: dict,
+    out: dict,
+    steps: int,
+    peak_tflops: float,
+    nominal: float | None = None,
+) -> dict:
+    """Medians of the timed steps (the first step is warm-up) and the derived rates; the shares of
+    the measured (and, when known, the nominal) bf16 peak."""
     s = statistics.median(out["times"][1:])
     gen = statistics.median(out["generated_tokens"][-steps:] or [0.0])
     trained = out["prompt_tokens"] + gen
@@ -151,6 +160,7 @@ def row_of(variant: str, cell: dict, out: dict, steps: int, peak_tflops: float) 
         "tflop_per_step": flops / 1e12,
         "model_tflops": flops / s / 1e12,
         "share_of_measured_bf16_peak": flops / s / 1e12 / peak_tflops,
+        "share_of_nominal_bf16_peak": flops / s / 1e12 / nominal if nominal else None,
         "peak_gpu_mb": out["peak_gpu_mb"],
         "peak_rss_mb": out["peak_rss_mb"],
         **{k: out[k] for k in ("device_path", "trl_args", "param_device") if k in out},
@@ -219,7 +229,9 @@ def run_grid(args: argparse.Namespace, result: dict, model_dir: str, t0: float) 
                 out = launch(
                     args, variant.split("-")[0], extra, min(args.worker_timeout_s, left + 90)
                 )
-                result["rows"].append(row_of(variant, cell, out, args.steps, peak))
+                result["rows"].append(
+                    row_of(variant, cell, out, args.steps, peak, result["nominal_bf16_tflops"])
+                )
             except RuntimeError as exc:
                 print(f"{variant} {cell}: {str(exc)[-1500:]}", file=sys.stderr)
                 result["failed"].append(
@@ -243,17 +255,19 @@ def ratios(rows: list[dict]) -> dict[str, float]:
 
 
 def print_table(result: dict) -> None:
-    print(f"{result['environment']['device_name']}: bf16 matmul {result['matmul']['tflops']:.1f}")
-    print(f"TFLOP/s measured (n={result['matmul']['n']}); nominal: {result['nominal_bf16_tflops']}")
+    m, nominal = result["matmul"], result["nominal_bf16_tflops"]
+    print(f"{result['environment']['device_name']}: bf16 matmul {m['tflops']:.1f} TFLOP/s measured")
+    print(f"(n={m['n']}, median of 10); nominal dense bf16: {nominal or 'not known'} TFLOP/s")
     head = f"{'cell':<10} {'variant':<11} {'s/step':>8} {'gen tok/s':>10} {'trn tok/s':>10}"
-    print(head + f" {'TFLOP/s':>8} {'%peak':>6} {'GPU MB':>8} {'RSS MB':>7}")
+    print(head + f" {'TFLOP/s':>8} {'%meas':>6} {'%nom':>6} {'GPU MB':>8} {'RSS MB':>7}")
     for r in result["rows"]:
         gpu = f"{r['peak_gpu_mb']:.0f}" if r["peak_gpu_mb"] is not None else "-"
+        nom = r["share_of_nominal_bf16_peak"]
         print(
             f"{r['cell']:<10} {r['variant']:<11} {r['seconds_per_step']:>8.3f} "
             f"{r['generated_tokens_per_s']:>10.0f} {r['trained_tokens_per_s']:>10.0f} "
             f"{r['model_tflops']:>8.2f} {100 * r['share_of_measured_bf16_peak']:>6.2f} "
-            f"{gpu:>8} {r['peak_rss_mb']:>7.0f}"
+            f"{f'{100 * nom:.2f}' if nom else '-':>6} {gpu:>8} {r['peak_rss_mb']:>7.0f}"
         )
     for k, v in result["ratios"].items():
         print(f"{k}: {v:.2f}")

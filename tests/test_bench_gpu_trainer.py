@@ -86,6 +86,7 @@ def test_dry_run_rows_hold_consistent_figures(dry):
         flops = 6 * r["params"] * trained + 2 * r["params"] * gen
         assert r["tflop_per_step"] == pytest.approx(flops / 1e12)
         assert r["share_of_measured_bf16_peak"] == pytest.approx(flops / s / 1e12 / peak)
+        assert r["share_of_nominal_bf16_peak"] is None  # no nominal peak known for a CPU
     pgrpo, trl = dry["rows"]
     assert "after build_run" in pgrpo["device_path"] or "model.device" in pgrpo["device_path"]
     assert trl["trl_args"] == {"gradient_checkpointing": True, "bf16": True}  # TRL's defaults
@@ -112,7 +113,9 @@ def test_row_of_takes_medians_after_the_warm_up():
     flops = 6 * 1000 * 70 + 2 * 1000 * 20
     assert r["model_tflops"] == pytest.approx(flops / 2.0 / 1e12)
     assert r["share_of_measured_bf16_peak"] == pytest.approx(flops / 2.0 / 1e12 / 0.5)
-    assert r["generated_tokens_per_s"] == 10.0
+    assert r["generated_tokens_per_s"] == 10.0 and r["share_of_nominal_bf16_peak"] is None
+    r = gpu_trainer.row_of("trl-bf16", {"B": 2, "G": 2, "T": 8}, _fake_out(2.0), 3, 0.5, 2.0)
+    assert r["share_of_nominal_bf16_peak"] == pytest.approx(flops / 2.0 / 1e12 / 2.0)
 
 
 @pytest.fixture
@@ -133,7 +136,12 @@ def grid_args(tmp_path, monkeypatch):
 
 def _result(trl_ok: bool) -> dict:
     trl = {"ok": True} if trl_ok else {"ok": False, "error": "trl is not installed"}
-    return {"trl": trl, "matmul": {"tflops": 1.0}, "rows": [], "failed": [], "skipped": []}
+    return {
+        "trl": trl,
+        "matmul": {"tflops": 1.0},
+        "nominal_bf16_tflops": 2.0,
+        **{"rows": [], "failed": [], "skipped": []},
+    }
 
 
 def test_a_failed_variant_is_recorded_and_the_others_still_run(grid_args, monkeypatch):
