@@ -174,7 +174,7 @@ def _set_malloc(mode: str) -> None:
     if mode == "mmap-1mb":
         libc.mallopt(-3, 1 << 20)  # M_MMAP_THRESHOLD
     if mode in ("no-trim", "heap"):
-        trainer.release_freed_memory = lambda: None
+        trainer.release_freed_memory = lambda *_: None
     if mode == "heap":
         libc.mallopt(-4, 0)  # M_MMAP_MAX: no mmap
         libc.mallopt(-1, 1 << 30)  # M_TRIM_THRESHOLD

@@ -11,10 +11,13 @@ Variants, each labelled with its precision and run in a fresh process:
 - `pgrpock-bf16`, `pgrpock-fp32`: the default one pass with grpo.activation_checkpointing = true
   (the opt-in memory setting: decoder layers recomputed in backward).
 - `trl-bf16`: TRL 1.16 `GRPOConfig` defaults (bf16=True, also on a CPU); `trl-fp32`: bf16=False.
+- `trlkeep-bf16`, `trlkeep-fp32`: the same with the allocator setting pgrpo's trainer makes by
+  default (`setup.keep_freed_memory`: glibc keeps freed memory for reuse), to show how much of
+  the gap to TRL is that setting (TRL users get it with GLIBC_TUNABLES; docs/trainer.md).
 - `floor-bf16`, `floor-fp32`: the same sampling (pgrpo's `sample`: its decode loop with the KV
   cache, temperature 1, no top-k / top-p; HF `generate` until 2026-12-02) and one
   forward/backward of the same tokens in the same precision through a log-softmax; nothing else
-  (no scoring, no optimizer, no log-prob recompute).
+  (no scoring, no optimizer, no log-prob recompute), with pgrpo's default allocator setting.
 Workload (all): arithmetic level 1 prompts in the chat template, B prompts x G completions, at
 most T new tokens, AdamW lr 1e-6, no KL, K = 1, one thread unless OMP_NUM_THREADS says otherwise.
 `--model smollm2`: SmolLM2-135M-Instruct (converted, in ~/.cache/pgrpo); `--model tiny`: a
@@ -60,6 +63,8 @@ VARIANTS = (
     "pgrpock-bf16",
     "trl-fp32",
     "trl-bf16",
+    "trlkeep-fp32",
+    "trlkeep-bf16",
 )
 DEFAULT_CELLS = tuple(f"{bg}x{t}" for bg in ("8x4", "16x4", "8x8") for t in (32, 64, 128))
 TARGETS = {
@@ -223,7 +228,9 @@ def worker_floor(cell: dict, steps: int, model: str, precision: str) -> dict:
     from pgrpo.train.generation import sample
     from pgrpo.train.logprobs import completion_scores
     from pgrpo.train.policies import load_policy
+    from pgrpo.train.setup import keep_freed_memory
 
+    keep_freed_memory()  # as pgrpo's `build_run` by default
     torch.manual_seed(0)
     B, G, T = cell["B"], cell["G"], cell["T"]
     examples, task = _task_prompts(200)
@@ -289,6 +296,13 @@ def worker_pgrpo_micro_batches(cell: dict, steps: int, model: str, precision: st
     return worker_pgrpo(cell, steps, model, precision, micro_batches=True)
 
 
+def worker_trl_keep(cell: dict, steps: int, model: str, precision: str) -> dict:
+    from pgrpo.train.setup import keep_freed_memory
+
+    keep_freed_memory()
+    return worker_trl(cell, steps, model, precision)
+
+
 def worker_pgrpo_checkpointing(cell: dict, steps: int, model: str, precision: str) -> dict:
     return worker_pgrpo(cell, steps, model, precision, checkpointing=True)
 
@@ -298,6 +312,7 @@ WORKERS = {
     "pgrpomb": worker_pgrpo_micro_batches,
     "pgrpock": worker_pgrpo_checkpointing,
     "trl": worker_trl,
+    "trlkeep": worker_trl_keep,
     "floor": worker_floor,
 }
 
@@ -382,7 +397,7 @@ def cell_ratios(rows: list[dict]) -> dict[str, float]:
                 out[f"{r['variant']}/cpu_vs_floor"] = cpu_ratio
     mine = ("pgrpo", "pgrpomb", "pgrpock")
     for p in (f"{k}-{prec}" for k in mine for prec in ("bf16", "fp32")):
-        for t in ("trl-bf16", "trl-fp32"):
+        for t in ("trl-bf16", "trl-fp32", "trlkeep-bf16", "trlkeep-fp32"):
             if p in by and t in by:
                 out[f"{p}/steps_per_s_vs_{t}"] = by[p]["steps_per_s"] / by[t]["steps_per_s"]
                 out[f"{p}/peak_rss_vs_{t}"] = by[p]["peak_rss_mb"] / by[t]["peak_rss_mb"]

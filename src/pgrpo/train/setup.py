@@ -82,19 +82,40 @@ def _check_resume(config: RunConfig, run_dir: Path) -> None:
         )
 
 
-def release_freed_memory() -> None:
-    """Give the heap's free pages back to the OS (glibc `malloc_trim(0)`): after the update, so
-    that memory the update freed is not held while sampling, and before each backward, so that
-    the forward's freed temporaries are not held through backward's peak (0.37 GB less peak RSS
-    on the 8x4x32 SmolLM2 step, no measurable CPU; docs/trainer.md, "Peak memory"). Allocations
-    stay on glibc's adaptive heap: serving every allocation >= 1 MB with mmap instead (pgrpo until
-    2026-12-02) lowered the peak RSS of a SmolLM2 step by ~0.1-0.25 GB but page-faulted every
-    large tensor afresh: 2.3 s of the 8x4x32 step's 16.7 s CPU (docs/trainer.md, "The step's
-    costs"). No-op without glibc."""
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters
+
+
+def _libc() -> Any:
     try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):
-        pass
+        return ctypes.CDLL("libc.so.6")
+    except OSError:
+        return None
+
+
+def keep_freed_memory() -> None:
+    """Serve allocations below 1 GiB from the heap and never shrink it (glibc `mallopt`
+    M_MMAP_THRESHOLD = 1 GiB, M_TRIM_THRESHOLD = 2 GiB - 1), so that a step reuses the pages the
+    last one freed. glibc's defaults map each tensor above its adaptive threshold (at most
+    32 MiB) afresh and unmap it when freed: on the 8x4x32 SmolLM2 step ~1M page faults an update,
+    a quarter of its CPU (docs/trainer.md, "Page faults"). Process-wide and not undone (glibc's
+    adaptive threshold stays off once set); `grpo.release_memory=true` skips it. No-op without
+    glibc."""
+    libc = _libc()
+    if libc is not None:
+        libc.mallopt(_M_MMAP_THRESHOLD, 1 << 30)
+        libc.mallopt(_M_TRIM_THRESHOLD, 2**31 - 1)
+
+
+def release_freed_memory(release: bool = True) -> None:
+    """Give the heap's free pages back to the OS (glibc `malloc_trim(0)`) when `release`
+    (`grpo.release_memory`): after the update, so that memory the update freed is not held while
+    sampling, and before each backward, so that the forward's freed temporaries are not held
+    through backward's peak (0.37 GB less peak RSS on the 8x4x32 SmolLM2 step; docs/trainer.md,
+    "Peak memory"). Each trim's pages fault back in when next used ("Page faults"), hence off by
+    default. No-op without glibc."""
+    libc = _libc() if release else None
+    if libc is not None:
+        libc.malloc_trim(0)
 
 
 def build_run(config: RunConfig, *, resume: bool) -> _Run:
@@ -102,6 +123,8 @@ def build_run(config: RunConfig, *, resume: bool) -> _Run:
     cfg = config
     if cfg.run.torch_threads:
         torch.set_num_threads(cfg.run.torch_threads)
+    if not cfg.grpo.release_memory:
+        keep_freed_memory()
     _seed(cfg.run.seed)
     task, policy = load_task_and_policy(cfg, warm_up=not resume)
     stream = PromptStream(task.load(cfg.task.split), cfg.run.seed)

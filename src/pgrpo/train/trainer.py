@@ -144,7 +144,7 @@ def optimize(run: _Run, rollout: Rollout, advantages: torch.Tensor) -> dict[str,
             }
         )
     run.optimizer.zero_grad(set_to_none=True)  # free the gradients while sampling (memory)
-    release_freed_memory()
+    release_freed_memory(cfg.grpo.release_memory)
     out = {key: float(np.mean([r[key] for r in records if key in r])) for key in records[0]}
     out["learning_rate"] = records[0]["learning_rate"]  # the lr that met these rollouts first
     out["entropy"] = records[0].get("entropy", math.nan)  # on-policy entropy of the samples

@@ -126,7 +126,7 @@ def minibatch_gradient(
                 entropy=scores.entropy if entropy_grad else None,
                 denominator=denominator,
             )
-            release_freed_memory()  # the forward's freed temporaries, before backward's peak
+            release_freed_memory(cfg.grpo.release_memory)  # before backward's peak
             result.loss.backward()
             log_probs[part] = scores.log_probs.detach()
             if entropy is not None:
