@@ -2,7 +2,8 @@
 
 With glibc's defaults a 64 MiB tensor is a fresh mapping each time it is allocated, so filling it
 page-faults every 4 KiB page again; after `keep_freed_memory`, once the heap has grown to the
-pattern's peak, a cycle of the same allocations reuses its pages. `build_run` makes the setting unless `grpo.release_memory=true`. Each check
+pattern's peak, a cycle of the same allocations reuses its pages. `build_run` makes the setting
+unless `grpo.release_memory=true`. Each check
 runs in a fresh interpreter (mallopt is process-wide and not undone).
 """
 
