@@ -6,7 +6,7 @@
 On a CPU, torch's fused attention (`scaled_dot_product_attention`, the flash kernel for CPU) is
 slow in backward at the shapes of a GRPO update: 18 ms a layer for 32 rows x 32 completion
 tokens against 82 keys, where the same work in batched matmuls takes a quarter of that
-(docs/trainer.md, "Attention in the update"). With a padding mask, transformers also repeats
+(docs/trainer.md, "Attention"). With a padding mask, transformers also repeats
 every key / value head to the query heads (`repeat_kv`) before calling it, and the kernel keeps
 the repeated copies for backward. `grouped_attention` works on the grouped heads directly and
 keeps only q, k, v and each row's max and log-sum; backward recomputes the probabilities.

@@ -100,10 +100,10 @@ def keep_freed_memory() -> None:
     a quarter of its CPU (docs/trainer.md, "Page faults"). Process-wide and not undone (glibc's
     adaptive threshold stays off once set); `grpo.release_memory=true` skips it. No-op without
     glibc."""
-    libc = _libc()
-    if libc is not None:
-        libc.mallopt(_M_MMAP_THRESHOLD, 1 << 30)
-        libc.mallopt(_M_TRIM_THRESHOLD, 2**31 - 1)
+    mallopt = getattr(_libc(), "mallopt", None)
+    if mallopt is not None:
+        mallopt(_M_MMAP_THRESHOLD, 1 << 30)
+        mallopt(_M_TRIM_THRESHOLD, 2**31 - 1)
 
 
 def release_freed_memory(release: bool = True) -> None:
@@ -112,10 +112,10 @@ def release_freed_memory(release: bool = True) -> None:
     sampling, and before each backward, so that the forward's freed temporaries are not held
     through backward's peak (0.37 GB less peak RSS on the 8x4x32 SmolLM2 step; docs/trainer.md,
     "Peak memory"). Each trim's pages fault back in when next used ("Page faults"), hence off by
-    default. No-op without glibc."""
-    libc = _libc() if release else None
-    if libc is not None:
-        libc.malloc_trim(0)
+    default. No-op without glibc (a libc without `malloc_trim`, or none found)."""
+    trim = getattr(_libc(), "malloc_trim", None) if release else None
+    if trim is not None:
+        trim(0)
 
 
 def build_run(config: RunConfig, *, resume: bool) -> _Run:
