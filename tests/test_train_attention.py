@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import pytest
 import torch
-import transformers
 from cli_checks import one_line_error
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from train_checks import tiny_llama
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
 from pgrpo.train.attention import NAME, attention_forward, grouped_attention, use_attention
@@ -123,29 +123,6 @@ def test_where_it_does_not_apply_it_is_sdpa_bit_for_bit(kind):
     assert torch.equal(got, want)
 
 
-def _model(kind: str, seed: int) -> torch.nn.Module:
-    torch.manual_seed(seed)
-    heads, kv_heads = (4, 2) if kind == "llama-gqa" else (2, 2)
-    cfg = transformers.LlamaConfig(
-        vocab_size=11,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=heads,
-        num_key_value_heads=kv_heads,
-        max_position_embeddings=64,
-        initializer_range=0.2,
-        pad_token_id=0,
-    )
-    model = transformers.LlamaForCausalLM(cfg)
-    if kind == "lora":
-        from peft import LoraConfig, get_peft_model
-
-        lora = LoraConfig(r=4, target_modules=["q_proj", "v_proj"], init_lora_weights=False)
-        model = get_peft_model(model, lora)
-    return model.eval()
-
-
 @given(
     kind=st.sampled_from(["llama", "llama-gqa", "lora"]),
     rows=st.integers(1, 4),
@@ -162,7 +139,7 @@ def test_a_model_with_pgrpo_attention_scores_as_with_sdpa(kind, rows, prompt, co
         mask[i, : int(torch.randint(0, prompt, (1,), generator=g))] = 0
     results = {}
     for attention in ("sdpa", NAME):
-        model = _model(kind, seed)
+        model = tiny_llama(kind, 11, seed)
         assert use_attention(model, attention) == attention
         scores = completion_scores(model, ids, mask, prompt)
         scores.log_probs.sum().backward()
@@ -176,10 +153,10 @@ def test_a_model_with_pgrpo_attention_scores_as_with_sdpa(kind, rows, prompt, co
 
 
 def test_auto_replaces_sdpa_only():
-    model = _model("llama", 0)
+    model = tiny_llama("llama", 11, 0)
     assert model.config._attn_implementation == "sdpa"
     assert use_attention(model, "auto") == NAME
-    eager = _model("llama", 0)
+    eager = tiny_llama("llama", 11, 0)
     use_attention(eager, "eager")
     assert use_attention(eager, "auto") == "eager"  # an implementation it does not replace
     assert use_attention(model, "sdpa") == "sdpa"

@@ -21,6 +21,7 @@ import torch
 import transformers
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from train_checks import tiny_llama
 from transformers.cache_utils import DynamicLayer
 
 from pgrpo.train import generation
@@ -42,27 +43,7 @@ PRECISIONS = {
 def _model(
     kind: str, vocab: int, seed: int, precision: str, attention: str = "sdpa"
 ) -> torch.nn.Module:
-    torch.manual_seed(seed)
-    heads, kv_heads = (4, 2) if kind == "llama-gqa" else (2, 2)
-    cfg = transformers.LlamaConfig(
-        vocab_size=vocab,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=heads,
-        num_key_value_heads=kv_heads,
-        max_position_embeddings=64,
-        initializer_range=0.2,
-        pad_token_id=0,
-        bos_token_id=None,
-        eos_token_id=None,
-    )
-    model = transformers.LlamaForCausalLM(cfg)
-    if kind == "lora":
-        from peft import LoraConfig, get_peft_model
-
-        lora = LoraConfig(r=4, target_modules=["q_proj", "v_proj"], init_lora_weights=False)
-        model = get_peft_model(model, lora)
+    model = tiny_llama(kind, vocab, seed)
     if precision == "bf16-weights":
         model = model.to(torch.bfloat16)
     use_attention(model, attention)  # the prefill's kernel: transformers' sdpa or pgrpo's

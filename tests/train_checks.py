@@ -22,3 +22,33 @@ def optimize_from(cfg, task, policy, state, rollout, advantages):
     temps = tuple(float(t) for t in rollout.temperatures[: cfg.grpo.group_size])
     run = _Run(cfg, policy, task, None, optimizer, make_scheduler(optimizer, cfg), temps)  # type: ignore[arg-type]
     return optimize(run, rollout, advantages), grads
+
+
+def tiny_llama(kind: str, vocab: int, seed: int) -> torch.nn.Module:
+    """A 2-layer Llama (hidden 32) in eval mode: kind 'llama' (2 heads), 'llama-gqa' (4 query
+    heads on 2 key / value heads, as SmolLM2 groups them) or 'lora' (llama + a LoRA adapter on
+    q, v with non-zero initial weights)."""
+    import transformers
+
+    torch.manual_seed(seed)
+    heads, kv_heads = (4, 2) if kind == "llama-gqa" else (2, 2)
+    cfg = transformers.LlamaConfig(
+        vocab_size=vocab,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=heads,
+        num_key_value_heads=kv_heads,
+        max_position_embeddings=64,
+        initializer_range=0.2,
+        pad_token_id=0,
+        bos_token_id=None,
+        eos_token_id=None,
+    )
+    model = transformers.LlamaForCausalLM(cfg)
+    if kind == "lora":
+        from peft import LoraConfig, get_peft_model
+
+        lora = LoraConfig(r=4, target_modules=["q_proj", "v_proj"], init_lora_weights=False)
+        model = get_peft_model(model, lora)
+    return model.eval()
