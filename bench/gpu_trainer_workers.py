@@ -7,11 +7,10 @@ from __future__ import annotations
 import dataclasses
 import shutil
 import statistics
-import tempfile
 import time
 from pathlib import Path
 
-import trainer as cpu_bench  # bench/trainer.py: prompts, their order, the result record
+import trainer_workers as cpu_bench  # bench/trainer.py's workers: prompts, order, TRL, result
 
 
 def worker_model(assets: str, out_dir: str, sizes: dict) -> dict:
@@ -56,13 +55,6 @@ def worker_matmul(device: str) -> dict:
     return {"n": n, "median_s": s, "tflops": 2 * n**3 / s / 1e12, "times": times}
 
 
-def _sync(device: str) -> None:
-    if device == "cuda":
-        import torch
-
-        torch.cuda.synchronize()
-
-
 def _pgrpo_run(cell: dict, model_dir: str, device: str):
     """(run, which device path): the run of bench/trainer.py's pgrpo worker at precision bf16,
     on `device` through `model.device` if pgrpo has one, else moved there after set-up."""
@@ -104,10 +96,10 @@ def worker_pgrpo(cell: dict, steps: int, model_dir: str, device: str) -> dict:
     times, generated, precision = [], [], set()
     with torch.device(device):
         for step in range(1, steps + 2):
-            _sync(device)
+            cpu_bench._sync(device)
             t = time.perf_counter()
             metrics = train_step(run, step)
-            _sync(device)
+            cpu_bench._sync(device)
             times.append(time.perf_counter() - t)
             generated.append(metrics["completions/mean_length"] * cell["B"] * cell["G"])
             precision.add(metrics["precision"])
@@ -123,74 +115,10 @@ def worker_pgrpo(cell: dict, steps: int, model_dir: str, device: str) -> dict:
 
 
 def worker_trl(cell: dict, steps: int, model_dir: str, device: str) -> dict:
-    """bench/trainer.py's TRL worker with the device left to TRL (use_cpu only on a CPU), CUDA
-    synchronised at each step boundary; TRL's defaults otherwise (bf16=True)."""
-    from datasets import Dataset
-    from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
-    from trl import GRPOConfig, GRPOTrainer
-
-    from pgrpo.train.policies import HFTokenizer
-
-    B, G, T = cell["B"], cell["G"], cell["T"]
-    examples, task = cpu_bench._task_prompts(200)
-    ordered = [e for batch in cpu_bench._step_batches(examples, steps, B) for e in batch]
-    rows = [
-        {"prompt": [{"role": "user", "content": task.prompt(e)}], "answer": e["answer"]}
-        for e in ordered
-    ]
-
-    def reward(completions, answer, **kwargs):
-        pairs = zip(completions, answer, strict=True)
-        return [task.reward(c[0]["content"], {"answer": a}) for c, a in pairs]
-
-    stamps: list[float] = []
-    generated: list[float] = []
-
-    class Clock(TrainerCallback):
-        def on_step_begin(self, args, state, control, **kw):
-            _sync(device)
-            stamps.append(time.perf_counter())
-
-        def on_log(self, args, state, control, logs=None, **kw):
-            if logs and "completions/mean_length" in logs:
-                generated.append(logs["completions/mean_length"] * B * G)
-
-    args = GRPOConfig(
-        output_dir=tempfile.mkdtemp(prefix="pgrpo-gpu-trl-"),
-        num_generations=G,
-        per_device_train_batch_size=B * G,
-        max_completion_length=T,
-        learning_rate=cpu_bench.LR,
-        max_steps=steps + 1,
-        logging_steps=1,
-        report_to="none",
-        save_strategy="no",
-        use_cpu=device == "cpu",
-        seed=0,
-        shuffle_dataset=False,  # the rows are already in pgrpo's order
-        temperature=1.0,
-        dataloader_num_workers=0,
-        bf16=True,  # TRL's default, written out
-    )
-    tok = AutoTokenizer.from_pretrained(model_dir)
-    net = AutoModelForCausalLM.from_pretrained(model_dir)
-    trainer = GRPOTrainer(
-        model=net,
-        processing_class=tok,
-        reward_funcs=reward,
-        args=args,
-        train_dataset=Dataset.from_list(rows),
-        callbacks=[Clock()],
-    )
-    trainer.train()
-    _sync(device)
-    stamps.append(time.perf_counter())
-    times = [b - a for a, b in zip(stamps[:-1], stamps[1:], strict=True)]
-    prompt_len = cpu_bench._prompt_tokens(HFTokenizer(tok), task, examples)
-    params = sum(p.numel() for p in net.parameters())
-    out = cpu_bench._result(times, generated, prompt_len * B, params, "bf16-autocast", [])
-    out["trl_args"] = {"gradient_checkpointing": args.gradient_checkpointing, "bf16": args.bf16}
-    out["param_device"] = str(next(trainer.model.parameters()).device)
+    """bench/trainer.py's TRL worker at TRL's defaults (bf16), on `device` (CUDA synchronised at
+    each step boundary); its CPU times are the host process's, not the GPU's."""
+    out = cpu_bench.worker_trl(cell, steps, model_dir, "bf16", device=device)
+    out["cpu_times"] = []  # host CPU time says nothing about a GPU step
     return out
 
 

@@ -82,7 +82,17 @@ def worker_pgrpo(
     return _result(times, generated, prompt_len * B, params, run.policy.precision.name, cpu)
 
 
-def worker_trl(cell: dict, steps: int, model: str, precision: str) -> dict:
+def _sync(device: str) -> None:
+    """Wait for the device's queued work (CUDA), so that a clock read is the work's end."""
+    if device == "cuda":
+        import torch
+
+        torch.cuda.synchronize()
+
+
+def worker_trl(cell: dict, steps: int, model: str, precision: str, device: str = "cpu") -> dict:
+    """TRL 1.16's GRPOTrainer with its defaults (bf16) or `bf16=False`, on the CPU (`use_cpu`) or
+    on the device TRL picks (bench/gpu_trainer.py, device "cuda": synchronised at each step)."""
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
@@ -107,6 +117,7 @@ def worker_trl(cell: dict, steps: int, model: str, precision: str) -> dict:
 
     class Clock(TrainerCallback):
         def on_step_begin(self, args, state, control, **kw):
+            _sync(device)
             stamps.append(time.perf_counter())
             cpu_stamps.append(time.process_time())
 
@@ -125,7 +136,7 @@ def worker_trl(cell: dict, steps: int, model: str, precision: str) -> dict:
         logging_steps=1,
         report_to="none",
         save_strategy="no",
-        use_cpu=True,
+        use_cpu=device == "cpu",
         seed=0,
         shuffle_dataset=False,  # the rows are already in pgrpo's order (`_step_batches`)
         temperature=1.0,
@@ -143,6 +154,7 @@ def worker_trl(cell: dict, steps: int, model: str, precision: str) -> dict:
         callbacks=[Clock()],
     )
     trainer.train()
+    _sync(device)
     stamps.append(time.perf_counter())
     cpu_stamps.append(time.process_time())
     times = [b - a for a, b in zip(stamps[:-1], stamps[1:], strict=True)]
@@ -150,7 +162,10 @@ def worker_trl(cell: dict, steps: int, model: str, precision: str) -> dict:
     prompt_len = _prompt_tokens(HFTokenizer(tok), task, examples)
     params = sum(p.numel() for p in net.parameters())
     label = "bf16-autocast" if args.bf16 else "fp32"
-    return _result(times, generated, prompt_len * B, params, label, cpu)
+    out = _result(times, generated, prompt_len * B, params, label, cpu)
+    out["trl_args"] = {"gradient_checkpointing": args.gradient_checkpointing, "bf16": args.bf16}
+    out["param_device"] = str(next(trainer.model.parameters()).device)
+    return out
 
 
 def worker_floor(cell: dict, steps: int, model: str, precision: str) -> dict:
