@@ -10,7 +10,6 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-import typer.main
 from cli_checks import one_line_error
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -120,17 +119,6 @@ def test_the_command_line_overrides_the_log(tmp_path):
 def test_fit_bad_settings_get_one_line_before_reading_the_log(tmp_path, args, needle):
     res = runner.invoke(app, ["fit", str(FIX / "pgrpo_run"), "--out", str(tmp_path), *args])
     one_line_error(res, needle)
-
-
-def test_fit_and_diagnose_share_one_definition_of_the_settings_options():
-    cmds = typer.main.get_command(app).commands
-    flags = ("--lr", "--beta1", "--refresh-interval", "--group-size", "--batch-prompts",
-             "--optimizer")  # fmt: skip
-
-    def spec(name: str) -> dict:
-        return {o: p.help for p in cmds[name].params for o in p.opts if o in flags}
-
-    assert spec("fit") == spec("diagnose") and set(spec("fit")) == set(flags)
 
 
 _COUNT = st.integers(1, 64).map(float)
