@@ -318,3 +318,29 @@ def test_partial_checkpoint_folders_are_removed_on_the_next_start(tmp_path):
     assert out.exit_code == 0, out.output
     assert "removed partial checkpoint files" in out.output
     assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == ["latest", "step-2"]
+
+
+def test_a_killed_writer_whose_forked_child_lives_on_does_not_keep_the_lock(tmp_path):
+    """The reward scorer forks a child per batch; a SIGKILL of the trainer left that child holding
+    the inherited lock until it exited, so a resume straight after the kill was refused (seen once
+    in tests/test_train_resume.py's SIGKILL test under load)."""
+    import signal
+    import subprocess
+    import sys
+
+    from pgrpo.train.runlock import run_lock
+
+    code = (
+        "import os, sys, time\n"
+        "from pgrpo.train.runlock import run_lock\n"
+        "with run_lock(sys.argv[1]):\n"
+        "    if os.fork() == 0:\n"
+        "        time.sleep(30); os._exit(0)\n"
+        "    print('ready', flush=True); time.sleep(60)\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], stdout=subprocess.PIPE)
+    assert proc.stdout.readline().strip() == b"ready"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    with run_lock(tmp_path):  # the orphaned child is still asleep; the lock is free
+        pass

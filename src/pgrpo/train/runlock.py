@@ -6,7 +6,10 @@
 The lock belongs to the open file description, so the kernel releases it when the process ends,
 however it ends (SIGKILL included): a stale lock file never blocks a resume. The file holds the
 holder's PID, which the error names. The file is never deleted (deleting it would let two
-processes lock two different files of the same name).
+processes lock two different files of the same name). A forked child (the reward scorer forks
+one per batch) closes its inherited copy of the descriptor at once: otherwise, when the trainer
+is killed, the child would keep the lock until it exits and a resume straight after the kill
+would be refused.
 """
 
 from __future__ import annotations
@@ -18,6 +21,17 @@ from collections.abc import Iterator
 from pathlib import Path
 
 LOCK_FILE = ".lock"
+_HELD: set[int] = set()  # descriptors of the locks this process holds
+
+
+def _close_in_child() -> None:
+    for fd in _HELD:
+        with contextlib.suppress(OSError):
+            os.close(fd)  # the child's copy only: the parent's lock stays
+    _HELD.clear()
+
+
+os.register_at_fork(after_in_child=_close_in_child)
 
 
 class RunLockedError(RuntimeError):
@@ -43,6 +57,8 @@ def run_lock(run_dir: str | Path) -> Iterator[Path]:
             ) from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        _HELD.add(fd)
         yield path
     finally:
+        _HELD.discard(fd)
         os.close(fd)  # releases the lock
