@@ -56,6 +56,8 @@ class FitContext:
     models that allow it, `CurveModel.physical_time` False; 1 for the others, whose time is the
     optimizer step). optimizer: the `OPTIMIZER_REDUCTIONS` name that maps beta1, K to (m, c).
     clock: optimizer steps per unit of the user's step (K when a log counts rollout batches).
+    reward_range: known (lo, hi) bounds of the reward, in the user's units, or None; `fit_model`
+    keeps R_0 and R_inf inside them.
     """
 
     step0: float = 0.0
@@ -65,6 +67,7 @@ class FitContext:
     time_scale: float = 1.0
     optimizer: str = DEFAULT_OPTIMIZER
     clock: float = 1.0
+    reward_range: tuple[float, float] | None = None
     metrics: dict[str, float] = field(default_factory=dict)
 
     def schedule(self, n_steps: int) -> np.ndarray:

@@ -173,6 +173,9 @@ def fit_model(
     priors = spec.priors(t, ctx)
     starts = [_params_to(spec, s, ts, loc, scale, inverse=True) for s in starts]
     all_starts = list(starts) + list(spec.guess(t, y, ctx))
+    if user_ctx.reward_range is not None:  # the task's bounds, in internal units
+        a, b = sorted((v - loc) / scale for v in user_ctx.reward_range)
+        all_starts = [_levels_within(s, a, b) for s in all_starts]
     template = all_starts[0]
     varying = tuple(n for n in spec.param_names if template[n].vary)
 
@@ -218,6 +221,18 @@ def fit_model(
                           message, sw)  # fmt: skip
     result = _to_user(inner, spec, step, reward, replace(user_ctx, time_scale=ts), loc, scale)
     return _undefined_if_constant(result)
+
+
+def _levels_within(start: dict[str, Parameter], lo: float, hi: float) -> dict[str, Parameter]:
+    """`start` with R_inf and R_0 bounded by [lo, hi] as well (their values clipped into it);
+    a level whose bounds do not meet [lo, hi] (data outside the stated range) keeps its own."""
+    out = dict(start)
+    for name in ("R_inf", "R_0"):
+        p = start[name]
+        a, b = max(p.min, lo), min(p.max, hi)
+        if a <= b:
+            out[name] = replace(p, value=float(np.clip(p.value, a, b)), min=a, max=b)
+    return out
 
 
 CONSTANT_REWARD = "the reward never changed: nothing to fit"
@@ -431,6 +446,7 @@ def fit_curve(
     optimizer: str = DEFAULT_OPTIMIZER,
     clock: float = 1.0,
     weights: np.ndarray | None = None,
+    reward_range: tuple[float, float] | None = None,
 ) -> FitResult:
     """Fit `model` (a FIT_MODELS name) to a reward curve: step, reward: [n] -> FitResult.
 
@@ -444,10 +460,12 @@ def fit_curve(
     optimizer, `optimizer` names the reduction) and puts the comparison in metrics
     (`compare_constrained`). Models with an optimizer-step clock (rom_schedule, rom_fixed) need
     `step` in optimizer steps; the others are invariant to the units of step and reward.
+    reward_range: the reward's known (lo, hi) bounds (a task's); R_0 and R_inf stay inside.
     """
     step, reward = _check_curve(step, reward, min_points=6)
     ctx = make_context(step, lr=lr, lr_step=lr_step, beta1=beta1, clock=clock,
-                       refresh_interval=refresh_interval, optimizer=optimizer)  # fmt: skip
+                       refresh_interval=refresh_interval, optimizer=optimizer,
+                       reward_range=reward_range)  # fmt: skip
     w = {"loss": loss, "weights": weights}
     if model != "rom":
         return fit_model(model, step, reward, ctx, **w)

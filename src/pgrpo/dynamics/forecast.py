@@ -86,6 +86,7 @@ def forecast(
     optimizer: str = DEFAULT_OPTIMIZER,
     prior: ForecastPrior = CORPUS_PRIOR,
     weights: np.ndarray | None = None,
+    reward_range: tuple[float, float] | None = None,
 ) -> Forecast:
     """Fit the points up to `cut` and predict the rest.
 
@@ -98,6 +99,9 @@ def forecast(
     beyond it the last lr is held. clock: optimizer steps per unit of step (`fit_curve`).
     weights: [n] inverse noise variances of the points (`runfit.noise_weights` from the logged
     reward_std and G, B), used by level_gain's fit of the prefix.
+    reward_range: the reward's known (lo, hi) bounds (the task's, `task.reward_range` of a
+    pgrpo run): the fits keep their levels inside, and the forecast and its bands are clipped
+    to it (a success rate is not forecast above 1).
     metrics["model_mean"] is always the fitted curve's own mean over the horizon.
     """
     step = np.array(step, dtype=float)
@@ -116,7 +120,7 @@ def forecast(
     if lr is not None and lr_step is None:
         lr_step = step
     kw = dict(lr=lr, lr_step=lr_step, beta1=beta1, refresh_interval=refresh_interval, loss=loss,
-              clock=clock, optimizer=optimizer)  # fmt: skip
+              clock=clock, optimizer=optimizer, reward_range=reward_range)  # fmt: skip
     if weights is not None and np.shape(weights) != step.shape:
         raise ValueError(
             f"weights must have one entry per step ({step.size}), got {np.shape(weights)}"
@@ -128,9 +132,11 @@ def forecast(
 
     z = float(norm.ppf(0.5 + level / 2.0))
     sd, half = np.sqrt(var_step), z * math.sqrt(var_mean)
+    lo, hi = reward_range if reward_range is not None else (-math.inf, math.inf)
+    pred = np.clip(pred, lo, hi)
     mean = float(np.mean(pred))
     observed = reward[i:]
-    exp = fit_curve(step[:i], reward[:i], "exponential", loss=loss)
+    exp = fit_curve(step[:i], reward[:i], "exponential", loss=loss, reward_range=reward_range)
     baselines = {
         "last_window_mean": last_window_mean(reward[:i]),
         "exponential": float(np.mean(exp.predict(future))),
@@ -139,10 +145,10 @@ def forecast(
         cut_step=float(step[i - 1]),
         future_step=future,
         predicted=pred,
-        band_lo=pred - z * sd,
-        band_hi=pred + z * sd,
+        band_lo=np.clip(pred - z * sd, lo, hi),
+        band_hi=np.clip(pred + z * sd, lo, hi),
         predicted_mean=mean,
-        mean_band=(mean - half, mean + half),
+        mean_band=(max(mean - half, lo), min(mean + half, hi)),
         observed_mean=float(np.mean(observed)) if horizon is None else math.nan,
         level=level,
         fit=fit,

@@ -26,6 +26,7 @@ def make_context(
     refresh_interval: int | None = 1,
     optimizer: str = DEFAULT_OPTIMIZER,
     clock: float = 1.0,
+    reward_range: tuple[float, float] | None = None,
 ) -> FitContext:
     """Context with the lr schedule on the integer optimizer-step grid t = 0..T from the first
     step (optimizer steps = (step - step0) * clock).
@@ -63,9 +64,16 @@ def make_context(
     K = int(refresh_interval or 1)
     if K < 1:
         raise ValueError(f"refresh_interval must be >= 1, got {refresh_interval!r}")
-    return FitContext(
-        step0=step0, lr=grid_lr, beta1=beta1, refresh_interval=K, optimizer=optimizer, clock=clock
-    )
+    bounds = None
+    if reward_range is not None:
+        lo, hi = (float(v) for v in reward_range)
+        if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
+            raise ValueError(
+                f"reward_range must be (lo, hi) with finite lo < hi, got {reward_range!r}"
+            )
+        bounds = (lo, hi)
+    return FitContext(step0=step0, lr=grid_lr, beta1=beta1, refresh_interval=K,
+                      optimizer=optimizer, clock=clock, reward_range=bounds)  # fmt: skip
 
 
 def _check_curve(step: np.ndarray, reward: np.ndarray, min_points: int) -> tuple:

@@ -153,7 +153,7 @@ def _curve(fit_kw: dict) -> str:
 
 
 def _context(step: np.ndarray, fit_kw: dict):
-    keys = ("lr", "lr_step", "beta1", "refresh_interval", "optimizer", "clock")
+    keys = ("lr", "lr_step", "beta1", "refresh_interval", "optimizer", "clock", "reward_range")
     return make_context(step, **{k: fit_kw[k] for k in keys if k in fit_kw})
 
 

@@ -51,7 +51,8 @@ def run_inputs(
     optimizer: str | None = None,
 ) -> dict[str, Any]:
     """Keyword arguments for `fit_run` / `forecast` from a log: step [n], columns (name -> [n]:
-    learning_rate, optimizer_step when logged), hyper (lr, beta1, refresh_interval, optimizer).
+    learning_rate, optimizer_step when logged), hyper (lr, beta1, refresh_interval, optimizer,
+    reward_min / reward_max).
     optimizer: an OPTIMIZER_REDUCTIONS name; None: the run's (`run_optimizer(hyper["optimizer"])`,
     AdamW when the log does not name one)."""
     step = np.asarray(step, dtype=float)
@@ -69,6 +70,7 @@ def run_inputs(
         "refresh_interval": int(hyper.get("refresh_interval") or 1),
         "clock": optimizer_clock(step, columns.get("optimizer_step")),
         "optimizer": optimizer or run_optimizer(hyper.get("optimizer")),
+        "reward_range": reward_range(hyper),
     }
 
 
@@ -88,6 +90,15 @@ def noise_weights(columns: Mapping[str, np.ndarray], hyper: Mapping[str, Any]) -
     v = np.where(ok, sd, np.median(sd[ok])) ** 2 / max(gb, 1.0)
     floor = max(float(np.median(v)), 0.1 * float(np.mean(v)))
     return 1.0 / (v + floor) if floor > 0 else None
+
+
+def reward_range(hyper: Mapping[str, Any]) -> tuple[float, float] | None:
+    """The reward's known (lo, hi) from a log's hyperparameters (reward_min / reward_max: a
+    pgrpo run's task.reward_range), or None."""
+    lo, hi = hyper.get("reward_min"), hyper.get("reward_max")
+    if lo is None or hi is None or not float(lo) < float(hi):
+        return None
+    return float(lo), float(hi)
 
 
 def fit_run(step: np.ndarray, reward: np.ndarray, **inputs: Any) -> FitResult:

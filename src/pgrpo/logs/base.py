@@ -313,8 +313,9 @@ def find_key(tree: Any, names: tuple[str, ...], _depth: int = 0) -> Any:
 
 def hyperparameters_from_config(cfg: Any) -> dict[str, float]:
     """Map a run config (pgrpo, TRL args, verl hydra config) to lr, beta1, refresh_interval,
-    group_size, batch_prompts. TRL: K = num_iterations x steps_per_generation / grad accum;
-    verl: K = ppo_epochs x train_batch_size / ppo_mini_batch_size."""
+    group_size, batch_prompts, and reward_min / reward_max from a `reward_range: [lo, hi]`.
+    TRL: K = num_iterations x steps_per_generation / grad accum; verl: K = ppo_epochs x
+    train_batch_size / ppo_mini_batch_size."""
     get = lambda *names: as_number(find_key(cfg, names))  # noqa: E731
     out: dict[str, float | None] = {
         "lr": get("learning_rate", "lr"),
@@ -334,6 +335,11 @@ def hyperparameters_from_config(cfg: Any) -> dict[str, float]:
         if iters is not None:
             per = spg / ga if spg and ga else (tb / mb if tb and mb else 1.0)
             out["refresh_interval"] = max(1.0, round(iters * per))
+    bounds = find_key(cfg, ("reward_range",))  # pgrpo: task.reward_range, [lo, hi]
+    if isinstance(bounds, list | tuple) and len(bounds) == 2:
+        lo, hi = as_number(bounds[0]), as_number(bounds[1])
+        if lo is not None and hi is not None and lo < hi:
+            out["reward_min"], out["reward_max"] = lo, hi
     rollout = _find_mapping(cfg, "rollout")  # verl: actor_rollout_ref.rollout.n is G
     if rollout is not None:
         if out["group_size"] is None:

@@ -95,6 +95,7 @@ class ArithmeticTask:
     """
 
     name = "arithmetic"
+    reward_range = (0.0, 1.0)
     reward_is_fast = True
 
     def __init__(

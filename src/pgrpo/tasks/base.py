@@ -19,6 +19,8 @@ class Task(Protocol):
       wraps it with a timeout and counts errors).
     - `metrics(completions, examples, rewards)`: task-specific aggregate metrics (e.g. SSR/HSR),
       stable names, floats.
+    - `reward_range` (optional attribute): (lo, hi), the bounds of one reward; fits and forecasts
+      keep the reward curve's levels inside it (`task_reward_range`).
     """
 
     name: str
@@ -45,6 +47,16 @@ def get_task(name: str, **options: Any) -> Task:
     unknown options raise UserError listing the task's options)."""
     check_task_options(name, options)
     return TASKS.get(name)(**options)
+
+
+def task_reward_range(task: Any) -> tuple[float, float] | None:
+    """A task's declared (lo, hi) reward bounds, or None when it declares none (or a bad one)."""
+    r = getattr(task, "reward_range", None)
+    try:
+        lo, hi = (float(v) for v in r)  # type: ignore[union-attr]
+    except (TypeError, ValueError):
+        return None
+    return (lo, hi) if lo < hi else None
 
 
 def check_task_options(name: str, options: dict[str, Any]) -> None:
@@ -89,6 +101,7 @@ class FunctionTask:
     - `prompt`: `example -> str` (the user message). `reward`: `(completion, example) -> float`.
     - `metrics`: optional `(completions, examples, rewards) -> dict[str, float]`, merged over the
       default `reward_mean`.
+    - `reward_range`: optional (lo, hi) bounds of the reward (fits and forecasts stay inside).
     - `reward_is_fast`: True for rewards that take microseconds (they are then scored in a child
       forked per batch instead of the persistent reward worker process).
 
@@ -107,6 +120,7 @@ class FunctionTask:
         reward: Callable[[str, dict[str, Any]], float],
         metrics: Callable[..., dict[str, float]] | None = None,
         reward_is_fast: bool = False,
+        reward_range: tuple[float, float] | None = None,
     ) -> None:
         if not callable(prompt) or not callable(reward):
             raise TypeError("FunctionTask needs callables for prompt= and reward=")
@@ -118,6 +132,7 @@ class FunctionTask:
         self._reward = reward
         self._metrics = metrics
         self.reward_is_fast = bool(reward_is_fast)
+        self.reward_range = reward_range
 
     def load(self, split_or_path: str) -> list[dict[str, Any]]:
         source = self._examples
@@ -161,6 +176,7 @@ def register_task(
     reward: Callable[[str, dict[str, Any]], float] | None = None,
     metrics: Callable[..., dict[str, float]] | None = None,
     reward_is_fast: bool = False,
+    reward_range: tuple[float, float] | None = None,
 ) -> None:
     """Register a task under `name` so `get_task(name)` and `pgrpo train task=name` find it.
 
@@ -184,6 +200,7 @@ def register_task(
         reward=reward,
         metrics=metrics,
         reward_is_fast=reward_is_fast,
+        reward_range=reward_range,
     )
 
     def build(**options: Any) -> Task:

@@ -41,6 +41,7 @@ class GSM8KTask:
     default the Hub's "openai/gsm8k" config "main"), `prompt_template` (with `{question}`)."""
 
     name = "gsm8k"
+    reward_range = (0.0, 1.0)
     reward_is_fast = True
 
     def __init__(self, data: str | Path | None = None, prompt_template: str = PROMPT) -> None:

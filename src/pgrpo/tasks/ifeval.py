@@ -146,6 +146,7 @@ class IFEvalTask:
     `max_words` (150: cap on generated word-count constraints)."""
 
     name = "ifeval"
+    reward_range = (0.0, 1.0)
     reward_is_fast = False  # langdetect / tokenizers on long text: scored in the worker process
 
     def __init__(

@@ -78,6 +78,7 @@ class MathTask:
     default the Hub's "HuggingFaceH4/MATH-500"), `prompt_template` (with `{problem}`)."""
 
     name = "math"
+    reward_range = (0.0, 1.0)
     reward_is_fast = False  # sympy can hang: scored in the reward worker process
 
     def __init__(self, data: str | Path | None = None, prompt_template: str = PROMPT) -> None:

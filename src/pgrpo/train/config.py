@@ -13,6 +13,7 @@ Defaults follow TRL's `GRPOConfig` and the papers unless a comment says otherwis
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 import types
 import typing
@@ -125,10 +126,17 @@ class TaskConfig:
     """Split (or path) passed to `task.load`."""
     reward_timeout_s: float = 5.0
     """Per-completion reward timeout; a call that raises or hangs scores 0 and is counted."""
+    reward_range: tuple[float, float] | None = None
+    """[lo, hi] bounds of one completion's reward; None: the task's own `reward_range` (the
+    built-in tasks: [0, 1]). The run's config.yaml records the resolved range, and every fit and
+    forecast of the run keeps its levels inside it (a 0/1 reward is not forecast to reach 1.5)."""
 
     def __post_init__(self) -> None:
         if not self.reward_timeout_s > 0:
             _fail("task.reward_timeout_s", self.reward_timeout_s, "must be > 0 seconds")
+        r = self.reward_range
+        if r is not None and not (len(r) == 2 and all(map(math.isfinite, r)) and r[0] < r[1]):
+            _fail("task.reward_range", r, "must be [lo, hi] with finite lo < hi, e.g. [0, 1]")
 
 
 @dataclass(frozen=True)

@@ -87,7 +87,9 @@ def forecast_metrics(rewards: list[Any], lrs: list[Any], config: RunConfig) -> d
     keep = np.isfinite(reward) & np.isfinite(lr)
     log_step = np.arange(1, reward.size + 1, dtype=float)[keep]
     columns = {"learning_rate": lr[keep], "optimizer_step": log_step * k_refresh}
-    hyper = {"beta1": config.optim.beta1, "refresh_interval": k_refresh}
+    hyper: dict[str, Any] = {"beta1": config.optim.beta1, "refresh_interval": k_refresh}
+    if config.task.reward_range is not None:  # the task's bounds: no plateau above a 0/1 max
+        hyper["reward_min"], hyper["reward_max"] = config.task.reward_range
     reduction = TRAIN_OPTIMIZERS.get(config.optim.name).reduction
     inputs = run_inputs(log_step, columns, hyper, optimizer=reduction)
     fit = fit_run(log_step, reward[keep], **inputs)

@@ -65,10 +65,25 @@ def resolve_config(config: RunConfig) -> RunConfig:
 _resolve = resolve_config
 
 
+def with_reward_range(config: RunConfig, task: Any) -> RunConfig:
+    """`config` with task.reward_range resolved: the user's, else the task's declared range
+    (`task_reward_range`; None when it declares none), so config.yaml records what the fits use."""
+    from pgrpo.tasks.base import task_reward_range
+
+    if config.task.reward_range is not None:
+        return config
+    found = task_reward_range(task)
+    if found is None:
+        return config
+    return dataclasses.replace(config, task=dataclasses.replace(config.task, reward_range=found))
+
+
 def _check_resume(config: RunConfig, run_dir: Path) -> None:
     saved = load_config(run_dir / CONFIG_FILE).to_dict()
     now = config.to_dict()
     saved["run"].pop("steps"), now["run"].pop("steps")
+    if now["task"].get("reward_range") is None:  # unset: the task's own, resolved at the start
+        now["task"]["reward_range"] = saved["task"].get("reward_range")
     diff = [
         f"{s}.{k}: {saved[s][k]!r} -> {now[s][k]!r}"
         for s in now
@@ -127,6 +142,7 @@ def build_run(config: RunConfig, *, resume: bool) -> _Run:
         keep_freed_memory()
     _seed(cfg.run.seed)
     task, policy = load_task_and_policy(cfg, warm_up=not resume)
+    cfg = with_reward_range(cfg, task)
     stream = PromptStream(task.load(cfg.task.split), cfg.run.seed)
     _seed(cfg.run.seed)  # the training stream does not depend on how the model was obtained
     optimizer = build_optimizer(policy.trainable_parameters(), cfg.optim)

@@ -241,7 +241,7 @@ def train(
         else:
             log = MetricsLog(run_dir)
         with ckpt.disk_full_is_one_line(run_dir / CONFIG_FILE, "the run's config"):
-            save_config(cfg, run_dir / CONFIG_FILE)
+            save_config(run.config, run_dir / CONFIG_FILE)  # task.reward_range resolved
         try:
             _run_steps(run, log, reporters, first, base, stop, on_step)
         finally:
