@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -145,6 +145,18 @@ def level_bounds(y: np.ndarray) -> tuple[float, float]:
     if not span > 0:  # a constant curve: a relative floor keeps every reward scale alike
         span = 1e-6 * abs(hi) if hi != 0 else 1e-6
     return lo - 3 * span, hi + 3 * span
+
+
+def levels_within(start: dict[str, Parameter], lo: float, hi: float) -> dict[str, Parameter]:
+    """`start` with R_inf and R_0 bounded by [lo, hi] as well (their values clipped into it);
+    a level whose bounds do not meet [lo, hi] (data outside the stated range) keeps its own."""
+    out = dict(start)
+    for name in ("R_inf", "R_0"):
+        p = start[name]
+        a, b = max(p.min, lo), min(p.max, hi)
+        if a <= b:
+            out[name] = replace(p, value=float(np.clip(p.value, a, b)), min=a, max=b)
+    return out
 
 
 def rate_bounds(t: np.ndarray) -> tuple[float, float]:

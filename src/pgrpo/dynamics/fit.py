@@ -26,6 +26,7 @@ from pgrpo.dynamics.curves import (
     FitContext,
     Parameter,
     level_bounds,
+    levels_within,
     mass_bounds,
     profile_levels,
     rate_bounds,
@@ -175,7 +176,7 @@ def fit_model(
     all_starts = list(starts) + list(spec.guess(t, y, ctx))
     if user_ctx.reward_range is not None:  # the task's bounds, in internal units
         a, b = sorted((v - loc) / scale for v in user_ctx.reward_range)
-        all_starts = [_levels_within(s, a, b) for s in all_starts]
+        all_starts = [levels_within(s, a, b) for s in all_starts]
     template = all_starts[0]
     varying = tuple(n for n in spec.param_names if template[n].vary)
 
@@ -221,18 +222,6 @@ def fit_model(
                           message, sw)  # fmt: skip
     result = _to_user(inner, spec, step, reward, replace(user_ctx, time_scale=ts), loc, scale)
     return _undefined_if_constant(result)
-
-
-def _levels_within(start: dict[str, Parameter], lo: float, hi: float) -> dict[str, Parameter]:
-    """`start` with R_inf and R_0 bounded by [lo, hi] as well (their values clipped into it);
-    a level whose bounds do not meet [lo, hi] (data outside the stated range) keeps its own."""
-    out = dict(start)
-    for name in ("R_inf", "R_0"):
-        p = start[name]
-        a, b = max(p.min, lo), min(p.max, hi)
-        if a <= b:
-            out[name] = replace(p, value=float(np.clip(p.value, a, b)), min=a, max=b)
-    return out
 
 
 CONSTANT_REWARD = "the reward never changed: nothing to fit"
