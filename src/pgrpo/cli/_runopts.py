@@ -1,7 +1,7 @@
 """The run's settings as command-line options, shared by `pgrpo fit` and `pgrpo diagnose`: one
 definition of `--lr`, `--beta1`, `--refresh-interval`, `--group-size`, `--batch-prompts`,
-`--optimizer` (and `--kappa`, diagnose's), and one check of their values. What is given on the
-command line overrides the log (`pgrpo.dynamics.settings`)."""
+`--optimizer`, `--reward-range` (and `--kappa`, diagnose's), and one check of their values. What
+is given on the command line overrides the log (`pgrpo.dynamics.settings`)."""
 
 from __future__ import annotations
 
@@ -47,6 +47,15 @@ def optimizer_option() -> Any:
     )
 
 
+def reward_range_option() -> Any:
+    return typer.Option(
+        None,
+        "--reward-range",
+        help="LO,HI: the reward's known bounds (e.g. 0,1), when the log does not say: fitted "
+        "levels and forecasts stay inside, and an end within 1% of HI is the ceiling.",
+    )
+
+
 def kappa_option() -> Any:
     return typer.Option(
         None, "--kappa", help="Curvature for K* (`pgrpo probe`); default: a fit of the curve."
@@ -55,8 +64,11 @@ def kappa_option() -> Any:
 
 def given_settings(**given: Any) -> dict[str, Any]:
     """The run's settings given on the command line (None: not given), checked before the log is
-    read: lr and kappa finite and > 0, beta1 in [0, 1), a known optimizer; numbers as floats."""
+    read: lr and kappa finite and > 0, beta1 in [0, 1), a known optimizer, a reward range
+    LO,HI with finite LO < HI (returned as reward_min, reward_max); numbers as floats."""
     out = {k: v for k, v in given.items() if v is not None}
+    if "reward_range" in out:
+        out["reward_min"], out["reward_max"] = _reward_range(out.pop("reward_range"))
     for name in ("lr", "kappa"):
         if name in out and not (math.isfinite(out[name]) and out[name] > 0):
             fail(f"--{name} {out[name]!r} is not a finite number > 0", f"give --{name} > 0")
@@ -74,6 +86,17 @@ def given_settings(**given: Any) -> dict[str, Any]:
                 "needs none",
             )
     return {k: v if k == "optimizer" else float(v) for k, v in out.items()}
+
+
+def _reward_range(text: str) -> tuple[float, float]:
+    try:
+        lo, hi = (float(v) for v in text.split(","))
+    except ValueError:
+        lo = hi = math.nan
+    if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
+        fail(f"--reward-range {text!r} is not LO,HI with finite LO < HI",
+             "give the reward's bounds, e.g. --reward-range 0,1")  # fmt: skip
+    return lo, hi
 
 
 def print_settings(settings: dict, console: Any) -> None:

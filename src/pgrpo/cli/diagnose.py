@@ -68,6 +68,7 @@ def diagnose_cmd(
     refresh_interval: int | None = _runopts.refresh_interval_option(),
     beta1: float | None = _runopts.beta1_option(),
     optimizer: str | None = _runopts.optimizer_option(),
+    reward_range: str | None = _runopts.reward_range_option(),
     kappa: float | None = _runopts.kappa_option(),
     fail_on: str | None = typer.Option(
         None,
@@ -105,6 +106,7 @@ def diagnose_cmd(
     given = _runopts.given_settings(
         group_size=group_size, batch_prompts=batch_prompts, lr=lr,
         refresh_interval=refresh_interval, beta1=beta1, kappa=kappa, optimizer=optimizer,
+        reward_range=reward_range,
     )  # fmt: skip
     points = eval_points(eval_log) if eval_log is not None else None
     logged = load_log(log, log_format)

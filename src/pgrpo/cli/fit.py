@@ -34,6 +34,7 @@ def fit_cmd(
     group_size: int | None = _runopts.group_size_option(),
     batch_prompts: int | None = _runopts.batch_prompts_option(),
     optimizer: str | None = _runopts.optimizer_option(),
+    reward_range: str | None = _runopts.reward_range_option(),
 ) -> None:
     """Fit rom / exponential / logistic to the reward curve; write OUT/fit.png. With lr and
     beta1 (from the log, or given: the command line overrides the log) also the closed form
@@ -47,7 +48,7 @@ def fit_cmd(
     out_dir(out)
     given = _runopts.given_settings(
         lr=lr, beta1=beta1, refresh_interval=refresh_interval, group_size=group_size,
-        batch_prompts=batch_prompts, optimizer=optimizer,
+        batch_prompts=batch_prompts, optimizer=optimizer, reward_range=reward_range,
     )  # fmt: skip
     opts = {k: v for k, v in (("reward_key", reward_column), ("step_key", step_column)) if v}
     reward_log = read_log(log, format=log_format, columns=FIT_COLUMNS, **opts)

@@ -25,6 +25,7 @@ def report_cmd(
     group_size: int | None = _runopts.group_size_option(),
     batch_prompts: int | None = _runopts.batch_prompts_option(),
     optimizer: str | None = _runopts.optimizer_option(),
+    reward_range: str | None = _runopts.reward_range_option(),
     kappa: float | None = _runopts.kappa_option(),
 ) -> None:
     """Reward with fit and forecast band, degeneracy vs i.i.d. prediction, entropy, KL, lengths,
@@ -36,7 +37,7 @@ def report_cmd(
     existing(run_dir, "RUN_DIR", "a run directory or a log file")
     given = _runopts.given_settings(
         lr=lr, beta1=beta1, refresh_interval=refresh_interval, group_size=group_size,
-        batch_prompts=batch_prompts, optimizer=optimizer, kappa=kappa,
+        batch_prompts=batch_prompts, optimizer=optimizer, kappa=kappa, reward_range=reward_range,
     )  # fmt: skip
     check_log_folder(run_dir)  # before out_dir creates RUN_DIR/report in a folder with no log
     if out is None:

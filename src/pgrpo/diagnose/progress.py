@@ -5,7 +5,8 @@
 - `too_short`: fewer than MIN_POINTS finite rewards.
 - `saturated`: the reward sits at its ceiling: the end window is the best of the run and the
   groups have no spread (reward_std == 0 / frac_reward_zero_std = 1 on >= 80% of its steps, or
-  a 0/1 reward at >= 0.99), after a significant rise or at a known ceiling.
+  a 0/1 reward at >= 0.99, or an end level within 1% of a known reward range's top), after a
+  significant rise or at a known ceiling.
 - `collapsed`: a significant fall from the best window, ending at or below the start level, or
   a run that ends stuck at its floor (the end window constant at the run's minimum, no spread
   within groups) below where it started.
@@ -81,9 +82,14 @@ def _zero_spread(reward_std: np.ndarray | None, frac_zero: np.ndarray | None) ->
     return None
 
 
-def _fit_evidence(step: np.ndarray, reward: np.ndarray) -> dict[str, float | str]:
+def _fit_evidence(
+    step: np.ndarray, reward: np.ndarray, reward_range: tuple[float, float] | None = None
+) -> dict[str, float | str]:
     """Exponential fit R(t) = R_inf + (R_0 - R_inf) exp(-t / tau): gain and its 90% band, the
-    remaining gain after the last step and the steps to 90% of it (NaN when the fit fails)."""
+    remaining gain after the last step and the steps to 90% of it (NaN when the fit fails).
+    reward_range: the reward's known (lo, hi); the levels stay inside it, and a fit that runs
+    into it heads for that bound (`fit_gain_at_bound` 1.0): the remaining gain is the way to
+    the bound, with no band."""
     from pgrpo.dynamics import fit_curve
 
     out = dict.fromkeys(
@@ -92,7 +98,7 @@ def _fit_evidence(step: np.ndarray, reward: np.ndarray) -> dict[str, float | str
     )
     out["steps_to_90pct"] = math.nan
     try:
-        fit = fit_curve(step, reward, "exponential")
+        fit = fit_curve(step, reward, "exponential", reward_range=reward_range)
     except (ValueError, RuntimeError, np.linalg.LinAlgError):
         return out
     v = fit.values
@@ -117,6 +123,12 @@ def _fit_evidence(step: np.ndarray, reward: np.ndarray) -> dict[str, float | str
     if "r2_undefined" in fit.metrics:  # a constant curve: no timescale, no R^2
         out.update(fit_tau=math.nan, fit_r2_undefined=fit.metrics["r2_undefined"])
         return out
+    bound = _range_bound(fit, reward_range)
+    if bound is not None:  # still rising (falling) into the reward's known bound
+        out.update(remaining_gain=bound - float(fit.fitted[-1]), remaining_gain_se=math.nan,
+                   fit_gain_lo=math.nan, fit_gain_hi=math.nan, fit_gain_at_bound=1.0,
+                   reward_bound=bound, steps_to_90pct=float(v["tau"]) * math.log(10.0))  # fmt: skip
+        return out
     if _unsaturated(fit):  # the level box or the timescale bound holds the fit: no gain known
         out.update(remaining_gain=math.nan, remaining_gain_se=math.nan, fit_gain_lo=math.nan,
                    fit_gain_hi=math.nan, fit_gain_identified=0.0)  # fmt: skip
@@ -124,6 +136,22 @@ def _fit_evidence(step: np.ndarray, reward: np.ndarray) -> dict[str, float | str
     if math.isfinite(se_inf) and abs(remaining) > Z90 * se_inf:
         out["steps_to_90pct"] = float(v["tau"]) * math.log(10.0)
     return out
+
+
+def _range_bound(fit: Any, reward_range: tuple[float, float] | None) -> float | None:
+    """The bound of the reward's known range that the exponential's R_inf sits on (the curve
+    would go past it), with tau off its upper bound (the curve bends within the data); else
+    None."""
+    if reward_range is None:
+        return None
+    r_inf, tau = fit.params["R_inf"], fit.params["tau"]
+    tol = 1e-6 * (reward_range[1] - reward_range[0])
+    if tau.value >= tau.max * (1 - 1e-6):
+        return None
+    for bound, edge in zip(reward_range, (r_inf.min, r_inf.max), strict=True):
+        if abs(edge - bound) <= tol and abs(r_inf.value - bound) <= tol:
+            return float(bound)
+    return None
 
 
 def _unsaturated(fit: Any) -> bool:
@@ -184,10 +212,13 @@ def assess_progress(
     n_rollouts: float | None = None,
     alpha: float = ALPHA,
     fit: bool = True,
+    reward_range: tuple[float, float] | None = None,
 ) -> ProgressVerdict:
     """Progress verdict of a reward curve. step, reward: [n]; reward_std, frac_zero_std: [n] or
     None (NaN where not logged); n_rollouts: B x G rollouts per step when known. fit: add the
-    exponential fit's evidence (the label does not use it; a replay of the label skips it)."""
+    exponential fit's evidence (the label does not use it; a replay of the label skips it).
+    reward_range: the reward's known (lo, hi) (a task's `reward_range`, `--reward-range`): an
+    end level within 1% of the range below hi is at the ceiling, and the fit stays inside it."""
     step, reward = np.asarray(step, float), np.asarray(reward, float)
     ok = np.isfinite(reward) & np.isfinite(step)
     n = int(ok.sum())
@@ -201,6 +232,8 @@ def assess_progress(
             {"n": float(n)},
         )
     s, x = step[ok], reward[ok]
+    if reward_range is not None and not reward_range[0] <= x.min() <= x.max() <= reward_range[1]:
+        reward_range = None  # the data leaves it: a wrong range says nothing (settings note it)
     ev: dict[str, Any] = {"n": n, **_windows(s, x), **_tests(s, x, n_rollouts)}
     spread = _zero_spread(
         None if reward_std is None else np.asarray(reward_std, float)[ok],
@@ -210,21 +243,30 @@ def assess_progress(
     if spread is not None and np.isfinite(spread[-w:]).any():
         ev["zero_spread_end"] = float(np.nanmean(spread[-w:]))
     if fit:
-        ev.update(_fit_evidence(s, x))
-    label = _label(ev, x, n_rollouts, alpha)
+        ev.update(_fit_evidence(s, x, reward_range))
+    label = _label(ev, x, n_rollouts, alpha, reward_range)
     summary, action = _words(label, ev)
     metrics = {k: float(v) for k, v in ev.items() if isinstance(v, int | float)}
     evidence = {k: v for k, v in ev.items() if not k.startswith("_")}
     return ProgressVerdict(label, summary, evidence, action, metrics)
 
 
-def _label(ev: dict[str, Any], x: np.ndarray, n_rollouts: float | None, alpha: float) -> str:
+def _label(
+    ev: dict[str, Any],
+    x: np.ndarray,
+    n_rollouts: float | None,
+    alpha: float,
+    reward_range: tuple[float, float] | None = None,
+) -> str:
     se_w = ev["noise_sd"] / math.sqrt(ev["window"])
     rose = (ev["_trend_t"] > 0 and ev["trend_p"] < alpha) or ev["gain_p"] < alpha
     fell = ev["_trend_t"] < 0 and ev["trend_p"] < alpha
     dropped = ev["drop_p"] < alpha
     at_top = ev["end_level"] >= ev["best_level"] - se_w
     ceiling = nm.is_binary_mean(x, n_rollouts) and ev["end_level"] >= 0.99
+    if reward_range is not None:
+        lo, hi = reward_range
+        ceiling = ceiling or ev["end_level"] >= hi - 0.01 * (hi - lo)
     no_spread = ev.get("zero_spread_end", 0.0) >= ZERO_SPREAD_SHARE
     if ceiling or (no_spread and at_top and rose):
         return "saturated"
@@ -256,7 +298,10 @@ def _words(label: str, ev: dict[str, Any]) -> tuple[str, str]:
     if label == "learning":
         rem, t90 = ev.get("remaining_gain", math.nan), ev.get("steps_to_90pct", math.nan)
         more = (
-            f"; the fit expects {rem:+.3g} more, 90% of it within ~{t90:.0f} steps"
+            f"; the fit runs into the reward's bound {ev['reward_bound']:g}: {rem:+.3g} more to "
+            f"it, 90% of that within ~{t90:.0f} steps if the approach stays exponential"
+            if ev.get("fit_gain_at_bound") == 1.0
+            else f"; the fit expects {rem:+.3g} more, 90% of it within ~{t90:.0f} steps"
             if math.isfinite(t90)
             else "; no saturation within the data: the gain is not identified"
             if ev.get("fit_gain_identified") == 0.0
@@ -323,15 +368,18 @@ def _words(label: str, ev: dict[str, Any]) -> tuple[str, str]:
 
 def assess_signals(signals: Any) -> ProgressVerdict:
     """`assess_progress` on a diagnosis's Signals (reward, reward_std, frac_reward_zero_std and
-    N = group_size x batch_prompts from the config when known)."""
+    N = group_size x batch_prompts from the config when known, and the reward's range from
+    reward_min / reward_max)."""
     cols = signals.columns
     g, b = signals.hyper("group_size"), signals.hyper("batch_prompts")
     n_rollouts = signals.hyper("completions_per_step") or (g * b if g and b else None)
     reward = cols.get("reward", np.full(signals.steps.shape, np.nan))
+    lo, hi = signals.hyper("reward_min"), signals.hyper("reward_max")
     return assess_progress(
         signals.steps,
         reward,
         reward_std=cols.get("reward_std"),
         frac_zero_std=cols.get("frac_reward_zero_std"),
         n_rollouts=n_rollouts,
+        reward_range=(lo, hi) if lo is not None and hi is not None and lo < hi else None,
     )

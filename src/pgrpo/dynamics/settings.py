@@ -1,11 +1,12 @@
 """The run's settings a fit uses, and where each came from: the log or the command line.
 
 `resolve_settings(log, given)` merges what the user gave (lr, beta1, refresh_interval K,
-group_size G, batch_prompts B, optimizer) over what the log gives (its columns and config; the
-command line wins), states what is assumed (beta1 = the optimizer's framework default when the
-optimizer is known but beta1 is not; K = 1 when no K is known; one optimizer step per logged
-step without an `optimizer_step` column) and says why the closed form (m, c from beta1 and K,
-`rom_fixed`) cannot be fitted when lr or beta1 stays unknown. `pgrpo fit` prints it.
+group_size G, batch_prompts B, optimizer, the reward's range reward_min / reward_max) over what
+the log gives (its columns and config; the command line wins), states what is assumed (beta1 =
+the optimizer's framework default when the optimizer is known but beta1 is not; K = 1 when no K
+is known; one optimizer step per logged step without an `optimizer_step` column) and says why
+the closed form (m, c from beta1 and K, `rom_fixed`) cannot be fitted when lr or beta1 stays
+unknown. `pgrpo fit` prints it.
 """
 
 from __future__ import annotations
@@ -25,7 +26,16 @@ from pgrpo.dynamics.optimizers import (
 from pgrpo.logs import RewardLog
 from pgrpo.logs.base import hyperparameters_from_columns
 
-SETTINGS = ("lr", "beta1", "refresh_interval", "group_size", "batch_prompts", "optimizer")
+SETTINGS = (
+    "lr",
+    "beta1",
+    "refresh_interval",
+    "group_size",
+    "batch_prompts",
+    "optimizer",
+    "reward_min",
+    "reward_max",
+)
 """The settings a run's fit reads, in the order they are reported."""
 COMMAND_LINE, LOG_COLUMN, LOG_CONFIG, ASSUMED = (
     "command line",
@@ -104,6 +114,7 @@ def resolve_settings(
     if noise:
         notes.append(f"{', '.join(noise)}: recorded; they set the batch noise, not m, c or the "
                      "mean curve, so the fit itself does not change")  # fmt: skip
+    _range_note(log, values, notes)
     opt_col = log.columns.get("optimizer_step")
     clock = opt_col is not None and bool(np.isfinite(opt_col).any())
     if not clock:
@@ -177,6 +188,19 @@ def _assume_beta1(values: dict, sources: dict, reduction: str, notes: list[str])
         values["beta1"], sources["beta1"] = default, ASSUMED
         notes.append(f"beta1 = {default:g} assumed ({values['optimizer']}'s default: the "
                      "log gives no beta1); give --beta1 if the run set another")  # fmt: skip
+
+
+def _range_note(log: RewardLog, values: dict, notes: list[str]) -> None:
+    """A note when the logged reward leaves its stated range (a level whose data falls outside
+    is then fitted as if no range were known)."""
+    lo, hi = values.get("reward_min"), values.get("reward_max")
+    r = np.asarray(log.reward, dtype=float)
+    r = r[np.isfinite(r)]
+    if lo is None or hi is None or not r.size or lo <= r.min() <= r.max() <= hi:
+        return
+    notes.append(f"the logged reward ({r.min():.4g} to {r.max():.4g}) leaves the stated range "
+                 f"[{lo:g}, {hi:g}]: check --reward-range; fitted levels it cannot hold are "
+                 "left unbounded")  # fmt: skip
 
 
 def _constant_reward(log: RewardLog, notes: list[str]) -> bool:

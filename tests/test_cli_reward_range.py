@@ -1,0 +1,140 @@
+"""`--reward-range LO,HI` on `pgrpo fit`, `diagnose` and `report` (for logs of other trainers,
+which record no range): it is a setting like lr (reported with its source, the command line
+over a pgrpo run's config.yaml), fitted levels stay inside it, the progress verdict's fit heads
+for it and an end within 1% of HI is the ceiling; a bad range is one line and exit 2."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from pgrpo.cli import _load_commands, app
+from pgrpo.diagnose import assess_progress
+
+_load_commands()
+runner = CliRunner()
+
+
+def _rise(n=80, top=0.6, noise=0.03, seed=0):
+    """A success rate still rising in a straight line (no bend within the data)."""
+    rng = np.random.default_rng(seed)
+    t = np.arange(1.0, n + 1)
+    return t, np.clip(0.1 + (top - 0.1) * (t - 1) / (n - 1) + rng.normal(0, noise, n), 0, 1)
+
+
+def _to_ceiling(n=80, seed=0, lo=0.0, hi=10.0):
+    """A score in [lo, hi] that rises, then sits within 0.5% of hi with small noise: a
+    continuous reward (no 0/1 grid), so only a known range says that this is the ceiling."""
+    rng = np.random.default_rng(seed)
+    t = np.arange(1.0, n + 1)
+    u = 1.0 - 0.9 * np.exp(-t / 8.0) - 0.003 + rng.normal(0, 0.001, n)
+    return t, lo + (hi - lo) * np.minimum(u, 1.0)
+
+
+def _csv(path, t, r):
+    path.write_text(
+        "step,reward\n" + "".join(f"{a:g},{b:.6g}\n" for a, b in zip(t, r, strict=True))
+    )
+    return path
+
+
+def test_a_straight_rise_heads_for_the_known_bound():
+    t, r = _rise()
+    free = assess_progress(t, r)
+    bounded = assess_progress(t, r, reward_range=(0.0, 1.0))
+    assert free.label == bounded.label == "learning"
+    assert free.evidence.get("fit_gain_identified") == 0.0  # no bend: nothing to extrapolate
+    ev = bounded.evidence
+    assert ev["fit_gain_at_bound"] == 1.0 and ev["reward_bound"] == 1.0
+    assert 0 < ev["remaining_gain"] <= 1.0 - r[-10:].mean() + 0.1
+    assert np.isfinite(ev["steps_to_90pct"])
+    assert "bound 1" in bounded.summary and "if the approach stays exponential" in bounded.summary
+
+
+@settings(max_examples=20, deadline=None)
+@given(
+    seed=st.integers(0, 10**6),
+    lo=st.floats(-50.0, 50.0),
+    width=st.floats(0.01, 1000.0),
+)
+def test_an_end_at_the_top_of_the_range_is_saturated_in_any_units(seed, lo, width):
+    t, r = _to_ceiling(seed=seed, lo=lo, hi=lo + width)
+    got = assess_progress(t, r, reward_range=(lo, lo + width))
+    assert got.label == "saturated", got.summary
+    assert assess_progress(t, r).label != "saturated"  # continuous: the range is what says it
+
+
+def test_a_range_far_from_the_data_changes_no_verdict():
+    t, r = _rise()
+    free = assess_progress(t, r)
+    wide = assess_progress(t, r, reward_range=(-100.0, 100.0))
+    assert wide.label == free.label and wide.evidence == free.evidence
+
+
+def test_fit_reports_the_range_as_a_command_line_setting_and_keeps_the_plateau_inside(tmp_path):
+    t, r = _rise(n=30, top=0.9, noise=0.01)
+    log = _csv(tmp_path / "log.csv", t, r)
+    free = json.loads(runner.invoke(app, ["fit", str(log), "--json", "--no-plot"]).stdout)
+    res = runner.invoke(app, ["fit", str(log), "--json", "--no-plot", "--reward-range", "0,1"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert free["params"]["R_inf"] > 1.0  # unbounded, a straight rise plateaus above the max
+    assert doc["params"]["R_inf"] <= 1.0 + 1e-9
+    values, sources = doc["settings"]["values"], doc["settings"]["sources"]
+    assert (values["reward_min"], values["reward_max"]) == (0.0, 1.0)
+    assert sources["reward_min"] == sources["reward_max"] == "command line"
+
+
+def test_a_reward_outside_the_given_range_is_said(tmp_path):
+    t, r = _rise()
+    log = _csv(tmp_path / "log.csv", t, 2.0 * r)
+    res = runner.invoke(app, ["fit", str(log), "--json", "--no-plot", "--reward-range", "0,1"])
+    assert res.exit_code == 0, res.output
+    notes = json.loads(res.stdout)["settings"]["notes"]
+    assert any("leaves the stated range [0, 1]" in n for n in notes), notes
+
+
+def test_diagnose_with_the_range_calls_the_ceiling(tmp_path):
+    t, r = _to_ceiling()
+    log = _csv(tmp_path / "log.csv", t, r)
+    res = runner.invoke(app, ["diagnose", str(log), "--json", "--reward-range", "0,10"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert doc["progress"]["label"] == "saturated"
+    assert doc["settings"]["values"]["reward_max"] == 10.0
+    plain = json.loads(runner.invoke(app, ["diagnose", str(log), "--json"]).stdout)
+    assert plain["progress"]["label"] != "saturated"
+
+
+def test_report_uses_the_given_range(tmp_path):
+    t, r = _rise(n=30, top=0.9, noise=0.01)
+    log = _csv(tmp_path / "log.csv", t, r)
+    args = ["report", str(log), "--json", "--out", str(tmp_path / "rep")]
+    res = runner.invoke(app, [*args, "--reward-range", "0,1"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert doc["settings"]["values"]["reward_max"] == 1.0
+    assert doc["fit"]["params"]["R_inf"] <= 1.0 + 1e-9
+
+
+@pytest.mark.parametrize("command", ["fit", "diagnose", "report"])
+@pytest.mark.parametrize("value", ["1,0", "0", "a,b", "0,1,2", "0,inf", "nan,1"])
+def test_a_bad_range_is_one_line_and_exit_2(tmp_path, command, value):
+    t, r = _rise()
+    log = _csv(tmp_path / "log.csv", t, r)
+    res = runner.invoke(app, [command, str(log), f"--reward-range={value}"])
+    assert res.exit_code == 2, res.output
+    lines = [line for line in res.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: --reward-range")
+    assert "e.g. --reward-range 0,1" in lines[0]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["log.csv"]  # nothing written
+
+
+def test_a_range_the_data_leaves_is_not_a_ceiling():
+    t, r = _to_ceiling(hi=1.0)
+    assert assess_progress(t, 1.5 * r, reward_range=(0.0, 1.0)) == assess_progress(t, 1.5 * r)
