@@ -138,3 +138,56 @@ def test_a_bad_range_is_one_line_and_exit_2(tmp_path, command, value):
 def test_a_range_the_data_leaves_is_not_a_ceiling():
     t, r = _to_ceiling(hi=1.0)
     assert assess_progress(t, 1.5 * r, reward_range=(0.0, 1.0)) == assess_progress(t, 1.5 * r)
+
+
+def _live_log():
+    from pgrpo.logs import RewardLog
+
+    t = np.arange(1.0, 31.0)
+    r = np.clip(0.1 + 0.03 * (t - 1) + np.random.default_rng(0).normal(0, 0.01, 30), 0, 1)
+    return RewardLog(t, r, {}, {}, (), "test", "pgrpo", "reward", {})
+
+
+def test_the_live_forecast_and_verdict_use_the_range():
+    """`assess_live` (PgrpoCallback, pgrpo watch): a steep 0/1 rise forecasts a plateau above 1
+    with a band of about +-10 unbounded; with the range, all three stay in [0, 1]."""
+    from pgrpo.diagnose.live import LiveConfig, assess_live
+
+    keys = ("pgrpo/forecast_plateau", "pgrpo/forecast_lo", "pgrpo/forecast_hi")
+    free = assess_live(_live_log(), LiveConfig())
+    bounded = assess_live(_live_log(), LiveConfig(reward_range=[0, 1]))
+    assert free.metrics["pgrpo/forecast_plateau"] > 1.0
+    assert all(0.0 <= bounded.metrics[k] <= 1.0 for k in keys), bounded.metrics
+    assert "the reward's bound 1" in bounded.summary
+    with_config = replace_hyper(_live_log(), reward_min=0.0, reward_max=1.0)
+    assert assess_live(with_config, LiveConfig()).metrics == bounded.metrics  # config.yaml's
+
+
+def replace_hyper(log, **hyper):
+    from dataclasses import replace
+
+    return replace(log, hyperparameters={**log.hyperparameters, **hyper})
+
+
+@pytest.mark.parametrize("bad", [(1, 0), (0, float("inf")), (float("nan"), 1)])
+def test_the_callback_checks_its_range(bad):
+    from pgrpo.integrations.callback import PgrpoCallback
+
+    assert PgrpoCallback(reward_range=[0, 1]).config.reward_range == (0.0, 1.0)
+    with pytest.raises(ValueError, match="reward_range must be"):
+        PgrpoCallback(reward_range=bad)
+
+
+def test_watch_takes_the_range(tmp_path):
+    log = _csv(tmp_path / "log.csv", _live_log().step, _live_log().reward)
+    args = ["watch", str(log), "--once", "--json", "--min-points", "8", "--stop-on", "none"]
+    res = runner.invoke(app, [*args, "--reward-range", "0,1"])
+    assert res.exit_code == 0, res.output
+    last = json.loads(res.stdout.splitlines()[-1])
+    assert 0.0 <= last["pgrpo/forecast_lo"] <= last["pgrpo/forecast_hi"] <= 1.0
+    bad = runner.invoke(app, [*args, "--reward-range", "1,0"])
+    assert bad.exit_code == 2
+    assert bad.output.strip().splitlines() == [
+        "error: --reward-range '1,0' is not LO,HI with finite LO < HI; give the reward's "
+        "bounds, e.g. --reward-range 0,1"
+    ]

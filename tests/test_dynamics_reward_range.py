@@ -98,3 +98,21 @@ def test_tasks_declare_their_range_and_the_run_config_records_it():
     assert reward_range(hyper) == (-1.0, 3.0)
     assert run_inputs(np.arange(1.0, 4), {}, hyper)["reward_range"] == (-1.0, 3.0)
     assert reward_range(hyperparameters_from_config(cfg.to_dict())) is None
+
+
+def test_the_demo_summary_forecasts_with_the_range_the_run_recorded(tmp_path):
+    """`pgrpo demo`'s summary.json once gave forecast/plateau 1.2 for a 0/1 reward: `analyse`
+    got the demo's config as given (range unset), not the one the run recorded."""
+    from pgrpo.demo import analyse
+    from pgrpo.train.config import save_config
+
+    t, y = _rising(10, 40.0, 0.05, 3.0, 0.0, 0)
+    given = load_config(None, ["steps=40"])
+    save_config(with_reward_range(given, get_task("arithmetic")), tmp_path / "config.yaml")
+    history = [
+        {"step": int(s), "reward": float(r), "learning_rate": 1e-6}
+        for s, r in zip(t, y, strict=True)
+    ]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(h) + "\n" for h in history))
+    assert forecast_metrics(list(y), [1e-6] * 10, given)["forecast/plateau"] > 1.2
+    assert analyse(tmp_path, given, history).metrics["forecast/plateau"] <= 1.0

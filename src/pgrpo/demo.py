@@ -69,9 +69,15 @@ def demo_config(steps: int, output_dir: str, extra: list[str] | None = None) -> 
 
 def analyse(run_dir: Path, config: RunConfig, history: list[dict[str, Any]]) -> DemoResult:
     """The report of a finished run, plus its fit, diagnosis and panels as plain files in
-    `run_dir`; `history` (the trainer's per-step records) gives the headline numbers."""
+    `run_dir`; `history` (the trainer's per-step records) gives the headline numbers. The
+    forecast reads the config the run recorded (its task's reward range resolved), not
+    `config` as given, whose range is unset unless the user set one."""
     from pgrpo.logs import read_log
     from pgrpo.report import build_report
+    from pgrpo.train.log import CONFIG_FILE
+
+    if (run_dir / CONFIG_FILE).is_file():
+        config = load_config(run_dir / CONFIG_FILE)
 
     log = read_log(run_dir)
     reward = np.array([h["reward"] for h in history], dtype=float)

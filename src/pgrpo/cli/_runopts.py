@@ -68,7 +68,7 @@ def given_settings(**given: Any) -> dict[str, Any]:
     LO,HI with finite LO < HI (returned as reward_min, reward_max); numbers as floats."""
     out = {k: v for k, v in given.items() if v is not None}
     if "reward_range" in out:
-        out["reward_min"], out["reward_max"] = _reward_range(out.pop("reward_range"))
+        out["reward_min"], out["reward_max"] = parse_reward_range(out.pop("reward_range"))
     for name in ("lr", "kappa"):
         if name in out and not (math.isfinite(out[name]) and out[name] > 0):
             fail(f"--{name} {out[name]!r} is not a finite number > 0", f"give --{name} > 0")
@@ -88,7 +88,8 @@ def given_settings(**given: Any) -> dict[str, Any]:
     return {k: v if k == "optimizer" else float(v) for k, v in out.items()}
 
 
-def _reward_range(text: str) -> tuple[float, float]:
+def parse_reward_range(text: str) -> tuple[float, float]:
+    """'LO,HI' -> (lo, hi); anything else is one line and exit 2."""
     try:
         lo, hi = (float(v) for v in text.split(","))
     except ValueError:

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import typer
 
-from pgrpo.cli.app import app
-from pgrpo.cli.common import config_option
+from pgrpo.cli import _runopts
+from pgrpo.cli.common import command, config_option
 
 EXIT_STOP = 3
 LIVE = "pgrpo.diagnose.live:LiveConfig"
@@ -53,7 +53,7 @@ def _stop_rules(value: str) -> tuple[str, ...]:
     return rules
 
 
-@app.command("watch")
+@command("watch")
 def watch_cmd(
     log: Path = typer.Argument(..., help="Log file or run directory; may not exist yet."),
     stop_on: str = typer.Option(
@@ -74,6 +74,7 @@ def watch_cmd(
     log_format: str | None = typer.Option(None, "--format", help="Force a log reader by name."),
     reward_column: str | None = typer.Option(None, "--reward-column", help="Reward key."),
     as_json: bool = typer.Option(False, "--json", help="One JSON object per assessment."),
+    reward_range: str | None = _runopts.reward_range_option(),
 ) -> None:
     """Follow LOG, print step / reward / forecast / verdict live; exit 3 on a stop condition
     (0 when the watch ends without one, 2 on bad input). verl: point it at the file logger's
@@ -82,6 +83,7 @@ def watch_cmd(
     from pgrpo.diagnose.live import LiveConfig
     from pgrpo.diagnose.watch import watch_log
 
+    bounds = None if reward_range is None else _runopts.parse_reward_range(reward_range)
     try:
         config = LiveConfig(
             confidence=confidence,
@@ -89,6 +91,7 @@ def watch_cmd(
             patience=patience,
             plateau_patience=plateau_patience,
             stop_on=_stop_rules(stop_on),
+            reward_range=bounds,
         )
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None

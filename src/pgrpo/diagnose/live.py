@@ -26,7 +26,7 @@ docs/integrations.md.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -34,6 +34,7 @@ from pgrpo.core.stats import iid_degeneracy
 from pgrpo.diagnose.progress import ProgressVerdict, assess_progress
 from pgrpo.diagnose.signals import MAX_POINTS, thin_log
 from pgrpo.dynamics.forecast import Forecast, forecast
+from pgrpo.dynamics.runfit import reward_range
 from pgrpo.logs import RewardLog
 
 VERDICTS = ("too_short", "learning", "plateau", "flat", "declining", "saturated", "collapsed")
@@ -76,6 +77,10 @@ class LiveConfig:
     max_points: int = MAX_POINTS
     """Logs longer than this are assessed as bin means of consecutive steps, as `pgrpo
     diagnose` does (`pgrpo.diagnose.signals.thin_signals`)."""
+    reward_range: tuple[float, float] | None = None
+    """The reward's known (lo, hi), over the log's own (a pgrpo run's config.yaml records its
+    task's; TRL and verl logs record none): the forecast and its band stay inside it, and an
+    end within 1% of hi is `saturated` (`assess_progress`)."""
 
     def __post_init__(self) -> None:
         if not 0.0 < self.confidence < 1.0:
@@ -89,6 +94,12 @@ class LiveConfig:
         if self.max_points < self.min_points:
             raise ValueError(f"max_points must be >= min_points ({self.min_points}), got "
                              f"{self.max_points}")  # fmt: skip
+        if self.reward_range is not None:
+            lo, hi = (float(v) for v in self.reward_range)
+            if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
+                raise ValueError(f"reward_range must be (lo, hi) with finite lo < hi, e.g. "
+                                 f"(0, 1); got {self.reward_range!r}")  # fmt: skip
+            object.__setattr__(self, "reward_range", (lo, hi))
         bad = [r for r in self.stop_on if r not in STOP_RULES]
         if bad:
             raise ValueError(f"unknown stop rule(s) {bad}; valid: {', '.join(STOP_RULES)}")
@@ -149,6 +160,7 @@ def _plateau_forecast(log: RewardLog, level: float) -> Forecast:
         beta1=hyper.get("beta1"),
         refresh_interval=int(hyper.get("refresh_interval", 1) or 1),
         level=level,
+        reward_range=reward_range(hyper),
     )
 
 
@@ -175,8 +187,9 @@ def _degeneracy(log: RewardLog, cfg: LiveConfig) -> tuple[float, float, int]:
 
 
 def progress_of(log: RewardLog, fit: bool = True) -> ProgressVerdict:
-    """`assess_progress` on a RewardLog: reward, reward_std, frac_reward_zero_std and
-    N = group_size x batch_prompts when the log's config has both (fit: `assess_progress`)."""
+    """`assess_progress` on a RewardLog: reward, reward_std, frac_reward_zero_std,
+    N = group_size x batch_prompts when the log's config has both and the reward's range when
+    it has reward_min / reward_max (fit: `assess_progress`)."""
     hyper = log.hyperparameters
     g, b = hyper.get("group_size"), hyper.get("batch_prompts")
     return assess_progress(
@@ -186,6 +199,7 @@ def progress_of(log: RewardLog, fit: bool = True) -> ProgressVerdict:
         frac_zero_std=log.columns.get("frac_reward_zero_std"),
         n_rollouts=float(g) * float(b) if g and b else None,
         fit=fit,
+        reward_range=reward_range(hyper),
     )
 
 
@@ -217,6 +231,10 @@ def assess_live(
     means (`pgrpo.diagnose.signals.thin_log`).
     """
     cfg = config or LiveConfig()
+    if cfg.reward_range is not None:
+        lo, hi = cfg.reward_range
+        log = replace(log, hyperparameters={**log.hyperparameters, "reward_min": lo,
+                                            "reward_max": hi})  # fmt: skip
     step, reward = float(log.step[-1]), float(log.reward[-1])
     metrics: dict[str, float] = {"pgrpo/points": float(len(log))}
     log = thin_log(log, cfg.max_points)

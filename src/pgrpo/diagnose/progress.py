@@ -374,12 +374,14 @@ def assess_signals(signals: Any) -> ProgressVerdict:
     g, b = signals.hyper("group_size"), signals.hyper("batch_prompts")
     n_rollouts = signals.hyper("completions_per_step") or (g * b if g and b else None)
     reward = cols.get("reward", np.full(signals.steps.shape, np.nan))
-    lo, hi = signals.hyper("reward_min"), signals.hyper("reward_max")
+    from pgrpo.dynamics.runfit import reward_range
+
+    bounds = reward_range({k: signals.hyper(k) for k in ("reward_min", "reward_max")})
     return assess_progress(
         signals.steps,
         reward,
         reward_std=cols.get("reward_std"),
         frac_zero_std=cols.get("frac_reward_zero_std"),
         n_rollouts=n_rollouts,
-        reward_range=(lo, hi) if lo is not None and hi is not None and lo < hi else None,
+        reward_range=bounds,
     )
