@@ -169,7 +169,9 @@ def replace_hyper(log, **hyper):
     return replace(log, hyperparameters={**log.hyperparameters, **hyper})
 
 
-@pytest.mark.parametrize("bad", [(1, 0), (0, float("inf")), (float("nan"), 1)])
+@pytest.mark.parametrize(
+    "bad", [(1, 0), (0, float("inf")), (float("nan"), 1), (0, 1, 2), ("a", 1), 1]
+)
 def test_the_callback_checks_its_range(bad):
     from pgrpo.integrations.callback import PgrpoCallback
 

@@ -95,7 +95,10 @@ class LiveConfig:
             raise ValueError(f"max_points must be >= min_points ({self.min_points}), got "
                              f"{self.max_points}")  # fmt: skip
         if self.reward_range is not None:
-            lo, hi = (float(v) for v in self.reward_range)
+            try:
+                lo, hi = (float(v) for v in self.reward_range)
+            except (TypeError, ValueError):
+                lo = hi = math.nan
             if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
                 raise ValueError(f"reward_range must be (lo, hi) with finite lo < hi, e.g. "
                                  f"(0, 1); got {self.reward_range!r}")  # fmt: skip
