@@ -15,6 +15,8 @@ from typer.testing import CliRunner
 
 from pgrpo.cli import _load_commands, app
 from pgrpo.diagnose import assess_progress
+from pgrpo.dynamics.fit import fit_curve
+from pgrpo.dynamics.forecast import forecast
 
 _load_commands()
 runner = CliRunner()
@@ -28,11 +30,12 @@ def _rise(n=80, top=0.6, noise=0.03, seed=0):
 
 
 def _to_ceiling(n=80, seed=0, lo=0.0, hi=10.0):
-    """A score in [lo, hi] that rises, then sits within 0.5% of hi with small noise: a
-    continuous reward (no 0/1 grid), so only a known range says that this is the ceiling."""
+    """A score in [lo, hi] that rises, then sits within 0.5% of hi with small noise (flat over
+    its second half): a continuous reward (no 0/1 grid), so only a known range says that this
+    is the ceiling."""
     rng = np.random.default_rng(seed)
     t = np.arange(1.0, n + 1)
-    u = 1.0 - 0.9 * np.exp(-t / 8.0) - 0.003 + rng.normal(0, 0.001, n)
+    u = 1.0 - 0.9 * np.exp(-t / 4.0) - 0.003 + rng.normal(0, 0.001, n)
     return t, lo + (hi - lo) * np.minimum(u, 1.0)
 
 
@@ -95,8 +98,25 @@ def test_a_reward_outside_the_given_range_is_said(tmp_path):
     log = _csv(tmp_path / "log.csv", t, 2.0 * r)
     res = runner.invoke(app, ["fit", str(log), "--json", "--no-plot", "--reward-range", "0,1"])
     assert res.exit_code == 0, res.output
-    notes = json.loads(res.stdout)["settings"]["notes"]
-    assert any("leaves the stated range [0, 1]" in n for n in notes), notes
+    doc = json.loads(res.stdout)
+    notes = doc["settings"]["notes"]
+    assert any("leaves the stated range [0, 1]" in n and "ignore the range" in n for n in notes)
+    # ... and is ignored, as the note says (it once clamped R_inf to 1: R^2 0.895 -> 0.262 on
+    # a real log, rewards 0.11 to 1.5)
+    free = json.loads(runner.invoke(app, ["fit", str(log), "--json", "--no-plot"]).stdout)
+    assert doc["params"] == free["params"] and doc["r2"] == free["r2"]
+
+
+@pytest.mark.parametrize("model", ["rom", "exponential"])
+def test_fits_and_forecasts_ignore_a_range_the_data_leaves(model):
+    t, r = _rise(top=0.9)
+    for y, rng in ((2.0 * r, (0.0, 1.0)), (r, (-1.0, 0.0)), (r, (0.0, 0.8))):
+        assert fit_curve(t, y, model, reward_range=rng).values == fit_curve(t, y, model).values
+        a, b = forecast(t, y, 0.5, reward_range=rng), forecast(t, y, 0.5)
+        if rng != (0.0, 0.8):  # the points before the cut leave it (a forecast sees only those)
+            assert a.predicted_mean == b.predicted_mean and a.mean_band == b.mean_band
+        else:  # the first half stays below 0.8: the range holds there and bounds the band
+            assert a.mean_band[1] <= 0.8
 
 
 def test_diagnose_with_the_range_calls_the_ceiling(tmp_path):
@@ -123,11 +143,14 @@ def test_report_uses_the_given_range(tmp_path):
 
 
 @pytest.mark.parametrize("command", ["fit", "diagnose", "report"])
-@pytest.mark.parametrize("value", ["1,0", "0", "a,b", "0,1,2", "0,inf", "nan,1"])
+@pytest.mark.parametrize(
+    "value", ["1,0", "0", "a,b", "0,1,2", "0,inf", "nan,1", "-1e308,1e308", "1_0,20"]
+)
 def test_a_bad_range_is_one_line_and_exit_2(tmp_path, command, value):
     t, r = _rise()
     log = _csv(tmp_path / "log.csv", t, r)
-    res = runner.invoke(app, [command, str(log), f"--reward-range={value}"])
+    out = [] if command == "diagnose" else ["--out", str(tmp_path / "new")]  # not created
+    res = runner.invoke(app, [command, str(log), *out, f"--reward-range={value}"])
     assert res.exit_code == 2, res.output
     lines = [line for line in res.output.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("error: --reward-range")
@@ -159,6 +182,10 @@ def test_the_live_forecast_and_verdict_use_the_range():
     assert free.metrics["pgrpo/forecast_plateau"] > 1.0
     assert all(0.0 <= bounded.metrics[k] <= 1.0 for k in keys), bounded.metrics
     assert "the reward's bound 1" in bounded.summary
+    # not below where the run already is: the level_gain forecaster's level once came from a
+    # fit bounded by the range, which bent too early (0.83 against a last-5 mean of 0.95)
+    level = float(np.mean(_live_log().reward[-5:]))
+    assert bounded.metrics["pgrpo/forecast_plateau"] >= level - 0.02
     with_config = replace_hyper(_live_log(), reward_min=0.0, reward_max=1.0)
     assert assess_live(with_config, LiveConfig()).metrics == bounded.metrics  # config.yaml's
 
@@ -192,4 +219,44 @@ def test_watch_takes_the_range(tmp_path):
     assert bad.output.strip().splitlines() == [
         "error: --reward-range '1,0' is not LO,HI with finite LO < HI; give the reward's "
         "bounds, e.g. --reward-range 0,1"
+    ]
+
+
+def test_a_wide_range_is_no_bound_the_fit_runs_into():
+    """The 'at the bound' tolerance once was 1e-6 of the stated width: with (0, 1e6) a rising
+    curve read "the fit runs into the reward's bound 0: -0.752 more to it"."""
+    t = np.arange(1.0, 81.0)
+    r = 0.2 + 0.6 * (1 - np.exp(-t / 30.0)) + np.random.default_rng(1).normal(0, 0.02, t.size)
+    free = assess_progress(t, r)
+    for rng in ((0.0, 1e6), (-1e6, 1e6), (-1e300, 1e300)):
+        got = assess_progress(t, r, reward_range=rng)
+        assert "fit_gain_at_bound" not in got.evidence, (rng, got.summary)
+        assert got.label == free.label and got.summary == free.summary
+
+
+def test_a_wide_range_below_is_no_ceiling_for_a_run_still_rising():
+    """Within 1% of the width below hi: with (-100, 1) a run at 0.84 and still rising was once
+    'saturated' (and the live plateau rule stopped it)."""
+    t, r = _rise(n=80, top=0.9, noise=0.01)
+    for rng in ((-100.0, 1.0), (0.0, 1.0)):
+        assert assess_progress(t, r, reward_range=rng).label == "learning"
+
+
+@pytest.mark.parametrize("bad", ["01", b"01", {0: 1, 1: 2}, {0, 1}])
+def test_strings_bytes_and_mappings_are_no_range(bad):
+    from pgrpo.diagnose.live import LiveConfig
+
+    with pytest.raises(ValueError, match="reward_range must be"):
+        LiveConfig(reward_range=bad)
+
+
+def test_watch_checks_its_stop_file_before_watching(tmp_path):
+    log = _csv(tmp_path / "log.csv", _live_log().step, _live_log().reward)
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")
+    res = runner.invoke(app, ["watch", str(log), "--once", "--stop-file", str(blocker / "stop")])
+    assert res.exit_code == 2, res.output
+    assert res.output.strip().splitlines() == [
+        f"error: --stop-file {blocker / 'stop'} cannot be written (in {blocker}); give a file "
+        "path in a folder you can write to"
     ]

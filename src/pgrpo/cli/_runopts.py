@@ -89,15 +89,17 @@ def given_settings(**given: Any) -> dict[str, Any]:
 
 
 def parse_reward_range(text: str) -> tuple[float, float]:
-    """'LO,HI' -> (lo, hi); anything else is one line and exit 2."""
+    """'LO,HI' -> (lo, hi) (`pgrpo.dynamics.rewardrange.checked_reward_range`); anything else
+    is one line and exit 2."""
+    from pgrpo.dynamics.rewardrange import checked_reward_range
+
     try:
-        lo, hi = (float(v) for v in text.split(","))
+        if "_" in text:  # float() takes 1_0 as 10: not a number a user means
+            raise ValueError(text)
+        return checked_reward_range(text.split(","))
     except ValueError:
-        lo = hi = math.nan
-    if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
         fail(f"--reward-range {text!r} is not LO,HI with finite LO < HI",
              "give the reward's bounds, e.g. --reward-range 0,1")  # fmt: skip
-    return lo, hi
 
 
 def print_settings(settings: dict, console: Any) -> None:

@@ -45,11 +45,11 @@ def fit_cmd(
     from pgrpo.logs import read_log
 
     existing(log, "log", "a log file or a run directory")
-    out_dir(out)
     given = _runopts.given_settings(
         lr=lr, beta1=beta1, refresh_interval=refresh_interval, group_size=group_size,
         batch_prompts=batch_prompts, optimizer=optimizer, reward_range=reward_range,
     )  # fmt: skip
+    out_dir(out)  # once the options are known to be good: bad input writes nothing
     opts = {k: v for k, v in (("reward_key", reward_column), ("step_key", step_column)) if v}
     reward_log = read_log(log, format=log_format, columns=FIT_COLUMNS, **opts)
     reward_log, settings = resolve_settings(reward_log, given)

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 
 import typer
 
 from pgrpo.cli import _runopts
-from pgrpo.cli.common import command, config_option
+from pgrpo.cli.common import command, config_option, fail
 
 EXIT_STOP = 3
 LIVE = "pgrpo.diagnose.live:LiveConfig"
@@ -51,6 +52,17 @@ def _stop_rules(value: str) -> tuple[str, ...]:
             param_hint="--stop-on",
         )
     return rules
+
+
+def _check_stop_file(path: Path) -> None:
+    """Before watching: the stop file can be made (its nearest existing folder is a writable
+    folder), so a stop condition is not lost to a bad path at the end."""
+    folder = path.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if path.is_dir() or not folder.is_dir() or not os.access(folder, os.W_OK):
+        fail(f"--stop-file {path} cannot be written (in {folder})",
+             "give a file path in a folder you can write to")  # fmt: skip
 
 
 @command("watch")
@@ -104,6 +116,8 @@ def watch_cmd(
             LOG_READERS.get(log_format)
         except KeyError as exc:
             raise typer.BadParameter(str(exc), param_hint="--format") from None
+    if stop_file is not None:
+        _check_stop_file(stop_file)
 
     def show(status, reward_log) -> None:  # noqa: ANN001
         if as_json:

@@ -34,6 +34,7 @@ from pgrpo.core.stats import iid_degeneracy
 from pgrpo.diagnose.progress import ProgressVerdict, assess_progress
 from pgrpo.diagnose.signals import MAX_POINTS, thin_log
 from pgrpo.dynamics.forecast import Forecast, forecast
+from pgrpo.dynamics.rewardrange import checked_reward_range
 from pgrpo.dynamics.runfit import reward_range
 from pgrpo.logs import RewardLog
 
@@ -95,14 +96,7 @@ class LiveConfig:
             raise ValueError(f"max_points must be >= min_points ({self.min_points}), got "
                              f"{self.max_points}")  # fmt: skip
         if self.reward_range is not None:
-            try:
-                lo, hi = (float(v) for v in self.reward_range)
-            except (TypeError, ValueError):
-                lo = hi = math.nan
-            if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
-                raise ValueError(f"reward_range must be (lo, hi) with finite lo < hi, e.g. "
-                                 f"(0, 1); got {self.reward_range!r}")  # fmt: skip
-            object.__setattr__(self, "reward_range", (lo, hi))
+            object.__setattr__(self, "reward_range", checked_reward_range(self.reward_range))
         bad = [r for r in self.stop_on if r not in STOP_RULES]
         if bad:
             raise ValueError(f"unknown stop rule(s) {bad}; valid: {', '.join(STOP_RULES)}")

@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from pgrpo.diagnose import nullmodel as nm
+from pgrpo.dynamics.rewardrange import range_holding
 
 PROGRESS_LABELS = (
     "learning",
@@ -123,7 +124,7 @@ def _fit_evidence(
     if "r2_undefined" in fit.metrics:  # a constant curve: no timescale, no R^2
         out.update(fit_tau=math.nan, fit_r2_undefined=fit.metrics["r2_undefined"])
         return out
-    bound = _range_bound(fit, reward_range)
+    bound = _range_bound(fit, reward_range, reward)
     if bound is not None:  # still rising (falling) into the reward's known bound
         out.update(remaining_gain=bound - float(fit.fitted[-1]), remaining_gain_se=math.nan,
                    fit_gain_lo=math.nan, fit_gain_hi=math.nan, fit_gain_at_bound=1.0,
@@ -138,19 +139,25 @@ def _fit_evidence(
     return out
 
 
-def _range_bound(fit: Any, reward_range: tuple[float, float] | None) -> float | None:
+def _range_bound(
+    fit: Any, reward_range: tuple[float, float] | None, reward: np.ndarray
+) -> float | None:
     """The bound of the reward's known range that the exponential's R_inf sits on (the curve
-    would go past it), with tau off its upper bound (the curve bends within the data); else
-    None."""
+    would go past it) in the direction the fit moves (the top for a rise, the bottom for a
+    fall), with tau off its upper bound (the curve bends within the data); else None. "Sits
+    on": within 1e-6 of the data's range (reward: [n]), not of the stated range's width."""
     if reward_range is None:
         return None
-    r_inf, tau = fit.params["R_inf"], fit.params["tau"]
-    tol = 1e-6 * (reward_range[1] - reward_range[0])
-    if tau.value >= tau.max * (1 - 1e-6):
+    r_inf, tau, r_0 = fit.params["R_inf"], fit.params["tau"], fit.params["R_0"]
+    if tau.value >= tau.max * (1 - 1e-6) or r_inf.value == r_0.value:
         return None
-    for bound, edge in zip(reward_range, (r_inf.min, r_inf.max), strict=True):
-        if abs(edge - bound) <= tol and abs(r_inf.value - bound) <= tol:
-            return float(bound)
+    span = float(np.ptp(reward)) or max(abs(float(np.mean(reward))), 1.0)
+    bound, edge = (
+        (reward_range[1], r_inf.max) if r_inf.value > r_0.value else (reward_range[0], r_inf.min)
+    )
+    tol = 1e-6 * span
+    if abs(edge - bound) <= tol and abs(r_inf.value - bound) <= tol:
+        return float(bound)
     return None
 
 
@@ -232,8 +239,7 @@ def assess_progress(
             {"n": float(n)},
         )
     s, x = step[ok], reward[ok]
-    if reward_range is not None and not reward_range[0] <= x.min() <= x.max() <= reward_range[1]:
-        reward_range = None  # the data leaves it: a wrong range says nothing (settings note it)
+    reward_range = range_holding(x, reward_range)  # a range the data leaves says nothing
     ev: dict[str, Any] = {"n": n, **_windows(s, x), **_tests(s, x, n_rollouts)}
     spread = _zero_spread(
         None if reward_std is None else np.asarray(reward_std, float)[ok],
@@ -264,9 +270,10 @@ def _label(
     dropped = ev["drop_p"] < alpha
     at_top = ev["end_level"] >= ev["best_level"] - se_w
     ceiling = nm.is_binary_mean(x, n_rollouts) and ev["end_level"] >= 0.99
-    if reward_range is not None:
+    if reward_range is not None:  # at the top and no longer rising there (one-sided 5%)
         lo, hi = reward_range
-        ceiling = ceiling or ev["end_level"] >= hi - 0.01 * (hi - lo)
+        near = ev["end_level"] >= hi - 0.01 * (hi - lo)
+        ceiling = ceiling or (near and ev["recent_p_up"] >= ALPHA_RECENT)
     no_spread = ev.get("zero_spread_end", 0.0) >= ZERO_SPREAD_SHARE
     if ceiling or (no_spread and at_top and rose):
         return "saturated"

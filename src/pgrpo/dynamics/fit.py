@@ -41,6 +41,7 @@ from pgrpo.dynamics.inputs import (
     noise_scale,
 )
 from pgrpo.dynamics.optimizers import DEFAULT_OPTIMIZER, fit_reduction
+from pgrpo.dynamics.rewardrange import range_holding
 
 
 @dataclass(frozen=True)
@@ -174,8 +175,9 @@ def fit_model(
     priors = spec.priors(t, ctx)
     starts = [_params_to(spec, s, ts, loc, scale, inverse=True) for s in starts]
     all_starts = list(starts) + list(spec.guess(t, y, ctx))
-    if user_ctx.reward_range is not None:  # the task's bounds, in internal units
-        a, b = sorted((v - loc) / scale for v in user_ctx.reward_range)
+    bounds = range_holding(reward, user_ctx.reward_range)  # ignored when the data leaves it
+    if bounds is not None:  # the task's bounds, in internal units
+        a, b = sorted((v - loc) / scale for v in bounds)
         all_starts = [levels_within(s, a, b) for s in all_starts]
     template = all_starts[0]
     varying = tuple(n for n in spec.param_names if template[n].vary)

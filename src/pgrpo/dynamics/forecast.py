@@ -23,6 +23,7 @@ from pgrpo._registry import Registry
 from pgrpo.dynamics.fit import FitResult, fit_curve
 from pgrpo.dynamics.levelgain import CORPUS_PRIOR, ForecastPrior, level_gain
 from pgrpo.dynamics.optimizers import DEFAULT_OPTIMIZER
+from pgrpo.dynamics.rewardrange import range_holding
 
 
 @dataclass(frozen=True)
@@ -101,7 +102,8 @@ def forecast(
     reward_std and G, B), used by level_gain's fit of the prefix.
     reward_range: the reward's known (lo, hi) bounds (the task's, `task.reward_range` of a
     pgrpo run): the fits keep their levels inside, and the forecast and its bands are clipped
-    to it (a success rate is not forecast above 1).
+    to it (a success rate is not forecast above 1); ignored when the points before the cut
+    leave it (`rewardrange.range_holding`).
     metrics["model_mean"] is always the fitted curve's own mean over the horizon.
     """
     step = np.array(step, dtype=float)
@@ -114,6 +116,7 @@ def forecast(
         raise ValueError(
             f"the cut leaves {i} points to fit; move it later (need >= {MIN_FORECAST_POINTS})"
         )
+    reward_range = range_holding(reward[:i], reward_range)  # a range the prefix leaves: none
     future = np.array(horizon, dtype=float) if horizon is not None else step[i:]
     if future.size == 0:
         raise ValueError("nothing to forecast: the cut is at the end of the log; pass horizon")

@@ -12,6 +12,7 @@ import numpy as np
 
 from pgrpo.dynamics.curves import CurveModel, FitContext, Parameter
 from pgrpo.dynamics.optimizers import DEFAULT_OPTIMIZER, OPTIMIZER_REDUCTIONS
+from pgrpo.dynamics.rewardrange import checked_reward_range
 from pgrpo.errors import check_magnitude
 
 # --- context and checks ---------------------------------------------------------------------------
@@ -64,14 +65,7 @@ def make_context(
     K = int(refresh_interval or 1)
     if K < 1:
         raise ValueError(f"refresh_interval must be >= 1, got {refresh_interval!r}")
-    bounds = None
-    if reward_range is not None:
-        lo, hi = (float(v) for v in reward_range)
-        if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
-            raise ValueError(
-                f"reward_range must be (lo, hi) with finite lo < hi, got {reward_range!r}"
-            )
-        bounds = (lo, hi)
+    bounds = None if reward_range is None else checked_reward_range(reward_range)
     return FitContext(step0=step0, lr=grid_lr, beta1=beta1, refresh_interval=K,
                       optimizer=optimizer, clock=clock, reward_range=bounds)  # fmt: skip
 

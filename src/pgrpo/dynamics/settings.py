@@ -23,6 +23,7 @@ from pgrpo.dynamics.optimizers import (
     known_optimizers,
     run_optimizer,
 )
+from pgrpo.dynamics.rewardrange import range_holding
 from pgrpo.logs import RewardLog
 from pgrpo.logs.base import hyperparameters_from_columns
 
@@ -191,16 +192,16 @@ def _assume_beta1(values: dict, sources: dict, reduction: str, notes: list[str])
 
 
 def _range_note(log: RewardLog, values: dict, notes: list[str]) -> None:
-    """A note when the logged reward leaves its stated range (a level whose data falls outside
-    is then fitted as if no range were known)."""
+    """A note when the logged reward leaves its stated range (`rewardrange.range_holding`: the
+    fits, the forecast and the verdict then ignore the range)."""
     lo, hi = values.get("reward_min"), values.get("reward_max")
     r = np.asarray(log.reward, dtype=float)
     r = r[np.isfinite(r)]
-    if lo is None or hi is None or not r.size or lo <= r.min() <= r.max() <= hi:
+    if lo is None or hi is None or not r.size or range_holding(r, (lo, hi)) is not None:
         return
     notes.append(f"the logged reward ({r.min():.4g} to {r.max():.4g}) leaves the stated range "
-                 f"[{lo:g}, {hi:g}]: check --reward-range; fitted levels it cannot hold are "
-                 "left unbounded")  # fmt: skip
+                 f"[{lo:g}, {hi:g}]: the fits, the forecast and the verdict ignore the range; "
+                 "check --reward-range")  # fmt: skip
 
 
 def _constant_reward(log: RewardLog, notes: list[str]) -> bool:

@@ -13,7 +13,6 @@ Defaults follow TRL's `GRPOConfig` and the papers unless a comment says otherwis
 from __future__ import annotations
 
 import dataclasses
-import math
 import re
 import types
 import typing
@@ -134,9 +133,14 @@ class TaskConfig:
     def __post_init__(self) -> None:
         if not self.reward_timeout_s > 0:
             _fail("task.reward_timeout_s", self.reward_timeout_s, "must be > 0 seconds")
-        r = self.reward_range
-        if r is not None and not (len(r) == 2 and all(map(math.isfinite, r)) and r[0] < r[1]):
-            _fail("task.reward_range", r, "must be [lo, hi] with finite lo < hi, e.g. [0, 1]")
+        if self.reward_range is not None:
+            from pgrpo.dynamics.rewardrange import checked_reward_range
+
+            try:
+                checked_reward_range(self.reward_range)
+            except ValueError:
+                _fail("task.reward_range", self.reward_range,
+                      "must be [lo, hi] with finite lo < hi, e.g. [0, 1]")  # fmt: skip
 
 
 @dataclass(frozen=True)

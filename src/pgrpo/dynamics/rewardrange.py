@@ -1,0 +1,47 @@
+"""A reward's known range (lo, hi): one check of a given range and one rule for when it applies.
+
+`checked_reward_range(value)` is the validation every entry point uses (`task.reward_range`,
+`--reward-range`, `LiveConfig.reward_range`, `make_context`): two finite numbers, lo < hi, a
+finite width; strings, bytes, mappings and sets are refused (a 2-character string is not a range).
+`range_holding(reward, reward_range)` is the range when every finite reward lies inside it,
+else None: a range the data leaves is wrong or meant for something else, and the fits, the
+forecast and the progress verdict then all ignore it (`pgrpo fit` notes it).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+HINT = "must be (lo, hi): two finite numbers with lo < hi, e.g. (0, 1)"
+
+
+def checked_reward_range(value: Any, name: str = "reward_range") -> tuple[float, float]:
+    """(lo, hi) as floats, or ValueError naming `name` and what a range must be."""
+    bad = isinstance(value, str | bytes | bytearray | Mapping | set | frozenset)
+    try:
+        lo, hi = (float(v) for v in value) if not bad else (math.nan, math.nan)
+    except (TypeError, ValueError):
+        lo = hi = math.nan
+    if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi and math.isfinite(hi - lo)):
+        raise ValueError(f"{name} {HINT}; got {value!r}")
+    return lo, hi
+
+
+def range_holding(
+    reward: np.ndarray, reward_range: tuple[float, float] | None
+) -> tuple[float, float] | None:
+    """`reward_range` when every finite value of `reward` ([n]) lies inside it (the ends
+    included, to float rounding: 1e-9 of the width), else None."""
+    if reward_range is None:
+        return None
+    lo, hi = reward_range
+    r = np.asarray(reward, dtype=float)
+    r = r[np.isfinite(r)]
+    tol = 1e-9 * (hi - lo)
+    if r.size and (float(r.min()) < lo - tol or float(r.max()) > hi + tol):
+        return None
+    return reward_range
