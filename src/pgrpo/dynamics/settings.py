@@ -200,8 +200,8 @@ def _range_note(log: RewardLog, values: dict, notes: list[str]) -> None:
     if lo is None or hi is None or not r.size or range_holding(r, (lo, hi)) is not None:
         return
     notes.append(f"the logged reward ({r.min():.4g} to {r.max():.4g}) leaves the stated range "
-                 f"[{lo:g}, {hi:g}]: the fits, the forecast and the verdict ignore the range; "
-                 "check --reward-range")  # fmt: skip
+                 f"[{lo:g}, {hi:g}]: the fits, the verdict and (when its points before the cut "
+                 "leave it too) the forecast ignore the range; check --reward-range")  # fmt: skip
 
 
 def _constant_reward(log: RewardLog, notes: list[str]) -> bool:
