@@ -1,7 +1,10 @@
-"""`--reward-range LO,HI` on `pgrpo fit`, `diagnose` and `report` (for logs of other trainers,
-which record no range): it is a setting like lr (reported with its source, the command line
-over a pgrpo run's config.yaml), fitted levels stay inside it, the progress verdict's fit heads
-for it and an end within 1% of HI is the ceiling; a bad range is one line and exit 2."""
+"""`--reward-range LO,HI` on `pgrpo fit`, `diagnose`, `report` and `watch`, and
+`PgrpoCallback(reward_range=)` (for logs of other trainers, which record no range): it is a
+setting like lr (reported with its source, the command line over a pgrpo run's config.yaml),
+fitted levels stay inside it, the progress verdict's fit heads for it and an end within 1% of HI,
+no longer rising, is the ceiling; a range the data leaves is ignored everywhere; a bad range is
+one line and exit 2, with nothing written. Several cases come from a hostile review
+(2026-12-02) and failed on the first version."""
 
 from __future__ import annotations
 
