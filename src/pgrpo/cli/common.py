@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import ast
+import contextlib
 import errno
 import functools
 import inspect
@@ -22,7 +23,7 @@ import json
 import math
 import os
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
@@ -174,6 +175,25 @@ def out_dir(path: Path, option: str = "--out") -> Path:
     if not os.access(path, os.W_OK):
         fail(f"{option} {path} is not writable", f"give {option} a folder you may write")
     return path
+
+
+@contextlib.contextmanager
+def removed_if_failed(path: Path) -> Iterator[None]:
+    """The folders of `path` that do not exist yet are removed again, if still empty, when the
+    body fails: a command that creates its output folder before it reads its input (the input
+    read is the work itself) leaves nothing behind on bad input."""
+    new = []
+    p = path
+    while not p.exists() and p != p.parent:
+        new.append(p)
+        p = p.parent
+    try:
+        yield
+    except BaseException:
+        for d in new:  # deepest first
+            with contextlib.suppress(OSError):
+                d.rmdir()  # only an empty folder
+        raise
 
 
 def out_file(path: Path, option: str = "--out") -> Path:

@@ -25,12 +25,18 @@ EVAL = "pgrpo.evaluate.runner:EvalConfig"
 
 
 def _seeds(text: str) -> list[int]:
+    """Distinct seeds in [0, 2^63) (a repeated seed is the same run counted twice)."""
+    if not text.strip():
+        fail("--seeds needs at least one seed", "e.g. --seeds 0")
     try:
-        seeds = [int(s) for s in text.split(",") if s.strip()]
+        seeds = [int(s) for s in text.split(",")]
     except ValueError:
         fail(f"--seeds must be comma-separated integers, got {text!r}", "e.g. --seeds 0,1,2")
-    if not seeds:
-        fail("--seeds needs at least one seed", "e.g. --seeds 0")
+    if any(not 0 <= s < 2**63 for s in seeds):
+        fail(f"--seeds {text!r}: each seed must be in [0, 2^63)", "e.g. --seeds 0,1,2")
+    if len(set(seeds)) < len(seeds):
+        fail(f"--seeds {text!r} repeats a seed: the same run would count twice",
+             "give distinct seeds, e.g. --seeds 0,1,2")  # fmt: skip
     return seeds
 
 
@@ -131,11 +137,11 @@ def eval_cmd(
     means, a paired bootstrap over problems, and pass@k curves base vs trained."""
     from pgrpo.evaluate import EvalConfig, eval_document, evaluate, write_eval
 
-    if out is not None:
-        out_file(out)  # before sampling: a bad --out must not cost the evaluation
     base = _read_eval(baseline, "--baseline") if baseline is not None else None
     if from_file is not None:
         runs = _read_eval(from_file, "--from")
+        if out is not None:
+            out_file(out)
     else:
         from pgrpo.tasks import TASKS
 
@@ -153,7 +159,10 @@ def eval_cmd(
             max_new_tokens=max_new_tokens,
             tiny_warmup_steps=tiny_warmup_steps,
         )
-        runs = [evaluate(cfg, seed=s) for s in _seeds(seeds)]
+        seed_list = _seeds(seeds)
+        if out is not None:  # once the inputs are checked (bad input writes nothing), before
+            out_file(out)  # sampling (a bad --out must not cost the evaluation)
+        runs = [evaluate(cfg, seed=s) for s in seed_list]
     doc = eval_document(runs, base)
     if out is not None:
         write_eval(doc, out)

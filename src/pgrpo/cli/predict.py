@@ -55,7 +55,6 @@ def predict_cmd(
     stationary std."""
     from pgrpo.dynamics.predict import predict
 
-    out_dir(out)
     pred = predict(
         lr,
         beta1,
@@ -71,6 +70,7 @@ def predict_cmd(
     )
     from pgrpo.cli._mpl import import_quietly
 
+    out_dir(out)  # once the settings are known to be good: bad input writes nothing
     png = import_quietly("pgrpo.dynamics.plots").plot_prediction(pred, out / "predict.png")
     data = {**pred.to_dict(), "png": str(png)}
     title = (

@@ -9,7 +9,15 @@ import typer
 from rich.console import Console
 
 from pgrpo.cli import _runopts
-from pgrpo.cli.common import command, emit, escape, existing, out_dir, read_json
+from pgrpo.cli.common import (
+    command,
+    emit,
+    escape,
+    existing,
+    out_dir,
+    read_json,
+    removed_if_failed,
+)
 from pgrpo.cli.diagnose import eval_points
 
 
@@ -47,7 +55,8 @@ def report_cmd(
     if eval_log is not None:  # checked here so a bad file is named, not a JSON parser's message
         read_json(eval_log, "--eval-log")
         eval_points(eval_log)
-    res = build_report(run_dir, out_dir=out_dir(out), eval_log=eval_log, settings=given)
+    with removed_if_failed(out):  # an unreadable log leaves no empty report folder behind
+        res = build_report(run_dir, out_dir=out_dir(out), eval_log=eval_log, settings=given)
     doc = {
         "html": str(res.html_path),
         "pngs": {k: str(v) for k, v in res.pngs.items()},

@@ -190,12 +190,15 @@ def dynamical_instability(s: Signals) -> ModeVerdict:
         strengths.append(o_strength)
     else:
         missing.append(_lack(s, "reward", MIN_STEPS))
-    if s.has("grad_norm", MIN_STEPS):
-        gn = finite(s.get("grad_norm"))
+    gn = finite(s.get("grad_norm")) if s.has("grad_norm", MIN_STEPS) else np.zeros(0)
+    gn = gn[gn > 0]  # a step with no gradient at all (every group degenerate) is no scale
+    if gn.size >= MIN_STEPS:
         ev["grad_norm_growth"] = growth = float(
-            np.median(gn[-max(1, gn.size // 10) :]) / max(np.median(gn[: gn.size // 2]), 1e-12)
+            np.median(gn[-max(1, gn.size // 10) :]) / np.median(gn[: gn.size // 2])
         )
         strengths.append(confidence(growth, GRAD_BLOWUP, 3.0))
+    elif s.has("grad_norm", MIN_STEPS):
+        missing.append(f"grad_norm (only {gn.size} steps with a gradient, need {MIN_STEPS})")
     else:
         missing.append(_lack(s, "grad_norm", MIN_STEPS))
     if not strengths:

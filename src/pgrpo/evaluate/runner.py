@@ -57,8 +57,10 @@ class EvalConfig:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.problems < 0:
             raise ValueError(f"problems must be >= 0 (0 = the whole split), got {self.problems}")
-        if not self.temperature >= 0:
-            raise ValueError(f"temperature must be >= 0 (0 = greedy), got {self.temperature}")
+        if not (self.temperature >= 0 and math.isfinite(self.temperature)):
+            raise ValueError(
+                f"temperature must be >= 0 and finite (0 = greedy), got {self.temperature}"
+            )
         if self.temperature == 0 and self.samples > 1:
             raise ValueError(
                 f"temperature 0 (greedy) gives {self.samples} identical samples; use samples=1"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 
@@ -30,7 +31,7 @@ class ProbeConfig:
             raise ValueError(f"preconditioner must be 'adam' or 'sgd', got {self.preconditioner!r}")
         if not self.epsilon > 0:
             raise ValueError(f"epsilon must be > 0, got {self.epsilon}")
-        if not self.step_lrs > 0:
-            raise ValueError(f"step_lrs must be > 0, got {self.step_lrs}")
+        if not (self.step_lrs > 0 and math.isfinite(self.step_lrs)):
+            raise ValueError(f"step_lrs must be finite and > 0, got {self.step_lrs}")
         if self.n_pairs < 2 or self.n_direction < 1:
             raise ValueError("need n_pairs >= 2 (for a standard error) and n_direction >= 1")

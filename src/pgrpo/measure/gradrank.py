@@ -49,6 +49,8 @@ class GradRankConfig:
     values here are the fallback (C = 1 for a binary task)."""
 
     def __post_init__(self) -> None:
+        if not self.estimators:
+            raise ValueError("estimators is empty: give at least one, e.g. grpo,sign")
         for name in self.estimators:
             ADVANTAGE_ESTIMATORS.get(name)
         if self.projection_dim < 0:

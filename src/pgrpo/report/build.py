@@ -184,6 +184,32 @@ def _curves(eval_doc: dict | None) -> dict[str, dict[str, float]]:
     }
 
 
+def _margin_why(log: Any, kappa: float | None) -> str:
+    """Why the stability-margin panel is not drawn: the run's optimizer, when its reduction
+    predicts no K* at all (AdamW, the default), else the first missing input."""
+    from pgrpo.dynamics.optimizers import OptimizerSettings, reduce_optimizer, run_optimizer
+
+    hp = log.hyperparameters
+    given = hp.get("optimizer")
+    try:
+        name = run_optimizer(given)
+    except ValueError:
+        return f"the run's optimizer {given!r} has no reduction in the dynamics model"
+    beta1 = float(hp.get("beta1", 0.9))
+    probe = reduce_optimizer(name, OptimizerSettings(0.01, 1.0, beta1, 1, closure=False))
+    if not probe.metrics["threshold_predicted"]:
+        shown = given or "adamw (assumed: the log names no optimizer)"
+        return (f"the run's optimizer, {shown}, predicts no refresh threshold K*, so there is "
+                "no margin K/K*; give --optimizer sgd_momentum if the run used SGD with "
+                "momentum")  # fmt: skip
+    missing = [name for name, ok in (("refresh_interval", hp.get("refresh_interval")),
+               ("lr", log.learning_rate is not None or hp.get("lr")),
+               ("kappa", kappa is not None or hp.get("kappa") is not None))
+               if not ok]  # fmt: skip
+    return (f"needs {', '.join(missing) or 'refresh_interval, lr and kappa'} (config.yaml kappa "
+            "from `pgrpo probe`, or a fit with a known lr)")  # fmt: skip
+
+
 def _panels(
     log: Any, diagnosis: Any, fit: Any, fc: Any, eval_doc: dict | None, points: tuple
 ) -> dict:
@@ -230,8 +256,7 @@ def _panels(
                 log.hyperparameters.get("refresh_interval"),
                 source,
             ),
-            "needs refresh_interval, lr and kappa (config.yaml kappa from `pgrpo probe`, or a "
-            "fit with a known lr)",
+            _margin_why(log, kappa),
         ),
         "pass_at_k": (_figure(plots.pass_at_k_panel, curves), "no eval log with pass@k"),
     }

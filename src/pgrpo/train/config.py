@@ -13,6 +13,7 @@ Defaults follow TRL's `GRPOConfig` and the papers unless a comment says otherwis
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 import types
 import typing
@@ -161,10 +162,12 @@ class GenerationConfig:
     def __post_init__(self) -> None:
         if self.max_new_tokens < 1:
             _fail("generation.max_new_tokens", self.max_new_tokens, "must be >= 1")
-        if not self.temperature > 0:
-            _fail("generation.temperature", self.temperature, "must be > 0 (use 1e-3 for ~greedy)")
+        if not (self.temperature > 0 and math.isfinite(self.temperature)):
+            _fail("generation.temperature", self.temperature,
+                  "must be finite and > 0 (use 1e-3 for ~greedy)")  # fmt: skip
         if self.temperatures is not None:
-            if len(self.temperatures) == 0 or any(not t > 0 for t in self.temperatures):
+            bad = [t for t in self.temperatures if not (t > 0 and math.isfinite(t))]
+            if len(self.temperatures) == 0 or bad:
                 _fail("generation.temperatures", self.temperatures, "give G positive numbers")
         if self.score_temperature not in SCORE_TEMPERATURES:
             _fail(
