@@ -195,14 +195,18 @@ def _margin_why(log: Any, kappa: float | None) -> str:
         name = run_optimizer(given)
     except ValueError:
         return f"the run's optimizer {given!r} has no reduction in the dynamics model"
-    beta1 = float(hp.get("beta1", 0.9))
-    probe = reduce_optimizer(name, OptimizerSettings(0.01, 1.0, beta1, 1, closure=False))
-    if not probe.metrics["threshold_predicted"]:
+    try:  # whether this optimizer's reduction can predict a K* at all
+        beta1 = float(hp.get("beta1", 0.9))
+        probe = reduce_optimizer(name, OptimizerSettings(0.01, 1.0, beta1, 1, closure=False))
+        predicts = bool(probe.metrics["threshold_predicted"])
+    except (ValueError, TypeError, ArithmeticError):  # a beta1 the reduction cannot take
+        predicts = True
+    if not predicts:
         shown = given or "adamw (assumed: the log names no optimizer)"
         return (f"the run's optimizer, {shown}, predicts no refresh threshold K*, so there is "
                 "no margin K/K*; give --optimizer sgd_momentum if the run used SGD with "
                 "momentum")  # fmt: skip
-    missing = [name for name, ok in (("refresh_interval", hp.get("refresh_interval")),
+    missing = [need for need, ok in (("refresh_interval", hp.get("refresh_interval")),
                ("lr", log.learning_rate is not None or hp.get("lr")),
                ("kappa", kappa is not None or hp.get("kappa") is not None))
                if not ok]  # fmt: skip
