@@ -89,9 +89,9 @@ def given_settings(**given: Any) -> dict[str, Any]:
 
 
 def parse_reward_range(text: str) -> tuple[float, float]:
-    """'LO,HI' -> (lo, hi) (`pgrpo.dynamics.rewardrange.checked_reward_range`); anything else
+    """'LO,HI' -> (lo, hi) (`pgrpo.core.rewardrange.checked_reward_range`); anything else
     is one line and exit 2."""
-    from pgrpo.dynamics.rewardrange import checked_reward_range
+    from pgrpo.core.rewardrange import checked_reward_range
 
     try:
         if "_" in text:  # float() takes 1_0 as 10: not a number a user means

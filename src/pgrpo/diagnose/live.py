@@ -30,11 +30,11 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from pgrpo.core.rewardrange import checked_reward_range
 from pgrpo.core.stats import iid_degeneracy
 from pgrpo.diagnose.progress import ProgressVerdict, assess_progress
 from pgrpo.diagnose.signals import MAX_POINTS, thin_log
 from pgrpo.dynamics.forecast import Forecast, forecast
-from pgrpo.dynamics.rewardrange import checked_reward_range
 from pgrpo.dynamics.runfit import reward_range
 from pgrpo.logs import RewardLog
 

@@ -32,8 +32,8 @@ from typing import Any
 
 import numpy as np
 
+from pgrpo.core.rewardrange import range_holding
 from pgrpo.diagnose import nullmodel as nm
-from pgrpo.dynamics.rewardrange import range_holding
 
 PROGRESS_LABELS = (
     "learning",

@@ -148,14 +148,14 @@ def level_bounds(y: np.ndarray) -> tuple[float, float]:
 
 
 def levels_within(start: dict[str, Parameter], lo: float, hi: float) -> dict[str, Parameter]:
-    """`start` with R_inf and R_0 bounded by [lo, hi] as well (their values clipped into it);
-    a level whose bounds do not meet [lo, hi] (data outside the stated range) keeps its own."""
+    """`start` with R_inf and R_0 bounded by [lo, hi] as well (their values clipped into it).
+    The caller passes a range the data lie in (`core.rewardrange.range_holding`), so it meets
+    every level's box (the data range +- 3 ranges)."""
     out = dict(start)
     for name in ("R_inf", "R_0"):
         p = start[name]
         a, b = max(p.min, lo), min(p.max, hi)
-        if a <= b:
-            out[name] = replace(p, value=float(np.clip(p.value, a, b)), min=a, max=b)
+        out[name] = replace(p, value=float(np.clip(p.value, a, b)), min=a, max=b)
     return out
 
 

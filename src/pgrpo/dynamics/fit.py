@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 from scipy.optimize import least_squares
 
+from pgrpo.core.rewardrange import range_holding
 from pgrpo.dynamics.constrained import (  # also registers rom_fixed
     aicc,  # noqa: F401  (re-exported: it lived here)
     compare_constrained,
@@ -41,7 +42,6 @@ from pgrpo.dynamics.inputs import (
     noise_scale,
 )
 from pgrpo.dynamics.optimizers import DEFAULT_OPTIMIZER, fit_reduction
-from pgrpo.dynamics.rewardrange import range_holding
 
 
 @dataclass(frozen=True)

@@ -20,10 +20,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from pgrpo._registry import Registry
+from pgrpo.core.rewardrange import range_holding
 from pgrpo.dynamics.fit import FitResult, fit_curve
 from pgrpo.dynamics.levelgain import CORPUS_PRIOR, ForecastPrior, level_gain
 from pgrpo.dynamics.optimizers import DEFAULT_OPTIMIZER
-from pgrpo.dynamics.rewardrange import range_holding
 
 
 @dataclass(frozen=True)

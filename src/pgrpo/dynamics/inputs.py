@@ -10,9 +10,9 @@ from dataclasses import replace
 
 import numpy as np
 
+from pgrpo.core.rewardrange import checked_reward_range
 from pgrpo.dynamics.curves import CurveModel, FitContext, Parameter
 from pgrpo.dynamics.optimizers import DEFAULT_OPTIMIZER, OPTIMIZER_REDUCTIONS
-from pgrpo.dynamics.rewardrange import checked_reward_range
 from pgrpo.errors import check_magnitude
 
 # --- context and checks ---------------------------------------------------------------------------

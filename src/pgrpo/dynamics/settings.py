@@ -17,13 +17,13 @@ from typing import Any
 
 import numpy as np
 
+from pgrpo.core.rewardrange import range_holding
 from pgrpo.dynamics.optimizers import (
     DEFAULT_OPTIMIZER,
     FRAMEWORK_BETA1,
     known_optimizers,
     run_optimizer,
 )
-from pgrpo.dynamics.rewardrange import range_holding
 from pgrpo.logs import RewardLog
 from pgrpo.logs.base import hyperparameters_from_columns
 

@@ -10,6 +10,7 @@ usable is left.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
 from collections.abc import Callable, Collection, Iterable, Mapping
@@ -19,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from pgrpo.core.rewardrange import checked_reward_range
 from pgrpo.errors import UserError
 from pgrpo.logs.columns import ABSENT, NUMBER, ColumnStore, as_number, store_of
 
@@ -336,10 +338,9 @@ def hyperparameters_from_config(cfg: Any) -> dict[str, float]:
             per = spg / ga if spg and ga else (tb / mb if tb and mb else 1.0)
             out["refresh_interval"] = max(1.0, round(iters * per))
     bounds = find_key(cfg, ("reward_range",))  # pgrpo: task.reward_range, [lo, hi]
-    if isinstance(bounds, list | tuple) and len(bounds) == 2:
-        lo, hi = as_number(bounds[0]), as_number(bounds[1])
-        if lo is not None and hi is not None and lo < hi:
-            out["reward_min"], out["reward_max"] = lo, hi
+    if isinstance(bounds, list | tuple):
+        with contextlib.suppress(ValueError):  # a bad range in a config is no range
+            out["reward_min"], out["reward_max"] = checked_reward_range(bounds)
     rollout = _find_mapping(cfg, "rollout")  # verl: actor_rollout_ref.rollout.n is G
     if rollout is not None:
         if out["group_size"] is None:

@@ -50,13 +50,15 @@ def get_task(name: str, **options: Any) -> Task:
 
 
 def task_reward_range(task: Any) -> tuple[float, float] | None:
-    """A task's declared (lo, hi) reward bounds, or None when it declares none (or a bad one)."""
+    """A task's declared (lo, hi) reward bounds, or None when it declares none (or a bad one:
+    `checked_reward_range`)."""
+    from pgrpo.core.rewardrange import checked_reward_range
+
     r = getattr(task, "reward_range", None)
     try:
-        lo, hi = (float(v) for v in r)  # type: ignore[union-attr]
-    except (TypeError, ValueError):
+        return None if r is None else checked_reward_range(r)
+    except ValueError:
         return None
-    return (lo, hi) if lo < hi else None
 
 
 def check_task_options(name: str, options: dict[str, Any]) -> None:

@@ -135,7 +135,7 @@ class TaskConfig:
         if not self.reward_timeout_s > 0:
             _fail("task.reward_timeout_s", self.reward_timeout_s, "must be > 0 seconds")
         if self.reward_range is not None:
-            from pgrpo.dynamics.rewardrange import checked_reward_range
+            from pgrpo.core.rewardrange import checked_reward_range
 
             try:
                 checked_reward_range(self.reward_range)
