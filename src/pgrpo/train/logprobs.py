@@ -24,6 +24,8 @@ from dataclasses import dataclass
 import torch
 from torch.utils.checkpoint import checkpoint
 
+from pgrpo.train import lean
+
 
 @dataclass(frozen=True)
 class TokenScores:
@@ -272,6 +274,7 @@ def completion_scores(
     entropy_grad: bool = False,
     share_prompts: bool = True,
     checkpoint_layers: bool = False,
+    lean_layers: bool = False,
 ) -> TokenScores:
     """Log-probs [N, T] of tokens input_ids[:, prompt_len:] under `model`, chunked over positions.
 
@@ -279,14 +282,18 @@ def completion_scores(
     distinct prompt once (see `completion_hidden`); entropy_grad: keep the entropy's gradient (for
     an entropy bonus); checkpoint_layers: activation checkpointing of the decoder layers when
     gradients are on (`checkpointed_layers`: less memory, one more decoder forward in backward,
-    the same values and gradients). Runs with gradients when grad mode is on (call under
-    torch.no_grad() for old / reference log-probs).
+    the same values and gradients); lean_layers: RMSNorm / SwiGLU modules that keep less for
+    backward (`lean.lean_layers`: the same values and gradients; not under checkpoint_layers,
+    whose recompute must save what the first run saved). Runs with gradients when grad mode is
+    on (call under torch.no_grad() for old / reference log-probs).
     """
     n, length = input_ids.shape
     t = length - prompt_len
     layers = contextlib.nullcontext()
     if checkpoint_layers and torch.is_grad_enabled():
         layers = checkpointed_layers(_backbone(model))
+    elif lean_layers and torch.is_grad_enabled():
+        layers = lean.lean_layers(_backbone(model))
     with layers:
         hidden = completion_hidden(model, input_ids, attention_mask, prompt_len, share_prompts)
     targets = input_ids[:, prompt_len:]

@@ -187,6 +187,7 @@ def _score_rows(
             with_entropy=with_entropy,
             entropy_grad=entropy_grad,
             checkpoint_layers=cfg.grpo.activation_checkpointing,
+            lean_layers=cfg.grpo.lean_layers,
         )
     if t == t_full:
         return scores
