@@ -2,13 +2,15 @@
 
 Advantage estimators, advantage transforms, policy losses, aggregators, KL estimators, tasks and
 log readers each have one `Registry`. Unknown names fail listing the valid ones; registering a name
-twice fails, so a plug-in cannot silently replace a built-in.
+twice fails, so a plug-in cannot silently replace a built-in. `check_keywords` does the same for
+the keyword options of a registered function (an estimator's `eps=`, a transform's `beta=`).
 """
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Iterator
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
 
@@ -65,3 +67,32 @@ class Registry(Generic[T]):
 
     def __len__(self) -> int:
         return len(self._items)
+
+
+def check_keywords(
+    given: dict[str, Any] | None, fn: Callable[..., Any], label: str, skip: tuple[str, ...] = ()
+) -> None:
+    """TypeError when `given` holds names that are not keyword options of the registered
+    function `fn` (its parameters with a default, less `skip`), listing the valid ones; nothing
+    is checked for a function that takes **kwargs. label: what `fn` is, for the message."""
+    if not given:
+        return
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):  # a builtin without a signature: let the call decide
+        return
+    if any(p.kind is p.VAR_KEYWORD for p in params):
+        return
+    valid = [
+        p.name
+        for p in params
+        if p.default is not p.empty and p.kind is not p.POSITIONAL_ONLY and p.name not in skip
+    ]
+    unknown = sorted(set(given) - set(valid))
+    if unknown:
+        ours = fn.__module__.startswith("pgrpo.")
+        see = f"; see help({fn.__module__}.{fn.__name__})" if ours else ""
+        raise TypeError(
+            f"unknown option(s) {', '.join(map(repr, unknown))} of the {label}; its options: "
+            f"{', '.join(valid) or 'none'}{see}"
+        )

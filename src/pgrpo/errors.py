@@ -2,7 +2,9 @@
 
 Library code raises `UserError(problem, fix)`; the CLI catches it in one place
 (`pgrpo.cli.common.command`) and prints `error: <problem>; <fix>` on one line with exit code 2.
-It subclasses ValueError, so callers that already catch ValueError keep working.
+It subclasses ValueError, so callers that already catch ValueError keep working. `RunFailed` is
+the other kind the CLI prints as one line: a run that failed for a reason that is not the input
+(exit code 1).
 """
 
 from __future__ import annotations
@@ -15,6 +17,13 @@ class UserError(ValueError):
         self.problem = problem
         self.fix = fix
         super().__init__(f"{problem}; {fix}" if fix else problem)
+
+
+class RunFailed(Exception):
+    """A run that cannot go on for a reason other than bad input (its training diverged): the CLI
+    prints `error: <message>` on one line and exits with `exit_code` (1), not a traceback."""
+
+    exit_code = 1
 
 
 MAX_ABS_VALUE = 1e150
@@ -39,4 +48,18 @@ def check_magnitude(values: object, name: str, where: str = "") -> None:
         )
 
 
-__all__ = ["MAX_ABS_VALUE", "UserError", "check_magnitude"]
+MAX_SEED = 2**32 - 1
+"""Largest seed: every generator a run seeds takes [0, 2^32) (numpy's legacy `np.random.seed`,
+which `pgrpo train` seeds, refuses more; torch and numpy's Generator refuse negatives)."""
+
+
+def check_seed(value: object, name: str) -> None:
+    """Raise UserError unless `value` is an integer seed in [0, MAX_SEED]: a negative or huge
+    seed otherwise fails deep inside numpy or torch, after the model has loaded."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_SEED:
+        raise UserError(
+            f"{name}={value!r} is not a seed", f"give an integer in [0, {MAX_SEED}] (2^32 - 1)"
+        )
+
+
+__all__ = ["MAX_ABS_VALUE", "MAX_SEED", "RunFailed", "UserError", "check_magnitude", "check_seed"]

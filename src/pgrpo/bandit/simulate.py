@@ -81,7 +81,8 @@ class BanditConfig:
     refresh_interval: int | Sequence[int] = 1
     """K: optimizer steps per rollout batch (one value or one per run)."""
     lr_schedule: str = "constant"
-    """'constant', 'cosine' or 'linear' decay to 0 over `steps`, after `warmup_steps`."""
+    """'constant', 'cosine' or 'linear' decay towards 0 (reached at `steps`, one past the last
+    step), after `warmup_steps` (`pgrpo.core.schedules`)."""
     warmup_steps: int = 0
     difficulty: DifficultyConfig = field(default_factory=DifficultyConfig)
     """Initial success probabilities of the prompts."""

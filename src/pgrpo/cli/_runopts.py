@@ -10,6 +10,7 @@ from typing import Any
 
 import typer
 
+from pgrpo.cli.app import digit_separator
 from pgrpo.cli.common import escape, fail, fmt
 
 
@@ -94,7 +95,7 @@ def parse_reward_range(text: str) -> tuple[float, float]:
     from pgrpo.core.rewardrange import checked_reward_range
 
     try:
-        if "_" in text:  # float() takes 1_0 as 10: not a number a user means
+        if digit_separator(text):  # float() takes 1_0 as 10: the rule of every number option
             raise ValueError(text)
         return checked_reward_range(text.split(","))
     except ValueError:

@@ -2,8 +2,10 @@
 
 Usage errors (an unknown option or command, a value of the wrong type or out of range, a missing
 argument) end with one line on stderr, `error: <problem>; run '<command> --help' for the
-options`, and exit code 2, like every other input error of the CLI (docs/cli.md). typer's help
-(`--help`, and `pgrpo` alone) is unchanged.
+options`, and exit code 2, like every other input error of the CLI (docs/cli.md). Every number
+option refuses `_` (`--lr 1_000`), and an option given twice is refused (`--lr 1 --lr 2`:
+`PgrpoCommand`). typer's help (`--help`, and `pgrpo` alone) is
+unchanged, but for flags, which show no `<bool>` value.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import sys
 from typing import Any
 
 import typer
-from typer.core import TyperGroup
+from typer.core import TyperCommand, TyperGroup
 
 from pgrpo import __version__
 
@@ -53,6 +55,72 @@ def _one_line(exc: Any, where: str = "") -> Any:
         message = f"{message.rstrip('.')}; run '{where} --help' for the options"
     typer.echo(f"error: {message}", err=True)
     raise typer.Exit(exc.exit_code)
+
+
+def digit_separator(text: str) -> bool:
+    """Whether a number's text holds `_`: Python's float() and int() read `1_000` as 1000 and
+    `1_0` as 10 (PEP 515), a number no one means to type; every numeric option refuses it."""
+    return "_" in text
+
+
+_NUMBER_TYPES = frozenset({"integer", "float", "integer range", "float range"})
+"""click's names of its int / float types (with or without min / max)."""
+
+
+def _is_number(param: Any) -> bool:
+    """Whether an option or argument takes an int or a float (typer >= 0.29 converts by the
+    annotation, older ones through click's types)."""
+    desc = getattr(param, "type_descriptor", None)
+    if desc is not None:
+        return desc.annotation in (int, float)
+    return getattr(getattr(param, "type", None), "name", None) in _NUMBER_TYPES
+
+
+def refuse_repeats(ctx: Any, order: list[Any]) -> None:
+    """UsageError when an option that takes one value is given twice (`--lr 1 --lr 2`, `-c a -c
+    b`, `--plot --no-plot`): click keeps the last without a word. `order` is click's parser's
+    list of the parameters in the order met, one entry per occurrence."""
+    seen = set()
+    for param in order:
+        if param.param_type_name != "option" or param.multiple or param.count or param.is_eager:
+            continue
+        if param.name in seen:
+            names = "/".join([*param.opts, *param.secondary_opts])
+            raise _USAGE_ERROR(f"option {names} given twice: give it once", ctx=ctx)
+        seen.add(param.name)
+
+
+class PgrpoCommand(TyperCommand):
+    """typer's command with three rules for every option of every subcommand (`common.command`
+    registers each with this class): an option given twice is refused (`refuse_repeats`), a
+    number written with `_` (`--lr 1_000`) is refused (`digit_separator`) before any
+    conversion, and a flag (`--json`, `--plot/--no-plot`, which
+    take no value) shows no `<bool>` value type in --help."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        opts, _, order = self.make_parser(ctx).parse_args(args=list(args))  # the raw texts
+        refuse_repeats(ctx, order)
+        for param in self.get_params(ctx):
+            if not _is_number(param):
+                continue
+            raw = opts.get(param.name)
+            for text in raw if isinstance(raw, list | tuple) else [raw]:
+                if isinstance(text, str) and digit_separator(text):
+                    plain = text.replace("_", "")
+                    raise typer.BadParameter(
+                        f"{text!r} holds '_', which Python's number parser skips (it would "
+                        f"read {plain}); write {plain} if that is the number you mean",
+                        ctx=ctx,
+                        param=param,
+                    )
+        return super().parse_args(ctx, args)
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        params = super().get_params(ctx)
+        for param in params:
+            if getattr(param, "is_flag", False) and param.metavar is None:
+                param.metavar = ""  # typer draws a flag's type as `<bool>`: no value to give
+        return params
 
 
 app = typer.Typer(

@@ -5,7 +5,8 @@
   traceback). Bugs (exceptions that are not input errors) still raise.
 - `fail(problem, fix)` raises the typed `pgrpo.errors.UserError`; library code raises it too.
 - `escape(x)` makes a path or user string print as itself inside rich markup (`exp[lr=1e-5]`).
-- `emit(data, as_json, render)` prints `data` as strict JSON or calls `render(console)`.
+- `emit(data, as_json, render)` prints `data` as strict JSON or calls `render(console)`;
+  `json_option(what)` is the `--json` flag of every command, `print_warnings` the reader's notes.
 - `out_dir(path, option)` / `out_file(path, option)` check an output location before any work, so
   a bad `--out` costs nothing.
 - `config_option("pgrpo.module:Config", "field", "--flag")` is a typer option whose default and
@@ -31,8 +32,8 @@ import typer
 from rich.console import Console
 from rich.markup import escape as _rich_escape
 
-from pgrpo.cli.app import app
-from pgrpo.errors import UserError
+from pgrpo.cli.app import PgrpoCommand, app
+from pgrpo.errors import RunFailed, UserError
 
 F = TypeVar("F", bound=Callable[..., Any])
 DEBUG_ENV = "PGRPO_DEBUG"
@@ -126,7 +127,8 @@ def print_error(message: str) -> None:
 
 
 def guarded(fn: F) -> F:
-    """Wrap a command body: input errors -> one line on stderr and exit code 2."""
+    """Wrap a command body: input errors -> one line on stderr and exit code 2; `RunFailed` (a
+    run that diverged) -> one line and its exit code (1)."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -134,6 +136,9 @@ def guarded(fn: F) -> F:
             return fn(*args, **kwargs)
         except (typer.Exit, typer.Abort, SystemExit, KeyboardInterrupt):
             raise
+        except RunFailed as exc:  # not the input's fault: one line, its own exit code (1)
+            print_error(one_line(str(exc)))
+            raise typer.Exit(exc.exit_code) from None
         except Exception as exc:
             if isinstance(exc, typer.BadParameter):
                 message: str | None = one_line(exc.format_message())
@@ -151,7 +156,7 @@ def command(name: str, **kwargs: Any) -> Callable[[F], F]:
     """`@command("fit")`: register on the `pgrpo` app with the shared error handling."""
 
     def deco(fn: F) -> F:
-        app.command(name, **kwargs)(guarded(fn))
+        app.command(name, cls=PgrpoCommand, **kwargs)(guarded(fn))
         return fn
 
     return deco
@@ -247,12 +252,19 @@ def _looks_like_path(name: str) -> bool:
 
 
 def check_model(name: str, option: str = "--model") -> None:
-    """Fail early on a model path that does not exist or is a file (a hub-style `org/name` is left
-    to the loader, which reads the local cache only when offline)."""
+    """Fail early on a model path that does not exist, is a file, or is a folder that is neither
+    a Hugging Face model (config.json) nor a pgrpo run (config.yaml); a hub-style `org/name` is
+    left to the loader, which reads the local cache only when offline."""
     path = Path(name).expanduser()
     if path.exists():
         if not path.is_dir():
             fail(f"{option} {name} is a file", "give a model folder (config.json + weights)")
+        if not any((path / f).is_file() for f in ("config.json", "config.yaml")):
+            fail(
+                f"{option} {name} holds no config.json (a Hugging Face model folder) and no "
+                "config.yaml (a pgrpo run folder)",
+                "give the folder `save_pretrained` or `pgrpo train` wrote, 'tiny' or 'smollm2'",
+            )
         return
     if _looks_like_path(name):
         fail(
@@ -295,6 +307,21 @@ def emit(data: Any, as_json: bool, render: Callable[[Console], None] | None = No
         render(Console())
 
 
+def json_option(what: str) -> Any:
+    """The `--json` flag, worded one way on every command: what it prints, and where."""
+    return typer.Option(
+        False, "--json", help=f"Print {what} as one line of JSON on stdout instead of text "
+        "(notes and errors go to stderr)."
+    )  # fmt: skip
+
+
+def print_warnings(warnings: list[str] | tuple[str, ...], console: Console) -> None:
+    """One `warning:` line each: what the log reader repaired (fit, diagnose and report alike;
+    their --json carries the same list as "warnings")."""
+    for w in warnings:
+        console.print(f"[yellow]warning:[/] {escape(w)}")
+
+
 def fmt(value: Any, spec: str = ".4g") -> str:
     """A table cell: numbers with `spec`, '-' for None / NaN / inf, anything else escaped."""
     if isinstance(value, bool) or not isinstance(value, int | float):
@@ -316,10 +343,12 @@ __all__ = [
     "fail",
     "fmt",
     "guarded",
+    "json_option",
     "one_line",
     "out_dir",
     "out_file",
     "print_error",
+    "print_warnings",
     "read_json",
     "read_text",
     "user_error_message",

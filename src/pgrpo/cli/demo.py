@@ -8,8 +8,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from pgrpo.cli.common import command, escape
-from pgrpo.cli.train import _fmt, run_with_progress
+from pgrpo.cli.common import command, escape, json_option
+from pgrpo.cli.train import _fmt, check_overrides, check_run_config, run_with_progress
 
 
 @command("demo")
@@ -17,12 +17,13 @@ def demo_command(
     steps: int = typer.Option(12, "--steps", help="GRPO steps (8 prompts x 4 completions each)."),
     output_dir: str = typer.Option("runs", "--output-dir", help="Parent folder of runs/demo."),
     overrides: list[str] = typer.Argument(None, help="Extra key=value config overrides."),
-    as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON only."),
+    as_json: bool = json_option("the run's summary"),
 ) -> None:
     """The README's first job: a short CPU run with a rising reward, then its fit and forecast."""
     from pgrpo.demo import analyse, demo_config
 
-    cfg = demo_config(steps, output_dir, list(overrides or []))
+    check_overrides(list(overrides or []))  # the user's own; they override the demo's defaults
+    cfg = check_run_config(demo_config(steps, output_dir, list(overrides or [])))
     console = Console(stderr=True)
     console.print(
         f"pgrpo demo: {escape(cfg.model.name)} on {escape(cfg.task.name)}, {steps} steps -> "

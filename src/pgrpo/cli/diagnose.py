@@ -12,7 +12,17 @@ from rich.console import Console
 from rich.table import Table
 
 from pgrpo.cli import _runopts
-from pgrpo.cli.common import command, config_option, emit, escape, existing, fail, read_text
+from pgrpo.cli.common import (
+    command,
+    config_option,
+    emit,
+    escape,
+    existing,
+    fail,
+    json_option,
+    print_warnings,
+    read_text,
+)
 
 CHECKS = "pgrpo.diagnose.checks:CheckOptions"
 
@@ -52,6 +62,9 @@ def eval_points(path: Path, option: str = "--eval-log") -> tuple[tuple[float, fl
         )
     except (TypeError, KeyError, AttributeError) as exc:
         fail(f"{option} {path}: unexpected eval records ({exc})", "give a `pgrpo eval` JSON")
+    except ValueError as exc:  # e.g. counts outside 0 <= c <= n, as `pgrpo eval --from` refuses
+        text = str(exc) if str(path) in str(exc) else f"{path}: {exc}"
+        fail(f"{option} {text}", "give the file `pgrpo eval --out` wrote")
 
 
 @command("diagnose")
@@ -61,7 +74,7 @@ def diagnose_cmd(
         None, "--eval-log", help="`pgrpo eval` JSON (or step/accuracy JSONL) of the same run."
     ),
     log_format: str | None = typer.Option(None, "--format", help="Force a log reader by name."),
-    as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON only."),
+    as_json: bool = json_option("the diagnosis, run checks and settings"),
     group_size: int | None = _runopts.group_size_option(),
     batch_prompts: int | None = _runopts.batch_prompts_option(),
     lr: float | None = _runopts.lr_option(),
@@ -130,8 +143,7 @@ def _print(
     result: Any, checks: list[Any], log: Path, console: Console, warnings: list[str]
 ) -> None:
     console.print(f"[bold]diagnosis of[/bold] {escape(log)}")
-    for w in warnings:
-        console.print(f"[yellow]warning:[/] {escape(w)}")
+    print_warnings(warnings, console)
     m = result.metrics
     if m.get("bin_steps", 1) > 1:
         console.print(

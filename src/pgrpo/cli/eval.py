@@ -10,6 +10,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from pgrpo.cli.app import digit_separator
 from pgrpo.cli.common import (
     check_model,
     command,
@@ -17,23 +18,28 @@ from pgrpo.cli.common import (
     emit,
     escape,
     fail,
+    json_option,
     out_file,
     read_json,
 )
+from pgrpo.errors import MAX_SEED
 
 EVAL = "pgrpo.evaluate.runner:EvalConfig"
 
 
 def _seeds(text: str) -> list[int]:
-    """Distinct seeds in [0, 2^63) (a repeated seed is the same run counted twice)."""
+    """Distinct seeds in [0, MAX_SEED] (a repeated seed is the same run counted twice)."""
     if not text.strip():
         fail("--seeds needs at least one seed", "e.g. --seeds 0")
     try:
+        if digit_separator(text):  # int() reads 1_0 as 10, as every number option refuses
+            raise ValueError(text)
         seeds = [int(s) for s in text.split(",")]
     except ValueError:
         fail(f"--seeds must be comma-separated integers, got {text!r}", "e.g. --seeds 0,1,2")
-    if any(not 0 <= s < 2**63 for s in seeds):
-        fail(f"--seeds {text!r}: each seed must be in [0, 2^63)", "e.g. --seeds 0,1,2")
+    if any(not 0 <= s <= MAX_SEED for s in seeds):
+        fail(f"--seeds {text!r}: each seed must be in [0, {MAX_SEED}] (2^32 - 1)",
+             "e.g. --seeds 0,1,2")  # fmt: skip
     if len(set(seeds)) < len(seeds):
         fail(f"--seeds {text!r} repeats a seed: the same run would count twice",
              "give distinct seeds, e.g. --seeds 0,1,2")  # fmt: skip
@@ -60,11 +66,14 @@ def _read_eval(path: Path, option: str) -> list[Any]:
     from pgrpo.evaluate import read_eval
 
     read_json(path, option)
+    fix = "give a file written by `pgrpo eval --out`"
     try:
         return read_eval(path)
     except (KeyError, TypeError, AttributeError) as exc:
-        fail(f"{option} {path} is not a complete `pgrpo eval` JSON (bad or missing {exc})",
-             "give a file written by `pgrpo eval --out`")  # fmt: skip
+        fail(f"{option} {path} is not a complete `pgrpo eval` JSON (bad or missing {exc})", fix)
+    except ValueError as exc:  # e.g. counts outside 0 <= c <= n (`checked_counts`)
+        text = str(exc) if str(path) in str(exc) else f"{path}: {exc}"
+        fail(f"{option} {text}", fix)
 
 
 def _curve(rec: dict) -> str:
@@ -116,7 +125,7 @@ def eval_cmd(
     task_options: str | None = config_option(EVAL, "task_options", "--task-options"),
     split: str = config_option(EVAL, "split"),
     problems: int = config_option(EVAL, "problems", min=0),
-    problem_seed: int = config_option(EVAL, "problem_seed"),
+    problem_seed: int = config_option(EVAL, "problem_seed", min=0, max=MAX_SEED),
     samples: int = config_option(EVAL, "samples", min=1),
     seeds: str = typer.Option("0", help="Comma-separated sampling seeds, e.g. 0,1,2."),
     temperature: float = config_option(EVAL, "temperature"),
@@ -131,7 +140,7 @@ def eval_cmd(
     out: Path | None = typer.Option(
         None, help="Write the eval JSON here (diagnose/report read it)."
     ),
-    as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON only."),
+    as_json: bool = json_option("the eval document (what --out writes)"),
 ) -> None:
     """Evaluate; several seeds give an interval over seeds; --baseline adds Welch's t on seed
     means, a paired bootstrap over problems, and pass@k curves base vs trained."""
@@ -162,7 +171,14 @@ def eval_cmd(
         seed_list = _seeds(seeds)
         if out is not None:  # once the inputs are checked (bad input writes nothing), before
             out_file(out)  # sampling (a bad --out must not cost the evaluation)
-        runs = [evaluate(cfg, seed=s) for s in seed_list]
+        notes: set[str] = set()  # said once, not once per seed
+
+        def on_note(text: str) -> None:
+            if text not in notes:
+                notes.add(text)
+                typer.echo(f"note: {text}", err=True)
+
+        runs = [evaluate(cfg, seed=s, on_note=on_note) for s in seed_list]
     doc = eval_document(runs, base)
     if out is not None:
         write_eval(doc, out)

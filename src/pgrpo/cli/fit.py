@@ -10,7 +10,16 @@ from rich.console import Console
 from rich.table import Table
 
 from pgrpo.cli import _runopts
-from pgrpo.cli.common import command, emit, escape, existing, fmt, out_dir
+from pgrpo.cli.common import (
+    command,
+    emit,
+    escape,
+    existing,
+    fmt,
+    json_option,
+    out_dir,
+    print_warnings,
+)
 
 
 @command("fit")
@@ -20,7 +29,7 @@ def fit_cmd(
         None, "--forecast-from", help="Fit the first FRACTION of the log and forecast the rest."
     ),
     out: Path = typer.Option(Path("."), "--out", help="Directory for fit.png."),
-    as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON only."),
+    as_json: bool = json_option("the fits, forecast and settings"),
     log_format: str | None = typer.Option(None, "--format", help="Force a log reader by name."),
     reward_column: str | None = typer.Option(None, "--reward-column", help="Reward key."),
     step_column: str | None = typer.Option(None, "--step-column", help="Step key."),
@@ -65,8 +74,7 @@ def fit_cmd(
 
 
 def _print(data: dict, console: Console) -> None:
-    for w in data["warnings"]:
-        console.print(f"[yellow]warning:[/] {escape(w)}")
+    print_warnings(data["warnings"], console)
     title = f"fit of {escape(data['log'])} ({data['format']}, {data['n']} points)"
     table = Table(title=title)
     for col in ("model", "R^2", "AIC", "BIC", "parameters (+- stderr)"):

@@ -8,7 +8,16 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from pgrpo.cli.common import check_model, command, config_fields, config_option, emit, escape
+from pgrpo.cli.common import (
+    check_model,
+    command,
+    config_fields,
+    config_option,
+    emit,
+    escape,
+    json_option,
+)
+from pgrpo.errors import MAX_SEED
 
 GRADRANK = "pgrpo.measure.gradrank:GradRankConfig"
 MODEL = "pgrpo.train.config:ModelConfig"
@@ -41,8 +50,10 @@ def gradrank_cmd(
     projection_dim: int = config_option(GRADRANK, "projection_dim", min=0),
     lora_rank: int = config_option(MODEL, "lora_rank", min=0),
     tiny_warmup_steps: int = config_option(MODEL, "tiny_warmup_steps", min=0),
-    seed: int = typer.Option(0, help="Seed of sampling, sketch and the random control."),
-    as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON only."),
+    seed: int = typer.Option(
+        0, min=0, max=MAX_SEED, help="Seed of sampling, sketch and the random control."
+    ),
+    as_json: bool = json_option("the ranks per estimator"),
 ) -> None:
     """Per-rollout gradients of one batch, their effective rank under several definitions for
     each estimator, and a random-advantage control (no zero-sum constraint)."""

@@ -9,7 +9,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from pgrpo.cli.common import command, config_option, emit, fmt, out_dir
+from pgrpo.cli.common import command, config_option, emit, fmt, json_option, out_dir
 
 OPTIMIZER = "pgrpo.dynamics.optimizers:OptimizerSettings"
 
@@ -49,7 +49,7 @@ def predict_cmd(
     ),
     beta2: float = config_option(OPTIMIZER, "beta2", "--beta2"),
     out: Path = typer.Option(Path("."), "--out", help="Directory for predict.png."),
-    as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON only."),
+    as_json: bool = json_option("the prediction"),
 ) -> None:
     """Regime (from the exact recursion), damping ratio, tau, exact K*, oscillation onset and
     stationary std."""
@@ -93,4 +93,6 @@ def _print(data: dict, title: str, k: int, console: Console) -> None:
             "refresh interval or the learning rate[/]"
         )
     console.print(fmt(data["refresh_threshold_statement"]))
+    if data["inflection_time"] is None:
+        console.print("no inflection_time: --r0 equals --r-inf (the mean starts on its plateau)")
     console.print(f"figure: {fmt(data['png'])}")

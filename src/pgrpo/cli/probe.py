@@ -8,8 +8,9 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
-from pgrpo.cli.common import command, config_option, emit, escape, existing, fail
+from pgrpo.cli.common import command, config_option, emit, escape, existing, fail, json_option
 from pgrpo.cli.train import load_run_config
+from pgrpo.errors import MAX_SEED
 from pgrpo.measure.config import ProbeConfig
 
 PROBE = "pgrpo.measure.config:ProbeConfig"
@@ -26,8 +27,8 @@ def probe_cmd(
     direction_batches: int = config_option(PROBE, "n_direction", "--direction-batches", min=1),
     step_lrs: float = config_option(PROBE, "step_lrs", "--step-lrs"),
     preconditioner: str = config_option(PROBE, "preconditioner", "--preconditioner"),
-    seed: int = config_option(PROBE, "seed", "--seed"),
-    as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON only."),
+    seed: int = config_option(PROBE, "seed", "--seed", min=0, max=MAX_SEED),
+    as_json: bool = json_option("kappa, its standard error and the prediction"),
 ) -> None:
     """kappa = -g^T P H P g / g^T P g along the preconditioned update direction (finite
     differences of expected gradients with common random numbers), its standard error, and

@@ -14,7 +14,9 @@ from pgrpo.cli.common import (
     emit,
     escape,
     existing,
+    json_option,
     out_dir,
+    print_warnings,
     read_json,
     removed_if_failed,
 )
@@ -26,7 +28,7 @@ def report_cmd(
     run_dir: Path = typer.Argument(..., help="Run directory (metrics.jsonl) or a log file."),
     out: Path | None = typer.Option(None, help="Output folder (default RUN_DIR/report)."),
     eval_log: Path | None = typer.Option(None, "--eval-log", help="`pgrpo eval` JSON."),
-    as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON only."),
+    as_json: bool = json_option("the report's files, diagnosis, fit and forecast"),
     lr: float | None = _runopts.lr_option(),
     beta1: float | None = _runopts.beta1_option(),
     refresh_interval: int | None = _runopts.refresh_interval_option(),
@@ -65,6 +67,7 @@ def report_cmd(
         "fit": _fit_doc(res.fit),
         "forecast": _forecast_doc(res.forecast),
         "fit_notes": list(res.fit_notes),
+        "warnings": list(res.warnings),  # what the reader repaired, as fit and diagnose say
         "settings": res.settings.to_dict() if res.settings is not None else None,
     }
     emit(doc, as_json, lambda console: _print(res, console))
@@ -92,6 +95,7 @@ def _forecast_doc(fc: Any) -> dict[str, Any] | None:
 
 
 def _print(res: Any, console: Console) -> None:
+    print_warnings(res.warnings, console)
     console.print(f"report: {escape(res.html_path)}")
     if res.settings is not None:
         _runopts.print_settings(res.settings.to_dict(), console)

@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from pgrpo.cli.common import command, escape, out_dir
+from pgrpo.cli.common import command, escape, json_option, out_dir
 
 
 def _fmt(value: object) -> str:
@@ -30,9 +30,7 @@ def reproduce_command(
     out: Path = typer.Option(
         Path("runs/reproduce"), "--out", help="Folder for EXPERIMENT.json and EXPERIMENT.png."
     ),
-    as_json: bool = typer.Option(
-        False, "--json", help='Print only {"rows": [...]} (the table as JSON) to stdout.'
-    ),
+    as_json: bool = json_option('the table\'s rows ({"rows": [...]})'),
     seeds: int = typer.Option(
         None, "--seeds", help="Independent runs per configuration (default: the experiment's)."
     ),

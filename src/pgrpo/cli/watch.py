@@ -15,7 +15,7 @@ from pathlib import Path
 import typer
 
 from pgrpo.cli import _runopts
-from pgrpo.cli.common import command, config_option, fail
+from pgrpo.cli.common import command, config_option, fail, json_option
 
 EXIT_STOP = 3
 LIVE = "pgrpo.diagnose.live:LiveConfig"
@@ -85,7 +85,7 @@ def watch_cmd(
     once: bool = typer.Option(False, "--once", help="Assess the log as it is now and exit."),
     log_format: str | None = typer.Option(None, "--format", help="Force a log reader by name."),
     reward_column: str | None = typer.Option(None, "--reward-column", help="Reward key."),
-    as_json: bool = typer.Option(False, "--json", help="One JSON object per assessment."),
+    as_json: bool = json_option("each assessment"),
     reward_range: str | None = _runopts.reward_range_option(),
 ) -> None:
     """Follow LOG, print step / reward / forecast / verdict live; exit 3 on a stop condition

@@ -29,8 +29,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from pgrpo._registry import Registry
+from pgrpo._registry import Registry, check_keywords
 from pgrpo.core.groups import Groups, broadcast, group_moments, make_groups, scale_by_group
+from pgrpo.errors import MAX_ABS_VALUE, check_magnitude
 
 Transform = Callable[[torch.Tensor], torch.Tensor]
 
@@ -58,7 +59,8 @@ class AdvantageEstimator:
 
 @dataclass(frozen=True)
 class AdvantageResult:
-    """advantages: [N], same type (numpy/torch), dtype and order as the rewards given."""
+    """advantages: [N], same type (numpy/torch), device and order as the rewards given, in the
+    float dtype of `result_dtype` (float32 and float64 rewards keep theirs)."""
 
     advantages: Any
     metrics: dict[str, float]
@@ -237,14 +239,19 @@ def dual_anchor(
             "dual_anchor needs num_constraints= (the number of constraints C of each completion's "
             "prompt, one per completion or one for all), e.g. task.num_constraints(example)"
         )
-    c = torch.as_tensor(np.asarray(num_constraints, dtype=np.float64)).to(rewards.dtype)
+    counts = np.asarray(num_constraints, dtype=np.float64)
+    bad = ~(np.isfinite(counts) & (counts >= 1) & (counts == np.round(counts)))
+    if bool(bad.any()):  # NaN passes a `< 1` test; 2.5 constraints is no count
+        raise ValueError(
+            "num_constraints must be >= 1 and whole for every completion (the number of "
+            f"constraints C of its prompt), got {np.unique(counts[bad])[:5].tolist()}"
+        )
+    c = torch.as_tensor(counts).to(rewards.dtype)
     c = c.expand_as(rewards) if c.ndim == 0 else c.reshape(-1)
     if c.numel() != rewards.numel():
         raise ValueError(
             f"num_constraints has {c.numel()} entries but there are {rewards.numel()} rewards"
         )
-    if bool((c < 1).any()):
-        raise ValueError("num_constraints must be >= 1 for every completion")
     m = group_moments(rewards, groups, unbiased=False, mask=valid)
     assert m.std is not None
     mean, count = m.mean, m.count
@@ -302,20 +309,36 @@ def prospect(
 # ---------------------------------------------------------------------------------------------
 
 
-def _as_tensor(rewards: Any) -> tuple[torch.Tensor, str, Any]:
-    """Return (float tensor [N], kind, original dtype) for numpy arrays, tensors and sequences."""
+def _as_tensor(rewards: Any) -> tuple[torch.Tensor, str]:
+    """Return (float tensor [N] in `result_dtype`, kind) for numpy arrays, tensors and sequences."""
     if isinstance(rewards, torch.Tensor):
-        t = rewards.detach().reshape(-1).cpu()
-        kind, dtype = "torch", rewards.dtype
+        t, kind = rewards.detach().reshape(-1).cpu(), "torch"
     else:
         arr = np.asarray(rewards)
         if arr.dtype == object or not (np.issubdtype(arr.dtype, np.number) or arr.dtype == bool):
             raise TypeError(f"rewards must be numbers, got an array of dtype {arr.dtype}")
-        t = torch.from_numpy(np.ascontiguousarray(arr.reshape(-1)))
-        kind, dtype = "numpy", arr.dtype
-    if not t.is_floating_point() or t.dtype in (torch.float16, torch.bfloat16):
-        t = t.to(torch.float32)
-    return t, kind, dtype
+        t, kind = torch.from_numpy(np.ascontiguousarray(arr.reshape(-1))), "numpy"
+    return t.to(result_dtype(t.dtype)), kind
+
+
+def result_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The float dtype advantages of rewards of `dtype` are computed and returned in, for numpy
+    and torch alike: numpy's `result_type(dtype, float32)`. float32 and float64 stay; bool,
+    8/16-bit integers, float16 and bfloat16 give float32; 32/64-bit integers give float64 (float32
+    does not hold every such integer)."""
+    if dtype == torch.bfloat16:  # numpy has no bfloat16; like float16
+        return torch.float32
+    wide = np.result_type(torch.empty(0, dtype=dtype).numpy().dtype, np.float32)
+    return torch.float64 if wide == np.float64 else torch.float32
+
+
+def _work_dtype(r: torch.Tensor, scale: float) -> torch.dtype:
+    """The dtype to compute in: r's, or float64 for float32 rewards whose squares (a group's sum
+    of squared deviations, ~4 G scale^2) could overflow float32. Float64 rewards beyond
+    `MAX_ABS_VALUE` are refused (they overflow float64 the same way)."""
+    if scale > MAX_ABS_VALUE:
+        check_magnitude(r.numpy(), "reward")
+    return torch.float64 if r.dtype == torch.float32 and scale > 1e15 else r.dtype
 
 
 def _resolve_transform(
@@ -348,9 +371,10 @@ def compute_advantages(
     estimator (unknown ones fail with the estimator's valid options).
     """
     estimator = ADVANTAGE_ESTIMATORS.get(name)
-    r, kind, dtype = _as_tensor(rewards)
+    check_options(name, options, transform=transform, transform_options=transform_options)
+    r, kind = _as_tensor(rewards)
     groups = make_groups(r.numel(), group_size=group_size, group_ids=group_ids)
-    valid = _check_finite(r, nan)
+    valid, scale = _check_finite(r, nan)
     smallest = groups.group_size if groups.group_size is not None else _min_size(groups)
     if estimator.needs_group_stats and r.numel() and smallest < 2:
         bad = int((groups.sizes < 2).sum())
@@ -361,39 +385,63 @@ def compute_advantages(
         )
     r_clean = r if valid is None else torch.where(valid, r, torch.zeros_like(r))
     fn = _resolve_transform(estimator, transform, transform_options)
-    try:
-        adv = estimator.fn(r_clean, groups, valid=valid, transform=fn, **options)
-    except TypeError as exc:
-        if "unexpected keyword" not in str(exc):
-            raise
-        raise TypeError(f"{exc}; see help(pgrpo.core.advantages.{estimator.fn.__name__})") from None
+    work = _work_dtype(r, scale)
+    adv = estimator.fn(r_clean.to(work), groups, valid=valid, transform=fn, **options)
     if valid is not None:
         adv = torch.where(valid, adv, torch.zeros_like(adv))
+    adv = adv.to(r.dtype)
     metrics = _advantage_metrics(adv, valid)
-    out: Any = (
-        adv.to(dtype)
-        if kind == "torch"
-        else adv.numpy().astype(np.result_type(dtype, np.float32), copy=False)
-    )
-    if kind == "torch" and isinstance(rewards, torch.Tensor):
-        out = out.to(rewards.device)
+    if work != r.dtype and not math.isfinite(metrics["advantages/abs_max"]):
+        raise ValueError(
+            f"{name!r} advantages overflow {r.dtype} (rewards reach {scale:.3g}): rescale the "
+            "rewards (divide them by a constant) or pass them as float64"
+        )
+    out: Any = adv.to(rewards.device) if kind == "torch" else adv.numpy()
     return AdvantageResult(advantages=out, metrics=metrics)
+
+
+def check_options(
+    name: str,
+    options: dict[str, Any] | None = None,
+    *,
+    transform: str | Transform | None = _DEFAULT,
+    transform_options: dict[str, Any] | None = None,
+) -> None:
+    """TypeError naming the valid options when `options` are not keyword options of estimator
+    `name`, or `transform_options` not of the transform that applies (the trainer's config calls
+    this before any model is loaded; `compute_advantages` before computing)."""
+    estimator = ADVANTAGE_ESTIMATORS.get(name)
+    check_keywords(options, estimator.fn, f"advantage estimator {name!r}", ("valid", "transform"))
+    chosen = estimator.default_transform if transform == _DEFAULT else transform
+    if chosen is None:
+        if transform_options:
+            raise TypeError(
+                f"transform_options {sorted(transform_options)} are given but no transform "
+                f"applies ({name!r} has none by default): name a transform (e.g. 'prospect') or "
+                "drop the options"
+            )
+        return
+    fn = ADVANTAGE_TRANSFORMS.get(chosen) if isinstance(chosen, str) else chosen
+    label = f"advantage transform {chosen!r}" if isinstance(chosen, str) else "advantage transform"
+    check_keywords(transform_options, fn, label)
 
 
 def _min_size(groups: Groups) -> int:
     return int(groups.sizes.min()) if groups.n_groups else 0
 
 
-def _check_finite(r: torch.Tensor, nan: str) -> torch.Tensor | None:
-    """None when every reward is finite, else the [N] bool validity mask (nan="mask") or an error.
-    Fast path: a NaN or inf anywhere makes the sum non-finite, so one reduction usually decides."""
+def _check_finite(r: torch.Tensor, nan: str) -> tuple[torch.Tensor | None, float]:
+    """(validity mask, scale): mask None when every reward is finite, else the [N] bool mask
+    (nan="mask") or an error; scale the largest |finite reward| (0 for none). One min/max pass
+    usually decides both (NaN and inf reach the min or the max)."""
     if nan not in ("error", "mask"):
         raise ValueError(f"nan must be 'error' or 'mask', got {nan!r}")
-    if bool(torch.isfinite(r.sum())):
-        return None
+    if not r.numel():
+        return None, 0.0
+    lo, hi = (float(x) for x in torch.aminmax(r))
+    if math.isfinite(lo) and math.isfinite(hi):
+        return None, max(-lo, hi)
     finite = torch.isfinite(r)
-    if bool(finite.all()):
-        return None  # finite values whose sum overflowed
     bad = (~finite).nonzero().flatten()[:10].tolist()
     if nan == "error":
         raise ValueError(
@@ -401,7 +449,8 @@ def _check_finite(r: torch.Tensor, nan: str) -> torch.Tensor | None:
             "fix the reward function, or pass nan='mask' to leave them out of the group "
             "statistics with advantage 0"
         )
-    return finite
+    kept = r[finite]
+    return finite, float(kept.abs().max()) if kept.numel() else 0.0
 
 
 def _advantage_metrics(adv: torch.Tensor, valid: torch.Tensor | None) -> dict[str, float]:

@@ -70,7 +70,8 @@ def group_stats(
       within atol of 1 / of 0 (the binary split; a homogeneous group at 0.5 is in neither).
     - `reward_within_group_std`: mean over groups of the within-group std.
     - `degeneracy/iid_prediction`: f_G(pbar), pbar = batch mean reward; with ragged groups the
-      average of f_{G_g}(pbar) over groups. NaN when pbar is outside [0, 1] (not a probability).
+      average of f_{G_g}(pbar) over groups (a group with no valid reward counts 1, as it counts
+      in frac_reward_zero_std). NaN when pbar is outside [0, 1] (not a probability).
     - `degeneracy/excess`: frac_reward_zero_std - iid_prediction (> 0: prompts differ in
       difficulty, Jensen; a plug-in from the same batch, so noisy: use `jensen_estimate` on held-out
       success rates for the real figure).
@@ -80,12 +81,12 @@ def group_stats(
     """
     if atol < 0:
         raise ValueError(f"atol must be >= 0, got {atol}")
-    r, _, _ = _as_tensor(rewards)
+    r, _ = _as_tensor(rewards)
     r = r.double()
     groups = make_groups(r.numel(), group_size=group_size, group_ids=group_ids)
     if groups.n_groups == 0:
         raise ValueError("group_stats needs at least one reward; got an empty batch")
-    valid = _check_finite(r, nan)
+    valid, _ = _check_finite(r, nan)
     r_clean = r if valid is None else torch.where(valid, r, torch.zeros_like(r))
     mean, std, count = group_mean_std(r_clean, groups, unbiased=True, mask=valid)
     zero = std <= atol
@@ -94,9 +95,10 @@ def group_stats(
     pool = r_clean if valid is None else r[valid]
     pbar = float(pool.mean()) if pool.numel() else float("nan")
     sizes = count.round().long()
-    nonempty = sizes[sizes >= 1].numpy()
-    if 0.0 <= pbar <= 1.0 and nonempty.size:
-        iid = float(np.mean(iid_degeneracy(pbar, nonempty)))
+    if 0.0 <= pbar <= 1.0:
+        # Over the same groups as frac_zero: a group with no valid reward (nan="mask") is
+        # zero-std there, and certain to be under i.i.d. sampling too (f = 1, as f_1 = 1).
+        iid = float(np.mean(iid_degeneracy(pbar, np.maximum(sizes.numpy(), 1))))
     else:
         iid = float("nan")
     frac_zero = float(zero.double().mean())

@@ -14,6 +14,7 @@ The per-token objective, the aggregation and the regularisers are separate named
 from __future__ import annotations
 
 import inspect
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 
@@ -230,13 +231,25 @@ class LossConfig:
         POLICY_LOSSES.get(self.policy_loss)
         AGGREGATORS.get(self.aggregator)
         KL_ESTIMATORS.get(self.kl_estimator)
-        for name in ("epsilon_low", "kl_coef", "entropy_coef"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
-        if self.epsilon_high is not None and self.epsilon_high < 0:
-            raise ValueError(f"epsilon_high must be >= 0 or None, got {self.epsilon_high}")
-        if self.kl_coef_negative is not None and self.kl_coef_negative < 0:
-            raise ValueError(f"kl_coef_negative must be >= 0 or None, got {self.kl_coef_negative}")
+        # `not x >= 0` (not `x < 0`): NaN fails it, where it would silently turn clipping or KL off
+        optional = ("epsilon_high", "kl_coef_negative")
+        for name in ("epsilon_low", "kl_coef", "entropy_coef", *optional):
+            value = getattr(self, name)
+            if value is None and name in optional:
+                continue
+            if not (value >= 0 and math.isfinite(value)):
+                alt = " or None" if name in optional else ""
+                raise ValueError(f"{name} must be >= 0{alt}, a finite number; got {value!r}")
+        lengths = {"max_length": self.max_length}
+        lengths["aggregator_options.max_length"] = self.aggregator_options.get("max_length")
+        for name, length in lengths.items():
+            whole = isinstance(length, int | float) and not isinstance(length, bool)
+            if length is not None and not (whole and length >= 1 and float(length).is_integer()):
+                raise ValueError(
+                    f"{name} must be None (the padded length T) or a whole number of tokens >= 1 "
+                    f"(the generation limit), got {length!r}: a value <= 0 flips or breaks the "
+                    "Dr. GRPO loss"
+                )
 
     @property
     def uses_reference(self) -> bool:

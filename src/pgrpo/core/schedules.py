@@ -5,6 +5,11 @@ synthetic curves, with the decay shapes behind a registry.
 
 Linear warm-up over `warmup` steps ((step + 1) / warmup), then the decay shape of
 frac = (step - warmup) / (total - warmup), clipped to [0, 1], from 1 down to `floor`.
+The decay is transformers' `get_linear_schedule_with_warmup` / `get_cosine_schedule_with_warmup`
+(TRL's): `floor` is reached at step `total`, one past the last optimizer step; that last step
+runs at floor + (1 - floor) / (total - warmup) under `linear` (lr_factor("linear", 9, 10) = 0.1).
+Warm-up differs on purpose: transformers' first step runs at lr 0 (step / warmup), ours at
+1 / warmup; with no warm-up (TRL's default) the two schedules are the same.
 """
 
 from __future__ import annotations
@@ -34,6 +39,8 @@ def lr_factor(schedule: str, step: Any, total: int, warmup: int = 0, floor: floa
     shape = LR_SCHEDULES.get(schedule)
     if warmup < 0:
         raise ValueError(f"warmup_steps must be >= 0, got {warmup}")
+    if not 0.0 <= floor <= 1.0:  # NaN fails too
+        raise ValueError(f"floor must be in [0, 1] (a fraction of the base lr), got {floor!r}")
     s = np.asarray(step, dtype=np.float64)
     frac = np.clip((s - warmup) / max(total - warmup, 1), 0.0, 1.0)
     decay = floor + (1.0 - floor) * shape(frac)

@@ -30,12 +30,39 @@ def _as_counts(x: Any, name: str) -> np.ndarray:
     if arr.dtype == bool or not np.issubdtype(arr.dtype, np.number):
         raise TypeError(f"{name} must be integer counts, got dtype {arr.dtype}")
     if np.issubdtype(arr.dtype, np.floating):
-        if not np.all(np.isfinite(arr)) or np.any(arr != np.round(arr)):
-            raise ValueError(f"{name} must hold whole numbers (counts), got {arr!r}")
+        bad = arr[~np.isfinite(arr) | (arr != np.round(arr))]
+        if bad.size:
+            raise ValueError(f"{name} must hold whole numbers (counts), got {float(bad.flat[0])!r}")
+    if arr.dtype.kind in "fu" and arr.size and float(arr.max()) >= 2.0**63:  # int64 would wrap
+        raise ValueError(f"{name} must be counts below 2^63, got {float(arr.max()):g}")
     out = arr.astype(np.int64)
     if np.any(out < 0):
         raise ValueError(f"{name} must be >= 0, got a negative value ({int(out.min())})")
     return out
+
+
+def checked_counts(n: Any, c: Any, where: str = "") -> tuple[list[int], list[int]]:
+    """(n, c) as lists of ints, or ValueError naming the first bad problem: the one check of
+    per-problem counts (`EvalRun`, and every reader of an eval JSON's `per_problem`).
+    n, c: [P] samples drawn and correct samples per problem; whole numbers (1.0 is 1, 1.5 is
+    refused, not truncated; no booleans or strings), n >= 1 and 0 <= c <= n."""
+    at = f"{where}: " if where else ""
+    n, c = list(n), list(c)
+    if len(n) != len(c):
+        raise ValueError(f"{at}{len(n)} sample counts n but {len(c)} correct counts c")
+    for i, (ni, ci) in enumerate(zip(n, c, strict=True)):
+        whole = all(
+            isinstance(x, int | float | np.integer | np.floating)
+            and not isinstance(x, bool | np.bool_)
+            and float(x).is_integer()
+            for x in (ni, ci)
+        )
+        if not (whole and 1 <= ni and 0 <= ci <= ni):
+            raise ValueError(
+                f"{at}problem {i} has c={ci!r} correct of n={ni!r} samples; counts must be "
+                "whole numbers with n >= 1 and 0 <= c <= n"
+            )
+    return [int(x) for x in n], [int(x) for x in c]
 
 
 def pass_at_k(n: Any, c: Any, k: Any) -> Any:
@@ -113,7 +140,7 @@ def accuracy_ci(successes: int, n: int, *, level: float = 0.95, method: str = "w
     method="clopper_pearson": exact (conservative) Beta-quantile interval.
     """
     _check_level(level)
-    s, m = int(successes), int(n)
+    s, m = int(_as_counts(successes, "successes")), int(_as_counts(n, "n"))  # 2.7 is no count
     if m < 1:
         raise ValueError(f"n must be >= 1 (number of graded answers), got {n}")
     if not 0 <= s <= m:

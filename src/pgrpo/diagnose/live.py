@@ -36,6 +36,7 @@ from pgrpo.diagnose.progress import ProgressVerdict, assess_progress
 from pgrpo.diagnose.signals import MAX_POINTS, thin_log
 from pgrpo.dynamics.forecast import Forecast, forecast
 from pgrpo.dynamics.runfit import reward_range
+from pgrpo.errors import check_magnitude
 from pgrpo.logs import RewardLog
 
 VERDICTS = ("too_short", "learning", "plateau", "flat", "declining", "saturated", "collapsed")
@@ -70,11 +71,12 @@ class LiveConfig:
     real logs 3 of 16 plateau stops were followed by a rise, against 10 of 22 with 5;
     docs/integrations.md)."""
     degeneracy_threshold: float = 0.9
-    """Share of zero-std groups that counts as degenerate at one logged point."""
+    """Share of zero-std groups that counts as degenerate at one logged point, in (0, 1]."""
     degeneracy_patience: int = 5
     """Consecutive degenerate logged points for sustained degeneracy."""
     stop_on: tuple[str, ...] = ()
-    """Stop rules that request a stop: any of STOP_RULES (empty: report only, never stop)."""
+    """Stop rules that request a stop: any of STOP_RULES (empty or None: report only, never
+    stop; one name is one rule)."""
     max_points: int = MAX_POINTS
     """Logs longer than this are assessed as bin means of consecutive steps, as `pgrpo
     diagnose` does (`pgrpo.diagnose.signals.thin_signals`)."""
@@ -84,19 +86,25 @@ class LiveConfig:
     end within 1% of hi is `saturated` (`assess_progress`)."""
 
     def __post_init__(self) -> None:
+        # `not lo < x < hi` (not `x <= lo or ...`): NaN fails it, where it would pass silently
         if not 0.0 < self.confidence < 1.0:
             raise ValueError(f"confidence must be in (0, 1), e.g. 0.9; got {self.confidence!r}")
-        if self.min_points < 8:
-            raise ValueError(f"min_points must be >= 8 (the forecast's backtest), got "
-                             f"{self.min_points}")  # fmt: skip
-        for name in ("patience", "plateau_patience", "degeneracy_patience"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.max_points < self.min_points:
-            raise ValueError(f"max_points must be >= min_points ({self.min_points}), got "
-                             f"{self.max_points}")  # fmt: skip
+        if not 0.0 < self.degeneracy_threshold <= 1.0:
+            raise ValueError(f"degeneracy_threshold must be a share of groups in (0, 1], e.g. "
+                             f"0.9; got {self.degeneracy_threshold!r}")  # fmt: skip
+        lows = {"min_points": 8, "patience": 1, "plateau_patience": 1, "degeneracy_patience": 1,
+                "max_points": self.min_points}  # fmt: skip
+        for name, low in lows.items():
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < low:
+                why = " (the forecast's backtest)" if name == "min_points" else ""
+                raise ValueError(f"{name} must be >= {low}{why}, an integer; got {value!r}")
         if self.reward_range is not None:
             object.__setattr__(self, "reward_range", checked_reward_range(self.reward_range))
+        stop_on = self.stop_on
+        if stop_on is None or isinstance(stop_on, str):  # None: never stop; "plateau": one rule
+            stop_on = () if stop_on is None else (stop_on,)
+        object.__setattr__(self, "stop_on", tuple(stop_on))
         bad = [r for r in self.stop_on if r not in STOP_RULES]
         if bad:
             raise ValueError(f"unknown stop rule(s) {bad}; valid: {', '.join(STOP_RULES)}")
@@ -224,10 +232,12 @@ def assess_live(
 
     Never raises on a short or unfittable log: the verdict is then too_short ("not enough
     evidence"); the forecast keys are absent from metrics when the forecast cannot be fitted
-    (the verdict does not need it). A log longer than `config.max_points` is assessed as bin
-    means (`pgrpo.diagnose.signals.thin_log`).
+    (the verdict does not need it). Rewards beyond `pgrpo.errors.MAX_ABS_VALUE` (1e150, which
+    float64 statistics cannot square) raise UserError saying to rescale them. A log longer
+    than `config.max_points` is assessed as bin means (`pgrpo.diagnose.signals.thin_log`).
     """
     cfg = config or LiveConfig()
+    check_magnitude(log.reward, "reward")
     if cfg.reward_range is not None:
         lo, hi = cfg.reward_range
         log = replace(log, hyperparameters={**log.hyperparameters, "reward_min": lo,

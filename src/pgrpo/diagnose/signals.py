@@ -120,7 +120,8 @@ def signals_from_log(log: Any, eval_points: tuple[tuple[float, float], ...] = ()
 
 def read_eval_points(path: str | Path) -> tuple[tuple[float, float], ...]:
     """Eval accuracy by training step from a `pgrpo eval` JSON (each result's `step` and
-    `accuracy`) or a JSONL file of {"step": ..., "accuracy": ...} records."""
+    `accuracy`) or a JSONL file of {"step": ..., "accuracy": ...} records. A record's
+    per-problem counts, when it has them, must pass `checked_counts` (as `pgrpo eval --from`)."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"eval log {path} not found; write one with `pgrpo eval --out`")
@@ -133,10 +134,16 @@ def read_eval_points(path: str | Path) -> tuple[tuple[float, float], ...]:
             records = data
     except json.JSONDecodeError:
         records = [json.loads(line) for line in text.splitlines() if line.strip()]
+    from pgrpo.core.stats import checked_counts
+
     points = []
     for i, rec in enumerate(records):
         if not isinstance(rec, dict) or "accuracy" not in rec:
             raise ValueError(f"{path}: eval record {i} has no 'accuracy' field: {rec!r}")
+        if rec.get("per_problem") is not None:  # the counts `pgrpo eval --from` checks too
+            probs = rec["per_problem"]
+            checked_counts([p["n"] for p in probs], [p["c"] for p in probs],
+                           f"{path}: eval record {i} ({rec.get('name', '?')})")  # fmt: skip
         if rec.get("step") is None:
             raise ValueError(
                 f"{path}: eval record {i} ({rec.get('name', '?')}) has no training 'step'; "

@@ -164,7 +164,8 @@ def predict(
         "oscillation_onset_a": oscillation_onset(beta1, refresh_interval),
         "a": lr * eff,
         "stationary_std": math.sqrt(var) if math.isfinite(var) else math.inf,
-        "inflection_time": coef.metrics["inflection_time"],
+        # R0 = R_inf: the mean starts on its plateau and never rises: no inflection (None)
+        "inflection_time": coef.metrics["inflection_time"] if R0 != R_inf else math.nan,
         "final_mean": float(mean[-1]) if np.isfinite(mean[-1]) else math.inf,
     }
     return Prediction(coef, t, mean, closed, metrics)

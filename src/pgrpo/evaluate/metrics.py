@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from pgrpo.core.stats import mean_ci, paired_bootstrap, pass_at_k, welch_t
+from pgrpo.core.stats import checked_counts, mean_ci, paired_bootstrap, pass_at_k, welch_t
 
 
 def default_ks(n: int) -> list[int]:
@@ -109,8 +109,7 @@ class EvalRun:
     def __post_init__(self) -> None:
         if not (len(self.ids) == len(self.n) == len(self.c)) or not self.ids:
             raise ValueError("an eval run needs one id, n and c per problem (and >= 1 problem)")
-        if any(ci > ni or ci < 0 for ni, ci in zip(self.n, self.c, strict=True)):
-            raise ValueError(f"{self.name}: correct counts must lie in [0, n] for every problem")
+        checked_counts(self.n, self.c, self.name)
 
     @property
     def accuracy(self) -> float:
@@ -153,11 +152,13 @@ class EvalRun:
         probs = rec.get("per_problem")
         if not probs:
             raise ValueError(f"eval result {rec.get('name', '?')!r} has no per_problem counts")
+        name = str(rec["name"])
+        n, c = checked_counts([p["n"] for p in probs], [p["c"] for p in probs], name)
         return cls(
-            name=str(rec["name"]),
+            name=name,
             ids=[str(p["id"]) for p in probs],
-            n=[int(p["n"]) for p in probs],
-            c=[int(p["c"]) for p in probs],
+            n=n,
+            c=c,
             step=rec.get("step"),
             seed=int(rec.get("seed", 0)),
             task=str(rec.get("task", "")),

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from pgrpo.errors import check_seed
 from pgrpo.evaluate.metrics import EvalRun, aggregate, compare, search_compression
 
 EVAL_KIND = "pgrpo.eval"
@@ -55,6 +57,8 @@ class EvalConfig:
         for name in ("samples", "max_new_tokens", "batch_prompts"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        check_seed(self.problem_seed, "problem_seed")
+        check_seed(self.model_seed, "model_seed")
         if self.problems < 0:
             raise ValueError(f"problems must be >= 0 (0 = the whole split), got {self.problems}")
         if not (self.temperature >= 0 and math.isfinite(self.temperature)):
@@ -104,24 +108,53 @@ def task_options(cfg: EvalConfig, config: Any) -> dict[str, Any]:
     return dict(config.task.options) if same_task else {}
 
 
-def evaluate(cfg: EvalConfig, *, seed: int = 0, name: str | None = None) -> EvalRun:
+def problem_draw(cfg: EvalConfig, n_examples: int) -> tuple[np.ndarray, str | None]:
+    """(indices of the problems to evaluate [P], note): cfg.problems drawn without replacement
+    (seeded by problem_seed) from a split of n_examples, or all of them when cfg.problems is 0
+    or more than the split holds; the note then says so (None otherwise)."""
+    idx = np.arange(n_examples)
+    if cfg.problems and cfg.problems < n_examples:
+        drawn = np.random.default_rng(cfg.problem_seed).choice(idx, cfg.problems, replace=False)
+        return np.sort(drawn), None
+    if cfg.problems > n_examples:
+        return idx, (
+            f"problems={cfg.problems} but the {cfg.task} {cfg.split!r} split holds {n_examples}: "
+            f"evaluating all {n_examples} (a bigger split, e.g. a generated task's test size "
+            "option, gives more)"
+        )
+    return idx, None
+
+
+def evaluate(
+    cfg: EvalConfig,
+    *,
+    seed: int = 0,
+    name: str | None = None,
+    on_note: Callable[[str], None] | None = None,
+) -> EvalRun:
     """Sample cfg.samples completions per problem at `seed` and count the correct ones (reward
     >= 1), through the trainer's rollout path (safe scoring with the task's timeout, an empty
-    completion scores 0)."""
-    from pgrpo.train.rollout import load_checkpoint_weights, load_task_and_policy, sample_and_score
+    completion scores 0). The split is read before the model loads (a bad split costs nothing);
+    `on_note` gets what the user should know (fewer problems than asked: `problem_draw`)."""
+    from pgrpo.tasks import get_task
+    from pgrpo.train.rollout import (
+        import_tasks,
+        load_checkpoint_weights,
+        load_task_and_policy,
+        sample_and_score,
+    )
 
     config, checkpoint = _run_config(cfg)
-    _, policy = load_task_and_policy(config, warm_up=checkpoint is None)
-    from pgrpo.tasks import get_task
-
+    import_tasks()
     task = get_task(cfg.task, **task_options(cfg, config))
+    examples = task.load(cfg.split)
+    idx, note = problem_draw(cfg, len(examples))
+    if note is not None and on_note is not None:
+        on_note(note)
+    _, policy = load_task_and_policy(config, warm_up=checkpoint is None)
     step = 0
     if checkpoint is not None:
         step = int(load_checkpoint_weights(policy, checkpoint)["step"])
-    examples = task.load(cfg.split)
-    idx = np.arange(len(examples))
-    if cfg.problems and cfg.problems < len(examples):
-        idx = np.sort(np.random.default_rng(cfg.problem_seed).choice(idx, cfg.problems, False))
     torch.manual_seed(seed)
     n, c = [], []
     for start in range(0, idx.size, cfg.batch_prompts):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -50,12 +51,9 @@ class PgrpoCallback(TrainerCallback):
     def __init__(self, every: int = 5, report: str | None = None, **config: Any) -> None:
         from pgrpo.diagnose.live import LiveConfig
 
-        if every < 1:
-            raise ValueError(f"every must be >= 1 logged step, got {every}")
-        if isinstance(config.get("stop_on"), str):
-            config["stop_on"] = (config["stop_on"],)
-        self.config = LiveConfig(**{k: tuple(v) if k == "stop_on" else v
-                                    for k, v in config.items()})  # fmt: skip
+        if isinstance(every, bool) or not isinstance(every, int) or every < 1:
+            raise ValueError(f"every must be >= 1 logged rewards, an integer; got {every!r}")
+        self.config = LiveConfig(**config)  # checks every field; stop_on=None: never stop
         self.every = every
         self.report_path = report
         self.records: list[dict[str, Any]] = []
@@ -127,8 +125,12 @@ class PgrpoCallback(TrainerCallback):
         if not state.is_world_process_zero:
             return control
         path = Path(self.report_path or Path(args.output_dir) / "pgrpo_live_report.json")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(self.report(), indent=2, allow_nan=False) + "\n")
+        try:  # the report is a by-product: it never breaks the code after trainer.train()
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(self.report(), indent=2, allow_nan=False) + "\n")
+        except Exception as exc:
+            self.errors.append(f"report not written to {path}: {type(exc).__name__}: {exc}")
+            warnings.warn(f"PgrpoCallback: {self.errors[-1]}", RuntimeWarning, stacklevel=2)
         return control
 
     def report(self) -> dict[str, Any]:
@@ -139,7 +141,7 @@ class PgrpoCallback(TrainerCallback):
         clean = lambda d: {k: v for k, v in d.items() if math.isfinite(v)}  # noqa: E731
         return {
             "config": {**asdict(self.config), "every": self.every},
-            "hyperparameters": self.hyperparameters,
+            "hyperparameters": clean(self.hyperparameters),
             "logged_steps": len(self.records),
             "stopped": self.stopped or None,
             "verdict": last.verdict if last else "too_short",

@@ -10,6 +10,7 @@ a time; `as_number` decides the value of anything that is not a plain int or flo
 from __future__ import annotations
 
 import gc
+import numbers
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from itertools import chain
@@ -22,13 +23,20 @@ ABSENT, NUMBER, OTHER = 0, 1, 2
 
 
 def as_number(value: Any) -> float | None:
-    """float(value) for numbers and numeric strings; None for anything else (bool included)."""
-    if isinstance(value, bool) or value is None:
+    """float(value) for numbers (numpy scalars included), 0-d arrays and tensors (a trainer that
+    logs `torch.tensor(x)` or `np.float32(x)`) and numeric strings; None for anything else
+    (bool included). Duck-typed: a 0-d value is read with `.item()`, torch is never imported."""
+    if isinstance(value, bool | np.bool_) or value is None:
         return None
-    if isinstance(value, int | float):
+    if isinstance(value, numbers.Real):
         try:
             return float(value)
         except OverflowError:  # an int too large for a float
+            return None
+    if getattr(value, "ndim", None) == 0 and callable(getattr(value, "item", None)):
+        try:
+            return as_number(value.item())
+        except (TypeError, ValueError, RuntimeError):
             return None
     if isinstance(value, str):
         try:

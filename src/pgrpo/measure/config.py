@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from pgrpo.errors import check_seed
+
 
 @dataclass(frozen=True)
 class ProbeConfig:
@@ -33,5 +35,6 @@ class ProbeConfig:
             raise ValueError(f"epsilon must be > 0, got {self.epsilon}")
         if not (self.step_lrs > 0 and math.isfinite(self.step_lrs)):
             raise ValueError(f"step_lrs must be finite and > 0, got {self.step_lrs}")
+        check_seed(self.seed, "seed")
         if self.n_pairs < 2 or self.n_direction < 1:
             raise ValueError("need n_pairs >= 2 (for a standard error) and n_direction >= 1")

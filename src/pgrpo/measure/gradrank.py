@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from pgrpo.core.advantages import ADVANTAGE_ESTIMATORS, compute_advantages
+from pgrpo.errors import check_seed
 from pgrpo.measure.rank import effective_ranks
 
 _CHUNK = 1 << 22  # parameters hashed per generator call
@@ -55,6 +56,7 @@ class GradRankConfig:
             ADVANTAGE_ESTIMATORS.get(name)
         if self.projection_dim < 0:
             raise ValueError(f"projection_dim must be >= 0 (0 = exact), got {self.projection_dim}")
+        check_seed(self.seed, "seed")
 
 
 @dataclass(frozen=True)

@@ -43,6 +43,9 @@ class ReportResult:
     """The diagnosis the report leads with."""
     settings: Any = None
     """The run's settings the fit used, with their sources and assumptions (`RunSettings`)."""
+    warnings: tuple[str, ...] = ()
+    """What the log reader repaired (malformed lines, dropped rewards, repeated steps), as the
+    page lists them."""
 
 
 def _safe(fn: Any, *args: Any, **kwargs: Any) -> tuple[Any, str]:
@@ -273,7 +276,8 @@ def build_report(
     eval_log: str | Path | None = None,
     settings: Mapping[str, Any] | None = None,
 ) -> ReportResult:
-    """Write RUN_DIR/report/report.html (self-contained) and one PNG per panel.
+    """Write RUN_DIR/report/report.html (self-contained) and one PNG per panel drawn; the PNG
+    of a panel this run cannot draw, left in the folder by an earlier report, is removed.
 
     settings: the run's settings given by the user (lr, beta1, refresh_interval, group_size,
     batch_prompts, optimizer, kappa; they override the log's): the diagnosis reads them as
@@ -310,8 +314,10 @@ def build_report(
         if png is not None:
             pngs[name] = out / f"{name}.png"
             pngs[name].write_bytes(png)
+        else:  # an earlier report's figure of this panel would now describe another run
+            (out / f"{name}.png").unlink(missing_ok=True)
     page = out / "report.html"
     page.write_text(render_html(log, diagnosis, panels, eval_doc, notes, fit, fc, run_settings))
     missing = {name: why for name, (png, why) in panels.items() if png is None}
     return ReportResult(page, pngs, missing, {"panels": float(len(pngs))}, fit, fc, tuple(notes),
-                        diagnosis, run_settings)  # fmt: skip
+                        diagnosis, run_settings, tuple(log.warnings))  # fmt: skip

@@ -23,10 +23,11 @@ import pickle
 import random
 import re
 import shutil
+import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 import torch
@@ -264,29 +265,55 @@ def latest_checkpoint(run_dir: Path) -> Path | None:
     return path
 
 
-def read_state(path: Path) -> dict[str, Any]:
-    """`state.pt` of checkpoint folder `path`, loaded with weights_only=True (tensors and plain
-    values only: a pickled object is refused before it can run)."""
-    file = Path(path) / STATE_FILE
-    try:
-        state = torch.load(file, weights_only=True, map_location="cpu")
-    except pickle.UnpicklingError as exc:
+def _unreadable(file: Path, exc: BaseException) -> NoReturn:
+    """Raise the UnsafeCheckpointError for the zip archive `file` that torch.load refused."""
+    if isinstance(exc, pickle.UnpicklingError):
         reason = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else "not a tensor"
         raise UnsafeCheckpointError(
             f"{file} holds objects other than tensors and plain values ({reason}): refused, "
             "loading it could run code. Load only checkpoints written by this pgrpo version "
             "(older ones stored numpy objects: retrain, or resume with the pgrpo that wrote it)"
         ) from None
-    except OSError as exc:
+    if isinstance(exc, OSError):
         raise UnsafeCheckpointError(
             f"could not read {file} ({type(exc).__name__}: {str(exc)[:120]}); if a run is "
             "writing this folder it may have just replaced that checkpoint: try again"
         ) from None
-    except (RuntimeError, EOFError) as exc:
-        raise UnsafeCheckpointError(
-            f"{file} is damaged ({type(exc).__name__}: {str(exc)[:120]}): restore it from a "
-            "backup, or start the run afresh with --overwrite"
-        ) from None
+    raise UnsafeCheckpointError(
+        f"{file} is damaged ({type(exc).__name__}: {str(exc)[:120]}): restore it from a "
+        "backup, or start the run afresh with --overwrite"
+    ) from None
+
+
+def _failing_member(file: Path) -> str | None:
+    """The first member of the zip archive `file` whose CRC does not match, else None."""
+    try:
+        with zipfile.ZipFile(file) as archive:
+            return archive.testzip()
+    except (zipfile.BadZipFile, OSError, EOFError, ValueError) as exc:
+        return f"the archive ({type(exc).__name__})"
+
+
+def read_state(path: Path) -> dict[str, Any]:
+    """`state.pt` of checkpoint folder `path`, loaded with weights_only=True (tensors and plain
+    values only: a pickled object is refused before it can run)."""
+    file = Path(path) / STATE_FILE
+    try:
+        state = torch.load(file, weights_only=True, map_location="cpu")
+    except Exception as exc:  # a damaged pickle fails in any way (IndexError, UnicodeError, ...)
+        if file.is_file() and not zipfile.is_zipfile(file):  # torch.save writes a zip archive
+            raise UnsafeCheckpointError(
+                f"{file} is damaged (truncated or overwritten: not the zip archive torch.save "
+                "writes): restore it from a backup, or start the run afresh with --overwrite"
+            ) from None
+        bad = _failing_member(file)
+        if bad is not None:  # corruption, not foreign objects: the CRCs of the writer disagree
+            raise UnsafeCheckpointError(
+                f"{file} is damaged ({bad} fails its CRC check: the bytes changed after "
+                "torch.save wrote them): restore it from a backup, or start the run afresh with "
+                "--overwrite"
+            ) from None
+        _unreadable(file, exc)
     if not isinstance(state, dict) or state.get("format") != 2:
         raise UnsafeCheckpointError(
             f"{file} is not a pgrpo checkpoint of this version (format 2): retrain, or resume "

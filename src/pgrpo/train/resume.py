@@ -2,7 +2,9 @@
 
 `plan_start` decides what a `train` call does with the folder: start afresh, resume from the
 latest checkpoint, or nothing (a finished run asked for the steps it already has); it refuses a
-shortened run and states what an extension changes. `restore_log` makes metrics.jsonl hold
+shortened run, and any change of a training setting (`check_same_run`: a moved, renamed or
+copied folder, or new logging settings, are resumed), and states what an extension changes.
+`restore_log` makes metrics.jsonl hold
 exactly the checkpoint's steps: lines logged after the checkpoint are dropped (they are recomputed
 identically), a log that lost or changed lines is restored from the checkpoint's own copy (the
 damaged file kept beside it), and when neither works the resume is refused with the fix. The log
@@ -17,28 +19,83 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+import yaml
+
 from pgrpo.core.schedules import decays
 from pgrpo.train import checkpoint as ckpt
 from pgrpo.train.config import RunConfig, load_config
 from pgrpo.train.log import CONFIG_FILE, METRICS_FILE, MetricsLog
-from pgrpo.train.setup import _check_resume
+
+RESUMABLE_CHANGES = ("name", "output_dir", "checkpoint_every", "forecast_every", "report_to")
+"""The `run.*` settings a resume may change besides run.steps: where the run folder is and how the
+run logs, not what it trains (a resumed run stays bit-identical to the uninterrupted one).
+torch_threads is not among them: another thread count sums floats in another order."""
 
 
 @dataclass(frozen=True)
 class Start:
     """checkpoint: resume from it (None: start at step 1); done: the run already has all its
-    steps; notes: what the user should be told, one line each."""
+    steps; notes: what the user should be told, one line each; resumed: what the resume changes,
+    to be told once the checkpoint has loaded (not before a damaged one is refused)."""
 
     checkpoint: Path | None
     done: bool = False
     notes: tuple[str, ...] = ()
+    resumed: tuple[str, ...] = ()
 
 
 def _step_of(path: Path) -> int:
     return int(path.name.split("-", 1)[1])
 
 
+def _reason(exc: Exception) -> str:
+    mark = getattr(exc, "problem_mark", None)
+    text = getattr(exc, "problem", None) or str(exc)
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+    return " ".join(f"{text}{where}".split())[:200]
+
+
+def saved_config(run_dir: Path) -> RunConfig:
+    """The RunConfig in `run_dir`'s config.yaml; ValueError naming the file when it is not one."""
+    path = run_dir / CONFIG_FILE
+    try:
+        return load_config(path)
+    except (yaml.YAMLError, ValueError, TypeError, KeyError) as exc:
+        problem = getattr(exc, "problem", None)  # UserError's own, when it names the file
+        if not (isinstance(problem, str) and str(path) in problem):
+            problem = f"{path} is not a valid run config ({_reason(exc)})"
+        raise ValueError(
+            f"cannot resume {run_dir}: {problem}: restore it from a backup (or write the settings "
+            "the run was started with), or start afresh with --overwrite"
+        ) from None
+
+
+def check_same_run(config: RunConfig, saved: RunConfig, run_dir: Path) -> list[str]:
+    """ValueError naming each training setting of `config` that differs from the run's `saved`
+    config; returns the `RESUMABLE_CHANGES` (and nothing for run.steps, `plan_start`'s) as
+    `run.<key> old -> new` texts."""
+    was, now = saved.to_dict(), config.to_dict()
+    was["run"].pop("steps"), now["run"].pop("steps")
+    if now["task"].get("reward_range") is None:  # unset: the task's own, resolved at the start
+        now["task"]["reward_range"] = was["task"].get("reward_range")
+    changed = [(s, k) for s in now for k in now[s] if was[s].get(k) != now[s][k]]
+    fixed = [(s, k) for s, k in changed if not (s == "run" and k in RESUMABLE_CHANGES)]
+    if fixed:
+        diff = "; ".join(f"{s}.{k}: {was[s].get(k)!r} -> {now[s][k]!r}" for s, k in fixed)
+        raise ValueError(
+            f"cannot resume {run_dir}: the config differs from the run's config.yaml ({diff}); "
+            "resume with the same settings (only run.steps and run.name, output_dir, "
+            "checkpoint_every, forecast_every, report_to may change)"
+        )
+    return [f"{s}.{k} {was[s][k]!r} -> {now[s][k]!r}" for s, k in changed]
+
+
 def plan_start(cfg: RunConfig, run_dir: Path, *, resume: bool, overwrite: bool) -> Start:
+    if resume and overwrite:
+        raise ValueError(
+            "resume and overwrite contradict each other (resume continues the run in its folder, "
+            "overwrite deletes it and starts afresh): pass one of them"
+        )
     notes = []
     removed = ckpt.remove_partial(run_dir)
     if removed:
@@ -57,12 +114,19 @@ def plan_start(cfg: RunConfig, run_dir: Path, *, resume: bool, overwrite: bool) 
         raise FileNotFoundError(
             f"nothing to resume in {run_dir} (no config.yaml): start the run without --resume"
         )
-    _check_resume(cfg, run_dir)
+    saved_cfg = saved_config(run_dir)
+    moved = check_same_run(cfg, saved_cfg, run_dir)
+    resumed = []
+    if moved:
+        resumed.append(
+            f"resuming {run_dir} with {', '.join(moved)} (where the run is and how it logs, not "
+            "what it trains); config.yaml is updated"
+        )
     latest = ckpt.latest_checkpoint(run_dir)
     if latest is None:
         notes.append(f"{run_dir} has no checkpoint yet: the run starts again at step 1")
-        return Start(None, notes=tuple(notes))
-    done, saved = _step_of(latest), load_config(run_dir / CONFIG_FILE).run.steps
+        return Start(None, notes=tuple(notes + resumed))
+    done, saved = _step_of(latest), saved_cfg.run.steps
     wanted = cfg.run.steps
     if wanted < done:
         raise ValueError(
@@ -86,8 +150,8 @@ def plan_start(cfg: RunConfig, run_dir: Path, *, resume: bool, overwrite: bool) 
                 f"from step {done + 1} on follows the {wanted}-step schedule (not the same run "
                 f"as one started with run.steps={wanted})"
             )
-        notes.append(text)
-    return Start(latest, notes=tuple(notes))
+        resumed.append(text)
+    return Start(latest, notes=tuple(notes), resumed=tuple(resumed))
 
 
 def _sha256(data: bytes) -> str:

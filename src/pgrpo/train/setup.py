@@ -1,5 +1,6 @@
-"""Setting up a run: seeding, the task, the policy, the optimizer and its lr schedule, and the
-checks that a resumed run is the same run. The loop itself is in `pgrpo.train.trainer`."""
+"""Setting up a run: seeding, the task, the policy, the optimizer and its lr schedule. The loop
+itself is in `pgrpo.train.trainer`; the checks that a resumed run is the same run are in
+`pgrpo.train.resume`."""
 
 from __future__ import annotations
 
@@ -7,7 +8,6 @@ import ctypes
 import dataclasses
 import random
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -15,9 +15,8 @@ import torch
 
 from pgrpo.core.losses import aggregator_options
 from pgrpo.core.schedules import lr_factor
-from pgrpo.train.config import RunConfig, load_config
+from pgrpo.train.config import RunConfig
 from pgrpo.train.data import PromptStream
-from pgrpo.train.log import CONFIG_FILE
 from pgrpo.train.optimizers import build_optimizer
 from pgrpo.train.policies import Policy
 from pgrpo.train.rollout import load_task_and_policy, temperature_schedule
@@ -44,8 +43,8 @@ def _seed(seed: int) -> None:
 
 
 def make_scheduler(optimizer: torch.optim.Optimizer, cfg: RunConfig) -> Any:
-    """Linear warm-up, then constant, linear or cosine decay to 0 at the last optimizer step
-    (`pgrpo.core.schedules.lr_factor`)."""
+    """Linear warm-up, then constant, linear or cosine decay towards 0, reached one step past
+    the last optimizer step, as transformers' schedules (`pgrpo.core.schedules.lr_factor`)."""
     total = cfg.run.steps * cfg.grpo.refresh_interval
     warm, kind = cfg.optim.warmup_steps, cfg.optim.schedule
     return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda n: lr_factor(kind, n, total, warm))
@@ -76,25 +75,6 @@ def with_reward_range(config: RunConfig, task: Any) -> RunConfig:
     if found is None:
         return config
     return dataclasses.replace(config, task=dataclasses.replace(config.task, reward_range=found))
-
-
-def _check_resume(config: RunConfig, run_dir: Path) -> None:
-    saved = load_config(run_dir / CONFIG_FILE).to_dict()
-    now = config.to_dict()
-    saved["run"].pop("steps"), now["run"].pop("steps")
-    if now["task"].get("reward_range") is None:  # unset: the task's own, resolved at the start
-        now["task"]["reward_range"] = saved["task"].get("reward_range")
-    diff = [
-        f"{s}.{k}: {saved[s][k]!r} -> {now[s][k]!r}"
-        for s in now
-        for k in now[s]
-        if saved[s].get(k) != now[s][k]
-    ]
-    if diff:
-        raise ValueError(
-            f"cannot resume {run_dir}: the config differs from the run's config.yaml "
-            f"({'; '.join(diff)}); resume with the same settings (only run.steps may change)"
-        )
 
 
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters

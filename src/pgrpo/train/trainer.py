@@ -26,6 +26,7 @@ import numpy as np
 import torch
 
 from pgrpo.core.degeneracy import group_stats
+from pgrpo.errors import RunFailed
 from pgrpo.train import checkpoint as ckpt
 from pgrpo.train.config import RunConfig, save_config
 from pgrpo.train.generation import Rollout
@@ -130,6 +131,7 @@ def optimize(run: _Run, rollout: Rollout, advantages: torch.Tensor) -> dict[str,
             policy, cfg, rollout, batches[k % m], advantages, old, ref, temps, first=(k == 0)
         )
         grad_norm = torch.nn.utils.clip_grad_norm_(params, cfg.optim.max_grad_norm or math.inf)
+        check_finite(run, loss=float(result.loss.detach()), grad_norm=float(grad_norm))
         lr = run.scheduler.get_last_lr()[0]
         run.optimizer.step()
         run.scheduler.step()
@@ -149,6 +151,40 @@ def optimize(run: _Run, rollout: Rollout, advantages: torch.Tensor) -> dict[str,
     out["learning_rate"] = records[0]["learning_rate"]  # the lr that met these rollouts first
     out["entropy"] = records[0].get("entropy", math.nan)  # on-policy entropy of the samples
     return out
+
+
+class TrainingDiverged(RunFailed):
+    """A step's loss, gradient norm or updated weights are NaN or infinite: the run stops before
+    it applies or saves them, so the last checkpoint on disk is the last good state."""
+
+
+_LABELS = {"loss": "loss", "grad_norm": "gradient norm", "weights": "largest |weight|"}
+
+
+def check_finite(run: _Run, *, step: int | None = None, **values: float) -> None:
+    """TrainingDiverged naming the first non-finite value (`loss=`, `grad_norm=`, `weights=`) and
+    the likely fix; step: the log step (None: the one in flight). Nothing is written here."""
+    bad = next(((k, v) for k, v in values.items() if not math.isfinite(v)), None)
+    if bad is None:
+        return
+    cfg = run.config
+    step = step if step is not None else run.optimizer_steps // cfg.grpo.refresh_interval + 1
+    latest = ckpt.latest_checkpoint(cfg.run_dir)
+    kept = f"the last good checkpoint is {latest}" if latest else "no checkpoint was written"
+    clip = "" if cfg.optim.max_grad_norm else " with gradient clipping off (optim.max_grad_norm=0)"
+    lower = min(cfg.optim.lr / 10, 1e-4)
+    raise TrainingDiverged(
+        f"training diverged at step {step}: the {_LABELS[bad[0]]} is {bad[1]}, most likely "
+        f"because optim.lr={cfg.optim.lr:g} is too high{clip}; start the run afresh "
+        f"(--overwrite) with a lower optim.lr, e.g. {lower:g}; {kept}, and final/ is not written"
+    )
+
+
+def _max_abs_weight(run: _Run) -> float:
+    """max |w| over the trainable parameters; NaN or inf when one is not finite (aminmax needs
+    no temporary the size of a parameter and propagates NaN, where Python's max skips it)."""
+    ends = [torch.stack(p.detach().aminmax()).float() for p in run.policy.trainable_parameters()]
+    return float(torch.cat(ends).abs().amax()) if ends else 0.0
 
 
 _GROUP_KEYS = (
@@ -235,7 +271,7 @@ def train(
             run.stream.restore(state.data_position)
             run.optimizer_steps = state.step * cfg.grpo.refresh_interval
             log, repaired = restore_log(run_dir, state)
-            for text in repaired:
+            for text in (*start.resumed, *repaired):  # once the checkpoint is known to load
                 note(text)
             first = state.step + 1
         else:
@@ -275,6 +311,7 @@ def _run_steps(
         history.append(metrics)
         every = cfg.run.checkpoint_every
         if step == cfg.run.steps or (every and step % every == 0) or stop.signum is not None:
+            check_finite(run, step=step, weights=_max_abs_weight(run))  # and so final/ too
             ckpt.save_checkpoint(
                 run_dir,
                 step=step,
