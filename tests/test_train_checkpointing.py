@@ -62,7 +62,7 @@ def _update(cfg, key, rollout, advantages):
     return optimize_from(cfg, *_policy(*key), rollout, advantages)
 
 
-@given(
+UPDATE_CASES = dict(
     b=st.integers(1, 3),
     g=st.integers(1, 4),
     micro=st.one_of(st.none(), st.integers(1, 5)),
@@ -73,10 +73,12 @@ def _update(cfg, key, rollout, advantages):
     temps=st.lists(st.sampled_from([0.5, 1.0, 2.0]), min_size=4, max_size=4),
     seed=st.integers(0, 1000),
 )
-@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-def test_activation_checkpointing_changes_no_loss_metric_or_gradient(
-    b, g, micro, kl, entropy, lora, precision, temps, seed
-):
+"""The update settings the bit-for-bit update properties draw (here and test_train_lean)."""
+
+
+def update_inputs(b, g, lora, precision, temps, seed):
+    """(task, policy, state, rollout, advantages): B prompts x G completions sampled from the
+    cached tiny policy reset to its state, and random advantages."""
     task, policy, state = _policy(lora, precision)
     policy.model.load_state_dict(state)
     examples = task.load("train")
@@ -84,7 +86,27 @@ def test_activation_checkpointing_changes_no_loss_metric_or_gradient(
     prompts = [task.prompt(examples[(seed + i) % len(examples)]) for i in range(b)]
     rollout = sample(policy, prompts, group_size=g, temperatures=temps[:g], max_new_tokens=5)
     advantages = torch.randn(b * g, generator=torch.Generator().manual_seed(seed))
-    runs = [
+    return task, policy, state, rollout, advantages
+
+
+def assert_same_update(one, other):
+    """Two `optimize_from` results: the same metrics (NaN where NaN) and every gradient equal."""
+    (metrics, grads), (metrics2, grads2) = one, other
+    assert set(metrics) == set(metrics2)
+    for key, value in metrics.items():
+        assert value == metrics2[key] or (math.isnan(value) and math.isnan(metrics2[key])), key
+    for step, step2 in zip(grads, grads2, strict=True):
+        for a, c in zip(step, step2, strict=True):
+            assert torch.equal(a, c)
+
+
+@given(**UPDATE_CASES)
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_activation_checkpointing_changes_no_loss_metric_or_gradient(
+    b, g, micro, kl, entropy, lora, precision, temps, seed
+):
+    _, _, _, rollout, advantages = update_inputs(b, g, lora, precision, temps, seed)
+    plain, ckpt = [
         _update(
             _config(b, g, micro, kl, entropy, lora, precision, ck),
             (lora, precision),
@@ -93,13 +115,7 @@ def test_activation_checkpointing_changes_no_loss_metric_or_gradient(
         )
         for ck in (False, True)
     ]
-    (plain, g_plain), (ckpt, g_ckpt) = runs
-    assert set(plain) == set(ckpt)
-    for key, value in plain.items():
-        assert value == ckpt[key] or (math.isnan(value) and math.isnan(ckpt[key])), key
-    for step_plain, step_ckpt in zip(g_plain, g_ckpt, strict=True):
-        for a, c in zip(step_plain, step_ckpt, strict=True):
-            assert torch.equal(a, c)
+    assert_same_update(plain, ckpt)
 
 
 def test_checkpointed_layers_keep_only_layer_inputs_and_restore_the_forward():

@@ -10,17 +10,14 @@ same log-probs and gradients. Lean layers keep fewer bytes for backward and rest
 
 from __future__ import annotations
 
-import math
-
 import pytest
 import torch
 import transformers
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_train_checkpointing import _config, _policy
+from test_train_checkpointing import UPDATE_CASES, _config, assert_same_update, update_inputs
 from train_checks import optimize_from
 
-from pgrpo.train.generation import sample
 from pgrpo.train.lean import lean_layers
 from pgrpo.train.logprobs import completion_scores
 
@@ -31,29 +28,13 @@ def _lean_config(b, g, micro, kl, entropy, lora, precision, lean):
     return type(cfg)(**{**vars(cfg), "grpo": grpo})
 
 
-@given(
-    b=st.integers(1, 3),
-    g=st.integers(1, 4),
-    micro=st.one_of(st.none(), st.integers(1, 5)),
-    kl=st.sampled_from([0.0, 0.1]),
-    entropy=st.sampled_from([0.0, 0.01]),
-    lora=st.sampled_from([0, 4]),
-    precision=st.sampled_from(["fp32", "bf16"]),
-    temps=st.lists(st.sampled_from([0.5, 1.0, 2.0]), min_size=4, max_size=4),
-    seed=st.integers(0, 1000),
-)
+@given(**UPDATE_CASES)
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_lean_layers_change_no_loss_metric_or_gradient(
     b, g, micro, kl, entropy, lora, precision, temps, seed
 ):
-    task, policy, state = _policy(lora, precision)
-    policy.model.load_state_dict(state)
-    examples = task.load("train")
-    torch.manual_seed(seed)
-    prompts = [task.prompt(examples[(seed + i) % len(examples)]) for i in range(b)]
-    rollout = sample(policy, prompts, group_size=g, temperatures=temps[:g], max_new_tokens=5)
-    advantages = torch.randn(b * g, generator=torch.Generator().manual_seed(seed))
-    (plain, g_plain), (lean, g_lean) = [
+    task, policy, state, rollout, advantages = update_inputs(b, g, lora, precision, temps, seed)
+    plain, lean = [
         optimize_from(
             _lean_config(b, g, micro, kl, entropy, lora, precision, on),
             task,
@@ -64,12 +45,7 @@ def test_lean_layers_change_no_loss_metric_or_gradient(
         )
         for on in (False, True)
     ]
-    assert set(plain) == set(lean)
-    for key, value in plain.items():
-        assert value == lean[key] or (math.isnan(value) and math.isnan(lean[key])), key
-    for step_plain, step_lean in zip(g_plain, g_lean, strict=True):
-        for a, c in zip(step_plain, step_lean, strict=True):
-            assert torch.equal(a, c)
+    assert_same_update(plain, lean)
 
 
 def _decoder(kind: str, hidden: int, inter: int, layers: int, seed: int) -> torch.nn.Module:
