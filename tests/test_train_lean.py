@@ -15,8 +15,7 @@ import torch
 import transformers
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_train_checkpointing import UPDATE_CASES, _config, assert_same_update, update_inputs
-from train_checks import optimize_from
+from test_train_checkpointing import UPDATE_CASES, _config, assert_switch_changes_no_update
 
 from pgrpo.train.lean import lean_layers
 from pgrpo.train.logprobs import completion_scores
@@ -33,19 +32,10 @@ def _lean_config(b, g, micro, kl, entropy, lora, precision, lean):
 def test_lean_layers_change_no_loss_metric_or_gradient(
     b, g, micro, kl, entropy, lora, precision, temps, seed
 ):
-    task, policy, state, rollout, advantages = update_inputs(b, g, lora, precision, temps, seed)
-    plain, lean = [
-        optimize_from(
-            _lean_config(b, g, micro, kl, entropy, lora, precision, on),
-            task,
-            policy,
-            state,
-            rollout,
-            advantages,
-        )
-        for on in (False, True)
-    ]
-    assert_same_update(plain, lean)
+    assert_switch_changes_no_update(
+        lambda on: _lean_config(b, g, micro, kl, entropy, lora, precision, on),
+        b, g, lora, precision, temps, seed,
+    )  # fmt: skip
 
 
 def _decoder(kind: str, hidden: int, inter: int, layers: int, seed: int) -> torch.nn.Module:
