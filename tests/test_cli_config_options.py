@@ -89,7 +89,7 @@ def config_uses(fn: Any, names: dict[str, str], depth: int = 0) -> list[tuple[st
         )
         if dataclasses.is_dataclass(callee):
             out += [(option, callee, field) for field, option in passed.items()]
-        elif depth < 2 and getattr(callee, "__module__", "").startswith("pgrpo.cli"):
+        elif depth < 2 and (getattr(callee, "__module__", None) or "").startswith("pgrpo.cli"):
             out += config_uses(inspect.unwrap(callee), passed, depth + 1)
     return out
 

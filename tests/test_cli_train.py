@@ -94,6 +94,22 @@ def test_demo_on_the_tiny_model_writes_fit_diagnosis_and_plot(tmp_path):
     assert (run_dir / "fit.txt").read_text().strip() == fit.report().strip()
 
 
+@pytest.mark.parametrize(
+    ("override", "said"),
+    [("run.steps=5", "run.steps=5 sets what --steps sets; pass --steps 5"),
+     ("steps=5", "steps=5 sets what --steps sets; pass --steps 5"),
+     ("output_dir=elsewhere", "output_dir=elsewhere sets what --output-dir sets; pass "
+      "--output-dir elsewhere")],
+)  # fmt: skip
+def test_demo_refuses_an_override_of_its_own_options(tmp_path, override, said):
+    """`demo --steps 3 run.steps=5` ran 5 steps and said 3: the override silently won."""
+    out = runner.invoke(app, ["demo", "--steps", "3", "--output-dir", str(tmp_path), *TINY,
+                              override])  # fmt: skip
+    assert out.exit_code == 2, out.output
+    assert out.output.strip().splitlines() == [f"error: {said}"], out.output
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.slow
 def test_train_smollm2_two_steps(tmp_path):
     out = runner.invoke(

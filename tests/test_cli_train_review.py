@@ -176,6 +176,31 @@ def test_a_damaged_state_file_is_damaged_and_nothing_is_said_updated(base_run, t
     assert (run / "config.yaml").read_text() == config
 
 
+def test_a_byte_changed_inside_a_tensor_of_the_state_file_is_damaged(base_run, tmp_path):
+    """torch.load does not check the CRC-32s torch.save writes: a state.pt with one byte of a
+    weight changed resumed silently from the changed weight (closing note of 2026-12-02)."""
+    import zipfile
+
+    run = _copy(base_run, tmp_path / "base")
+    state = run / "checkpoints" / "step-2" / "state.pt"
+    data = bytearray(state.read_bytes())
+    with zipfile.ZipFile(state) as archive:  # the largest member: a weight or an AdamW moment
+        info = max(archive.infolist(), key=lambda i: i.file_size)
+    name_len, extra_len = (int.from_bytes(data[info.header_offset + k : info.header_offset + k + 2],
+                                          "little") for k in (26, 28))  # fmt: skip
+    start = info.header_offset + 30 + name_len + extra_len
+    data[start + info.file_size // 2] ^= 0x10
+    state.write_bytes(bytes(data))
+    import torch
+
+    torch.load(state, weights_only=True)  # torch itself loads it
+    out = runner.invoke(app, ["train", "--config", str(run / "config.yaml"), "steps=3", "--resume"])
+    line = _one_error_line(out)
+    assert f"{state} is damaged" in line and "fails its CRC check" in line, line
+    assert info.filename in line and "--overwrite" in line, line
+    assert (run / "checkpoints" / "latest").read_text().strip() == "step-2"
+
+
 @pytest.mark.parametrize("text", ["{{{ not yaml\n", "run: {steps: abc}\n"])
 def test_a_damaged_config_yaml_on_resume_is_named(base_run, tmp_path, text):
     run = _copy(base_run, tmp_path / "base")
@@ -209,3 +234,78 @@ def test_an_option_given_twice_is_refused(tmp_path, args, option):
     line = _one_error_line(res)
     assert f"option {option} given twice" in line, line
     assert sorted(p.name for p in tmp_path.iterdir()) == ["log.csv"]
+
+
+# --- the memory settings may change on resume (closing note of 2026-12-02, "left alone") ---------
+
+
+def test_resume_may_switch_the_memory_settings_and_stays_the_same_run(base_run, tmp_path):
+    """A run that ran out of memory resumes with activation checkpointing (and lean layers, and
+    the allocator's release) switched on, and logs exactly what the run resumed with its own
+    settings logs; the change is said and recorded in config.yaml."""
+    same = _copy(base_run, tmp_path / "same")
+    out = runner.invoke(
+        app, ["train", "--config", str(same / "config.yaml"), "steps=3", "--resume", "--json"]
+    )
+    assert out.exit_code == 0, out.output
+    switched = _copy(base_run, tmp_path / "switched")
+    switches = ["grpo.activation_checkpointing=true", "grpo.lean_layers=true",
+                "grpo.release_memory=true"]  # fmt: skip
+    out = runner.invoke(
+        app,
+        ["train", "--config", str(switched / "config.yaml"), "steps=3", *switches, "--resume",
+         "--json"],
+    )  # fmt: skip
+    assert _summary(out)["run_dir"] == str(switched)
+    said = " ".join(out.output.split())
+    assert "grpo.activation_checkpointing False -> True" in said, said
+    assert "grpo.lean_layers False -> True" in said and "how it spends memory" in said, said
+    saved = (switched / "config.yaml").read_text()
+    assert "activation_checkpointing: true" in saved and "release_memory: true" in saved
+    assert _log(switched) == _log(same)  # the same step 3, bit for bit
+    line = _one_error_line(  # a setting that sums in another order still blocks the resume
+        runner.invoke(
+            app,
+            [
+                "train",
+                "--config",
+                str(_copy(base_run, tmp_path / "mb") / "config.yaml"),
+                "steps=3",
+                "grpo.micro_batch_size=1",
+                "--resume",
+            ],
+        )  # fmt: skip
+    )
+    assert "grpo.micro_batch_size: None -> 1" in line and "grpo.lean_layers" in line, line
+
+
+# --- overrides read numbers as YAML 1.2 does (closing note of 2026-12-02, "left alone") ---------
+
+
+@pytest.mark.parametrize(
+    ("override", "said"),
+    [("optim.lr=1_000", "optim.lr='1_000': expected a number (write 1000, not 1_000)"),
+     ("run.steps=1_0", "run.steps='1_0': expected int (write 1000, not 1_000)"),
+     ("run.steps=1:30", "run.steps='1:30': expected int"),  # YAML 1.1: sexagesimal 90
+     ("grpo.activation_checkpointing=yes", "grpo.activation_checkpointing='yes': expected bool")],
+)  # fmt: skip
+def test_overrides_take_no_yaml_1_1_numbers_or_booleans(tmp_path, override, said):
+    """`--lr 1_000` is refused on the command line; `optim.lr=1_000` in an override was read as
+    1000 (YAML 1.1), `run.steps=1:30` as 90 and `yes` as true. One line, exit 2, nothing written."""
+    key = override.split("=")[0].split(".")[-1]
+    tiny = [a for a in TINY_NO_OPTIONS if not a.split("=")[0].endswith(key)]
+    line = _one_error_line(runner.invoke(app, ["train", *tiny, override, f"output_dir={tmp_path}"]))
+    assert said in line, line
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_overrides_read_yaml_1_2_numbers_and_keep_dates_and_words_as_strings():
+    from pgrpo.cli.train import load_run_config
+    from pgrpo.train.yamlvalues import parse
+
+    assert [parse(t) for t in ("1e-5", "010", "0x1f", "0o17", "true", "False", ".inf")] == [
+        1e-5, 10, 31, 15, True, False, float("inf")]  # fmt: skip
+    assert [parse(t) for t in ("1_000", "1:30", "yes", "on", "2026-12-03")] == [
+        "1_000", "1:30", "yes", "on", "2026-12-03"]  # fmt: skip
+    cfg = load_run_config(None, ["run.name=2026-12-03", "optim.lr=5e-6", "run.steps=010"])
+    assert (cfg.run.name, cfg.optim.lr, cfg.run.steps) == ("2026-12-03", 5e-6, 10)

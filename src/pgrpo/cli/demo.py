@@ -8,8 +8,12 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from pgrpo.cli.common import command, escape, json_option
-from pgrpo.cli.train import _fmt, check_overrides, check_run_config, run_with_progress
+from pgrpo.cli.common import command, escape, fail, json_option
+from pgrpo.cli.train import _fmt, _target, check_overrides, check_run_config, run_with_progress
+
+OPTION_KEYS = {("run", "steps"): "--steps", ("run", "output_dir"): "--output-dir"}
+"""Config keys the demo sets from its own options: an override of one would silently win over
+the option (`demo --steps 3 run.steps=5` ran 5 steps and said 3)."""
 
 
 @command("demo")
@@ -23,6 +27,10 @@ def demo_command(
     from pgrpo.demo import analyse, demo_config
 
     check_overrides(list(overrides or []))  # the user's own; they override the demo's defaults
+    for item in overrides or []:
+        option = OPTION_KEYS.get(_target(item)[0])
+        if option is not None:
+            fail(f"{item} sets what {option} sets", f"pass {option} {item.partition('=')[2]}")
     cfg = check_run_config(demo_config(steps, output_dir, list(overrides or [])))
     console = Console(stderr=True)
     console.print(

@@ -52,8 +52,10 @@ def _task_options(text: str | None) -> dict[str, Any] | None:
         return None
     import yaml
 
+    from pgrpo.train.yamlvalues import parse  # the YAML of `pgrpo train`'s overrides
+
     try:
-        value = yaml.safe_load(text)
+        value = parse(text)
     except yaml.YAMLError as exc:
         fail(f"--task-options is not YAML ({str(exc).splitlines()[0]})", "e.g. '{levels: [1, 2]}'")
     if not isinstance(value, dict):

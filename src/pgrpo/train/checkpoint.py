@@ -27,7 +27,7 @@ import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, BinaryIO, NoReturn
 
 import numpy as np
 import torch
@@ -285,8 +285,9 @@ def _unreadable(file: Path, exc: BaseException) -> NoReturn:
     ) from None
 
 
-def _failing_member(file: Path) -> str | None:
-    """The first member of the zip archive `file` whose CRC does not match, else None."""
+def _failing_member(file: Path | BinaryIO) -> str | None:
+    """The first member of the zip archive `file` (a path or an open binary file) whose CRC
+    does not match, else None."""
     try:
         with zipfile.ZipFile(file) as archive:
             return archive.testzip()
@@ -294,12 +295,24 @@ def _failing_member(file: Path) -> str | None:
         return f"the archive ({type(exc).__name__})"
 
 
+def _crc_damaged(file: Path, member: str) -> NoReturn:
+    raise UnsafeCheckpointError(
+        f"{file} is damaged ({member} fails its CRC check: the bytes changed after torch.save "
+        "wrote them): restore it from a backup, or start the run afresh with --overwrite"
+    ) from None
+
+
 def read_state(path: Path) -> dict[str, Any]:
     """`state.pt` of checkpoint folder `path`, loaded with weights_only=True (tensors and plain
-    values only: a pickled object is refused before it can run)."""
+    values only: a pickled object is refused before it can run). Every member's CRC-32, which
+    torch.save writes and torch.load does not check, is checked after the load: bytes changed
+    inside a tensor loaded silently before (~0.2 s per 400 MB)."""
     file = Path(path) / STATE_FILE
     try:
-        state = torch.load(file, weights_only=True, map_location="cpu")
+        with open(file, "rb") as f:  # one handle for both reads: a file replaced in between
+            state = torch.load(f, weights_only=True, map_location="cpu")
+            f.seek(0)
+            bad = _failing_member(f)
     except Exception as exc:  # a damaged pickle fails in any way (IndexError, UnicodeError, ...)
         if file.is_file() and not zipfile.is_zipfile(file):  # torch.save writes a zip archive
             raise UnsafeCheckpointError(
@@ -308,12 +321,10 @@ def read_state(path: Path) -> dict[str, Any]:
             ) from None
         bad = _failing_member(file)
         if bad is not None:  # corruption, not foreign objects: the CRCs of the writer disagree
-            raise UnsafeCheckpointError(
-                f"{file} is damaged ({bad} fails its CRC check: the bytes changed after "
-                "torch.save wrote them): restore it from a backup, or start the run afresh with "
-                "--overwrite"
-            ) from None
+            _crc_damaged(file, bad)
         _unreadable(file, exc)
+    if bad is not None:
+        _crc_damaged(file, bad)
     if not isinstance(state, dict) or state.get("format") != 2:
         raise UnsafeCheckpointError(
             f"{file} is not a pgrpo checkpoint of this version (format 2): retrain, or resume "

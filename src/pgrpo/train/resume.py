@@ -26,10 +26,16 @@ from pgrpo.train import checkpoint as ckpt
 from pgrpo.train.config import RunConfig, load_config
 from pgrpo.train.log import CONFIG_FILE, METRICS_FILE, MetricsLog
 
-RESUMABLE_CHANGES = ("name", "output_dir", "checkpoint_every", "forecast_every", "report_to")
-"""The `run.*` settings a resume may change besides run.steps: where the run folder is and how the
-run logs, not what it trains (a resumed run stays bit-identical to the uninterrupted one).
-torch_threads is not among them: another thread count sums floats in another order."""
+RESUMABLE_CHANGES = {
+    "run": ("name", "output_dir", "checkpoint_every", "forecast_every", "report_to"),
+    "grpo": ("activation_checkpointing", "lean_layers", "release_memory"),
+}
+"""The settings a resume may change besides run.steps: where the run folder is and how the run
+logs, and how the update spends memory (the same values and gradients bit for bit:
+tests/test_train_checkpointing.py, test_train_lean.py; release_memory is the allocator's), not
+what it trains, so a resumed run stays bit-identical to the uninterrupted one (a run that ran
+out of memory resumes with activation_checkpointing=true). torch_threads and micro_batch_size
+are not among them: they sum floats in another order."""
 
 
 @dataclass(frozen=True)
@@ -79,13 +85,13 @@ def check_same_run(config: RunConfig, saved: RunConfig, run_dir: Path) -> list[s
     if now["task"].get("reward_range") is None:  # unset: the task's own, resolved at the start
         now["task"]["reward_range"] = was["task"].get("reward_range")
     changed = [(s, k) for s in now for k in now[s] if was[s].get(k) != now[s][k]]
-    fixed = [(s, k) for s, k in changed if not (s == "run" and k in RESUMABLE_CHANGES)]
+    fixed = [(s, k) for s, k in changed if k not in RESUMABLE_CHANGES.get(s, ())]
     if fixed:
         diff = "; ".join(f"{s}.{k}: {was[s].get(k)!r} -> {now[s][k]!r}" for s, k in fixed)
+        may = ", ".join(f"{s}.{k}" for s, keys in RESUMABLE_CHANGES.items() for k in keys)
         raise ValueError(
             f"cannot resume {run_dir}: the config differs from the run's config.yaml ({diff}); "
-            "resume with the same settings (only run.steps and run.name, output_dir, "
-            "checkpoint_every, forecast_every, report_to may change)"
+            f"resume with the same settings (only run.steps and {may} may change)"
         )
     return [f"{s}.{k} {was[s][k]!r} -> {now[s][k]!r}" for s, k in changed]
 
@@ -119,8 +125,8 @@ def plan_start(cfg: RunConfig, run_dir: Path, *, resume: bool, overwrite: bool) 
     resumed = []
     if moved:
         resumed.append(
-            f"resuming {run_dir} with {', '.join(moved)} (where the run is and how it logs, not "
-            "what it trains); config.yaml is updated"
+            f"resuming {run_dir} with {', '.join(moved)} (where the run is, how it logs and how "
+            "it spends memory, not what it trains); config.yaml is updated"
         )
     latest = ckpt.latest_checkpoint(run_dir)
     if latest is None:

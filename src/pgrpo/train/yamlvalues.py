@@ -1,7 +1,7 @@
 """The YAML of run configs and overrides, and the light coercion of its values into the types of
 config fields: what `pgrpo.train.config` reads files and `key=value` overrides with.
 
-    parse("1e-5")                       # 1e-05 (YAML 1.2 floats; YAML 1.1 reads a string)
+    parse("1e-5")                       # 1e-05 (YAML 1.2's numbers; 1.1 reads a string)
     read_file(Path("run/config.yaml"))  # the document; UserError naming the file when malformed
     coerce("optim.lr", float, 1)        # 1.0; TypeError naming the key otherwise
 """
@@ -20,14 +20,40 @@ from pgrpo.errors import UserError
 
 
 class _Loader(yaml.SafeLoader):
-    """YAML with 1.2 floats: `1e-5` is a number, not a string."""
+    """YAML with the YAML 1.2 core schema's numbers and booleans: `1e-5` is a number (1.1 reads a
+    string), `1_000`, `1:30` (sexagesimal 90), `010` (octal 8) and `yes` / `on` / `no` are not
+    read as numbers or booleans (1.1 reads them so), as `--lr 1_000` is refused on the command
+    line, and `2026-12-03` stays a string (a run name); `true` / `false`, `0x1f`, `0o17`,
+    `.inf` and `.nan` are read as 1.2 reads them."""
 
 
-_Loader.add_implicit_resolver(
-    "tag:yaml.org,2002:float",
-    re.compile(r"^[-+]?(?:\d[\d_]*)?(?:\.\d*)?[eE][-+]?\d+$|^[-+]?\d[\d_]*\.\d*$|^[-+]?\.\d+$"),
-    list("-+0123456789."),
+_BOOL, _INT, _FLOAT, _DATE = (
+    f"tag:yaml.org,2002:{t}" for t in ("bool", "int", "float", "timestamp")
 )
+_Loader.yaml_implicit_resolvers = {  # 1.1's, less its numbers, booleans and dates
+    first: [(tag, rx) for tag, rx in resolvers if tag not in (_BOOL, _INT, _FLOAT, _DATE)]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+for _tag, _pattern, _first in (
+    (_BOOL, r"^(?:true|True|TRUE|false|False|FALSE)$", "tTfF"),
+    (_INT, r"^[-+]?[0-9]+$|^0o[0-7]+$|^0x[0-9a-fA-F]+$", "-+0123456789"),
+    (
+        _FLOAT,
+        r"^[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?$"
+        r"|^[-+]?\.(?:inf|Inf|INF)$|^\.(?:nan|NaN|NAN)$",
+        "-+0123456789.",
+    ),
+):  # in this order: "10" is an int, "1.0" a float
+    _Loader.add_implicit_resolver(_tag, re.compile(_pattern), list(_first))
+
+
+def _construct_int(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> int:
+    """1.2 integers: decimal (a leading 0 is still decimal), 0o octal, 0x hexadecimal."""
+    text = loader.construct_scalar(node)
+    return int(text, 0) if text[:2] in ("0o", "0x") else int(text, 10)
+
+
+_Loader.add_constructor(_INT, _construct_int)
 
 
 def parse(text: str) -> Any:
@@ -78,10 +104,13 @@ def coerce(name: str, hint: Any, value: Any) -> Any:
     if hint is float and isinstance(value, int | float) and not isinstance(value, bool):
         return float(value)
     if hint is float and isinstance(value, str):
-        try:  # YAML 1.1 reads "1e-5" (no dot) as a string
+        try:  # a quoted number ("1e-5"); Python's float() would also take "1_000": not here
+            if "_" in value:
+                raise ValueError(value)
             return float(value)
         except ValueError:
-            raise TypeError(f"{name}={value!r}: expected a number") from None
+            fix = " (write 1000, not 1_000)" if "_" in value else ""
+            raise TypeError(f"{name}={value!r}: expected a number{fix}") from None
     if hint is int and isinstance(value, int) and not isinstance(value, bool):
         return value
     if hint is int and isinstance(value, float) and value.is_integer():
@@ -91,5 +120,6 @@ def coerce(name: str, hint: Any, value: Any) -> Any:
     if hint is str and isinstance(value, str | int | float) and not isinstance(value, bool):
         return str(value)
     if hint in (float, int, bool, str):
-        raise TypeError(f"{name}={value!r}: expected {hint.__name__}")
+        fix = " (write 1000, not 1_000)" if isinstance(value, str) and "_" in value else ""
+        raise TypeError(f"{name}={value!r}: expected {hint.__name__}{fix}")
     return value
