@@ -293,6 +293,45 @@ def test_cli_json_has_a_top_level_progress_and_the_text_leads_with_it(tmp_path):
     assert doc["progress"]["evidence"]["null_model"].startswith("binomial batch means, N=32")
 
 
+@pytest.mark.parametrize("columns", ["80", "160"])
+def test_piped_text_keeps_each_finding_and_evidence_item_whole(tmp_path, monkeypatch, columns):
+    """At 80 columns (output piped or to a file) the five-column evidence table folded its text
+    a few letters per line ('degeneracy_sour' / 'ce=frac_reward_'), and wrapped findings started
+    at column 0. Now: no line is wider than the console, each finding's and action's wrapped
+    lines are indented under its text, and every evidence item and run-check summary reads
+    whole (a table from 120 columns, one block per mode below)."""
+    from typer.testing import CliRunner
+
+    from pgrpo.cli import _load_commands, app
+
+    _load_commands()
+    monkeypatch.setenv("COLUMNS", columns)
+    rng = np.random.default_rng(1)
+    cols = binomial_groups(rng, 80, 4, 8, np.full(80, 0.1))
+    path = tmp_path / "log.csv"
+    names = ["reward", "reward_std", "frac_reward_zero_std"]
+    lines = ["step," + ",".join(names)] + [
+        f"{i + 1}," + ",".join(f"{cols[k][i]:.6g}" for k in names) for i in range(80)]  # fmt: skip
+    path.write_text("\n".join(lines) + "\n")
+    doc = json.loads(CliRunner().invoke(app, ["diagnose", str(path), "--json"]).stdout)
+    text = CliRunner().invoke(app, ["diagnose", str(path)]).stdout
+    out = text.splitlines()
+    assert max(len(line) for line in out) <= int(columns), text
+    flat = " ".join(text.split())
+    for item in doc["findings"]:  # the words of each sentence and action, in order
+        assert " ".join(item["sentence"].split()) in flat, (item["sentence"], text)
+    start = next(i for i, line in enumerate(out) if line.startswith("- "))
+    end = next(i for i, line in enumerate(out) if i > start and not line.startswith(("- ", "  ")))
+    assert all(line.startswith(("- ", "  ")) for line in out[start:end]), text
+    if columns == "80":
+        mode = next(m for m in doc["modes"] if m["name"] == "advantage_degeneracy")
+        assert f"degeneracy_source={mode['evidence']['degeneracy_source']}" in flat, text
+        for check in doc["checks"]:
+            assert " ".join(check["summary"].split()) in flat, (check, text)
+    else:
+        assert "┃ mode" in text  # wide enough for the table
+
+
 def test_a_1000_step_diagnosis_simulates_each_null_once(monkeypatch):
     """What keeps diagnose fast (its speed is a benchmark, bench/cli_speed.py, not a timed
     test): a 1,000-step log simulates each null model it needs once, and a second diagnosis of

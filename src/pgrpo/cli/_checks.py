@@ -12,9 +12,8 @@ from typing import Any
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
-from pgrpo.cli.common import escape
+from pgrpo.cli.common import escape, print_rows
 
 FAIL_ON = ("warn", "fail")
 FAIL_CONFIDENCE = 0.5
@@ -39,14 +38,10 @@ def validate_fail_on(value: str | None) -> str | None:
     return value
 
 
-def print_checks(checks: list[Any]) -> None:
-    table = Table(title="run checks")
-    for col in ("check", "status", "finding / missing"):
-        table.add_column(col, overflow="fold")
+def print_checks(checks: list[Any], console: Console) -> None:
     colour = {"warn": "[yellow]warn[/yellow]", "ok": "[green]ok[/green]"}
-    for c in checks:
-        table.add_row(escape(c.name), colour.get(c.status, "n/a"), escape(c.summary))
-    Console().print(table)
+    rows = [[escape(c.name), colour.get(c.status, "n/a"), escape(c.summary)] for c in checks]
+    print_rows(console, "run checks", ["check", "status", "finding / missing"], rows, short=2)
 
 
 def gate_level(diagnosis: Any, checks: list[Any]) -> str:

@@ -11,7 +11,7 @@ from typing import Any
 import typer
 
 from pgrpo.cli.app import digit_separator
-from pgrpo.cli.common import escape, fail, fmt
+from pgrpo.cli.common import escape, fail, fmt, print_hanging
 
 
 def group_size_option() -> Any:
@@ -113,7 +113,7 @@ def print_settings(settings: dict, console: Any) -> None:
     ]
     console.print("settings: " + (escape(", ".join(parts)) if parts else "none known"))
     for note in settings["notes"]:
-        console.print(f"  [dim]{escape(note)}[/dim]")
+        print_hanging(console, f"[dim]{escape(note)}[/dim]", indent=2)
 
 
 def resolved_settings(run: Any, given: dict[str, Any]) -> dict[str, Any]:

@@ -329,6 +329,47 @@ def fmt(value: Any, spec: str = ".4g") -> str:
     return format(value, spec) if math.isfinite(value) else "-"
 
 
+WIDE_TABLE = 120
+"""Columns a console needs for `print_rows` to draw a table; narrower (80 when the output is
+piped or a file, unless COLUMNS says otherwise) gets one block per row."""
+
+
+def print_hanging(console: Console, text: str, lead: str = "", indent: int = 0) -> None:
+    """`lead` then `text` (both rich markup), every wrapped line starting under the text's first
+    letter: a note, a bullet or an `action:` still reads as one block at 80 columns."""
+    from rich.text import Text
+
+    head = Text(" " * indent) + Text.from_markup(lead)
+    lines = Text.from_markup(text).wrap(console, max(20, console.width - head.cell_len))
+    for i, line in enumerate(lines):
+        line.rstrip()
+        console.print((head if i == 0 else Text(" " * head.cell_len)) + line)
+
+
+def print_rows(console: Console, title: str, columns: list[str], rows: list[list[str]],
+               short: int = 1) -> None:  # fmt: skip
+    """Rows of rich-markup cells: a table with `title` on a console at least WIDE_TABLE wide;
+    otherwise the title, then per row its first `short` cells on one line and each other
+    non-empty cell on a line of its own, `column: cell`, indented with a hanging indent (a
+    five-column table at 80 columns folds its text a few letters per line)."""
+    from rich.table import Table
+
+    if console.width >= WIDE_TABLE:
+        table = Table(title=title)
+        for i, name in enumerate(columns):
+            table.add_column(name, no_wrap=i < short, overflow="fold")
+        for row in rows:
+            table.add_row(*row)
+        console.print(table)
+        return
+    console.print(f"[bold]{title}[/bold]")
+    for row in rows:
+        console.print("  " + "  ".join(row[:short]))
+        for name, cell in zip(columns[short:], row[short:], strict=True):
+            if cell:
+                print_hanging(console, cell, f"{name}: ", indent=6)
+
+
 __all__ = [
     "DEBUG_ENV",
     "UserError",
@@ -348,6 +389,8 @@ __all__ = [
     "out_dir",
     "out_file",
     "print_error",
+    "print_hanging",
+    "print_rows",
     "print_warnings",
     "read_json",
     "read_text",

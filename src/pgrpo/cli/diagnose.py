@@ -9,7 +9,6 @@ from typing import Any
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
 from pgrpo.cli import _runopts
 from pgrpo.cli.common import (
@@ -20,6 +19,8 @@ from pgrpo.cli.common import (
     existing,
     fail,
     json_option,
+    print_hanging,
+    print_rows,
     print_warnings,
     read_text,
 )
@@ -151,15 +152,10 @@ def _print(
             f"{m['bin_steps']:.0f} consecutive steps (--max-points)"
         )
     for item in result.findings():
-        console.print(f"- {escape(item['sentence'])}")
+        print_hanging(console, escape(item["sentence"]), "- ")
         if item["action"]:
-            console.print(f"  [bold]action:[/bold] {escape(item['action'])}")
-    table = Table(title="evidence")
-    table.add_column("mode", no_wrap=True)
-    table.add_column("detected", no_wrap=True)
-    table.add_column("conf.", no_wrap=True)
-    table.add_column("evidence", overflow="fold")
-    table.add_column("action / missing", overflow="fold")
+            print_hanging(console, escape(item["action"]), "[bold]action:[/bold] ", indent=2)
+    rows = []
     for v in result.modes:
         note = v.action or ("missing: " + "; ".join(v.missing) if v.missing else "")
         mark = (
@@ -167,8 +163,9 @@ def _print(
             if v.detected and v is not result.healthy
             else ("[green]yes[/green]" if v.detected else "no")
         )
-        table.add_row(v.name, mark, f"{v.confidence:.2f}", _fmt_evidence(v.evidence), escape(note))
-    console.print(table)
+        rows.append([v.name, mark, f"{v.confidence:.2f}", _fmt_evidence(v.evidence), escape(note)])
+    columns = ["mode", "detected", "conf.", "evidence", "action / missing"]
+    print_rows(console, "evidence", columns, rows, short=3)
     from pgrpo.cli import _checks
 
-    _checks.print_checks(checks)
+    _checks.print_checks(checks, console)
