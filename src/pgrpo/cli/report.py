@@ -16,6 +16,7 @@ from pgrpo.cli.common import (
     existing,
     json_option,
     out_dir,
+    print_hanging,
     print_warnings,
     read_json,
     removed_if_failed,
@@ -100,4 +101,4 @@ def _print(res: Any, console: Console) -> None:
     if res.settings is not None:
         _runopts.print_settings(res.settings.to_dict(), console)
     for name, why in res.missing.items():
-        console.print(f"  [dim]{escape(name)} not shown: {escape(why)}[/dim]")
+        print_hanging(console, f"[dim]{escape(name)} not shown: {escape(why)}[/dim]", indent=2)
