@@ -111,14 +111,15 @@ def _print(data: dict, console: Console) -> None:
         for col in ("predictor", "predicted mean", "observed mean", "abs error"):
             t.add_column(col)
         t.add_row(
-            f"{fc['model']} ({int(fc['level'] * 100)}% band "
-            f"{fmt(fc['band'][0])}..{fmt(fc['band'][1])})",
+            f"{escape(fc['method'] or 'forecast')} ({escape(fc['model'])} fit; "
+            f"{int(fc['level'] * 100)}% band {fmt(fc['band'][0])}..{fmt(fc['band'][1])})",
             fmt(fc["predicted_mean"]),
             fmt(fc["observed_mean"]),
             fmt(fc["error"]),
         )
         for name, b in fc["baselines"].items():
-            t.add_row(name, fmt(b["predicted_mean"]), fmt(fc["observed_mean"]), fmt(b["error"]))
+            label = f"{name} (baseline)"  # `exponential`: its fitted curve's own mean
+            t.add_row(label, fmt(b["predicted_mean"]), fmt(fc["observed_mean"]), fmt(b["error"]))
         console.print(t)
     if data["png"]:
         console.print(f"figure: {escape(data['png'])}")
