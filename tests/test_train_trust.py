@@ -344,3 +344,25 @@ def test_a_killed_writer_whose_forked_child_lives_on_does_not_keep_the_lock(tmp_
     proc.wait()
     with run_lock(tmp_path):  # the orphaned child is still asleep; the lock is free
         pass
+
+
+def test_a_model_folder_published_by_another_process_first_is_kept(tmp_path):
+    """Two runs converting SmolLM2 at once on a fresh machine: the second's os.replace of its
+    folder onto the first's (not empty) raised ENOTEMPTY and that run failed (seen when a
+    benchmark started while the test suite converted the model)."""
+    from pgrpo.train.policies import publish
+
+    target, first, second = tmp_path / "model", tmp_path / "model.tmp1", tmp_path / "model.tmp2"
+    for folder, text in ((first, "first"), (second, "second")):
+        folder.mkdir()
+        (folder / "config.json").write_text(text)
+    publish(first, target)
+    assert (target / "config.json").read_text() == "first" and not first.exists()
+    publish(second, target)  # the race: target already published
+    assert (target / "config.json").read_text() == "first" and not second.exists()
+    half = tmp_path / "half"  # a target without config.json is not a finished model: still raises
+    (half / "x").mkdir(parents=True)
+    third = tmp_path / "model.tmp3"
+    third.mkdir()
+    with pytest.raises(OSError):
+        publish(third, half)

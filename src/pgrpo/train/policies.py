@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import errno
 import hashlib
 import importlib.util
 import os
 import random
+import shutil
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -165,8 +167,24 @@ def smollm2_dir(cache_dir: str | None = None) -> Path:
     model.save_pretrained(str(tmp))
     tok.save_pretrained(str(tmp))
     target.parent.mkdir(parents=True, exist_ok=True)
-    os.replace(tmp, target)  # atomic: a killed conversion never leaves a half folder
+    publish(tmp, target)
     return target
+
+
+def publish(tmp: Path, target: Path) -> None:
+    """Move the finished model folder `tmp` to `target` atomically (a killed conversion never
+    leaves a half folder). When another process published `target` first (two runs started at
+    once on a fresh machine), theirs is kept and `tmp` removed: os.replace of a folder onto a
+    non-empty one raised ENOTEMPTY and the second run failed. Other errors (disk full) raise."""
+    try:
+        os.replace(tmp, target)
+    except OSError as exc:
+        if (
+            exc.errno not in (errno.ENOTEMPTY, errno.EEXIST)
+            or not (target / "config.json").is_file()
+        ):
+            raise
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _load_hf(path: str, cfg: ModelConfig) -> tuple[torch.nn.Module, HFTokenizer]:
@@ -298,12 +316,7 @@ def _tiny_policy(cfg: ModelConfig, task: Any, task_key: str | None, seed: int, w
     if task_key is not None:
         tmp = folder.with_name(folder.name + f".tmp{os.getpid()}")
         model.save_pretrained(str(tmp))
-        try:
-            os.replace(tmp, folder)
-        except OSError:  # another process cached it first
-            import shutil
-
-            shutil.rmtree(tmp, ignore_errors=True)
+        publish(tmp, folder)
     return model, tokenizer
 
 
