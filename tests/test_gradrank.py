@@ -62,6 +62,28 @@ def test_rank_two_structure_from_zero_sum_advantages():
     assert 1.0 <= res.metrics["rank/entropy"] <= 2.0
 
 
+@settings(max_examples=30, deadline=None)
+@given(
+    n=st.integers(2, 48),
+    p=st.integers(200, 6000),
+    r=st.integers(1, 4),
+    tall=st.booleans(),
+    seed=st.integers(0, 10_000),
+)
+def test_numerical_rank_of_an_exactly_low_rank_matrix_is_its_rank(n, p, r, tall, seed):
+    """rollouts x parameters is wide (tall transposed): the Gram route returned the zero
+    singular values at ~1e-8 s_max, on the 1e-8 cut, so an exactly rank-2 32 x 4096 matrix read
+    rank 3 or 4 (review 2026-12-03); the QR route returns them at round-off, as a full SVD."""
+    g = torch.Generator().manual_seed(seed)
+    r = min(r, n)
+    m = torch.randn(n, r, generator=g, dtype=torch.float64) @ torch.randn(
+        r, p, generator=g, dtype=torch.float64
+    )
+    res = effective_ranks(m.T if tall else m)
+    assert res.metrics["rank/numerical"] == r
+    assert max(res.singular_values[r:], default=0.0) <= 1e-12 * res.singular_values[0]
+
+
 def test_rejects_bad_input():
     with pytest.raises(ValueError, match="2-D"):
         singular_values(torch.ones(3))

@@ -24,8 +24,12 @@ ENERGY_LEVELS: tuple[float, ...] = (0.90, 0.95, 0.99)
 def singular_values(matrix: torch.Tensor) -> torch.Tensor:
     """Singular values, descending, in float64. matrix: [N, P] -> [min(N, P)].
 
-    For a wide matrix (N << P, e.g. rollouts x parameters) it diagonalises the [N, N] Gram matrix
-    M M^T (eigenvalues = s^2), which costs O(N^2 P) instead of an SVD of [N, P].
+    For a wide matrix (N << P, e.g. rollouts x parameters) it takes the SVD of the [N, N]
+    triangle R of M^T = QR, which costs O(N^2 P) instead of an SVD of [N, P] (8 s -> 1.2 s at
+    32 x 2M). Householder QR is backward stable, so a zero singular value comes back at round-off
+    (~1e-16 s_max), as from a full SVD; the Gram matrix M M^T used before squared the condition
+    number and returned it at ~1e-8 s_max, on the `rank/numerical` cut (an exactly rank-2
+    32 x 4096 matrix read rank 3 or 4).
     """
     if matrix.ndim != 2:
         raise ValueError(f"expected a 2-D matrix [N, P], got shape {tuple(matrix.shape)}")
@@ -35,11 +39,9 @@ def singular_values(matrix: torch.Tensor) -> torch.Tensor:
     if m.numel() == 0:
         return m.new_zeros(0)
     if m.shape[0] * 4 < m.shape[1]:
-        eig = torch.linalg.eigvalsh(m @ m.T).clamp(min=0.0)
-        return eig.sqrt().flip(0)
+        return torch.linalg.svdvals(torch.linalg.qr(m.T, mode="r").R)
     if m.shape[1] * 4 < m.shape[0]:
-        eig = torch.linalg.eigvalsh(m.T @ m).clamp(min=0.0)
-        return eig.sqrt().flip(0)
+        return torch.linalg.svdvals(torch.linalg.qr(m, mode="r").R)
     return torch.linalg.svdvals(m)
 
 
