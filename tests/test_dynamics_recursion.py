@@ -172,3 +172,43 @@ def test_scalar_and_batched_recursion_paths_are_bitwise_equal(K, n, seed):
         alone = simulate_recursion(a[i], beta[i], n, refresh_interval=K)[0]
         assert np.array_equal(alone, big[i])
         assert np.array_equal(np.array(unit_response(a[i].tolist(), beta[i], K)), big[i])
+
+
+def _scan_threshold(a: float, beta1: float, f: float, max_refresh: int) -> int | None:
+    """The K-by-K scan the thresholds used before first_unstable (the reference)."""
+    g = 1.0 - beta1
+    step = np.array(
+        [[1.0 + beta1 - g * a * f, -beta1, -g * a * (1.0 - f)], [1.0, 0.0, 0.0], [0.0, 0.0, 1.0]]
+    )
+    P = np.eye(3)
+    for K in range(1, max_refresh + 1):
+        P = step @ P
+        A = P[:2, :2].copy()
+        A[:, 0] += P[:2, 2]
+        if np.max(np.abs(np.linalg.eigvals(A))) > 1.0 + 1e-12:
+            return K
+    return None
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    log_a=st.floats(-3.0, 0.3),
+    beta1=st.floats(0.0, 0.98),
+    f=st.sampled_from([0.0, 0.0, 0.25, 0.5, 0.9]),
+)
+def test_threshold_search_equals_the_k_by_k_scan(log_a, beta1, f):
+    """first_unstable assumes a window map stays unstable at every K above an unstable one; on
+    random a, beta1 and current fractions its K* is the scan's (including None)."""
+    from pgrpo.dynamics.optimizers import window_threshold
+    from pgrpo.dynamics.recursion import default_max_refresh
+
+    a = 10.0**log_a
+    limit = default_max_refresh(a, beta1)
+    assert window_threshold(a, beta1, f) == _scan_threshold(a, beta1, f, limit)
+
+
+def test_threshold_of_a_tiny_rate_is_found_at_once():
+    """`pgrpo predict --lr 1e-6 --kappa 1` scanned ~2M windows (killed after 25 s)."""
+    thr = refresh_threshold(1e-6, 0.9)
+    assert thr.K_star == 2_000_019 and thr.metrics["spectral_radius_at_K_star"] > 1.0
+    assert spectral_radius(1e-6, 0.9, thr.K_star - 1) <= 1.0 + 1e-12

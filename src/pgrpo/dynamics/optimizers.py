@@ -45,7 +45,7 @@ import numpy as np
 from scipy.linalg import solve_discrete_lyapunov
 
 from pgrpo._registry import Registry
-from pgrpo.dynamics.recursion import refresh_threshold
+from pgrpo.dynamics.recursion import default_max_refresh, first_unstable, refresh_threshold
 
 DEFAULT_OPTIMIZER = "adam"
 """The reduction assumed when a log does not name its optimizer: AdamW is the default of pgrpo's
@@ -284,19 +284,19 @@ def window_threshold(
     if current_fraction == 0.0:
         return refresh_threshold(a, beta1, max_refresh=max_refresh, tol=tol).K_star
     if max_refresh is None:
-        max_refresh = int(10 * (2.0 / a + 2.0 / (1.0 - beta1))) + 10
+        max_refresh = default_max_refresh(a, beta1)
     g, f = 1.0 - beta1, current_fraction
     step = np.array(
         [[1.0 + beta1 - g * a * f, -beta1, -g * a * (1.0 - f)], [1.0, 0.0, 0.0], [0.0, 0.0, 1.0]]
     )
-    P = np.eye(3)
-    for K in range(1, max_refresh + 1):
-        P = step @ P
+
+    def radius(K: int) -> float:
+        P = np.linalg.matrix_power(step, K)
         A = P[:2, :2].copy()
-        A[:, 0] += P[:2, 2]
-        if np.max(np.abs(np.linalg.eigvals(A))) > 1.0 + tol:
-            return K
-    return None
+        A[:, 0] += P[:2, 2]  # x_s <- x at the refresh
+        return float(np.max(np.abs(np.linalg.eigvals(A))))
+
+    return first_unstable(radius, max_refresh, tol)
 
 
 def window_noise_gain(

@@ -11,6 +11,7 @@ moment starts at zero). Source: docs/dynamics.md, "The model" (our derivation of
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -187,15 +188,38 @@ class RefreshThreshold:
     metrics: dict[str, float] = field(default_factory=dict)
 
 
+def first_unstable(radius: Callable[[int], float], max_refresh: int, tol: float) -> int | None:
+    """The smallest K in [1, max_refresh] with radius(K) > 1 + tol, or None. Doubling, then
+    bisection: O(log^2 K*) 3x3 products with `radius` from a matrix power, where the K-by-K scan
+    took O(K*) eigenvalue calls (`pgrpo predict --lr 1e-6 --kappa 1` ran for minutes). It assumes
+    what the scan found on every grid tried: once a window map is unstable, it stays unstable at
+    every larger K (tests/test_dynamics_recursion.py checks the two agree on random a, beta1, f)."""
+    lo, hi = 0, 1  # lo: stable (0: none yet)
+    while not radius(hi) > 1.0 + tol:
+        if hi >= max_refresh:
+            return None
+        lo, hi = hi, min(2 * hi, max_refresh)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if radius(mid) > 1.0 + tol else (mid, hi)
+    return hi
+
+
+def default_max_refresh(a: float, beta1: float) -> int:
+    """The scan limit of the thresholds: 10 (2 / a + 2 / (1 - beta1)) + 10."""
+    return int(10 * (2.0 / a + 2.0 / (1.0 - beta1))) + 10
+
+
 def refresh_threshold(
     a: float, beta1: float, *, max_refresh: int | None = None, tol: float = 1e-12
 ) -> RefreshThreshold:
     """Exact first-unstable refresh interval K* for a = eta * kappa (per step) and momentum beta1.
 
-    Scans K = 1, 2, ... accumulating P = S^(K) (S = one-step matrix) so the cost is O(K*) 3x3
-    products. `tol` makes the marginal case (rho = 1 exactly, e.g. K = 2 / a at beta1 = 0) count
-    as stable. K_star is None when every K <= max_refresh (default 10 (2 / a + 2 / (1 - beta1)))
-    is stable. `rule_of_thumb` = 2 / a + 2 beta1 / (1 - beta1), labelled as such.
+    K* is the first K whose one-window map S^K R (S = one-step matrix, R = the refresh) has
+    spectral radius > 1 + tol (`first_unstable`). `tol` makes the marginal case (rho = 1
+    exactly, e.g. K = 2 / a at beta1 = 0) count as stable. K_star is None when every
+    K <= max_refresh (default `default_max_refresh`) is stable. `rule_of_thumb` =
+    2 / a + 2 beta1 / (1 - beta1), labelled as such.
     """
     if not a > 0:
         raise ValueError(f"a = lr * kappa must be > 0, got {a!r}")
@@ -203,16 +227,9 @@ def refresh_threshold(
         raise ValueError(f"beta1 must be in [0, 1), got {beta1!r}")
     thumb = 2.0 / a + 2.0 * beta1 / (1.0 - beta1)
     if max_refresh is None:
-        max_refresh = int(10 * (2.0 / a + 2.0 / (1.0 - beta1))) + 10
-    S = step_matrix(a, beta1)
-    P = np.eye(3)
-    K_star, rho = None, math.nan
-    for K in range(1, max_refresh + 1):
-        P = S @ P
-        rho = float(np.max(np.abs(np.linalg.eigvals(P @ _REFRESH))))
-        if rho > 1.0 + tol:
-            K_star = K
-            break
+        max_refresh = default_max_refresh(a, beta1)
+    K_star = first_unstable(lambda K: spectral_radius(a, beta1, K), max_refresh, tol)
+    rho = spectral_radius(a, beta1, K_star) if K_star is not None else math.nan
     return RefreshThreshold(K_star, a, beta1, thumb, {"spectral_radius_at_K_star": rho})
 
 
