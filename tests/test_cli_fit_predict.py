@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 
 from pgrpo.cli import _load_commands, app
 from pgrpo.dynamics import synthetic_suite
+from pgrpo.dynamics.recursion import window_timescale
 
 FIX = Path(__file__).resolve().parent / "fixtures" / "logs"
 runner = CliRunner()
@@ -81,7 +82,8 @@ def test_predict_json_and_png(tmp_path):
     data = json.loads(res.stdout)
     assert data["refresh_threshold"] == 118  # a = 0.02, beta1 = 0.9
     assert data["regime"] == "overdamped"
-    assert data["tau"] == pytest.approx((1 - 0.02 * 1.5) / 0.02)
+    assert data["continuum_tau"] == pytest.approx((1 - 0.02 * 1.5) / 0.02)  # c / k
+    assert data["tau"] == pytest.approx(window_timescale(0.02, 0.9, 4))  # exact: the slow mode
     assert data["damping_ratio"] > 1 and data["stable"] is True
     assert np.isfinite(data["stationary_std"]) and data["stationary_std"] > 0
     assert (tmp_path / "predict.png").stat().st_size > 5_000

@@ -73,3 +73,35 @@ def test_cli_prints_the_exact_regime(tmp_path):
     assert res.exit_code == 0, res.output
     doc = json.loads(res.stdout)
     assert doc["regime"] == "underdamped" and doc["oscillation_onset_a"] < doc["a"]
+
+
+@pytest.mark.parametrize("K", [20, 100, 117])
+def test_where_the_continuum_has_no_limit_the_prediction_is_the_exact_recursion(K):
+    """a = 0.02, beta1 = 0.9: c = 1 - a (K - 1) / 2 <= 0 from K = 101, while the recursion is
+    stable up to K* = 118. predict reported stable: true with tau -8.0, stationary_std null and
+    (K = 100, c = 0.01) a std of 0.177 against 0.036 simulated (formula review 2026-12-03).
+    Now tau is the window map's decay time and the std the recursion's own, checked here against
+    a simulation of the recursion with the same per-step noise."""
+    from pgrpo.dynamics.model import rom_coefficients
+
+    pred = predict(0.02, 0.9, 1.0, refresh_interval=K, n_steps=2000)
+    m = pred.metrics
+    assert m["stable"] is True and m["refresh_threshold"] == 118
+    assert 0 < m["tau"] < np.inf and m["continuum_tau"] == pytest.approx(pred.coefficients.c / 0.02)
+    D = rom_coefficients(0.02, 0.9, 1.0, refresh_interval=K, group_size=8).D
+    rng = np.random.default_rng(K)
+    noise = rng.normal(0.0, np.sqrt(2 * D), size=(64, 30_000))
+    x = simulate_recursion(0.02, 0.9, 30_000, refresh_interval=K, x0=0.0, noise=noise)
+    assert m["stationary_std"] == pytest.approx(x[:, 10_000:].std(), rel=0.05)
+    if K > 100:  # no continuum limit: its closed form is not drawn, the exact mean is
+        assert np.isnan(pred.closed_form).all() and np.isfinite(pred.mean).all()
+        assert m["continuum_regime"] == "unstable" and m["inflection_time"] is not None
+
+
+def test_tau_is_the_slow_decay_of_the_exact_mean():
+    """K = 1, a = 0.02, beta1 = 0.9: the mean's distance to the plateau shrinks by e every tau
+    steps late in the run (c / k = 50 ignores the mass; the slow mode decays in 37.3)."""
+    pred = predict(0.02, 0.9, 1.0, n_steps=1500, R0=0.0, R_inf=1.0)
+    gap = 1.0 - pred.mean
+    assert np.log(gap[300] / gap[700]) == pytest.approx(400 / pred.metrics["tau"], rel=1e-3)
+    assert pred.metrics["continuum_tau"] == pytest.approx(50.0)

@@ -11,7 +11,13 @@ import numpy as np
 
 from pgrpo.dynamics.model import RomCoefficients, rom_coefficients, trajectory
 from pgrpo.dynamics.optimizers import OptimizerSettings, reduce_optimizer
-from pgrpo.dynamics.recursion import monodromy, oscillation_onset, simulate_recursion
+from pgrpo.dynamics.recursion import (
+    monodromy,
+    oscillation_onset,
+    simulate_recursion,
+    window_stationary_variance,
+    window_timescale,
+)
 from pgrpo.errors import MAX_ABS_VALUE, UserError
 
 
@@ -113,8 +119,15 @@ def predict(
 
     metrics["regime"] is the exact recursion's (`recursion_regime`); the continuum model's label
     is metrics["continuum_regime"] (they differ near the oscillation onset, where the continuum
-    limit is least accurate). Raises UserError for G < 2, n_steps outside [1, MAX_PREDICT_STEPS],
-    a non-finite R0 / R_inf or a kappa whose square overflows.
+    limit is least accurate). Likewise `tau` is the exact mean's decay time (`window_timescale`:
+    -K / ln rho of the window map; the slow mode, 37.3 steps at a = 0.02, beta1 = 0.9, K = 1)
+    and `continuum_tau` the continuum's overdamped-limit c / k (50 there); `stationary_std` is
+    exact (`window_stationary_variance`, white force noise 2 D per step), as is
+    `inflection_time` where the continuum has no limit (c <= 0: the exact mean's steepest step).
+    Where c <= 0 but K < K* the continuum's c / k was negative, its variance infinite and its
+    closed form NaN while `stable` was true; `closed_form` stays NaN there (it is the
+    continuum's), the mean is the exact recursion's. Raises UserError for G < 2, n_steps
+    outside [1, MAX_PREDICT_STEPS], a non-finite R0 / R_inf or a kappa whose square overflows.
     """
     _check_predict(group_size, n_steps, kappa, {"r0": R0, "r_inf": R_inf})
     red = reduce_optimizer(
@@ -147,14 +160,20 @@ def predict(
     closed = (
         trajectory(t, R0, R_inf, coef.m, coef.c, coef.k) if coef.c > 0 else np.full_like(t, np.nan)
     )
-    var = coef.metrics.get("stationary_variance", math.inf)
     if "rms_deviation" in red.metrics:  # adam: the second-moment closure's RMS of x_s
         var = red.metrics["rms_deviation"] ** 2
+    else:  # exact for the recursion (D/(c k) diverges at c = 0, the recursion only at K*)
+        var = window_stationary_variance(lr * eff, beta1, refresh_interval, 2.0 * coef.D)
+    inflection = coef.metrics["inflection_time"]
+    if not coef.c > 0:  # no continuum limit: the exact mean's steepest step, inside the horizon
+        steepest = int(np.argmax(np.abs(np.diff(mean))))
+        inflection = float(steepest) if 0 < steepest < n_steps - 1 else math.nan
     metrics = {
         "regime": recursion_regime(lr * eff, beta1, refresh_interval),
         "continuum_regime": coef.regime,
         "damping_ratio": coef.zeta,
-        "tau": coef.tau,
+        "tau": window_timescale(lr * eff, beta1, refresh_interval),
+        "continuum_tau": coef.tau,
         "optimizer": red.optimizer,
         "refresh_threshold": red.K_star,
         "refresh_threshold_rule_of_thumb": red.metrics.get("rule_of_thumb"),
@@ -165,7 +184,7 @@ def predict(
         "a": lr * eff,
         "stationary_std": math.sqrt(var) if math.isfinite(var) else math.inf,
         # R0 = R_inf: the mean starts on its plateau and never rises: no inflection (None)
-        "inflection_time": coef.metrics["inflection_time"] if R0 != R_inf else math.nan,
+        "inflection_time": inflection if R0 != R_inf else math.nan,
         "final_mean": float(mean[-1]) if np.isfinite(mean[-1]) else math.inf,
     }
     return Prediction(coef, t, mean, closed, metrics)

@@ -266,6 +266,52 @@ def oscillation_onset(beta1: float, refresh_interval: int = 1) -> float:
     return math.inf
 
 
+def window_timescale(a: float, beta1: float, refresh_interval: int = 1) -> float:
+    """Decay time of the exact recursion's mean, in optimizer steps: -K / ln rho with rho the
+    spectral radius of the one-window map (`spectral_radius`); inf when rho >= 1, 0 when the
+    mean reaches its plateau within one window (rho = 0). Valid wherever the recursion is
+    stable, also where the continuum's damping c = 1 - a (K - 1) / 2 is <= 0 and its c / k
+    turns negative; -> c / k as a -> 0."""
+    K = _check_k(refresh_interval)
+    rho = spectral_radius(a, beta1, K)
+    if rho >= 1.0:
+        return math.inf
+    return 0.0 if rho == 0.0 else -K / math.log(rho)
+
+
+def window_stationary_variance(
+    a: float, beta1: float, refresh_interval: int, noise_var_per_step: float
+) -> float:
+    """Exact stationary Var(x) of the recursion with refresh interval K and white force noise
+    e_n of variance `noise_var_per_step` each step (entering as -(1 - beta1) e_n), averaged over
+    the K steps of a window; inf when the window map is unstable. K = 1 is
+    `discrete_stationary_variance`; -> D / (c k) of the continuum (noise_var_per_step = 2 D) as
+    a -> 0, but not near c = 0, where the continuum's variance diverges while the recursion's
+    stays finite up to K*.
+
+    Solves Sigma = M Sigma M^T + Q for the state (x_n, x_{n-1}, x_s) at window ends, M = S^K R,
+    Q = s2 sum_{j<K} S^j B B^T S^jT (B = (-(1 - beta1), 0, 0)); then the variance at each step
+    of the window from the refreshed state. O(K) 3x3 products.
+    """
+    from scipy.linalg import solve_discrete_lyapunov
+
+    K = _check_k(refresh_interval)
+    if spectral_radius(a, beta1, K) >= 1.0:
+        return math.inf
+    S = step_matrix(a, beta1)
+    b = np.array([-(1.0 - beta1), 0.0, 0.0])
+    Q = np.zeros((3, 3))  # the noise accumulated over the first j steps of a window
+    P = np.eye(3)  # S^j
+    covs = []
+    for _ in range(K):
+        covs.append((P, Q.copy()))
+        Q = S @ Q @ S.T + noise_var_per_step * np.outer(b, b)
+        P = S @ P
+    sigma = solve_discrete_lyapunov(P @ _REFRESH, Q)  # at window ends
+    start = _REFRESH @ sigma @ _REFRESH.T  # the refreshed state a window starts from
+    return float(np.mean([(Pj @ start @ Pj.T + Qj)[0, 0] for Pj, Qj in covs]))
+
+
 def discrete_stationary_variance(a: float, beta1: float, noise_var_per_step: float) -> float:
     """Exact stationary Var(x) of the K = 1 recursion with white force noise e_n of variance
     `noise_var_per_step` (x_{n+1} = (1 + b - g a) x_n - b x_{n-1} - g e_n, g = 1 - b).
