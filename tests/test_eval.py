@@ -233,3 +233,19 @@ def test_eval_a_training_checkpoint(tmp_path):
         (tmp_path / "empty").mkdir()
         (tmp_path / "empty" / "config.yaml").write_text((run_dir / "config.yaml").read_text())
         evaluate(EvalConfig(model=str(tmp_path / "empty"), problems=1, samples=1), seed=0)
+
+
+def test_a_pass1_gain_is_judged_by_its_own_spread():
+    """Every problem solved at k_max by both: the pass@k_max difference has no spread, and a
+    pass@1 gain of one sample in 400 was called 'search compression' against that zero
+    tolerance (review 2026-12-03). Judged by the pass@1 difference's own standard error it is
+    no clear gain; a real sharpening still is compression."""
+    ids = [str(i) for i in range(50)]
+    base = [EvalRun("base", ids, [8] * 50, [4] * 50)]
+    one_more = [EvalRun("t", ids, [8] * 50, [5] + [4] * 49)]
+    sc = search_compression(base, one_more)
+    assert sc["gain_pass1"] == pytest.approx(1 / 400) and sc["gain_pass_kmax"] == 0.0
+    assert sc["tolerance_pass_kmax"] == 0.0 and sc["tolerance_pass1"] > sc["gain_pass1"]
+    assert sc["verdict"] == "no clear gain"
+    sharper = [EvalRun("t", ids, [8] * 50, [7] * 40 + [4] * 10)]
+    assert search_compression(base, sharper)["verdict"] == "search compression"

@@ -238,22 +238,21 @@ def compare(a: Sequence[EvalRun], b: Sequence[EvalRun], *, seed: int = 0) -> dic
 def search_compression(base: Sequence[EvalRun], trained: Sequence[EvalRun]) -> dict[str, Any]:
     """pass@k curves of base and trained and their gap at k = 1 and the largest common k.
 
-    "search compression": pass@1 rises while pass@k_max stays within `tol` of the base (the
-    trained model finds in one try what the base found in k); "capacity expansion": pass@k_max
-    rises by more than tol; tol = 2 standard errors of the per-problem pass@k_max difference."""
+    "search compression": pass@1 rises by more than 2 standard errors of the per-problem pass@1
+    difference while pass@k_max does not rise by more than 2 standard errors of the per-problem
+    pass@k_max difference (the trained model finds in one try what the base found in k);
+    "capacity expansion": pass@k_max rises by more than its 2 standard errors. Each gain is
+    judged by its own spread: judged by pass@k_max's, a pass@1 gain of one sample in 400 was a
+    "search compression" whenever every problem was solved at k_max by both (spread 0)."""
     k_max = min(min(r.n) for r in (*base, *trained))
     ks = default_ks(k_max)
     cb = {k: float(np.mean([pass_at_k_curve(r.n, r.c, [k])[k] for r in base])) for k in ks}
     ct = {k: float(np.mean([pass_at_k_curve(r.n, r.c, [k])[k] for r in trained])) for k in ks}
-    pb, pt = _problem_pass(base, k_max), _problem_pass(trained, k_max)
-    common = sorted(set(pb) & set(pt))
-    d = np.array([pt[i] - pb[i] for i in common])
-    se = float(d.std(ddof=1) / math.sqrt(d.size)) if d.size > 1 else math.nan
     gain1, gain_k = ct[1] - cb[1], ct[k_max] - cb[k_max]
-    tol = 2 * se if math.isfinite(se) else 0.0
-    if gain_k > tol:
+    tol1, tol_k = (_two_se(base, trained, k) for k in (1, k_max))
+    if gain_k > tol_k:
         verdict = "capacity expansion"
-    elif gain1 > tol:
+    elif gain1 > tol1:
         verdict = "search compression"
     else:
         verdict = "no clear gain"
@@ -264,9 +263,18 @@ def search_compression(base: Sequence[EvalRun], trained: Sequence[EvalRun]) -> d
         "gain_pass1": gain1,
         "gain_pass_kmax": gain_k,
         "k_max": k_max,
-        "tolerance": tol,
+        "tolerance_pass1": tol1,
+        "tolerance_pass_kmax": tol_k,
         "verdict": verdict,
     }
+
+
+def _two_se(base: Sequence[EvalRun], trained: Sequence[EvalRun], k: int) -> float:
+    """2 standard errors of the mean per-problem pass@k difference (trained - base) over the
+    problems both evaluated (0 with fewer than 2 problems)."""
+    pb, pt = _problem_pass(base, k), _problem_pass(trained, k)
+    d = np.array([pt[i] - pb[i] for i in sorted(set(pb) & set(pt))])
+    return 2 * float(d.std(ddof=1) / math.sqrt(d.size)) if d.size > 1 else 0.0
 
 
 def _problem_pass(runs: Sequence[EvalRun], k: int) -> dict[str, float]:
