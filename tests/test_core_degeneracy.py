@@ -17,6 +17,7 @@ from pgrpo.core.degeneracy import group_stats, iid_degeneracy, jensen_estimate
 def _naive_stats(r: np.ndarray, ids: np.ndarray, atol: float = 1e-6) -> dict[str, float]:
     zero, allp, allf, stds, iid = [], [], [], [], []
     pbar = r.mean()
+    q = np.unique(r, return_counts=True)[1] / r.size  # pooled distribution (0/1: 1 - pbar, pbar)
     for g in np.unique(ids):
         x = r[ids == g]
         sd = x.std(ddof=1) if x.size > 1 else 0.0
@@ -24,7 +25,7 @@ def _naive_stats(r: np.ndarray, ids: np.ndarray, atol: float = 1e-6) -> dict[str
         zero.append(sd <= atol)
         allp.append(sd <= atol and abs(x.mean() - 1) <= atol)
         allf.append(sd <= atol and abs(x.mean()) <= atol)
-        iid.append(pbar**x.size + (1 - pbar) ** x.size)
+        iid.append(float(np.sum(q**x.size)))  # all equal under i.i.d. draws from the pool
     return {
         "frac_reward_zero_std": np.mean(zero),
         "degeneracy/all_pass": np.mean(allp),
@@ -107,8 +108,8 @@ def test_nan_policy_and_errors():
         group_stats(r, group_size=3, atol=-1)
     with pytest.raises(ValueError, match="group_ids="):
         group_stats(np.ones(5), group_size=2)
-    out = group_stats(np.array([2.0, 2.0, 3.0, 1.0]), group_size=2)  # not a probability
-    assert math.isnan(out.metrics["degeneracy/iid_prediction"])
+    out = group_stats(np.array([2.0, 2.0, 3.0, 1.0]), group_size=2)  # any reward scale
+    assert out.metrics["degeneracy/iid_prediction"] == pytest.approx(0.5**2 + 0.25**2 + 0.25**2)
 
 
 @pytest.mark.parametrize(
@@ -166,3 +167,25 @@ def test_jensen_unbiased_form_is_unbiased():
     assert plug > (1 - p) ** g + p**g + 0.01
     one = jensen_estimate([3 / 10], g, num_samples=10).metrics
     assert one["jensen/all_fail"] == pytest.approx(math.comb(7, 4) / math.comb(10, 4))
+
+
+def test_iid_prediction_of_graded_rewards_is_the_pooled_distributions_and_a_lower_bound():
+    """Rewards 0, 1/3, 2/3, 1 in every group of 4: f_4(pbar = 0.5) = 0.125 was the 'i.i.d.
+    prediction' and the excess -0.125 broke Jensen (review 2026-12-03); i.i.d. draws from the
+    pooled rewards are all equal with chance 4 (1/4)^4 = 0.0156. On graded rewards drawn i.i.d.
+    per prompt the prediction is recovered, and with prompts of different difficulty it stays
+    below the observed rate (Jensen for any discrete reward)."""
+    levels = np.array([0.0, 1 / 3, 2 / 3, 1.0])
+    m = group_stats(np.tile(levels, 50), group_size=4).metrics
+    assert m["degeneracy/iid_prediction"] == pytest.approx(4 * 0.25**4)
+    assert m["frac_reward_zero_std"] == 0.0 and m["degeneracy/excess"] < 0  # below, by chance
+    rng = np.random.default_rng(0)
+    same = group_stats(rng.choice(levels, size=(20_000, 4)).ravel(), group_size=4).metrics
+    assert same["degeneracy/excess"] == pytest.approx(0.0, abs=0.005)  # i.i.d.: recovered
+    probs = rng.dirichlet(np.full(4, 0.3), size=20_000)  # each prompt its own distribution
+    draws = np.array([rng.choice(levels, size=4, p=p) for p in probs]).ravel()
+    hetero = group_stats(draws, group_size=4).metrics
+    assert hetero["degeneracy/excess"] > 0.05  # Jensen
+    binary = rng.random(4000) < 0.3
+    b = group_stats(binary.astype(float), group_size=8).metrics
+    assert b["degeneracy/iid_prediction"] == pytest.approx(iid_degeneracy(b["reward"], 8))

@@ -12,7 +12,8 @@ f_G''(p) = G (G - 1) (p^(G-2) + (1 - p)^(G-2)). See docs/core.md, "Group statist
 
 - `group_stats(rewards, group_size= | group_ids=)`: per-step metrics with stable names
   (`frac_reward_zero_std` as TRL, `degeneracy/*`, `reward_within_group_std`) and per-group arrays.
-- `iid_degeneracy(p, G)`: f_G(p).
+- `iid_degeneracy(p, G)`: f_G(p); `iid_all_equal(values, sizes)`: its form for any rewards,
+  sum_v q_v^G over the pooled distribution (f_G(p) for 0/1 rewards).
 - `jensen_estimate(success_rates, G)`: D_true from held-out per-prompt success rates, and the
   gap decomposition.
 """
@@ -69,9 +70,13 @@ def group_stats(
     - `degeneracy/all_pass`, `degeneracy/all_fail`: fraction of groups that are zero-std with mean
       within atol of 1 / of 0 (the binary split; a homogeneous group at 0.5 is in neither).
     - `reward_within_group_std`: mean over groups of the within-group std.
-    - `degeneracy/iid_prediction`: f_G(pbar), pbar = batch mean reward; with ragged groups the
-      average of f_{G_g}(pbar) over groups (a group with no valid reward counts 1, as it counts
-      in frac_reward_zero_std). NaN when pbar is outside [0, 1] (not a probability).
+    - `degeneracy/iid_prediction`: the chance that a group of G rewards drawn i.i.d. from the
+      batch's pooled rewards is all equal, sum_v q_v^G over the distinct values v (within atol)
+      with pooled frequencies q_v: for 0/1 rewards exactly f_G(pbar) = pbar^G + (1 - pbar)^G,
+      and for graded or signed rewards the same Jensen lower bound (x^G is convex), where
+      f_G(pbar) was no prediction at all (rewards 0, 1/3, 2/3, 1 in every group: f_4 = 0.125
+      against 0.0156, an 'excess' of -0.125). With ragged groups the average over groups of
+      their own G (a group with no valid reward counts 1, as it counts in frac_reward_zero_std).
     - `degeneracy/excess`: frac_reward_zero_std - iid_prediction (> 0: prompts differ in
       difficulty, Jensen; a plug-in from the same batch, so noisy: use `jensen_estimate` on held-out
       success rates for the real figure).
@@ -95,12 +100,9 @@ def group_stats(
     pool = r_clean if valid is None else r[valid]
     pbar = float(pool.mean()) if pool.numel() else float("nan")
     sizes = count.round().long()
-    if 0.0 <= pbar <= 1.0:
-        # Over the same groups as frac_zero: a group with no valid reward (nan="mask") is
-        # zero-std there, and certain to be under i.i.d. sampling too (f = 1, as f_1 = 1).
-        iid = float(np.mean(iid_degeneracy(pbar, np.maximum(sizes.numpy(), 1))))
-    else:
-        iid = float("nan")
+    # Over the same groups as frac_zero: a group with no valid reward (nan="mask") is zero-std
+    # there, and certain to be under i.i.d. sampling too (size 1: sum_v q_v = 1).
+    iid = iid_all_equal(pool.numpy(), np.maximum(sizes.numpy(), 1), atol)
     frac_zero = float(zero.double().mean())
     metrics = {
         "reward": pbar,
@@ -124,6 +126,18 @@ def group_stats(
         all_pass=all_pass.numpy(),
         all_fail=all_fail.numpy(),
     )
+
+
+def iid_all_equal(values: np.ndarray, sizes: np.ndarray, atol: float = 0.0) -> float:
+    """Mean over groups of sum_v q_v^G_g: the chance that G_g rewards drawn i.i.d. from the
+    pooled `values` [N] are all equal (values within `atol` of a common grid point count as one);
+    sizes: [n_groups] (>= 1). For 0/1 values exactly the mean of f_G(pbar). NaN without values."""
+    if values.size == 0:
+        return float("nan")
+    keys = np.round(values / atol) if atol > 0 else values
+    q = np.unique(keys, return_counts=True)[1] / values.size  # [distinct values]
+    by_size = {g: float(np.sum(q ** float(g))) for g in np.unique(sizes)}
+    return float(np.mean([by_size[g] for g in sizes]))
 
 
 @dataclass(frozen=True)
