@@ -169,6 +169,38 @@ def test_policy_loss_dr_grpo_aggregation_uses_max_length():
     assert "clip_ratio/low_mean" not in res.metrics  # no ratio, no clip metrics
 
 
+@pytest.mark.parametrize(
+    "aggregator", ["token_mean", "seq_mean_token_mean", "seq_sum_constant_norm"]
+)
+@pytest.mark.parametrize("junk", [-math.inf, math.inf, math.nan])
+def test_anything_at_a_padded_position_leaves_loss_and_gradient_finite(aggregator, junk):
+    """Padding was masked by multiplication, so -inf log-probs at a padded position (a masked
+    log-softmax) made the loss NaN (review 2026-12-03). Now the loss and every gradient equal
+    those of the same batch with zeros there, whatever the padded positions hold (log-probs,
+    per-token advantages, reference log-probs, entropy)."""
+    new, old, adv, mask = _batch(7)
+    adv_t = adv[:, None].expand_as(new).clone()
+    cfg = LossConfig(aggregator=aggregator, kl_coef=0.02, entropy_coef=0.01)
+    pad = mask == 0
+    assert pad.any()
+
+    def run(fill):
+        logits = new.clone().requires_grad_(True)  # stands in for the model's output
+        dirty = [torch.where(pad, torch.full_like(x, fill), x) for x in (old, adv_t, old + 0.1)]
+        ent = torch.where(pad, torch.full_like(new, fill), torch.ones_like(new))
+        lp = torch.where(pad, fill * torch.ones_like(new) + 0 * logits, logits)
+        res = policy_loss(lp, dirty[0], dirty[1], mask, cfg, ref_log_probs=dirty[2], entropy=ent)
+        res.loss.backward()
+        return res.loss.detach(), logits.grad
+
+    clean_loss, clean_grad = run(0.0)
+    loss, grad = run(junk)
+    assert torch.isfinite(loss) and torch.isfinite(grad).all()
+    assert torch.equal(loss, clean_loss) and torch.equal(grad, clean_grad)
+    assert AGGREGATORS.get(aggregator)(torch.where(pad, junk, new), mask, **(
+        {"max_length": 8} if aggregator == "seq_sum_constant_norm" else {})).isfinite()  # fmt: skip
+
+
 def test_reinforce_gradient_equals_clipped_gradient_at_ratio_one():
     new, _, adv, mask = _batch(6)
     for agg in ("token_mean", "seq_mean_token_mean", "seq_sum_constant_norm"):

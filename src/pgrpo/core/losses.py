@@ -118,9 +118,15 @@ class Aggregator:
         )
 
 
+def on_mask(values: torch.Tensor, response_mask: torch.Tensor) -> torch.Tensor:
+    """[N,T] -> [N,T]: the values on the response mask, 0 off it, selected rather than
+    multiplied (0 x inf at a padded position was NaN); no gradient reaches the padded ones."""
+    return torch.where(response_mask.bool(), values, torch.zeros((), dtype=values.dtype))
+
+
 def _masked_row_sum(values: torch.Tensor, response_mask: torch.Tensor) -> torch.Tensor:
     """[N,T] -> [N]: sum of the values on the response mask."""
-    return (values * response_mask.to(values.dtype)).sum(-1)
+    return on_mask(values, response_mask).sum(-1)
 
 
 def _token_count(response_mask: torch.Tensor) -> torch.Tensor:
@@ -128,8 +134,8 @@ def _token_count(response_mask: torch.Tensor) -> torch.Tensor:
 
 
 def _row_token_means(values: torch.Tensor, response_mask: torch.Tensor) -> torch.Tensor:
-    mask = response_mask.to(values.dtype)
-    return (values * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)
+    count = response_mask.to(values.dtype).sum(-1).clamp(min=1.0)
+    return on_mask(values, response_mask).sum(-1) / count
 
 
 def _row_count(response_mask: torch.Tensor) -> torch.Tensor:
@@ -312,7 +318,20 @@ def policy_loss(
     advantages: [N] or [N,T]. denominator: the aggregator's denominator of the batch these rows
     belong to (`loss_denominator`); None: that of these rows. With it, the losses of disjoint
     micro-batches sum to the loss of their batch (the metrics are those of these rows).
+    Positions off the response mask are set to 0 in every [N,T] input first (`on_mask`): a
+    padded position may hold anything (-inf from a masked log-softmax) without a NaN loss or
+    gradient.
     """
+    log_probs, old_log_probs = (
+        on_mask(log_probs, response_mask),
+        on_mask(old_log_probs, response_mask),
+    )
+    if ref_log_probs is not None:
+        ref_log_probs = on_mask(ref_log_probs, response_mask)
+    if entropy is not None:
+        entropy = on_mask(entropy, response_mask)
+    if advantages.ndim == 2:
+        advantages = on_mask(advantages, response_mask)
     numerator_opts, denominator_opts = aggregator_options(config)
     aggregate = AGGREGATORS.get(config.aggregator)
     if denominator is None:
