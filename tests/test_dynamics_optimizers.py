@@ -254,3 +254,25 @@ def test_adam_step_never_exceeds_its_bound(betas, seed) -> None:
         step = abs(m / (1 - beta1**t)) / math.sqrt(v / (1 - beta2**t))
         assert step <= bound * (1 + 1e-9)
     assert math.isinf(adam_step_bound(0.99, 0.9))  # b1^2 >= b2: no uniform bound
+
+
+@pytest.mark.parametrize("eps_over_sigma", [0.0, 0.1, 1.0, 10.0])
+def test_adam_closure_solves_at_the_stiffness_it_reports(eps_over_sigma):
+    """With eps ~ grad_rms the closure solved w^2 = 1 + (a0/w)^2 Phi(a0/w) while the reduction
+    reported a = lr kappa / (w sigma + eps): at sigma = eps the reported a was not self-consistent
+    (residual 196) and predict's mean ran to -5191 for a reward in [0.2, 0.8] (review
+    2026-12-03). The reported a must solve w^2 = 1 + a^2 Phi(a)."""
+    from pgrpo.dynamics.optimizers import window_noise_gain
+    from pgrpo.dynamics.predict import predict
+
+    sigma = 1e-8
+    eps = eps_over_sigma * sigma
+    settings_ = OptimizerSettings(lr=1e-3, kappa=1e-6, beta1=0.0, refresh_interval=300,
+                                  grad_rms=sigma, eps=eps)  # fmt: skip
+    red = reduce_optimizer("adam", settings_)
+    w2 = red.metrics["second_moment_ratio"]
+    assert w2 - 1.0 == pytest.approx(red.a**2 * window_noise_gain(red.a, 0.0, 300), rel=1e-8)
+    assert red.a == pytest.approx(1e-3 * 1e-6 / (w2**0.5 * sigma + eps))
+    pred = predict(1e-3, 0.0, 1e-6, refresh_interval=300, optimizer="adam", grad_rms=sigma,
+                   n_steps=3000, R0=0.2, R_inf=0.8)  # fmt: skip
+    assert -0.5 < pred.metrics["final_mean"] < 1.5  # eps = 1e-8 (the default) as in the report

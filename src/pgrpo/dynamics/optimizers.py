@@ -315,22 +315,31 @@ def window_noise_gain(
 
 
 def adam_self_consistent(
-    a0: float, beta1: float, refresh_interval: int, current_fraction: float = 0.0
+    a0: float,
+    beta1: float,
+    refresh_interval: int,
+    current_fraction: float = 0.0,
+    eps_ratio: float = 0.0,
 ) -> tuple[float, float]:
     """Gaussian closure of Adam's second moment near the fixed point.
 
-    a0 = lr kappa / sigma (the noise-only stiffness). Unknown w = u / sigma, u^2 = E g^2 =
-    sigma^2 + kappa^2 Var(x_s); with the step's force a x_s + e, a = a0 / w and e of RMS
-    lr sigma / u, Var(x_s) / s^2 = a^2 Phi(a) (s = sigma / kappa), so
+    a0 = lr kappa / (sigma + eps) (the noise-only stiffness); eps_ratio = eps / sigma. Unknown
+    w = u / sigma, u^2 = E g^2 = sigma^2 + kappa^2 Var(x_s); the step divides by u + eps, so
+    a(w) = lr kappa / (w sigma + eps) = a0 (1 + eps_ratio) / (w + eps_ratio) (a0 / w at eps = 0),
+    and with the step's force a x_s + e, e of RMS lr sigma / (u + eps), Var(x_s) / s^2 =
+    a^2 Phi(a) (s = sigma / kappa), so
 
-        w^2 = 1 + (a0 / w)^2 Phi(a0 / w, beta1, K).
+        w^2 = 1 + a(w)^2 Phi(a(w), beta1, K).
 
     Solved by bisection in log w (the right side falls as w grows, the left rises: one root).
-    Returns (w, rms) with rms = sqrt(w^2 - 1) = RMS of x_s in units of s.
+    Returns (w, rms) with rms = sqrt(w^2 - 1) = RMS of x_s in units of s. (The stiffness the
+    caller reports, lr kappa / (w sigma + eps), is a(w): until 2026-12-03 the closure solved at
+    a0 / w instead, which differs when eps ~ sigma, so the reported stiffness was not the one
+    solved for and could be unstable.)
     """
 
     def excess(w: float) -> float:
-        a = a0 / w
+        a = a0 * (1.0 + eps_ratio) / (w + eps_ratio)
         phi = window_noise_gain(a, beta1, refresh_interval, current_fraction)
         return w * w - 1.0 - (a * a * phi if math.isfinite(phi) else math.inf)
 
@@ -374,8 +383,12 @@ def adam(s: OptimizerSettings) -> OptimizerReduction:
     eps = 0.0 if s.grad_rms is None else s.eps
     a0 = s.lr * s.kappa / (sigma + eps)
     K = int(s.refresh_interval)
-    w, rms = adam_self_consistent(a0, s.beta1, K, s.current_fraction) if s.closure else (1.0, 0.0)
-    a_eff = s.lr * s.kappa / (w * sigma + eps)
+    w, rms = (
+        adam_self_consistent(a0, s.beta1, K, s.current_fraction, eps / sigma)
+        if s.closure
+        else (1.0, 0.0)
+    )
+    a_eff = s.lr * s.kappa / (w * sigma + eps)  # a(w) of the closure
     k_lin = window_threshold(a0, s.beta1, s.current_fraction, max_refresh=s.max_refresh)
     m, c = heavy_ball_continuum(a_eff, s.beta1, K)
     bound = adam_step_bound(s.beta1, s.beta2)
