@@ -26,10 +26,10 @@ from pgrpo.train import checkpoint as ckpt
 from pgrpo.train.config import RunConfig, load_config
 from pgrpo.train.log import CONFIG_FILE, METRICS_FILE, MetricsLog
 
-RESUMABLE_CHANGES = {
-    "run": ("name", "output_dir", "checkpoint_every", "forecast_every", "report_to"),
-    "grpo": ("activation_checkpointing", "lean_layers", "release_memory"),
-}
+RESUMABLE_CHANGES = tuple(
+    [("run", k) for k in ("name", "output_dir", "checkpoint_every", "forecast_every", "report_to")]
+    + [("grpo", k) for k in ("activation_checkpointing", "lean_layers", "release_memory")]
+)
 """The settings a resume may change besides run.steps: where the run folder is and how the run
 logs, and how the update spends memory (the same values and gradients bit for bit:
 tests/test_train_checkpointing.py, test_train_lean.py; release_memory is the allocator's), not
@@ -85,10 +85,10 @@ def check_same_run(config: RunConfig, saved: RunConfig, run_dir: Path) -> list[s
     if now["task"].get("reward_range") is None:  # unset: the task's own, resolved at the start
         now["task"]["reward_range"] = was["task"].get("reward_range")
     changed = [(s, k) for s in now for k in now[s] if was[s].get(k) != now[s][k]]
-    fixed = [(s, k) for s, k in changed if k not in RESUMABLE_CHANGES.get(s, ())]
+    fixed = [(s, k) for s, k in changed if (s, k) not in RESUMABLE_CHANGES]
     if fixed:
         diff = "; ".join(f"{s}.{k}: {was[s].get(k)!r} -> {now[s][k]!r}" for s, k in fixed)
-        may = ", ".join(f"{s}.{k}" for s, keys in RESUMABLE_CHANGES.items() for k in keys)
+        may = ", ".join(f"{s}.{k}" for s, k in RESUMABLE_CHANGES)
         raise ValueError(
             f"cannot resume {run_dir}: the config differs from the run's config.yaml ({diff}); "
             f"resume with the same settings (only run.steps and {may} may change)"
