@@ -105,3 +105,15 @@ def test_tau_is_the_slow_decay_of_the_exact_mean():
     gap = 1.0 - pred.mean
     assert np.log(gap[300] / gap[700]) == pytest.approx(400 / pred.metrics["tau"], rel=1e-3)
     assert pred.metrics["continuum_tau"] == pytest.approx(50.0)
+
+
+def test_a_schedule_must_peak_at_lr_and_its_inflection_is_the_exact_means():
+    """With lr_schedule the metrics used the constant lr without checking it was the peak (lr
+    1e-6 under a 0.02 schedule: 'stable' at K = 60 while the mean ran to -2e31), and the
+    inflection was the constant-lr continuum's 20 steps under a 500-step warm-up whose mean rises
+    fastest at step 167 (review 2026-12-03)."""
+    sched = np.minimum(1.0, np.arange(1, 2001) / 500) * 0.02
+    pred = predict(0.02, 0.9, 1.0, n_steps=2000, lr_schedule=sched)
+    assert pred.metrics["inflection_time"] == int(np.argmax(np.abs(np.diff(pred.mean)))) == 167
+    with pytest.raises(UserError, match="not the peak of lr_schedule"):
+        predict(1e-6, 0.9, 1.0, n_steps=2000, lr_schedule=sched)

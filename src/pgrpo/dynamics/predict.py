@@ -109,7 +109,9 @@ def predict(
     grad_rms: float | None = None,
 ) -> Prediction:
     """Everything the model predicts for one configuration (constant lr unless `lr_schedule`
-    ([n_steps] learning rates) is given; `lr` is then its peak). force_ratio: the exact
+    ([n_steps] learning rates) is given; `lr` must then be its peak: K*, tau, the regime and
+    `stable` are those of the peak lr, where the window map is least stable, the mean follows
+    the schedule, and `inflection_time` is that mean's steepest step). force_ratio: the exact
     finite-G force ratio (`pgrpo.bandit.force.finite_group_force(p, G).ratio`), 1.0 for the
     G-invariant model.
     optimizer: a `pgrpo.dynamics.optimizers.OPTIMIZER_REDUCTIONS` name; for 'adam', kappa is the
@@ -130,6 +132,14 @@ def predict(
     outside [1, MAX_PREDICT_STEPS], a non-finite R0 / R_inf or a kappa whose square overflows.
     """
     _check_predict(group_size, n_steps, kappa, {"r0": R0, "r_inf": R_inf})
+    if lr_schedule is not None:
+        peak = float(np.max(lr_schedule))
+        if not math.isclose(lr, peak, rel_tol=1e-9):
+            raise UserError(
+                f"lr={lr!r} is not the peak of lr_schedule ({peak!r}); K*, tau, the regime and "
+                "stability are those of the peak lr",
+                "pass lr=max(lr_schedule)",
+            )
     red = reduce_optimizer(
         optimizer,
         OptimizerSettings(
@@ -165,7 +175,8 @@ def predict(
     else:  # exact for the recursion (D/(c k) diverges at c = 0, the recursion only at K*)
         var = window_stationary_variance(lr * eff, beta1, refresh_interval, 2.0 * coef.D)
     inflection = coef.metrics["inflection_time"]
-    if not coef.c > 0:  # no continuum limit: the exact mean's steepest step, inside the horizon
+    if not coef.c > 0 or lr_schedule is not None:  # no continuum limit, or no constant lr:
+        # the exact mean's steepest step, inside the horizon
         steepest = int(np.argmax(np.abs(np.diff(mean))))
         inflection = float(steepest) if 0 < steepest < n_steps - 1 else math.nan
     metrics = {
