@@ -212,3 +212,9 @@ def test_threshold_of_a_tiny_rate_is_found_at_once():
     thr = refresh_threshold(1e-6, 0.9)
     assert thr.K_star == 2_000_019 and thr.metrics["spectral_radius_at_K_star"] > 1.0
     assert spectral_radius(1e-6, 0.9, thr.K_star - 1) <= 1.0 + 1e-12
+
+
+@pytest.mark.parametrize("K", [2, 10, 1000, 2_000_000])
+def test_oscillation_onset_at_beta1_zero_is_one_over_k_at_any_k(K):
+    """The scan started at a = 1e-6, so an onset below it (K > 1e6) was reported as none."""
+    assert oscillation_onset(0.0, K) == pytest.approx(1.0 / K, rel=1e-9)

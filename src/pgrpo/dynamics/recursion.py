@@ -256,7 +256,7 @@ def oscillation_onset(beta1: float, refresh_interval: int = 1) -> float:
         top = ev[np.argmax(np.abs(ev))]
         return abs(top.imag) > 1e-12 * max(abs(top), 1e-300) or top.real < 0
 
-    grid = np.geomspace(1e-6, 4.0, 400)
+    grid = np.geomspace(min(1e-6, 0.01 / K), 4.0, 400)  # the onset falls like 1 / K
     for lo, hi in zip(grid[:-1], grid[1:], strict=True):
         if oscillates(hi) and not oscillates(lo):
             for _ in range(60):
