@@ -309,3 +309,24 @@ def test_overrides_read_yaml_1_2_numbers_and_keep_dates_and_words_as_strings():
         "1_000", "1:30", "yes", "on", "2026-12-03"]  # fmt: skip
     cfg = load_run_config(None, ["run.name=2026-12-03", "optim.lr=5e-6", "run.steps=010"])
     assert (cfg.run.name, cfg.optim.lr, cfg.run.steps) == ("2026-12-03", 5e-6, 10)
+
+
+# --- the KL reference of a resumed tiny run (review 2026-12-03) ----------------------------------
+
+
+def test_a_resumed_tiny_run_with_kl_keeps_the_warmed_up_reference(tmp_path):
+    """Resuming skipped the tiny model's warm-up, and the KL reference was copied from that
+    random, untrained network before the checkpoint replaced the policy's weights: step 3's KL
+    0.198 where the uninterrupted run had 0.516. The resumed run must log what the uninterrupted
+    one logs, KL included."""
+    args = [*TINY, "kl_coef=0.01", "advantage=sign", f"run.output_dir={tmp_path}",
+            "checkpoint_every=1"]  # fmt: skip
+    full = runner.invoke(app, ["train", *args, "run.name=full", "steps=3", "--json"])
+    assert full.exit_code == 0, full.output
+    part = runner.invoke(app, ["train", *args, "run.name=res", "steps=2", "--json"])
+    assert part.exit_code == 0, part.output
+    res = runner.invoke(app, ["train", *args, "run.name=res", "steps=3", "--resume", "--json"])
+    assert res.exit_code == 0, res.output
+    a, b = _log(tmp_path / "full"), _log(tmp_path / "res")
+    assert [r["kl"] for r in a] == [r["kl"] for r in b] and a[-1]["kl"] > 0
+    assert a == b

@@ -333,8 +333,11 @@ def load_policy(
     (`task_key`, a string naming the task and its options, enables the warm-up cache);
     `warm_up=False` skips it (resuming a full fine-tune: all weights come from the checkpoint).
     With LoRA the warm-up always runs: the frozen base is part of the run's state and the
-    checkpoint holds only the adapter."""
-    warm_up = warm_up or bool(cfg.lora_rank)
+    checkpoint holds only the adapter; and so it does when the loss needs a reference: the
+    reference is the initial (warmed-up) policy, which no checkpoint holds (a resumed tiny run
+    with KL took its reference from the random, untrained network: step 3's KL 0.198 where the
+    uninterrupted run had 0.516)."""
+    warm_up = warm_up or bool(cfg.lora_rank) or need_reference
     if cfg.name == "tiny":
         model, tokenizer = _tiny_policy(cfg, task, task_key, seed, warm_up)
         model = model.to(getattr(torch, cfg.dtype))
