@@ -300,3 +300,31 @@ def test_overwrite_starts_afresh_and_drops_old_checkpoints(tmp_path):
     result = train(tiny(tmp_path, "run.name=w", "steps=1"), overwrite=True)
     assert [r["step"] for r in result.history] == [1]
     assert [p.name for p in (result.run_dir / "checkpoints").glob("step-*")] == ["step-1"]
+
+
+@pytest.mark.parametrize("minibatches", [1, 4])
+def test_logged_entropy_is_the_whole_batchs_on_policy_entropy(tmp_path, minibatches):
+    """With M minibatches the first optimizer step sees 1/M of the batch, and `entropy` was that
+    minibatch's (one prompt of four at M = 4: 1.82 against 1.47 for the batch; review
+    2026-12-03). It is the token mean over every completion at the sampling policy, from the
+    old log-probs' pass when M > 1."""
+    from pgrpo.core.advantages import compute_advantages
+    from pgrpo.core.losses import token_mean
+    from pgrpo.train.generation import sample
+    from pgrpo.train.trainer import optimize
+    from pgrpo.train.update import scoring_temperatures, sequence_scores
+
+    settings = ["temperatures=[0.1,0.4,0.7,1.0]", "refresh_interval=4", "max_new_tokens=8",
+                f"num_minibatches={minibatches}", "model.precision=fp32"]  # fmt: skip
+    cfg = tiny(tmp_path, *settings)
+    run = build_run(cfg, resume=False)
+    torch.manual_seed(0)
+    prompts = [run.task.prompt(e) for e in run.stream.next_batch(4)]
+    rollout = sample(run.policy, prompts, group_size=4, temperatures=[0.1, 0.4, 0.7, 1.0],
+                     max_new_tokens=8)  # fmt: skip
+    temps = scoring_temperatures(rollout, cfg)
+    whole = sequence_scores(run.policy, cfg, rollout, temps, with_entropy=True)
+    expected = float(token_mean(whole.entropy, rollout.completion_mask))
+    adv = compute_advantages("sign", torch.rand(16).round(), group_size=4).advantages
+    logged = optimize(run, rollout, adv)["entropy"]
+    assert logged == pytest.approx(expected, rel=1e-6)

@@ -132,7 +132,7 @@ class TaskConfig:
 @dataclass(frozen=True)
 class GenerationConfig:
     max_new_tokens: int = 32
-    """Completion length limit (TRL `max_completion_length`; 256 there, 32 here for CPU runs)."""
+    """Completion length limit (TRL `max_completion_length`; 512 there, 32 here for CPU runs)."""
     temperature: float = 1.0
     """Sampling temperature of every completion when `temperatures` is not set (TRL default 1)."""
     temperatures: tuple[float, ...] | None = None

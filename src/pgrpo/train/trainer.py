@@ -26,6 +26,7 @@ import numpy as np
 import torch
 
 from pgrpo.core.degeneracy import group_stats
+from pgrpo.core.losses import token_mean
 from pgrpo.errors import RunFailed
 from pgrpo.train import checkpoint as ckpt
 from pgrpo.train.config import RunConfig, save_config
@@ -42,7 +43,7 @@ from pgrpo.train.update import (
     minibatches,
     reference_log_probs,
     scoring_temperatures,
-    sequence_log_probs,
+    sequence_scores,
 )
 
 TIMING_KEYS = ("time/generate_s", "time/score_s", "time/update_s", "tokens_per_second")
@@ -121,7 +122,12 @@ def optimize(run: _Run, rollout: Rollout, advantages: torch.Tensor) -> dict[str,
     k_steps, m = cfg.grpo.refresh_interval, cfg.grpo.num_minibatches
     temps = scoring_temperatures(rollout, cfg)
     batches = minibatches(rollout.input_ids.shape[0], cfg)
-    old = sequence_log_probs(policy, cfg, rollout, temps) if k_steps > 1 else None
+    # with M > 1 minibatches the first step sees 1/M of the batch: the on-policy entropy of the
+    # whole batch comes from the old log-probs' pass (no extra forward)
+    whole = (
+        sequence_scores(policy, cfg, rollout, temps, with_entropy=m > 1) if k_steps > 1 else None
+    )
+    old = whole.log_probs if whole is not None else None
     ref = reference_log_probs(policy, rollout, temps, cfg)
     params = policy.trainable_parameters()
     records = []
@@ -149,7 +155,11 @@ def optimize(run: _Run, rollout: Rollout, advantages: torch.Tensor) -> dict[str,
     release_freed_memory(cfg.grpo.release_memory)
     out = {key: float(np.mean([r[key] for r in records if key in r])) for key in records[0]}
     out["learning_rate"] = records[0]["learning_rate"]  # the lr that met these rollouts first
-    out["entropy"] = records[0].get("entropy", math.nan)  # on-policy entropy of the samples
+    out["entropy"] = (  # on-policy entropy of the samples
+        float(token_mean(whole.entropy, rollout.completion_mask))
+        if whole is not None and whole.entropy is not None
+        else records[0].get("entropy", math.nan)
+    )
     return out
 
 

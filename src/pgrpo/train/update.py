@@ -43,6 +43,37 @@ def _partition(idx: torch.Tensor, config: RunConfig) -> list[torch.Tensor]:
 
 
 @torch.no_grad()
+def sequence_scores(
+    policy: Policy,
+    config: RunConfig,
+    rollout: Rollout,
+    temps: torch.Tensor | None,
+    *,
+    model: torch.nn.Module | None = None,
+    with_entropy: bool = False,
+) -> TokenScores:
+    """[N, T] log-probs (and, asked for, entropies) of the completion tokens under `model`
+    (default: the policy's), no gradient (old / reference log-probs). Rows go through the same
+    minibatches, micro-batches, column cuts and precision as in `minibatch_gradient`, so that
+    before the first optimizer step the old log-probs are the current ones bit for bit (ratio
+    exactly 1, also in bf16)."""
+    mask = rollout.completion_mask
+    out = torch.zeros(mask.shape)
+    entropy = torch.zeros(mask.shape) if with_entropy else None
+    with policy.precision.keep_casts():  # no weight changes in here: one bf16 cast per weight
+        for idx in minibatches(mask.shape[0], config):
+            for part in _partition(idx, config):
+                rows = idx[part]
+                fill = torch.zeros(len(rows), mask.shape[1])
+                scores = _score_rows(
+                    policy, config, rollout, rows, temps, fill, with_entropy, False, model
+                )
+                out[rows] = scores.log_probs.float()
+                if entropy is not None:
+                    entropy[rows] = scores.entropy.float()
+    return TokenScores(log_probs=out, entropy=entropy)
+
+
 def sequence_log_probs(
     policy: Policy,
     config: RunConfig,
@@ -51,22 +82,8 @@ def sequence_log_probs(
     *,
     model: torch.nn.Module | None = None,
 ) -> torch.Tensor:
-    """[N, T] log-probs of the completion tokens under `model` (default: the policy's), no
-    gradient (old / reference log-probs). Rows go through the same minibatches, micro-batches,
-    column cuts and precision as in `minibatch_gradient`, so that before the first optimizer step
-    the old log-probs are the current ones bit for bit (ratio exactly 1, also in bf16)."""
-    mask = rollout.completion_mask
-    out = torch.zeros(mask.shape)
-    with policy.precision.keep_casts():  # no weight changes in here: one bf16 cast per weight
-        for idx in minibatches(mask.shape[0], config):
-            for part in _partition(idx, config):
-                rows = idx[part]
-                fill = torch.zeros(len(rows), mask.shape[1])
-                scores = _score_rows(
-                    policy, config, rollout, rows, temps, fill, False, False, model
-                )
-                out[rows] = scores.log_probs.float()
-    return out
+    """[N, T]: the log-probs of `sequence_scores`."""
+    return sequence_scores(policy, config, rollout, temps, model=model).log_probs
 
 
 def reference_log_probs(
