@@ -79,7 +79,9 @@ COLUMN_KEYS: dict[str, tuple[str, ...]] = {
 }
 REWARD_KEYS = ("reward", "rewards/mean", "critic/score/mean", "critic/rewards/mean", "score")
 REWARD_PATTERN = re.compile(r"^rewards/.+/mean$")
-STEP_KEYS = ("step", "global_step", "train/global_step", "_step", "Step", "trainer/global_step")
+STEP_KEYS = ("step", "global_step", "train/global_step", "trainer/global_step", "_step", "Step")
+"""In order of preference: W&B's own `_step` counts its log calls (train and eval rows alike)
+and comes after the trainer's step (`trainer/global_step`: Lightning / HF in W&B)."""
 HYPER_NAMES = ("lr", "beta1", "refresh_interval", "group_size", "batch_prompts")
 
 
@@ -107,8 +109,8 @@ def resolve_reward_key(keys: Iterable[str], override: str | None = None) -> str 
     shown = ", ".join(sorted(keys)[:30]) or "(none)"
     raise LogFormatError(
         f"no reward column found (looked for {', '.join(REWARD_KEYS)} and rewards/<name>/mean); "
-        f"keys present: {shown}. Name it explicitly (read_log(..., reward_key=...) or "
-        f"`pgrpo fit --reward-column NAME`)"
+        f"keys present: {shown}. Name it explicitly (`--reward-column NAME` on fit, diagnose "
+        "and report; read_log(..., reward_key=...) in Python)"
     )
 
 
@@ -134,7 +136,11 @@ def assemble(
     all_keys = store.seen
     rkey = resolve_reward_key(all_keys, reward_key)
     if step_key is not None and step_key not in set(all_keys):
-        raise LogFormatError(f"{source}: step column {step_key!r} not found")
+        shown = ", ".join(sorted(all_keys)[:30])
+        raise LogFormatError(
+            f"{source}: step column {step_key!r} not found",
+            f"give one of the columns present: {shown}",
+        )
     skey = step_key or next((k for k in STEP_KEYS if k in set(all_keys)), None)
     if skey is None:
         warns.append("no step column: using the record order as the step")
@@ -157,9 +163,11 @@ def assemble(
             "check the file is a training log and not empty"
         )
     rows = np.flatnonzero(ok)
-    step, reward, keep, n_rep = _dedupe(step[rows], reward[rows])
+    step, reward, keep, n_rep, unsorted = _dedupe(step[rows], reward[rows])
     if n_rep:
         warns.append(f"{n_rep} repeated step(s) (a restart?): kept the last occurrence of each")
+    if unsorted:
+        warns.append("steps out of order in the file: sorted by step")
     rows = rows[keep]
     col_keys = _column_keys(store.keys)
     if columns is not None:
@@ -260,11 +268,13 @@ def _count_warnings(counts: dict[str, int], warns: list[str]) -> None:
 
 
 def _dedupe(step: np.ndarray, reward: np.ndarray):
-    """Keep the last occurrence of each step; sort. Returns (step, reward, kept rows, n_repeats)."""
+    """Keep the last occurrence of each step; sort. Returns (step, reward, kept rows, n_repeats,
+    whether the kept rows were out of order in the file)."""
     _, last_rev = np.unique(step[::-1], return_index=True)
     keep = np.sort(step.size - 1 - last_rev)
+    unsorted = bool(np.any(np.diff(step[keep]) < 0))
     keep = keep[np.argsort(step[keep], kind="stable")]
-    return step[keep], reward[keep], keep.tolist(), int(step.size - keep.size)
+    return step[keep], reward[keep], keep.tolist(), int(step.size - keep.size), unsorted
 
 
 def _stride(step: np.ndarray, warns: list[str]) -> int:

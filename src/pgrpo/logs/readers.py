@@ -42,7 +42,7 @@ LOG_READERS: Registry[LogReader] = Registry("log reader")
 
 def _read_text(path: Path) -> str:
     try:
-        return path.read_text(encoding="utf-8", errors="replace")
+        return path.read_text(encoding="utf-8-sig", errors="replace")
     except OSError as exc:
         raise LogFormatError(f"{path}: cannot read ({exc.strerror or exc})") from None
 
@@ -69,6 +69,9 @@ def iter_jsonl_chunks(
 
 CHUNK_BYTES = 1 << 22
 """About how many bytes of lines a JSONL reader parses at a time."""
+UTF8_BOM = b"\xef\xbb\xbf"
+"""The byte-order mark Excel and Windows editors put first; every reader skips it (a CSV's first
+header read '\\ufeffstep', so the step column was lost and the record order used instead)."""
 
 
 def _line_chunks(path: Path, chunk_bytes: int | None = None) -> Iterator[tuple[int, list[bytes]]]:
@@ -81,6 +84,8 @@ def _line_chunks(path: Path, chunk_bytes: int | None = None) -> Iterator[tuple[i
     first = 1
     with fh:
         while lines := fh.readlines(chunk_bytes):
+            if first == 1 and lines[0].startswith(UTF8_BOM):  # Windows editors write one
+                lines[0] = lines[0][len(UTF8_BOM) :]
             yield first, lines
             first += len(lines)
 
@@ -129,7 +134,7 @@ def read_jsonl(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
 
 def _first_object(path: Path) -> dict[str, Any] | None:
     try:
-        with path.open(encoding="utf-8", errors="replace") as fh:
+        with path.open(encoding="utf-8-sig", errors="replace") as fh:
             for _, line in zip(range(50), fh, strict=False):
                 try:
                     obj = json.loads(line)
@@ -189,8 +194,8 @@ def detect_pgrpo(path: Path) -> bool:
         return f.is_file()
     if f.suffix != ".jsonl":
         return False
-    obj = _first_object(f)
-    return obj is not None and "data" not in obj and ("reward" in obj or f.name == "metrics.jsonl")
+    obj = _first_object(f)  # any JSONL of flat records (a first record without a reward too)
+    return obj is not None and "data" not in obj
 
 
 def _keep(options: dict[str, Any]) -> Any:
@@ -220,17 +225,24 @@ def read_pgrpo(path: Path, **options: Any) -> RewardLog:
 # --- TRL ---------------------------------------------------------------------------------------
 
 
-def _trl_file(path: Path) -> Path | None:
+def _trl_files(path: Path) -> list[Path]:
+    """The trainer_state.json files of a TRL output folder, newest last: the top-level one (TRL
+    writes it when training ends) and the latest checkpoint-*/ one. A top-level file older than
+    the latest checkpoint is from an earlier run into the same folder."""
     if path.is_file():
-        return path
+        return [path]
     direct = path / "trainer_state.json"
-    if direct.is_file():
-        return direct
     ckpts = sorted(
         path.glob("checkpoint-*/trainer_state.json"),
         key=lambda p: int(re.sub(r"\D", "", p.parent.name) or 0),
     )
-    return ckpts[-1] if ckpts else None
+    found = [f for f in (direct, *ckpts[-1:]) if f.is_file()]
+    return sorted(found, key=lambda f: f.stat().st_mtime)
+
+
+def _trl_file(path: Path) -> Path | None:
+    files = _trl_files(path)
+    return files[-1] if files else None
 
 
 def detect_trl(path: Path) -> bool:
@@ -240,7 +252,7 @@ def detect_trl(path: Path) -> bool:
     if f.name == "trainer_state.json":
         return True
     try:
-        with f.open(encoding="utf-8", errors="replace") as fh:
+        with f.open(encoding="utf-8-sig", errors="replace") as fh:
             return '"log_history"' in fh.read(1 << 20)
     except OSError:
         return False
@@ -260,6 +272,12 @@ def read_trl(path: Path, **options: Any) -> RewardLog:
     if not isinstance(history, list):
         raise LogFormatError(f"{f}: no 'log_history' list; is this a TRL trainer_state.json?")
     warns: list[str] = []
+    stale = [o for o in _trl_files(path) if o != f and o.parent == path]
+    if stale:  # the top-level file is older than the latest checkpoint's
+        warns.append(
+            f"read {f.parent.name}/{f.name}: the top-level {f.name} is older than it (left by "
+            "an earlier run into this folder?)"
+        )
     records = [r for r in history if isinstance(r, dict)]
     if len(records) < len(history):
         warns.append(f"{len(history) - len(records)} non-object log_history entries skipped")
@@ -277,7 +295,7 @@ def read_trl(path: Path, **options: Any) -> RewardLog:
 def _csv_rows(path: Path) -> tuple[list[str], Iterator[dict[str, Any]]]:
     """(header, rows): the rows are read from the open file as they are consumed."""
     try:
-        fh = path.open(encoding="utf-8", errors="replace", newline="")
+        fh = path.open(encoding="utf-8-sig", errors="replace", newline="")
     except OSError as exc:
         raise LogFormatError(f"{path}: cannot read ({exc.strerror or exc})") from None
     sample = fh.read(4096)
@@ -285,7 +303,8 @@ def _csv_rows(path: Path) -> tuple[list[str], Iterator[dict[str, Any]]]:
         fh.close()
         raise LogFormatError(f"{path}: empty file")
     fh.seek(0)
-    delim = "\t" if sample.count("\t") > sample.count(",") else ","
+    header_line = sample.splitlines()[0] if sample.splitlines() else sample
+    delim = max((",", "\t", ";"), key=header_line.count)  # European Excel writes ';'
     reader = csv.DictReader(fh, delimiter=delim)
     try:
         header = [h for h in (reader.fieldnames or []) if h]
@@ -310,14 +329,16 @@ def _csv_rows(path: Path) -> tuple[list[str], Iterator[dict[str, Any]]]:
 
 
 def detect_wandb(path: Path) -> bool:
-    if not path.is_file() or path.suffix not in (".csv", ".tsv"):
+    if not detect_csv(path):
         return False
     try:
-        with path.open(encoding="utf-8", errors="replace") as fh:
+        with path.open(encoding="utf-8-sig", errors="replace") as fh:
             header = fh.readline()
     except OSError:
         return False
-    return "_step" in header or "train/" in header
+    # a history export (`_step`, `train/...`), or a chart-panel export (`<run> - <key>` columns
+    # with their `__MIN` / `__MAX` envelopes), e.g. a verl run's `<run> - critic/score/mean`
+    return "_step" in header or "train/" in header or ("__MIN" in header and " - " in header)
 
 
 def read_wandb(path: Path, **options: Any) -> RewardLog:
@@ -345,7 +366,7 @@ def read_wandb(path: Path, **options: Any) -> RewardLog:
 
 
 def detect_csv(path: Path) -> bool:
-    return path.is_file() and path.suffix in (".csv", ".tsv")
+    return path.is_file() and path.suffix in (".csv", ".tsv") and b"\x00" not in _head(path)
 
 
 def read_csv(path: Path, **options: Any) -> RewardLog:
@@ -381,6 +402,11 @@ def read_log(path: str | Path, format: str | None = None, **options: Any) -> Rew
     head = _head(p) if p.is_file() else None
     if head is not None and not head.strip():
         raise LogFormatError(f"{p}: empty file", "point at a log with at least one logged step")
+    if head is not None and head.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise LogFormatError(
+            f"{p}: UTF-16 text (Excel's 'Unicode text'), which no reader decodes",
+            "save it as UTF-8 (Excel: 'CSV UTF-8') and give that file",
+        )
     if format is not None:
         return LOG_READERS.get(format).read(p, **options)
     for name in (*_ORDER, *(n for n in LOG_READERS.names() if n not in _ORDER)):
@@ -395,8 +421,9 @@ def read_log(path: str | Path, format: str | None = None, **options: Any) -> Rew
             "give the JSONL/JSON/CSV log the trainer wrote",
         )
     raise LogFormatError(
-        f"{p}: unrecognised log format; pass format= one of {', '.join(_ORDER)} "
-        "(a run dir with metrics.jsonl, trainer_state.json, verl JSONL, W&B CSV or any CSV)"
+        f"{p}: unrecognised log format (a run dir with metrics.jsonl, trainer_state.json, verl "
+        "JSONL or console log, W&B CSV / JSON export, TensorBoard events, or any CSV / JSONL)",
+        f"pass --format (format= in Python) one of {', '.join(LOG_READERS.names())}",
     )
 
 

@@ -31,8 +31,9 @@ def detect_tensorboard(path: Path) -> bool:
     return bool(_event_files(path))
 
 
-def _scalars(run_dir: Path) -> dict[float, dict[str, float]]:
-    """step -> {tag: value} for every scalar / scalar-tensor tag of one run folder."""
+def _scalars(run_dir: Path) -> tuple[dict[float, dict[str, float]], int]:
+    """(step -> {tag: value} for every scalar / scalar-tensor tag of one run folder, the most
+    events any tag has on a step it already had: the last one is kept)."""
     try:
         from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
         from tensorboard.util import tensor_util
@@ -47,16 +48,21 @@ def _scalars(run_dir: Path) -> dict[float, dict[str, float]]:
     except Exception as exc:  # a corrupt or truncated record file
         raise LogFormatError(f"{run_dir}: cannot read the event file(s) ({exc})") from None
     by_step: dict[float, dict[str, float]] = {}
+    repeats = 0  # events on a step the tag already had (a run resumed into the same folder)
     tags = acc.Tags()
     for tag in tags.get("scalars", []):
-        for ev in acc.Scalars(tag):
+        events = acc.Scalars(tag)
+        repeats = max(repeats, len(events) - len({ev.step for ev in events}))
+        for ev in events:
             by_step.setdefault(float(ev.step), {})[tag] = float(ev.value)
     for tag in tags.get("tensors", []):
-        for ev in acc.Tensors(tag):
+        events = acc.Tensors(tag)
+        repeats = max(repeats, len(events) - len({ev.step for ev in events}))
+        for ev in events:
             arr = tensor_util.make_ndarray(ev.tensor_proto)
             if arr.size == 1 and arr.dtype.kind in "fiu":
                 by_step.setdefault(float(ev.step), {})[tag] = float(arr.reshape(()))
-    return by_step
+    return by_step, repeats
 
 
 def read_tensorboard(path: Path, **options: Any) -> RewardLog:
@@ -70,7 +76,9 @@ def read_tensorboard(path: Path, **options: Any) -> RewardLog:
     if len(runs) > 1:
         warns.append(f"{len(runs)} TensorBoard runs under {path}; read the newest, {run} "
                      "(point at one run's folder to read another)")  # fmt: skip
-    by_step = _scalars(run)
+    by_step, repeats = _scalars(run)
+    if repeats:  # the same words as every other reader's
+        warns.append(f"{repeats} repeated step(s) (a restart?): kept the last occurrence of each")
     records = [{**tags, "step": step} for step, tags in sorted(by_step.items())]
     folder = run if run.is_dir() else run.parent
     names = ("training_args.json", "args.json", "config.yaml", "config.json")

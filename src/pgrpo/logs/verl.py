@@ -88,6 +88,10 @@ def read_verl(path: Path, **options: Any) -> RewardLog:
 # --- console logger ----------------------------------------------------------------------------
 
 _CONSOLE_STEP = re.compile(r"step:(\d+)")
+CONSOLE_SCAN_CHUNKS = 64
+"""MiB of a file `_is_console` reads looking for a `step:N - key:value` line: 12,000 lines of
+vLLM start-up (1.6 MB) hid the steps from a 1 MiB scan."""
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|inf|-inf")
 
 
@@ -95,11 +99,16 @@ def _is_console(path: Path) -> bool:
     if not path.is_file() or path.suffix not in CONSOLE_SUFFIXES:
         return False
     try:
-        with path.open(encoding="utf-8", errors="replace") as fh:
-            head = fh.read(1 << 20)
+        with path.open(encoding="utf-8-sig", errors="replace") as fh:
+            for _ in range(CONSOLE_SCAN_CHUNKS):  # start-up output (vLLM, Ray) can run long
+                head = fh.read(1 << 20)
+                if not head:
+                    return False
+                if _CONSOLE_STEP.search(head) and " - " in head and "/" in head:
+                    return True
     except OSError:
         return False
-    return bool(_CONSOLE_STEP.search(head)) and " - " in head and "/" in head
+    return False
 
 
 def _console_file(path: Path) -> Path | None:
@@ -126,11 +135,12 @@ def read_verl_console(path: Path, **options: Any) -> RewardLog:
 
 def _console_records(path: Path) -> Iterator[dict[str, Any]]:
     try:
-        fh = path.open(encoding="utf-8", errors="replace")
+        fh = path.open(encoding="utf-8-sig", errors="replace")
     except OSError as exc:
         raise LogFormatError(f"{path}: cannot read ({exc.strerror or exc})") from None
     with fh:
         for line in fh:
+            line = _ANSI.sub("", line) if "\x1b" in line else line  # colour codes around values
             m = _CONSOLE_STEP.search(line)
             if m is None:
                 continue
