@@ -63,6 +63,24 @@ def kappa_option() -> Any:
     )
 
 
+def format_option() -> Any:
+    return typer.Option(None, "--format", help="Force a log reader by name.")
+
+
+def reward_column_option() -> Any:
+    return typer.Option(None, "--reward-column", help="Reward key, when not a standard name.")
+
+
+def step_column_option() -> Any:
+    return typer.Option(None, "--step-column", help="Step key, when not a standard name.")
+
+
+def read_options(reward_column: str | None, step_column: str | None) -> dict[str, str]:
+    """read_log's reward_key / step_key from the two options (only those given)."""
+    given = (("reward_key", reward_column), ("step_key", step_column))
+    return {k: v for k, v in given if v}
+
+
 def given_settings(**given: Any) -> dict[str, Any]:
     """The run's settings given on the command line (None: not given), checked before the log is
     read: lr and kappa finite and > 0, beta1 in [0, 1), a known optimizer, a reward range

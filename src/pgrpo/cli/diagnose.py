@@ -37,15 +37,16 @@ def _fmt_evidence(evidence: dict[str, Any], limit: int = 6) -> str:
     return escape(", ".join(parts))
 
 
-def load_log(path: Path, log_format: str | None) -> Any:
+def load_log(path: Path, log_format: str | None, **options: str) -> Any:
     """The run's RewardLog; a pgrpo run directory means its metrics.jsonl, any other directory
-    goes to read_log (a TRL output dir holds trainer_state.json)."""
+    goes to read_log (a TRL output dir holds trainer_state.json). options: read_log's
+    reward_key / step_key."""
     from pgrpo.logs import read_log
 
     existing(path, "log", "a log file or a run directory")
     if path.is_dir() and (path / "metrics.jsonl").is_file():
         path = path / "metrics.jsonl"
-    return read_log(path, format=log_format)
+    return read_log(path, format=log_format, **options)
 
 
 def eval_points(path: Path, option: str = "--eval-log") -> tuple[tuple[float, float], ...]:
@@ -74,7 +75,9 @@ def diagnose_cmd(
     eval_log: Path | None = typer.Option(
         None, "--eval-log", help="`pgrpo eval` JSON (or step/accuracy JSONL) of the same run."
     ),
-    log_format: str | None = typer.Option(None, "--format", help="Force a log reader by name."),
+    log_format: str | None = _runopts.format_option(),
+    reward_column: str | None = _runopts.reward_column_option(),
+    step_column: str | None = _runopts.step_column_option(),
     as_json: bool = json_option("the diagnosis, run checks and settings"),
     group_size: int | None = _runopts.group_size_option(),
     batch_prompts: int | None = _runopts.batch_prompts_option(),
@@ -123,7 +126,7 @@ def diagnose_cmd(
         reward_range=reward_range,
     )  # fmt: skip
     points = eval_points(eval_log) if eval_log is not None else None
-    logged = load_log(log, log_format)
+    logged = load_log(log, log_format, **_runopts.read_options(reward_column, step_column))
     run = with_given(logged, given)
     result = diagnose(run, eval_log=points, max_points=max_points)
     checks = run_checks(run, opts)

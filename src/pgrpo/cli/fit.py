@@ -19,6 +19,7 @@ from pgrpo.cli.common import (
     json_option,
     out_dir,
     print_warnings,
+    removed_if_failed,
 )
 
 
@@ -30,9 +31,9 @@ def fit_cmd(
     ),
     out: Path = typer.Option(Path("."), "--out", help="Directory for fit.png."),
     as_json: bool = json_option("the fits, forecast and settings"),
-    log_format: str | None = typer.Option(None, "--format", help="Force a log reader by name."),
-    reward_column: str | None = typer.Option(None, "--reward-column", help="Reward key."),
-    step_column: str | None = typer.Option(None, "--step-column", help="Step key."),
+    log_format: str | None = _runopts.format_option(),
+    reward_column: str | None = _runopts.reward_column_option(),
+    step_column: str | None = _runopts.step_column_option(),
     loss: str = typer.Option("linear", "--loss", help="linear, soft_l1, huber, cauchy, arctan."),
     plot: bool = typer.Option(
         True, "--plot/--no-plot", help="Write OUT/fit.png (--no-plot: skip matplotlib, ~0.3 s)."
@@ -58,11 +59,12 @@ def fit_cmd(
         lr=lr, beta1=beta1, refresh_interval=refresh_interval, group_size=group_size,
         batch_prompts=batch_prompts, optimizer=optimizer, reward_range=reward_range,
     )  # fmt: skip
-    out_dir(out)  # once the options are known to be good: bad input writes nothing
-    opts = {k: v for k, v in (("reward_key", reward_column), ("step_key", step_column)) if v}
-    reward_log = read_log(log, format=log_format, columns=FIT_COLUMNS, **opts)
-    reward_log, settings = resolve_settings(reward_log, given)
-    result = fit_log(reward_log, forecast_from=forecast_from, loss=loss)
+    opts = _runopts.read_options(reward_column, step_column)
+    with removed_if_failed(out):  # a log that cannot be read or fitted leaves no --out folder
+        out_dir(out)
+        reward_log = read_log(log, format=log_format, columns=FIT_COLUMNS, **opts)
+        reward_log, settings = resolve_settings(reward_log, given)
+        result = fit_log(reward_log, forecast_from=forecast_from, loss=loss)
     png = None
     if plot:
         from pgrpo.cli._mpl import import_quietly  # matplotlib only once the fit succeeded

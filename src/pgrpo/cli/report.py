@@ -38,6 +38,9 @@ def report_cmd(
     optimizer: str | None = _runopts.optimizer_option(),
     reward_range: str | None = _runopts.reward_range_option(),
     kappa: float | None = _runopts.kappa_option(),
+    log_format: str | None = _runopts.format_option(),
+    reward_column: str | None = _runopts.reward_column_option(),
+    step_column: str | None = _runopts.step_column_option(),
 ) -> None:
     """Reward with fit and forecast band, degeneracy vs i.i.d. prediction, entropy, KL, lengths,
     stability margin K/K*, the diagnosis and the eval tables, in one HTML file plus PNGs. The
@@ -59,7 +62,9 @@ def report_cmd(
         read_json(eval_log, "--eval-log")
         eval_points(eval_log)
     with removed_if_failed(out):  # an unreadable log leaves no empty report folder behind
-        res = build_report(run_dir, out_dir=out_dir(out), eval_log=eval_log, settings=given)
+        read = _runopts.read_options(reward_column, step_column)
+        res = build_report(run_dir, out_dir=out_dir(out), eval_log=eval_log, settings=given,
+                           log_format=log_format, read_options=read)  # fmt: skip
     doc = {
         "html": str(res.html_path),
         "pngs": {k: str(v) for k, v in res.pngs.items()},

@@ -83,8 +83,8 @@ def watch_cmd(
     timeout: float | None = typer.Option(None, "--timeout", help="Stop watching after S s."),
     idle: float | None = typer.Option(None, "--idle", help="Stop when the log is idle for S s."),
     once: bool = typer.Option(False, "--once", help="Assess the log as it is now and exit."),
-    log_format: str | None = typer.Option(None, "--format", help="Force a log reader by name."),
-    reward_column: str | None = typer.Option(None, "--reward-column", help="Reward key."),
+    log_format: str | None = _runopts.format_option(),
+    reward_column: str | None = _runopts.reward_column_option(),
     as_json: bool = json_option("each assessment"),
     reward_range: str | None = _runopts.reward_range_option(),
 ) -> None:
@@ -119,11 +119,18 @@ def watch_cmd(
     if stop_file is not None:
         _check_stop_file(stop_file)
 
+    told: set[str] = set()  # the reader's repairs, each said once as the log grows
+
     def show(status, reward_log) -> None:  # noqa: ANN001
+        for w in reward_log.warnings:
+            if w not in told:
+                told.add(w)
+                typer.echo(f"warning: {w}", err=True)
         if as_json:
             typer.echo(json.dumps({"step": status.step, "reward": status.reward,
                                    "verdict": status.verdict, "summary": status.summary,
                                    "alerts": list(status.alerts),
+                                   "warnings": list(reward_log.warnings),
                                    **status.metrics}, allow_nan=False))  # fmt: skip
         else:
             typer.echo(status_line(status, reward_log))
@@ -133,7 +140,8 @@ def watch_cmd(
                        poll_s=poll, timeout_s=timeout, idle_s=idle, once=once,
                        on_status=show)  # fmt: skip
     if result.ended == "error":
-        typer.echo(f"error: {result.error}; check the path and --format", err=True)
+        fix = "" if ";" in str(result.error) else "; check the path and --format"
+        typer.echo(f"error: {result.error}{fix}", err=True)
         raise typer.Exit(2)
     if result.ended == "stop":
         if stop_file is not None:

@@ -275,6 +275,8 @@ def build_report(
     out_dir: str | Path | None = None,
     eval_log: str | Path | None = None,
     settings: Mapping[str, Any] | None = None,
+    log_format: str | None = None,
+    read_options: Mapping[str, str] | None = None,
 ) -> ReportResult:
     """Write RUN_DIR/report/report.html (self-contained) and one PNG per panel drawn; the PNG
     of a panel this run cannot draw, left in the folder by an earlier report, is removed.
@@ -282,13 +284,15 @@ def build_report(
     settings: the run's settings given by the user (lr, beta1, refresh_interval, group_size,
     batch_prompts, optimizer, kappa; they override the log's): the diagnosis reads them as
     `pgrpo diagnose` does (`with_given`), the fit as `pgrpo fit` does (`resolve_settings`: the
-    same assumptions, stated on the page and in `ReportResult.settings`)."""
+    same assumptions, stated on the page and in `ReportResult.settings`). log_format,
+    read_options: read_log's format= and reward_key= / step_key=, for logs whose format or
+    column names are not detected."""
     from pgrpo.diagnose import diagnose
     from pgrpo.dynamics.settings import resolve_settings, with_given
     from pgrpo.logs import read_log
 
     run_dir = Path(run_dir)
-    logged = read_log(run_dir)
+    logged = read_log(run_dir, format=log_format, **dict(read_options or {}))
     fit_input, run_settings = resolve_settings(logged, settings)
     log = with_given(logged, settings)
     if eval_log is None and run_dir.is_dir() and (run_dir / "eval.json").is_file():

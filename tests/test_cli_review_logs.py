@@ -1,0 +1,71 @@
+"""The analysis commands on logs as users have them (a hostile review of the readers and the
+CLI, 2026-12-03); each test failed on the code before its fix: `fit` left its --out folder
+behind on bad input, `watch` never said what the reader repaired, and `diagnose` / `report` had
+no way to name a reward or step column that is not a standard name."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from pgrpo.cli import _load_commands, app
+
+_load_commands()
+runner = CliRunner()
+
+
+def _curve(path, reward="reward", step="step", nans=0):
+    steps = np.arange(1, 101)
+    reward_values = [f"{v:.5f}" for v in 0.2 + 0.6 * (1 - np.exp(-steps / 30.0))]
+    reward_values[10 : 10 + nans] = ["nan"] * nans
+    rows = [f"{step},{reward}"] + [f"{s},{r}" for s, r in zip(steps, reward_values, strict=True)]
+    path.write_text("\n".join(rows) + "\n")
+    return path
+
+
+@pytest.mark.parametrize(
+    "case",
+    ["one_row", "unknown_format", "missing_reward_column", "missing_step_column"],
+)
+def test_fit_on_bad_input_leaves_no_out_folder(tmp_path, case):
+    log = _curve(tmp_path / "log.csv")
+    if case == "one_row":
+        log.write_text("step,reward\n1,0.5\n")
+    extra = {"unknown_format": ["--format", "nonsense"],
+             "missing_reward_column": ["--reward-column", "nope"],
+             "missing_step_column": ["--step-column", "nope"]}.get(case, [])  # fmt: skip
+    out = tmp_path / "new" / "sub"
+    res = runner.invoke(app, ["fit", str(log), "--out", str(out), *extra])
+    assert res.exit_code == 2, res.output
+    assert [x for x in res.output.splitlines() if x.startswith("error:")], res.output
+    assert not (tmp_path / "new").exists()
+    if case == "missing_step_column":
+        assert "give one of the columns present: reward, step" in res.output
+
+
+def test_watch_says_what_the_reader_repaired_once(tmp_path):
+    log = _curve(tmp_path / "log.csv", nans=4)
+    res = runner.invoke(app, ["watch", str(log), "--once"])
+    assert res.exit_code == 0, res.output
+    assert res.output.count("warning: 4 NaN/inf reward(s) dropped") == 1, res.output
+    res = runner.invoke(app, ["watch", str(log), "--once", "--json"])
+    line = json.loads(next(x for x in res.stdout.splitlines() if x.startswith("{")))
+    assert "4 NaN/inf reward(s) dropped" in line["warnings"]
+
+
+@pytest.mark.parametrize("command", ["diagnose", "report"])
+def test_diagnose_and_report_take_the_reward_and_step_columns(tmp_path, command):
+    log = _curve(tmp_path / "log.csv", reward="reward_mean", step="iteration")
+    out = ["--out", str(tmp_path / "rep")] if command == "report" else []
+    bad = runner.invoke(app, [command, str(log), *out])
+    assert bad.exit_code == 2 and "--reward-column NAME" in bad.output, bad.output
+    args = [command, str(log), "--reward-column", "reward_mean", "--step-column", "iteration"]
+    res = runner.invoke(app, [*args, *out, "--json"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout.strip().splitlines()[-1])
+    progress = doc["progress"]["label"] if isinstance(doc["progress"], dict) else doc["progress"]
+    assert progress in ("learning", "plateau")
+    assert not any("no step column" in w for w in doc["warnings"])  # the step column was used
