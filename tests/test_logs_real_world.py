@@ -118,6 +118,9 @@ def test_a_stale_top_level_trainer_state_is_not_read_over_a_newer_checkpoint(tmp
     os.utime(tmp_path / "trainer_state.json")  # a finished run: the top level is the newest
     log = read_log(tmp_path)
     assert log.step.size == 40 and not any("older" in w for w in log.warnings)
+    now = os.stat(tmp_path / "trainer_state.json").st_mtime  # a copy without times: as before
+    os.utime(tmp_path / "checkpoint-1000" / "trainer_state.json", (now, now))
+    assert read_log(tmp_path).step.size == 40
 
 
 def test_a_tensorboard_run_resumed_into_its_folder_warns_like_the_other_readers(tmp_path):

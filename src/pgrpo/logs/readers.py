@@ -237,7 +237,8 @@ def _trl_files(path: Path) -> list[Path]:
         key=lambda p: int(re.sub(r"\D", "", p.parent.name) or 0),
     )
     found = [f for f in (direct, *ckpts[-1:]) if f.is_file()]
-    return sorted(found, key=lambda f: f.stat().st_mtime)
+    # equal times (a folder copied without them) keep the top-level file, as before
+    return sorted(found, key=lambda f: (f.stat().st_mtime, f == direct))
 
 
 def _trl_file(path: Path) -> Path | None:
