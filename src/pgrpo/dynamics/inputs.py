@@ -86,7 +86,10 @@ def _check_curve(step: np.ndarray, reward: np.ndarray, min_points: int) -> tuple
     check_magnitude(reward, "reward")
     check_magnitude(step, "step")
     if step.size < min_points:
-        raise ValueError(f"need at least {min_points} points to fit, got {step.size}")
+        raise ValueError(
+            f"need at least {min_points} points to fit, got {step.size}: fit a log with more "
+            "logged steps (`pgrpo diagnose` judges a short one as too_short)"
+        )
     if np.any(np.diff(step) <= 0):
         raise ValueError(
             "steps must be strictly increasing; sort and de-duplicate them "
