@@ -27,13 +27,17 @@ def _nonfinite_evidence(s: Signals) -> dict[str, float]:
         if col in s.columns:
             x = s.get(col)
             seen = np.nonzero(np.isfinite(x))[0]
-            bad = np.isinf(x) | (
-                np.isnan(x) & (np.arange(x.size) > (seen[0] if seen.size else x.size))
-            )
-            # a NaN after the column's last finite value, or an inf anywhere
-            tail_nan = seen.size and seen[-1] < x.size - 1 and np.isnan(x[seen[-1] + 1 :]).all()
-            if np.isinf(x).any() or tail_nan:
-                ev[f"nonfinite_{col}_step"] = float(s.steps[int(np.argmax(bad))])
+            # a NaN after the last finite value of a column logged at every step, or an inf
+            # anywhere; a column logged every few steps (kl every 5th) has blank rows between
+            # its values, so a blank last row is its stride, not a NaN (it read as instability
+            # at confidence 0.99, at step 1)
+            dense = seen.size > 0 and seen[-1] - seen[0] + 1 == seen.size
+            tail_nan = dense and seen[-1] < x.size - 1 and np.isnan(x[seen[-1] + 1 :]).all()
+            first = np.flatnonzero(np.isinf(x))[:1].tolist()  # the first inf
+            if tail_nan:
+                first.append(int(seen[-1]) + 1)
+            if first:
+                ev[f"nonfinite_{col}_step"] = float(s.steps[min(first)])
     return ev
 
 

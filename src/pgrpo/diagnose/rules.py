@@ -244,6 +244,12 @@ def advantage_degeneracy(s: Signals) -> ModeVerdict:
     ev: dict[str, float | str] = {"unsaturated_steps": float(live.sum())}
     if iid is not None:
         ev["iid_prediction"] = float(np.nanmean(iid[live]))
+        if nm.is_binary_mean(reward[ok], n_rollouts(s)):
+            # at the pooled mean: f_G is convex, so f_G at each step's noisy batch mean is
+            # biased upward and its average was no lower bound (a true 40% read 57% at B = 1,
+            # G = 4); f_G(pooled p) <= the mean over steps and prompts of f_G(p) (Jensen)
+            pooled = float(np.nanmean(reward[live]))
+            ev["iid_prediction"] = float(iid_degeneracy(pooled, g, strict=False))
     if deg is not None:
         ev["degeneracy"] = level = float(np.nanmean(deg[live]))
         ev["degeneracy_source"] = source
