@@ -48,11 +48,16 @@ def test_load_prompt_and_equivalent_forms_score_one(task):
 
 
 def test_math_verify_hang_is_a_counted_timeout_and_scoring_continues(task):
-    # sympy evaluates the power tower in C: only killing the worker process stops it
+    # sympy evaluates the power tower in C: only killing the worker process stops it. Against
+    # an expression gold it is compared (and hangs); against a number it is refused at once, as
+    # an expression where MATH wants a simplified number (`simplified_enough`)
     examples = task.load("test")
-    completions = ["\\boxed{9^{9^{9^{9}}}}", "\\boxed{2}", "\\boxed{\\frac12}"]
-    res = score_completions(task, completions, [examples[1], examples[1], examples[0]], timeout_s=2)
-    assert res.timeouts == 1 and res.rewards == [0.0, 1.0, 1.0]
+    expression = {"problem": "Simplify $\\sqrt{242}$.", "answer": "11\\sqrt{2}"}
+    completions = ["\\boxed{9^{9^{9^{9}}}}", "\\boxed{2}", "\\boxed{\\frac12}",
+                   "\\boxed{9^{9^{9^{9}}}}"]  # fmt: skip
+    chosen = [expression, examples[1], examples[0], examples[1]]
+    res = score_completions(task, completions, chosen, timeout_s=2)
+    assert res.timeouts == 1 and res.rewards == [0.0, 1.0, 1.0, 0.0]
     assert "timeout after 2 s" in res.error_messages[0]
 
 
@@ -86,14 +91,16 @@ def _nest(depth):
 
 def test_deeply_nested_answers_are_counted_errors_not_scored_or_timed_out(task):
     """150 nested \\frac (= 1/2) scored 1.0 after seconds of sympy; now it is refused before
-    math-verify: an error, reward 0, no timeout. A shallow nesting of the same value still
-    scores 1 (the cap is far above MATH-500's answers, which nest at most 2 deep)."""
+    math-verify: an error, reward 0, no timeout. A shallow nesting of the same number still
+    scores 1 (the cap is far above MATH-500's answers, which nest at most 2 deep); three nested
+    \\frac are parsed and scored 0 (an expression, not the simplified number MATH asks for)."""
     from pgrpo.tasks.math500 import MAX_NESTING
 
     gold = task.load("test")[0]  # 1/2
-    completions = [f"$\\boxed{{{_nest(151)}}}$", f"$\\boxed{{{_nest(3)}}}$", "(" * 5000 + "1"]
-    res = score_completions(task, completions, [gold] * 3, timeout_s=10.0)
-    assert res.rewards == [0.0, 1.0, 0.0]
+    completions = [f"$\\boxed{{{_nest(151)}}}$", "$\\boxed{((\\frac{1}{2}))}$", "(" * 5000 + "1",
+                   f"$\\boxed{{{_nest(3)}}}$"]  # fmt: skip
+    res = score_completions(task, completions, [gold] * 4, timeout_s=10.0)
+    assert res.rewards == [0.0, 1.0, 0.0, 0.0]
     assert res.errors == 2 and res.timeouts == 0
     assert f"over the cap of {MAX_NESTING}" in res.error_messages[0]
     assert res.seconds < 8

@@ -3,7 +3,8 @@
 The rule, in priority order (the first that finds a number wins):
 1. the last `\\boxed{...}` (or `\\fbox{...}`): a `\\frac{a}{b}` inside it as a/b, else the last
    number inside it;
-2. the last `####` marker (GSM8K's own answer format): the first number after it;
+2. the last `####` marker directly followed by a number (GSM8K's own answer format; a markdown
+   heading such as `#### Step 2: Money` is not one): that number;
 3. the last "answer is" / "answer:" phrase (case-insensitive, e.g. "The final answer is $1,200."):
    the first number after it;
 4. otherwise the last number in the text.
@@ -12,6 +13,11 @@ A number is an optional minus sign (not when it follows a digit or letter, so "8
 an optional "$", digits with optional thousands commas ("1,234", but "1,2,3" is three numbers),
 and an optional decimal part ("18.00" is 18; a trailing sentence period is not a decimal point).
 Values are compared exactly as decimals, so "18.00" equals "18" and "0.5" equals ".5".
+LaTeX thousands separators between digit groups (`70{,}000`, `70\\,000`, `10,\\!080`, a thin
+space) read as commas (`normalise_separators`; `\\boxed{70{,}000}` read 000 before). The
+rewards score a completion with every verbatim copy of the prompt removed (`without_prompt`): a
+model that echoes the question scored 1 whenever the question's last number was the answer
+(`What is 0 + 5?`; 30 of GSM8K's 1,319 test questions).
 """
 
 from __future__ import annotations
@@ -28,6 +34,8 @@ _SIGN_CONTEXT = re.compile(r"[\w)]")
 _BOXED = re.compile(r"\\(?:boxed|fbox)\s*\{")
 _FRAC = re.compile(r"(-?)\\[dt]?frac\s*\{\s*(-?\d+)\s*\}\s*\{\s*(\d+)\s*\}")
 _ANSWER_PHRASE = re.compile(r"answer\s*(?:is|:|=)", re.IGNORECASE)
+_HASHES = re.compile(r"####[ \t]*(?=\$?\s?[-\u2212]?\d)")  # '#### 42', not '#### Step 1'
+_SEPARATOR = re.compile(r"(?<=\d)(?:,\\!|\{,\}|\\,|\\!|[\u2009\u202f])(?=\d{3}(?!\d))")
 _MAX_CHARS = 20_000  # longer completions are scored on their last 20k characters
 
 
@@ -55,9 +63,22 @@ def _boxed_contents(text: str) -> list[str]:
     return out
 
 
+def normalise_separators(text: str) -> str:
+    """LaTeX and typographic thousands separators between digit groups as commas:
+    `70{,}000`, `70\\,000`, `10,\\!080` and `70\u202f000` -> `70,000` / `10,080`."""
+    return _SEPARATOR.sub(",", text)
+
+
+def without_prompt(completion: str, prompt: str) -> str:
+    """`completion` with every verbatim copy of `prompt` (stripped) removed: restating the
+    question is not answering it."""
+    echo = prompt.strip()
+    return completion.replace(echo, " ") if echo else completion
+
+
 def extract_final_number(text: str) -> str | None:
     """The model's final numeric answer as a normalised string (e.g. "-1200.5"), or None."""
-    text = text[-_MAX_CHARS:]
+    text = normalise_separators(text[-_MAX_CHARS:])
     for content in reversed(_boxed_contents(text)):
         frac = _FRAC.fullmatch(content.strip())
         if frac and int(frac.group(3)) != 0:
@@ -66,8 +87,9 @@ def extract_final_number(text: str) -> str | None:
         nums = _numbers(content)
         if nums:
             return nums[-1]
-    if "####" in text:
-        nums = _numbers(text.rsplit("####", 1)[1])
+    marks = list(_HASHES.finditer(text))
+    if marks:
+        nums = _numbers(text[marks[-1].end() :])
         if nums:
             return nums[0]
     phrases = list(_ANSWER_PHRASE.finditer(text))

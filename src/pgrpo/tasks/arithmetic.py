@@ -29,7 +29,12 @@ import zlib
 from collections.abc import Sequence
 from typing import Any
 
-from pgrpo.tasks.answers import extract_final_number, is_bare_number, numbers_equal
+from pgrpo.tasks.answers import (
+    extract_final_number,
+    is_bare_number,
+    numbers_equal,
+    without_prompt,
+)
 from pgrpo.tasks.base import TASKS
 
 LEVELS = {
@@ -154,7 +159,8 @@ class ArithmeticTask:
         return str(example["answer"])
 
     def correct(self, completion: str, example: dict[str, Any]) -> bool:
-        return numbers_equal(extract_final_number(completion), example["answer"])
+        answer = extract_final_number(without_prompt(completion, self.prompt(example)))
+        return numbers_equal(answer, example["answer"])
 
     def reward(self, completion: str, example: dict[str, Any]) -> float:
         correct = float(self.correct(completion, example))

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pgrpo.tasks.answers import extract_final_number, numbers_equal
+from pgrpo.tasks.answers import extract_final_number, numbers_equal, without_prompt
 from pgrpo.tasks.base import TASKS
 from pgrpo.tasks.data import load_examples
 
@@ -71,7 +71,8 @@ class GSM8KTask:
         return f"The answer is {gold_answer(example)}."
 
     def reward(self, completion: str, example: dict[str, Any]) -> float:
-        return float(numbers_equal(extract_final_number(completion), gold_answer(example)))
+        answer = extract_final_number(without_prompt(completion, self.prompt(example)))
+        return float(numbers_equal(answer, gold_answer(example)))
 
     def metrics(
         self,
