@@ -64,3 +64,17 @@ def test_gsm8k_and_arithmetic_read_the_answer_not_the_question(tmp_path):
 )  # fmt: skip
 def test_final_number_headings_and_thousands_separators(text, answer):
     assert extract_final_number(text) == answer
+
+
+@pytest.mark.parametrize("isolation", ["inline", "fork"])
+def test_a_string_or_overflowing_reward_is_a_counted_error(isolation):
+    """A reward function returning "0.7" scored 0.7 (the docs: a non-number scores 0 and is
+    counted), and one returning 10**400 raised OverflowError out of score_completions in the
+    inline and signal modes (review 2026-12-03)."""
+    from pgrpo.tasks import FunctionTask, score_completions
+
+    values = {"a": "0.7", "b": 10**400, "c": 0.5}
+    task = FunctionTask("review_values", examples=[{}], prompt=lambda example: "?",
+                        reward=lambda completion, example: values[completion])  # fmt: skip
+    res = score_completions(task, ["a", "b", "c"], [{}, {}, {}], isolation=isolation)
+    assert res.rewards == [0.0, 0.0, 0.5] and res.errors == 2

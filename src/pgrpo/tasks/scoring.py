@@ -74,8 +74,11 @@ def _check_value(value: Any) -> float:
     if isinstance(value, bool):
         return float(value)
     try:
+        if isinstance(value, str | bytes):  # float("0.7") would take a string
+            raise TypeError
         out = float(value)
-    except (TypeError, ValueError):
+    except Exception:  # noqa: BLE001 - any failure of float() (10**400: OverflowError, a
+        # __float__ that raises) is the reward function's error, counted, never a crash
         msg = f"reward must be a real number, got {type(value).__name__} {value!r:.80}"
         raise ValueError(msg) from None
     if not math.isfinite(out):
@@ -234,7 +237,7 @@ def _worker_main(conn: Any) -> None:
             task = tasks[token]
             for i, completion, example in items:
                 try:
-                    conn.send(("ok", i, float(task.reward(completion, example))))
+                    conn.send(("ok", i, _check_value(task.reward(completion, example))))
                 except BaseException as exc:
                     conn.send(("err", i, _describe(exc)))
         elif msg[0] == "stop":
@@ -246,7 +249,7 @@ def _fork_main(conn: Any, reward: Callable[[str, dict], Any], items: list) -> No
     _ignore_stop_signals()
     for i, completion, example in items:
         try:
-            conn.send(("ok", i, float(reward(completion, example))))
+            conn.send(("ok", i, _check_value(reward(completion, example))))
         except BaseException as exc:
             conn.send(("err", i, _describe(exc)))
     conn.close()
