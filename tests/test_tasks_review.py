@@ -78,3 +78,10 @@ def test_a_string_or_overflowing_reward_is_a_counted_error(isolation):
                         reward=lambda completion, example: values[completion])  # fmt: skip
     res = score_completions(task, ["a", "b", "c"], [{}, {}, {}], isolation=isolation)
     assert res.rewards == [0.0, 0.0, 0.5] and res.errors == 2
+
+
+def test_an_example_without_the_prompts_fields_is_still_scored():
+    """A TRL dataset row may carry only the answer: the prompt echo cannot be built, and the
+    reward must score the completion as it is (the GPU bench's TRL variant failed on KeyError)."""
+    arith = get_task("arithmetic")
+    assert arith.reward("The answer is 5", {"answer": 5}) == 1.0

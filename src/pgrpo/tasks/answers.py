@@ -23,6 +23,7 @@ model that echoes the question scored 1 whenever the question's last number was 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from decimal import Decimal, InvalidOperation
 
 # sign | optional currency | integer with thousands groups, or plain digits, or a bare decimal
@@ -69,10 +70,14 @@ def normalise_separators(text: str) -> str:
     return _SEPARATOR.sub(",", text)
 
 
-def without_prompt(completion: str, prompt: str) -> str:
-    """`completion` with every verbatim copy of `prompt` (stripped) removed: restating the
-    question is not answering it."""
-    echo = prompt.strip()
+def without_prompt(completion: str, prompt: Callable[[dict], str], example: dict) -> str:
+    """`completion` with every verbatim copy of `prompt(example)` (stripped) removed: restating
+    the question is not answering it. An example without the prompt's fields (a TRL dataset row
+    may carry only the answer) leaves the completion as it is."""
+    try:
+        echo = prompt(example).strip()
+    except (KeyError, IndexError):
+        return completion
     return completion.replace(echo, " ") if echo else completion
 
 

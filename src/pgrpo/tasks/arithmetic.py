@@ -159,7 +159,7 @@ class ArithmeticTask:
         return str(example["answer"])
 
     def correct(self, completion: str, example: dict[str, Any]) -> bool:
-        answer = extract_final_number(without_prompt(completion, self.prompt(example)))
+        answer = extract_final_number(without_prompt(completion, self.prompt, example))
         return numbers_equal(answer, example["answer"])
 
     def reward(self, completion: str, example: dict[str, Any]) -> float:

@@ -71,7 +71,7 @@ class GSM8KTask:
         return f"The answer is {gold_answer(example)}."
 
     def reward(self, completion: str, example: dict[str, Any]) -> float:
-        answer = extract_final_number(without_prompt(completion, self.prompt(example)))
+        answer = extract_final_number(without_prompt(completion, self.prompt, example))
         return float(numbers_equal(answer, gold_answer(example)))
 
     def metrics(

@@ -142,7 +142,7 @@ class MathTask:
         gold = _parse_gold(str(example["answer"]))
         if not gold:
             raise ValueError(f"math-verify could not parse the gold answer {example['answer']!r}")
-        text = normalise_separators(without_prompt(completion, self.prompt(example)))
+        text = normalise_separators(without_prompt(completion, self.prompt, example))
         predicted = parse(bounded(text), parsing_timeout=None)
         if not predicted or not simplified_enough(gold[0], *predicted[:2]):
             return 0.0
