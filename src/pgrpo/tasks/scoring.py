@@ -77,8 +77,7 @@ def _check_value(value: Any) -> float:
         if isinstance(value, str | bytes):  # float("0.7") would take a string
             raise TypeError
         out = float(value)
-    except Exception:  # noqa: BLE001 - any failure of float() (10**400: OverflowError, a
-        # __float__ that raises) is the reward function's error, counted, never a crash
+    except Exception:  # noqa: BLE001 - a failing float() (10**400) is a counted error
         msg = f"reward must be a real number, got {type(value).__name__} {value!r:.80}"
         raise ValueError(msg) from None
     if not math.isfinite(out):
