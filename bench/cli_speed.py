@@ -7,6 +7,7 @@ and peak RSS from `os.wait4`.
 
 Rows: `pgrpo --version`; `pgrpo fit` of a 1,000-step log, with fit.png and with `--no-plot`,
 against the time Python needs to `import numpy, scipy.optimize, scipy.stats` (target <= 1.5x);
+`pgrpo diagnose` of the same log (no target: the cold cost of its null curves);
 `fit` (<= 2 s), `diagnose` (<= 3 s) and `report` (<= 5 s) of a generated 200,000-step pgrpo
 log, each < 300 MB peak RSS.
 The logs are generated here (seeded): a damped-oscillation reward with batch noise and the
@@ -126,6 +127,7 @@ def main() -> None:
                 args.repeats,
                 tmp,
             ),
+            measure("diagnose_1k", [*cli, "diagnose", str(short)], args.repeats, tmp),
             measure("fit_200k", [*cli, "fit", str(long), "--out", out], long_runs, tmp),
             measure("diagnose_200k", [*cli, "diagnose", str(long)], long_runs, tmp),
             measure("report_200k", [*cli, "report", str(long), "--out", out], long_runs, tmp),

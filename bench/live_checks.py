@@ -18,6 +18,9 @@ Null curves: i.i.d. Gaussian noise around the log's mean with the log's noise sd
 alarm), the flat rule should (a null curve is flat) and the plateau rule should not (it never
 rose); `--null-rho` makes them AR(1). For the gaming checks, pairs of independent null columns
 (200 per log): reward_function_divergence and length_vs_reward must not warn.
+The real logs carry index.json's group size and prompts per step (`real_runs.with_metadata`),
+as the TRL callback and `pgrpo watch` read them from the run's config (since 2026-12-03;
+before, the replay saw no N).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import argparse
 import datetime
 import json
 import math
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -37,6 +41,9 @@ from pgrpo.diagnose.gaming import length_vs_reward, reward_function_divergence
 from pgrpo.diagnose.live import STOP_RULES as RULES
 from pgrpo.diagnose.live import LiveConfig, assess_live, noise_sd, rule_patience
 from pgrpo.logs import read_log
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from real_runs import with_metadata  # noqa: E402
 
 CURVES = Path(__file__).resolve().parents[2] / "shared" / "data" / "curves"
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -157,7 +164,7 @@ def check_counts(index) -> dict:
 
     counts: dict = {}
     for run in index:
-        for res in run_checks(read_log(CURVES / run["csv"]), CheckOptions()):
+        for res in run_checks(with_metadata(read_log(CURVES / run["csv"]), run), CheckOptions()):
             c = counts.setdefault(res.name, {"ok": 0, "warn": 0, "not_enough_evidence": 0,
                                              "warn_logs": []})  # fmt: skip
             c[res.status] += 1
@@ -191,7 +198,7 @@ def main() -> None:
     index = json.loads((CURVES / "index.json").read_text())["runs"]
     real, nulls, entropy, gaming = [], [], [], []
     for run in index:
-        log = read_log(CURVES / run["csv"])
+        log = with_metadata(read_log(CURVES / run["csv"]), run)  # G, B: what a callback knows
         first = replay(log, min_points=args.min_points, patience=args.patience,
                        plateau_patience=args.plateau_patience)  # fmt: skip
         gain, share = (gain_after(log, first["plateau"]) if first["plateau"] is not None

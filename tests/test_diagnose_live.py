@@ -70,13 +70,15 @@ def test_collapse_after_a_rise_is_detected_and_stops_with_patience():
     )
     cfg = LiveConfig(stop_on=("collapse",))
     hist = _replay(reward, cfg)
-    first = next(i for i, h in enumerate(hist) if "collapse" in h.alerts)
-    # the verdict may flicker back to flat after the stop: this step-shaped drop is tested
-    # against an AR(1) null with the curve's own (high) autocorrelation, p near 0.005
+    # the verdict may flicker near its threshold (this step-shaped drop is tested against an
+    # AR(1) null at the top of its grid, rho 0.9: the smooth rise reads as autocorrelation, p
+    # near 0.005), so the stop comes after the first `patience` assessments in a row that alert
     assert hist[-1].verdict == "collapsed"
-    assert all("collapse" in h.alerts for h in hist[first : first + cfg.patience])
-    held = [h.stop for h in hist[first : first + cfg.patience]]
-    assert held == [False] * (cfg.patience - 1) + [True]  # the patience-th assessment stops
+    stop = next(i for i, h in enumerate(hist) if h.stop)
+    assert stop + 1 >= cfg.patience
+    assert all("collapse" in h.alerts for h in hist[stop + 1 - cfg.patience : stop + 1])
+    assert not any(h.stop for h in hist[:stop])  # no stop before patience is met
+    first = next(i for i, h in enumerate(hist) if "collapse" in h.alerts)
     assert hist[first].step > 50  # not before the drop
 
 

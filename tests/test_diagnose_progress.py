@@ -287,7 +287,9 @@ def test_cli_json_has_a_top_level_progress_and_the_text_leads_with_it(tmp_path):
     text = CliRunner().invoke(app, ["diagnose", str(path)])
     items = [line for line in text.stdout.splitlines() if line.startswith("- ")]
     assert items[0].startswith("- Still learning")  # the verdict first, then the modes
-    assert doc["progress"]["evidence"]["null_model"].startswith("AR(1)")  # N unknown
+    # N not given: read off the values' 1/32 steps (4 prompts x 8)
+    said = doc["progress"]["evidence"]["null_model"]
+    assert "N=32 rollouts (from the values' 1/32 steps)" in said
     given = ["diagnose", str(path), "--json", "--group-size", "8", "--batch-prompts", "4"]
     doc = json.loads(CliRunner().invoke(app, given).stdout)
     assert doc["progress"]["evidence"]["null_model"].startswith("binomial batch means, N=32")

@@ -228,7 +228,13 @@ def write_run(run: ScenarioRun, run_dir: str | Path) -> Path:
     scen = {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(run.scenario).items()}
     (out / "config.yaml").write_text(yaml.safe_dump({**run.config, "bandit_scenario": scen}))
     results = [
-        {"name": f"step{int(s)}", "step": s, "accuracy": a, "n_problems": run.scenario.n_prompts}
+        {
+            "name": f"step{int(s)}",
+            "step": s,
+            "accuracy": a,
+            "n_problems": run.scenario.n_prompts,
+            "accuracy_se": 0.0,  # the exact true accuracy, not a sample of it
+        }
         for s, a in run.eval_points
     ]
     if results:

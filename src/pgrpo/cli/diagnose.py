@@ -49,13 +49,15 @@ def load_log(path: Path, log_format: str | None, **options: str) -> Any:
     return read_log(path, format=log_format, **options)
 
 
-def eval_points(path: Path, option: str = "--eval-log") -> tuple[tuple[float, float], ...]:
-    """(step, accuracy) pairs of a `pgrpo eval` JSON or a JSONL file, or a UserError naming it."""
-    from pgrpo.diagnose.signals import read_eval_points
+def eval_points(path: Path, option: str = "--eval-log") -> tuple[tuple[float, float, float], ...]:
+    """(step, accuracy, standard error) of a `pgrpo eval` JSON or a JSONL file (the error NaN
+    where a record says nothing of its size), or a UserError naming it."""
+    from pgrpo.diagnose.signals import read_eval_records
 
     read_text(path, option)  # exists, a file, UTF-8
     try:
-        return read_eval_points(path)
+        points, se = read_eval_records(path)
+        return tuple((s, a, e) for (s, a), e in zip(points, se, strict=True))
     except json.JSONDecodeError as exc:
         fail(
             f"{option} {path} is neither a `pgrpo eval` JSON nor JSONL ({exc.msg} at line "

@@ -14,6 +14,8 @@ What runs a model (effective ranks, the gradient matrix, the curvature probe) is
 
 from __future__ import annotations
 
+import math
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +30,7 @@ from pgrpo.diagnose.progress import (
 from pgrpo.diagnose.signals import (
     MAX_POINTS,
     Signals,
-    read_eval_points,
+    read_eval_records,
     signals_from_log,
     thin_signals,
 )
@@ -44,17 +46,23 @@ def diagnose(log: Any, eval_log: Any = None, max_points: int = MAX_POINTS) -> Di
     """Run every registered rule on `log` (a RewardLog, a mapping of columns, or Signals).
 
     eval_log: None, a path to a `pgrpo eval` JSON / step-accuracy JSONL, or a sequence of
-    (step, accuracy) pairs. max_points: longer logs are analysed as bin means of b consecutive
+    (step, accuracy) pairs or (step, accuracy, standard error) triples (the error tells an eval
+    change from noise in `reward_hacking`; a path gives it from the records' sizes).
+    max_points: longer logs are analysed as bin means of b consecutive
     steps (`pgrpo.diagnose.signals.thin_signals`; metrics analysed_points, bin_steps). Returns
     the four mode verdicts in MODES order, then `healthy`.
     """
     if isinstance(eval_log, str | Path):
-        points = read_eval_points(eval_log)
+        points, se = read_eval_records(eval_log)
     else:
-        points = tuple((float(a), float(b)) for a, b in (eval_log or ()))
-    signals = log if isinstance(log, Signals) else signals_from_log(log, points)
+        rows = [tuple(float(v) for v in row) for row in (eval_log or ())]
+        points = tuple((row[0], row[1]) for row in rows)
+        se = tuple(row[2] if len(row) > 2 else math.nan for row in rows)
+    signals = log if isinstance(log, Signals) else signals_from_log(log, points, se)
     if points and not signals.eval_points:
-        signals = Signals(signals.steps, signals.columns, signals.config, points, signals.source)
+        order = sorted(range(len(points)), key=lambda i: points[i])
+        ordered = tuple(points[i] for i in order), tuple(se[i] for i in order)
+        signals = replace(signals, eval_points=ordered[0], eval_se=ordered[1])
     n_steps = float(signals.steps.size)
     signals = thin_signals(signals, max_points)
     modes = [DIAGNOSTIC_RULES.get(name)(signals) for name in MODES]

@@ -13,7 +13,8 @@ from pgrpo.diagnose.signals import Signals
 def signals_of(run: ScenarioRun) -> Signals:
     """The diagnosis view of a run without going through files."""
     cols = {k: v for k, v in run.columns.items() if k != "step"}
-    return Signals(run.columns["step"], cols, dict(run.config), run.eval_points, "scenario")
+    exact = (0.0,) * len(run.eval_points)  # the scenario's eval is its exact true accuracy
+    return Signals(run.columns["step"], cols, dict(run.config), run.eval_points, "scenario", exact)
 
 
 def calibration_table(

@@ -8,7 +8,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from pgrpo.diagnose.nullmodel import fmt_p
+from pgrpo.diagnose.nullmodel import GROWTH_MIN, fmt_p
 
 
 def _f(v: Any, fmt: str = ".3g") -> str:
@@ -83,6 +83,8 @@ def _instability(ev: dict) -> str:
             f"(kappa from {ev.get('kappa_source', '?')})."
         )
     p = {k: ev.get(k, 1.0) for k in ("oscillation_growth_p", "spectral_peak_p", "peak_drop_p")}
+    if not ev.get("oscillation_growth", 0.0) >= GROWTH_MIN:  # not what fired (`instability`)
+        p["oscillation_growth_p"] = 1.0
     if isinstance(ev.get("grad_norm_growth"), float) and min(p.values()) >= 0.01:
         return f"Dynamical instability: the gradient norm grew x{ev['grad_norm_growth']:.0f}."
     key = min(p, key=p.get)

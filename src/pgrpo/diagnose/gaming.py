@@ -10,10 +10,12 @@
   (its gain is not significant at 0.9): a policy padding its answers, or a length bias in the
   verifier. A run where both rise (longer reasoning that pays) does not warn.
 
-Standard errors come from the first-difference noise, inflated for lag-1 autocorrelation
-(`pgrpo.diagnose.checks.trend`). Measured false-alarm rates on null columns of each real log's
-length (bench/live_checks.py, docs/integrations.md): divergence 0.9% i.i.d. / 2.0% AR(1) 0.5;
-length 0.3% / 0.8%.
+Standard errors come from the first-difference noise, inflated for lag-1 autocorrelation at its
+90% upper bound (`pgrpo.diagnose.checks.trend`, `nullmodel.lag1_autocorr`). Measured false-alarm
+rates on null columns of each real log's length (bench/live_checks.py, docs/integrations.md,
+2026-12-03): divergence 0.6% i.i.d. / 0.5% AR(1) 0.5 (was 0.9% / 2.0% with a point estimate);
+length 0.0% / 0.6%; either check on AR(1) rho 0.9 columns of 30-300 points: 0-4% (was 2-14%;
+bench/null_rates.py).
 """
 
 from __future__ import annotations

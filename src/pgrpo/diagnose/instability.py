@@ -14,7 +14,7 @@ import numpy as np
 
 from pgrpo.diagnose import nullmodel as nm
 from pgrpo.diagnose.rules import ALPHA_MODE, MIN_STEPS, _lack, n_rollouts
-from pgrpo.diagnose.signals import Signals, finite, smooth
+from pgrpo.diagnose.signals import Signals, finite
 from pgrpo.diagnose.verdict import DIAGNOSTIC_RULES, ModeVerdict, cannot_judge, confidence, verdict
 
 GRAD_BLOWUP = 10.0
@@ -41,17 +41,6 @@ def _nonfinite_evidence(s: Signals) -> dict[str, float]:
     return ev
 
 
-def _noise_profile(s: Signals, x: np.ndarray) -> np.ndarray | None:
-    """Expected per-step noise scale [n] of a mean of 0/1 rewards, sqrt(p (1 - p)) at the
-    smoothed level (the batch noise changes with the reward level); None on any other scale.
-    Not the logged reward_std: it is the spread within groups, while the batch mean of few
-    prompts is dominated by the spread between prompts."""
-    if nm.is_binary_mean(x, n_rollouts(s)):
-        p = np.clip(smooth(x, max(5, x.size // 10)), 0.0, 1.0)
-        return np.sqrt(p * (1 - p))  # 0 where the level sits at 0 or 1 (nm.SCALE_FLOOR)
-    return None
-
-
 def _oscillation_evidence(s: Signals) -> tuple[dict[str, float], float]:
     """Oscillations beyond batch noise, each against null curves of the same length
     (`nullmodel`: binomial at the log's N when known, AR(1) otherwise), each at level
@@ -61,7 +50,8 @@ def _oscillation_evidence(s: Signals) -> tuple[dict[str, float], float]:
     ok = np.isfinite(s.get("reward"))
     x = s.get("reward")[ok]
     null = nm.choose_null(x, n_rollouts(s))
-    st = {k: float(v[0]) for k, v in nm.curve_statistics(x, _noise_profile(s, x)).items()}
+    binary = null.kind == "binomial"  # the noise sd then moves with the level
+    st = {k: float(v[0]) for k, v in nm.curve_statistics(x, binary).items()}
     ns = nm.null_statistics(x.size, null)
     w = nm.window_size(x.size)
     mw = np.convolve(x, np.ones(w) / w, mode="valid")
@@ -70,7 +60,8 @@ def _oscillation_evidence(s: Signals) -> tuple[dict[str, float], float]:
     lost = end <= start and best - start > 2 * se_w
     ev = {
         "oscillation_growth": st["growth"],
-        "oscillation_growth_p": nm.p_value(st["growth"], ns["growth"]),
+        "oscillation_growth_rank_z": st["growth_rank"],
+        "oscillation_growth_p": nm.p_value(st["growth_rank"], ns["growth_rank"]),
         "spectral_peak": st["spectral"],
         "spectral_peak_p": nm.p_value(st["spectral"], ns["spectral"]),
         "spectral_peak_period_points": st["peak_period"],
@@ -78,8 +69,9 @@ def _oscillation_evidence(s: Signals) -> tuple[dict[str, float], float]:
         "peak_drop": (best - end) / (best - start) if best > start else 0.0,
         "null_model": null.describe(),
     }
+    grew = st["growth_rank"] > 0 and st["growth"] >= nm.GROWTH_MIN
     strength = max(
-        _p_strength(ev["oscillation_growth_p"]) if st["growth"] > 1 else 0.0,
+        _p_strength(ev["oscillation_growth_p"]) if grew else 0.0,
         _p_strength(ev["spectral_peak_p"]),
         _p_strength(ev["peak_drop_p"]),
     )

@@ -32,6 +32,7 @@ import numpy as np
 
 from pgrpo.core.rewardrange import checked_reward_range
 from pgrpo.core.stats import iid_degeneracy
+from pgrpo.diagnose.nullmodel import lag1_autocorr
 from pgrpo.diagnose.progress import ProgressVerdict, assess_progress
 from pgrpo.diagnose.signals import MAX_POINTS, thin_log
 from pgrpo.dynamics.forecast import Forecast, forecast
@@ -134,16 +135,16 @@ def noise_sd(reward: np.ndarray) -> float:
 
 
 def slope_t(step: np.ndarray, reward: np.ndarray) -> float:
-    """t statistic of the OLS slope, SE inflated by (1 + rho) / (1 - rho) for lag-1 residual
-    autocorrelation rho > 0. step, reward: [n], n >= 4."""
+    """t statistic of the OLS slope, SE inflated by (1 + rho) / (1 - rho) for lag-1
+    autocorrelation, rho the 90% upper bound of `nullmodel.lag1_autocorr` (the residuals' own
+    lag-1 correlation, used before, is biased low on short curves). step, reward: [n], n >= 4."""
     x = step - step.mean()
     sxx = float(x @ x)
     if sxx <= 0 or reward.size < 4:
         return 0.0
     b = float(x @ (reward - reward.mean())) / sxx
     r = reward - reward.mean() - b * x
-    rho = float(np.corrcoef(r[:-1], r[1:])[0, 1]) if np.std(r) > 0 else 0.0
-    rho = min(max(rho if math.isfinite(rho) else 0.0, 0.0), 0.9)
+    rho = lag1_autocorr(reward)
     s2 = float(r @ r) / max(reward.size - 2, 1) * (1 + rho) / (1 - rho)
     se = math.sqrt(s2 / sxx)
     return b / se if se > 0 else (math.copysign(math.inf, b) if b else 0.0)

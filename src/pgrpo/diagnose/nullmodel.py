@@ -1,13 +1,15 @@
-"""Statistics of a logged reward curve and their distribution on null curves of the same length.
+"""The distribution of a logged reward curve's statistics on null curves of the same length.
 
 A logged reward is a batch mean: noisy (binomial for 0/1 rewards, with ties and zero MADs), and
-often autocorrelated (prompt order, curricula, slow drift). Every test below is a statistic
-computed by `curve_statistics` on the curve *and*, with the same code, on seeded null curves of
+often autocorrelated (prompt order, curricula, slow drift). Every test is a statistic computed by
+`curvestats.curve_statistics` on the curve *and*, with the same code, on seeded null curves of
 the same length (`null_curves`): binomial batch means of N = B x G rollouts at the run's mean
-reward when N is known and the reward is a 0/1 average, otherwise Gaussian AR(1) noise with the
-curve's own lag-1 autocorrelation. p-values are the share of null curves at least as extreme, so
-the false-alarm rate of a test at level alpha is alpha on its null by construction, whatever
-the length, the ties or the autocorrelation. The null statistics are cached per (length, null).
+reward when N is known (or read off the values' 1/N steps) and the reward is a 0/1 average,
+otherwise Gaussian AR(1) noise at a 90% upper confidence bound on the curve's lag-1
+autocorrelation (`lag1_autocorr`). p-values are the share of null curves at least as extreme,
+so the false-alarm rate of a test at level alpha is alpha on its null by construction, whatever
+the length or the ties; bench/null_rates.py measures it on curves off the null's shape. The
+null statistics are cached per (length, null).
 
 All statistics are self-normalised (divided by the curve's own noise scale from first
 differences), so the null needs no scale: only its shape (binomial p and N, or AR(1) rho).
@@ -21,6 +23,17 @@ from functools import lru_cache
 
 import numpy as np
 from scipy.signal import lfilter
+
+from pgrpo.diagnose import rhotable
+from pgrpo.diagnose.curvestats import (  # noqa: F401  (re-exported: nm.curve_statistics, ...)
+    GROWTH_MIN,
+    LEVEL_STATISTICS,
+    binary_curve_statistics,
+    curve_statistics,
+    level_statistics,
+    noise_sd,
+    window_size,
+)
 
 N_NULL = 2000
 """Null curves per (length, null model): p-values resolve down to 1 / 2001."""
@@ -36,214 +49,102 @@ class NullModel:
     n_rollouts: int = 0
     p: float = 0.5
     metrics: dict[str, float] = field(default_factory=dict)
+    inferred: bool = False
+    """N read off the values' lattice (`lattice_size`), not given by the log or the user."""
 
     def describe(self) -> str:
         if self.kind == "binomial":
-            return f"binomial batch means, N={self.n_rollouts} rollouts, p={self.p:.2f}"
-        return f"AR(1) noise, rho={self.rho:.1f}"
+            how = f" (from the values' 1/{self.n_rollouts} steps)" if self.inferred else ""
+            return f"binomial batch means, N={self.n_rollouts} rollouts{how}, p={self.p:.2f}"
+        return f"AR(1) noise, rho={self.rho:.2f}"
 
 
-def window_size(n: int) -> int:
-    """Points in the start / end / peak windows: a fifth of the run, at least 3."""
-    return max(3, n // 5)
+RHO_GRID = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.85, 0.9)
+"""The AR(1) coefficients of the cached nulls: finer near 1, where the level statistics' null
+spread grows fastest with rho (a window mean's sd by sqrt((1 + rho) / (1 - rho))). The top
+stays at 0.9: a smooth rise with little noise reads as rho near 1 (its differences are
+autocorrelated), and against a null at 0.975 a collapse from 0.8 to 0.1 at noise sd 0.02 read
+flat; slow wander beyond 0.9 is the price (docs/diagnostics.md gives the rates)."""
+RHO_CONFIDENCE = 0.9
+"""One-sided confidence of the AR(1) null's rho (`lag1_autocorr`): an upper bound, not the
+point estimate, which on a short curve falls well below the truth as often as above it (at
+rho 0.9 and n = 50 the estimate spread over 0.46-1.23; the old shrunk point estimate put half
+the curves under a too-narrow null: 39% of them read as not flat)."""
+TABLE_CURVES = 2000
+"""AR(1) curves per (length, rho) behind the stored table of the estimator's quantiles."""
 
 
-def _moving_mean(y: np.ndarray, w: int) -> np.ndarray:
-    """Trailing means of w points: [M, n] -> [M, n - w + 1]."""
-    c = np.cumsum(np.pad(y, ((0, 0), (1, 0))), axis=1)
-    return (c[:, w:] - c[:, :-w]) / w
+def _lag1_ratio(r: np.ndarray) -> np.ndarray:
+    """sum r_t r_t-1 / sum r_t^2 per row: [M, k] -> [M] (0 where r is all 0)."""
+    den = np.einsum("ij,ij->i", r, r)
+    num = np.einsum("ij,ij->i", r[:, 1:], r[:, :-1])
+    return np.where(den > 0, num / np.where(den > 0, den, 1.0), 0.0)
 
 
-def _centred_smooth(y: np.ndarray, w: int) -> np.ndarray:
-    """Centred moving average with shrinking edges: [M, n] -> [M, n]."""
-    n, h = y.shape[1], w // 2
-    c = np.cumsum(np.pad(y, ((0, 0), (1, 0))), axis=1)
-    if n <= 2 * h:
-        i = np.arange(n)
-        lo, hi = np.clip(i - h, 0, n), np.clip(i + h + 1, 0, n)
-        return (c[:, hi] - c[:, lo]) / (hi - lo)
-    out = np.empty_like(y)
-    out[:, h : n - h] = (c[:, 2 * h + 1 :] - c[:, : n - 2 * h]) / (2 * h + 1)
-    head, tail = np.arange(h), np.arange(n - h, n)
-    out[:, :h] = c[:, head + h + 1] / (head + h + 1)
-    out[:, n - h :] = (c[:, [n]] - c[:, tail - h]) / (n - tail + h)
-    return out
-
-
-def _hac_t(y: np.ndarray) -> np.ndarray:
-    """OLS slope t-statistic with a Newey-West (Bartlett) variance: [M, n] -> [M]."""
+def lag1_estimate(y: np.ndarray) -> np.ndarray:
+    """AR(1) coefficient of curves y [M, n] -> [M] (0 for fewer than 8 points), the mean of two
+    estimates that a trend moves in different ways: from the first differences, 1 + 2 corr(dy_t,
+    dy_t-1) (for AR(1) noise corr(dy_t, dy_t-1) = -(1 - rho) / 2) with a straight line removed
+    from the differences; and the lag-1 autocorrelation of the levels about a cubic. The first
+    reads a sharp bend (a rise that stops, a drop) as rho near 1; the second is biased low on
+    short curves and reads a slow curve as autocorrelation. `lag1_autocorr` calibrates the mean
+    on AR(1) curves of the same length, so only its spread matters: at n = 200 the mean puts the
+    median 90% bound on the true rho (0.0 / 0.3 / 0.6), the differences alone 0.1 / 0.4 / 0.7."""
+    y = np.atleast_2d(np.asarray(y, dtype=float))
     n = y.shape[1]
-    t = (np.arange(n) - (n - 1) / 2.0).astype(y.dtype)
-    stt = float(t @ t)
-    slope = (y @ t) / stt
-    resid = y - y.mean(axis=1, keepdims=True) - slope[:, None] * t
-    u = resid * t
-    s = np.einsum("ij,ij->i", u, u)
-    lags = int(math.floor(4.0 * (n / 100.0) ** (2.0 / 9.0)))
-    for lag in range(1, lags + 1):
-        s += 2.0 * (1.0 - lag / (lags + 1.0)) * np.einsum("ij,ij->i", u[:, lag:], u[:, :-lag])
-    se = np.sqrt(np.maximum(s, 0.0)) / stt
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(se > 0, slope / se, 0.0)
-
-
-SPECTRAL_HALF_WIDTH = 4
-
-
-def _spectral_peak(resid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Prominence of the sharpest periodogram peak: max_k P_k / mean of its 2h neighbours
-    (h = SPECTRAL_HALF_WIDTH), over periods of 3 to n/4 points. A local ratio, so a smooth red
-    spectrum (slow wander, common in real runs) is not a peak; an oscillation is. [M, n] ->
-    ([M], [M] period in points)."""
-    m, n = resid.shape
-    power = np.abs(np.fft.rfft(resid - resid.mean(axis=1, keepdims=True), axis=1)) ** 2
-    h = SPECTRAL_HALF_WIDTH
-    k = np.arange(power.shape[1])
-    centre = k[(k >= 4) & (k <= n // 3) & (k >= h) & (k < power.shape[1] - h)]
-    if centre.size < 3:
-        return np.zeros(m), np.full(m, np.nan)
-    c = np.cumsum(np.pad(power, ((0, 0), (1, 0))), axis=1)
-    around = (c[:, centre + h + 1] - c[:, centre - h] - power[:, centre]) / (2 * h)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = np.where(around > 0, power[:, centre] / around, 0.0)
-    best = np.argmax(ratio, axis=1)
-    return ratio[np.arange(m), best], n / centre[best]
-
-
-def noise_sd(y: np.ndarray) -> np.ndarray:
-    """Per-curve noise scale from first differences, sqrt(mean(diff^2) / 2): [M, n] -> [M].
-    A mean of squares, not a MAD: discrete rewards give zero MADs."""
+    if n < 8:
+        return np.zeros(y.shape[0])
     d = np.diff(y, axis=1)
-    return np.sqrt(np.mean(d * d, axis=1) / 2.0)
+    t = np.arange(n - 1) - (n - 2) / 2.0
+    d = d - d.mean(axis=1, keepdims=True) - np.outer((d @ t) / float(t @ t), t)
+    q, _ = np.linalg.qr(np.vander(np.linspace(-1.0, 1.0, n), 4))  # [n, 4]: a cubic's basis
+    levels = y - (y @ q) @ q.T
+    return 0.5 * ((1.0 + 2.0 * _lag1_ratio(d)) * (np.abs(d).sum(axis=1) > 0) + _lag1_ratio(levels))
 
 
-def curve_statistics(y: np.ndarray, scale: np.ndarray | None = None) -> dict[str, np.ndarray]:
-    """The tests' statistics for curves y: [M, n] (or [n]); each value [M].
-
-    trend_t: HAC t of the whole-run slope; recent_t: the same on the second half; gain_z: (end
-    window - start window) / (sd / sqrt(w)); drop_z: (highest window - end window) / (sd /
-    sqrt(w)); growth: residual sd over the last third / the first third (residuals from a
-    centred moving average, divided by `scale` [n] when the noise level changes with the reward);
-    spectral: the prominence of the sharpest periodogram peak of those residuals
-    (`_spectral_peak`).
-    """
-    y = np.atleast_2d(np.asarray(y, dtype=float))
-    return {**level_statistics(y), **_residual_statistics(y, scale)}
+def simulated_quantile(n: int, rho: float, q: float, m: int = TABLE_CURVES) -> float:
+    """The q-quantile of `lag1_estimate` on m seeded AR(1) curves of length n at rho: what
+    `rhotable` stores for q = 1 - RHO_CONFIDENCE on a grid of lengths."""
+    null = NullModel("ar1", rho)
+    return float(np.quantile(lag1_estimate(null_curves(n, null, m, SEED + 1)), q))
 
 
-LEVEL_STATISTICS = ("trend_t", "recent_t", "gain_z", "drop_z", "rise_z", "noise_sd")
-"""The statistics of `curve_statistics` that the progress verdict reads (`level_statistics`)."""
-
-
-def level_statistics(y: np.ndarray) -> dict[str, np.ndarray]:
-    """The LEVEL_STATISTICS of `curve_statistics` alone (the same code, the same values):
-    y: [M, n] (or [n]); each value [M]."""
-    y = np.atleast_2d(np.asarray(y, dtype=float))
-    n = y.shape[1]
-    w = window_size(n)
-    sd = noise_sd(y)
-    safe = np.where(sd > 0, sd, np.inf)
-    mw = _moving_mean(y, w)
-    se_w = safe / math.sqrt(w)
-    return {
-        "trend_t": _hac_t(y),
-        "recent_t": _hac_t(y[:, n // 2 :]),
-        "gain_z": (mw[:, -1] - mw[:, 0]) / se_w,
-        "drop_z": (mw.max(axis=1) - mw[:, -1]) / se_w,
-        "rise_z": (mw[:, -1] - mw.min(axis=1)) / se_w,
-        "noise_sd": sd,
-    }
-
-
-ROUNDING = 1e-9
-"""Residuals below ROUNDING x the curve's largest |value| are float rounding of the moving
-average, not noise: a constant reward leaves ~1e-17 there, whose 'growth' was inf."""
-
-
-SCALE_FLOOR = math.sqrt(0.02 * 0.98)
-"""The spectral test divides residuals by the noise profile sqrt(p (1 - p)) floored here (p
-kept in [0.02, 0.98]), so a level near 0 or 1 does not blow single residuals up."""
-
-
-MIN_FREE = 5
-"""Unpinned points a third needs for the growth test (fewer: growth 1, no evidence)."""
-
-
-def _pinned(y: np.ndarray, tol: np.ndarray) -> np.ndarray:
-    """[M, n] bool: steps in a run of >= 2 consecutive values at the curve's own lowest or
-    highest value (a reward pinned at a floor or ceiling, e.g. every rollout failing: no noise
-    there, whatever the noise is elsewhere)."""
-    at = (y <= y.min(axis=1, keepdims=True) + tol) | (y >= y.max(axis=1, keepdims=True) - tol)
-    pad = np.zeros((y.shape[0], 1), dtype=bool)
-    before, after = np.hstack([pad, at[:, :-1]]), np.hstack([at[:, 1:], pad])
-    return at & (before | after)
-
-
-def _masked_sd(r: np.ndarray, keep: np.ndarray) -> np.ndarray:
-    """Row sd of r [M, k] over the `keep` entries; NaN where fewer than MIN_FREE are kept."""
-    cnt = keep.sum(axis=1)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        mean = np.where(keep, r, 0.0).sum(axis=1) / cnt
-        var = np.where(keep, (r - mean[:, None]) ** 2, 0.0).sum(axis=1) / cnt
-    return np.where(cnt >= MIN_FREE, np.sqrt(var), np.nan)
-
-
-def _masked_rms(v: np.ndarray, keep: np.ndarray) -> np.ndarray:
-    """Row rms of v [1 or M, k] over the `keep` [M, k] entries (0 where none is kept)."""
-    cnt = np.maximum(keep.sum(axis=1), 1)
-    return np.sqrt(np.where(keep, v * v, 0.0).sum(axis=1) / cnt)
-
-
-def _residual_statistics(y: np.ndarray, scale: np.ndarray | None) -> dict[str, np.ndarray]:
-    """growth, spectral and peak_period of `curve_statistics`: y [M, n] -> each [M].
-
-    growth is the residual sd over the last third / the first third, each over the steps that
-    are not pinned at the curve's lowest or highest value (`_pinned`: a run that sits at 0 for
-    its first third has no noise to grow from; before, its growth was inf against AR(1) noise).
-    With `scale` [n] (the expected noise sd per step), each third's sd is divided by the rms of
-    `scale` over the same steps (pooled, not point by point: where the level sits at 0 or 1
-    both are 0, and a floor on the divisor there made such a run look like growing swings).
-    Residuals under ROUNDING x max |y| count as 0."""
-    n = y.shape[1]
-    resid = y - _centred_smooth(y, max(5, n // 10))
-    tol = ROUNDING * np.max(np.abs(y), axis=1, keepdims=True)
-    resid = np.where(np.abs(resid) <= tol, 0.0, resid)
-    free = ~_pinned(y, tol)
-    third = max(3, n // 3)
-    parts = (slice(0, third), slice(n - third, n))
-    early, late = (_masked_sd(resid[:, part], free[:, part]) for part in parts)
-    if scale is not None:
-        expected = [_masked_rms(scale[None, part], free[:, part]) for part in parts]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            early, late = (
-                np.where(e > 0, sd / e, np.nan)
-                for sd, e in zip((early, late), expected, strict=True)
-            )
-    with np.errstate(divide="ignore", invalid="ignore"):
-        growth = np.where(early > 0, late / early, np.where(late > 0, np.inf, 1.0))
-    growth = np.where(np.isnan(early) | np.isnan(late), 1.0, growth)
-    if scale is not None:
-        resid = resid / np.maximum(scale, SCALE_FLOOR)
-    spectral, peak_period = _spectral_peak(resid)
-    return {"growth": growth, "spectral": spectral, "peak_period": peak_period}
+@lru_cache(maxsize=1024)
+def _estimate_quantile(n: int, rho: float, q: float) -> float:
+    """`simulated_quantile` read from the stored table (`rhotable`) when it holds q: at the
+    longest tabulated length <= n (a shorter curve's estimate spreads wider, so its low quantile
+    is lower and the bound it gives is no lower: conservative between the grid's lengths, which
+    are 2^(1/4) apart; past the last, 2048, the same); simulated otherwise."""
+    if q == rhotable.Q and n >= rhotable.LENGTHS[0]:
+        i = int(np.searchsorted(rhotable.LENGTHS, n, side="right")) - 1
+        return rhotable.QUANTILES[i][RHO_GRID.index(rho)]
+    return simulated_quantile(n, rho, q)
 
 
 def lag1_autocorr(y: np.ndarray) -> float:
-    """AR(1) coefficient from the first differences, rho = 1 + 2 corr(dy_t, dy_t-1) (for
-    AR(1) noise corr(dy_t, dy_t-1) = -(1 - rho) / 2), with a straight line removed from the
-    differences so that a trend, even a curved one, barely moves it; shrunk by n / (n + 20)
-    (short curves give wild estimates). [n] -> float, rounded up to the 0.1 grid of the cached
-    nulls, clipped to [0, 0.9]."""
-    d = np.diff(np.asarray(y, dtype=float))
-    if d.size < 4:
+    """The AR(1) null's rho for a curve y [n]: the largest RHO_GRID value whose estimates
+    (`lag1_estimate`) fall at or below the curve's own with probability >= 1 - RHO_CONFIDENCE,
+    i.e. a one-sided RHO_CONFIDENCE upper confidence bound on the grid, from the estimator's
+    simulated distribution at the curve's length (`_estimate_quantile`: a stored table; found by
+    bisection, the quantile growing with rho). The tests' p-values
+    grow with rho (a wider null), so the bound keeps their false-alarm rate near their level
+    for every rho up to 0.9 (the grid's top: slow wander beyond it is not covered; the rates
+    are in docs/diagnostics.md). 0.0 below 8 points."""
+    y = np.asarray(y, dtype=float)
+    if y.size < 8:
         return 0.0
-    t = np.arange(d.size, dtype=float)
-    d = d - np.polyval(np.polyfit(t, d, 1), t)
-    den = float(d @ d)
-    if den <= 0:
+    est = float(lag1_estimate(y[None, :])[0])
+    q = round(1.0 - RHO_CONFIDENCE, 6)
+    lo, hi = 0, len(RHO_GRID) - 1  # invariant: the bound's index is in [lo, hi]
+    if _estimate_quantile(y.size, RHO_GRID[0], q) > est:
         return 0.0
-    rho = (1.0 + 2.0 * float(d[1:] @ d[:-1]) / den) * y.size / (y.size + 20.0)
-    return float(np.clip(math.ceil(rho * 10 - 1e-9) / 10, 0.0, 0.9))
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if _estimate_quantile(y.size, RHO_GRID[mid], q) <= est:
+            lo = mid
+        else:
+            hi = mid - 1
+    return float(RHO_GRID[lo])
 
 
 def is_binary_mean(reward: np.ndarray, n_rollouts: float | None) -> bool:
@@ -254,11 +155,7 @@ def is_binary_mean(reward: np.ndarray, n_rollouts: float | None) -> bool:
     if not n_rollouts or r.size == 0 or r.min() < 0.0 or r.max() > 1.0:
         return False
     k = r * float(n_rollouts)
-    # logs round their values (4 decimals shift k by up to 5e-5 N: 0.205 at N = 4096, past a
-    # cap of 0.2); a continuous score lands within the tolerance on far fewer than 90% of
-    # steps as long as it stays well below 0.5 (at 0.25: on about half of them)
-    tol = min(0.25, max(1e-6, 6e-4 * float(n_rollouts)))
-    return bool(np.mean(np.abs(k - np.round(k)) < tol) >= 0.9)
+    return bool(np.mean(np.abs(k - np.round(k)) < _lattice_tolerance(n_rollouts)) >= 0.9)
 
 
 OVERDISPERSION = 2.0
@@ -274,15 +171,69 @@ def overdispersed(reward: np.ndarray, n_rollouts: float) -> bool:
     return binom > 0 and float(noise_sd(r[None, :])[0]) ** 2 > OVERDISPERSION * binom
 
 
+LATTICE_MAX = 64
+"""The largest N `lattice_size` reads off a log's values: past it, a reward rounded to two
+decimals (multiples of 1/100) would read as a mean of 100 rollouts."""
+
+
+def lattice_size(reward: np.ndarray) -> int | None:
+    """The N of a log that does not state it, when its values look like means of N 0/1 rewards:
+    the smallest N <= LATTICE_MAX such that every distinct value is a multiple of 1/N (within
+    `is_binary_mean`'s rounding tolerance; every value, not 90% of steps: a run at 0 on 99% of
+    its steps would otherwise read as N = 1 whatever its few successes), among curves with at
+    least three distinct values, or two of which one is 0 or 1 (a rare success: 0 and 1/8); a
+    constant says nothing of N. None otherwise. reward: [n]."""
+    r = np.asarray(reward, dtype=float)
+    r = r[np.isfinite(r)]
+    values = np.unique(r)
+    if values.size < 2 or r.min() < 0.0 or r.max() > 1.0:
+        return None
+    if values.size == 2 and not (values[0] == 0.0 or values[1] == 1.0):
+        return None  # two values, neither a floor of 0 nor a ceiling of 1: not a 0/1 mean
+    return next((k for k in range(1, LATTICE_MAX + 1) if _on_lattice(values, k)), None)
+
+
+def _lattice_tolerance(n_rollouts: float) -> float:
+    # logs round their values (4 decimals shift k by up to 5e-5 N: 0.205 at N = 4096, past a
+    # cap of 0.2); a continuous score lands within the tolerance on far fewer than 90% of
+    # steps as long as it stays well below 0.5 (at 0.25: on about half of them)
+    return min(0.25, max(1e-6, 6e-4 * float(n_rollouts)))
+
+
+def _on_lattice(values: np.ndarray, k: int) -> bool:
+    """Every value a multiple of 1/k (within the rounding tolerance)."""
+    return bool(np.all(np.abs(values * k - np.round(values * k)) < _lattice_tolerance(k)))
+
+
+def rollouts(reward: np.ndarray, n_rollouts: float | None) -> tuple[float | None, bool]:
+    """(N, inferred): the stated N, else the values' `lattice_size` (inferred True)."""
+    if n_rollouts:
+        return n_rollouts, False
+    k = lattice_size(reward)
+    return (float(k), True) if k else (None, False)
+
+
+def grid_p(p: float, draws: int) -> float:
+    """The binomial null's p on a grid (for the cache): 0.01 steps in [0.05, 0.95], 0.001 steps
+    nearer 0 or 1 (a floor of 0.01 made p = 0.005 look twice as noisy as it is: 13% false
+    alarms), never closer to 0 or 1 than one success in the run's `draws` rollouts (a null
+    with no variation tests nothing)."""
+    q = min(p, 1.0 - p)
+    q = round(q * 100) / 100 if q >= 0.05 else round(q * 1000) / 1000
+    q = min(max(q, 0.001, 1.0 / max(draws, 1)), 0.5)
+    return q if p <= 0.5 else 1.0 - q
+
+
 def choose_null(reward: np.ndarray, n_rollouts: float | None, rho: float | None = None):
-    """Binomial batch noise at N = B x G when N is known, the values are means of N 0/1
-    rewards (fresh rollouts every step: independent noise) and their noise is not overdispersed;
-    AR(1) with the curve's rho otherwise. reward: [n] finite values."""
+    """Binomial batch noise at N = B x G when N is known (stated, or read off the values'
+    1/N steps: `rollouts`), the values are means of N 0/1 rewards (fresh rollouts every step:
+    independent noise) and their noise is not overdispersed; AR(1) with the curve's rho
+    otherwise. reward: [n] finite values."""
     rho = lag1_autocorr(reward) if rho is None else rho
+    n_rollouts, inferred = rollouts(reward, n_rollouts)
     if is_binary_mean(reward, n_rollouts) and not overdispersed(reward, n_rollouts):
-        # p on a 0.01 grid (for the cache), never 0 or 1: a null with no variation tests nothing
-        p = float(np.clip(round(float(np.mean(reward)) * 100) / 100, 0.01, 0.99))
-        return NullModel("binomial", rho, int(n_rollouts), p)
+        p = grid_p(float(np.mean(reward)), int(n_rollouts) * reward.size)
+        return NullModel("binomial", rho, int(n_rollouts), p, inferred=inferred)
     return NullModel("ar1", rho)
 
 
@@ -295,7 +246,7 @@ def null_curves(
     n: int, null: NullModel, m: int = N_NULL, seed: int = SEED, chunk: int = 0
 ) -> np.ndarray:
     """m seeded null curves of length n: [m, n] (chunk: which block of rows, for seeding)."""
-    key = [seed, n, round(null.rho * 10), null.n_rollouts, round(null.p * 100), chunk]
+    key = [seed, n, round(null.rho * 100), null.n_rollouts, round(null.p * 10000), chunk]
     rng = np.random.default_rng(key)
     if null.kind == "binomial":
         x = rng.binomial(null.n_rollouts, null.p, size=(m, n)) / null.n_rollouts
@@ -329,7 +280,9 @@ _FULL_KEYS: set[tuple] = set()
 @lru_cache(maxsize=256)
 def _null_stats(n: int, kind: str, rho: float, n_rollouts: int, p: float) -> dict:
     _FULL_KEYS.add((n, kind, rho, n_rollouts, p))
-    return _sorted_null(_simulated(n, NullModel(kind, rho, n_rollouts, p), curve_statistics))
+    # a binomial null's statistics read each curve's noise profile, as the data's do then
+    statistics = binary_curve_statistics if kind == "binomial" else curve_statistics
+    return _sorted_null(_simulated(n, NullModel(kind, rho, n_rollouts, p), statistics))
 
 
 @lru_cache(maxsize=256)

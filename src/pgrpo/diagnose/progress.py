@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from scipy import stats
 
 from pgrpo.core.rewardrange import range_holding
 from pgrpo.diagnose import nullmodel as nm
@@ -189,6 +190,26 @@ def _slope(step: np.ndarray, x: np.ndarray) -> float:
     return float(np.polyfit(step, x, 1)[0]) if np.ptp(step) > 0 else 0.0
 
 
+def _stuck_p(x: np.ndarray, w: int, n_rollouts: float | None) -> float:
+    """p-value of a last window of w steps stuck at the run's floor, were the run's rate the same
+    throughout. x: [n]. For means of N 0/1 rewards (N stated or read off the values) with the
+    floor at 0: the chance that none of the run's K successes falls in the window's N w of its
+    N n rollouts (hypergeometric, exact under i.i.d. steps); on any other scale: the mean before
+    the window over the floor, in units of its standard error (one-sided normal)."""
+    n_eff = nm.rollouts(x, n_rollouts)[0]
+    floor = float(x.min())
+    if n_eff and nm.is_binary_mean(x, n_eff) and floor == 0.0:
+        big = int(round(n_eff))
+        successes = int(round(float(x.sum()) * big))
+        return float(stats.hypergeom(big * x.size, successes, big * w).pmf(0))
+    head = x[:-w]
+    sd = float(nm.noise_sd(x[None, :])[0])
+    if head.size == 0 or sd <= 0:
+        return 1.0
+    z = (float(head.mean()) - floor) / (sd * math.sqrt(1.0 / head.size + 1.0 / w))
+    return float(stats.norm.sf(z))
+
+
 def _tests(step: np.ndarray, x: np.ndarray, n_rollouts: float | None) -> dict[str, Any]:
     """Statistics of the curve, their null p-values and the null model used."""
     null = nm.choose_null(x, n_rollouts)
@@ -251,6 +272,10 @@ def assess_progress(
         flat = spread[-w:] == 1.0
         if flat.any():  # where the groups without spread sit: all-pass (top) or all-fail
             ev["zero_spread_level"] = float(np.mean(x[-w:][flat]))
+    tail = x[-w:]
+    if ev.get("zero_spread_end", 0.0) >= ZERO_SPREAD_SHARE and np.ptp(tail) == 0:
+        if tail[0] <= x.min():
+            ev["stuck_p"] = _stuck_p(x, w, n_rollouts)
     if fit:
         ev.update(_fit_evidence(s, x, reward_range))
     label = _label(ev, x, n_rollouts, alpha, reward_range)
@@ -283,10 +308,12 @@ def _label(
     all_pass = ev.get("zero_spread_level", -math.inf) >= ev["end_level"] - max(se_w, 1e-12)
     if ceiling or (no_spread and all_pass and at_top and rose):
         return "saturated"
-    tail = x[-int(ev["window"]) :]
-    stuck = no_spread and np.ptp(tail) == 0 and tail[0] <= x.min()
+    # stuck at the floor, every group scoring the same, below the start, and too long there for
+    # the run's own rate of success (`_stuck_p`; without it a short run of rare successes read
+    # 'collapsed' on 9-23% of null curves)
+    stuck = no_spread and ev.get("stuck_p", 1.0) < alpha
     if stuck and ev["start_level"] > ev["end_level"] + se_w:
-        return "collapsed"  # stuck at the floor, every group scoring the same, below the start
+        return "collapsed"
     if dropped or fell:
         at_floor = ev["end_level"] <= ev["floor_level"] + se_w
         # lost all it had gained: a best window clearly above the start (by noise alone, the
@@ -365,7 +392,8 @@ def _words(label: str, ev: dict[str, Any]) -> tuple[str, str]:
             f" (fall {nm.fmt_p(ev['drop_p'])})"
             if ev["drop_p"] < ALPHA
             else f", and stays at its floor with no spread within groups on "
-            f"{ev.get('zero_spread_end', math.nan):.0%} of the last steps"
+            f"{ev.get('zero_spread_end', math.nan):.0%} of the last steps "
+            f"({nm.fmt_p(ev.get('stuck_p', math.nan))} for so long a stay at its rate)"
         )
         return (
             f"Collapsed: reward fell from {_g(best)} near step {ps:g} to {_g(b)}, at or below "

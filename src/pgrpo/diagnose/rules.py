@@ -23,7 +23,7 @@ from pgrpo.diagnose.verdict import DIAGNOSTIC_RULES, ModeVerdict, cannot_judge, 
 MIN_STEPS = 8
 # reward hacking
 HACK_MIN_TRAIN_GAIN = 0.05  # train reward gain (at the eval steps) for "gain without eval"
-HACK_EVAL_SHARE = 0.25  # eval gain below this share of the train gain = divergence
+HACK_EVAL_SHARE = 0.25  # eval gain below (1 - this) x the train gain = divergence
 LENGTH_BLOWUP = 2.5  # final / initial mean completion length
 FORMAT_SHARE = 0.7  # share of the reward gain from format-like reward functions
 # advantage degeneracy
@@ -38,6 +38,7 @@ KL_RUNAWAY = 2.0  # KL over the last 10% / KL at mid-run, with final KL above KL
 KL_FLOOR = 0.05
 CLIP_HIGH = 0.2  # mean clipped-token fraction over the second half
 ALPHA_MODE = 0.005  # level of each reward-curve test on null curves of the same length
+Z_MODE = 2.5758  # the one-sided normal quantile at ALPHA_MODE (the eval tests of reward hacking)
 
 
 def _lack(s: Signals, name: str, need: int) -> str:
@@ -54,11 +55,39 @@ def _rel_gain(x: np.ndarray) -> tuple[float, float, float]:
     return a, b, b - a
 
 
+def _reward_width(s: Signals) -> int:
+    """Points in the smoothing window of `_reward_at`."""
+    return max(3, int(np.isfinite(s.get("reward")).sum()) // 10)
+
+
 def _reward_at(s: Signals, step: float) -> float:
     """Smoothed train reward at the logged step nearest to `step`."""
     ok = np.isfinite(s.get("reward"))
-    steps, r = s.steps[ok], smooth(s.get("reward"), max(3, int(ok.sum()) // 10))
+    steps, r = s.steps[ok], smooth(s.get("reward"), _reward_width(s))
     return float(r[int(np.argmin(np.abs(steps - step)))])
+
+
+def _z_strength(z: float) -> float:
+    """0.5 at z = Z_MODE, towards 1 a unit above; an infinite z (no noise at all) is certain."""
+    return (1.0 if z > 0 else 0.0) if math.isinf(z) else confidence(z, Z_MODE, 1.0)
+
+
+def _gain_se(s: Signals) -> tuple[float, float]:
+    """(standard error of the train gain between two `_reward_at` values, of the eval gain
+    between the first and last eval points). The train one: the reward's noise sd (first
+    differences) over sqrt(window), times sqrt(2). The eval one: from the points' own standard
+    errors (`eval_se`: the records' sizes), else from the scatter of >= 4 eval points (their
+    noise sd from first differences, times sqrt(2): conservative, a trend adds to it), else
+    NaN: two points of unknown size cannot tell a change from noise."""
+    x = finite(s.get("reward"))
+    train = float(nm.noise_sd(x[None, :])[0]) * math.sqrt(2.0 / _reward_width(s))
+    se = s.eval_se
+    if len(se) == len(s.eval_points) and math.isfinite(se[0]) and math.isfinite(se[-1]):
+        return train, math.hypot(se[0], se[-1])
+    acc = np.array([a for _, a in s.eval_points], dtype=float)
+    if acc.size >= 4:
+        return train, float(nm.noise_sd(acc[None, :])[0]) * math.sqrt(2.0)
+    return train, math.nan
 
 
 def n_rollouts(s: Signals) -> float | None:
@@ -108,12 +137,26 @@ def reward_hacking(s: Signals) -> ModeVerdict:
     if len(s.eval_points) >= 2:
         (s0, e0), (s1, e1) = s.eval_points[0], s.eval_points[-1]
         train_gain = _reward_at(s, s1) - _reward_at(s, s0)
-        ev.update(train_gain=train_gain, eval_gain=e1 - e0, eval_first=e0, eval_last=e1)
-        if train_gain > HACK_MIN_TRAIN_GAIN:
-            gap = train_gain * (1 - HACK_EVAL_SHARE) - (e1 - e0)  # > 0: eval lags the reward
-            strengths.append(confidence(gap, 0.0, 0.05))
-        else:
-            strengths.append(confidence(e0 - e1 - 0.05, 0.0, 0.05))  # eval falling on its own
+        se_train, se_eval = _gain_se(s)
+        ev.update(train_gain=train_gain, eval_gain=e1 - e0, eval_first=e0, eval_last=e1,
+                  train_gain_se=se_train, eval_gain_se=se_eval)  # fmt: skip
+        if not math.isfinite(se_eval):
+            missing.append(
+                "the eval's size (n_problems, accuracy_ci or per-problem counts in the eval "
+                "records, or >= 4 eval points), to tell an eval change from noise"
+            )
+        elif train_gain > HACK_MIN_TRAIN_GAIN:
+            # eval lags the reward: its gain below (1 - HACK_EVAL_SHARE) of the train gain, by
+            # more than both gains' noise allows (one-sided z at ALPHA_MODE)
+            gap = train_gain * (1 - HACK_EVAL_SHARE) - (e1 - e0)
+            sd = math.hypot((1 - HACK_EVAL_SHARE) * se_train, se_eval)
+            ev["eval_gap_z"] = gap / sd if sd > 0 else math.copysign(math.inf, gap)
+            strengths.append(_z_strength(ev["eval_gap_z"]))
+        else:  # eval falling on its own, beyond its noise; before, any fall of 0.05 fired
+            # (14-27% of flat runs with two evals of 100-500 problems)
+            fall = e0 - e1
+            ev["eval_fall_z"] = fall / se_eval if se_eval > 0 else math.copysign(math.inf, fall)
+            strengths.append(_z_strength(ev["eval_fall_z"]))
     else:
         missing.append("eval accuracy (--eval-log with >= 2 steps, or an eval/accuracy column)")
     if s.has("completions/mean_length", 4):

@@ -39,13 +39,15 @@ MAX_POINTS = 2000
 @dataclass(frozen=True)
 class Signals:
     """steps: [S]; columns: name -> [S] float (NaN = not logged at that step); config: scalars;
-    eval_points: [(step, accuracy)] sorted by step (empty without an eval log)."""
+    eval_points: [(step, accuracy)] sorted by step (empty without an eval log); eval_se: the
+    standard error of each eval point's accuracy (NaN: unknown; empty: none known)."""
 
     steps: np.ndarray
     columns: dict[str, np.ndarray]
     config: dict[str, Any] = field(default_factory=dict)
     eval_points: tuple[tuple[float, float], ...] = ()
     source: str = ""
+    eval_se: tuple[float, ...] = ()
 
     def has(self, name: str, min_points: int = 1) -> bool:
         col = self.columns.get(name)
@@ -91,7 +93,9 @@ def _log_parts(log: Any) -> tuple[np.ndarray, dict[str, np.ndarray], dict[str, A
     return steps, cols, config, str(getattr(log, "source", "") or getattr(log, "format", ""))
 
 
-def signals_from_log(log: Any, eval_points: tuple[tuple[float, float], ...] = ()) -> Signals:
+def signals_from_log(
+    log: Any, eval_points: tuple[tuple[float, float], ...] = (), eval_se: tuple[float, ...] = ()
+) -> Signals:
     """Build the rules' view of a log, resolving framework aliases to pgrpo names."""
     steps, cols, config, source = _log_parts(log)
     for name, alternatives in ALIASES.items():
@@ -114,14 +118,45 @@ def signals_from_log(log: Any, eval_points: tuple[tuple[float, float], ...] = ()
     if not eval_points and "eval/accuracy" in cols:
         acc = cols["eval/accuracy"]
         ok = np.isfinite(acc)
-        eval_points = tuple(zip(steps[ok].tolist(), acc[ok].tolist(), strict=True))
-    return Signals(steps, cols, config, tuple(sorted(eval_points)), source)
+        eval_points, eval_se = tuple(zip(steps[ok].tolist(), acc[ok].tolist(), strict=True)), ()
+    order = sorted(range(len(eval_points)), key=lambda i: eval_points[i])
+    se = tuple(eval_se[i] for i in order) if len(eval_se) == len(eval_points) else ()
+    return Signals(steps, cols, config, tuple(eval_points[i] for i in order), source, se)
 
 
 def read_eval_points(path: str | Path) -> tuple[tuple[float, float], ...]:
-    """Eval accuracy by training step from a `pgrpo eval` JSON (each result's `step` and
-    `accuracy`) or a JSONL file of {"step": ..., "accuracy": ...} records. A record's
-    per-problem counts, when it has them, must pass `checked_counts` (as `pgrpo eval --from`)."""
+    """Eval accuracy by training step (`read_eval_records` without the standard errors)."""
+    return read_eval_records(path)[0]
+
+
+def eval_record_se(rec: dict) -> float:
+    """Standard error of one eval record's accuracy: its `accuracy_se`; else its 95%
+    `accuracy_ci` width / 3.92; else the sd of its per-problem pass rates / sqrt(problems);
+    else binomial at its `n_problems`; NaN when the record says nothing of its size."""
+    acc = float(rec["accuracy"])
+    if rec.get("accuracy_se") is not None:
+        return float(rec["accuracy_se"])
+    ci = rec.get("accuracy_ci")
+    if isinstance(ci, list | tuple) and len(ci) == 2:
+        return (float(ci[1]) - float(ci[0])) / (2.0 * 1.959964)
+    probs = rec.get("per_problem")
+    if probs is not None and len(probs) >= 2:
+        rates = np.array([p["c"] / p["n"] for p in probs], dtype=float)
+        return float(np.std(rates, ddof=1) / np.sqrt(rates.size))
+    n = rec.get("n_problems")
+    if n:
+        return float(np.sqrt(max(acc * (1.0 - acc), 0.0) / float(n)))
+    return math.nan
+
+
+def read_eval_records(
+    path: str | Path,
+) -> tuple[tuple[tuple[float, float], ...], tuple[float, ...]]:
+    """(eval accuracy by training step, its standard errors: `eval_record_se`) from a `pgrpo
+    eval` JSON (each result's `step` and `accuracy`) or a JSONL file of {"step": ...,
+    "accuracy": ...} records. A record's per-problem counts, when it has them, must pass
+    `checked_counts` (as `pgrpo eval --from`). Several records at one step (seeds): their mean,
+    with the standard error of a mean of independent ones."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"eval log {path} not found; write one with `pgrpo eval --out`")
@@ -149,13 +184,16 @@ def read_eval_points(path: str | Path) -> tuple[tuple[float, float], ...]:
                 f"{path}: eval record {i} ({rec.get('name', '?')}) has no training 'step'; "
                 "pass --step to `pgrpo eval` (0 for the base model) so the diagnosis can align it"
             )
-        points.append((float(rec["step"]), float(rec["accuracy"])))
+        points.append((float(rec["step"]), float(rec["accuracy"]), eval_record_se(rec)))
     if not points:
         raise ValueError(f"{path} holds no eval results")
-    by_step: dict[float, list[float]] = {}
-    for step, acc in points:  # several seeds at one step: their mean
-        by_step.setdefault(step, []).append(acc)
-    return tuple((step, float(np.mean(v))) for step, v in sorted(by_step.items()))
+    by_step: dict[float, list[tuple[float, float]]] = {}
+    for step, acc, se in points:  # several seeds at one step: their mean
+        by_step.setdefault(step, []).append((acc, se))
+    merged = sorted(by_step.items())
+    means = tuple((step, float(np.mean([a for a, _ in v]))) for step, v in merged)
+    ses = tuple(float(np.sqrt(sum(e * e for _, e in v))) / len(v) for _, v in merged)
+    return means, ses
 
 
 # ---------------------------------------------------------------------------------------------
@@ -209,6 +247,7 @@ def thin_signals(signals: Signals, max_points: int = MAX_POINTS) -> Signals:
         binned_config(config, b, n, head),
         signals.eval_points,
         signals.source,
+        signals.eval_se,
     )
 
 

@@ -1,0 +1,269 @@
+"""The statistics of a logged reward curve that the reward-curve tests read (`nullmodel` gives
+their distributions on null curves of the same length, computed by this same code).
+
+All statistics are self-normalised (divided by the curve's own noise scale from first
+differences), so a null needs no scale: only its shape. Every function takes curves as rows,
+y: [M, n], and returns one value per row.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy.stats import rankdata
+
+
+def window_size(n: int) -> int:
+    """Points in the start / end / peak windows: a fifth of the run, at least 3."""
+    return max(3, n // 5)
+
+
+def _moving_mean(y: np.ndarray, w: int) -> np.ndarray:
+    """Trailing means of w points: [M, n] -> [M, n - w + 1]."""
+    c = np.cumsum(np.pad(y, ((0, 0), (1, 0))), axis=1)
+    return (c[:, w:] - c[:, :-w]) / w
+
+
+def _centred_smooth(y: np.ndarray, w: int) -> np.ndarray:
+    """Centred moving average with shrinking edges: [M, n] -> [M, n]."""
+    n, h = y.shape[1], w // 2
+    c = np.cumsum(np.pad(y, ((0, 0), (1, 0))), axis=1)
+    if n <= 2 * h:
+        i = np.arange(n)
+        lo, hi = np.clip(i - h, 0, n), np.clip(i + h + 1, 0, n)
+        return (c[:, hi] - c[:, lo]) / (hi - lo)
+    out = np.empty_like(y)
+    out[:, h : n - h] = (c[:, 2 * h + 1 :] - c[:, : n - 2 * h]) / (2 * h + 1)
+    head, tail = np.arange(h), np.arange(n - h, n)
+    out[:, :h] = c[:, head + h + 1] / (head + h + 1)
+    out[:, n - h :] = (c[:, [n]] - c[:, tail - h]) / (n - tail + h)
+    return out
+
+
+def _hac_t(y: np.ndarray) -> np.ndarray:
+    """OLS slope t-statistic with a Newey-West (Bartlett) variance: [M, n] -> [M]."""
+    n = y.shape[1]
+    t = (np.arange(n) - (n - 1) / 2.0).astype(y.dtype)
+    stt = float(t @ t)
+    slope = (y @ t) / stt
+    resid = y - y.mean(axis=1, keepdims=True) - slope[:, None] * t
+    u = resid * t
+    s = np.einsum("ij,ij->i", u, u)
+    lags = int(math.floor(4.0 * (n / 100.0) ** (2.0 / 9.0)))
+    for lag in range(1, lags + 1):
+        s += 2.0 * (1.0 - lag / (lags + 1.0)) * np.einsum("ij,ij->i", u[:, lag:], u[:, :-lag])
+    se = np.sqrt(np.maximum(s, 0.0)) / stt
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(se > 0, slope / se, 0.0)
+
+
+SPECTRAL_HALF_WIDTH = 4
+
+
+def _spectral_peak(resid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Prominence of the sharpest periodogram peak: max_k P_k / mean of its 2h neighbours
+    (h = SPECTRAL_HALF_WIDTH), over periods of 3 to n/4 points. A local ratio, so a smooth red
+    spectrum (slow wander, common in real runs) is not a peak; an oscillation is. [M, n] ->
+    ([M], [M] period in points)."""
+    m, n = resid.shape
+    power = np.abs(np.fft.rfft(resid - resid.mean(axis=1, keepdims=True), axis=1)) ** 2
+    h = SPECTRAL_HALF_WIDTH
+    k = np.arange(power.shape[1])
+    centre = k[(k >= 4) & (k <= n // 3) & (k >= h) & (k < power.shape[1] - h)]
+    if centre.size < 3:
+        return np.zeros(m), np.full(m, np.nan)
+    c = np.cumsum(np.pad(power, ((0, 0), (1, 0))), axis=1)
+    around = (c[:, centre + h + 1] - c[:, centre - h] - power[:, centre]) / (2 * h)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(around > 0, power[:, centre] / around, 0.0)
+    best = np.argmax(ratio, axis=1)
+    return ratio[np.arange(m), best], n / centre[best]
+
+
+def noise_sd(y: np.ndarray) -> np.ndarray:
+    """Per-curve noise scale from first differences, sqrt(mean(diff^2) / 2): [M, n] -> [M].
+    A mean of squares, not a MAD: discrete rewards give zero MADs."""
+    d = np.diff(y, axis=1)
+    return np.sqrt(np.mean(d * d, axis=1) / 2.0)
+
+
+def curve_statistics(y: np.ndarray, binary: bool = False) -> dict[str, np.ndarray]:
+    """The tests' statistics for curves y: [M, n] (or [n]); each value [M].
+
+    trend_t: HAC t of the whole-run slope; recent_t: the same on the second half; gain_z: (end
+    window - start window) / (sd / sqrt(w)); drop_z: (highest window - end window) / (sd /
+    sqrt(w)); growth, growth_rank: residual sizes over the last third against the first
+    (residuals from a centred moving average); spectral: the prominence of the sharpest
+    periodogram peak of those residuals (`_spectral_peak`). binary: the values are means of 0/1
+    rewards, whose noise sd moves with the level as sqrt(p (1 - p)): the residual statistics are
+    then taken relative to each curve's own profile at its smoothed level (the binomial nulls
+    get the same treatment, so the test sees the same statistic on both).
+    """
+    y = np.atleast_2d(np.asarray(y, dtype=float))
+    return {**level_statistics(y), **_residual_statistics(y, binary)}
+
+
+def binary_curve_statistics(y: np.ndarray) -> dict[str, np.ndarray]:
+    """`curve_statistics(y, binary=True)`: the statistics of means of 0/1 rewards."""
+    return curve_statistics(y, binary=True)
+
+
+LEVEL_STATISTICS = ("trend_t", "recent_t", "gain_z", "drop_z", "rise_z", "noise_sd")
+"""The statistics of `curve_statistics` that the progress verdict reads (`level_statistics`)."""
+
+
+def level_statistics(y: np.ndarray) -> dict[str, np.ndarray]:
+    """The LEVEL_STATISTICS of `curve_statistics` alone (the same code, the same values):
+    y: [M, n] (or [n]); each value [M]."""
+    y = np.atleast_2d(np.asarray(y, dtype=float))
+    n = y.shape[1]
+    w = window_size(n)
+    sd = noise_sd(y)
+    safe = np.where(sd > 0, sd, np.inf)
+    mw = _moving_mean(y, w)
+    se_w = safe / math.sqrt(w)
+    return {
+        "trend_t": _hac_t(y),
+        "recent_t": _hac_t(y[:, n // 2 :]),
+        "gain_z": (mw[:, -1] - mw[:, 0]) / se_w,
+        "drop_z": (mw.max(axis=1) - mw[:, -1]) / se_w,
+        "rise_z": (mw[:, -1] - mw.min(axis=1)) / se_w,
+        "noise_sd": sd,
+    }
+
+
+ROUNDING = 1e-9
+"""Residuals below ROUNDING x the curve's largest |value| are float rounding of the moving
+average, not noise: a constant reward leaves ~1e-17 there, whose 'growth' was inf."""
+
+
+SCALE_FLOOR = math.sqrt(0.02 * 0.98)
+"""The spectral test divides residuals by the noise profile sqrt(p (1 - p)) floored here (p
+kept in [0.02, 0.98]), so a level near 0 or 1 does not blow single residuals up."""
+
+
+GROWTH_MIN = 1.5
+"""The growth test also needs the swings' size to grow by half (residual sd, last third over
+the first): the rank test sees a 20% rise in a noise level that moves with the reward (a
+learning run's, watchdog_qwen3_8b_lora: p 0.0045), which is no instability."""
+
+
+MIN_FREE = 5
+"""Unpinned points a third needs for the growth test (fewer: growth 1, no evidence)."""
+
+
+def _pinned(y: np.ndarray, tol: np.ndarray) -> np.ndarray:
+    """[M, n] bool: steps in a run of >= 2 consecutive values at the curve's own lowest or
+    highest value (a reward pinned at a floor or ceiling, e.g. every rollout failing: no noise
+    there, whatever the noise is elsewhere)."""
+    at = (y <= y.min(axis=1, keepdims=True) + tol) | (y >= y.max(axis=1, keepdims=True) - tol)
+    pad = np.zeros((y.shape[0], 1), dtype=bool)
+    before, after = np.hstack([pad, at[:, :-1]]), np.hstack([at[:, 1:], pad])
+    return at & (before | after)
+
+
+def _masked_sd(r: np.ndarray, keep: np.ndarray) -> np.ndarray:
+    """Row sd of r [M, k] over the `keep` entries; NaN where fewer than MIN_FREE are kept."""
+    cnt = keep.sum(axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mean = np.where(keep, r, 0.0).sum(axis=1) / cnt
+        var = np.where(keep, (r - mean[:, None]) ** 2, 0.0).sum(axis=1) / cnt
+    return np.where(cnt >= MIN_FREE, np.sqrt(var), np.nan)
+
+
+def _masked_rms(v: np.ndarray, keep: np.ndarray) -> np.ndarray:
+    """Row rms of v [M, k] over the `keep` [M, k] entries (0 where none is kept)."""
+    cnt = np.maximum(keep.sum(axis=1), 1)
+    return np.sqrt(np.where(keep, v * v, 0.0).sum(axis=1) / cnt)
+
+
+def _late_rank_sum(both: np.ndarray, first: int) -> tuple[np.ndarray, np.ndarray]:
+    """(sum of the average ranks of columns >= first, sum over groups of tied values of t^3 - t)
+    per row, over the finite entries of both [M, k] (NaN = left out) -> ([M], [M]). One sort per
+    row; the rows with ties (a logged curve's discrete values; rare on null curves) are ranked
+    again with averaged ranks."""
+    order = np.argsort(both, axis=1)  # NaN last: the finite values take ranks 1..count
+    srt = np.take_along_axis(both, order, axis=1)
+    late = (order >= first) & np.isfinite(srt)
+    r_late = np.where(late, np.arange(1, both.shape[1] + 1), 0).sum(axis=1).astype(float)
+    ties = np.zeros(both.shape[0])
+    for i in np.flatnonzero(np.any(srt[:, 1:] == srt[:, :-1], axis=1)):  # NaN != NaN
+        keep = np.isfinite(both[i])
+        ranks = rankdata(both[i][keep])
+        r_late[i] = float(ranks[np.flatnonzero(keep) >= first].sum())
+        _, t = np.unique(both[i][keep], return_counts=True)
+        ties[i] = float(np.sum(t.astype(float) ** 3 - t))
+    return r_late, ties
+
+
+def _rank_growth(early: np.ndarray, late: np.ndarray) -> np.ndarray:
+    """Mann-Whitney z (ties corrected) of late values over early ones, per row, over the finite
+    entries: early [M, a], late [M, b] -> [M]; 0 (no evidence) where either has fewer than
+    MIN_FREE or every value is tied. Distribution-free for exchangeable values, and a z rather
+    than the AUC so that a third with few usable steps (a sparse 0/1 mean: the steps at the floor
+    are pinned) is not judged against the spread of a full one."""
+    r_late, ties = _late_rank_sum(np.concatenate([early, late], axis=1), early.shape[1])
+    n_e = np.isfinite(early).sum(axis=1).astype(float)
+    n_l = np.isfinite(late).sum(axis=1).astype(float)
+    total = n_e + n_l
+    u = r_late - n_l * (n_l + 1) / 2.0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        var = n_e * n_l / 12.0 * ((total + 1) - ties / (total * (total - 1)))
+        z = (u - n_e * n_l / 2.0) / np.sqrt(var)
+    ok = (n_e >= MIN_FREE) & (n_l >= MIN_FREE) & (var > 0)
+    return np.where(ok, z, 0.0)
+
+
+def _residual_statistics(y: np.ndarray, binary: bool) -> dict[str, np.ndarray]:
+    """growth, growth_rank, spectral and peak_period of `curve_statistics`: y [M, n] -> each [M].
+
+    growth is the residual sd over the last third / the first third, each over the steps that
+    are not pinned at the curve's lowest or highest value (`_pinned`: a run that sits at 0 for
+    its first third has no noise to grow from; before, its growth was inf against AR(1) noise).
+    With `binary`, each third's sd is divided by the rms of the expected noise sd
+    sqrt(p (1 - p)) (p the curve's smoothed level) over the same steps (pooled, not point by
+    point: where the level sits at 0 or 1 both are 0, and a floor on the divisor there made
+    such a run look like growing swings).
+    growth_rank, what the instability test reads, compares the same two thirds by ranks: the
+    Mann-Whitney z of the late |residuals| (over their third's expected scale) against the
+    early ones (`_rank_growth`). The sd ratio is the size it reports; as a test it was not
+    robust: on t(3) noise, or sparse 0/1 means with N unknown, against a Gaussian null, it
+    fired on 10-33% of curves at level 0.005. Residuals under ROUNDING x max |y| count as 0."""
+    n = y.shape[1]
+    level = _centred_smooth(y, max(5, n // 10))
+    resid = y - level
+    scale = np.sqrt(np.clip(level, 0.0, 1.0) * (1.0 - np.clip(level, 0.0, 1.0))) if binary else None
+    tol = ROUNDING * np.max(np.abs(y), axis=1, keepdims=True)
+    resid = np.where(np.abs(resid) <= tol, 0.0, resid)
+    free = ~_pinned(y, tol)
+    third = max(3, n // 3)
+    parts = (slice(0, third), slice(n - third, n))
+    early, late = (_masked_sd(resid[:, part], free[:, part]) for part in parts)
+    ones = np.ones((y.shape[0], 1))
+    divisor = [ones, ones]
+    if scale is not None:
+        expected = [_masked_rms(scale[:, part], free[:, part]) for part in parts]
+        divisor = [np.where(e > 0, e, np.nan)[:, None] for e in expected]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            early, late = (
+                np.where(e > 0, sd / e, np.nan)
+                for sd, e in zip((early, late), expected, strict=True)
+            )
+    with np.errstate(divide="ignore", invalid="ignore"):
+        growth = np.where(early > 0, late / early, np.where(late > 0, np.inf, 1.0))
+        size = [
+            np.where(free[:, part], np.abs(resid[:, part]) / d, np.nan)
+            for part, d in zip(parts, divisor, strict=True)
+        ]
+    growth = np.where(np.isnan(early) | np.isnan(late), 1.0, growth)
+    growth_rank = np.where(np.isnan(early) | np.isnan(late), 0.0, _rank_growth(*size))
+    if scale is not None:
+        resid = resid / np.maximum(scale, SCALE_FLOOR)
+    spectral, peak_period = _spectral_peak(resid)
+    return {
+        "growth": growth,
+        "growth_rank": growth_rank,
+        "spectral": spectral,
+        "peak_period": peak_period,
+    }
