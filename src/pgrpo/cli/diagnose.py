@@ -75,7 +75,10 @@ def eval_points(path: Path, option: str = "--eval-log") -> tuple[tuple[float, fl
 def diagnose_cmd(
     log: Path = typer.Argument(..., help="Training log (pgrpo/TRL/verl/W&B/CSV) or run directory."),
     eval_log: Path | None = typer.Option(
-        None, "--eval-log", help="`pgrpo eval` JSON (or step/accuracy JSONL) of the same run."
+        None,
+        "--eval-log",
+        help="`pgrpo eval` JSON (or step/accuracy JSONL) of the same run; its sizes "
+        "(n_problems, accuracy_ci, per-problem counts) tell an eval change from noise.",
     ),
     log_format: str | None = _runopts.format_option(),
     reward_column: str | None = _runopts.reward_column_option(),
