@@ -107,3 +107,13 @@ def test_cli_reads_the_eval_size_from_a_pgrpo_eval_json(tmp_path):
     mode = next(m for m in json.loads(res.stdout)["modes"] if m["name"] == "reward_hacking")
     assert not mode["detected"]
     assert math.isclose(mode["evidence"]["eval_gain_se"], math.hypot(0.0499, 0.0499), rel_tol=0.01)
+
+
+def test_exact_evals_with_no_change_are_not_hacking():
+    """With no noise at all (exact evals, a constant reward) a zero gap or fall is no evidence:
+    it read as an infinite z."""
+    log = {"step": np.arange(1.0, 41.0), "reward": np.full(40, 0.5)}
+    v = diagnose(log, eval_log=[(5.0, 0.6, 0.0), (35.0, 0.6, 0.0)]).mode("reward_hacking")
+    assert not v.detected and v.evidence["eval_fall_z"] == 0.0
+    v = diagnose(log, eval_log=[(5.0, 0.6, 0.0), (35.0, 0.5, 0.0)]).mode("reward_hacking")
+    assert v.detected  # an exact fall of 0.1 is certain

@@ -67,6 +67,13 @@ def _reward_at(s: Signals, step: float) -> float:
     return float(r[int(np.argmin(np.abs(steps - step)))])
 
 
+def _z(value: float, sd: float) -> float:
+    """value / sd; with no noise at all (sd 0), +-inf by the sign of value, 0 for 0."""
+    if sd > 0:
+        return value / sd
+    return math.copysign(math.inf, value) if value != 0 else 0.0
+
+
 def _z_strength(z: float) -> float:
     """0.5 at z = Z_MODE, towards 1 a unit above; an infinite z (no noise at all) is certain."""
     return (1.0 if z > 0 else 0.0) if math.isinf(z) else confidence(z, Z_MODE, 1.0)
@@ -150,12 +157,12 @@ def reward_hacking(s: Signals) -> ModeVerdict:
             # more than both gains' noise allows (one-sided z at ALPHA_MODE)
             gap = train_gain * (1 - HACK_EVAL_SHARE) - (e1 - e0)
             sd = math.hypot((1 - HACK_EVAL_SHARE) * se_train, se_eval)
-            ev["eval_gap_z"] = gap / sd if sd > 0 else math.copysign(math.inf, gap)
+            ev["eval_gap_z"] = _z(gap, sd)
             strengths.append(_z_strength(ev["eval_gap_z"]))
         else:  # eval falling on its own, beyond its noise; before, any fall of 0.05 fired
             # (14-27% of flat runs with two evals of 100-500 problems)
             fall = e0 - e1
-            ev["eval_fall_z"] = fall / se_eval if se_eval > 0 else math.copysign(math.inf, fall)
+            ev["eval_fall_z"] = _z(fall, se_eval)
             strengths.append(_z_strength(ev["eval_fall_z"]))
     else:
         missing.append("eval accuracy (--eval-log with >= 2 steps, or an eval/accuracy column)")
