@@ -227,8 +227,8 @@ def grid_p(p: float, draws: int) -> float:
 def choose_null(reward: np.ndarray, n_rollouts: float | None, rho: float | None = None):
     """Binomial batch noise at N = B x G when N is known (stated, or read off the values'
     1/N steps: `rollouts`), the values are means of N 0/1 rewards (fresh rollouts every step:
-    independent noise) and their noise is not overdispersed; AR(1) with the curve's rho
-    otherwise. reward: [n] finite values."""
+    independent noise) and their noise is not overdispersed; AR(1) at the bound on the curve's rho
+    (`lag1_autocorr`) otherwise. reward: [n] finite values."""
     rho = lag1_autocorr(reward) if rho is None else rho
     n_rollouts, inferred = rollouts(reward, n_rollouts)
     if is_binary_mean(reward, n_rollouts) and not overdispersed(reward, n_rollouts):
