@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import numpy as np
 from typer.testing import CliRunner
@@ -117,3 +118,48 @@ def test_exact_evals_with_no_change_are_not_hacking():
     assert not v.detected and v.evidence["eval_fall_z"] == 0.0
     v = diagnose(log, eval_log=[(5.0, 0.6, 0.0), (35.0, 0.5, 0.0)]).mode("reward_hacking")
     assert v.detected  # an exact fall of 0.1 is certain
+
+
+def test_an_autocorrelated_flat_reward_is_not_hacking():
+    """The train gain's error ignored autocorrelation and the half-width windows at the run's
+    ends: on a flat AR(1) reward (rho 0.5, sd 0.1) with two exact-size evals, 11% of runs fired
+    (review 2026-12-03); now the rho bound and each window's real count."""
+    from scipy.signal import lfilter
+
+    rng = np.random.default_rng(9)
+    fired = 0
+    for _ in range(100):
+        e = lfilter([1.0], [1.0, -0.5], rng.standard_normal(400))[200:]
+        log = {"step": np.arange(1.0, 201.0), "reward": 0.5 + 0.1 * e / e.std()}
+        accs = rng.binomial(1000, 0.5, 2) / 1000
+        evals = [(1.0, accs[0], 0.0158), (200.0, accs[1], 0.0158)]
+        fired += diagnose(log, eval_log=evals).mode("reward_hacking").detected
+    assert fired <= 4
+
+
+def test_bad_eval_points_and_records_are_refused_in_one_line(tmp_path):
+    import pytest
+
+    from pgrpo.cli import _load_commands, app
+
+    log = {"step": np.arange(1.0, 41.0), "reward": np.full(40, 0.5)}
+    for bad, words in (([(1,), (2, 0.3)], "give (step, accuracy)"),
+                       ([(1, 5.0), (2, 0.3)], "[0, 1]"),
+                       ([(1, 0.5, -0.1), (2, 0.3)], "must be >= 0"),
+                       ([(float("nan"), 0.5), (2, 0.3)], "step is nan")):  # fmt: skip
+        with pytest.raises(ValueError, match=re.escape(words)):
+            diagnose(log, eval_log=bad)
+    # two seeds at one step are one point (their mean), as from a file
+    v = diagnose(log, eval_log=[(100, 0.3, 0.01), (100, 0.1, 0.01), (10, 0.2, 0.01)])
+    assert v.mode("reward_hacking").evidence["eval_gain"] == pytest.approx(0.0)
+    _load_commands()
+    path = tmp_path / "log.csv"
+    path.write_text("step,reward\n" + "".join(f"{i},{0.5 + 0.01 * (i % 3)}\n" for i in range(40)))
+    for rec, words in (({"accuracy": 5, "n_problems": 10}, "accuracy is 5"),
+                       ({"accuracy": 0.3, "accuracy_ci": [0.35, 0.25]}, "low end is above"),
+                       ({"accuracy": 0.3, "n_problems": -5}, "n_problems is -5")):  # fmt: skip
+        evals = tmp_path / "eval.json"
+        evals.write_text(json.dumps({"results": [{**rec, "step": 1}, {**rec, "step": 30}]}))
+        res = CliRunner().invoke(app, ["diagnose", str(path), "--eval-log", str(evals)])
+        assert res.exit_code == 2 and words in res.output, res.output
+        assert len(res.output.strip().splitlines()) == 1

@@ -169,3 +169,48 @@ def test_the_stored_rho_table_is_the_simulation():
         fresh = max(nm.simulated_quantile(n, r, rhotable.Q) for r in nm.RHO_GRID[: j + 1])
         assert table[i, j] == pytest.approx(fresh, abs=6e-5)
     assert nm._estimate_quantile(60, 0.5, rhotable.Q) == table[11, 5]  # 54 <= 60 < 64
+
+
+def test_an_inferred_n_needs_a_lattice_that_fits_best_and_binomial_like_noise():
+    """Review 2026-12-03: 0, 1/64, 2/64 read as N = 63 (the smallest N within tolerance);
+    values within 6e-4 of 0 read as N = 1; an AR(0.8) score rounded to one decimal read as
+    N = 10 and, against an independent binomial null, 'collapsed' on 31 of 80 curves."""
+    assert nm.lattice_size(np.array([0.0, 1 / 64, 2 / 64])) == 64
+    assert nm.lattice_size(np.array([0.0, 1 / 50])) == 50
+    rng = np.random.default_rng(0)
+    assert nm.rollouts(rng.uniform(0, 5e-4, 200), None) == (None, False)  # far below binomial
+    score = lfilter([1.0], [1.0, -0.8], rng.standard_normal(400))[200:]
+    rounded = np.round(np.clip(0.5 + 0.1 * score, 0, 1), 1)
+    assert nm.lattice_size(rounded) == 10 and nm.rollouts(rounded, None) == (None, False)
+    labels = []
+    for _ in range(20):
+        ar = lfilter([1.0], [1.0, -0.8], rng.standard_normal(400))[200:]
+        labels.append(diagnose(_log(np.round(np.clip(0.5 + 0.1 * ar, 0, 1), 1))).progress.label)
+    assert labels.count("collapsed") + labels.count("declining") <= 2
+    assert nm.rollouts(rng.binomial(8, 0.3, 200) / 8, None) == (8.0, True)  # a real 0/1 mean
+
+
+def test_an_exactly_constant_second_half_is_not_still_rising():
+    """The HAC t of an exactly constant stretch was the ratio of two rounding errors (t = 3.5):
+    a rise to 0.3 and then 0.3 exactly read 'still rising over the second half' on 40 of 40."""
+    labels = []
+    for seed in range(10):
+        r = np.random.default_rng(seed)
+        y = np.r_[np.linspace(0.2, 0.3, 100) + r.normal(0, 0.05, 100), np.full(100, 0.3)]
+        labels.append(diagnose(_log(y)).progress.label)
+    assert "learning" not in labels, labels
+
+
+def test_length_vs_reward_does_not_call_a_clear_rise_flat_on_a_short_log():
+    """The rho bound that guards 'rises' made 'the reward did not rise' easy: on 12 points the
+    reward's t shrank 4.4x and the check warned on a reward that clearly rose."""
+    from pgrpo.diagnose.checks import CheckOptions
+    from pgrpo.diagnose.gaming import length_vs_reward
+
+    rng = np.random.default_rng(4)  # the review's case: a fast rise that levels off
+    n = 12
+    u = np.arange(1, n + 1) / n
+    reward = 0.3 + 0.3 * (1 - np.exp(-5 * u)) + rng.normal(0, 0.03, n)
+    length = 200 + 300 * u + rng.normal(0, 5, n)
+    log = _log(reward, {"completion_length": length})
+    assert length_vs_reward(log, CheckOptions()).status == "ok"

@@ -14,7 +14,6 @@ What runs a model (effective ranks, the gradient matrix, the curvature probe) is
 
 from __future__ import annotations
 
-import math
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -30,6 +29,7 @@ from pgrpo.diagnose.progress import (
 from pgrpo.diagnose.signals import (
     MAX_POINTS,
     Signals,
+    eval_rows,
     read_eval_records,
     signals_from_log,
     thin_signals,
@@ -54,15 +54,11 @@ def diagnose(log: Any, eval_log: Any = None, max_points: int = MAX_POINTS) -> Di
     """
     if isinstance(eval_log, str | Path):
         points, se = read_eval_records(eval_log)
-    else:
-        rows = [tuple(float(v) for v in row) for row in (eval_log or ())]
-        points = tuple((row[0], row[1]) for row in rows)
-        se = tuple(row[2] if len(row) > 2 else math.nan for row in rows)
+    else:  # checked, and several points at one step merged, as from a file
+        points, se = eval_rows(eval_log)
     signals = log if isinstance(log, Signals) else signals_from_log(log, points, se)
     if points and not signals.eval_points:
-        order = sorted(range(len(points)), key=lambda i: points[i])
-        ordered = tuple(points[i] for i in order), tuple(se[i] for i in order)
-        signals = replace(signals, eval_points=ordered[0], eval_se=ordered[1])
+        signals = replace(signals, eval_points=points, eval_se=se)
     n_steps = float(signals.steps.size)
     signals = thin_signals(signals, max_points)
     modes = [DIAGNOSTIC_RULES.get(name)(signals) for name in MODES]

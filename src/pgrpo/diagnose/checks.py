@@ -106,7 +106,10 @@ class Trend:
     means; se: its standard error (first-difference noise, inflated by (1 + rho) / (1 - rho)
     at the 90% upper bound on the lag-1 autocorrelation, `nullmodel.lag1_autocorr`; the point
     estimate fired on 9% of AR(1) null columns at rho 0.9, n = 30);
-    t: gain / se; slope_t: t of the OLS slope over the whole series."""
+    t: gain / se; slope_t: t of the OLS slope over the whole series; t_flat: gain over the
+    uninflated standard error (rho 0), what a claim that the series did NOT move reads: the
+    bound on rho that guards a claim of a rise would make "flat" easy (at n = 12 the bound is
+    0.9 for most white-noise curves, a t 4.4x smaller)."""
 
     gain: float
     se: float
@@ -114,6 +117,7 @@ class Trend:
     slope_t: float
     start: float
     end: float
+    t_flat: float = 0.0
 
 
 def trend(step: np.ndarray, y: np.ndarray) -> Trend:
@@ -121,7 +125,10 @@ def trend(step: np.ndarray, y: np.ndarray) -> Trend:
     q = max(2, y.size // 4)
     a, b = float(np.mean(y[:q])), float(np.mean(y[-q:]))
     rho = lag1_autocorr(y)  # the reward-curve nulls' 90% upper bound (one estimate everywhere)
-    se = noise_sd(y) * math.sqrt(2.0 / q * (1 + rho) / (1 - rho))
+    plain = noise_sd(y) * math.sqrt(2.0 / q)
+    se = plain * math.sqrt((1 + rho) / (1 - rho))
     gain = b - a
-    t = gain / se if se > 0 else (math.copysign(math.inf, gain) if gain else 0.0)
-    return Trend(gain, se, t, slope_t(step, y), a, b)
+    t, t_flat = (
+        gain / d if d > 0 else (math.copysign(math.inf, gain) if gain else 0.0) for d in (se, plain)
+    )
+    return Trend(gain, se, t, slope_t(step, y), a, b, t_flat)

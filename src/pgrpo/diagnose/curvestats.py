@@ -42,12 +42,17 @@ def _centred_smooth(y: np.ndarray, w: int) -> np.ndarray:
 
 
 def _hac_t(y: np.ndarray) -> np.ndarray:
-    """OLS slope t-statistic with a Newey-West (Bartlett) variance: [M, n] -> [M]."""
+    """OLS slope t-statistic with a Newey-West (Bartlett) variance: [M, n] -> [M]. A slope
+    and residuals at float rounding of the curve's values (ROUNDING x max |y|) count as 0: on
+    an exactly constant stretch they are ~1e-17, and their ratio read as t = 3.5."""
     n = y.shape[1]
     t = (np.arange(n) - (n - 1) / 2.0).astype(y.dtype)
     stt = float(t @ t)
+    tol = ROUNDING * np.max(np.abs(y), axis=1)
     slope = (y @ t) / stt
+    slope = np.where(np.abs(slope) * max(n - 1, 1) <= tol, 0.0, slope)
     resid = y - y.mean(axis=1, keepdims=True) - slope[:, None] * t
+    resid = np.where(np.abs(resid) <= tol[:, None], 0.0, resid)
     u = resid * t
     s = np.einsum("ij,ij->i", u, u)
     lags = int(math.floor(4.0 * (n / 100.0) ** (2.0 / 9.0)))

@@ -178,9 +178,10 @@ decimals (multiples of 1/100) would read as a mean of 100 rollouts."""
 
 def lattice_size(reward: np.ndarray) -> int | None:
     """The N of a log that does not state it, when its values look like means of N 0/1 rewards:
-    the smallest N <= LATTICE_MAX such that every distinct value is a multiple of 1/N (within
-    `is_binary_mean`'s rounding tolerance; every value, not 90% of steps: a run at 0 on 99% of
-    its steps would otherwise read as N = 1 whatever its few successes), among curves with at
+    the N <= LATTICE_MAX whose lattice fits every distinct value best (each a multiple of 1/N
+    within `is_binary_mean`'s rounding tolerance; every value, not 90% of steps: a run at 0 on
+    99% of its steps would otherwise read as N = 1 whatever its few successes; ties: the
+    smallest N), among curves with at
     least three distinct values, or two of which one is 0 or 1 (a rare success: 0 and 1/8); a
     constant says nothing of N. None otherwise. reward: [n]."""
     r = np.asarray(reward, dtype=float)
@@ -190,7 +191,10 @@ def lattice_size(reward: np.ndarray) -> int | None:
         return None
     if values.size == 2 and not (values[0] == 0.0 or values[1] == 1.0):
         return None  # two values, neither a floor of 0 nor a ceiling of 1: not a 0/1 mean
-    return next((k for k in range(1, LATTICE_MAX + 1) if _on_lattice(values, k)), None)
+    fits = [(round(_lattice_error(values, k), 9), k) for k in range(1, LATTICE_MAX + 1)]
+    fits = [(err, k) for err, k in fits if err < _lattice_tolerance(k)]
+    return min(fits)[1] if fits else None  # the best fit, then the smallest N (0, 1/64, 2/64 fit
+    # 1/63 within 63's tolerance; their own lattice fits exactly)
 
 
 def _lattice_tolerance(n_rollouts: float) -> float:
@@ -200,17 +204,39 @@ def _lattice_tolerance(n_rollouts: float) -> float:
     return min(0.25, max(1e-6, 6e-4 * float(n_rollouts)))
 
 
-def _on_lattice(values: np.ndarray, k: int) -> bool:
-    """Every value a multiple of 1/k (within the rounding tolerance)."""
-    return bool(np.all(np.abs(values * k - np.round(values * k)) < _lattice_tolerance(k)))
+def _lattice_error(values: np.ndarray, k: int) -> float:
+    """The largest distance of k x value from a whole number."""
+    return float(np.max(np.abs(values * k - np.round(values * k))))
+
+
+INFERRED_RHO_MAX = 0.3
+"""The largest rho bound (`lag1_autocorr`) at which an N read off the values is used."""
+
+UNDERDISPERSION = 0.25
+"""An N read off the values is dropped when their noise variance (first differences) is below
+this share of the binomial p (1 - p) / N: values on a lattice by rounding (a score logged with
+one decimal reads as N = 10; values within 6e-4 of 0 as N = 1) are not 0/1 means."""
+
+
+def _underdispersed(reward: np.ndarray, n_rollouts: float) -> bool:
+    r = np.asarray(reward, dtype=float)
+    r = r[np.isfinite(r)]
+    p = float(np.mean(r))
+    return float(noise_sd(r[None, :])[0]) ** 2 < UNDERDISPERSION * p * (1 - p) / n_rollouts
 
 
 def rollouts(reward: np.ndarray, n_rollouts: float | None) -> tuple[float | None, bool]:
-    """(N, inferred): the stated N, else the values' `lattice_size` (inferred True)."""
+    """(N, inferred): the stated N, else the values' `lattice_size` (inferred True) unless
+    their noise is far below that N's binomial noise (`UNDERDISPERSION`) or may be
+    autocorrelated (the rho bound above INFERRED_RHO_MAX): the binomial null assumes
+    independent steps, which a stated N vouches for and a lattice does not (an AR(0.8) score
+    rounded to one decimal read as N = 10 and 'collapsed' on 31 of 80 curves)."""
     if n_rollouts:
         return n_rollouts, False
     k = lattice_size(reward)
-    return (float(k), True) if k else (None, False)
+    independent = lag1_autocorr(reward) <= INFERRED_RHO_MAX
+    ok = k is not None and independent and not _underdispersed(reward, k)
+    return (float(k), True) if ok else (None, False)
 
 
 def grid_p(p: float, draws: int) -> float:

@@ -60,11 +60,15 @@ def _reward_width(s: Signals) -> int:
     return max(3, int(np.isfinite(s.get("reward")).sum()) // 10)
 
 
-def _reward_at(s: Signals, step: float) -> float:
-    """Smoothed train reward at the logged step nearest to `step`."""
+def _reward_at(s: Signals, step: float) -> tuple[float, int]:
+    """(smoothed train reward at the logged step nearest to `step`, the points it averages:
+    fewer near either end, where the centred window is cut)."""
     ok = np.isfinite(s.get("reward"))
-    steps, r = s.steps[ok], smooth(s.get("reward"), _reward_width(s))
-    return float(r[int(np.argmin(np.abs(steps - step)))])
+    steps, w = s.steps[ok], _reward_width(s)
+    i, n = int(np.argmin(np.abs(steps - step))), int(ok.sum())
+    off = (min(w, n) - 1) // 2
+    points = min(i + off, n - 1) + 1 - max(i + off - min(w, n) + 1, 0)
+    return float(smooth(s.get("reward"), w)[i]), points
 
 
 def _z(value: float, sd: float) -> float:
@@ -79,15 +83,19 @@ def _z_strength(z: float) -> float:
     return (1.0 if z > 0 else 0.0) if math.isinf(z) else confidence(z, Z_MODE, 1.0)
 
 
-def _gain_se(s: Signals) -> tuple[float, float]:
-    """(standard error of the train gain between two `_reward_at` values, of the eval gain
-    between the first and last eval points). The train one: the reward's noise sd (first
-    differences) over sqrt(window), times sqrt(2). The eval one: from the points' own standard
-    errors (`eval_se`: the records' sizes), else from the scatter of >= 4 eval points (their
-    noise sd from first differences, times sqrt(2): conservative, a trend adds to it), else
-    NaN: two points of unknown size cannot tell a change from noise."""
+def _gain_se(s: Signals, points: tuple[int, int]) -> tuple[float, float]:
+    """(standard error of the train gain between two `_reward_at` values of `points` points
+    each, of the eval gain between the first and last eval points). The train one: the reward's
+    noise sd (first differences) times sqrt(1/k0 + 1/k1), inflated by (1 + rho) / (1 - rho) at
+    the 90% bound on its lag-1 autocorrelation (`nullmodel.lag1_autocorr`; without it a flat
+    AR(1) reward at rho 0.5 fired on 4-11% of runs). The eval one: from the points' own
+    standard errors (`eval_se`: the records' sizes), else from the scatter of >= 4 eval points
+    (their noise sd from first differences, times sqrt(2): conservative, a trend adds to it),
+    else NaN: two points of unknown size cannot tell a change from noise."""
     x = finite(s.get("reward"))
-    train = float(nm.noise_sd(x[None, :])[0]) * math.sqrt(2.0 / _reward_width(s))
+    rho = nm.lag1_autocorr(x)
+    var = (1.0 / points[0] + 1.0 / points[1]) * (1.0 + rho) / (1.0 - rho)
+    train = float(nm.noise_sd(x[None, :])[0]) * math.sqrt(var)
     se = s.eval_se
     if len(se) == len(s.eval_points) and math.isfinite(se[0]) and math.isfinite(se[-1]):
         return train, math.hypot(se[0], se[-1])
@@ -143,8 +151,9 @@ def reward_hacking(s: Signals) -> ModeVerdict:
     strengths = []
     if len(s.eval_points) >= 2:
         (s0, e0), (s1, e1) = s.eval_points[0], s.eval_points[-1]
-        train_gain = _reward_at(s, s1) - _reward_at(s, s0)
-        se_train, se_eval = _gain_se(s)
+        (r0, k0), (r1, k1) = _reward_at(s, s0), _reward_at(s, s1)
+        train_gain = r1 - r0
+        se_train, se_eval = _gain_se(s, (k0, k1))
         ev.update(train_gain=train_gain, eval_gain=e1 - e0, eval_first=e0, eval_last=e1,
                   train_gain_se=se_train, eval_gain_se=se_eval)  # fmt: skip
         if not math.isfinite(se_eval):

@@ -129,24 +129,76 @@ def read_eval_points(path: str | Path) -> tuple[tuple[float, float], ...]:
     return read_eval_records(path)[0]
 
 
-def eval_record_se(rec: dict) -> float:
+def _number(value: Any, what: str, low: float = -math.inf, high: float = math.inf) -> float:
+    """value as a finite float in [low, high], or a ValueError naming `what`."""
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{what} is {value!r}, not a number") from None
+    if not (math.isfinite(x) and low <= x <= high):
+        raise ValueError(f"{what} is {value!r}; it must be a finite number in [{low:g}, {high:g}]")
+    return x
+
+
+def eval_record_se(rec: dict, where: str = "eval record") -> float:
     """Standard error of one eval record's accuracy: its `accuracy_se`; else its 95%
     `accuracy_ci` width / 3.92; else the sd of its per-problem pass rates / sqrt(problems);
-    else binomial at its `n_problems`; NaN when the record says nothing of its size."""
-    acc = float(rec["accuracy"])
+    else binomial at its `n_problems`; NaN when the record says nothing of its size. A value
+    that cannot be one (an accuracy outside [0, 1], a negative error or count, a reversed or
+    non-finite interval) is a ValueError naming `where`."""
+    acc = _number(rec.get("accuracy"), f"{where}: accuracy", 0.0, 1.0)
     if rec.get("accuracy_se") is not None:
-        return float(rec["accuracy_se"])
+        return _number(rec["accuracy_se"], f"{where}: accuracy_se", 0.0)
     ci = rec.get("accuracy_ci")
-    if isinstance(ci, list | tuple) and len(ci) == 2:
-        return (float(ci[1]) - float(ci[0])) / (2.0 * 1.959964)
+    if ci is not None:
+        if not isinstance(ci, list | tuple) or len(ci) != 2:
+            raise ValueError(f"{where}: accuracy_ci is {ci!r}; it must be [low, high]")
+        lo, hi = (_number(v, f"{where}: accuracy_ci", 0.0, 1.0) for v in ci)
+        if lo > hi:
+            raise ValueError(f"{where}: accuracy_ci is {ci!r}; its low end is above its high end")
+        return (hi - lo) / (2.0 * 1.959964)
     probs = rec.get("per_problem")
     if probs is not None and len(probs) >= 2:
         rates = np.array([p["c"] / p["n"] for p in probs], dtype=float)
         return float(np.std(rates, ddof=1) / np.sqrt(rates.size))
-    n = rec.get("n_problems")
-    if n:
-        return float(np.sqrt(max(acc * (1.0 - acc), 0.0) / float(n)))
+    if rec.get("n_problems") is not None:
+        n = _number(rec["n_problems"], f"{where}: n_problems", 1.0)
+        return float(np.sqrt(acc * (1.0 - acc) / n))
     return math.nan
+
+
+def merged_evals(
+    rows: list[tuple[float, float, float]],
+) -> tuple[tuple[tuple[float, float], ...], tuple[float, ...]]:
+    """(step, accuracy) sorted by step and their standard errors from (step, accuracy, se)
+    rows: several rows at one step (seeds) are their mean, with the standard error of a mean
+    of independent ones (NaN if any is unknown)."""
+    by_step: dict[float, list[tuple[float, float]]] = {}
+    for step, acc, se in rows:
+        by_step.setdefault(step, []).append((acc, se))
+    merged = sorted(by_step.items())
+    means = tuple((step, float(np.mean([a for a, _ in v]))) for step, v in merged)
+    ses = tuple(float(np.sqrt(sum(e * e for _, e in v))) / len(v) for _, v in merged)
+    return means, ses
+
+
+def eval_rows(rows: Any) -> tuple[tuple[tuple[float, float], ...], tuple[float, ...]]:
+    """`merged_evals` of (step, accuracy) pairs or (step, accuracy, standard error) triples
+    given in code (a NaN error: unknown), each checked like a record of `read_eval_records`."""
+    out = []
+    for i, row in enumerate(list(rows) if rows is not None else []):
+        if not isinstance(row, list | tuple | np.ndarray) or len(row) not in (2, 3):
+            raise ValueError(f"eval point {i} is {row!r}; give (step, accuracy) or "
+                             "(step, accuracy, standard error)")  # fmt: skip
+        step = _number(row[0], f"eval point {i}: step")
+        acc = _number(row[1], f"eval point {i}: accuracy", 0.0, 1.0)
+        se = math.nan if len(row) < 3 or row[2] is None else float(row[2])
+        if not (math.isnan(se) or (math.isfinite(se) and se >= 0)):
+            raise ValueError(
+                f"eval point {i}: standard error {row[2]!r} must be >= 0 (NaN: unknown)"
+            )
+        out.append((step, acc, se))
+    return merged_evals(out)
 
 
 def read_eval_records(
@@ -184,16 +236,13 @@ def read_eval_records(
                 f"{path}: eval record {i} ({rec.get('name', '?')}) has no training 'step'; "
                 "pass --step to `pgrpo eval` (0 for the base model) so the diagnosis can align it"
             )
-        points.append((float(rec["step"]), float(rec["accuracy"]), eval_record_se(rec)))
+        where = f"{path}: eval record {i} ({rec.get('name', '?')})"
+        step = _number(rec["step"], f"{where}: step")
+        points.append((step, _number(rec["accuracy"], f"{where}: accuracy", 0.0, 1.0),
+                       eval_record_se(rec, where)))  # fmt: skip
     if not points:
         raise ValueError(f"{path} holds no eval results")
-    by_step: dict[float, list[tuple[float, float]]] = {}
-    for step, acc, se in points:  # several seeds at one step: their mean
-        by_step.setdefault(step, []).append((acc, se))
-    merged = sorted(by_step.items())
-    means = tuple((step, float(np.mean([a for a, _ in v]))) for step, v in merged)
-    ses = tuple(float(np.sqrt(sum(e * e for _, e in v))) / len(v) for _, v in merged)
-    return means, ses
+    return merged_evals(points)
 
 
 # ---------------------------------------------------------------------------------------------
