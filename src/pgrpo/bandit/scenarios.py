@@ -236,6 +236,7 @@ def write_run(run: ScenarioRun, run_dir: str | Path) -> Path:
             "accuracy_se": 0.0,  # the exact true accuracy, not a sample of it
         }
         for s, a in run.eval_points
+        if math.isfinite(a)  # a diverged policy's accuracy is NaN: no measurement to record
     ]
     if results:
         doc = {"kind": "pgrpo.eval", "results": results}

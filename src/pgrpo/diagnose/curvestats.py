@@ -44,7 +44,8 @@ def _centred_smooth(y: np.ndarray, w: int) -> np.ndarray:
 def _hac_t(y: np.ndarray) -> np.ndarray:
     """OLS slope t-statistic with a Newey-West (Bartlett) variance: [M, n] -> [M]. A slope
     and residuals at float rounding of the curve's values (ROUNDING x max |y|) count as 0: on
-    an exactly constant stretch they are ~1e-17, and their ratio read as t = 3.5."""
+    an exactly constant stretch they are ~1e-17, and their ratio read as t = 3.5. A slope with
+    no residual noise at all (a noiseless line) is t = +-inf; no slope and no noise, 0."""
     n = y.shape[1]
     t = (np.arange(n) - (n - 1) / 2.0).astype(y.dtype)
     stt = float(t @ t)
@@ -59,8 +60,9 @@ def _hac_t(y: np.ndarray) -> np.ndarray:
     for lag in range(1, lags + 1):
         s += 2.0 * (1.0 - lag / (lags + 1.0)) * np.einsum("ij,ij->i", u[:, lag:], u[:, :-lag])
     se = np.sqrt(np.maximum(s, 0.0)) / stt
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(se > 0, slope / se, 0.0)
+    with np.errstate(divide="ignore", invalid="ignore"):  # a noiseless line: t = +-inf
+        noiseless = np.where(slope > 0, np.inf, np.where(slope < 0, -np.inf, 0.0))
+        return np.where(se > 0, slope / se, noiseless)
 
 
 SPECTRAL_HALF_WIDTH = 4
