@@ -108,7 +108,19 @@ def _gaming_warnings(rng: np.random.Generator, n: int, rho: float) -> list[str]:
 
 def rates(kind: str, arg: float, n: int, group_size: int | None, curves: int) -> dict:
     rng = np.random.default_rng([11, len(kind), int(round(arg * 1000)), n, group_size or 0])
-    folder = Path(tempfile.mkdtemp(prefix="null_rates_"))
+    with tempfile.TemporaryDirectory(prefix="null_rates_") as tmp:
+        return _rates(kind, arg, n, group_size, curves, rng, Path(tmp))
+
+
+def _rates(
+    kind: str,
+    arg: float,
+    n: int,
+    group_size: int | None,
+    curves: int,
+    rng: np.random.Generator,
+    folder: Path,
+) -> dict:
     not_flat = instability = degeneracy = other = 0
     labels: dict[str, int] = {}
     modes: dict[str, int] = {}

@@ -131,4 +131,4 @@ def trend(step: np.ndarray, y: np.ndarray) -> Trend:
     t, t_flat = (
         gain / d if d > 0 else (math.copysign(math.inf, gain) if gain else 0.0) for d in (se, plain)
     )
-    return Trend(gain, se, t, slope_t(step, y), a, b, t_flat)
+    return Trend(gain, se, t, slope_t(step, y, rho), a, b, t_flat)

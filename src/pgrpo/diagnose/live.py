@@ -134,17 +134,18 @@ def noise_sd(reward: np.ndarray) -> float:
     return float(np.std(d, ddof=1) / math.sqrt(2.0)) if d.size > 1 else 0.0
 
 
-def slope_t(step: np.ndarray, reward: np.ndarray) -> float:
+def slope_t(step: np.ndarray, reward: np.ndarray, rho: float | None = None) -> float:
     """t statistic of the OLS slope, SE inflated by (1 + rho) / (1 - rho) for lag-1
     autocorrelation, rho the 90% upper bound of `nullmodel.lag1_autocorr` (the residuals' own
-    lag-1 correlation, used before, is biased low on short curves). step, reward: [n], n >= 4."""
+    lag-1 correlation, used before, is biased low on short curves; `rho` when the caller has
+    it). step, reward: [n], n >= 4."""
     x = step - step.mean()
     sxx = float(x @ x)
     if sxx <= 0 or reward.size < 4:
         return 0.0
     b = float(x @ (reward - reward.mean())) / sxx
     r = reward - reward.mean() - b * x
-    rho = lag1_autocorr(reward)
+    rho = lag1_autocorr(reward) if rho is None else rho
     s2 = float(r @ r) / max(reward.size - 2, 1) * (1 + rho) / (1 - rho)
     se = math.sqrt(s2 / sxx)
     return b / se if se > 0 else (math.copysign(math.inf, b) if b else 0.0)

@@ -225,16 +225,19 @@ def _underdispersed(reward: np.ndarray, n_rollouts: float) -> bool:
     return float(noise_sd(r[None, :])[0]) ** 2 < UNDERDISPERSION * p * (1 - p) / n_rollouts
 
 
-def rollouts(reward: np.ndarray, n_rollouts: float | None) -> tuple[float | None, bool]:
+def rollouts(
+    reward: np.ndarray, n_rollouts: float | None, rho: float | None = None
+) -> tuple[float | None, bool]:
     """(N, inferred): the stated N, else the values' `lattice_size` (inferred True) unless
     their noise is far below that N's binomial noise (`UNDERDISPERSION`) or may be
     autocorrelated (the rho bound above INFERRED_RHO_MAX): the binomial null assumes
     independent steps, which a stated N vouches for and a lattice does not (an AR(0.8) score
-    rounded to one decimal read as N = 10 and 'collapsed' on 31 of 80 curves)."""
+    rounded to one decimal read as N = 10 and 'collapsed' on 31 of 80 curves). rho: the
+    curve's `lag1_autocorr` when the caller has it."""
     if n_rollouts:
         return n_rollouts, False
     k = lattice_size(reward)
-    independent = lag1_autocorr(reward) <= INFERRED_RHO_MAX
+    independent = (lag1_autocorr(reward) if rho is None else rho) <= INFERRED_RHO_MAX
     ok = k is not None and independent and not _underdispersed(reward, k)
     return (float(k), True) if ok else (None, False)
 
@@ -256,7 +259,7 @@ def choose_null(reward: np.ndarray, n_rollouts: float | None, rho: float | None 
     independent noise) and their noise is not overdispersed; AR(1) at the bound on the curve's rho
     (`lag1_autocorr`) otherwise. reward: [n] finite values."""
     rho = lag1_autocorr(reward) if rho is None else rho
-    n_rollouts, inferred = rollouts(reward, n_rollouts)
+    n_rollouts, inferred = rollouts(reward, n_rollouts, rho)
     if is_binary_mean(reward, n_rollouts) and not overdispersed(reward, n_rollouts):
         p = grid_p(float(np.mean(reward)), int(n_rollouts) * reward.size)
         return NullModel("binomial", rho, int(n_rollouts), p, inferred=inferred)
