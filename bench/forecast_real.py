@@ -1,6 +1,7 @@
 """Forecasts and fits on the real GRPO logs of ../shared/data/curves, leave-one-repository-out.
 
     python bench/forecast_real.py [--cuts 0.3 0.5 0.7] [--derive-prior] [--weights] [--no-nested]
+                                  [--losses linear huber]
 
 For each cut (a fraction of the logged points) every run's mean reward after the cut is
 forecast from the points before it by `pgrpo.dynamics.forecast` (default method `level_gain`)
@@ -27,6 +28,8 @@ ignored, the step as every run's clock ("(step clock)"), to measure what the sch
 clock does.
 Own training loops log one row per rollout batch, so their clock is K optimizer steps per logged
 step; TRL and verl log optimizer steps.
+--losses: the default is also run with each of these losses for its level fit (soft_l1 is the
+default's), and a nested LORO chooses among them ("losses"); `--losses` alone skips them.
 --derive-prior prints the prior from all runs (the value stored in
 `pgrpo.dynamics.levelgain.CORPUS_PRIOR`). Writes bench/results/forecast_real.json.
 """
@@ -88,9 +91,12 @@ def stated_lr(meta: dict, step: np.ndarray) -> np.ndarray | None:
     return float(peak) * np.where(t < warm, t / max(warm, 1.0), decay)
 
 
-def load_corpus(weighted: bool = False, step_clock: bool = False) -> list[dict]:
+def load_corpus(
+    weighted: bool = False, step_clock: bool = False, loss: str = "soft_l1"
+) -> list[dict]:
     """[{meta, log, inputs, beta1_source, weights, log_tau_ratio}] for every run of index.json.
-    step_clock: drop the lr (every run's clock is its step count; to measure the schedule's)."""
+    step_clock: drop the lr (every run's clock is its step count; to measure the schedule's).
+    loss: the whole-run fit's loss behind log_tau_ratio (the level fit's; `--losses`)."""
     runs = []
     for meta in json.loads((CORPUS / "index.json").read_text())["runs"]:
         log = read_log(CORPUS / meta["csv"])
@@ -109,7 +115,7 @@ def load_corpus(weighted: bool = False, step_clock: bool = False) -> list[dict]:
         weights = noise_weights(log.columns, gb) if weighted else None
         source = "stated" if "adam" in opt.lower() else "assumed"
         kw = {k: v for k, v in inputs.items() if k != "optimizer"}
-        ratio = log_tau_ratio(log.step, log.reward, kw)
+        ratio = log_tau_ratio(log.step, log.reward, kw, loss)
         runs.append({"meta": meta, "log": log, "inputs": inputs, "beta1_source": source,
                      "weights": weights, "log_tau_ratio": ratio})  # fmt: skip
     return runs
@@ -322,10 +328,18 @@ def fit_summary(fits: list[dict]) -> dict:
     return out
 
 
-def forecasts(runs: list[dict], cuts, nested: bool, step_runs: list[dict] | None = None) -> dict:
+def forecasts(
+    runs: list[dict],
+    cuts,
+    nested: bool,
+    step_runs: list[dict] | None = None,
+    loss_runs: dict[str, list[dict]] | None = None,
+) -> dict:
     """The default's LORO rows and summaries, every variant's, and the nested LORO's.
     step_runs: the corpus with the lr dropped; each variant is then also run with the step as
-    the clock ("<variant> (step clock)"), and a second nested LORO chooses among both."""
+    the clock ("<variant> (step clock)"), and a second nested LORO chooses among both.
+    loss_runs: loss -> the corpus loaded with that loss; the default is also run with each loss
+    for its level fit ("level_gain+tau (loss)"), and a nested LORO chooses among the losses."""
     cen = centres(runs)
     table = [row for r in runs for row in candidate_rows(r, cen)]
     variants = dict(VARIANTS)
@@ -333,6 +347,14 @@ def forecasts(runs: list[dict], cuts, nested: bool, step_runs: list[dict] | None
         cen_s = centres(step_runs)
         twins = {(x["run"], x["cut"]): x for r in step_runs for x in candidate_rows(r, cen_s)}
         variants.update({f"{k} (step clock)": on_twin(v, twins) for k, v in VARIANTS.items()})
+    by_loss = {f"{DEFAULT} (soft_l1)": VARIANTS[DEFAULT]}
+    for loss, lruns in (loss_runs or {}).items():
+        cen_l = centres(lruns)
+        twins = {(x["run"], x["cut"]): x for r in lruns
+                 for x in candidate_rows(r, cen_l, rom=False, loss=loss)}  # fmt: skip
+        by_loss[f"{DEFAULT} ({loss})"] = on_twin(VARIANTS[DEFAULT], twins)
+    plain = dict(variants)
+    variants.update({k: v for k, v in by_loss.items() if k != f"{DEFAULT} (soft_l1)"})
     rows = loro_default(runs, table, cuts, cen)
     per_cut = {c: [r for r in rows if r["cut"] == c] for c in cuts}
     out = {"per_cut": per_cut, "by_cut": {c: summary(v) for c, v in per_cut.items()},
@@ -341,7 +363,9 @@ def forecasts(runs: list[dict], cuts, nested: bool, step_runs: list[dict] | None
         vr = loro_variant(fit, table, cuts)
         out["variants"][name] = {c: summary([r for r in vr if r["cut"] == c]) for c in cuts}
         out["variant_info"][name] = fit(table, "all", 0.5)[1]  # fitted on all runs
-    sets = {"lr clock": VARIANTS, "both clocks": variants} if step_runs else {"": VARIANTS}
+    sets = {"lr clock": VARIANTS, "both clocks": plain} if step_runs else {"": VARIANTS}
+    if loss_runs:
+        sets["losses"] = by_loss
     for (label, vs), (crit, score) in product(sets.items(), CRITERIA.items() if nested else ()):
         key = f"{crit}, {label}" if label else crit
         nr, chosen = nested_loro(table, cuts, score, vs)
@@ -366,6 +390,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--derive-prior", action="store_true")
     ap.add_argument("--weights", action="store_true", help="weight level_gain's fit by noise")
     ap.add_argument("--no-nested", action="store_true", help="skip the nested LORO (~1 min)")
+    ap.add_argument("--losses", nargs="*", default=["linear", "huber"],
+                    help="also run the default with these level-fit losses (and nested LORO "
+                    "among them and soft_l1); none: skip (~1 min)")  # fmt: skip
     args = ap.parse_args(argv)
     warnings.filterwarnings("ignore", category=RuntimeWarning)
     runs = load_corpus(args.weights)
@@ -383,7 +410,8 @@ def main(argv: list[str] | None = None) -> int:
     if bad:
         ap.error(f"--cuts {bad}: each cut must be one of {DERIVE_CUTS}")
     step_runs = load_corpus(args.weights, step_clock=True)
-    fc = forecasts(runs, args.cuts, not args.no_nested, step_runs)
+    loss_runs = {loss: load_corpus(args.weights, loss=loss) for loss in args.losses}
+    fc = forecasts(runs, args.cuts, not args.no_nested, step_runs, loss_runs)
     print_tables(console, fc["by_cut"], fc["variants"], fc["nested"] or {})
     console.print({"prior (all runs)": fc["prior"], "fitted on all runs": fc["variant_info"],
                    "nested chosen": nested_counts(fc["nested_chosen"])})  # fmt: skip

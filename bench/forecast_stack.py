@@ -44,24 +44,25 @@ CANDIDATES = ("level", "model", "level_tau", "model_tau", "last_window", "expone
 
 
 def candidate_rows(
-    run: dict, centres: dict[str, float], cuts=DERIVE_CUTS, rom: bool = True
+    run: dict, centres: dict[str, float], cuts=DERIVE_CUTS, rom: bool = True, loss: str = "soft_l1"
 ) -> list[dict]:
     """One row per cut of `run` (corpus entry of forecast_real.load_corpus): the candidates'
     predicted future means, S (band_unit, band_unit_tau), the observed mean, std, last-10 mean.
     centres: name -> timescale-prior centre (name: the held-out repository it was derived
-    without, or "all"). rom: also rom_blend (the slow candidate; nan when False)."""
+    without, or "all"). rom: also rom_blend (the slow candidate; nan when False). loss: the
+    level fit's least_squares loss (`ForecastPrior.loss`)."""
     log, y = run["log"], run["log"].reward
     kw = {k: v for k, v in run["inputs"].items() if k != "optimizer"}
     kw["weights"] = run["weights"]
     rows = []
     for cut in cuts:
         i = int(round(cut * y.size))
-        base = forecast(log.step, y, cut, prior=ForecastPrior(0.0, 1.0), **kw)
+        base = forecast(log.step, y, cut, prior=ForecastPrior(0.0, 1.0, loss), **kw)
         kw_rom = {k: v for k, v in kw.items() if k != "weights"}
         rb = forecast(log.step, y, cut, method="rom_blend", **kw_rom) if rom else None
         tau = {}
         for name, c in centres.items():
-            ft = forecast(log.step, y, cut, prior=ForecastPrior(0.0, 1.0, log_tau_ratio=c), **kw)
+            ft = forecast(log.step, y, cut, prior=ForecastPrior(0.0, 1.0, loss, c), **kw)
             tau[name] = (ft.metrics["level_at_cut"], ft.metrics["model_mean"],
                          ft.metrics["band_unit"])  # fmt: skip
         rows.append({

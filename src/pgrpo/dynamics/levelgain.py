@@ -160,13 +160,15 @@ def _context(step: np.ndarray, fit_kw: dict):
     return make_context(step, **{k: fit_kw[k] for k in keys if k in fit_kw})
 
 
-def log_tau_ratio(step: np.ndarray, reward: np.ndarray, fit_kw: dict) -> float:
+def log_tau_ratio(
+    step: np.ndarray, reward: np.ndarray, fit_kw: dict, loss: str = CORPUS_PRIOR.loss
+) -> float:
     """log(tau / clock time of the run) of the forecaster's curve fitted to a whole run (no
     timescale prior): the quantity whose corpus median centres the timescale prior. step,
-    reward: [n]; fit_kw: as for `level_gain`."""
+    reward: [n]; fit_kw: as for `level_gain`; loss: the fit's (the prior's `loss`)."""
     name = _curve(fit_kw)
     ctx = _context(step, fit_kw)
-    fit: FitResult = fit_model(name, step, reward, ctx, loss=CORPUS_PRIOR.loss)
+    fit: FitResult = fit_model(name, step, reward, ctx, loss=loss)
     total = float(step[-1] - step[0]) * ctx.clock  # optimizer steps
     clock = total if name == "exponential" else float(lr_time(np.array([total]), ctx)[0])
     return math.log(max(float(fit.metrics["tau"]), 1e-12) / max(clock, 1e-12))
