@@ -48,8 +48,9 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from pgrpo.dynamics import forecast, noise_scale
+from pgrpo.dynamics import forecast
 from pgrpo.dynamics.levelgain import ForecastPrior, log_tau_ratio, timescale_centre
+from pgrpo.dynamics.logfit import block_r2, noise_ceiling
 from pgrpo.dynamics.runfit import fit_constrained, fit_run, noise_weights, run_inputs
 from pgrpo.logs import read_log
 
@@ -161,23 +162,8 @@ def loro_default(runs: list[dict], table: list[dict], cuts, cen: dict) -> list[d
     return rows
 
 
-def block_r2(reward: np.ndarray, fitted: np.ndarray, block: int = 10) -> float | None:
-    """R^2 of the fit against means of `block` consecutive points (the smoothed curve a paper
-    plots); None when fewer than 4 blocks."""
-    nb = reward.size // block
-    if nb < 4:
-        return None
-    yb = reward[: nb * block].reshape(nb, block).mean(1)
-    fb = fitted[: nb * block].reshape(nb, block).mean(1)
-    sst = float(((yb - yb.mean()) ** 2).sum())
-    return 1.0 - float(((yb - fb) ** 2).sum()) / sst if sst > 0 else None
-
-
-def noise_ceiling(reward: np.ndarray) -> float:
-    """The R^2 a perfect mean curve would reach under the log's white batch noise:
-    1 - sigma^2 / var(reward), sigma from first differences (`noise_scale`)."""
-    var = float(np.var(reward))
-    return 1.0 - min(noise_scale(reward) ** 2, var) / var if var > 0 else 0.0
+def _finite(x: float) -> float | None:
+    return float(x) if np.isfinite(x) else None
 
 
 def fit_row(run: dict) -> dict:
@@ -193,9 +179,11 @@ def fit_row(run: dict) -> dict:
         "beta1": run["beta1_source"],
         "r2_free": free.r2,
         "r2_constrained": None if fixed is None else fixed.r2,
-        "r2_ceiling": noise_ceiling(log.reward),
-        "r2_free_block10": block_r2(log.reward, free.fitted),
-        "r2_constrained_block10": None if fixed is None else block_r2(log.reward, fixed.fitted),
+        "r2_ceiling": _finite(noise_ceiling(log.reward)),
+        "r2_free_block10": _finite(block_r2(log.reward, free.fitted)),
+        "r2_constrained_block10": None
+        if fixed is None
+        else _finite(block_r2(log.reward, fixed.fitted)),
         "delta_aicc": m.get("delta_aicc"),
         "preferred": m.get("preferred"),
         "closed_form": m.get("closed_form"),

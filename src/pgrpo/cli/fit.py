@@ -96,6 +96,8 @@ def _print(data: dict, console: Console) -> None:
     console.print(table)
     if "r2_undefined" in data["metrics"]:
         console.print(f"[yellow]R^2 n/a:[/] {escape(data['metrics']['r2_undefined'])}")
+    elif (line := quality_line(data["fit_quality"], data["model"])) is not None:
+        console.print(line)
     _runopts.print_settings(data["settings"], console)
     m = data["metrics"]
     if "preferred" in m:  # the closed form with m, c from the optimizer vs the free fit
@@ -125,3 +127,23 @@ def _print(data: dict, console: Console) -> None:
         console.print(t)
     if data["png"]:
         console.print(f"figure: {escape(data['png'])}")
+
+
+def quality_line(q: dict, model: str) -> str | None:
+    """One line reading the fit's R^2 against the noise: the noise ceiling (the most any curve
+    reaches on single points) and the R^2 on block means (the smoothed curve); None when
+    neither is defined."""
+    parts = []
+    if q.get("noise_ceiling") is not None:
+        parts.append(
+            f"{model} R^2 {fmt(q['r2'], '.3f')} against a noise ceiling of "
+            f"{fmt(q['noise_ceiling'], '.3f')} (the R^2 of a perfect mean curve under this "
+            "log's batch noise, from first differences)"
+        )
+    if q.get("r2_block_means") is not None:
+        closed = q.get("r2_block_means_constrained")
+        extra = f", closed form {fmt(closed, '.3f')}" if closed is not None else ""
+        parts.append(
+            f"on means of {int(q['block'])} points R^2 {fmt(q['r2_block_means'], '.3f')}{extra}"
+        )
+    return "; ".join(parts) + "." if parts else None

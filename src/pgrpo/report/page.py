@@ -64,6 +64,17 @@ def _settings_html(settings: Any) -> str:
     return f"<p>Settings: {line}</p>" + (f"<ul>{notes}</ul>" if notes else "")
 
 
+def _quality(fit: Any) -> str:
+    """ " (noise ceiling x; on means of 10 points y)": the R^2 read against the noise."""
+    from pgrpo.dynamics.logfit import fit_quality
+
+    q = fit_quality(fit)
+    parts = [f"noise ceiling {q['noise_ceiling']:.3f}"] if np.isfinite(q["noise_ceiling"]) else []
+    if np.isfinite(q["r2_block_means"]):
+        parts.append(f"on means of {int(q['block'])} points {q['r2_block_means']:.3f}")
+    return f" ({'; '.join(parts)})" if parts else ""
+
+
 def _constrained_html(m: dict[str, Any]) -> str:
     """The closed form with m, c from the optimizer against the free fit (issue #13.3), in the
     words `pgrpo fit` prints; nothing when the fit had no lr and beta1 to fix them from."""
@@ -212,7 +223,7 @@ def render_html(
         params = ", ".join(f"{k}={p.value:.4g}" for k, p in fit.params.items())
         fit_txt = (
             f"<p>Fit <b>{_e(fit.model)}</b>: {_e(params)}; R<sup>2</sup> {fit.format_r2('.3f')}"
-            f"{_e(f' ({why})' if (why := fit.metrics.get('r2_undefined')) else '')}, "
+            f"{_e(f' ({why})' if (why := fit.metrics.get('r2_undefined')) else _quality(fit))}, "
             f"residual std {fit.residual_std:.3g}.</p>{_constrained_html(fit.metrics)}"
         )
     warn = "".join(f"<li>{_e(w)}</li>" for w in (*log.warnings, *notes))
