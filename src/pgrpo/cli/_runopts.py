@@ -52,8 +52,9 @@ def reward_range_option() -> Any:
     return typer.Option(
         None,
         "--reward-range",
-        help="LO,HI: the reward's known bounds (e.g. 0,1), when the log does not say: fitted "
-        "levels and forecasts stay inside, and an end within 1% of HI is the ceiling.",
+        help="LO,HI: the reward's known bounds (e.g. 0,1 or -1,1), when the log does not say: "
+        "fitted levels and forecasts stay inside, an end within 1% of HI is the ceiling, and "
+        "means of LO/HI rewards get the binomial tests of 0/1 means.",
     )
 
 

@@ -48,7 +48,7 @@ def _oscillation_evidence(s: Signals) -> tuple[dict[str, float], float]:
     the expected noise profile), a spectral peak of the residuals, and a collapse (a
     significant fall from the best window to at or below the start)."""
     ok = np.isfinite(s.get("reward"))
-    x = s.get("reward")[ok]
+    x = s.unit_reward()[ok]  # the 0/1 scale of a known range (every statistic is scale-free)
     null = nm.choose_null(x, n_rollouts(s))
     binary = null.kind == "binomial"  # the noise sd then moves with the level
     st = {k: float(v[0]) for k, v in nm.curve_statistics(x, binary).items()}

@@ -32,7 +32,7 @@ import numpy as np
 
 from pgrpo.core.rewardrange import checked_reward_range
 from pgrpo.core.stats import iid_degeneracy
-from pgrpo.diagnose.nullmodel import lag1_autocorr
+from pgrpo.diagnose.nullmodel import lag1_autocorr, unit_scale
 from pgrpo.diagnose.progress import ProgressVerdict, assess_progress
 from pgrpo.diagnose.signals import MAX_POINTS, thin_log
 from pgrpo.dynamics.forecast import Forecast, forecast
@@ -188,7 +188,8 @@ def _degeneracy(log: RewardLog, cfg: LiveConfig) -> tuple[float, float, int]:
         run += 1
     g = log.hyperparameters.get("group_size")
     w = max(5, len(log) // 10)
-    p = float(np.mean(log.reward[-w:]))
+    unit = unit_scale(log.reward, reward_range(log.hyperparameters))  # 0/1 scale of a range
+    p = float(np.mean(unit[-w:]))
     iid = float(iid_degeneracy(p, g, strict=False)) if g else math.nan  # NaN outside [0, 1]
     return float(fin[-1]), float(iid), run
 

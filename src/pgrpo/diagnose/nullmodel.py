@@ -24,6 +24,7 @@ from functools import lru_cache
 import numpy as np
 from scipy.signal import lfilter
 
+from pgrpo.core.rewardrange import range_holding
 from pgrpo.diagnose import rhotable
 from pgrpo.diagnose.curvestats import (  # noqa: F401  (re-exported: nm.curve_statistics, ...)
     GROWTH_MIN,
@@ -145,6 +146,20 @@ def lag1_autocorr(y: np.ndarray) -> float:
         else:
             hi = mid - 1
     return float(RHO_GRID[lo])
+
+
+def unit_scale(reward: np.ndarray, reward_range: tuple[float, float] | None) -> np.ndarray:
+    """The reward on the 0/1 scale of its known range (lo, hi): (reward - lo) / (hi - lo), [n]
+    -> [n]. The binomial null and every 0/1 test read the reward there: means of N rewards in
+    {lo, hi} are lo + (hi - lo) k / N, so a -1/+1 (or 0/10) reward whose range is stated is
+    tested as a mean of 0/1 rewards. Without a range, or one that some value leaves
+    (`range_holding`): the reward itself (and 0/1 tests then need it in [0, 1])."""
+    r = np.asarray(reward, dtype=float)
+    bounds = range_holding(r, reward_range)
+    if bounds is None:
+        return r
+    lo, hi = bounds
+    return (r - lo) / (hi - lo)
 
 
 def is_binary_mean(reward: np.ndarray, n_rollouts: float | None) -> bool:

@@ -192,7 +192,8 @@ def _slope(step: np.ndarray, x: np.ndarray) -> float:
 
 def _stuck_p(x: np.ndarray, w: int, n_rollouts: float | None) -> float:
     """p-value of a last window of w steps stuck at the run's floor, were the run's rate the same
-    throughout. x: [n]. For means of N 0/1 rewards (N stated or read off the values) with the
+    throughout. x: [n], on the 0/1 scale of the reward's range when known (`nm.unit_scale`).
+    For means of N 0/1 rewards (N stated or read off the values) with the
     floor at 0: the chance that none of the run's K successes falls in the window's N w of its
     N n rollouts (hypergeometric, exact under i.i.d. steps); on any other scale: the mean before
     the window over the floor, in units of its standard error (one-sided normal)."""
@@ -210,9 +211,14 @@ def _stuck_p(x: np.ndarray, w: int, n_rollouts: float | None) -> float:
     return float(stats.norm.sf(z))
 
 
-def _tests(step: np.ndarray, x: np.ndarray, n_rollouts: float | None) -> dict[str, Any]:
-    """Statistics of the curve, their null p-values and the null model used."""
-    null = nm.choose_null(x, n_rollouts)
+def _tests(
+    step: np.ndarray, x: np.ndarray, n_rollouts: float | None, unit: np.ndarray | None = None
+) -> dict[str, Any]:
+    """Statistics of the curve, their null p-values and the null model used. unit: x on the
+    0/1 scale of its known range (`nm.unit_scale`; default x), where the null is chosen; the
+    statistics tested are invariant to the scale, the slopes and noise reported are in x's
+    units."""
+    null = nm.choose_null(x if unit is None else unit, n_rollouts)
     st = {k: float(v[0]) for k, v in nm.level_statistics(x).items()}
     ns = nm.null_statistics(x.size, null, level_only=True)
     half = x.size // 2
@@ -261,7 +267,8 @@ def assess_progress(
         )
     s, x = step[ok], reward[ok]
     reward_range = range_holding(x, reward_range)  # a range the data leaves says nothing
-    ev: dict[str, Any] = {"n": n, **_windows(s, x), **_tests(s, x, n_rollouts)}
+    u = nm.unit_scale(x, reward_range)  # 0/1 tests read the reward on its range's 0/1 scale
+    ev: dict[str, Any] = {"n": n, **_windows(s, x), **_tests(s, x, n_rollouts, u)}
     spread = _zero_spread(
         None if reward_std is None else np.asarray(reward_std, float)[ok],
         None if frac_zero_std is None else np.asarray(frac_zero_std, float)[ok],
@@ -275,7 +282,7 @@ def assess_progress(
     tail = x[-w:]
     if ev.get("zero_spread_end", 0.0) >= ZERO_SPREAD_SHARE and np.ptp(tail) == 0:
         if tail[0] <= x.min():
-            ev["stuck_p"] = _stuck_p(x, w, n_rollouts)
+            ev["stuck_p"] = _stuck_p(u, w, n_rollouts)
     if fit:
         ev.update(_fit_evidence(s, x, reward_range))
     label = _label(ev, x, n_rollouts, alpha, reward_range)
@@ -297,9 +304,10 @@ def _label(
     fell = ev["_trend_t"] < 0 and ev["trend_p"] < alpha
     dropped = ev["drop_p"] < alpha
     at_top = ev["end_level"] >= ev["best_level"] - se_w
-    ceiling = nm.is_binary_mean(x, n_rollouts) and ev["end_level"] >= 0.99
+    lo, hi = reward_range or (0.0, 1.0)
+    unit_end = (ev["end_level"] - lo) / (hi - lo)
+    ceiling = nm.is_binary_mean(nm.unit_scale(x, reward_range), n_rollouts) and unit_end >= 0.99
     if reward_range is not None:  # at the top and no longer rising there (one-sided 5%)
-        lo, hi = reward_range
         near = ev["end_level"] >= hi - 0.01 * (hi - lo)
         ceiling = ceiling or (near and ev["recent_p_up"] >= ALPHA_RECENT)
     no_spread = ev.get("zero_spread_end", 0.0) >= ZERO_SPREAD_SHARE
@@ -419,14 +427,11 @@ def assess_signals(signals: Any) -> ProgressVerdict:
     g, b = signals.hyper("group_size"), signals.hyper("batch_prompts")
     n_rollouts = signals.hyper("completions_per_step") or (g * b if g and b else None)
     reward = cols.get("reward", np.full(signals.steps.shape, np.nan))
-    from pgrpo.dynamics.runfit import reward_range
-
-    bounds = reward_range({k: signals.hyper(k) for k in ("reward_min", "reward_max")})
     return assess_progress(
         signals.steps,
         reward,
         reward_std=cols.get("reward_std"),
         frac_zero_std=cols.get("frac_reward_zero_std"),
         n_rollouts=n_rollouts,
-        reward_range=bounds,
+        reward_range=signals.reward_range(),
     )

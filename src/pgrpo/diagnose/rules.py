@@ -114,7 +114,7 @@ def n_rollouts(s: Signals) -> float | None:
 def reward_rises(s: Signals) -> bool:
     """A significant positive whole-run trend of the reward (HAC t against the null curves,
     two-sided level ALPHA_MODE): "rising" in the reward's own noise units, any reward scale."""
-    x = finite(s.get("reward"))
+    x = finite(s.unit_reward())  # the null on the range's 0/1 scale; t is scale-free
     if x.size < MIN_STEPS:
         return False
     t = float(nm.level_statistics(x)["trend_t"][0])
@@ -278,7 +278,8 @@ def advantage_degeneracy(s: Signals) -> ModeVerdict:
     g = s.hyper("group_size")
     missing = [] if g is not None else ["group_size"]
     deg, source = _degeneracy_series(s)
-    reward = s.get("reward") if s.has("reward") else np.full_like(s.steps, np.nan)
+    # on the 0/1 scale of the reward's known range: a -1/+1 reward is a mean of 0/1 rewards
+    reward = s.unit_reward() if s.has("reward") else np.full_like(s.steps, np.nan)
     ok = np.isfinite(reward)
     iid = None
     if g is not None and ok.any() and _maybe_binary(s, reward):
@@ -329,9 +330,10 @@ def advantage_degeneracy(s: Signals) -> ModeVerdict:
     ev["degeneracy_se"] = se
     if s.has("frac_gradient_tokens"):
         ev["frac_gradient_tokens"] = float(np.nanmean(s.get("frac_gradient_tokens")[live]))
-    ev["reward_mean"] = float(np.nanmean(reward[live])) if ok.any() else math.nan
+    raw = s.get("reward") if s.has("reward") else reward
+    ev["reward_mean"] = float(np.nanmean(raw[live])) if ok.any() else math.nan  # its own units
     strength = confidence(level - DEGENERACY_MAX - Z95 * se, 0.0, 0.1)
-    action = _degeneracy_action(ev, reward)
+    action = _degeneracy_action(ev, reward, float(np.nanmean(reward[live])) if ok.any() else 0.5)
     cov = 1.0 if deg is not None else 0.5
     return verdict(name, strength, ev, action=action, missing=missing, coverage=cov)
 
@@ -345,12 +347,13 @@ def _mean_se(vals: np.ndarray) -> float:
     return float(np.std(vals) * math.sqrt((1 + rho) / (1 - rho) / vals.size))
 
 
-def _degeneracy_action(ev: dict, reward: np.ndarray) -> str:
+def _degeneracy_action(ev: dict, reward: np.ndarray, unit_mean: float) -> str:
+    """reward: [S] on the 0/1 scale of its range when known; unit_mean: its mean there."""
     fail = ev.get("all_fail", ev.get("zero_spread_steps_at_min"))
     pas = ev.get("all_pass", ev.get("zero_spread_steps_at_max"))
     r = reward[np.isfinite(reward)]
     if fail is None and r.size and r.min() >= 0 and r.max() <= 1:
-        fail, pas = 1 - ev["reward_mean"], ev["reward_mean"]  # a 0/1 reward: its mean says
+        fail, pas = 1 - unit_mean, unit_mean  # a 0/1 reward: its mean says
     hard = (
         "too hard: most groups are all-wrong: raise group_size, switch to advantage='sign' "
         "(pass@G failure descent) or 'dual_anchor', or filter prompts the model never solves"

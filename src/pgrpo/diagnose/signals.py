@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from pgrpo.diagnose.nullmodel import unit_scale
 from pgrpo.errors import check_magnitude
 from pgrpo.logs.thin import bin_means, bin_plan
 
@@ -55,6 +56,16 @@ class Signals:
 
     def get(self, name: str) -> np.ndarray:
         return self.columns[name]
+
+    def reward_range(self) -> tuple[float, float] | None:
+        """The reward's known (lo, hi) from reward_min / reward_max (a task's range,
+        `--reward-range`), or None."""
+        lo, hi = self.hyper("reward_min"), self.hyper("reward_max")
+        return (lo, hi) if lo is not None and hi is not None and lo < hi else None
+
+    def unit_reward(self) -> np.ndarray:
+        """The reward on the 0/1 scale of its known range (`nullmodel.unit_scale`): [S]."""
+        return unit_scale(self.get("reward"), self.reward_range())
 
     def hyper(self, name: str) -> float | None:
         """A hyperparameter from the config, or from a constant logged column of that name."""
