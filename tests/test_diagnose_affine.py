@@ -120,3 +120,18 @@ def test_a_collapse_of_a_minus_one_plus_one_reward_through_the_cli(tmp_path):
     res = runner.invoke(app, [*args, "--reward-range", "-1,1"])
     assert res.exit_code == 0, res.output
     assert json.loads(res.stdout)["progress"]["label"] == "collapsed"
+
+
+def test_a_floor_logged_with_rounding_is_the_floor():
+    """A trainer that logs np.mean of per-rollout rewards in {0.1, 0.3} writes its floor as
+    0.10000000000000002: on the range's 0/1 scale that was 1.1e-16, not 0, and the collapse of
+    cs336 e16 logged that way read `flat` with --reward-range 0.1,0.3 (review, 2026-12-03)."""
+    floor = float(np.mean(np.full(256, 0.1)))
+    assert floor != 0.1 and nm.unit_scale(np.array([floor, 0.3]), (0.1, 0.3)).tolist() == [0, 1]
+    meta = next(m for m in _runs() if m["name"] == "cs336_shibuki_offpolicy_e16_tb256")
+    log = _log(meta)
+    k = np.rint(log.reward * 256).astype(int)
+    logged = np.array([np.mean(np.where(np.arange(256) < j, 0.3, 0.1)) for j in k])
+    cols = {**log.columns, "reward_std": 0.2 * log.columns["reward_std"]}
+    rounded = _ranged(replace(log, reward=logged, columns=cols), 0.1, 0.3)
+    assert _verdict(rounded) == _verdict(log) and _verdict(log)[0] == "collapsed"

@@ -130,20 +130,32 @@ def _print(data: dict, console: Console) -> None:
 
 
 def quality_line(q: dict, model: str) -> str | None:
-    """One line reading the fit's R^2 against the noise: the noise ceiling (the most any curve
-    reaches on single points) and the R^2 on block means (the smoothed curve); None when
-    neither is defined."""
+    """One line reading the fit's R^2 against the noise: the noise ceiling (about the R^2 of a
+    perfect mean curve) and the R^2 on block means (the smoothed curve); None when neither is
+    defined. A thinned log's points are bin means: the line says so."""
+    b = int(q.get("bin_size") or 1)
+    unit = "point" if b == 1 else f"{b}-step mean"
     parts = []
-    if q.get("noise_ceiling") is not None:
+    ceiling = q.get("noise_ceiling")
+    if ceiling is not None and ceiling < 0.05:
         parts.append(
-            f"{model} R^2 {fmt(q['r2'], '.3f')} against a noise ceiling of "
-            f"{fmt(q['noise_ceiling'], '.3f')} (the R^2 of a perfect mean curve under this "
-            "log's batch noise, from first differences)"
+            f"{model} R^2 {fmt(q['r2'], '.3f')}: the batch noise is about all of the reward's "
+            f"variance (noise ceiling {fmt(ceiling, '.3f')}), so no curve explains much of it "
+            f"per {unit}"
+        )
+    elif ceiling is not None:
+        at = ": at the ceiling, what is left is noise" if q["r2"] >= ceiling - 0.02 else ""
+        parts.append(
+            f"{model} R^2 {fmt(q['r2'], '.3f')} against a noise ceiling of about "
+            f"{fmt(ceiling, '.3f')} (the R^2 of a perfect mean curve under the noise of each "
+            f"{unit}, from first differences){at}"
         )
     if q.get("r2_block_means") is not None:
         closed = q.get("r2_block_means_constrained")
         extra = f", closed form {fmt(closed, '.3f')}" if closed is not None else ""
+        steps = f" ({int(q['block']) * b} steps)" if b > 1 else ""
         parts.append(
-            f"on means of {int(q['block'])} points R^2 {fmt(q['r2_block_means'], '.3f')}{extra}"
+            f"on means of {int(q['block'])} points{steps} R^2 {fmt(q['r2_block_means'], '.3f')}"
+            f"{extra}"
         )
     return "; ".join(parts) + "." if parts else None

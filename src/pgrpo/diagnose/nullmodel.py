@@ -148,18 +148,28 @@ def lag1_autocorr(y: np.ndarray) -> float:
     return float(RHO_GRID[lo])
 
 
+UNIT_SNAP = 1e-9
+"""`unit_scale` puts values this close to the range's ends (in units of its width) on them."""
+
+
 def unit_scale(reward: np.ndarray, reward_range: tuple[float, float] | None) -> np.ndarray:
     """The reward on the 0/1 scale of its known range (lo, hi): (reward - lo) / (hi - lo), [n]
     -> [n]. The binomial null and every 0/1 test read the reward there: means of N rewards in
     {lo, hi} are lo + (hi - lo) k / N, so a -1/+1 (or 0/10) reward whose range is stated is
     tested as a mean of 0/1 rewards. Without a range, or one that some value leaves
-    (`range_holding`): the reward itself (and 0/1 tests then need it in [0, 1])."""
+    (`range_holding`, which allows 1e-9 of the width for rounding): the reward itself (and
+    0/1 tests then need it in [0, 1]). Mapped values are clipped to [0, 1] and those within
+    UNIT_SNAP of an end put on it."""
     r = np.asarray(reward, dtype=float)
     bounds = range_holding(r, reward_range)
     if bounds is None:
         return r
     lo, hi = bounds
-    return (r - lo) / (hi - lo)
+    u = np.clip((r - lo) / (hi - lo), 0.0, 1.0)
+    # rounding: a mean of rewards in {0.1, 0.3} logged as 0.10000000000000002 is the floor
+    u[np.abs(u) < UNIT_SNAP] = 0.0
+    u[np.abs(u - 1.0) < UNIT_SNAP] = 1.0
+    return u
 
 
 def is_binary_mean(reward: np.ndarray, n_rollouts: float | None) -> bool:

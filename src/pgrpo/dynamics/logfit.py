@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from pgrpo.dynamics.fit import FitResult, fit_curve
-from pgrpo.dynamics.inputs import noise_scale
 from pgrpo.dynamics.runfit import fit_run, run_inputs
 from pgrpo.logs import RewardLog
 from pgrpo.logs.thin import bin_counts, bin_means, bin_plan
@@ -83,24 +82,32 @@ def thin_log(log: RewardLog, max_points: int = MAX_FIT_POINTS) -> RewardLog:
 
 BLOCK = 10
 """Points per block of `block_r2` (the smoothed curve a paper plots)."""
+MIN_BLOCKS = 8
+"""Fewer block means than this give no `block_r2` (an R^2 over 4 or 5 means is mostly noise)."""
 
 
 def noise_ceiling(reward: np.ndarray) -> float:
-    """The R^2 a perfect mean curve would reach under the log's white batch noise: 1 - sigma^2 /
-    var(reward), sigma from first differences (`noise_scale`); reward: [n]. Per-step R^2 cannot
-    exceed it however good the model (0.79-0.82 on the corpus' 256-rollout CS336 runs)."""
+    """About the R^2 a perfect mean curve would reach under the log's batch noise: 1 - sigma^2 /
+    var(reward), sigma^2 = var(first differences) / 2 (unbiased for white noise on a curve that
+    moves little from step to step; the MAD of differences, used before, is quantised on
+    means of few 0/1 rewards and read 0 on 7 of the corpus' 33 runs), floored at 0; reward:
+    [n]. An estimate: a fit can land a little above it (sampling error, noise that is not
+    white). nan for a reward without variance or fewer than 3 points."""
     reward = np.asarray(reward, dtype=float)
     var = float(np.var(reward))
-    return 1.0 - min(noise_scale(reward) ** 2, var) / var if var > 0 else math.nan
+    if reward.size < 3 or not var > 0:
+        return math.nan
+    return max(0.0, 1.0 - float(np.var(np.diff(reward))) / 2.0 / var)
 
 
 def block_r2(reward: np.ndarray, fitted: np.ndarray, block: int = BLOCK) -> float:
     """R^2 of a fit against means of `block` consecutive points (reward, fitted: [n]; the last
     n mod block points dropped): the fit judged against the smoothed curve, whose batch noise
-    is averaged down by `block`. nan with fewer than 4 blocks or no variance between them."""
+    is averaged down by `block`. nan with fewer than MIN_BLOCKS blocks or no variance between
+    them."""
     reward, fitted = np.asarray(reward, dtype=float), np.asarray(fitted, dtype=float)
     nb = reward.size // block
-    if nb < 4:
+    if nb < MIN_BLOCKS:
         return math.nan
     yb = reward[: nb * block].reshape(nb, block).mean(1)
     fb = fitted[: nb * block].reshape(nb, block).mean(1)
@@ -109,16 +116,21 @@ def block_r2(reward: np.ndarray, fitted: np.ndarray, block: int = BLOCK) -> floa
 
 
 def fit_quality(
-    fit: FitResult, block: int = BLOCK, constrained: FitResult | None = None
+    fit: FitResult,
+    block: int = BLOCK,
+    constrained: FitResult | None = None,
+    bin_size: int = 1,
 ) -> dict[str, float]:
-    """R^2 read against what the noise allows: {r2, noise_ceiling, r2_block_means, block} of
-    `fit` on its own points (nan where undefined), and r2_block_means_constrained of the
-    closed-form fit to the same points when one is given."""
+    """R^2 read against what the noise allows: {r2, noise_ceiling, r2_block_means, block,
+    bin_size} of `fit` on its own points (nan where undefined; bin_size: logged steps per
+    point, > 1 for a thinned log, whose points are bin means), and r2_block_means_constrained
+    of the closed-form fit to the same points when one is given."""
     out = {
         "r2": fit.r2,
         "noise_ceiling": noise_ceiling(fit.reward),
         "r2_block_means": block_r2(fit.reward, fit.fitted, block),
         "block": float(block),
+        "bin_size": float(bin_size),
     }
     if constrained is not None:
         out["r2_block_means_constrained"] = block_r2(constrained.reward, constrained.fitted, block)
@@ -163,7 +175,11 @@ class LogFit:
             **_fit_dict(self.rom),
             "constrained": None if self.constrained is None else _fit_dict(self.constrained),
             "baselines": {name: _fit_dict(r) for name, r in self.baselines.items()},
-            "fit_quality": fit_quality(self.rom, constrained=self.constrained),
+            "fit_quality": fit_quality(
+                self.rom,
+                constrained=self.constrained,
+                bin_size=int(self.log.metrics.get("bin_size", 1)),
+            ),
         }
         if self.forecast is not None:
             out["forecast"] = _forecast_dict(self.forecast)

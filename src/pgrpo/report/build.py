@@ -133,15 +133,20 @@ THUMB_EXACT = 500.0
 
 
 def _iid(log: Any) -> np.ndarray | None:
-    """The i.i.d. degeneracy p^G + (1-p)^G, only for a reward in [0, 1] (read as 0/1)."""
+    """The i.i.d. degeneracy p^G + (1-p)^G, only for a reward in [0, 1] (read as 0/1) or on the
+    0/1 scale of its known range (`nullmodel.unit_scale`, as `diagnose` reads it)."""
+    from pgrpo.diagnose.nullmodel import unit_scale
+    from pgrpo.dynamics.runfit import reward_range
+
     col = log.columns.get("degeneracy/iid_prediction")
     if col is not None and np.isfinite(col).any():
         return col
     g = log.hyperparameters.get("group_size")
-    r = log.reward[np.isfinite(log.reward)]
+    unit = unit_scale(log.reward, reward_range(log.hyperparameters))
+    r = unit[np.isfinite(unit)]
     if g is None or r.size == 0 or r.min() < 0 or r.max() > 1:
         return None
-    return iid_degeneracy(log.reward, g, strict=False)
+    return iid_degeneracy(unit, g, strict=False)
 
 
 def _figure(draw: Any, *args: Any) -> bytes | None:
