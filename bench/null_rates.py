@@ -18,7 +18,9 @@ modes" = any failure mode but those two):
   reward_std and frac_reward_zero_std columns, n in {15, 20, 50}, p in {0.02, 0.05, 0.1} (short
   runs stuck at 0 by chance: the `collapsed` verdict's stuck-at-the-floor rule); eval: a flat
   100-step run with two evals of 100, 300 or 500 problems at the same true accuracy, given as
-  a `pgrpo eval` JSON with n_problems (`reward_hacking` is an "other mode"); gaming: the run
+  a `pgrpo eval` JSON with n_problems (`reward_hacking` is an "other mode"); eval_paired: the
+  same with 100, 200 or 500 problems of 4 samples each, per-problem counts and ids (the paired
+  error, `signals.paired_eval_gain_se`), pass rates 0.95 or 0.05; gaming: the run
   checks `reward_function_divergence` and `length_vs_reward` on independent AR(1) columns
   (rho 0, 0.5, 0.9; n 30, 100, 300): "other modes" is the share where either warns.
 The progress verdict is tested at 5%, each failure mode at 0.5% per test (docs/diagnostics.md).
@@ -77,6 +79,7 @@ CELLS = {
     "sparse": [(p, n, g) for p in (0.005, 0.02, 0.05) for n in (50, 200, 1000) for g in (8, None)],
     "sparse64": [(p, n, g) for p in (0.003, 0.01) for n in (200, 1000) for g in (64, None)],
     "eval": [(problems, 100, None) for problems in (100, 300, 500)],
+    "eval_paired": [(problems, 100, None) for problems in (100, 200, 500)],
     "gaming": [(rho, n, None) for rho in (0.0, 0.5, 0.9) for n in (30, 100, 300)],
     "sparse_std": [(p, n, g) for p in (0.02, 0.05, 0.1) for n in (15, 20, 50) for g in (8, None)],
 }
@@ -90,6 +93,22 @@ def _eval_file(rng: np.random.Generator, problems: int, n: int, folder: Path) ->
         {"name": f"e{i}", "step": float(step), "accuracy": float(a), "n_problems": problems}
         for i, (step, a) in enumerate(zip((n // 10, 9 * n // 10), acc, strict=True))
     ]
+    path = folder / "eval.json"
+    path.write_text(json.dumps({"kind": "pgrpo.eval", "results": results}))
+    return path
+
+
+def _paired_eval_file(rng: np.random.Generator, problems: int, n: int, folder: Path) -> Path:
+    """A `pgrpo eval` JSON of two evals (steps n/10 and 9n/10) of the same `problems` problems,
+    4 samples each, with per-problem counts and ids; problems mostly always or never solved
+    (pass rate 0.95 or 0.05) and unchanged between the evals: the paired error's null."""
+    p = np.where(rng.random(problems) < 0.5, 0.95, 0.05)
+    results = []
+    for i, step in enumerate((n // 10, 9 * n // 10)):
+        c = rng.binomial(4, p)
+        probs = [{"id": f"q{j}", "n": 4, "c": int(k)} for j, k in enumerate(c)]
+        results.append({"name": f"e{i}", "step": float(step), "accuracy": float(np.mean(c / 4)),
+                        "per_problem": probs})  # fmt: skip
     path = folder / "eval.json"
     path.write_text(json.dumps({"kind": "pgrpo.eval", "results": results}))
     return path
@@ -131,9 +150,10 @@ def _rates(
                 modes[m] = modes.get(m, 0) + 1
             other += bool(fired)
             continue
-        if kind == "eval":
+        if kind in ("eval", "eval_paired"):
             y = 0.5 + 0.05 * rng.standard_normal(n)
-            d = diagnose(_log(y, {}, None), eval_log=_eval_file(rng, int(arg), n, folder))
+            make = _eval_file if kind == "eval" else _paired_eval_file
+            d = diagnose(_log(y, {}, None), eval_log=make(rng, int(arg), n, folder))
         else:
             d = diagnose(_log(*_curve(kind, n, arg, rng), group_size))
         label = d.progress.label if d.progress is not None else "none"
@@ -174,7 +194,8 @@ def main() -> None:
         for arg, n, g in CELLS[kind]:
             r = rates(kind, arg, n, g, args.curves)
             rows.append(r)
-            name = {"ar1": "rho", "gaming": "rho", "t3": "df", "eval": "problems"}.get(kind, "p")
+            name = {"ar1": "rho", "gaming": "rho", "t3": "df", "eval": "problems",
+                    "eval_paired": "problems"}.get(kind, "p")  # fmt: skip
             print(
                 f"| {kind} | {name} {arg:g} | {n} | {'yes' if g else 'no'} | {r['not_flat']:.3f} "
                 f"| {r['instability']:.3f} | {r['degeneracy']:.3f} | {r['other_modes']:.3f} |",

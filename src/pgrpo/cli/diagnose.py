@@ -130,10 +130,12 @@ def diagnose_cmd(
         refresh_interval=refresh_interval, beta1=beta1, kappa=kappa, optimizer=optimizer,
         reward_range=reward_range,
     )  # fmt: skip
-    points = eval_points(eval_log) if eval_log is not None else None
+    if eval_log is not None:
+        eval_points(eval_log)  # a bad file: one line naming it, exit 2
     logged = load_log(log, log_format, **_runopts.read_options(reward_column, step_column))
     run = with_given(logged, given)
-    result = diagnose(run, eval_log=points, max_points=max_points)
+    # the path itself: the diagnosis also pairs the first and last evals by problem
+    result = diagnose(run, eval_log=eval_log, max_points=max_points)
     checks = run_checks(run, opts)
     level = _checks.gate_level(result, checks)
     data = {**result.to_dict(), "checks": [c.to_dict() for c in checks], "gate": level}

@@ -30,6 +30,7 @@ from pgrpo.diagnose.signals import (
     MAX_POINTS,
     Signals,
     eval_rows,
+    paired_eval_gain_se,
     read_eval_records,
     signals_from_log,
     thin_signals,
@@ -59,6 +60,8 @@ def diagnose(log: Any, eval_log: Any = None, max_points: int = MAX_POINTS) -> Di
     signals = log if isinstance(log, Signals) else signals_from_log(log, points, se)
     if points and not signals.eval_points:
         signals = replace(signals, eval_points=points, eval_se=se)
+    if isinstance(eval_log, str | Path) and signals.eval_points == points:
+        signals = replace(signals, eval_gain_se=paired_eval_gain_se(eval_log))
     n_steps = float(signals.steps.size)
     signals = thin_signals(signals, max_points)
     modes = [DIAGNOSTIC_RULES.get(name)(signals) for name in MODES]

@@ -88,7 +88,8 @@ def _gain_se(s: Signals, points: tuple[int, int]) -> tuple[float, float]:
     each, of the eval gain between the first and last eval points). The train one: the reward's
     noise sd (first differences) times sqrt(1/k0 + 1/k1), inflated by (1 + rho) / (1 - rho) at
     the 90% bound on its lag-1 autocorrelation (`nullmodel.lag1_autocorr`; without it a flat
-    AR(1) reward at rho 0.5 fired on 4-11% of runs). The eval one: from the points' own
+    AR(1) reward at rho 0.5 fired on 4-11% of runs). The eval one: paired by problem when the
+    first and last evals share their problems (`eval_gain_se`), else from the points' own
     standard errors (`eval_se`: the records' sizes), else from the scatter of >= 4 eval points
     (their noise sd from first differences, times sqrt(2): conservative, a trend adds to it),
     else NaN: two points of unknown size cannot tell a change from noise."""
@@ -96,6 +97,8 @@ def _gain_se(s: Signals, points: tuple[int, int]) -> tuple[float, float]:
     rho = nm.lag1_autocorr(x)
     var = (1.0 / points[0] + 1.0 / points[1]) * (1.0 + rho) / (1.0 - rho)
     train = float(nm.noise_sd(x[None, :])[0]) * math.sqrt(var)
+    if math.isfinite(s.eval_gain_se):  # paired by problem: the two evals share their problems
+        return train, s.eval_gain_se
     se = s.eval_se
     if len(se) == len(s.eval_points) and math.isfinite(se[0]) and math.isfinite(se[-1]):
         return train, math.hypot(se[0], se[-1])
@@ -155,7 +158,8 @@ def reward_hacking(s: Signals) -> ModeVerdict:
         train_gain = r1 - r0
         se_train, se_eval = _gain_se(s, (k0, k1))
         ev.update(train_gain=train_gain, eval_gain=e1 - e0, eval_first=e0, eval_last=e1,
-                  train_gain_se=se_train, eval_gain_se=se_eval)  # fmt: skip
+                  train_gain_se=se_train, eval_gain_se=se_eval,
+                  eval_gain_se_paired=float(math.isfinite(s.eval_gain_se)))  # fmt: skip
         if not math.isfinite(se_eval):
             missing.append(
                 "the eval's size (n_problems, accuracy_ci or per-problem counts in the eval "

@@ -41,7 +41,9 @@ MAX_POINTS = 2000
 class Signals:
     """steps: [S]; columns: name -> [S] float (NaN = not logged at that step); config: scalars;
     eval_points: [(step, accuracy)] sorted by step (empty without an eval log); eval_se: the
-    standard error of each eval point's accuracy (NaN: unknown; empty: none known)."""
+    standard error of each eval point's accuracy (NaN: unknown; empty: none known);
+    eval_gain_se: that of the last minus the first, paired by problem (`paired_eval_gain_se`;
+    NaN: unknown, the two errors are then combined as independent)."""
 
     steps: np.ndarray
     columns: dict[str, np.ndarray]
@@ -49,6 +51,7 @@ class Signals:
     eval_points: tuple[tuple[float, float], ...] = ()
     source: str = ""
     eval_se: tuple[float, ...] = ()
+    eval_gain_se: float = math.nan
 
     def has(self, name: str, min_points: int = 1) -> bool:
         col = self.columns.get(name)
@@ -212,6 +215,51 @@ def eval_rows(rows: Any) -> tuple[tuple[tuple[float, float], ...], tuple[float, 
     return merged_evals(out)
 
 
+def _eval_records(path: Path) -> list:
+    """The records of a `pgrpo eval` JSON (baseline, then results) or of a JSONL file."""
+    if not path.is_file():
+        raise FileNotFoundError(f"eval log {path} not found; write one with `pgrpo eval --out`")
+    text = path.read_text()
+    try:
+        data = json.loads(text)
+        if isinstance(data, dict):
+            return list(data.get("baseline", [])) + list(data.get("results", []))
+        return data
+    except json.JSONDecodeError:
+        return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def paired_eval_gain_se(path: str | Path) -> float:
+    """Standard error of the eval gain (last eval step's accuracy - first's) paired by problem:
+    sd(d) / sqrt(P) of the P per-problem differences d of pass rates (each step's rate of a
+    problem averaged over its records, i.e. seeds), when every record at both steps carries
+    per-problem counts with ids and the two steps evaluated the same P >= 2 problems. Problems
+    of unequal difficulty cancel from it, so it is at most, and usually far below, the
+    unpaired error of two independent accuracies. NaN otherwise (read `read_eval_records`
+    first: this one assumes records it has checked)."""
+    by_step: dict[float, list] = {}
+    for rec in _eval_records(Path(path)):
+        if isinstance(rec, dict) and rec.get("step") is not None:
+            by_step.setdefault(float(rec["step"]), []).append(rec.get("per_problem"))
+    if len(by_step) < 2:
+        return math.nan
+    ends = [by_step[min(by_step)], by_step[max(by_step)]]
+    if any(p is None or not all(isinstance(q, dict) and "id" in q for q in p)
+           for recs in ends for p in recs):  # fmt: skip
+        return math.nan
+    rates = []
+    for recs in ends:
+        sums: dict[str, list[float]] = {}
+        for probs in recs:
+            for q in probs:
+                sums.setdefault(str(q["id"]), []).append(float(q["c"]) / float(q["n"]))
+        rates.append({k: float(np.mean(v)) for k, v in sums.items()})
+    if set(rates[0]) != set(rates[1]) or len(rates[0]) < 2:
+        return math.nan
+    d = np.array([rates[1][k] - rates[0][k] for k in sorted(rates[0])])
+    return float(np.std(d, ddof=1) / math.sqrt(d.size))
+
+
 def read_eval_records(
     path: str | Path,
 ) -> tuple[tuple[tuple[float, float], ...], tuple[float, ...]]:
@@ -221,17 +269,7 @@ def read_eval_records(
     `checked_counts` (as `pgrpo eval --from`). Several records at one step (seeds): their mean,
     with the standard error of a mean of independent ones."""
     path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"eval log {path} not found; write one with `pgrpo eval --out`")
-    text = path.read_text()
-    try:
-        data = json.loads(text)
-        if isinstance(data, dict):
-            records = list(data.get("baseline", [])) + list(data.get("results", []))
-        else:
-            records = data
-    except json.JSONDecodeError:
-        records = [json.loads(line) for line in text.splitlines() if line.strip()]
+    records = _eval_records(path)
     from pgrpo.core.stats import checked_counts
 
     points = []
@@ -308,6 +346,7 @@ def thin_signals(signals: Signals, max_points: int = MAX_POINTS) -> Signals:
         signals.eval_points,
         signals.source,
         signals.eval_se,
+        signals.eval_gain_se,
     )
 
 
