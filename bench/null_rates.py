@@ -20,11 +20,12 @@ modes" = any failure mode but those two):
   100-step run with two evals of 100, 300 or 500 problems at the same true accuracy, given as
   a `pgrpo eval` JSON with n_problems (`reward_hacking` is an "other mode"); eval_paired: the
   same with 100, 200 or 500 problems of 4 samples each, per-problem counts and ids (the paired
-  error, `signals.paired_eval_gain_se`), pass rates 0.95 or 0.05; gaming: the run
+  error, `signals.paired_eval_gain`), pass rates 0.95 or 0.05; gaming: the run
   checks `reward_function_divergence` and `length_vs_reward` on independent AR(1) columns
   (rho 0, 0.5, 0.9; n 30, 100, 300): "other modes" is the share where either warns.
 The progress verdict is tested at 5%, each failure mode at 0.5% per test (docs/diagnostics.md).
-Prints one table and writes bench/results/null_rates.json with the command and date.
+Prints one table and writes bench/results/null_rates.json with the command and date
+(`--only` a subset: bench/results/null_rates_<cells>.json, the full results left alone).
 """
 
 from __future__ import annotations
@@ -201,7 +202,13 @@ def main() -> None:
                 f"| {r['instability']:.3f} | {r['degeneracy']:.3f} | {r['other_modes']:.3f} |",
                 flush=True,
             )
-    OUT.write_text(
+    # a subset of the cells goes beside the full results, not over them
+    out = (
+        OUT
+        if set(args.only.split(",")) == set(CELLS)
+        else OUT.with_name(f"null_rates_{args.only.replace(',', '_')}.json")
+    )
+    out.write_text(
         json.dumps(
             {
                 "command": "python " + " ".join(sys.argv),
@@ -213,7 +220,7 @@ def main() -> None:
         )
         + "\n"
     )
-    print(f"wrote {OUT} ({time.time() - t0:.0f} s)")
+    print(f"wrote {out} ({time.time() - t0:.0f} s)")
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ What runs a model (effective ranks, the gradient matrix, the curvature probe) is
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -30,7 +31,7 @@ from pgrpo.diagnose.signals import (
     MAX_POINTS,
     Signals,
     eval_rows,
-    paired_eval_gain_se,
+    paired_eval_gain,
     read_eval_records,
     signals_from_log,
     thin_signals,
@@ -58,10 +59,12 @@ def diagnose(log: Any, eval_log: Any = None, max_points: int = MAX_POINTS) -> Di
     else:  # checked, and several points at one step merged, as from a file
         points, se = eval_rows(eval_log)
     signals = log if isinstance(log, Signals) else signals_from_log(log, points, se)
-    if points and not signals.eval_points:
-        signals = replace(signals, eval_points=points, eval_se=se)
+    if points and not signals.eval_points:  # new points: any pairing carried in is stale
+        signals = replace(signals, eval_points=points, eval_se=se, eval_gain=math.nan,
+                          eval_gain_se=math.nan)  # fmt: skip
     if isinstance(eval_log, str | Path) and signals.eval_points == points:
-        signals = replace(signals, eval_gain_se=paired_eval_gain_se(eval_log))
+        gain, gain_se = paired_eval_gain(eval_log)
+        signals = replace(signals, eval_gain=gain, eval_gain_se=gain_se)
     n_steps = float(signals.steps.size)
     signals = thin_signals(signals, max_points)
     modes = [DIAGNOSTIC_RULES.get(name)(signals) for name in MODES]

@@ -158,17 +158,20 @@ def unit_scale(reward: np.ndarray, reward_range: tuple[float, float] | None) -> 
     {lo, hi} are lo + (hi - lo) k / N, so a -1/+1 (or 0/10) reward whose range is stated is
     tested as a mean of 0/1 rewards. Without a range, or one that some value leaves
     (`range_holding`, which allows 1e-9 of the width for rounding): the reward itself (and
-    0/1 tests then need it in [0, 1]). Mapped values are clipped to [0, 1] and those within
-    UNIT_SNAP of an end put on it."""
+    0/1 tests then need it in [0, 1]). Finite mapped values are clipped to [0, 1] and those
+    within UNIT_SNAP of an end put on it; inf and NaN are kept."""
     r = np.asarray(reward, dtype=float)
     bounds = range_holding(r, reward_range)
     if bounds is None:
         return r
     lo, hi = bounds
-    u = np.clip((r - lo) / (hi - lo), 0.0, 1.0)
+    u = (r - lo) / (hi - lo)
+    ok = np.isfinite(u)  # a logged inf or NaN stays what it is (callers drop it)
     # rounding: a mean of rewards in {0.1, 0.3} logged as 0.10000000000000002 is the floor
-    u[np.abs(u) < UNIT_SNAP] = 0.0
-    u[np.abs(u - 1.0) < UNIT_SNAP] = 1.0
+    v = np.clip(u[ok], 0.0, 1.0)
+    v[v < UNIT_SNAP] = 0.0
+    v[v > 1.0 - UNIT_SNAP] = 1.0
+    u[ok] = v
     return u
 
 

@@ -97,7 +97,7 @@ def _gain_se(s: Signals, points: tuple[int, int]) -> tuple[float, float]:
     rho = nm.lag1_autocorr(x)
     var = (1.0 / points[0] + 1.0 / points[1]) * (1.0 + rho) / (1.0 - rho)
     train = float(nm.noise_sd(x[None, :])[0]) * math.sqrt(var)
-    if math.isfinite(s.eval_gain_se):  # paired by problem: the two evals share their problems
+    if math.isfinite(s.eval_gain_se) and math.isfinite(s.eval_gain):  # paired by problem
         return train, s.eval_gain_se
     se = s.eval_se
     if len(se) == len(s.eval_points) and math.isfinite(se[0]) and math.isfinite(se[-1]):
@@ -157,9 +157,12 @@ def reward_hacking(s: Signals) -> ModeVerdict:
         (r0, k0), (r1, k1) = _reward_at(s, s0), _reward_at(s, s1)
         train_gain = r1 - r0
         se_train, se_eval = _gain_se(s, (k0, k1))
-        ev.update(train_gain=train_gain, eval_gain=e1 - e0, eval_first=e0, eval_last=e1,
+        paired = math.isfinite(s.eval_gain_se) and math.isfinite(s.eval_gain)
+        # paired: the mean per-problem change, the statistic its error belongs to
+        eval_gain = s.eval_gain if paired else e1 - e0
+        ev.update(train_gain=train_gain, eval_gain=eval_gain, eval_first=e0, eval_last=e1,
                   train_gain_se=se_train, eval_gain_se=se_eval,
-                  eval_gain_se_paired=float(math.isfinite(s.eval_gain_se)))  # fmt: skip
+                  eval_gain_se_paired=float(paired))  # fmt: skip
         if not math.isfinite(se_eval):
             missing.append(
                 "the eval's size (n_problems, accuracy_ci or per-problem counts in the eval "
@@ -168,13 +171,13 @@ def reward_hacking(s: Signals) -> ModeVerdict:
         elif train_gain > HACK_MIN_TRAIN_GAIN:
             # eval lags the reward: its gain below (1 - HACK_EVAL_SHARE) of the train gain, by
             # more than both gains' noise allows (one-sided z at ALPHA_MODE)
-            gap = train_gain * (1 - HACK_EVAL_SHARE) - (e1 - e0)
+            gap = train_gain * (1 - HACK_EVAL_SHARE) - eval_gain
             sd = math.hypot((1 - HACK_EVAL_SHARE) * se_train, se_eval)
             ev["eval_gap_z"] = _z(gap, sd)
             strengths.append(_z_strength(ev["eval_gap_z"]))
         else:  # eval falling on its own, beyond its noise; before, any fall of 0.05 fired
             # (14-27% of flat runs with two evals of 100-500 problems)
-            fall = e0 - e1
+            fall = -eval_gain
             ev["eval_fall_z"] = _z(fall, se_eval)
             strengths.append(_z_strength(ev["eval_fall_z"]))
     else:
