@@ -150,3 +150,13 @@ def test_a_thinned_log_names_its_bin_means(tmp_path):
     assert q["bin_size"] == 4
     text = " ".join(runner.invoke(app, ["fit", str(log), "--no-plot"]).output.split())
     assert "noise of each 4-step mean" in text and "on means of 10 points (40 steps)" in text
+
+
+def test_the_demo_fit_document_carries_the_same_quality():
+    from pgrpo.demo import fit_document
+
+    rng = np.random.default_rng(1)
+    t = np.arange(120, dtype=float)
+    fit = fit_curve(t, 0.9 - 0.7 * np.exp(-t / 30) + rng.normal(0, 0.05, t.size), "exponential")
+    doc = json.loads(json.dumps(fit_document(fit, None, [])["fit_quality"]))  # strict JSON
+    assert doc == pytest.approx(fit_quality(fit))

@@ -14,6 +14,7 @@ layer for that reason (tests/test_layers.py); see docs/trainer.md, "The demo".
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 from dataclasses import dataclass
@@ -137,6 +138,8 @@ def fit_document(fit: Any, fc: Any, notes: list[str]) -> dict[str, Any]:
     """fit.json: the report's fit of the whole curve and its backtest forecast from the first
     half (`ReportResult.fit` / `.forecast`, the same objects the report draws and states), or
     the reason they failed; "report" holds the fit's text report (fit.txt)."""
+    from pgrpo.dynamics.logfit import fit_quality
+
     if fit is None:
         return {"error": "; ".join(notes) or "no fit"}
     doc: dict[str, Any] = {
@@ -146,6 +149,8 @@ def fit_document(fit: Any, fc: Any, notes: list[str]) -> dict[str, Any]:
         "aic": fit.aic,
         "metrics": fit.metrics,
         "report": fit.report(),
+        # R^2 against the noise, as `pgrpo fit` reports it (NaN: undefined)
+        "fit_quality": {k: (v if math.isfinite(v) else None) for k, v in fit_quality(fit).items()},
     }
     if fc is not None:
         doc["backtest"] = {
