@@ -285,7 +285,7 @@ def assess_progress(
             ev["stuck_p"] = _stuck_p(u, w, n_rollouts)
     if fit:
         ev.update(_fit_evidence(s, x, reward_range))
-    label = _label(ev, x, n_rollouts, alpha, reward_range)
+    label = _label(ev, u, n_rollouts, alpha, reward_range)
     summary, action = _words(label, ev)
     metrics = {k: float(v) for k, v in ev.items() if isinstance(v, int | float)}
     evidence = {k: v for k, v in ev.items() if not k.startswith("_")}
@@ -294,7 +294,7 @@ def assess_progress(
 
 def _label(
     ev: dict[str, Any],
-    x: np.ndarray,
+    unit: np.ndarray,
     n_rollouts: float | None,
     alpha: float,
     reward_range: tuple[float, float] | None = None,
@@ -306,7 +306,7 @@ def _label(
     at_top = ev["end_level"] >= ev["best_level"] - se_w
     lo, hi = reward_range or (0.0, 1.0)
     unit_end = (ev["end_level"] - lo) / (hi - lo)
-    ceiling = nm.is_binary_mean(nm.unit_scale(x, reward_range), n_rollouts) and unit_end >= 0.99
+    ceiling = nm.is_binary_mean(unit, n_rollouts) and unit_end >= 0.99  # unit: 0/1 scale
     if reward_range is not None:  # at the top and no longer rising there (one-sided 5%)
         near = ev["end_level"] >= hi - 0.01 * (hi - lo)
         ceiling = ceiling or (near and ev["recent_p_up"] >= ALPHA_RECENT)

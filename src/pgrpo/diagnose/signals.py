@@ -65,8 +65,9 @@ class Signals:
     def reward_range(self) -> tuple[float, float] | None:
         """The reward's known (lo, hi) from reward_min / reward_max (a task's range,
         `--reward-range`), or None."""
-        lo, hi = self.hyper("reward_min"), self.hyper("reward_max")
-        return (lo, hi) if lo is not None and hi is not None and lo < hi else None
+        from pgrpo.dynamics.runfit import reward_range
+
+        return reward_range({k: self.hyper(k) for k in ("reward_min", "reward_max")})
 
     def unit_reward(self) -> np.ndarray:
         """The reward on the 0/1 scale of its known range (`nullmodel.unit_scale`): [S]."""
