@@ -343,7 +343,10 @@ def parse_sign(argv: Sequence[str]) -> tuple[SignSettings, argparse.Namespace]:
     p.add_argument("--out", type=Path, default=RESULTS / "reproduce_lm_sign.json")
     p.add_argument("--logs", type=Path, default=RESULTS / "reproduce_lm_runs" / "sign")
     p.add_argument("--scratch", type=Path, default=ROOT / "runs" / "reproduce_lm_sign")
-    p.add_argument("--deadline", default=None, help="HH:MM UTC: start no run that would end later")
+    p.add_argument(
+        "--deadline", default=None,
+        help="HH:MM UTC (its next occurrence): start no run that would end later",
+    )  # fmt: skip
     p.add_argument(
         "--markdown", action="store_true", help="print the docs tables from --out; run nothing"
     )
@@ -431,11 +434,14 @@ def run_sign(argv: Sequence[str]) -> int:
 
 def _past_deadline(deadline: str | None, done: Any) -> bool:
     """True when the next run, at the mean duration of those done so far, would end after
-    `deadline` (HH:MM UTC today)."""
+    `deadline` (HH:MM UTC, its next occurrence: 00:30 given at 23:00 is tomorrow's; read as
+    today's, a sweep started before midnight stopped at once)."""
     secs = [r["seconds"]["total"] for r in done]
     if deadline is None or not secs:
         return False
     now = dt.datetime.now(dt.UTC)
     hh, mm = (int(x) for x in deadline.split(":"))
     end = now.replace(hour=hh, minute=mm, second=0, microsecond=0)
+    if end <= now:
+        end += dt.timedelta(days=1)
     return now + dt.timedelta(seconds=float(np.mean(secs))) > end
