@@ -3,8 +3,10 @@
 With glibc's defaults a 64 MiB tensor is a fresh mapping each time it is allocated, so filling it
 page-faults every 4 KiB page again; after `keep_freed_memory`, once the heap has grown to the
 pattern's peak, a cycle of the same allocations reuses its pages. `build_run` makes the setting
-unless `grpo.release_memory=true`. Each check
-runs in a fresh interpreter (mallopt is process-wide and not undone).
+unless `grpo.release_memory=true`. Each check runs in a fresh interpreter (mallopt is process-wide
+and not undone). A cycle is judged by the median of ten after the first two: the heap can still
+grow in a later cycle (on CI one of cycles 4-7 faulted its 32 MiB tensor in afresh, which a
+mean of those four read as a failure); under glibc's defaults every cycle faults.
 """
 
 from __future__ import annotations
@@ -27,14 +29,14 @@ elif sys.argv[1] == "run":
     setup.build_run(load_config(None, overrides), resume=False)
 n = 16 * 2**20  # 64 MiB of float32
 faults = []
-for _ in range(8):  # a step's pattern: large tensors and small objects, allocated and freed
+for _ in range(12):  # a step's pattern: large tensors and small objects, allocated and freed
     before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     x = torch.empty(n).fill_(1.0)
     small = [torch.ones(64) for _ in range(100)]
     y = torch.empty(n // 2).fill_(2.0)
     del x, y, small
     faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
-print(json.dumps({"faults": sum(faults[4:]) / 4}))  # a cycle, once the heap has grown
+print(json.dumps({"faults": sorted(faults[2:])[5]}))  # a typical cycle once the heap has grown
 """
 
 PAGES = 3 * 16 * 2**20 * 4 // 4096 // 2  # 4 KiB pages in the 64 + 32 MiB of a cycle
