@@ -41,11 +41,11 @@ def _centred_smooth(y: np.ndarray, w: int) -> np.ndarray:
     return out
 
 
-def _hac_t(y: np.ndarray) -> np.ndarray:
-    """OLS slope t-statistic with a Newey-West (Bartlett) variance: [M, n] -> [M]. A slope
-    and residuals at float rounding of the curve's values (ROUNDING x max |y|) count as 0: on
-    an exactly constant stretch they are ~1e-17, and their ratio read as t = 3.5. A slope with
-    no residual noise at all (a noiseless line) is t = +-inf; no slope and no noise, 0."""
+def hac_slope(y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """OLS slope per point of the index and its Newey-West (Bartlett) standard error: [M, n] ->
+    ([M], [M]). A slope and residuals at float rounding of the curve's values (ROUNDING x max
+    |y|) count as 0: on an exactly constant stretch they are ~1e-17, and their ratio read as
+    t = 3.5. The residuals, so the error, do not change when a line is added to y."""
     n = y.shape[1]
     t = (np.arange(n) - (n - 1) / 2.0).astype(y.dtype)
     stt = float(t @ t)
@@ -59,7 +59,13 @@ def _hac_t(y: np.ndarray) -> np.ndarray:
     lags = int(math.floor(4.0 * (n / 100.0) ** (2.0 / 9.0)))
     for lag in range(1, lags + 1):
         s += 2.0 * (1.0 - lag / (lags + 1.0)) * np.einsum("ij,ij->i", u[:, lag:], u[:, :-lag])
-    se = np.sqrt(np.maximum(s, 0.0)) / stt
+    return slope, np.sqrt(np.maximum(s, 0.0)) / stt
+
+
+def _hac_t(y: np.ndarray) -> np.ndarray:
+    """The `hac_slope` t-statistic: [M, n] -> [M]. A slope with no residual noise at all (a
+    noiseless line) is t = +-inf; no slope and no noise, 0."""
+    slope, se = hac_slope(y)
     with np.errstate(divide="ignore", invalid="ignore"):  # a noiseless line: t = +-inf
         noiseless = np.where(slope > 0, np.inf, np.where(slope < 0, -np.inf, 0.0))
         return np.where(se > 0, slope / se, noiseless)

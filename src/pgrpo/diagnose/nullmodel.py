@@ -31,6 +31,7 @@ from pgrpo.diagnose.curvestats import (  # noqa: F401  (re-exported: nm.curve_st
     LEVEL_STATISTICS,
     binary_curve_statistics,
     curve_statistics,
+    hac_slope,
     level_statistics,
     noise_sd,
     window_size,

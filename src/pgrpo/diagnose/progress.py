@@ -49,6 +49,9 @@ MIN_POINTS = 8
 ALPHA = 0.005
 ALPHA_RECENT = 0.05
 ZERO_SPREAD_SHARE = 0.8
+PLATEAU_SHARE = 0.25
+"""A plateau has stopped when the 95% upper bound of its rise over the second half is at most
+this share of its gain (end window - start window); otherwise it is 'probably' one."""
 Z90 = 1.6449
 
 
@@ -234,7 +237,30 @@ def _tests(
         "drop_p": nm.p_value(st["drop_z"], ns["drop_z"]),
         "_trend_t": st["trend_t"],
         "_recent_t": st["recent_t"],
+        **_change_bounds(x, ns),
     }
+
+
+def _change_bounds(x: np.ndarray, ns: dict[str, np.ndarray]) -> dict[str, float]:
+    """95% bounds on the straight-line change, in the reward's units, found by inverting the
+    trend tests against the same null (ns: sorted null statistics): the change over the run
+    (`trend_change`, two-sided `trend_change_lo`/`_hi`) and the rise over the second half
+    (`recent_rise`, one-sided upper bound `recent_rise_hi`). Exact under the null model: adding
+    a line to the curve moves its HAC slope and leaves its error as it is, so the slopes b not
+    rejected are those with q_lo <= (slope - b) / se <= q_hi."""
+    out = {}
+    for key, seg, name in (
+        ("trend_t", x, "trend_change"),
+        ("recent_t", x[x.size // 2 :], "recent_rise"),
+    ):
+        slope, se = (float(v[0]) for v in nm.hac_slope(seg[None, :]))
+        span = seg.size - 1
+        q_lo, q_hi = np.quantile(ns[key], [0.025, 0.975] if key == "trend_t" else [0.05, 0.95])
+        out[name] = slope * span
+        out[name + "_hi"] = (slope - q_lo * se) * span
+        if key == "trend_t":
+            out[name + "_lo"] = (slope - q_hi * se) * span
+    return out
 
 
 def assess_progress(
@@ -344,6 +370,11 @@ def _g(v: float) -> str:
     return "-" if not math.isfinite(v) else f"{v:.3g}"
 
 
+def _share(part: float, whole: float) -> str:
+    """'40% of', or 'more than' when the whole is not positive."""
+    return f"{part / whole:.0%} of" if whole > 0 else "more than"
+
+
 def _words(label: str, ev: dict[str, Any]) -> tuple[str, str]:
     a, b, best = ev["start_level"], ev["end_level"], ev["best_level"]
     p, ps = ev["trend_p"], ev["best_step"]
@@ -367,11 +398,22 @@ def _words(label: str, ev: dict[str, Any]) -> tuple[str, str]:
                else " and check again later"),
         )  # fmt: skip
     if label == "plateau":
+        rose = f"reward rose from {_g(a)} to {_g(b)} ({nm.fmt_p(min(p, ev['gain_p']))})"
+        hi = ev["recent_rise_hi"]
+        if hi <= PLATEAU_SHARE * (b - a):
+            return (
+                f"Plateaued: {rose} and has stopped: over the second half it changed by "
+                f"{ev['recent_rise']:+.3g}, a rise of at most {hi:+.3g} (95% bound), under a "
+                "quarter of that gain.",
+                "more steps at this setting are unlikely to help: stop here, or change "
+                "something (harder prompts, a larger group, the learning rate)",
+            )
         return (
-            f"Plateaued: reward rose from {_g(a)} to {_g(b)} ({nm.fmt_p(min(p, ev['gain_p']))}) "
-            f"but has not risen over the second half ({nm.fmt_p(ev['recent_p_up'])}).",
-            "more steps at this setting are unlikely to help: stop here, or change something "
-            "(harder prompts, a larger group, the learning rate)",
+            f"Probably plateaued: {rose} and has not risen significantly over the second half "
+            f"({nm.fmt_p(ev['recent_p_up'])}), but a rise over it of up to {hi:+.3g} (95% "
+            f"bound; {_share(hi, b - a)} the gain so far) is within the noise.",
+            "not yet clear that it has stopped: train on and diagnose again (more steps "
+            "narrow the bound), or stop if the gain so far is enough",
         )
     if label == "flat" and ev["noise_sd"] == 0 and ev["floor_level"] == ev["best_level"]:
         return (
@@ -381,13 +423,23 @@ def _words(label: str, ev: dict[str, Any]) -> tuple[str, str]:
             "check that it varies within groups",
         )
     if label == "flat":
+        lo, hi = ev["trend_change_lo"], ev["trend_change_hi"]
+        drift = (
+            ""
+            if lo <= 0 <= hi
+            else f": a slow {'rise' if lo > 0 else 'fall'} at the 95% level, not at the "
+            f"{1 - ALPHA:.1%} this verdict asks for"
+        )
         return (
             f"Flat: no change beyond batch noise (start {_g(a)}, end {_g(b)}, trend {nm.fmt_p(p)}, "
-            f"noise sd {_g(ev['noise_sd'])} per step; null: {ev['null_model']}).",
+            f"noise sd {_g(ev['noise_sd'])} per step; null: {ev['null_model']}); the change "
+            f"over the run is {lo:+.3g} to {hi:+.3g} (95%){drift}.",
             "nothing is being learned: check that rewards vary within groups (advantage "
             "degeneracy), that the learning rate is not too small, and that the reward scores "
-            "what you intend",
-        )
+            "what you intend"
+            + ("; log more steps or more rollouts per step to tell the drift from noise"
+               if drift else ""),
+        )  # fmt: skip
     if label == "declining":
         return (
             f"Declining: reward fell from its best, {_g(best)} near step {ps:g}, to {_g(b)} "
