@@ -153,3 +153,22 @@ def test_fit_no_plot_writes_no_figure_and_skips_matplotlib(tmp_path):
     assert last == "MPL False"
     assert json.loads("\n".join(data))["png"] is None
     assert not (tmp_path / "out" / "fit.png").exists()
+
+
+def test_fit_says_what_the_report_says_of_a_forecast_band_wider_than_the_run(shared_data):
+    """`pgrpo report` does not draw a forecast whose band is wider than the run's whole range
+    ("not enough evidence"); `pgrpo fit` printed the same band with no caveat (hotpotqa v1:
+    0.632..0.746 on a run spanning less; review, 2026-12-04). One test, `informative`."""
+    from pgrpo.dynamics.forecast import informative
+    from pgrpo.report import page
+
+    assert page.informative is informative
+    log = str(shared_data / "curves" / "hotpotqa_agent_grpo_v1.csv")
+    args = ["fit", log, "--forecast-from", "0.5", "--no-plot"]
+    fc = json.loads(runner.invoke(app, [*args, "--json"]).output)["forecast"]
+    assert fc["informative"] is False and fc["band"][1] - fc["band"][0] > 0
+    text = " ".join(runner.invoke(app, args).output.split())
+    assert "its band is wider than the whole range of the run's reward" in text
+    log = str(shared_data / "curves" / "cs336_shibuki_no_std_norm.csv")
+    out = runner.invoke(app, ["fit", log, "--forecast-from", "0.5", "--no-plot", "--json"])
+    assert json.loads(out.output)["forecast"]["informative"] is True

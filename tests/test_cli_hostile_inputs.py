@@ -200,3 +200,23 @@ def test_a_log_with_one_judged_mode_is_not_called_healthy(tmp_path):
     healthy = {m["name"]: m for m in doc["modes"]}["healthy"]
     assert not healthy["detected"]
     assert "healthy" not in [f["about"] for f in doc["findings"]]
+
+
+def test_a_csv_read_as_trl_names_the_other_formats(tmp_path):
+    """`--format trl` on a CSV said only "is the file truncated?" (review, 2026-12-04)."""
+    path = _csv(tmp_path / "log.csv", np.linspace(0.1, 0.8, 20))
+    res = runner.invoke(app, ["diagnose", str(path), "--format", "trl"])
+    one_line_error(res, "not valid JSON", "not a TRL trainer_state.json", "--format", "csv")
+
+
+def test_diagnose_says_when_group_and_batch_sizes_would_judge_a_01_reward_better(shared_data):
+    """Without G and B the collapsed cs336 run reads 'flat' against AR(1) noise and nothing said
+    that they change the verdict (review, 2026-12-04)."""
+    log = str(shared_data / "curves" / "cs336_shibuki_offpolicy_e16_tb256.csv")
+    doc = json.loads(runner.invoke(app, ["diagnose", log, "--json"]).output)
+    hint = [n for n in doc["settings"]["notes"] if "give --group-size and --batch-prompts" in n]
+    assert doc["progress"]["label"] == "flat" and len(hint) == 1
+    args = ["diagnose", log, "--json", "--group-size", "8", "--batch-prompts", "32"]
+    doc = json.loads(runner.invoke(app, args).output)
+    assert doc["progress"]["label"] == "collapsed"
+    assert not any("give --group-size" in n for n in doc["settings"]["notes"])

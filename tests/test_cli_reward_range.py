@@ -102,8 +102,17 @@ def test_a_reward_outside_the_given_range_is_said(tmp_path):
     res = runner.invoke(app, ["fit", str(log), "--json", "--no-plot", "--reward-range", "0,1"])
     assert res.exit_code == 0, res.output
     doc = json.loads(res.stdout)
-    notes = doc["settings"]["notes"]
-    assert any("leaves the stated range [0, 1]" in n and "ignore the range" in n for n in notes)
+    warns = doc["settings"]["warnings"]  # a warning, at the top, not a settings note
+    assert any("leaves the stated range [0, 1]" in n and "ignore the range" in n for n in warns)
+    assert warns[0] in doc["warnings"] and warns[0] not in doc["settings"]["notes"]
+    for cmd in (["diagnose", str(log)], ["report", str(log), "--out", str(tmp_path / "r")]):
+        out = runner.invoke(app, [*cmd, "--json", "--reward-range", "0,1"])
+        assert out.exit_code == 0, out.output
+        assert warns[0] in json.loads(out.stdout)["warnings"]
+    text = " ".join(
+        runner.invoke(app, ["diagnose", str(log), "--reward-range", "0,1"]).output.split()
+    )
+    assert text.index("leaves the stated range") < text.index("settings:")
     # ... and is ignored, as the note says (it once clamped R_inf to 1: R^2 0.895 -> 0.262 on
     # a real log, rewards 0.11 to 1.5)
     free = json.loads(runner.invoke(app, ["fit", str(log), "--json", "--no-plot"]).stdout)

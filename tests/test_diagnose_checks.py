@@ -111,6 +111,24 @@ def test_wasted_compute_on_real_logs(shared_data):
     assert res.status == "ok"
 
 
+def test_wasted_compute_names_only_the_parts_it_found(shared_data):
+    """A run with zero-gradient steps and no plateau read "0 past the plateau at step nan";
+    85% of groups without spread on 99.69% of them read "100%" (review, 2026-12-04)."""
+    log = read_log(shared_data / "curves" / "f1_strategy_grpo_v1_flat.csv")
+    res = wasted_compute(log, OPTS)
+    assert "without gradient" in res.summary
+    assert "plateau at step" not in res.summary and "nan" not in res.summary
+    from pgrpo.diagnose.nullmodel import fmt_share
+
+    assert [fmt_share(x) for x in (0.9969, 1.0, 0.0, 0.004, 0.5)] == [
+        "99.7%",
+        "100%",
+        "0%",
+        "0.4%",
+        "50%",
+    ]
+
+
 def test_bad_cost_options_say_how_to_fix():
     with pytest.raises(ValueError, match="cost_per_step must be a finite number >= 0"):
         CheckOptions(cost_per_step=-1.0)
@@ -198,6 +216,22 @@ def test_entropy_collapse_warns_and_real_logs_are_judged(shared_data):
     res = entropy_floor(log, OPTS)
     assert res.status in ("ok", "warn") and res.evidence["floor"] < res.evidence["initial"]
     assert entropy_floor(_log(np.zeros(30)), OPTS).status == "not_enough_evidence"
+
+
+def test_entropy_floor_words_on_real_logs(shared_data):
+    """An entropy never goes below 0, a floor reached before the last step is not "0 steps from
+    now", and "from" is the logged start, not the fit's H_0 (-0.706 on a run logged from 0.92;
+    review, 2026-12-04)."""
+    log = read_log(shared_data / "curves" / "cs336_shibuki_ref_lr4e-5_stdnorm.csv")
+    res = entropy_floor(log, OPTS)
+    ev = res.evidence
+    assert ev["floor_lo"] == 0.0 and ev["steps_to_floor"] == 0.0
+    assert "before the last logged step" in res.summary and "0 steps from now" not in res.summary
+    log = read_log(shared_data / "curves" / "cs336_shibuki_offpolicy_e16_tb256.csv")
+    res = entropy_floor(log, OPTS)
+    col = log.columns["entropy"]
+    assert res.evidence["start"] == pytest.approx(float(np.mean(col[:3])))
+    assert res.evidence["start"] > 0 and "not falling" in res.summary
 
 
 # --- CLI: checks in the output, the --fail-on gate ------------------------------------------

@@ -25,13 +25,13 @@ def _noise(rng, kind: str, mean: np.ndarray) -> tuple[np.ndarray, int | None]:
     return mean + e, None
 
 
-@pytest.mark.parametrize("kind", ["binomial", "ar1"])
-def test_the_bounds_cover_the_true_change_at_their_level(kind):
-    rng = np.random.default_rng(7)
+def _coverage(kind: str, lengths: tuple[int, ...], m: int, seed: int) -> tuple[float, float]:
+    """Shares of m curves whose upper bound covers a known rise over the second half, and whose
+    interval covers a known change over the run."""
+    rng = np.random.default_rng(seed)
     rise_hits = change_hits = 0
-    m = 200
     for i in range(m):
-        n = LENGTHS[i % len(LENGTHS)]
+        n = lengths[i % len(lengths)]
         step = np.arange(n, dtype=float)
         delta, p0 = rng.uniform(-0.1, 0.3), rng.uniform(0.2, 0.6)
         h = n // 2  # flat first half, a line of total rise delta over the second
@@ -42,9 +42,24 @@ def test_the_bounds_cover_the_true_change_at_their_level(kind):
         y, n_roll = _noise(rng, kind, p0 + delta * step / (n - 1))  # a line over the run
         ev = assess_progress(step, y, n_rollouts=n_roll, fit=False).evidence
         change_hits += ev["trend_change_lo"] <= delta <= ev["trend_change_hi"]
-    # nominal 0.95; binomial sd of the share over 200 curves ~0.015
-    assert 0.90 <= rise_hits / m <= 0.995
-    assert 0.90 <= change_hits / m <= 0.995
+    return rise_hits / m, change_hits / m
+
+
+@pytest.mark.parametrize(("kind", "band"), [("binomial", (0.93, 0.97)), ("ar1", (0.94, 0.985))])
+def test_the_bounds_cover_the_true_change_at_their_level(kind, band):
+    """Nominal 0.95 (measured 0.946 / 0.948 binomial, 0.972 / 0.964 AR(1), where the null takes
+    an upper bound on rho); the binomial sd of a share over 500 curves is ~0.01, so a 90% or a
+    97.5% bound fails here."""
+    rise, change = _coverage(kind, LENGTHS, 500, seed=7)
+    assert band[0] <= rise <= band[1]
+    assert band[0] <= change <= band[1]
+
+
+def test_the_bounds_hold_on_short_curves():
+    """8-12 points: the second half has 4-6 (measured 0.94-0.99 in a review)."""
+    for kind in ("binomial", "ar1"):
+        rise, change = _coverage(kind, (8, 10, 12), 300, seed=11)
+        assert 0.90 <= rise <= 0.995 and 0.90 <= change <= 0.995, (kind, rise, change)
 
 
 def test_the_bounds_are_in_the_rewards_units_and_move_with_them():
@@ -78,10 +93,47 @@ def test_a_long_quiet_plateau_has_stopped_and_a_short_noisy_one_only_probably():
     assert v.label == "plateau"
     gain = v.evidence["end_level"] - v.evidence["start_level"]
     hi = v.evidence["recent_rise_hi"]
-    assert hi > PLATEAU_SHARE * gain
+    assert PLATEAU_SHARE * gain < hi <= gain and v.evidence["plateau_stopped"] == 0.0
     assert v.summary.startswith("Probably plateaued:")
-    assert f"up to {hi:+.3g} (95% bound; {hi / gain:.0%} of the gain so far)" in v.summary
+    assert (
+        f"only rises of more than {hi:+.3g} over it are rejected at the 5% level "
+        f"({hi / gain:.0%} of the gain so far)" in v.summary
+    )
     assert v.action.startswith("not yet clear that it has stopped")
+
+
+def test_a_plateau_says_when_it_turned_down_or_when_the_noise_hides_everything():
+    rng = np.random.default_rng(0)
+    step = np.arange(60.0)  # a rise, then a slow fall over the second half
+    y = np.concatenate([np.linspace(0.1, 0.9, 30), np.linspace(0.9, 0.85, 30)])
+    y = y + rng.normal(0, 0.01, 60)
+    v = assess_progress(step, y, fit=False)
+    assert v.label == "plateau" and v.evidence["recent_rise_hi"] < 0
+    assert v.evidence["plateau_stopped"] == 1.0
+    assert "has turned down" in v.summary and "a fall at the 95% level" in v.summary
+
+    y = np.concatenate([np.linspace(0.1, 0.5, 12), 0.5 + rng.normal(0, 0.4, 12)])
+    for seed in range(100):  # a noisy second half after a clear rise: bound beyond the gain
+        y[12:] = 0.5 + np.random.default_rng(seed).normal(0, 0.3, 12)
+        v = assess_progress(np.arange(24.0), y, fit=False)
+        gain = v.evidence["end_level"] - v.evidence["start_level"]
+        if v.label == "plateau" and v.evidence["recent_rise_hi"] > gain:
+            break
+    else:
+        pytest.fail("no seed gave a plateau whose bound exceeds its gain")
+    assert v.summary.startswith("Rose, then no significant rise:")
+    assert "too noisy to tell whether it has stopped" in v.summary
+    assert v.evidence["plateau_stopped"] == 0.0
+
+
+def test_a_second_half_without_spread_still_gets_a_bound_of_some_width():
+    """A discrete reward that did not move over the second half has a HAC error of 0; the bound
+    was the point estimate, "a rise of at most +0" (review, 2026-12-04)."""
+    rng = np.random.default_rng(1)
+    first = rng.binomial(4, np.linspace(0.2, 0.75, 8)) / 4
+    y = np.concatenate([first, np.full(10, 0.75)])  # the second half: points 9-17
+    ev = assess_progress(np.arange(18.0), y, n_rollouts=4, fit=False).evidence
+    assert ev["recent_rise"] == 0.0 and ev["recent_rise_hi"] > 0.05
 
 
 def test_a_flat_verdict_gives_the_interval_and_names_a_drift_it_did_not_call():
@@ -115,7 +167,7 @@ def test_the_cli_says_how_sure_a_plateau_is(tmp_path):
     res = CliRunner().invoke(app, ["diagnose", str(path)])
     assert res.exit_code == 0, res.output
     text = " ".join(res.output.split())
-    assert "Probably plateaued:" in text and "of the gain so far) is within the noise" in text
+    assert "Probably plateaued:" in text and "are rejected at the 5% level" in text
     res = CliRunner().invoke(app, ["diagnose", str(path), "--json"])
     prog = json.loads(res.output)["progress"]
     assert prog["label"] == "plateau" and prog["evidence"]["recent_rise_hi"] > 0

@@ -215,3 +215,17 @@ def test_weighted_profile_equals_weighted_least_squares_and_weights_help():
     w = noise_weights({"reward_std": sd * 8}, {"group_size": 8, "batch_prompts": 8})
     assert w is not None and w[0] > w[1]
     assert noise_weights({}, {}) is None
+
+
+@pytest.mark.parametrize("model", ["exponential", "rom"])
+def test_a_falling_curve_has_the_residual_std_of_its_mirror_image(model):
+    """The fit works on the curve standardised by a signed scale (a falling curve is mirrored);
+    the residual std came back with that sign: -0.0152 on a collapsing run (review,
+    2026-12-04)."""
+    rng = np.random.default_rng(4)
+    step = np.arange(1.0, 81.0)
+    rise = 0.2 + 0.5 * (1 - np.exp(-step / 15)) + rng.normal(0, 0.05, step.size)
+    up = fit_curve(step, rise, model)
+    down = fit_curve(step, 1.0 - rise, model)
+    assert up.residual_std > 0 and down.residual_std > 0
+    assert down.residual_std == pytest.approx(up.residual_std, rel=1e-6)

@@ -160,3 +160,36 @@ def test_the_demo_fit_document_carries_the_same_quality():
     fit = fit_curve(t, 0.9 - 0.7 * np.exp(-t / 30) + rng.normal(0, 0.05, t.size), "exponential")
     doc = json.loads(json.dumps(fit_document(fit, None, [])["fit_quality"]))  # strict JSON
     assert doc == pytest.approx(fit_quality(fit))
+
+
+def test_adjusted_r2_and_a_ceiling_the_fit_passes():
+    """The ceiling is a population figure and an in-sample R^2 takes up ~k/n of the noise: the
+    line gives R^2 adjusted for the fit's parameters. Where even that passes the ceiling by
+    more than CEILING_SLACK (noise that alternates: first differences overstate it), the line
+    said "at the ceiling, what is left is noise" (gsm8k num_groups_4: R^2 0.499 against 0.312;
+    review, 2026-12-04); it now says the ceiling is no guide there."""
+    from pgrpo.dynamics.logfit import CEILING_SLACK
+
+    rng = np.random.default_rng(5)
+    t = np.arange(1.0, 121.0)
+    e = rng.normal(0, 0.05, t.size + 1)
+    alternating = e[1:] - 0.9 * e[:-1]  # MA(1), lag-1 correlation -0.5
+    y = 0.2 + 0.5 * (1 - np.exp(-t / 30)) + alternating
+    q = fit_quality(fit_curve(t, y, "exponential"))
+    n, k = t.size, int(q["parameters"])
+    assert k == 3 and q["r2_adjusted"] == pytest.approx(1 - (1 - q["r2"]) * (n - 1) / (n - k))
+    assert q["r2_adjusted"] > q["noise_ceiling"] + CEILING_SLACK
+    assert q["noise_ceiling_holds"] == 0.0
+    white = 0.2 + 0.5 * (1 - np.exp(-t / 30)) + e[1:]
+    assert fit_quality(fit_curve(t, white, "exponential"))["noise_ceiling_holds"] == 1.0
+
+
+@pytest.mark.skipif(not CORPUS.is_dir(), reason="needs ../shared/data/curves")
+def test_the_fit_line_does_not_read_a_passed_ceiling_as_noise():
+    log = CORPUS / "gsm8k_qwen3_1p7b_abl_num_groups_4.csv"
+    text = " ".join(runner.invoke(app, ["fit", str(log), "--no-plot"]).output.split())
+    assert "adjusted for its 4 parameters), above the noise ceiling first differences" in text
+    assert "so that ceiling is no guide" in text and "what is left is noise" not in text
+    out = runner.invoke(app, ["fit", str(log), "--no-plot", "--json"]).output
+    q = json.loads(out)["fit_quality"]
+    assert q["noise_ceiling_holds"] == 0.0 and q["r2_adjusted"] < q["r2"]

@@ -139,8 +139,11 @@ def diagnose_cmd(
     checks = run_checks(run, opts)
     level = _checks.gate_level(result, checks)
     data = {**result.to_dict(), "checks": [c.to_dict() for c in checks], "gate": level}
-    data["warnings"] = list(getattr(run, "warnings", ()))  # what the reader repaired
     data["settings"] = _runopts.resolved_settings(logged, given)
+    # what the reader repaired, and what the data contradicts in the settings given
+    data["warnings"] = [*getattr(run, "warnings", ()), *data["settings"]["warnings"]]
+    if (note := _binomial_hint(result, data["settings"]["values"], run)) is not None:
+        data["settings"]["notes"].append(note)
 
     def render(console: Console) -> None:
         _print(result, checks, log, console, data["warnings"])
@@ -148,6 +151,26 @@ def diagnose_cmd(
 
     emit(data, as_json, render)
     _checks.apply_gate(level, fail_on)
+
+
+def _binomial_hint(result: Any, values: dict, run: Any) -> str | None:
+    """A note when the reward tests fell back on AR(1) noise for a reward in [0, 1] whose group
+    and batch sizes are unknown: as a mean of 0/1 rewards it would be judged against binomial
+    batch means, which know more (cs336 off-policy e16 reads 'flat' without them and
+    'collapsed' with them; review, 2026-12-04)."""
+    import numpy as np
+
+    ev = result.progress.evidence if result.progress is not None else {}
+    r = np.asarray(run.reward, dtype=float)
+    r = r[np.isfinite(r)]
+    known = values.get("group_size") and values.get("batch_prompts")
+    if known or not str(ev.get("null_model", "")).startswith("AR(1)") or not r.size:
+        return None
+    if r.min() < 0 or r.max() > 1:
+        return None
+    return ("the reward tests used AR(1) noise (group_size and batch_prompts unknown); if the "
+            "reward is a mean of 0/1 rewards, give --group-size and --batch-prompts: binomial "
+            "batch means know more (e.g. how long a stay at 0 can last by chance)")  # fmt: skip
 
 
 def _print(

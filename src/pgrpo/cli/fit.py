@@ -72,6 +72,7 @@ def fit_cmd(
         plots = import_quietly("pgrpo.dynamics.plots")
         png = str(plots.plot_log_fit(result, out / "fit.png"))
     data = {**result.to_dict(), "settings": settings.to_dict(), "png": png}
+    data["warnings"] = [*data["warnings"], *settings.warnings]
     emit(data, as_json, lambda console: _print(data, console))
 
 
@@ -125,6 +126,12 @@ def _print(data: dict, console: Console) -> None:
             label = f"{name} (baseline)"  # `exponential`: its fitted curve's own mean
             t.add_row(label, fmt(b["predicted_mean"]), fmt(fc["observed_mean"]), fmt(b["error"]))
         console.print(t)
+        if not fc.get("informative", True):
+            console.print(
+                "[yellow]forecast:[/] its band is wider than the whole range of the run's "
+                "reward: not enough evidence to forecast the rest from the points before the "
+                "cut (the report does not draw it)"
+            )
     if data["png"]:
         console.print(f"figure: {escape(data['png'])}")
 
@@ -137,18 +144,31 @@ def quality_line(q: dict, model: str) -> str | None:
     unit = "point" if b == 1 else f"{b}-step mean"
     parts = []
     ceiling = q.get("noise_ceiling")
-    if ceiling is not None and ceiling < 0.05:
+    r2 = f"{model} R^2 {fmt(q['r2'], '.3f')}"
+    if q.get("r2_adjusted") is not None:
+        r2 += (
+            f" ({fmt(q['r2_adjusted'], '.3f')} adjusted for its {int(q['parameters'])} parameters)"
+        )
+    adjusted = q.get("r2_adjusted")
+    small = adjusted is None or adjusted < 0.1  # no more than noise would give a fit
+    if ceiling is not None and ceiling < 0.05 and small:
         parts.append(
-            f"{model} R^2 {fmt(q['r2'], '.3f')}: the batch noise is about all of the reward's "
-            f"variance (noise ceiling {fmt(ceiling, '.3f')}), so no curve explains much of it "
-            f"per {unit}"
+            f"{r2}: the batch noise is about all of the reward's variance (noise ceiling "
+            f"{fmt(ceiling, '.3f')}), so no curve explains much of it per {unit}"
+        )
+    elif ceiling is not None and not q.get("noise_ceiling_holds", 1.0):
+        parts.append(
+            f"{r2}, above the noise ceiling first differences give ({fmt(ceiling, '.3f')}): "
+            "they overstate the noise here (noise that alternates from point to point, or a "
+            "mean that moves between consecutive points), so that ceiling is no guide"
         )
     elif ceiling is not None:
-        at = ": at the ceiling, what is left is noise" if q["r2"] >= ceiling - 0.02 else ""
+        at = q["r2"] if adjusted is None else adjusted
+        near = ": at the ceiling, what is left is noise" if at >= ceiling - 0.02 else ""
         parts.append(
-            f"{model} R^2 {fmt(q['r2'], '.3f')} against a noise ceiling of about "
-            f"{fmt(ceiling, '.3f')} (the R^2 of a perfect mean curve under the noise of each "
-            f"{unit}, from first differences){at}"
+            f"{r2} against a noise ceiling of about {fmt(ceiling, '.3f')} (the R^2 of a "
+            f"perfect mean curve under the noise of each {unit}, from first differences)"
+            f"{near}"
         )
     if q.get("r2_block_means") is not None:
         closed = q.get("r2_block_means_constrained")

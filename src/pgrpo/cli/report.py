@@ -73,7 +73,9 @@ def report_cmd(
         "fit": _fit_doc(res.fit),
         "forecast": _forecast_doc(res.forecast),
         "fit_notes": list(res.fit_notes),
-        "warnings": list(res.warnings),  # what the reader repaired, as fit and diagnose say
+        # what the reader repaired and what the data contradicts in the settings given, as
+        # fit and diagnose say
+        "warnings": [*res.warnings, *(res.settings.warnings if res.settings else ())],
         "settings": res.settings.to_dict() if res.settings is not None else None,
     }
     emit(doc, as_json, lambda console: _print(res, console))
@@ -101,7 +103,8 @@ def _forecast_doc(fc: Any) -> dict[str, Any] | None:
 
 
 def _print(res: Any, console: Console) -> None:
-    print_warnings(res.warnings, console)
+    given = () if res.settings is None else res.settings.warnings  # the data against them
+    print_warnings([*res.warnings, *given], console)
     console.print(f"report: {escape(res.html_path)}")
     if res.settings is not None:
         _runopts.print_settings(res.settings.to_dict(), console)

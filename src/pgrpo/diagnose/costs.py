@@ -29,6 +29,7 @@ from scipy.stats import norm
 
 from pgrpo.diagnose.checks import CHECKS, CheckOptions, CheckResult, column, not_enough
 from pgrpo.diagnose.live import LiveConfig, assess_live, noise_sd
+from pgrpo.diagnose.nullmodel import fmt_share
 
 ZERO_EPS = 1e-9
 ZERO_WARN_SHARE = 0.05
@@ -203,9 +204,10 @@ def wasted_compute(log, options: CheckOptions) -> CheckResult:  # noqa: ANN001
     if total == 0:
         why = "no confirmed plateau" if at is None or not ev.get("confirmed") else ""
         return CheckResult(name, "ok", f"no wasted steps found ({why or 'none'})", ev, control)
-    text = (f"{total:g} step(s) bought no reward ({ev['share']:.0%} of the run: "
-            f"{wasted:g} past the plateau at step {at if at is not None else math.nan:g}, "
-            f"{zero_steps:g} without gradient){_cost_text(cost)}; stop earlier with "
+    parts = [f"{wasted:g} past the plateau at step {at:g}"] if wasted else []
+    parts += [f"{zero_steps:g} without gradient"] if zero_steps else []
+    text = (f"{total:g} step(s) bought no reward ({fmt_share(ev['share'])} of the run: "
+            f"{', '.join(parts)}){_cost_text(cost)}; stop earlier with "
             "PgrpoCallback(stop_on=('plateau',)) or `pgrpo watch --stop-file`")  # fmt: skip
     status = "warn" if ev["share"] >= WASTE_WARN_SHARE else "ok"
     return CheckResult(name, status, text, ev, control, {"share": ev["share"]})

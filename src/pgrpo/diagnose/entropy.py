@@ -6,7 +6,8 @@ exp(-t / tau) (`pgrpo.dynamics.fit.fit_curve`, the code `pgrpo fit` uses) and fo
 backtest for misspecification, blended with the last-window mean). The floor is the forecast
 mean three spans ahead; "reached" is 90% of the drop from H_0 to the floor, at step
 t_0 + tau ln 10. It warns when the floor's band lies below `COLLAPSE_SHARE` (10%) of the
-initial entropy: a policy heading for near-determinism, where GRPO's groups stop differing and
+entropy at the start (the mean of the first logged values; the fit's H_0 before 2026-12-04):
+a policy heading for near-determinism, where GRPO's groups stop differing and
 exploration ends (arXiv 2505.22617's entropy-collapse regime). Backtest on the real logs:
 docs/integrations.md.
 """
@@ -28,8 +29,11 @@ MIN_POINTS = 12
 
 
 def entropy_floor_forecast(step: np.ndarray, entropy: np.ndarray, level: float = 0.9) -> dict:
-    """step, entropy: [n] -> floor, band, tau, step the floor is reached (90% of the drop),
-    steps from the last point to it (0 when already there)."""
+    """step, entropy: [n] -> floor, band (its low end at least 0: an entropy is never
+    negative), start (the mean of the first max(3, n / 20) logged values), initial (the fit's
+    H_0, which a fast first move can put far from them: -0.71 on a run logged from 0.92), tau,
+    step the floor is reached (90% of the drop), steps from the last point to it (0 when
+    already there)."""
     span = max(float(step[-1] - step[0]), 1.0)
     horizon = float(step[-1]) + 3.0 * span + np.linspace(0.0, span, step.size)
     # no timescale prior: its centre (tau ~ 0.23 of the run) was learned from reward curves
@@ -40,7 +44,8 @@ def entropy_floor_forecast(step: np.ndarray, entropy: np.ndarray, level: float =
     reached = float(step[0]) + tau * math.log(10.0)
     return {
         "floor": fc.predicted_mean,
-        "floor_lo": fc.mean_band[0],
+        "floor_lo": max(fc.mean_band[0], 0.0),
+        "start": float(np.mean(entropy[: max(3, entropy.size // 20)])),
         "floor_hi": fc.mean_band[1],
         "initial": float(fc.fit.values["R_0"]),
         "tau": tau,
@@ -61,12 +66,16 @@ def entropy_floor(log, options: CheckOptions) -> CheckResult:  # noqa: ANN001
         ev = entropy_floor_forecast(*got, level=options.confidence)
     except ValueError as exc:
         return not_enough(name, f"entropy not fittable ({exc})", control)
-    falling = ev["floor"] < ev["initial"]
-    when = (f"reached at step ~{ev['floor_step']:.0f} ({ev['steps_to_floor']:.0f} steps from "
-            "now)" if falling and math.isfinite(ev["floor_step"]) else "not falling")  # fmt: skip
+    falling = ev["floor"] < ev["start"]
+    ahead = ev["steps_to_floor"]
+    when = (
+        "not falling" if not (falling and math.isfinite(ev["floor_step"]))
+        else f"reached at step ~{ev['floor_step']:.0f} ({ahead:.0f} steps from now)" if ahead > 0
+        else f"reached near step ~{ev['floor_step']:.0f}, before the last logged step"
+    )  # fmt: skip
     text = (f"entropy floor {ev['floor']:.3g} [{ev['floor_lo']:.3g}, {ev['floor_hi']:.3g}] from "
-            f"{ev['initial']:.3g}, {when}")  # fmt: skip
-    if falling and ev["initial"] > 0 and ev["floor_hi"] < COLLAPSE_SHARE * ev["initial"]:
+            f"{ev['start']:.3g} at the start, {when}")  # fmt: skip
+    if falling and ev["start"] > 0 and ev["floor_hi"] < COLLAPSE_SHARE * ev["start"]:
         text += ("; below 10% of the start: entropy collapse ahead (raise temperature, add an "
                  "entropy bonus or clip-higher, or lower the lr)")  # fmt: skip
         return CheckResult(name, "warn", text, ev, control)

@@ -8,11 +8,13 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from pgrpo.diagnose.nullmodel import GROWTH_MIN, fmt_p
+from pgrpo.diagnose.nullmodel import GROWTH_MIN, fmt_p, fmt_share
 
 
 def _f(v: Any, fmt: str = ".3g") -> str:
-    return "-" if not isinstance(v, int | float) or not math.isfinite(v) else format(v, fmt)
+    if not isinstance(v, int | float) or not math.isfinite(v):
+        return "-"
+    return fmt_share(v) if fmt == ".0%" else format(v, fmt)
 
 
 def _hacking(ev: dict) -> str:

@@ -370,6 +370,13 @@ def p_value(value: float, null_sorted: np.ndarray, two_sided: bool = False) -> f
     return float((count + 1) / (null_sorted.size + 1))
 
 
+def fmt_share(share: float) -> str:
+    """A share as a whole percentage, with a decimal where rounding would read 0% or 100% for a
+    share strictly between them (0.9969 read '100% of groups')."""
+    text = f"{share:.0%}"
+    return f"{share:.1%}" if text in ("0%", "100%") and 0 < share < 1 else text
+
+
 def fmt_p(p: float) -> str:
     """'p=0.012', or 'p<0.001' at the resolution of the null (no null curve as extreme)."""
     return "p<0.001" if p <= 1.5 / (N_NULL + 1) else f"p={p:.2g}"

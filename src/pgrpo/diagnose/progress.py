@@ -20,7 +20,7 @@
 batch means at the log's N = B x G when known, AR(1) noise with the curve's autocorrelation
 otherwise; level ALPHA (two-sided for the trend). Slopes are ordinary least squares with a
 Newey-West variance, so their sign is the sign of the reported slope and ties cost nothing.
-The evidence also carries an exponential fit (`pgrpo.dynamics.fit_curve`): the fitted gain and
+The evidence also carries an exponential fit (`pgrpo.diagnose.fitevidence`): the fitted gain and
 its 90% band, the expected remaining gain and the steps to 90% of it.
 """
 
@@ -35,6 +35,7 @@ from scipy import stats
 
 from pgrpo.core.rewardrange import range_holding
 from pgrpo.diagnose import nullmodel as nm
+from pgrpo.diagnose.fitevidence import fit_evidence
 
 PROGRESS_LABELS = (
     "learning",
@@ -50,9 +51,9 @@ ALPHA = 0.005
 ALPHA_RECENT = 0.05
 ZERO_SPREAD_SHARE = 0.8
 PLATEAU_SHARE = 0.25
-"""A plateau has stopped when the 95% upper bound of its rise over the second half is at most
-this share of its gain (end window - start window); otherwise it is 'probably' one."""
-Z90 = 1.6449
+"""A plateau has stopped (`plateau_stopped` 1) when the largest rise over its second half that
+the one-sided 5% test does not reject is at most this share of its gain (end window - start
+window); up to the whole gain it is 'probably' one; beyond, too noisy to tell."""
 
 
 @dataclass(frozen=True)
@@ -85,94 +86,6 @@ def _zero_spread(reward_std: np.ndarray | None, frac_zero: np.ndarray | None) ->
         zero = (np.abs(reward_std) <= 1e-12).astype(float)
         return np.where(np.isfinite(reward_std), zero, np.nan)
     return None
-
-
-def _fit_evidence(
-    step: np.ndarray, reward: np.ndarray, reward_range: tuple[float, float] | None = None
-) -> dict[str, float | str]:
-    """Exponential fit R(t) = R_inf + (R_0 - R_inf) exp(-t / tau): gain and its 90% band, the
-    remaining gain after the last step and the steps to 90% of it (NaN when the fit fails).
-    reward_range: the reward's known (lo, hi); the levels stay inside it, and a fit that runs
-    into it heads for that bound (`fit_gain_at_bound` 1.0): the remaining gain is the way to
-    the bound, with no band."""
-    from pgrpo.dynamics import fit_curve
-
-    out = dict.fromkeys(
-        ("fit_gain", "fit_gain_lo", "fit_gain_hi", "remaining_gain", "remaining_gain_se"),
-        math.nan,
-    )
-    out["steps_to_90pct"] = math.nan
-    try:
-        fit = fit_curve(step, reward, "exponential", reward_range=reward_range)
-    except (ValueError, RuntimeError, np.linalg.LinAlgError):
-        return out
-    v = fit.values
-    names = list(fit.varying)
-    cov = fit.covariance
-    gain = v["R_inf"] - v["R_0"]
-    se_gain = se_inf = math.nan
-    if cov is not None and {"R_inf", "R_0"} <= set(names):
-        i, j = names.index("R_inf"), names.index("R_0")
-        se_gain = math.sqrt(max(cov[i, i] + cov[j, j] - 2 * cov[i, j], 0.0))
-        se_inf = math.sqrt(max(cov[i, i], 0.0))
-    remaining = v["R_inf"] - float(fit.fitted[-1])
-    out.update(
-        fit_gain=gain,
-        fit_gain_lo=gain - Z90 * se_gain,
-        fit_gain_hi=gain + Z90 * se_gain,
-        remaining_gain=remaining,
-        remaining_gain_se=se_inf,
-        fit_tau=float(v["tau"]),
-        fit_r2=float(fit.r2),
-    )
-    if "r2_undefined" in fit.metrics:  # a constant curve: no timescale, no R^2
-        out.update(fit_tau=math.nan, fit_r2_undefined=fit.metrics["r2_undefined"])
-        return out
-    bound = _range_bound(fit, reward_range, reward)
-    if bound is not None:  # still rising (falling) into the reward's known bound
-        out.update(remaining_gain=bound - float(fit.fitted[-1]), remaining_gain_se=math.nan,
-                   fit_gain_lo=math.nan, fit_gain_hi=math.nan, fit_gain_at_bound=1.0,
-                   reward_bound=bound, steps_to_90pct=float(v["tau"]) * math.log(10.0))  # fmt: skip
-        return out
-    if _unsaturated(fit):  # the level box or the timescale bound holds the fit: no gain known
-        out.update(remaining_gain=math.nan, remaining_gain_se=math.nan, fit_gain_lo=math.nan,
-                   fit_gain_hi=math.nan, fit_gain_identified=0.0)  # fmt: skip
-        return out
-    if math.isfinite(se_inf) and abs(remaining) > Z90 * se_inf:
-        out["steps_to_90pct"] = float(v["tau"]) * math.log(10.0)
-    return out
-
-
-def _range_bound(
-    fit: Any, reward_range: tuple[float, float] | None, reward: np.ndarray
-) -> float | None:
-    """The bound of the reward's known range that the exponential's R_inf sits on (the curve
-    would go past it) in the direction the fit moves (the top for a rise, the bottom for a
-    fall), with tau off its upper bound (the curve bends within the data); else None. "Sits
-    on": within 1e-6 of the data's range (reward: [n]), not of the stated range's width."""
-    if reward_range is None:
-        return None
-    r_inf, tau, r_0 = fit.params["R_inf"], fit.params["tau"], fit.params["R_0"]
-    if tau.value >= tau.max * (1 - 1e-6) or r_inf.value == r_0.value:
-        return None
-    span = float(np.ptp(reward)) or max(abs(float(np.mean(reward))), 1.0)
-    bound, edge = (
-        (reward_range[1], r_inf.max) if r_inf.value > r_0.value else (reward_range[0], r_inf.min)
-    )
-    tol = 1e-6 * span
-    if abs(edge - bound) <= tol and abs(r_inf.value - bound) <= tol:
-        return float(bound)
-    return None
-
-
-def _unsaturated(fit: Any) -> bool:
-    """Whether the exponential's R_inf sits on its box (the data range +- 3 ranges) or tau on
-    its upper bound: the curve does not bend within the data (a straight line is the limit
-    R_inf, tau -> inf with their ratio fixed), so neither the gain nor its timescale is known."""
-    r_inf, tau = fit.params["R_inf"], fit.params["tau"]
-    tol = 1e-6 * max(r_inf.max - r_inf.min, 1e-300)
-    return bool(r_inf.value >= r_inf.max - tol or r_inf.value <= r_inf.min + tol
-                or tau.value >= tau.max * (1 - 1e-6))  # fmt: skip
 
 
 def _windows(step: np.ndarray, x: np.ndarray) -> dict[str, float]:
@@ -242,19 +155,27 @@ def _tests(
 
 
 def _change_bounds(x: np.ndarray, ns: dict[str, np.ndarray]) -> dict[str, float]:
-    """95% bounds on the straight-line change, in the reward's units, found by inverting the
-    trend tests against the same null (ns: sorted null statistics): the change over the run
-    (`trend_change`, two-sided `trend_change_lo`/`_hi`) and the rise over the second half
-    (`recent_rise`, one-sided upper bound `recent_rise_hi`). Exact under the null model: adding
-    a line to the curve moves its HAC slope and leaves its error as it is, so the slopes b not
-    rejected are those with q_lo <= (slope - b) / se <= q_hi."""
+    """Bounds on the straight-line change over the logged points (a line in the point index,
+    as the tests fit it; in the reward's units), found by inverting the trend tests against the
+    same null (ns: sorted null statistics): the change over the run (`trend_change`, the 95%
+    interval `trend_change_lo` / `_hi`) and the rise over the second half (`recent_rise`, and
+    `recent_rise_hi`, the largest rise the one-sided 5% test does not reject). Adding a line
+    to a curve moves its HAC slope and leaves its error as it is, so the slopes b not rejected
+    are those with q_lo <= (slope - b) / se <= q_hi: exact were the fitted null true,
+    conservative with the AR(1) null's upper bound on rho (up to the grid's 0.9). A stretch
+    without spread (se 0: a discrete reward that did not move there) takes the error of white
+    noise at the whole curve's noise sd, not a bound of zero width."""
     out = {}
+    white = float(nm.noise_sd(x[None, :])[0])
     for key, seg, name in (
         ("trend_t", x, "trend_change"),
         ("recent_t", x[x.size // 2 :], "recent_rise"),
     ):
         slope, se = (float(v[0]) for v in nm.hac_slope(seg[None, :]))
         span = seg.size - 1
+        if se == 0:
+            idx = np.arange(seg.size) - span / 2.0
+            se = white / math.sqrt(float(idx @ idx)) if span > 0 else 0.0
         q_lo, q_hi = np.quantile(ns[key], [0.025, 0.975] if key == "trend_t" else [0.05, 0.95])
         out[name] = slope * span
         out[name + "_hi"] = (slope - q_lo * se) * span
@@ -310,8 +231,11 @@ def assess_progress(
         if tail[0] <= x.min():
             ev["stuck_p"] = _stuck_p(u, w, n_rollouts)
     if fit:
-        ev.update(_fit_evidence(s, x, reward_range))
+        ev.update(fit_evidence(s, x, reward_range))
     label = _label(ev, u, n_rollouts, alpha, reward_range)
+    if label == "plateau":  # the second half's rise bounded to a quarter of the gain, or below 0
+        gain = ev["end_level"] - ev["start_level"]
+        ev["plateau_stopped"] = float(ev["recent_rise_hi"] <= PLATEAU_SHARE * max(gain, 0.0))
     summary, action = _words(label, ev)
     metrics = {k: float(v) for k, v in ev.items() if isinstance(v, int | float)}
     evidence = {k: v for k, v in ev.items() if not k.startswith("_")}
@@ -372,7 +296,7 @@ def _g(v: float) -> str:
 
 def _share(part: float, whole: float) -> str:
     """'40% of', or 'more than' when the whole is not positive."""
-    return f"{part / whole:.0%} of" if whole > 0 else "more than"
+    return f"{nm.fmt_share(part / whole)} of" if whole > 0 else "more than"
 
 
 def _words(label: str, ev: dict[str, Any]) -> tuple[str, str]:
@@ -399,21 +323,38 @@ def _words(label: str, ev: dict[str, Any]) -> tuple[str, str]:
         )  # fmt: skip
     if label == "plateau":
         rose = f"reward rose from {_g(a)} to {_g(b)} ({nm.fmt_p(min(p, ev['gain_p']))})"
-        hi = ev["recent_rise_hi"]
-        if hi <= PLATEAU_SHARE * (b - a):
+        hi, gain = ev["recent_rise_hi"], b - a
+        rejected = f"rises of more than {hi:+.3g} over it are rejected at the 5% level"
+        if ev["plateau_stopped"] and hi < 0:
+            return (
+                f"Plateaued: {rose} and has turned down: over the second half it changed by "
+                f"{ev['recent_rise']:+.3g} ({rejected}; a fall at the 95% level, not at the "
+                f"{1 - ALPHA:.1%} a declining verdict asks for).",
+                "more steps at this setting are unlikely to help and may lose some of the gain: "
+                "stop here, or change something (harder prompts, a larger group, the learning "
+                "rate)",
+            )
+        if ev["plateau_stopped"]:
             return (
                 f"Plateaued: {rose} and has stopped: over the second half it changed by "
-                f"{ev['recent_rise']:+.3g}, a rise of at most {hi:+.3g} (95% bound), under a "
-                "quarter of that gain.",
+                f"{ev['recent_rise']:+.3g}, and {rejected}, at most a quarter of that gain.",
                 "more steps at this setting are unlikely to help: stop here, or change "
                 "something (harder prompts, a larger group, the learning rate)",
             )
+        if 0 < hi <= gain:
+            return (
+                f"Probably plateaued: {rose} and has not risen significantly over the second "
+                f"half ({nm.fmt_p(ev['recent_p_up'])}), but only {rejected} ("
+                f"{_share(hi, gain)} the gain so far).",
+                "not yet clear that it has stopped: train on and diagnose again (more steps "
+                "narrow the bound), or stop if the gain so far is enough",
+            )
         return (
-            f"Probably plateaued: {rose} and has not risen significantly over the second half "
-            f"({nm.fmt_p(ev['recent_p_up'])}), but a rise over it of up to {hi:+.3g} (95% "
-            f"bound; {_share(hi, b - a)} the gain so far) is within the noise.",
-            "not yet clear that it has stopped: train on and diagnose again (more steps "
-            "narrow the bound), or stop if the gain so far is enough",
+            f"Rose, then no significant rise: {rose}, and not significantly over the second "
+            f"half ({nm.fmt_p(ev['recent_p_up'])}); too noisy to tell whether it has stopped: "
+            f"only {rejected} ({_share(hi, gain)} the gain so far).",
+            "cannot tell yet whether it has stopped: train on and diagnose again, or log more "
+            "rollouts per step to lower the noise",
         )
     if label == "flat" and ev["noise_sd"] == 0 and ev["floor_level"] == ev["best_level"]:
         return (
@@ -432,8 +373,8 @@ def _words(label: str, ev: dict[str, Any]) -> tuple[str, str]:
         )
         return (
             f"Flat: no change beyond batch noise (start {_g(a)}, end {_g(b)}, trend {nm.fmt_p(p)}, "
-            f"noise sd {_g(ev['noise_sd'])} per step; null: {ev['null_model']}); the change "
-            f"over the run is {lo:+.3g} to {hi:+.3g} (95%){drift}.",
+            f"noise sd {_g(ev['noise_sd'])} per logged point; null: {ev['null_model']}); the "
+            f"change over the run is {lo:+.3g} to {hi:+.3g} (95%){drift}.",
             "nothing is being learned: check that rewards vary within groups (advantage "
             "degeneracy), that the learning rate is not too small, and that the reward scores "
             "what you intend"

@@ -320,8 +320,8 @@ def advantage_degeneracy(s: Signals) -> ModeVerdict:
     if deg is not None:
         ev["degeneracy"] = level = float(np.nanmean(deg[live]))
         ev["degeneracy_source"] = source
-        if "iid_prediction" in ev:
-            ev["jensen_gap"] = level - float(ev["iid_prediction"])
+        if "iid_prediction" in ev and not source.startswith("steps with"):
+            ev["jensen_gap"] = level - float(ev["iid_prediction"])  # not from a lower bound
         vals = deg[live][np.isfinite(deg[live])]
         if source.startswith("steps with") and iid is not None and level < ev["iid_prediction"]:
             # two lower bounds (zero-spread steps; Jensen for 0/1 rewards): take the larger
@@ -340,9 +340,28 @@ def advantage_degeneracy(s: Signals) -> ModeVerdict:
     raw = s.get("reward") if s.has("reward") else reward
     ev["reward_mean"] = float(np.nanmean(raw[live])) if ok.any() else math.nan  # its own units
     strength = confidence(level - DEGENERACY_MAX - Z95 * se, 0.0, 0.1)
+    if (deg is None or source.startswith("steps with")) and strength <= 0.5:
+        # lower bounds only (zero-spread steps, the i.i.d. prediction): above the threshold they
+        # show degeneracy, below it they rule nothing out (a "no" read confidence 1.00 on a
+        # bound of 0.02 under a 0.15 i.i.d. bound; review, 2026-12-04)
+        ev["reason"] = (
+            f"the log gives lower bounds on the zero-spread share only ({_lower_bounds(ev)}), "
+            f"below {DEGENERACY_MAX:.0%}: they cannot rule degeneracy out"
+        )
+        missing.append("frac_reward_zero_std (the zero-spread share itself)")
+        return ModeVerdict(name, False, 0.0, ev, "", missing)
     action = _degeneracy_action(ev, reward, float(np.nanmean(reward[live])) if ok.any() else 0.5)
     cov = 1.0 if deg is not None else 0.5
     return verdict(name, strength, ev, action=action, missing=missing, coverage=cov)
+
+
+def _lower_bounds(ev: dict) -> str:
+    parts = []
+    if "degeneracy" in ev:
+        parts.append(f"{ev['degeneracy']:.2f} from steps with reward_std == 0")
+    if "iid_prediction" in ev:
+        parts.append(f"{float(ev['iid_prediction']):.2f} by the i.i.d. prediction")
+    return ", ".join(parts) or "none"
 
 
 def _mean_se(vals: np.ndarray) -> float:

@@ -262,7 +262,7 @@ def _to_user(inner: FitResult, spec, step, reward, ctx: FitContext, loc, scale) 
     return replace(
         inner, params=params, step=step, reward=reward, fitted=inner.fitted * scale + loc,
         context=ctx, covariance=cov, sse=sse, aic=ll + 2 * p, bic=ll + p * math.log(n),
-        residual_std=inner.residual_std * scale, metrics=_derived(inner.model, vals, ctx),
+        residual_std=inner.residual_std * abs(scale), metrics=_derived(inner.model, vals, ctx),
     )  # fmt: skip
 
 

@@ -290,6 +290,20 @@ class ForecastEvaluation:
     metrics: dict[str, float] = field(default_factory=dict)
 
 
+def informative(fc: Forecast, reward: np.ndarray) -> bool:
+    """A forecast worth drawing: its band of the mean is narrower than the run's whole range
+    (or, for a reward that never changed, has no width either: "0.3, band [0.3, 0.3]" is no
+    band "wider than the range"). reward: [n], the whole run's. The report draws only such a
+    forecast, and `pgrpo fit` says of any other that it is not enough evidence."""
+    r = np.asarray(reward, dtype=float)
+    r = r[np.isfinite(r)]
+    lo, hi = fc.mean_band
+    if not (r.size and math.isfinite(lo) and math.isfinite(hi)):
+        return False
+    exact = np.ptp(r) == 0 and hi - lo <= 1e-9 * max(abs(lo), abs(hi))  # rounding only
+    return bool(hi - lo < np.ptp(r) or exact)
+
+
 def evaluate_forecast(step: np.ndarray, reward: np.ndarray, cut: float = 0.5, **kwargs):
     """Forecast the mean after `cut` and score it against last-window mean and exponential."""
     fc = forecast(step, reward, cut, **kwargs)

@@ -84,6 +84,9 @@ BLOCK = 10
 """Points per block of `block_r2` (the smoothed curve a paper plots)."""
 MIN_BLOCKS = 8
 """Fewer block means than this give no `block_r2` (an R^2 over 4 or 5 means is mostly noise)."""
+CEILING_SLACK = 0.05
+"""How far the adjusted R^2 may pass the noise ceiling (an estimate) before the ceiling is
+taken to be wrong for the log (`fit_quality`'s noise_ceiling_holds)."""
 
 
 def noise_ceiling(reward: np.ndarray) -> float:
@@ -121,13 +124,26 @@ def fit_quality(
     constrained: FitResult | None = None,
     bin_size: int = 1,
 ) -> dict[str, float]:
-    """R^2 read against what the noise allows: {r2, noise_ceiling, r2_block_means, block,
-    bin_size} of `fit` on its own points (nan where undefined; bin_size: logged steps per
-    point, > 1 for a thinned log, whose points are bin means), and r2_block_means_constrained
-    of the closed-form fit to the same points when one is given."""
+    """R^2 read against what the noise allows: {r2, r2_adjusted, parameters, noise_ceiling,
+    noise_ceiling_holds, r2_block_means, block, bin_size} of `fit` on its own points (nan where
+    undefined; bin_size: logged steps per point, > 1 for a thinned log, whose points are bin
+    means), and r2_block_means_constrained of the closed-form fit to the same points when one
+    is given. r2_adjusted: 1 - (1 - R^2)(n - 1)/(n - k) for the fit's k free parameters (an
+    in-sample R^2 takes up about k/n of pure noise; the ceiling is a population figure).
+    noise_ceiling_holds: 0 when the adjusted R^2 exceeds the ceiling by more than
+    CEILING_SLACK: first differences then overstate the noise (noise that alternates, or a mean
+    that moves between consecutive points) and the ceiling is no guide (20 of the corpus' 33
+    runs had R^2 above it, 8 still with the adjusted R^2 beyond the slack; review,
+    2026-12-04)."""
+    n, k = int(fit.reward.size), len(fit.varying)
+    adjusted = 1.0 - (1.0 - fit.r2) * (n - 1) / (n - k) if n > k + 1 else math.nan
+    ceiling = noise_ceiling(fit.reward)
     out = {
         "r2": fit.r2,
-        "noise_ceiling": noise_ceiling(fit.reward),
+        "r2_adjusted": adjusted,
+        "parameters": float(k),
+        "noise_ceiling": ceiling,
+        "noise_ceiling_holds": float(not adjusted > ceiling + CEILING_SLACK),
         "r2_block_means": block_r2(fit.reward, fit.fitted, block),
         "block": float(block),
         "bin_size": float(bin_size),
@@ -182,7 +198,7 @@ class LogFit:
             ),
         }
         if self.forecast is not None:
-            out["forecast"] = _forecast_dict(self.forecast)
+            out["forecast"] = _forecast_dict(self.forecast, self.log.reward)
         elif "forecast_skipped" in self.metrics:  # asked for, but the cut leaves too little
             out["forecast"] = None
             out["forecast_skipped"] = self.metrics["forecast_skipped"]
@@ -204,9 +220,12 @@ def _fit_dict(r: FitResult) -> dict[str, Any]:
     }
 
 
-def _forecast_dict(fc: Forecast) -> dict[str, Any]:
+def _forecast_dict(fc: Forecast, reward: np.ndarray) -> dict[str, Any]:
+    from pgrpo.dynamics.forecast import informative
+
     obs = fc.observed_mean
     return {
+        "informative": informative(fc, reward),  # band narrower than the run's range
         "cut_step": fc.cut_step,
         "n_future": int(fc.future_step.size),
         "predicted_mean": fc.predicted_mean,

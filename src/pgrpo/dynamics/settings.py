@@ -58,14 +58,18 @@ class RunSettings:
     sources: dict[str, str]
     notes: tuple[str, ...]
     metrics: dict[str, float | str] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        """{"values", "sources", "notes", "metrics"}: JSON-ready."""
+        """{"values", "sources", "notes", "metrics", "warnings"}: JSON-ready. warnings: what
+        the data contradicts in the settings given (a reward outside the stated range); the
+        commands print them with the log's warnings, at the top."""
         return {
             "values": dict(self.values),
             "sources": dict(self.sources),
             "notes": list(self.notes),
             "metrics": dict(self.metrics),
+            "warnings": list(self.warnings),
         }
 
 
@@ -115,7 +119,8 @@ def resolve_settings(
     if noise:
         notes.append(f"{', '.join(noise)}: recorded; they set the batch noise, not m, c or the "
                      "mean curve, so the fit itself does not change")  # fmt: skip
-    _range_note(log, values, notes)
+    warnings: list[str] = []
+    _range_note(log, values, warnings)
     opt_col = log.columns.get("optimizer_step")
     clock = opt_col is not None and bool(np.isfinite(opt_col).any())
     if not clock:
@@ -132,7 +137,8 @@ def resolve_settings(
     }
     if constant:
         metrics["closed_form_identified"] = 0.0
-    settings = RunSettings({n: values.get(n) for n in SETTINGS}, sources, tuple(notes), metrics)
+    settings = RunSettings({n: values.get(n) for n in SETTINGS}, sources, tuple(notes), metrics,
+                           tuple(warnings))  # fmt: skip
     return replace(log, hyperparameters=hyper), settings
 
 
@@ -191,15 +197,15 @@ def _assume_beta1(values: dict, sources: dict, reduction: str, notes: list[str])
                      "log gives no beta1); give --beta1 if the run set another")  # fmt: skip
 
 
-def _range_note(log: RewardLog, values: dict, notes: list[str]) -> None:
-    """A note when the logged reward leaves its stated range (`rewardrange.range_holding`: the
+def _range_note(log: RewardLog, values: dict, warnings: list[str]) -> None:
+    """A warning when the logged reward leaves its stated range (`rewardrange.range_holding`: the
     fits, the forecast and the verdict then ignore the range)."""
     lo, hi = values.get("reward_min"), values.get("reward_max")
     r = np.asarray(log.reward, dtype=float)
     r = r[np.isfinite(r)]
     if lo is None or hi is None or not r.size or range_holding(r, (lo, hi)) is not None:
         return
-    notes.append(f"the logged reward ({r.min():.4g} to {r.max():.4g}) leaves the stated range "
+    warnings.append(f"the logged reward ({r.min():.4g} to {r.max():.4g}) leaves the stated range "
                  f"[{lo:g}, {hi:g}]: the fits, the verdict and (when its points before the cut "
                  "leave it too) the forecast ignore the range; check --reward-range")  # fmt: skip
 

@@ -267,7 +267,9 @@ def read_trl(path: Path, **options: Any) -> RewardLog:
         state = json.loads(_read_text(f))
     except json.JSONDecodeError as exc:
         raise LogFormatError(
-            f"{f}: not valid JSON ({exc.msg} at line {exc.lineno}); is the file truncated?"
+            f"{f}: not valid JSON ({exc.msg} at line {exc.lineno}): a truncated file, or not a "
+            "TRL trainer_state.json; for another kind of log pass its --format (one of "
+            f"{', '.join(LOG_READERS.names())}) or none to detect it"
         ) from None
     history = state.get("log_history") if isinstance(state, dict) else None
     if not isinstance(history, list):

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from pgrpo.dynamics.forecast import informative  # noqa: F401  (re-exported)
 from pgrpo.report import plots
 
 CSS = """
@@ -69,7 +70,14 @@ def _quality(fit: Any) -> str:
     from pgrpo.dynamics.logfit import fit_quality
 
     q = fit_quality(fit)
-    parts = [f"noise ceiling {q['noise_ceiling']:.3f}"] if np.isfinite(q["noise_ceiling"]) else []
+    parts = [f"adjusted for its {int(q['parameters'])} parameters {q['r2_adjusted']:.3f}"] if (
+        np.isfinite(q["r2_adjusted"])) else []  # fmt: skip
+    if np.isfinite(q["noise_ceiling"]):
+        parts.append(
+            f"noise ceiling {q['noise_ceiling']:.3f}" if q["noise_ceiling_holds"] else
+            f"above the noise ceiling from first differences, {q['noise_ceiling']:.3f}, which "
+            "overstate the noise here"
+        )  # fmt: skip
     if np.isfinite(q["r2_block_means"]):
         parts.append(f"on means of {int(q['block'])} points {q['r2_block_means']:.3f}")
     return f" ({'; '.join(parts)})" if parts else ""
@@ -87,19 +95,6 @@ def _constrained_html(m: dict[str, Any]) -> str:
         f"(likelihood-ratio p {_num(m['lr_test_p'])}); kappa {_num(m['kappa_constrained'])} "
         f"[{_num(m['kappa_lo'])}, {_num(m['kappa_hi'])}] (90%).</p>"
     )
-
-
-def informative(fc: Any, reward: np.ndarray) -> bool:
-    """A forecast worth drawing: its band of the mean is narrower than the run's whole range
-    (or, for a reward that never changed, has no width either: "0.3, band [0.3, 0.3]" is no
-    band "wider than the range")."""
-    r = np.asarray(reward, dtype=float)
-    r = r[np.isfinite(r)]
-    lo, hi = fc.mean_band
-    if not (r.size and math.isfinite(lo) and math.isfinite(hi)):
-        return False
-    exact = np.ptp(r) == 0 and hi - lo <= 1e-9 * max(abs(lo), abs(hi))  # rounding only
-    return bool(hi - lo < np.ptp(r) or exact)
 
 
 def forecast_text(fc: Any, reward: np.ndarray) -> str:
@@ -122,11 +117,11 @@ def forecast_text(fc: Any, reward: np.ndarray) -> str:
         prefix = np.asarray(reward)[:n_before]
         last10 = float(np.mean(prefix[-10:])) if prefix.size else math.nan
         tail = (
-            f"; {words['observed']}, {inside} the band (the mean of the last 10 steps before "
-            f"the cut was {last10:.3g})"
+            f"; {words['observed']}, {inside} the band (the mean of the last 10 logged points "
+            f"before the cut was {last10:.3g})"
         )
     return (
-        f"<p>Backtest: {_e(words['line'])} ({n_before} steps) predicts the mean reward over "
+        f"<p>Backtest: {_e(words['line'])} ({n_before}) predicts the mean reward over "
         f"steps {fc.future_step[0]:g} to {fc.future_step[-1]:g}: {_e(words['band'])}{_e(tail)}."
         "</p>"
     )

@@ -24,7 +24,7 @@ def forecast_label(fc: Any) -> dict[str, str]:
     lo, hi = fc.mean_band
     obs = fc.observed_mean
     return {
-        "line": f"forecast made at step {fc.cut_step:g} from the steps before it",
+        "line": f"forecast made at step {fc.cut_step:g} from the logged points before it",
         "band": f"its mean {fc.predicted_mean:.3g}, {fc.level:.0%} band [{lo:.3g}, {hi:.3g}]",
         "observed": f"observed mean {obs:.3g}" if np.isfinite(obs) else "",
     }
