@@ -46,6 +46,9 @@ def test_invariants_and_translation_equivariance(reward, shift):
     assert a.verdict in VERDICTS and set(a.alerts) <= set(STOP_RULES)
     assert all(isinstance(v, float) and math.isfinite(v) for v in a.metrics.values())
     assert a.metrics["pgrpo/verdict"] == VERDICTS.index(a.verdict)
+    # how sure a plateau is: logged exactly while the verdict is plateau
+    assert ("pgrpo/plateau_stopped" in a.metrics) == (a.verdict == "plateau")
+    assert a.metrics.get("pgrpo/plateau_stopped", 0.0) in (0.0, 1.0)
     assert not a.stop  # one assessment cannot satisfy patience=2
     if "pgrpo/forecast_plateau" in a.metrics:
         m = a.metrics
@@ -121,3 +124,10 @@ def test_plateau_stops_a_saturated_curve_but_not_a_rising_one():
 def test_config_errors_say_how_to_fix(kwargs, message):
     with pytest.raises(ValueError, match=message):
         LiveConfig(**kwargs)
+
+
+def test_a_plateau_logs_how_sure_it_is():
+    rng = np.random.default_rng(0)
+    rise = np.concatenate([np.linspace(0.1, 0.8, 20), np.full(300, 0.8)])
+    st_ = assess_live(_log(rise + rng.normal(0, 0.03, rise.size)), LiveConfig())
+    assert st_.verdict == "plateau" and st_.metrics["pgrpo/plateau_stopped"] == 1.0

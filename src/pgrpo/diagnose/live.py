@@ -256,6 +256,8 @@ def assess_live(
     if len(log) < cfg.min_points:
         return _status(step, reward, ("too_short", ()), cfg, history, metrics, "")
     progress = progress_of(log, fit=not decision_only)
+    if "plateau_stopped" in progress.evidence:  # how sure a plateau is (it decides nothing)
+        metrics["pgrpo/plateau_stopped"] = float(progress.evidence["plateau_stopped"])
     decided = _decide(progress.label, run, len(log), cfg)
     if decision_only:
         return _status(step, reward, decided, cfg, history, metrics, progress.summary)
