@@ -220,3 +220,16 @@ def test_diagnose_says_when_group_and_batch_sizes_would_judge_a_01_reward_better
     doc = json.loads(runner.invoke(app, args).output)
     assert doc["progress"]["label"] == "collapsed"
     assert not any("give --group-size" in n for n in doc["settings"]["notes"])
+
+
+def test_the_evidence_table_puts_a_reason_first_and_says_what_it_left_out(shared_data):
+    """The text table cut each mode's evidence at 6 figures without saying so, and a mode that
+    could not be judged on lower bounds kept its reason out of view (review, 2026-12-04)."""
+    log = str(shared_data / "curves" / "gsm8k_qwen3_1p7b_abl_num_groups_4.csv")
+    text = " ".join(runner.invoke(app, ["diagnose", log, "--group-size", "8"]).output.split())
+    row = text[text.index("advantage_degeneracy no 0.00") :]
+    assert row.index("reason=the log gives lower bounds") < row.index("unsaturated_steps=")
+    assert "more in --json" in row
+    doc = json.loads(runner.invoke(app, ["diagnose", log, "--group-size", "8", "--json"]).output)
+    mode = next(m for m in doc["modes"] if m["name"] == "advantage_degeneracy")
+    assert mode["confidence"] == 0.0 and "frac_reward_zero_std" in " ".join(mode["missing"])

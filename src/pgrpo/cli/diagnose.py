@@ -29,11 +29,16 @@ CHECKS = "pgrpo.diagnose.checks:CheckOptions"
 
 
 def _fmt_evidence(evidence: dict[str, Any], limit: int = 6) -> str:
+    """The first `limit` figures (a `reason` first: why a mode could not be judged), and how many
+    more `--json` holds (the table cut them silently before 2026-12-04)."""
+    items = sorted(evidence.items(), key=lambda kv: kv[0] != "reason")
     parts = []
-    for key, value in list(evidence.items())[:limit]:
+    for key, value in items[:limit]:
         if isinstance(value, float):
             value = "-" if not math.isfinite(value) else f"{value:.3g}"
         parts.append(f"{key}={value}")
+    if len(items) > limit:
+        parts.append(f"... {len(items) - limit} more in --json")
     return escape(", ".join(parts))
 
 
