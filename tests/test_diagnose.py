@@ -64,6 +64,28 @@ def test_degeneracy_from_reward_and_group_size_only_is_a_lower_bound():
     assert not v.judged and any("batch_prompts" in m for m in v.missing)
 
 
+def test_lower_bounds_below_the_threshold_rule_nothing_out():
+    """Zero-spread steps (reward_std == 0) and the i.i.d. prediction are lower bounds on the
+    share of groups without spread: above the threshold they show degeneracy, below it they
+    cannot rule it out ("no" at confidence up to 1.00 before; review, 2026-12-04). A logged
+    frac_reward_zero_std is the share itself and is still judged either way."""
+    rng = np.random.default_rng(0)
+    steps = 80
+    reward = rng.binomial(32, 0.5, steps) / 32
+    std = np.full(steps, 0.5)
+    std[:4] = 0.0  # 5% of steps without spread: a lower bound far below 50%
+    cols = {"reward": reward, "reward_std": std, "group_size": np.full(steps, 8.0)}
+    v = diagnose(cols).mode("advantage_degeneracy")
+    assert not v.detected and not v.judged and "cannot rule degeneracy out" in v.evidence["reason"]
+    assert "below 50%" in v.evidence["reason"] and "jensen_gap" not in v.evidence
+    assert sum(m.startswith("frac_reward_zero_std") for m in v.missing) == 1
+    std[:] = 0.0  # every step without spread: the bound alone shows it
+    assert diagnose(cols).mode("advantage_degeneracy").detected
+    logged = {**cols, "frac_reward_zero_std": np.full(steps, 0.05)}  # the share itself, low
+    v = diagnose(logged).mode("advantage_degeneracy")
+    assert not v.detected and v.judged and v.confidence > 0.9
+
+
 def test_nan_and_inf_are_instability():
     r = np.linspace(0.2, 0.6, 50)
     r[40:] = np.nan

@@ -120,13 +120,9 @@ def test_wasted_compute_names_only_the_parts_it_found(shared_data):
     assert "plateau at step" not in res.summary and "nan" not in res.summary
     from pgrpo.diagnose.nullmodel import fmt_share
 
-    assert [fmt_share(x) for x in (0.9969, 1.0, 0.0, 0.004, 0.5)] == [
-        "99.7%",
-        "100%",
-        "0%",
-        "0.4%",
-        "50%",
-    ]
+    assert [fmt_share(x) for x in (0.9969, 1.0, 0.0, 0.004, 0.5, 0.9996, 1e-6)] == [
+        "99.7%", "100%", "0%", "0.4%", "50%", ">99.9%", "<0.1%"
+    ]  # fmt: skip
 
 
 def test_bad_cost_options_say_how_to_fix():
@@ -211,7 +207,16 @@ def test_entropy_collapse_warns_and_real_logs_are_judged(shared_data):
     rng = np.random.default_rng(5)
     collapsing = _log(np.zeros(200), entropy=0.01 + 1.0 * np.exp(-t / 20)
                       + 0.005 * rng.standard_normal(200))  # fmt: skip
-    assert entropy_floor(collapsing, OPTS).status == "warn"
+    res = entropy_floor(collapsing, OPTS)
+    assert res.status == "warn" and "entropy collapse already" in res.summary  # past its floor
+    ev = res.evidence
+    assert 0.0 <= ev["floor_lo"] <= ev["floor"] <= ev["floor_hi"]
+    falling = _log(
+        np.zeros(200),
+        entropy=np.maximum(1.0 * np.exp(-t / 20), 0.0) + 0.002 * rng.standard_normal(200) - 0.003,
+    )  # a fit heading below 0
+    ev = entropy_floor(falling, OPTS).evidence
+    assert 0.0 <= ev["floor_lo"] <= ev["floor"] <= ev["floor_hi"]
     log = read_log(shared_data / "curves" / "cs336_shibuki_onpolicy_lr1e-5.csv")
     res = entropy_floor(log, OPTS)
     assert res.status in ("ok", "warn") and res.evidence["floor"] < res.evidence["initial"]

@@ -187,7 +187,7 @@ def test_a_forecast_wider_than_the_run_is_not_enough_evidence():
         cut_step=6.0,
         observed_mean=0.85,
         future_step=np.arange(7.0, 13.0),
-        fit=SimpleNamespace(step=np.arange(1.0, 7.0)),
+        fit=SimpleNamespace(step=np.arange(1.0, 7.0), reward=np.linspace(0.16, 0.6, 6)),
     )
     reward = np.linspace(0.16, 0.91, 12)
     assert not informative(fc, reward)
@@ -239,3 +239,42 @@ def test_report_json_carries_the_verdict_and_the_forecast_it_states(tmp_path):
     lo, hi = doc["forecast"]["band"]
     assert f"90% band [{lo:.3g}, {hi:.3g}]" in page
     assert doc["fit"]["model"] in page
+
+
+def test_a_long_logs_report_speaks_of_the_points_the_forecast_saw(tmp_path):
+    """Past 4,000 steps the fit and forecast see bin means. The report judged the band against
+    the raw reward's range while `pgrpo fit` used the bin means', and its backtest sentence took
+    the "last 10 points" from raw rows at the bin means' count (the mean of rows 1341-1350 for a
+    cut at step 4049); the page also lost the warning of a reward outside --reward-range
+    (review, 2026-12-04)."""
+    from typer.testing import CliRunner
+
+    from pgrpo.cli import _load_commands, app
+
+    _load_commands()
+    rng = np.random.default_rng(0)
+    t = np.arange(1, 8101)
+    y = 0.2 + 0.5 * (1 - np.exp(-t / 2000)) + rng.normal(0, 0.3, t.size)
+    log = tmp_path / "long.csv"
+    log.write_text(
+        "step,reward\n"
+        + "".join(f"{a},{b!r}\n" for a, b in zip(t.tolist(), y.tolist(), strict=True))
+    )
+    runner = CliRunner()
+    res = runner.invoke(
+        app, ["report", str(log), "--out", str(tmp_path / "r"), "--reward-range", "0,0.5"]
+    )
+    assert res.exit_code == 0, res.output
+    page = (tmp_path / "r" / "report.html").read_text()
+    assert "leaves the stated range [0, 0.5]" in page
+    sentence = re.search(r"Backtest:[^<]*", page).group(0)
+    assert "(1350 bin means of 3 steps)" in sentence
+    cut = 1350 * 3  # bin means of 3 steps: the last 10 before the cut are steps 4021-4050
+    last10 = float(np.mean(y[cut - 30 : cut]))
+    assert (
+        f"the mean of the last 10 bin means of 3 steps before the cut was {last10:.3g}" in sentence
+    )
+    out = runner.invoke(app, ["fit", str(log), "--forecast-from", "0.5", "--no-plot", "--json"])
+    fc = json.loads(out.output)["forecast"]
+    drawn = "not enough evidence" not in sentence
+    assert fc["informative"] is drawn

@@ -29,11 +29,11 @@ MIN_POINTS = 12
 
 
 def entropy_floor_forecast(step: np.ndarray, entropy: np.ndarray, level: float = 0.9) -> dict:
-    """step, entropy: [n] -> floor, band (its low end at least 0: an entropy is never
-    negative), start (the mean of the first max(3, n / 20) logged values), initial (the fit's
-    H_0, which a fast first move can put far from them: -0.71 on a run logged from 0.92), tau,
-    step the floor is reached (90% of the drop), steps from the last point to it (0 when
-    already there)."""
+    """step, entropy: [n] -> floor and its band (at least 0: an entropy is never negative),
+    start (the mean of the first max(3, n / 20) logged values), initial (the fit's H_0, which a
+    fast first move can put far from them: -0.71 on a run logged from 0.92), tau, step the
+    floor is reached (90% of the drop), steps from the last point to it (0 when already
+    there)."""
     span = max(float(step[-1] - step[0]), 1.0)
     horizon = float(step[-1]) + 3.0 * span + np.linspace(0.0, span, step.size)
     # no timescale prior: its centre (tau ~ 0.23 of the run) was learned from reward curves
@@ -43,10 +43,10 @@ def entropy_floor_forecast(step: np.ndarray, entropy: np.ndarray, level: float =
     tau = float(fc.fit.values["tau"])
     reached = float(step[0]) + tau * math.log(10.0)
     return {
-        "floor": fc.predicted_mean,
+        "floor": max(fc.predicted_mean, 0.0),
         "floor_lo": max(fc.mean_band[0], 0.0),
+        "floor_hi": max(fc.mean_band[1], 0.0),
         "start": float(np.mean(entropy[: max(3, entropy.size // 20)])),
-        "floor_hi": fc.mean_band[1],
         "initial": float(fc.fit.values["R_0"]),
         "tau": tau,
         "floor_step": reached,
@@ -58,7 +58,7 @@ def entropy_floor_forecast(step: np.ndarray, entropy: np.ndarray, level: float =
 def entropy_floor(log, options: CheckOptions) -> CheckResult:  # noqa: ANN001
     name = "entropy_floor"
     control = (f"warn only when the whole {options.confidence:.0%} band of the floor is below "
-               f"{COLLAPSE_SHARE:.0%} of the initial entropy")  # fmt: skip
+               f"{COLLAPSE_SHARE:.0%} of the entropy at the start")  # fmt: skip
     got = column(thin_log(log, options.max_points, keep=("entropy",)), "entropy")
     if got is None or got[1].size < MIN_POINTS:
         return not_enough(name, f"no entropy column with >= {MIN_POINTS} points", control)
@@ -76,7 +76,8 @@ def entropy_floor(log, options: CheckOptions) -> CheckResult:  # noqa: ANN001
     text = (f"entropy floor {ev['floor']:.3g} [{ev['floor_lo']:.3g}, {ev['floor_hi']:.3g}] from "
             f"{ev['start']:.3g} at the start, {when}")  # fmt: skip
     if falling and ev["start"] > 0 and ev["floor_hi"] < COLLAPSE_SHARE * ev["start"]:
-        text += ("; below 10% of the start: entropy collapse ahead (raise temperature, add an "
+        when = "ahead" if ahead > 0 else "already"
+        text += (f"; below 10% of the start: entropy collapse {when} (raise temperature, add an "
                  "entropy bonus or clip-higher, or lower the lr)")  # fmt: skip
         return CheckResult(name, "warn", text, ev, control)
     return CheckResult(name, "ok", text, ev, control)

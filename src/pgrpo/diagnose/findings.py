@@ -143,7 +143,8 @@ def findings(diagnosis: Any) -> list[dict[str, str]]:
             "about": "not judged",
             "sentence": f"Not enough evidence to judge {', '.join(unjudged)}: the log lacks the "
             "signals listed under 'missing'.",
-            "action": "log entropy, KL, completion lengths, per-function rewards or an eval "
-            "accuracy to judge them",
+            "action": "log what 'missing' lists for each of them (entropy, KL, completion "
+            "lengths, frac_reward_zero_std, per-function rewards, an eval accuracy, ...) to "
+            "judge them",
         })  # fmt: skip
     return out

@@ -374,7 +374,10 @@ def fmt_share(share: float) -> str:
     """A share as a whole percentage, with a decimal where rounding would read 0% or 100% for a
     share strictly between them (0.9969 read '100% of groups')."""
     text = f"{share:.0%}"
-    return f"{share:.1%}" if text in ("0%", "100%") and 0 < share < 1 else text
+    if text not in ("0%", "100%") or not 0 < share < 1:
+        return text
+    fine = f"{share:.1%}"
+    return {"0.0%": "<0.1%", "100.0%": ">99.9%"}.get(fine, fine)
 
 
 def fmt_p(p: float) -> str:

@@ -344,11 +344,13 @@ def advantage_degeneracy(s: Signals) -> ModeVerdict:
         # lower bounds only (zero-spread steps, the i.i.d. prediction): above the threshold they
         # show degeneracy, below it they rule nothing out (a "no" read confidence 1.00 on a
         # bound of 0.02 under a 0.15 i.i.d. bound; review, 2026-12-04)
+        where = "below" if level < DEGENERACY_MAX else "not significantly above"
         ev["reason"] = (
             f"the log gives lower bounds on the zero-spread share only ({_lower_bounds(ev)}), "
-            f"below {DEGENERACY_MAX:.0%}: they cannot rule degeneracy out"
+            f"{where} {DEGENERACY_MAX:.0%}: they cannot rule degeneracy out"
         )
-        missing.append("frac_reward_zero_std (the zero-spread share itself)")
+        if not any(m.startswith("frac_reward_zero_std") for m in missing):
+            missing.append("frac_reward_zero_std (the zero-spread share itself)")
         return ModeVerdict(name, False, 0.0, ev, "", missing)
     action = _degeneracy_action(ev, reward, float(np.nanmean(reward[live])) if ok.any() else 0.5)
     cov = 1.0 if deg is not None else 0.5

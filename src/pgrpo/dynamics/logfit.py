@@ -153,6 +153,57 @@ def fit_quality(
     return out
 
 
+def quality_words(q: dict, model: str) -> str | None:
+    """One line reading the fit's R^2 against the noise: the noise ceiling (about the R^2 of a
+    perfect mean curve) and the R^2 on block means (the smoothed curve); None when neither is
+    defined. A thinned log's points are bin means: the line says so. q: `fit_quality`'s dict,
+    or its JSON form (None for NaN). One wording for `pgrpo fit` and the report."""
+    q = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in q.items()}
+    b = int(q.get("bin_size") or 1)
+    unit = "point" if b == 1 else f"{b}-step mean"
+    parts = []
+    ceiling = q.get("noise_ceiling")
+    r2 = f"{model} R^2 {_fmt(q['r2'], '.3f')}"
+    if q.get("r2_adjusted") is not None:
+        r2 += (
+            f" ({_fmt(q['r2_adjusted'], '.3f')} adjusted for its {int(q['parameters'])} parameters)"
+        )
+    adjusted = q.get("r2_adjusted")
+    small = adjusted is None or adjusted < 0.1  # no more than noise would give a fit
+    if ceiling is not None and ceiling < 0.05 and small:
+        parts.append(
+            f"{r2}: the batch noise is about all of the reward's variance (noise ceiling "
+            f"{_fmt(ceiling, '.3f')}), so no curve explains much of it per {unit}"
+        )
+    elif ceiling is not None and not q.get("noise_ceiling_holds", 1.0):
+        parts.append(
+            f"{r2}, above the noise ceiling first differences give ({_fmt(ceiling, '.3f')}): "
+            "they overstate the noise here (noise that alternates from point to point, or a "
+            "mean that moves between consecutive points), so that ceiling is no guide"
+        )
+    elif ceiling is not None:
+        at = q["r2"] if adjusted is None else adjusted
+        near = ": at the ceiling, what is left is noise" if at >= ceiling - 0.02 else ""
+        parts.append(
+            f"{r2} against a noise ceiling of about {_fmt(ceiling, '.3f')} (the R^2 of a "
+            f"perfect mean curve under the noise of each {unit}, from first differences)"
+            f"{near}"
+        )
+    if q.get("r2_block_means") is not None:
+        closed = q.get("r2_block_means_constrained")
+        extra = f", closed form {_fmt(closed, '.3f')}" if closed is not None else ""
+        steps = f" ({int(q['block']) * b} steps)" if b > 1 else ""
+        parts.append(
+            f"on means of {int(q['block'])} points{steps} R^2 {_fmt(q['r2_block_means'], '.3f')}"
+            f"{extra}"
+        )
+    return "; ".join(parts) + "." if parts else None
+
+
+def _fmt(value: float, spec: str) -> str:
+    return format(value, spec)
+
+
 def bin_weights(log: RewardLog) -> np.ndarray | None:
     """Inverse-variance weights of a thinned log's points (count / b: [m]), None when every
     point carries the same number of steps (an unweighted fit is then exact)."""

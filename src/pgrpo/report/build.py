@@ -310,7 +310,10 @@ def build_report(
 
         points, _ = _safe(read_eval_points, eval_log)
     fit, fc, notes = _fits(fit_input)
-    drawn = fc if fc is not None and informative(fc, log.reward) else None
+    from pgrpo.dynamics.logfit import thin_log
+
+    seen = thin_log(fit_input)  # what the forecast saw: bin means past 4,000 steps, as in fit
+    drawn = fc if fc is not None and informative(fc, seen.reward) else None
     panels = _panels(log, diagnosis, fit, drawn, eval_doc, points or ())
     out = (
         Path(out_dir)
@@ -326,7 +329,8 @@ def build_report(
         else:  # an earlier report's figure of this panel would now describe another run
             (out / f"{name}.png").unlink(missing_ok=True)
     page = out / "report.html"
-    page.write_text(render_html(log, diagnosis, panels, eval_doc, notes, fit, fc, run_settings))
+    page.write_text(render_html(log, diagnosis, panels, eval_doc, notes, fit, fc, run_settings,
+                                seen))  # fmt: skip
     missing = {name: why for name, (png, why) in panels.items() if png is None}
     return ReportResult(page, pngs, missing, {"panels": float(len(pngs))}, fit, fc, tuple(notes),
                         diagnosis, run_settings, tuple(log.warnings))  # fmt: skip

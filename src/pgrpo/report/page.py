@@ -66,21 +66,11 @@ def _settings_html(settings: Any) -> str:
 
 
 def _quality(fit: Any) -> str:
-    """ " (noise ceiling x; on means of 10 points y)": the R^2 read against the noise."""
-    from pgrpo.dynamics.logfit import fit_quality
+    """The R^2 read against the noise, in the words `pgrpo fit` prints (`quality_words`)."""
+    from pgrpo.dynamics.logfit import fit_quality, quality_words
 
-    q = fit_quality(fit)
-    parts = [f"adjusted for its {int(q['parameters'])} parameters {q['r2_adjusted']:.3f}"] if (
-        np.isfinite(q["r2_adjusted"])) else []  # fmt: skip
-    if np.isfinite(q["noise_ceiling"]):
-        parts.append(
-            f"noise ceiling {q['noise_ceiling']:.3f}" if q["noise_ceiling_holds"] else
-            f"above the noise ceiling from first differences, {q['noise_ceiling']:.3f}, which "
-            "overstate the noise here"
-        )  # fmt: skip
-    if np.isfinite(q["r2_block_means"]):
-        parts.append(f"on means of {int(q['block'])} points {q['r2_block_means']:.3f}")
-    return f" ({'; '.join(parts)})" if parts else ""
+    line = quality_words(fit_quality(fit), fit.model)
+    return f"<p>{_e(line)}</p>" if line else ""
 
 
 def _constrained_html(m: dict[str, Any]) -> str:
@@ -97,9 +87,10 @@ def _constrained_html(m: dict[str, Any]) -> str:
     )
 
 
-def forecast_text(fc: Any, reward: np.ndarray) -> str:
+def forecast_text(fc: Any, reward: np.ndarray, bin_size: int = 1) -> str:
     """The forecast in words: the same object, and the same words, as the reward panel draws;
-    a band wider than the run's range is "not enough evidence" and is not drawn."""
+    a band wider than the run's range is "not enough evidence" and is not drawn. reward: the
+    points the forecast saw (bin means of `bin_size` steps for a long log)."""
     if fc is None:
         return ""
     words = plots.forecast_label(fc)
@@ -109,21 +100,21 @@ def forecast_text(fc: Any, reward: np.ndarray) -> str:
             "wider than the whole range of the run's reward: not enough evidence to forecast "
             "the second half from the first, so it is not drawn.</p>"
         )
-    n_before = int(np.searchsorted(np.asarray(fc.fit.step), fc.cut_step, side="right"))
+    prefix = np.asarray(fc.fit.reward)  # the points before the cut, as the forecast saw them
+    unit = "logged points" if bin_size <= 1 else f"bin means of {bin_size} steps"
     obs = fc.observed_mean
     tail = ""
     if math.isfinite(obs):
         inside = "inside" if fc.mean_band[0] <= obs <= fc.mean_band[1] else "outside"
-        prefix = np.asarray(reward)[:n_before]
         last10 = float(np.mean(prefix[-10:])) if prefix.size else math.nan
         tail = (
-            f"; {words['observed']}, {inside} the band (the mean of the last 10 logged points "
-            f"before the cut was {last10:.3g})"
+            f"; {words['observed']}, {inside} the band (the mean of the last 10 {unit} before "
+            f"the cut was {last10:.3g})"
         )
     return (
-        f"<p>Backtest: {_e(words['line'])} ({n_before}) predicts the mean reward over "
-        f"steps {fc.future_step[0]:g} to {fc.future_step[-1]:g}: {_e(words['band'])}{_e(tail)}."
-        "</p>"
+        f"<p>Backtest: {_e(words['line'])} ({prefix.size} {unit}) predicts the mean reward "
+        f"over steps {fc.future_step[0]:g} to {fc.future_step[-1]:g}: {_e(words['band'])}"
+        f"{_e(tail)}.</p>"
     )
 
 
@@ -198,7 +189,11 @@ def render_html(
     fit: Any,
     fc: Any = None,
     settings: Any = None,
+    seen: Any = None,
 ) -> str:
+    """The page. seen: the log the fit and forecast were made on (bin means of a long log;
+    default `log`): the forecast's words are about its points."""
+    seen = log if seen is None else seen
     hp = ", ".join(f"{_e(k)}={_num(v)}" for k, v in log.hyperparameters.items()) or "none found"
     figs = []
     for name, (png, why) in panels.items():
@@ -218,10 +213,14 @@ def render_html(
         params = ", ".join(f"{k}={p.value:.4g}" for k, p in fit.params.items())
         fit_txt = (
             f"<p>Fit <b>{_e(fit.model)}</b>: {_e(params)}; R<sup>2</sup> {fit.format_r2('.3f')}"
-            f"{_e(f' ({why})' if (why := fit.metrics.get('r2_undefined')) else _quality(fit))}, "
-            f"residual std {fit.residual_std:.3g}.</p>{_constrained_html(fit.metrics)}"
+            f"{_e(f' ({why})' if (why := fit.metrics.get('r2_undefined')) else '')}, "
+            f"residual std {fit.residual_std:.3g}.</p>"
+            f"{'' if fit.metrics.get('r2_undefined') else _quality(fit)}"
+            f"{_constrained_html(fit.metrics)}"
         )
-    warn = "".join(f"<li>{_e(w)}</li>" for w in (*log.warnings, *notes))
+    backtest = forecast_text(fc, seen.reward, int(seen.metrics.get("bin_size", 1)))
+    given = settings.warnings if settings is not None else ()  # the data against them
+    warn = "".join(f"<li>{_e(w)}</li>" for w in (*log.warnings, *given, *notes))
     return f"""<!DOCTYPE html><html><head><meta charset="utf-8">
 <title>pgrpo report: {_e(log.source)}</title><style>{CSS}</style></head><body>
 <h1>pgrpo run report</h1>
@@ -231,7 +230,7 @@ hyperparameters: {hp}</div>
 <h2>Verdict</h2>{_findings_html(diagnosis)}
 <details><summary>Evidence: every mode, its figures and the signals it missed</summary>
 {_diagnosis_html(diagnosis)}</details>
-<h2>Dynamics</h2>{_settings_html(settings)}{fit_txt}{forecast_text(fc, log.reward)}
+<h2>Dynamics</h2>{_settings_html(settings)}{fit_txt}{backtest}
 <div class="grid">{"".join(figs)}</div>
 <h2>Evaluation</h2>{_eval_html(eval_doc)}
 {f"<h2>Notes</h2><ul>{warn}</ul>" if warn else ""}
