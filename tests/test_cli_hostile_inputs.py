@@ -233,3 +233,6 @@ def test_the_evidence_table_puts_a_reason_first_and_says_what_it_left_out(shared
     doc = json.loads(runner.invoke(app, ["diagnose", log, "--group-size", "8", "--json"]).output)
     mode = next(m for m in doc["modes"] if m["name"] == "advantage_degeneracy")
     assert mode["confidence"] == 0.0 and "frac_reward_zero_std" in " ".join(mode["missing"])
+    unjudged = next(f for f in doc["findings"] if f["about"] == "not judged")
+    assert "advantage_degeneracy" in unjudged["sentence"]
+    assert unjudged["action"].startswith("log what 'missing' lists for each of them")

@@ -84,6 +84,14 @@ def test_lower_bounds_below_the_threshold_rule_nothing_out():
     logged = {**cols, "frac_reward_zero_std": np.full(steps, 0.05)}  # the share itself, low
     v = diagnose(logged).mode("advantage_degeneracy")
     assert not v.detected and v.judged and v.confidence > 0.9
+    # the i.i.d. bound alone (a known mean of 0/1 rewards, N = 20): 0.52, above 50% but not
+    # significantly; its "missing" named frac_reward_zero_std twice
+    iid = {"reward": np.where(np.arange(60) % 2 == 0, 0.10, 0.20),
+           "group_size": np.full(60, 4.0), "batch_prompts": np.full(60, 5.0)}  # fmt: skip
+    v = diagnose(iid).mode("advantage_degeneracy")
+    assert not v.judged and v.evidence["iid_prediction"] > 0.5
+    assert "not significantly above 50%" in v.evidence["reason"]
+    assert sum("frac_reward_zero_std" in m for m in v.missing) == 1
 
 
 def test_nan_and_inf_are_instability():

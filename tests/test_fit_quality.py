@@ -171,7 +171,24 @@ def test_a_thinned_log_names_its_bin_means(tmp_path):
     q = json.loads(res.stdout)["fit_quality"]
     assert q["bin_size"] == 4
     text = " ".join(runner.invoke(app, ["fit", str(log), "--no-plot"]).output.split())
-    assert "noise of each 4-step mean" in text and "on means of 10 points (40 steps)" in text
+    assert "noise of each mean of 4 logged points" in text
+    assert "on means of 10 points (40 logged points)" in text
+    # a log written every 10 steps: a bin is 4 logged points, 40 steps ("4-step mean" before)
+    log10 = tmp_path / "every10.csv"
+    log10.write_text(
+        "step,reward\n" + "".join(f"{10 * a},{b:.5f}\n" for a, b in zip(t, y, strict=True))
+    )
+    text = " ".join(runner.invoke(app, ["fit", str(log10), "--no-plot"]).output.split())
+    assert "mean of 4 logged points" in text and "4-step" not in text
+    # the report says the same, with the note that the fit saw bin means
+    res = runner.invoke(app, ["report", str(log), "--out", str(tmp_path / "rep")])
+    assert res.exit_code == 0, res.output
+    page = html.unescape(re.sub(r"<[^>]+>", "", (tmp_path / "rep" / "report.html").read_text()))
+    from pgrpo.dynamics.logfit import quality_words
+
+    model = json.loads(runner.invoke(app, ["fit", str(log), "--no-plot", "--json"]).stdout)["model"]
+    line = quality_words(q, model)
+    assert " ".join(line.split()) in " ".join(page.split()) and "fitted as" in page
 
 
 def test_the_demo_fit_document_carries_the_same_quality():

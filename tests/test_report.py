@@ -268,11 +268,12 @@ def test_a_long_logs_report_speaks_of_the_points_the_forecast_saw(tmp_path):
     page = (tmp_path / "r" / "report.html").read_text()
     assert "leaves the stated range [0, 0.5]" in page
     sentence = re.search(r"Backtest:[^<]*", page).group(0)
-    assert "(1350 bin means of 3 steps)" in sentence
+    assert "(1350 bin means of 3 logged points)" in sentence
     cut = 1350 * 3  # bin means of 3 steps: the last 10 before the cut are steps 4021-4050
     last10 = float(np.mean(y[cut - 30 : cut]))
     assert (
-        f"the mean of the last 10 bin means of 3 steps before the cut was {last10:.3g}" in sentence
+        f"the mean of the last 10 bin means of 3 logged points before the cut was {last10:.3g}"
+        in sentence
     )
     out = runner.invoke(app, ["fit", str(log), "--forecast-from", "0.5", "--no-plot", "--json"])
     fc = json.loads(out.output)["forecast"]

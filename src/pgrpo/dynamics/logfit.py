@@ -134,7 +134,8 @@ def fit_quality(
     CEILING_SLACK: first differences then overstate the noise (noise that alternates, or a mean
     that moves between consecutive points) and the ceiling is no guide (20 of the corpus' 33
     runs had R^2 above it, 8 still with the adjusted R^2 beyond the slack; review,
-    2026-12-04)."""
+    2026-12-04); except where the ceiling is below 0.05 and the adjusted R^2 below 0.1: the
+    noise is then about all of the variance either way (`quality_words` says so)."""
     n, k = int(fit.reward.size), len(fit.varying)
     adjusted = 1.0 - (1.0 - fit.r2) * (n - 1) / (n - k) if n > k + 1 else math.nan
     ceiling = noise_ceiling(fit.reward)
@@ -143,7 +144,7 @@ def fit_quality(
         "r2_adjusted": adjusted,
         "parameters": float(k),
         "noise_ceiling": ceiling,
-        "noise_ceiling_holds": float(not adjusted > ceiling + CEILING_SLACK),
+        "noise_ceiling_holds": float(_ceiling_holds(adjusted, ceiling)),
         "r2_block_means": block_r2(fit.reward, fit.fitted, block),
         "block": float(block),
         "bin_size": float(bin_size),
@@ -153,14 +154,26 @@ def fit_quality(
     return out
 
 
+NOISE_ONLY_CEILING = 0.05
+NOISE_ONLY_R2 = 0.1
+"""Below these (ceiling; adjusted R^2) a log's batch noise is about all of its variance."""
+
+
+def _ceiling_holds(adjusted: float, ceiling: float) -> bool:
+    noise_only = ceiling < NOISE_ONLY_CEILING and not adjusted >= NOISE_ONLY_R2
+    return noise_only or not adjusted > ceiling + CEILING_SLACK
+
+
 def quality_words(q: dict, model: str) -> str | None:
     """One line reading the fit's R^2 against the noise: the noise ceiling (about the R^2 of a
     perfect mean curve) and the R^2 on block means (the smoothed curve); None when neither is
     defined. A thinned log's points are bin means: the line says so. q: `fit_quality`'s dict,
     or its JSON form (None for NaN). One wording for `pgrpo fit` and the report."""
     q = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in q.items()}
+    if q.get("r2") is None:  # a reward that never changed: no R^2 to read
+        return None
     b = int(q.get("bin_size") or 1)
-    unit = "point" if b == 1 else f"{b}-step mean"
+    unit = "point" if b == 1 else f"mean of {b} logged points"
     parts = []
     ceiling = q.get("noise_ceiling")
     r2 = f"{model} R^2 {_fmt(q['r2'], '.3f')}"
@@ -169,8 +182,8 @@ def quality_words(q: dict, model: str) -> str | None:
             f" ({_fmt(q['r2_adjusted'], '.3f')} adjusted for its {int(q['parameters'])} parameters)"
         )
     adjusted = q.get("r2_adjusted")
-    small = adjusted is None or adjusted < 0.1  # no more than noise would give a fit
-    if ceiling is not None and ceiling < 0.05 and small:
+    small = adjusted is None or adjusted < NOISE_ONLY_R2  # no more than noise would give a fit
+    if ceiling is not None and ceiling < NOISE_ONLY_CEILING and small:
         parts.append(
             f"{r2}: the batch noise is about all of the reward's variance (noise ceiling "
             f"{_fmt(ceiling, '.3f')}), so no curve explains much of it per {unit}"
@@ -192,7 +205,7 @@ def quality_words(q: dict, model: str) -> str | None:
     if q.get("r2_block_means") is not None:
         closed = q.get("r2_block_means_constrained")
         extra = f", closed form {_fmt(closed, '.3f')}" if closed is not None else ""
-        steps = f" ({int(q['block']) * b} steps)" if b > 1 else ""
+        steps = f" ({int(q['block']) * b} logged points)" if b > 1 else ""
         parts.append(
             f"on means of {int(q['block'])} points{steps} R^2 {_fmt(q['r2_block_means'], '.3f')}"
             f"{extra}"

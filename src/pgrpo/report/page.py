@@ -65,11 +65,13 @@ def _settings_html(settings: Any) -> str:
     return f"<p>Settings: {line}</p>" + (f"<ul>{notes}</ul>" if notes else "")
 
 
-def _quality(fit: Any) -> str:
-    """The R^2 read against the noise, in the words `pgrpo fit` prints (`quality_words`)."""
+def _quality(fit: Any, bin_size: int = 1) -> str:
+    """The R^2 read against the noise, in the words `pgrpo fit` prints (`quality_words`, with
+    the closed-form fit and the bin size it uses)."""
     from pgrpo.dynamics.logfit import fit_quality, quality_words
 
-    line = quality_words(fit_quality(fit), fit.model)
+    q = fit_quality(fit, constrained=getattr(fit, "constrained", None), bin_size=bin_size)
+    line = quality_words(q, fit.model)
     return f"<p>{_e(line)}</p>" if line else ""
 
 
@@ -97,11 +99,12 @@ def forecast_text(fc: Any, reward: np.ndarray, bin_size: int = 1) -> str:
     if not informative(fc, reward):
         return (
             f"<p>Backtest: a {_e(words['line'])} has a band of its mean ({_e(words['band'])}) "
-            "wider than the whole range of the run's reward: not enough evidence to forecast "
-            "the second half from the first, so it is not drawn.</p>"
+            f"wider than the whole range of the run's reward{' (its bin means)' * (bin_size > 1)}"
+            ": not enough evidence to forecast the second half from the first, so it is not "
+            "drawn.</p>"
         )
     prefix = np.asarray(fc.fit.reward)  # the points before the cut, as the forecast saw them
-    unit = "logged points" if bin_size <= 1 else f"bin means of {bin_size} steps"
+    unit = "logged points" if bin_size <= 1 else f"bin means of {bin_size} logged points"
     obs = fc.observed_mean
     tail = ""
     if math.isfinite(obs):
@@ -194,6 +197,7 @@ def render_html(
     """The page. seen: the log the fit and forecast were made on (bin means of a long log;
     default `log`): the forecast's words are about its points."""
     seen = log if seen is None else seen
+    bins = int(seen.metrics.get("bin_size", 1))
     hp = ", ".join(f"{_e(k)}={_num(v)}" for k, v in log.hyperparameters.items()) or "none found"
     figs = []
     for name, (png, why) in panels.items():
@@ -215,12 +219,13 @@ def render_html(
             f"<p>Fit <b>{_e(fit.model)}</b>: {_e(params)}; R<sup>2</sup> {fit.format_r2('.3f')}"
             f"{_e(f' ({why})' if (why := fit.metrics.get('r2_undefined')) else '')}, "
             f"residual std {fit.residual_std:.3g}.</p>"
-            f"{'' if fit.metrics.get('r2_undefined') else _quality(fit)}"
+            f"{'' if fit.metrics.get('r2_undefined') else _quality(fit, bins)}"
             f"{_constrained_html(fit.metrics)}"
         )
-    backtest = forecast_text(fc, seen.reward, int(seen.metrics.get("bin_size", 1)))
+    backtest = forecast_text(fc, seen.reward, bins)
     given = settings.warnings if settings is not None else ()  # the data against them
-    warn = "".join(f"<li>{_e(w)}</li>" for w in (*log.warnings, *given, *notes))
+    thinned = [w for w in seen.warnings if w not in log.warnings]  # "fitted as N means of b"
+    warn = "".join(f"<li>{_e(w)}</li>" for w in (*log.warnings, *thinned, *given, *notes))
     return f"""<!DOCTYPE html><html><head><meta charset="utf-8">
 <title>pgrpo report: {_e(log.source)}</title><style>{CSS}</style></head><body>
 <h1>pgrpo run report</h1>
