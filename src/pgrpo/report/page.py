@@ -92,7 +92,7 @@ def _constrained_html(m: dict[str, Any]) -> str:
 def forecast_text(fc: Any, reward: np.ndarray, bin_size: int = 1) -> str:
     """The forecast in words: the same object, and the same words, as the reward panel draws;
     a band wider than the run's range is "not enough evidence" and is not drawn. reward: the
-    points the forecast saw (bin means of `bin_size` steps for a long log)."""
+    points the forecast saw (bin means of `bin_size` logged points for a long log)."""
     if fc is None:
         return ""
     words = plots.forecast_label(fc)
