@@ -150,11 +150,11 @@ def _tests(
         "drop_p": nm.p_value(st["drop_z"], ns["drop_z"]),
         "_trend_t": st["trend_t"],
         "_recent_t": st["recent_t"],
-        **_change_bounds(x, ns),
+        **_change_bounds(x, ns, st["noise_sd"]),
     }
 
 
-def _change_bounds(x: np.ndarray, ns: dict[str, np.ndarray]) -> dict[str, float]:
+def _change_bounds(x: np.ndarray, ns: dict[str, np.ndarray], white: float) -> dict[str, float]:
     """Bounds on the straight-line change over the logged points (a line in the point index,
     as the tests fit it; in the reward's units), found by inverting the trend tests against the
     same null (ns: sorted null statistics): the change over the run (`trend_change`, the 95%
@@ -164,9 +164,8 @@ def _change_bounds(x: np.ndarray, ns: dict[str, np.ndarray]) -> dict[str, float]
     are those with q_lo <= (slope - b) / se <= q_hi: exact were the fitted null true,
     conservative with the AR(1) null's upper bound on rho (up to the grid's 0.9). A stretch
     without spread (se 0: a discrete reward that did not move there) takes the error of white
-    noise at the whole curve's noise sd, not a bound of zero width."""
+    noise at the whole curve's noise sd (`white`), not a bound of zero width."""
     out = {}
-    white = float(nm.noise_sd(x[None, :])[0])
     for key, seg, name in (
         ("trend_t", x, "trend_change"),
         ("recent_t", x[x.size // 2 :], "recent_rise"),

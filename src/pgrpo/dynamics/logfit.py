@@ -159,9 +159,14 @@ NOISE_ONLY_R2 = 0.1
 """Below these (ceiling; adjusted R^2) a log's batch noise is about all of its variance."""
 
 
+def _noise_only(adjusted: float | None, ceiling: float | None) -> bool:
+    """The batch noise is about all of the variance (an unknown adjusted R^2 counts as small)."""
+    small = adjusted is None or not adjusted >= NOISE_ONLY_R2
+    return ceiling is not None and ceiling < NOISE_ONLY_CEILING and small
+
+
 def _ceiling_holds(adjusted: float, ceiling: float) -> bool:
-    noise_only = ceiling < NOISE_ONLY_CEILING and not adjusted >= NOISE_ONLY_R2
-    return noise_only or not adjusted > ceiling + CEILING_SLACK
+    return _noise_only(adjusted, ceiling) or not adjusted > ceiling + CEILING_SLACK
 
 
 def quality_words(q: dict, model: str) -> str | None:
@@ -176,21 +181,18 @@ def quality_words(q: dict, model: str) -> str | None:
     unit = "point" if b == 1 else f"mean of {b} logged points"
     parts = []
     ceiling = q.get("noise_ceiling")
-    r2 = f"{model} R^2 {_fmt(q['r2'], '.3f')}"
+    r2 = f"{model} R^2 {q['r2']:.3f}"
     if q.get("r2_adjusted") is not None:
-        r2 += (
-            f" ({_fmt(q['r2_adjusted'], '.3f')} adjusted for its {int(q['parameters'])} parameters)"
-        )
+        r2 += f" ({q['r2_adjusted']:.3f} adjusted for its {int(q['parameters'])} parameters)"
     adjusted = q.get("r2_adjusted")
-    small = adjusted is None or adjusted < NOISE_ONLY_R2  # no more than noise would give a fit
-    if ceiling is not None and ceiling < NOISE_ONLY_CEILING and small:
+    if _noise_only(adjusted, ceiling):
         parts.append(
             f"{r2}: the batch noise is about all of the reward's variance (noise ceiling "
-            f"{_fmt(ceiling, '.3f')}), so no curve explains much of it per {unit}"
+            f"{ceiling:.3f}), so no curve explains much of it per {unit}"
         )
     elif ceiling is not None and not q.get("noise_ceiling_holds", 1.0):
         parts.append(
-            f"{r2}, above the noise ceiling first differences give ({_fmt(ceiling, '.3f')}): "
+            f"{r2}, above the noise ceiling first differences give ({ceiling:.3f}): "
             "they overstate the noise here (noise that alternates from point to point, or a "
             "mean that moves between consecutive points), so that ceiling is no guide"
         )
@@ -198,23 +200,18 @@ def quality_words(q: dict, model: str) -> str | None:
         at = q["r2"] if adjusted is None else adjusted
         near = ": at the ceiling, what is left is noise" if at >= ceiling - 0.02 else ""
         parts.append(
-            f"{r2} against a noise ceiling of about {_fmt(ceiling, '.3f')} (the R^2 of a "
+            f"{r2} against a noise ceiling of about {ceiling:.3f} (the R^2 of a "
             f"perfect mean curve under the noise of each {unit}, from first differences)"
             f"{near}"
         )
     if q.get("r2_block_means") is not None:
         closed = q.get("r2_block_means_constrained")
-        extra = f", closed form {_fmt(closed, '.3f')}" if closed is not None else ""
+        extra = f", closed form {closed:.3f}" if closed is not None else ""
         steps = f" ({int(q['block']) * b} logged points)" if b > 1 else ""
         parts.append(
-            f"on means of {int(q['block'])} points{steps} R^2 {_fmt(q['r2_block_means'], '.3f')}"
-            f"{extra}"
+            f"on means of {int(q['block'])} points{steps} R^2 {q['r2_block_means']:.3f}{extra}"
         )
     return "; ".join(parts) + "." if parts else None
-
-
-def _fmt(value: float, spec: str) -> str:
-    return format(value, spec)
 
 
 def bin_weights(log: RewardLog) -> np.ndarray | None:
