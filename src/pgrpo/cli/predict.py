@@ -9,7 +9,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from pgrpo.cli.common import command, config_option, emit, fmt, json_option, out_dir
+from pgrpo.cli.common import command, config_option, emit, escape, fmt, json_option, out_dir
 
 OPTIMIZER = "pgrpo.dynamics.optimizers:OptimizerSettings"
 
@@ -72,7 +72,7 @@ def predict_cmd(
 
     out_dir(out)  # once the settings are known to be good: bad input writes nothing
     png = import_quietly("pgrpo.dynamics.plots").plot_prediction(pred, out / "predict.png")
-    data = {**pred.to_dict(), "png": str(png)}
+    data = {**pred.to_dict(), "png": str(png), "notes": _notes(optimizer, beta2)}
     title = (
         f"prediction ({optimizer}): lr={lr:g}, kappa={kappa:g}, beta1={beta1:g}, "
         f"K={refresh_interval}, G={group_size}, B={batch_prompts}"
@@ -80,19 +80,43 @@ def predict_cmd(
     emit(data, as_json, lambda console: _print(data, title, refresh_interval, console))
 
 
+def _notes(optimizer: str, beta2: float) -> list[str]:
+    """Settings this reduction does not use, said rather than silently ignored."""
+    from pgrpo.dynamics.optimizers import OptimizerSettings
+
+    if optimizer == "adam":
+        return [
+            "under adam, --group-size and --batch-prompts do not change this prediction: the "
+            "noise they set enters through kappa, the curvature preconditioned by the gradient's "
+            "RMS (probe the run's own G and B with `pgrpo probe`); stationary_std is the "
+            "second-moment closure's RMS deviation"
+        ]
+    if beta2 != OptimizerSettings.beta2:
+        return [f"--beta2 {beta2:g} is unused by {optimizer} (Adam's second moment only)"]
+    return []
+
+
 def _print(data: dict, title: str, k: int, console: Console) -> None:
     table = Table(title=title)
     table.add_column("quantity")
     table.add_column("value")
     for key in _SHOWN:
-        table.add_row(key, fmt(data[key]))
+        never = data["regime"] == "marginal" and key in ("tau", "stationary_std")
+        table.add_row(key, "inf (never decays)" if never else fmt(data[key]))
     console.print(table)
+    if data["regime"] == "marginal":
+        console.print(
+            "[yellow]marginal: the window map's spectral radius is 1, so the mean oscillates "
+            "for ever around its plateau without settling; lower the learning rate or K[/]"
+        )
     if not data["stable"]:
         console.print(
             f"[red]K={k} >= K*={data['refresh_threshold']}: the mean diverges; lower the "
             "refresh interval or the learning rate[/]"
         )
     console.print(fmt(data["refresh_threshold_statement"]))
+    for note in data["notes"]:
+        console.print(f"note: {escape(note)}")
     if data["inflection_time"] is None:
-        console.print("no inflection_time: --r0 equals --r-inf (the mean starts on its plateau)")
+        console.print(f"no inflection_time: {escape(data['inflection_note'])}")
     console.print(f"figure: {fmt(data['png'])}")

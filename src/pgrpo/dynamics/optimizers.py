@@ -45,7 +45,14 @@ import numpy as np
 from scipy.linalg import solve_discrete_lyapunov
 
 from pgrpo._registry import Registry
-from pgrpo.dynamics.recursion import default_max_refresh, first_unstable, refresh_threshold
+from pgrpo.dynamics.recursion import (
+    RESOLVED_GAP,
+    default_max_refresh,
+    first_unstable,
+    refresh_threshold,
+    slow_gap,
+)
+from pgrpo.errors import MAX_ABS_VALUE
 
 DEFAULT_OPTIMIZER = "adam"
 """The reduction assumed when a log does not name its optimizer: AdamW is the default of pgrpo's
@@ -84,17 +91,30 @@ class OptimizerSettings:
     (sigma + eps)), as a fit of the reward curve measures it; no closure is solved."""
 
     def __post_init__(self) -> None:
-        for name in ("lr", "kappa"):
+        fixes = {
+            "lr": "give the run's (peak) learning rate, e.g. 1e-6",
+            "kappa": "give the curvature per unit lr that `pgrpo probe` or `pgrpo fit` measures "
+            "(kappa <= 0: no restoring force, no plateau to predict)",
+        }
+        for name, fix in fixes.items():
             v = getattr(self, name)
             if not (isinstance(v, int | float) and math.isfinite(v) and v > 0):
-                raise ValueError(f"{name} must be a finite number > 0, got {v!r}")
+                raise ValueError(f"{name} must be a finite number > 0, got {v!r}; {fix}")
+        a = self.lr * self.kappa
+        if not 0 < a <= MAX_ABS_VALUE or self.lr > MAX_ABS_VALUE:
+            raise ValueError(
+                f"a = lr * kappa = {a:g} (lr={self.lr:g}, kappa={self.kappa:g}) is outside "
+                f"(0, {MAX_ABS_VALUE:.0e}] in float64; check the units: lr is the optimizer's "
+                "step size, kappa the curvature per unit lr"
+            )
         if not 0.0 <= self.beta1 < 1.0:
-            raise ValueError(f"beta1 must be in [0, 1), got {self.beta1!r}")
+            raise ValueError(f"beta1 must be in [0, 1), got {self.beta1!r}; 0.9 is the usual")
         if not 0.0 < self.beta2 < 1.0:
-            raise ValueError(f"beta2 must be in (0, 1), got {self.beta2!r}")
+            raise ValueError(f"beta2 must be in (0, 1), got {self.beta2!r}; 0.999 is the usual")
         if int(self.refresh_interval) != self.refresh_interval or self.refresh_interval < 1:
             raise ValueError(
-                f"refresh_interval must be an integer >= 1, got {self.refresh_interval!r}"
+                f"refresh_interval must be an integer >= 1, got {self.refresh_interval!r}; K = "
+                "optimizer steps per rollout batch (1 on-policy)"
             )
         if not 0.0 <= self.current_fraction <= 1.0:
             raise ValueError(f"current_fraction must be in [0, 1], got {self.current_fraction!r}")
@@ -219,7 +239,13 @@ def sgd_momentum(s: OptimizerSettings) -> OptimizerReduction:
     thr = refresh_threshold(a, s.beta1, max_refresh=s.max_refresh)
     k_star = window_threshold(a, s.beta1, s.current_fraction, max_refresh=s.max_refresh)
     m, c = heavy_ball_continuum(a, s.beta1, s.refresh_interval)
-    if k_star is None:
+    if k_star is None and thr.rule_of_thumb > 2.0**53:
+        statement = (
+            f"no K* given: at a = lr kappa = {a:.3g} it lies near 2 / a + 2 beta1 / (1 - beta1) "
+            f"= {thr.rule_of_thumb:.3g} refresh intervals, past float64's exact integers; no run "
+            "reaches it"
+        )
+    elif k_star is None:
         statement = "no threshold found up to the scan limit (the window map stays stable)"
     else:
         statement = (
@@ -305,10 +331,17 @@ def window_noise_gain(
     """Phi: stationary Var(x_s) per unit Var(e) of the window recursion (inf when unstable).
 
     Exact for the linear recursion with one independent noise draw per window (discrete
-    Lyapunov equation); beta1 = 0 gives K^2 / (a K (2 - a K)).
+    Lyapunov equation); beta1 = 0 gives K^2 / (a K (2 - a K)). Where float64 does not resolve
+    the map's slow modes (`recursion.RESOLVED_GAP`: a -> 0 or beta1 -> 1), the continuum limit
+    K / (2 a c), c = 1 - a (K - 1) / 2 (each window moves x by -K (a x + e)): the eigenvalue test
+    called every a0 <= 1e-12 unstable and Adam's closure then found no root.
     """
     A, B = window_maps(a, beta1, refresh_interval, current_fraction)
-    if np.max(np.abs(np.linalg.eigvals(A))) >= 1.0 - 1e-12:
+    ev = np.linalg.eigvals(A)
+    c = heavy_ball_continuum(a, beta1, refresh_interval)[1]
+    if slow_gap(ev) < RESOLVED_GAP and c > 0:
+        return refresh_interval / (2.0 * a * c)
+    if np.max(np.abs(ev)) >= 1.0 - 1e-12:
         return math.inf
     sigma = solve_discrete_lyapunov(A, np.outer(B, B))
     return float(sigma[0, 0])
@@ -352,7 +385,10 @@ def adam_self_consistent(
         mid = math.sqrt(lo * hi)
         lo, hi = (mid, hi) if excess(mid) < 0 else (lo, mid)
     w = hi
-    return w, math.sqrt(max(w * w - 1.0, 0.0))
+    # rms from the right side, a(w)^2 Phi: w^2 - 1 cancels to float64's 1e-16 for a0 < 1e-11
+    a = a0 * (1.0 + eps_ratio) / (w + eps_ratio)
+    phi = window_noise_gain(a, beta1, refresh_interval, current_fraction)
+    return w, a * math.sqrt(phi) if math.isfinite(phi) else math.sqrt(max(w * w - 1.0, 0.0))
 
 
 @functools.lru_cache(maxsize=64)
@@ -393,11 +429,16 @@ def adam(s: OptimizerSettings) -> OptimizerReduction:
     m, c = heavy_ball_continuum(a_eff, s.beta1, K)
     bound = adam_step_bound(s.beta1, s.beta2)
     where = "no K up to the scan limit" if k_lin is None else f"K_lin = {k_lin}"
+    bounded = (
+        f"each step is at most {bound:.3g} lr per coordinate; Cauchy-Schwarz on the two moments"
+        if math.isfinite(bound)
+        else f"but with beta1^2 >= beta2 ({s.beta1:g}^2 >= {s.beta2:g}) no uniform bound on the "
+        "step follows from the two moments, so this rests on the closure alone"
+    )
     statement = (
         "no divergence threshold predicted: Adam divides the step by sqrt(v), and v grows with "
         "the deviation (E g^2 = sigma^2 + kappa^2 Var x), so the mean cannot grow geometrically "
-        f"(each step is at most {bound:.3g} lr per coordinate; "
-        "Cauchy-Schwarz on the two moments). The "
+        f"({bounded}). The "
         f"noise-only linearisation (a0 = lr kappa / sigma = {a0:.4g}) loses stability at {where}; "
         "past it the deviation stays bounded, its RMS growing about linearly in K (-> lr K / 2 in "
         "the normalised coordinate at beta1 = 0)"

@@ -10,10 +10,11 @@ from typing import Any
 import numpy as np
 
 from pgrpo.dynamics.model import RomCoefficients, rom_coefficients, trajectory
-from pgrpo.dynamics.optimizers import OptimizerSettings, reduce_optimizer
+from pgrpo.dynamics.optimizers import OptimizerSettings, heavy_ball_continuum, reduce_optimizer
 from pgrpo.dynamics.recursion import (
     monodromy,
     oscillation_onset,
+    resolved,
     simulate_recursion,
     window_stationary_variance,
     window_timescale,
@@ -47,14 +48,21 @@ def recursion_regime(
     """The regime of the exact recursion (not of its continuum limit) at a = lr * kappa.
 
     From the window map's eigenvalues (`monodromy`): 'unstable' when its spectral radius exceeds
-    1, 'critical' within `rtol` (relative) of `oscillation_onset`, 'underdamped' when the dominant
+    1, 'marginal' when it is 1 (to 1e-12: the mean neither decays nor grows, e.g. the period-2
+    oscillation at a K = 2, beta1 = 0; `stable` is still true, as K* counts it stable),
+    'critical' within `rtol` (relative) of `oscillation_onset`, 'underdamped' when the dominant
     eigenvalue is complex or negative (the mean oscillates: the criterion of
     `oscillation_onset`), else 'overdamped'. So the label always agrees with the printed onset.
     """
     ev = np.linalg.eigvals(monodromy(a, beta1, refresh_interval))
     top = ev[np.argmax(np.abs(ev))]
+    if not resolved(a, beta1, refresh_interval):  # a -> 0 or beta1 -> 1: the continuum's label
+        m, c = heavy_ball_continuum(a, beta1, refresh_interval)
+        return "underdamped" if c < 2.0 * math.sqrt(m * a) else "overdamped"
     if abs(top) > 1.0 + 1e-12:
         return "unstable"
+    if abs(top) >= 1.0 - 1e-12:  # e.g. a K = 2 at beta1 = 0: the mean never settles
+        return "marginal"
     onset = oscillation_onset(beta1, refresh_interval)
     if math.isfinite(onset) and abs(a - onset) <= rtol * onset:
         return "critical"
@@ -179,6 +187,19 @@ def predict(
         # the exact mean's steepest step, inside the horizon
         steepest = int(np.argmax(np.abs(np.diff(mean))))
         inflection = float(steepest) if 0 < steepest < n_steps - 1 else math.nan
+    stable = not red.diverges(refresh_interval)
+    if R0 == R_inf:
+        why = "--r0 equals --r-inf: the mean starts on its plateau and never rises"
+    elif not math.isnan(inflection):
+        why = ""
+    elif not stable:
+        why = "the mean diverges (K >= K*): no steepest rise before it blows up"
+    else:
+        why = (
+            f"the steepest step of the exact mean falls at the edge of the {n_steps}-step horizon"
+            + (f" (continuum damping c = {coef.c:.3g} <= 0: no slow start)" if coef.c <= 0 else "")
+            + "; predict more --steps"
+        )
     metrics = {
         "regime": recursion_regime(lr * eff, beta1, refresh_interval),
         "continuum_regime": coef.regime,
@@ -190,12 +211,13 @@ def predict(
         "refresh_threshold_rule_of_thumb": red.metrics.get("rule_of_thumb"),
         "refresh_threshold_statement": red.K_statement,
         "linear_threshold": red.metrics["linear_threshold"],
-        "stable": not red.diverges(refresh_interval),
+        "stable": stable,
         "oscillation_onset_a": oscillation_onset(beta1, refresh_interval),
         "a": lr * eff,
         "stationary_std": math.sqrt(var) if math.isfinite(var) else math.inf,
         # R0 = R_inf: the mean starts on its plateau and never rises: no inflection (None)
         "inflection_time": inflection if R0 != R_inf else math.nan,
+        "inflection_note": why,  # why there is none ("" when there is one)
         "final_mean": float(mean[-1]) if np.isfinite(mean[-1]) else math.inf,
     }
     return Prediction(coef, t, mean, closed, metrics)

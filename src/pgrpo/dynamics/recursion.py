@@ -210,6 +210,14 @@ def default_max_refresh(a: float, beta1: float) -> int:
     return int(10 * (2.0 / a + 2.0 / (1.0 - beta1))) + 10
 
 
+SMALL_A = 1e-7
+"""Below this a = lr kappa, `refresh_threshold` is the first integer past 2 / a + 2 beta1 /
+(1 - beta1): the exact scan equals it at every a in 1e-8..1e-4 and beta1 in {0, 0.5, 0.9,
+0.99} (tests/test_dynamics_numerics.py), and drifts from it below (by 1.6e4 at a = 1e-10,
+beta1 = 0.99; None from a = 1e-15) as float64 loses the window map. None past 2^53 (~9e15),
+where float64 holds no exact integer."""
+
+
 def refresh_threshold(
     a: float, beta1: float, *, max_refresh: int | None = None, tol: float = 1e-12
 ) -> RefreshThreshold:
@@ -219,7 +227,8 @@ def refresh_threshold(
     spectral radius > 1 + tol (`first_unstable`). `tol` makes the marginal case (rho = 1
     exactly, e.g. K = 2 / a at beta1 = 0) count as stable. K_star is None when every
     K <= max_refresh (default `default_max_refresh`) is stable. `rule_of_thumb` =
-    2 / a + 2 beta1 / (1 - beta1), labelled as such.
+    2 / a + 2 beta1 / (1 - beta1), labelled as such; below SMALL_A, K* is the first integer
+    past it (metrics `small_a_asymptote`).
     """
     if not a > 0:
         raise ValueError(f"a = lr * kappa must be > 0, got {a!r}")
@@ -228,6 +237,12 @@ def refresh_threshold(
     thumb = 2.0 / a + 2.0 * beta1 / (1.0 - beta1)
     if max_refresh is None:
         max_refresh = default_max_refresh(a, beta1)
+    if a < SMALL_A:  # the first integer past the asymptote (float64 loses the window map here)
+        # 8 ulp: 2 / 1e-5 is 199999.99999999997 in float64; beyond 2^53 no integer is exact
+        K_star: int | None = math.floor(thumb + 8 * math.ulp(thumb)) + 1
+        if K_star is not None and (K_star > max_refresh or thumb > 2.0**53):
+            K_star = None
+        return RefreshThreshold(K_star, a, beta1, thumb, {"small_a_asymptote": 1.0})
     K_star = first_unstable(lambda K: spectral_radius(a, beta1, K), max_refresh, tol)
     rho = spectral_radius(a, beta1, K_star) if K_star is not None else math.nan
     return RefreshThreshold(K_star, a, beta1, thumb, {"spectral_radius_at_K_star": rho})
@@ -271,12 +286,49 @@ def window_timescale(a: float, beta1: float, refresh_interval: int = 1) -> float
     spectral radius of the one-window map (`spectral_radius`); inf when rho >= 1, 0 when the
     mean reaches its plateau within one window (rho = 0). Valid wherever the recursion is
     stable, also where the continuum's damping c = 1 - a (K - 1) / 2 is <= 0 and its c / k
-    turns negative; -> c / k as a -> 0."""
+    turns negative; -> c / k as a -> 0. Where not `resolved`, the continuum's slow
+    mode -1 / max Re s of m s^2 + c s + a = 0."""
     K = _check_k(refresh_interval)
+    if not resolved(a, beta1, K):  # float64 eigenvalues lose the gap: the continuum's slow mode
+        m, c = _continuum(a, beta1, K)
+        if c > 0:  # the slow root of m s^2 + c s + a = 0, without cancellation
+            disc = c * c - 4.0 * m * a
+            return (c + math.sqrt(disc)) / (2.0 * a) if disc > 0 else 2.0 * m / c
     rho = spectral_radius(a, beta1, K)
     if rho >= 1.0:
         return math.inf
     return 0.0 if rho == 0.0 else -K / math.log(rho)
+
+
+RESOLVED_GAP = 1e-6
+"""The smallest product (1 - |l1|)(1 - |l2|) (`slow_gap`) over a window map's two largest
+eigenvalues, the largest near +1, for which its timescale and variance come from the
+eigenvalues and the Lyapunov equation. Below it (a = lr kappa -> 0, or beta1 -> 1, where both
+eigenvalues approach 1) float64 loses the gap: at beta1 = 1 - 1e-7 the Lyapunov solve gave a std
+34% low, then a negative variance; at a = 1e-12 the eigenvalue tau was 1.3e-4 off. There the
+continuum limit, exact to O(1 - rho), is used instead (`resolved`)."""
+
+
+def resolved(a: float, beta1: float, refresh_interval: int) -> bool:
+    """Whether float64 resolves the window map's slow modes (`RESOLVED_GAP`)."""
+    return slow_gap(np.linalg.eigvals(monodromy(a, beta1, refresh_interval))) >= RESOLVED_GAP
+
+
+def slow_gap(eigenvalues: np.ndarray) -> float:
+    """(1 - |l1|)(1 - |l2|) for the two largest eigenvalues by modulus when the largest lies near
+    +1 (|1 - l1| < 0.5: a slow mode, where the continuum limit holds); inf otherwise (a mode
+    near -1 is a period-2 oscillation, not a slow one: a marginal map is resolved)."""
+    ev = eigenvalues[np.argsort(-np.abs(eigenvalues))]
+    if abs(1.0 - ev[0]) >= 0.5:
+        return math.inf
+    return float(np.prod(1.0 - np.abs(ev[:2])))
+
+
+def _continuum(a: float, beta1: float, refresh_interval: int) -> tuple[float, float]:
+    """(m, c) of the heavy-ball continuum (`optimizers.heavy_ball_continuum`)."""
+    from pgrpo.dynamics.optimizers import heavy_ball_continuum
+
+    return heavy_ball_continuum(a, beta1, refresh_interval)
 
 
 def window_stationary_variance(
@@ -286,7 +338,8 @@ def window_stationary_variance(
     e_n of variance `noise_var_per_step` each step (entering as -(1 - beta1) e_n), averaged over
     the K steps of a window; inf when the window map is unstable. K = 1 is
     `discrete_stationary_variance`; -> D / (c k) of the continuum (noise_var_per_step = 2 D) as
-    a -> 0, but not near c = 0, where the continuum's variance diverges while the recursion's
+    a -> 0 (used where not `resolved`), but not near c = 0, where the continuum's variance
+    diverges while the recursion's
     stays finite up to K*.
 
     Solves Sigma = M Sigma M^T + Q for the state (x_n, x_{n-1}, x_s) at window ends, M = S^K R,
@@ -296,6 +349,10 @@ def window_stationary_variance(
     from scipy.linalg import solve_discrete_lyapunov
 
     K = _check_k(refresh_interval)
+    if not resolved(a, beta1, K):  # the continuum's D / (c k), D = noise_var_per_step / 2
+        c = _continuum(a, beta1, K)[1]
+        if c > 0:
+            return noise_var_per_step / (2.0 * c * a)
     if spectral_radius(a, beta1, K) >= 1.0:
         return math.inf
     S = step_matrix(a, beta1)
