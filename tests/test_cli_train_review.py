@@ -285,9 +285,10 @@ def test_resume_may_switch_the_memory_settings_and_stays_the_same_run(base_run, 
 @pytest.mark.parametrize(
     ("override", "said"),
     [("optim.lr=1_000", "optim.lr='1_000': expected a number (write 1000, not 1_000)"),
-     ("run.steps=1_0", "run.steps='1_0': expected int (write 1000, not 1_000)"),
-     ("run.steps=1:30", "run.steps='1:30': expected int"),  # YAML 1.1: sexagesimal 90
-     ("grpo.activation_checkpointing=yes", "grpo.activation_checkpointing='yes': expected bool")],
+     ("run.steps=1_0", "run.steps='1_0': expected a whole number, e.g. 8 (write 1000, not 1_000)"),
+     ("run.steps=1:30", "run.steps='1:30': expected a whole number"),  # YAML 1.1: sexagesimal 90
+     ("grpo.activation_checkpointing=yes",
+      "grpo.activation_checkpointing='yes': expected true or false")],
 )  # fmt: skip
 def test_overrides_take_no_yaml_1_1_numbers_or_booleans(tmp_path, override, said):
     """`--lr 1_000` is refused on the command line; `optim.lr=1_000` in an override was read as

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pgrpo.errors import UserError
 from pgrpo.tasks import get_task, score_completions
 from pgrpo.tasks.answers import extract_final_number, numbers_equal
 from pgrpo.tasks.gsm8k import gold_answer
@@ -121,7 +122,7 @@ def test_hub_failure_says_to_pass_a_local_path(monkeypatch):
         raise ConnectionError("no internet")
 
     monkeypatch.setattr(datasets, "load_dataset", offline)
-    with pytest.raises(RuntimeError, match="Offline\\? Pass a local path") as info:
+    with pytest.raises(UserError, match="Offline\\? Pass a local path") as info:
         get_task("gsm8k").load("test")
     assert "openai/gsm8k" in str(info.value) and calls == [("openai/gsm8k", "main", "test")]
 
@@ -177,7 +178,7 @@ def test_math_and_ifeval_hub_fallbacks_name_their_datasets(monkeypatch):
         raise ConnectionError("no internet")
 
     monkeypatch.setattr(datasets, "load_dataset", offline)
-    with pytest.raises(RuntimeError, match="HuggingFaceH4/MATH-500.*Pass a local path"):
+    with pytest.raises(UserError, match="HuggingFaceH4/MATH-500.*Pass a local path"):
         get_task("math").load("test")
-    with pytest.raises(RuntimeError, match="google/IFEval.*Pass a local path"):
+    with pytest.raises(UserError, match="google/IFEval.*Pass a local path"):
         get_task("ifeval").load("test")

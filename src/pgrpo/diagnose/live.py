@@ -32,7 +32,7 @@ import numpy as np
 
 from pgrpo.core.rewardrange import checked_reward_range
 from pgrpo.core.stats import iid_degeneracy
-from pgrpo.diagnose.nullmodel import lag1_autocorr, unit_scale
+from pgrpo.diagnose.nullmodel import lag1_autocorr, maybe_binary_mean, unit_scale
 from pgrpo.diagnose.progress import ProgressVerdict, assess_progress
 from pgrpo.diagnose.signals import MAX_POINTS, thin_log
 from pgrpo.dynamics.forecast import Forecast, forecast
@@ -186,11 +186,13 @@ def _degeneracy(log: RewardLog, cfg: LiveConfig) -> tuple[float, float, int]:
         if v < cfg.degeneracy_threshold:
             break
         run += 1
-    g = log.hyperparameters.get("group_size")
+    g, b = log.hyperparameters.get("group_size"), log.hyperparameters.get("batch_prompts")
     w = max(5, len(log) // 10)
     unit = unit_scale(log.reward, reward_range(log.hyperparameters))  # 0/1 scale of a range
     p = float(np.mean(unit[-w:]))
-    iid = float(iid_degeneracy(p, g, strict=False)) if g else math.nan  # NaN outside [0, 1]
+    # the i.i.d. prediction is for 0/1 rewards: NaN when the means cannot be of 0/1 rewards
+    binary = maybe_binary_mean(unit, float(g) * float(b) if g and b else None)
+    iid = float(iid_degeneracy(p, g, strict=False)) if g and binary else math.nan
     return float(fin[-1]), float(iid), run
 
 

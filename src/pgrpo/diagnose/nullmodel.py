@@ -187,6 +187,16 @@ def is_binary_mean(reward: np.ndarray, n_rollouts: float | None) -> bool:
     return bool(np.mean(np.abs(k - np.round(k)) < _lattice_tolerance(n_rollouts)) >= 0.9)
 
 
+def maybe_binary_mean(reward: np.ndarray, n_rollouts: float | None) -> bool:
+    """Whether the logged values can be means of 0/1 rewards (what an i.i.d. degeneracy
+    prediction assumes): in [0, 1], and multiples of 1/N when N is known (`is_binary_mean`)."""
+    r = np.asarray(reward, dtype=float)
+    r = r[np.isfinite(r)]
+    if r.size == 0 or r.min() < 0 or r.max() > 1:
+        return False
+    return not n_rollouts or is_binary_mean(r, n_rollouts)
+
+
 OVERDISPERSION = 2.0
 
 

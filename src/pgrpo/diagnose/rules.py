@@ -215,13 +215,9 @@ def reward_hacking(s: Signals) -> ModeVerdict:
 
 
 def _maybe_binary(s: Signals, reward: np.ndarray) -> bool:
-    """Whether the reward can be a mean of 0/1 rewards (the i.i.d. prediction assumes it): in
-    [0, 1], and multiples of 1/N when N = B x G is known."""
-    r = reward[np.isfinite(reward)]
-    if r.size == 0 or r.min() < 0 or r.max() > 1:
-        return False
-    n = n_rollouts(s)
-    return n is None or nm.is_binary_mean(r, n)
+    """Whether the reward can be a mean of 0/1 rewards (`nullmodel.maybe_binary_mean`, N = B x G
+    when known)."""
+    return nm.maybe_binary_mean(reward, n_rollouts(s))
 
 
 def _degeneracy_series(s: Signals) -> tuple[np.ndarray | None, str]:

@@ -8,13 +8,30 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import sys
 import warnings
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
 from transformers import TrainerCallback
 from transformers.trainer_callback import CallbackHandler, DefaultFlowCallback
+
+
+def _batch_prompts(args: Any) -> dict[str, float]:
+    """B, prompts per optimizer step, from TRL's GRPOConfig: completions per optimizer step
+    (per_device_train_batch_size x world size x gradient_accumulation_steps) / num_generations.
+    Empty where the arguments do not say (not a GRPOConfig)."""
+    try:
+        per = args.per_device_train_batch_size * args.world_size
+        completions = per * args.gradient_accumulation_steps
+        g = args.num_generations
+    except (AttributeError, TypeError):
+        return {}
+    if not (isinstance(g, int) and g >= 2 and completions % g == 0):
+        return {}
+    return {"batch_prompts": float(completions // g)}
 
 
 def _has_reward(entry: dict[str, Any]) -> bool:
@@ -53,6 +70,15 @@ class PgrpoCallback(TrainerCallback):
 
         if isinstance(every, bool) or not isinstance(every, int) or every < 1:
             raise ValueError(f"every must be >= 1 logged rewards, an integer; got {every!r}")
+        if report is not None and not isinstance(report, str | os.PathLike):
+            raise TypeError(f"report must be a path or None, got {report!r}")
+        known = [f.name for f in fields(LiveConfig)]
+        unknown = sorted(set(config) - set(known))
+        if unknown:
+            raise TypeError(
+                f"PgrpoCallback got unknown option(s) {', '.join(map(repr, unknown))}; options: "
+                f"every, report, {', '.join(known)}"
+            )
         self.config = LiveConfig(**config)  # checks every field; stop_on=None: never stop
         self.every = every
         self.report_path = report
@@ -84,10 +110,17 @@ class PgrpoCallback(TrainerCallback):
 
         if not self._ordered:
             self._move_first()
-        self.hyperparameters = hyperparameters_from_config(args.to_dict())
-        # a resumed run (or a second train() call) starts from the history the trainer holds
+        hyper = hyperparameters_from_config(args.to_dict())
+        self.hyperparameters = {**_batch_prompts(args), **hyper}
+        # a resumed run (or a second train() call) starts from the history the trainer holds,
+        # and replays the last assessments so the stop rules' patience counts go on as in an
+        # uninterrupted run (they restarted from 0, and the report listed the new ones only)
         self.records = [dict(e) for e in state.log_history if _has_reward(e)]
         self.history, self.stopped = (), ""
+        c = self.config
+        keep = max(c.patience, c.plateau_patience) + 1
+        for end in list(range(self.every, len(self.records) + 1, self.every))[-keep:]:
+            self._assess(self.records[:end])
 
     def on_log(self, args, state, control, logs=None, **kwargs):  # noqa: ANN001, ANN201
         logs = logs if logs is not None else {}
@@ -96,7 +129,7 @@ class PgrpoCallback(TrainerCallback):
         self.records.append({**logs, "step": state.global_step})
         if len(self.records) % self.every:
             return control
-        status = self._assess()
+        status = self._assess(self.records)
         if status is None:
             return control
         logs.update(status.metrics)
@@ -107,12 +140,12 @@ class PgrpoCallback(TrainerCallback):
             control.should_training_stop = True
         return control
 
-    def _assess(self) -> Any:
+    def _assess(self, records: list[dict[str, Any]]) -> Any:
         from pgrpo.diagnose.live import assess_live
         from pgrpo.logs.base import assemble
 
         try:
-            log = assemble(self.records, fmt="trl", source="live",
+            log = assemble(records, fmt="trl", source="live",
                            hyperparameters=self.hyperparameters)  # fmt: skip
             status = assess_live(log, self.config, self.history)
         except (ValueError, ArithmeticError, RuntimeError) as exc:  # never break the user's run

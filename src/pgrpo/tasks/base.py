@@ -62,13 +62,15 @@ def task_reward_range(task: Any) -> tuple[float, float] | None:
 
 
 def check_task_options(name: str, options: dict[str, Any]) -> None:
-    """UserError if `options` holds keys the factory of task `name` does not take."""
+    """UserError if `options` holds keys the factory of task `name` does not take; the registry's
+    error naming the known tasks if there is no task `name`."""
     import inspect
 
     from pgrpo.errors import UserError
 
+    factory = TASKS.get(name)  # an unknown name: UnknownNameError listing the known ones
     try:
-        params = inspect.signature(TASKS.get(name)).parameters.values()
+        params = inspect.signature(factory).parameters.values()
     except (TypeError, ValueError):  # a factory without an inspectable signature
         return
     if any(p.kind is p.VAR_KEYWORD for p in params):

@@ -74,13 +74,15 @@ def _from_hub(
         import datasets
 
         ds = datasets.load_dataset(name, config, split=split)
-    except Exception as exc:
-        raise RuntimeError(
+    except Exception as exc:  # bad input (no network, no such dataset): one line, exit 2
+        from pgrpo.errors import UserError
+
+        raise UserError(
             f"could not load {task} split {split!r} from the Hugging Face dataset {name!r}"
-            f"{f' (config {config!r})' if config else ''}: {type(exc).__name__}: {exc}. "
-            f"No local path {name!r} exists either. Offline? Pass a local path: "
-            f"get_task({task!r}, data='path/to/folder_with_{split}.jsonl' or 'file.jsonl'), "
-            f"or task.options.data=... on the pgrpo command line"
+            f"{f' (config {config!r})' if config else ''} ({type(exc).__name__}: "
+            f"{str(exc)[:120]}) and no local path {name!r} exists",
+            f"Offline? Pass a local path: task.options.data=path/to/{split}.jsonl (or a folder "
+            f"holding it) on the pgrpo command line, get_task({task!r}, data=...) in Python",
         ) from exc
     rows = [dict(row) for row in ds]
     for i, row in enumerate(rows):

@@ -225,8 +225,9 @@ class GRPOConfig:
                           transform_options=self.transform_options)  # fmt: skip
         except TypeError as exc:
             _fail("grpo.transform_options", self.transform_options, str(exc))
-        if self.group_size < 1 or self.batch_prompts < 1:
-            _fail("grpo.group_size/batch_prompts", (self.group_size, self.batch_prompts), ">= 1")
+        for name in ("group_size", "batch_prompts"):
+            if getattr(self, name) < 1:
+                _fail(f"grpo.{name}", getattr(self, name), "must be >= 1, e.g. 8")
         if self.group_size < 2 and est.needs_group_stats:
             _fail(
                 "grpo.group_size",
@@ -316,8 +317,9 @@ class RunSettings:
     def __post_init__(self) -> None:
         if self.steps < 1:
             _fail("run.steps", self.steps, "must be >= 1")
-        if self.checkpoint_every < 0 or self.forecast_every < 0:
-            _fail("run.checkpoint_every/forecast_every", self.checkpoint_every, "must be >= 0")
+        for name in ("checkpoint_every", "forecast_every"):
+            if getattr(self, name) < 0:
+                _fail(f"run.{name}", getattr(self, name), "must be >= 0 (0: never)")
         bad = [r for r in self.report_to if r not in REPORTERS]
         if bad:
             _fail("run.report_to", self.report_to, f"valid entries: {REPORTERS}")
@@ -342,7 +344,13 @@ class RunConfig:
             raise ValueError(
                 f"generation.temperatures has {len(temps)} entries but group_size is "
                 f"{self.grpo.group_size}: give exactly one temperature per completion of a group "
-                f"(e.g. group_size={len(temps)})"
+                + (
+                    f"(e.g. group_size={len(temps)})"
+                    if len(temps) >= 2
+                    else f"(a list of {self.grpo.group_size}, e.g. generation.temperatures=["
+                    + ", ".join(["1.0"] * self.grpo.group_size)
+                    + "]; one temperature for all: generation.temperature)"
+                )
             )
 
     @property

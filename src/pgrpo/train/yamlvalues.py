@@ -24,7 +24,23 @@ class _Loader(yaml.SafeLoader):
     string), `1_000`, `1:30` (sexagesimal 90), `010` (octal 8) and `yes` / `on` / `no` are not
     read as numbers or booleans (1.1 reads them so), as `--lr 1_000` is refused on the command
     line, and `2026-12-03` stays a string (a run name); `true` / `false`, `0x1f`, `0o17`,
-    `.inf` and `.nan` are read as 1.2 reads them."""
+    `.inf` and `.nan` are read as 1.2 reads them. A key given twice in one mapping is an error
+    (YAML 1.2 requires unique keys; PyYAML kept the last silently, while the same setting twice on
+    the command line is refused)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if not isinstance(key_node, yaml.ScalarNode) or key_node.tag.endswith(":merge"):
+                continue  # `<<: *base` merges are overrides by design
+            key = self.construct_object(key_node, deep=True)
+            if key in seen:
+                line = key_node.start_mark.line + 1
+                raise yaml.constructor.ConstructorError(
+                    problem=f"key {key!r} at line {line} repeats line {seen[key] + 1}; keep one"
+                )
+            seen[key] = key_node.start_mark.line
+        return super().construct_mapping(node, deep=deep)
 
 
 _BOOL, _INT, _FLOAT, _DATE = (
@@ -120,6 +136,8 @@ def coerce(name: str, hint: Any, value: Any) -> Any:
     if hint is str and isinstance(value, str | int | float) and not isinstance(value, bool):
         return str(value)
     if hint in (float, int, bool, str):
+        examples = {int: "a whole number, e.g. 8", float: "a number, e.g. 1e-6",
+                    bool: "true or false", str: "a word"}  # fmt: skip
         fix = " (write 1000, not 1_000)" if isinstance(value, str) and "_" in value else ""
-        raise TypeError(f"{name}={value!r}: expected {hint.__name__}{fix}")
+        raise TypeError(f"{name}={value!r}: expected {examples[hint]}{fix}")
     return value
