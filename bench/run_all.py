@@ -262,7 +262,7 @@ KNOWN_COMMANDS = {
     "gradrank_smollm2_level1": "nice -n 5 python bench/gradrank_smollm2.py --levels 1 --seeds 0 "
     "--out bench/results/gradrank_smollm2_level1.json",
     "gradrank_tiny": "pgrpo gradrank --model tiny --prompts 4 --group-size 8 --max-new-tokens 16 "
-    "--projection-dim 0 --json",
+    "--projection-dim 0 --seed 5 --json",
     "probe_bandit": "python bench/probe_bandit.py",
     "probe_tiny": "nice -n 10 python bench/probe_tiny.py",
 }

@@ -50,3 +50,13 @@ def test_reproduce_bad_input(tmp_path) -> None:
     result = runner.invoke(app, ["reproduce", "degeneracy", "--out", str(tmp_path), "--seeds", "1"])
     assert result.exit_code == 2 and "seeds" in result.output
     assert not (tmp_path / "degeneracy.json").exists()
+
+
+def test_bad_seeds_print_and_create_nothing(tmp_path):
+    """--seeds 0 printed the experiment's description and created --out before the error."""
+    out = tmp_path / "new"
+    result = runner.invoke(app, ["reproduce", "threshold", "--out", str(out), "--seeds", "0"])
+    assert result.exit_code == 2
+    lines = [x for x in result.output.splitlines() if x.strip()]
+    assert len(lines) == 1 and "--seeds 4" in lines[0], result.output
+    assert not out.exists()

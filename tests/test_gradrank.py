@@ -256,3 +256,22 @@ def test_lora_adapter_gradients_on_tiny_model():
     assert rows.shape == (6, n_lora) and torch.isfinite(rows).all()
     res = gradient_rank(rows, [1, 0, 0, 1, 1, 1], 3, GradRankConfig(projection_dim=0))
     assert res.ranks["grpo"]["nonzero_rows"] == 3  # the all-pass group carries nothing
+
+
+def test_cli_gradrank_text_says_when_an_estimator_has_no_gradient():
+    """An all-fail batch (the untrained tiny model fails every completion) zeroes GRPO's
+    advantages: its ranks read 0, which the text output now explains; counts print as integers."""
+    from typer.testing import CliRunner
+
+    from pgrpo.cli import _load_commands, app
+
+    _load_commands()
+    args = ["gradrank", "--model", "tiny", "--tiny-warmup-steps", "0", "--prompts", "2",
+            "--group-size", "4", "--max-new-tokens", "4", "--projection-dim", "256"]  # fmt: skip
+    res = CliRunner().invoke(app, args, env={"COLUMNS": "200"})
+    assert res.exit_code == 0, res.output
+    text = " ".join(res.output.split())
+    assert "note: grpo gives every rollout a zero advantage" in text
+    assert "note: sign" not in text  # sign's A = 2r - 1 is never zero
+    row = next(line for line in res.output.splitlines() if "│ sign" in line)
+    assert row.rstrip(" │").endswith("8")  # nonzero_rows as a count, not 8.00

@@ -92,9 +92,18 @@ def _print(result: Any, title: str, projection_dim: int, console: Console) -> No
     table.add_column("advantage")
     for key in _SHOWN:
         table.add_column(key.replace("rank/", ""))
+    counts = ("rank/energy_90", "rank/energy_95", "rank/energy_99", "nonzero_rows")
     for name, metrics in result.ranks.items():
-        table.add_row(name, *(f"{metrics[k]:.2f}" for k in _SHOWN))
+        table.add_row(name, *(f"{metrics[k]:.0f}" if k in counts else f"{metrics[k]:.2f}"
+                              for k in _SHOWN))  # fmt: skip
     console.print(table)
+    for name, metrics in result.ranks.items():
+        if metrics["nonzero_rows"] == 0:
+            console.print(
+                f"note: {escape(name)} gives every rollout a zero advantage on this batch (each "
+                "group's rewards are equal: all pass or all fail), so its gradient is 0 and its "
+                "ranks read 0; sample more prompts (--prompts) or another --seed"
+            )
     console.print(
         f"reward mean {result.metrics['reward_mean']:.3f}; {int(result.metrics['n_params'])} "
         f"parameters, sketch dim {projection_dim or 'exact'}"

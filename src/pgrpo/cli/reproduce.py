@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from pgrpo.cli.common import command, escape, json_option, out_dir
+from pgrpo.cli.common import command, escape, fail, json_option, out_dir
 
 
 def _fmt(value: object) -> str:
@@ -37,13 +37,21 @@ def reproduce_command(
 ) -> None:
     """Reproduce a dynamics or starvation claim on the softmax bandit (each <= 60 s on 2 CPUs)."""
     from pgrpo.bandit.experiments import EXPERIMENTS, run_experiment
+    from pgrpo.bandit.experiments.base import check_seeds
 
     err = Console(stderr=True)
     exp = EXPERIMENTS.get(experiment)
+    if seeds is not None:  # checked before anything is printed or created
+        check_seeds(seeds)
     out_dir(out)
     if not as_json:
         err.print(f"pgrpo reproduce {experiment}: {exp.description}")
-    result = run_experiment(experiment, seeds=seeds)
+    try:
+        result = run_experiment(experiment, seeds=seeds)
+    except (MemoryError, RuntimeError) as exc:
+        if isinstance(exc, RuntimeError) and "allocate memory" not in str(exc):
+            raise
+        fail(f"out of memory running {experiment} with --seeds {seeds}", "lower --seeds")
     stem = out / experiment
     payload = result.to_json()
     stem.with_suffix(".json").write_text(json.dumps(payload, indent=1))

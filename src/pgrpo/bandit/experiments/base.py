@@ -97,7 +97,10 @@ def config_dict(config: Any) -> dict[str, Any]:
 
 def check_seeds(seeds: int, minimum: int = 2) -> None:
     if int(seeds) != seeds or seeds < minimum:
-        raise ValueError(f"seeds must be an integer >= {minimum}, got {seeds!r}")
+        raise ValueError(
+            f"seeds must be an integer >= {minimum}, got {seeds!r}; a spread across runs "
+            f"needs {minimum} or more (--seeds {max(minimum, 4)})"
+        )
 
 
 def _jsonable(x: Any) -> Any:
