@@ -9,6 +9,7 @@ Writes bench/results/probe_bandit.json.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from pathlib import Path
 
@@ -69,7 +70,13 @@ def main() -> None:
                 f"{ex.kappa:.4f} | {sm.kappa:.4f} +- {sm.stderr:.4f} |"
             )
     Path("bench/results").mkdir(parents=True, exist_ok=True)
-    Path("bench/results/probe_bandit.json").write_text(json.dumps(rows, indent=1))
+    meta = {
+        "command": "python bench/probe_bandit.py",
+        "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "machine": "2-core CPU shared with other jobs, no GPU",
+    }
+    out = {"meta": meta, "rows": rows}
+    Path("bench/results/probe_bandit.json").write_text(json.dumps(out, indent=1))
 
 
 if __name__ == "__main__":

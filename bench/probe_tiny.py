@@ -3,7 +3,8 @@
 2. train the same configuration, checkpointing; probe again at step --early-step and at the end,
 3. fit the ROM to the realised reward curve (kappa_fit = k / lr) and compare: kappa, the
    timescale tau, and the predicted trajectory (R0 = first logged rewards, R_inf = the fitted
-   plateau, each probed kappa) against the realised curve (R^2, RMSE).
+   plateau, each probed kappa, the run optimizer's reduction: adam for AdamW) against the
+   realised curve (R^2, RMSE).
 Writes bench/results/probe_tiny.json.
 
     nice -n 10 python bench/probe_tiny.py [--steps 60] [--lr 3e-3]
@@ -12,6 +13,7 @@ Writes bench/results/probe_tiny.json.
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
 import tempfile
 import time
@@ -26,6 +28,7 @@ from pgrpo.logs import read_log
 from pgrpo.measure.probe import ProbeConfig, probe_run_config
 from pgrpo.train.checkpoint import latest_checkpoint
 from pgrpo.train.config import load_config
+from pgrpo.train.optimizers import TRAIN_OPTIMIZERS
 from pgrpo.train.trainer import train
 
 OVERRIDES = [
@@ -63,17 +66,14 @@ def main() -> None:
     probe_cfg = ProbeConfig(step_lrs=10.0, n_direction=3, n_pairs=args.pairs)
     t0 = time.time()
     probes = {"init": probe_run_config(cfg, probe_cfg)}
-    print(
-        f"kappa at init = {probes['init']['kappa']:.4g} +- {probes['init']['stderr']:.2g} "
-        f"({time.time() - t0:.0f} s)"
-    )
+    print(f"kappa at init = {probes['init']['kappa']} +- {probes['init']['stderr']}")
     train(replace(cfg, run=replace(cfg.run, steps=args.early_step)), overwrite=True)
     name = f"step{args.early_step}"
     probes[name] = probe_run_config(cfg, probe_cfg, checkpoint=latest_checkpoint(run_dir))
-    print(f"kappa at {name} = {probes[name]['kappa']:.4g} +- {probes[name]['stderr']:.2g}")
+    print(f"kappa at {name} = {probes[name]['kappa']} +- {probes[name]['stderr']}")
     train(cfg, resume=True)
     probes["final"] = probe_run_config(cfg, probe_cfg, checkpoint=latest_checkpoint(run_dir))
-    print(f"kappa at the end = {probes['final']['kappa']:.4g} +- {probes['final']['stderr']:.2g}")
+    print(f"kappa at the end = {probes['final']['kappa']} +- {probes['final']['stderr']}")
 
     log = read_log(run_dir)
     step, reward = log.step, log.reward
@@ -81,8 +81,10 @@ def main() -> None:
     k_fit = fit.params["k"].value if "k" in fit.params else float("nan")
     r_inf = fit.params["R_inf"].value
 
-    def tracked(kappa: float) -> dict:
-        if not kappa > 0:
+    reduction = TRAIN_OPTIMIZERS.get(cfg.optim.name).reduction  # the probe's units (adam: P)
+
+    def tracked(kappa: float | None) -> dict:
+        if kappa is None or not kappa > 0:  # None: every pair exactly 0 (no measurement)
             return {"predicted_r2": None, "predicted_rmse": None, "tau": None}
         pred = predict(
             args.lr,
@@ -93,16 +95,22 @@ def main() -> None:
             batch_prompts=8,
             R0=float(reward[:3].mean()),
             R_inf=r_inf,
+            optimizer=reduction,
+            beta2=cfg.optim.beta2,
         )
         f = np.interp(step - step[0], pred.step, pred.mean)
         return {
             "predicted_r2": r2(reward, f),
-            "tau": 1 / (args.lr * kappa),
+            "tau": pred.metrics["tau"],  # the exact mean's decay time (-K / ln rho)
             "predicted_rmse": float(np.sqrt(np.mean((reward - f) ** 2))),
             "predicted": f.tolist(),
         }
 
     res = {
+        "command": "nice -n 10 python bench/probe_tiny.py",
+        "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "machine": "2-core CPU shared with other jobs, no GPU",
+        "optimizer": reduction,
         "kappa_fit": k_fit / args.lr,
         "tau_fit": 1 / k_fit if k_fit > 0 else None,
         "fit_r2": fit.r2,
@@ -118,6 +126,7 @@ def main() -> None:
     for key, pr in probes.items():
         res[f"kappa_probe_{key}"] = pr["kappa"]
         res[f"kappa_probe_{key}_stderr"] = pr["stderr"]
+        res[f"kappa_probe_{key}_zero_pairs"] = pr["zero_pairs"]
         res[f"tracking_{key}"] = tracked(pr["kappa"])
     for k, v in res.items():
         if isinstance(v, dict):

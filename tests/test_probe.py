@@ -6,14 +6,18 @@ import json
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pgrpo.bandit.kappa import ForceModel, curvature, force
 from pgrpo.core.losses import LossConfig
+from pgrpo.errors import MAX_SEED
 from pgrpo.measure.probe import (
     ProbeConfig,
     bandit_exact_gradient,
     bandit_sampled_gradient,
     probe_curvature,
+    probe_seeds,
 )
 
 MODEL = ForceModel(group_size=8, loss=LossConfig(policy_loss="reinforce", kl_coef=0.2), p_ref=0.5)
@@ -54,7 +58,7 @@ def test_sampled_probe_agrees_within_its_uncertainty():
     adam = probe_curvature(
         bandit_sampled_gradient(MODEL, 1000),
         _theta(d),
-        ProbeConfig(epsilon=0.01, n_pairs=12, n_direction=4, seed=3),
+        ProbeConfig(epsilon=0.01, preconditioner="adam", n_pairs=12, n_direction=4, seed=3),
     )
     scaled = truth * adam.metrics["preconditioner_mean"]
     assert abs(adam.kappa - scaled) < 4 * adam.stderr + 0.05 * scaled
@@ -70,6 +74,40 @@ def test_probe_rejects_a_zero_gradient():
         )
     with pytest.raises(ValueError, match="preconditioner"):
         ProbeConfig(preconditioner="lbfgs")
+    with pytest.raises(ValueError, match="needs preconditioner"):  # unset: the run's, not here
+        probe_curvature(bandit_exact_gradient(MODEL), _theta(d_star - 1), ProbeConfig())
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.integers(0, MAX_SEED), st.integers(0, MAX_SEED))
+def test_probe_seeds_are_independent_replicates(a, b):
+    """Two probe seeds share no batch (seed + i and seed + 10000 + i made --seed 0 and 1 share 7
+    of 8 pairs), no direction batch is a pair's, and more pairs keep the first ones."""
+    dirs, pairs = probe_seeds(a, 4, 8)
+    assert not set(dirs) & set(pairs) and len(set(pairs)) == 8
+    assert all(0 <= s <= MAX_SEED for s in dirs + pairs)
+    assert probe_seeds(a, 6, 12) == (probe_seeds(a, 6, 8)[0], probe_seeds(a, 6, 12)[1])
+    assert probe_seeds(a, 4, 12)[1][:8] == pairs and probe_seeds(a, 6, 8)[0][:4] == dirs
+    if a != b:
+        assert not set(dirs + pairs) & set(sum(probe_seeds(b, 4, 8), []))
+
+
+def test_probe_curvature_draws_its_batches_from_probe_seeds_and_counts_zero_pairs():
+    """The direction batches, then each pair at both ends, with `probe_seeds`' seeds; a pair
+    whose two gradients are equal (every group degenerate) counts in zero_pairs."""
+    cfg = ProbeConfig(preconditioner="sgd", n_pairs=3, n_direction=2, seed=5, epsilon=0.1)
+    dirs, pairs = probe_seeds(5, 2, 3)
+    seen = []
+
+    def grad_fn(theta: torch.Tensor, seed: int) -> torch.Tensor:
+        seen.append(seed)
+        flat = seed == pairs[0]  # this pair's batches: no gradient change along u
+        return torch.ones(2, dtype=torch.float64) if flat else -2.0 * (theta - 1)
+
+    res = probe_curvature(grad_fn, torch.zeros(2, dtype=torch.float64), cfg)
+    assert seen == dirs + [s for s in pairs for _ in range(2)]
+    assert res.zero_pairs == 1 == res.metrics["zero_pairs"]
+    assert res.samples[0] == 0 and res.samples[1:] == pytest.approx((2.0, 2.0))
 
 
 def test_cli_probe_tiny_model():
@@ -93,19 +131,30 @@ def test_cli_probe_tiny_model():
         "2",
         "--direction-batches",
         "2",
+        "--seed",
+        "1",  # seeds 0, 2, 3 and 5 draw only degenerate groups at this budget (no measurement)
         "--json",
     ]
     res = CliRunner().invoke(app, args)
     assert res.exit_code == 0, res.output
     out = json.loads(res.stdout)
-    assert len(out["samples"]) == 2 and out["stderr"] >= 0
+    assert len(out["samples"]) == 2
     assert out["lr"] == 3e-3 and out["refresh_interval"] == 1
     assert out["precision"] == "fp32"  # auto probes in fp32
     assert out["metrics"]["gPg"] > 0
-    assert out["noise_dominated"] == (out["stderr"] > 0.5 * abs(out["kappa"]))
+    assert out["optimizer"] == "adam" and out["preconditioner"] == "adam"  # AdamW's
+    assert 0 <= out["zero_pairs"] <= 2
+    if out["kappa"] is None:  # both pairs exactly zero at this tiny budget: said, no number
+        assert out["zero_pairs"] == 2 and "no measurement" in out["note"]
+        return
+    assert out["stderr"] >= 0 and out["noise_dominated"] == (
+        out["stderr"] >= 0.5 * abs(out["kappa"])
+    )
     assert (out["prediction"] is None) == (out["kappa"] <= 0)
     if out["prediction"] is not None:
         assert out["prediction"]["regime"] in ("overdamped", "critical", "underdamped", "unstable")
+        assert out["prediction"]["refresh_threshold"] is None  # adam: no K*
+        assert out["predict_command"].startswith("pgrpo predict --optimizer adam ")
     else:
         assert "no restoring force" in out["note"]
 

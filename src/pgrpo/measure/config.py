@@ -21,16 +21,20 @@ class ProbeConfig:
     """Gradient batches averaged for the direction g (and Adam's second moment)."""
     n_pairs: int = 8
     """Finite-difference pairs (each gives one kappa sample; the spread gives the stderr)."""
-    preconditioner: str = "adam"
-    """'adam' (P = 1 / (sqrt(v) + adam_eps), v from the direction batches) or 'sgd' (P = I)."""
+    preconditioner: str | None = None
+    """'adam' (P = 1 / (sqrt(v) + adam_eps), v from the direction batches), 'sgd' (P = I), or
+    unset: the run optimizer's ('adam' for optim.name=adamw, 'sgd' for sgd_momentum), the units
+    its prediction needs."""
     adam_eps: float = 1e-8
     """Adam's epsilon in the preconditioner."""
     seed: int = 0
-    """Seed of the probe batches."""
+    """Seed of the probe batches (`probe_seeds`: different seeds share no batch)."""
 
     def __post_init__(self) -> None:
-        if self.preconditioner not in ("adam", "sgd"):
-            raise ValueError(f"preconditioner must be 'adam' or 'sgd', got {self.preconditioner!r}")
+        if self.preconditioner not in (None, "adam", "sgd"):
+            raise ValueError(
+                f"preconditioner must be 'adam', 'sgd' or unset, got {self.preconditioner!r}"
+            )
         if not self.epsilon > 0:
             raise ValueError(f"epsilon must be > 0, got {self.epsilon}")
         if not (self.step_lrs > 0 and math.isfinite(self.step_lrs)):

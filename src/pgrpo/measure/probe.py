@@ -15,8 +15,9 @@ and at theta + eps u, so most rollouts coincide and the difference is mostly sig
 
 averaged over pairs, with its standard error. P is Adam's steady-state preconditioner
 1 / (sqrt(E[g_b^2]) + eps_adam) estimated from the direction batches' gradients (identity for
-SGD / EMA momentum). On the two-arm bandit this reduces to -dF/dd, the exact curvature of
-`pgrpo.bandit.kappa` (checked in tests/test_probe.py).
+SGD / EMA momentum). The batches' seeds come from numpy's SeedSequence (`probe_seeds`), so two
+probe seeds are independent replicates. On the two-arm bandit this reduces to -dF/dd, the exact
+curvature of `pgrpo.bandit.kappa` (checked in tests/test_probe.py).
 """
 
 from __future__ import annotations
@@ -37,26 +38,44 @@ GradFn = Callable[[torch.Tensor, int], torch.Tensor]
 
 @dataclass(frozen=True)
 class ProbeResult:
-    """kappa (mean over pairs), its standard error, the per-pair samples."""
+    """kappa (mean over pairs), its standard error, the per-pair samples, and how many pairs
+    had exactly equal gradients at both ends (zero_pairs: each a kappa = 0 sample)."""
 
     kappa: float
     stderr: float
     samples: tuple[float, ...]
     metrics: dict[str, float] = field(default_factory=dict)
+    zero_pairs: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "kappa": self.kappa,
             "stderr": self.stderr,
             "samples": list(self.samples),
+            "zero_pairs": self.zero_pairs,
             "metrics": dict(self.metrics),
         }
 
 
+def probe_seeds(seed: int, n_direction: int, n_pairs: int) -> tuple[list[int], list[int]]:
+    """(direction-batch seeds, pair seeds), each < 2^32: two independent streams spawned from
+    numpy's SeedSequence(seed), so different probe seeds share no batch and no direction batch is
+    a pair's. More batches extend a stream (the first ones stay)."""
+    dirs, pairs = np.random.SeedSequence(seed).spawn(2)
+    return dirs.generate_state(n_direction).tolist(), pairs.generate_state(n_pairs).tolist()
+
+
 def probe_curvature(grad_fn: GradFn, theta: torch.Tensor, cfg: ProbeConfig) -> ProbeResult:
-    """kappa along the preconditioned update direction at theta ([P], float64)."""
+    """kappa along the preconditioned update direction at theta ([P], float64);
+    cfg.preconditioner must be given ('adam' or 'sgd')."""
+    if cfg.preconditioner is None:
+        raise ValueError(
+            "probe_curvature needs preconditioner='adam' or 'sgd' (unset means the run "
+            "optimizer's, which probe_run_config resolves)"
+        )
     theta = theta.detach().to(torch.float64)
-    dirs = torch.stack([grad_fn(theta, cfg.seed + 10_000 + i) for i in range(cfg.n_direction)])
+    dir_seeds, pair_seeds = probe_seeds(cfg.seed, cfg.n_direction, cfg.n_pairs)
+    dirs = torch.stack([grad_fn(theta, s) for s in dir_seeds])
     g = dirs.mean(0)
     if cfg.preconditioner == "adam":
         p = 1.0 / (dirs.pow(2).mean(0).sqrt() + cfg.adam_eps)
@@ -69,11 +88,11 @@ def probe_curvature(grad_fn: GradFn, theta: torch.Tensor, cfg: ProbeConfig) -> P
             "the expected gradient is zero at this point (all groups degenerate, or the policy "
             "is at its fixed point): probe earlier in the run or with more rollouts"
         )
-    samples = []
-    for i in range(cfg.n_pairs):
-        seed = cfg.seed + i
+    samples, zero_pairs = [], 0
+    for seed in pair_seeds:
         # central difference: the O(eps) bias of a one-sided difference cancels
         diff = grad_fn(theta + cfg.epsilon * u, seed) - grad_fn(theta - cfg.epsilon * u, seed)
+        zero_pairs += not bool(diff.any())  # equal gradients: every group degenerate at both
         samples.append(-float(u @ diff) / (2 * cfg.epsilon * gpg))
     arr = np.asarray(samples)
     stderr = float(arr.std(ddof=1) / math.sqrt(arr.size))
@@ -83,10 +102,11 @@ def probe_curvature(grad_fn: GradFn, theta: torch.Tensor, cfg: ProbeConfig) -> P
         "grad_norm": float(g.norm()),
         "gPg": gpg,
         "preconditioner_mean": float(p.mean()),
+        "zero_pairs": zero_pairs,
     }
     if len(dirs) > 1:  # |mean gradient| / its standard error: is the direction signal or noise?
         metrics["direction_snr"] = float(g.norm() / (dirs.std(0).norm() / math.sqrt(len(dirs))))
-    return ProbeResult(float(arr.mean()), stderr, tuple(samples), metrics)
+    return ProbeResult(float(arr.mean()), stderr, tuple(samples), metrics, zero_pairs)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -194,11 +214,17 @@ def lm_gradient(
 def probe_run_config(config: Any, cfg: ProbeConfig, *, checkpoint: Any = None) -> dict[str, Any]:
     """Probe kappa for a `pgrpo.train.config.RunConfig` (model, task, G, B, temperatures,
     estimator, transform, loss, optimizer) at its initial policy (or at a trainer `checkpoint`
-    folder: "early in a run"), then what the ROM predicts with it (`pgrpo.dynamics.predict`):
-    regime, timescale tau = c / k, K*. The probe step is cfg.step_lrs in units of the run's lr."""
+    folder: "early in a run"), then what the ROM predicts with it (`pgrpo.dynamics.predict`) with
+    the reduction of the run's optimizer (`optim.name`; AdamW's 'adam': kappa preconditioned, no
+    K*): regime, tau (the exact mean's decay time, -K / ln rho of the window map), K*.
+    cfg.preconditioner unset: the optimizer's ('adam' for adam, 'sgd' for sgd_momentum); one that
+    contradicts it is measured and warned about, with no prediction (its kappa is in other units).
+    The probe step is cfg.step_lrs in units of the run's lr. A kappa from pairs that were all
+    exactly zero (every group degenerate) is no measurement: kappa and stderr are None. Raises
+    UserError when kappa is not finite (the probe step took the weights out of range)."""
     from torch.nn.utils import vector_to_parameters
 
-    from pgrpo.dynamics import predict
+    from pgrpo.train.optimizers import TRAIN_OPTIMIZERS
     from pgrpo.train.rollout import load_task_and_policy
     from pgrpo.train.setup import resolve_config
 
@@ -207,24 +233,86 @@ def probe_run_config(config: Any, cfg: ProbeConfig, *, checkpoint: Any = None) -
         # a finite difference of gradients at eps ~ 10 lr is below bf16's rounding (2^-8
         # relative): probe in fp32 unless bf16 is asked for explicitly
         c = replace(c, model=replace(c.model, precision="fp32"))
+    reduction = TRAIN_OPTIMIZERS.get(c.optim.name).reduction
+    preconditioner = cfg.preconditioner or ("adam" if reduction == "adam" else "sgd")
+    cfg = replace(cfg, epsilon=cfg.step_lrs * c.optim.lr, preconditioner=preconditioner)
     task, policy = load_task_and_policy(c, checkpoint=checkpoint)
     grad_fn, theta0 = lm_gradient(policy, task, task.load(c.task.split), c)
     params = policy.trainable_parameters()
     try:
-        result = probe_curvature(grad_fn, theta0, replace(cfg, epsilon=cfg.step_lrs * c.optim.lr))
+        result = probe_curvature(grad_fn, theta0, cfg)
     finally:
         with torch.no_grad():
             vector_to_parameters(theta0.to(params[0].dtype), params)
-    kappa = result.kappa
     out: dict[str, Any] = {
         **result.to_dict(),
+        "optimizer": reduction,
+        "preconditioner": preconditioner,
         "lr": c.optim.lr,
         "beta1": c.optim.beta1,
+        "beta2": c.optim.beta2,
         "refresh_interval": c.grpo.refresh_interval,
+        "group_size": c.grpo.group_size,
+        "batch_prompts": c.grpo.batch_prompts,
+        "steps": c.run.steps,
         "precision": policy.precision.name,
     }
-    out["noise_dominated"] = bool(result.stderr > 0.5 * abs(kappa))
-    if kappa > 0:
+    out.update(_verdict(result, cfg, c, reduction))
+    return out
+
+
+def _verdict(result: ProbeResult, cfg: ProbeConfig, c: Any, reduction: str) -> dict[str, Any]:
+    """noise_dominated, warnings, prediction (or None) and note for a probe of run config `c`
+    (resolved, reduction: its optimizer's) with preconditioner cfg.preconditioner."""
+    from pgrpo.dynamics import predict
+    from pgrpo.errors import UserError
+
+    kappa, n = result.kappa, len(result.samples)
+    if not (math.isfinite(kappa) and math.isfinite(result.stderr)):
+        raise UserError(
+            f"kappa is {kappa} +- {result.stderr} (not finite): the probe step "
+            f"--step-lrs {cfg.step_lrs:g} x lr = {cfg.epsilon:g} took the weights out of range",
+            "lower --step-lrs (default 10)",
+        )
+    if result.zero_pairs == n:
+        return {
+            "kappa": None,
+            "stderr": None,
+            "noise_dominated": True,
+            "warnings": [],
+            "prediction": None,
+            "note": "no measurement: every pair's gradients were equal (all groups degenerate); "
+            "raise grpo.group_size / grpo.batch_prompts / generation.max_new_tokens",
+        }
+    warnings = []
+    if result.zero_pairs:
+        warnings.append(
+            f"{result.zero_pairs} of {n} pairs had equal gradients at both ends (every group "
+            "degenerate) and count as kappa = 0; raise grpo.group_size, grpo.batch_prompts or "
+            "generation.max_new_tokens"
+        )
+    snr = result.metrics.get("direction_snr")
+    if snr is not None and snr < 2:
+        warnings.append(
+            f"direction_snr = {snr:.2g} < 2: the direction g is mostly noise; raise "
+            "--direction-batches"
+        )
+    noise_dominated = bool(result.stderr >= 0.5 * abs(kappa))
+    if noise_dominated:
+        warnings.append(
+            "the standard error is at least half of kappa (noise-dominated); raise --pairs, "
+            "grpo.batch_prompts or grpo.group_size before trusting the forecast"
+        )
+    out = {"noise_dominated": noise_dominated, "warnings": warnings, "prediction": None}
+    matching = "adam" if reduction == "adam" else "sgd"
+    if cfg.preconditioner != matching:
+        warnings.append(
+            f"--preconditioner {cfg.preconditioner} contradicts optim.name={c.optim.name} (its "
+            f"'{reduction}' prediction needs kappa measured with {matching}), so no prediction "
+            "is made; drop --preconditioner"
+        )
+        out["note"] = f"no prediction: kappa was measured with preconditioner {cfg.preconditioner}"
+    elif kappa > 0:
         pred = predict(
             c.optim.lr,
             c.optim.beta1,
@@ -233,10 +321,11 @@ def probe_run_config(config: Any, cfg: ProbeConfig, *, checkpoint: Any = None) -
             group_size=c.grpo.group_size,
             batch_prompts=c.grpo.batch_prompts,
             n_steps=c.run.steps,
+            optimizer=reduction,
+            beta2=c.optim.beta2,
         )
         out["prediction"] = pred.to_dict()
     else:
-        out["prediction"] = None
         out["note"] = (
             "kappa <= 0 here: no restoring force measured (the reward is far from a fixed point, "
             "or the probe is noise-dominated: most groups degenerate); add pairs or rollouts"
