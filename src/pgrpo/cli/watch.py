@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from pathlib import Path
 
 import typer
@@ -38,6 +39,12 @@ def status_line(status, log) -> str:  # noqa: ANN001
     if "pgrpo/degeneracy" in m:
         text += f"  degenerate {_f(m, 'pgrpo/degeneracy', '.2f')}"
     return text + (f"  alerts {','.join(status.alerts)}" if status.alerts else "")
+
+
+def warning_kind(text: str) -> str:
+    """A reader's warning without its numbers, so that one said once is not said again as the
+    log grows ("3 malformed line(s) skipped (first at line 7)" then 4, at line 9)."""
+    return re.sub(r"\d+(\.\d+)?", "#", text)
 
 
 def _stop_rules(value: str) -> tuple[str, ...]:
@@ -119,12 +126,12 @@ def watch_cmd(
     if stop_file is not None:
         _check_stop_file(stop_file)
 
-    told: set[str] = set()  # the reader's repairs, each said once as the log grows
+    told: set[str] = set()  # the kinds of the reader's repairs, each said once as the log grows
 
     def show(status, reward_log) -> None:  # noqa: ANN001
         for w in reward_log.warnings:
-            if w not in told:
-                told.add(w)
+            if warning_kind(w) not in told:
+                told.add(warning_kind(w))
                 typer.echo(f"warning: {w}", err=True)
         if as_json:
             typer.echo(json.dumps({"step": status.step, "reward": status.reward,
@@ -135,10 +142,13 @@ def watch_cmd(
         else:
             typer.echo(status_line(status, reward_log))
 
+    def note(text: str) -> None:  # the log restarted, was cut back or rewritten
+        typer.echo(f"note: {log}: {text}", err=True)
+
     opts = {"reward_key": reward_column} if reward_column else {}
     result = watch_log(log, config, log_format=log_format, read_options=opts, every=every,
-                       poll_s=poll, timeout_s=timeout, idle_s=idle, once=once,
-                       on_status=show)  # fmt: skip
+                       poll_s=poll, timeout_s=timeout, idle_s=idle, once=once, on_status=show,
+                       on_note=note)  # fmt: skip
     if result.ended == "error":
         fix = "" if ";" in str(result.error) else "; check the path and --format"
         typer.echo(f"error: {result.error}{fix}", err=True)

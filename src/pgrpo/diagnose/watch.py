@@ -4,9 +4,17 @@
 trainer_state.json, verl JSONL or console log, W&B CSV, TensorBoard events) whenever it changes,
 runs `assess_live` every `every` new points and calls `on_status` with each `LiveStatus`. It
 returns when a stop rule holds (`stop=True`), when `timeout_s` has passed, when the log has not
-grown for `idle_s`, or after one assessment with `once=True`. A log being rewritten (a partial
-JSON line, a trainer_state.json caught mid-write) is read again at the next poll, not fatal;
-a log that never becomes readable is reported in `error`.
+grown for `idle_s`, or after one assessment with `once=True`.
+
+The log is read live (`read_log(..., live=True)`): a last line without its newline is left for
+the next poll, and of several runs appended to one file only the newest is read (`newest_run`).
+A log not readable yet (missing, empty, no complete record, a JSON file caught mid-write:
+`LogNotReadyError`) or a file removed as it is read (OSError: a trainer deleting old
+checkpoints) is read again at the next poll; any other `LogFormatError` (records but no reward
+column, a format that does not match) ends the watch at once with `ended="error"`. When a read
+does not continue the points read before (the file was cut back, rotated or rewritten, a run
+resumed from a checkpoint with new values, a new run appended), the watcher starts afresh on the
+new points (no earlier assessment counts towards a stop rule's patience) and tells `on_note` once.
 """
 
 from __future__ import annotations
@@ -17,14 +25,17 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from pgrpo.diagnose.live import STOP_RULES, LiveConfig, LiveStatus, assess_live, rule_patience
-from pgrpo.logs import LogFormatError, RewardLog, read_log
+from pgrpo.logs import LogFormatError, LogNotReadyError, RewardLog, read_log
 
 
 @dataclass(frozen=True)
 class WatchResult:
     """How following ended. ended: stop | timeout | idle | once | error; status: the last
-    assessment (None when the log never had a usable point); error: the last read error."""
+    assessment (None when the log never had a usable point); points: the points it was made on
+    (of the newest run, after a restart); error: the last read error."""
 
     ended: str
     status: LiveStatus | None
@@ -33,10 +44,13 @@ class WatchResult:
     metrics: dict[str, float] = field(default_factory=dict)
 
 
-def _signature(path: Path) -> tuple[float, int]:
-    """(mtime, size) of the file, or of the newest file under a directory."""
+def _signature(path: Path) -> tuple[float, int] | None:
+    """(newest mtime, total size) of the file, or of the files under a directory; None when the
+    path is missing. OSError when a file goes while it looks (the caller polls again)."""
+    if not path.exists():
+        return None
     files = [path] if path.is_file() else [p for p in path.rglob("*") if p.is_file()]
-    stats = [p.stat() for p in files if p.exists()]
+    stats = [p.stat() for p in files]
     return (max((s.st_mtime for s in stats), default=0.0), sum(s.st_size for s in stats))
 
 
@@ -52,27 +66,42 @@ def watch_log(
     idle_s: float | None = None,
     once: bool = False,
     on_status: Callable[[LiveStatus, RewardLog], None] | None = None,
+    on_note: Callable[[str], None] | None = None,
     clock: Callable[[], float] = time.monotonic,
 ) -> WatchResult:
     """Follow `path` until a stop rule holds or it times out (see the module docstring)."""
     cfg = config or LiveConfig()
     path = Path(path)
+    opts = {**(read_options or {}), "live": True}
     start = last_growth = clock()
-    sig, assessed_at, history, error = None, 0, (), ""
+    seen = sig = None  # the log's signature at the last poll / at the last read
+    assessed_at, history, error = 0, (), ""
     last: LiveStatus | None = None
     latest: RewardLog | None = None
     while True:
         now = clock()
-        new_sig = _signature(path) if path.exists() else None
-        if new_sig is not None and new_sig != sig:
-            sig, last_growth = new_sig, now
-            try:
-                log = read_log(path, format=log_format, **(read_options or {}))
-                error = ""
-            except LogFormatError as exc:  # not written yet / caught mid-write: retry
-                log, error = None, str(exc)
-            latest = log or latest
-            if log is not None and len(log) >= assessed_at + every:
+        log = None
+        try:
+            new_sig = _signature(path)
+            if new_sig != seen:
+                seen, last_growth = new_sig, now
+            if new_sig is not None and new_sig != sig:
+                sig, error = new_sig, ""
+                log = read_log(path, format=log_format, **opts)
+        except LogNotReadyError as exc:  # not written yet / caught mid-write: next change
+            error = str(exc)
+        except OSError as exc:  # a file removed as it was read: read again at the next poll
+            sig, error = None, f"{path}: {exc.strerror or exc}"
+        except LogFormatError as exc:  # records that will never give a reward curve
+            return WatchResult("error", last, assessed_at, str(exc), _m(start, clock))
+        if log is not None:
+            news = _news(latest, log)
+            if news:  # not the points read before: start afresh on the new ones
+                history, assessed_at = (), 0
+                if on_note is not None:
+                    on_note(news)
+            latest = log
+            if len(log) >= assessed_at + every:
                 if once:  # replay the assessments the patience needs, ending at the last point
                     history = _replay(log, cfg, every)
                 assessed_at = len(log)
@@ -96,9 +125,36 @@ def watch_log(
                 if last.stop:
                     return WatchResult("stop", last, assessed_at, metrics=_m(start, clock))
             if last is None:
-                return WatchResult("error", None, 0, error or _missing(path, new_sig))
+                return WatchResult("error", None, 0, error or _missing(path, seen))
             return WatchResult(ended, last, assessed_at, error, _m(start, clock))
         time.sleep(poll_s)
+
+
+def _news(before: RewardLog | None, log: RewardLog) -> str:
+    """'' when `log` continues `before` (the log at the previous read: the same points, then
+    maybe more); else what changed, naming the step from which the watcher starts afresh."""
+    row = log.metrics.get("restart_row")
+    if row is not None and (before is None or before.metrics.get("restart_row") != row):
+        return (
+            f"a new run starts at step {log.metrics['restart_step']:g} of the log, after "
+            f"{row:.0f} row(s) of an earlier run: assessing the new run alone"
+        )
+    if before is None:
+        return ""
+    n = min(len(before), len(log))
+    differ = (before.step[:n] != log.step[:n]) | (before.reward[:n] != log.reward[:n])
+    same = int(np.argmax(differ)) if differ.any() else n
+    if same == len(before):
+        return ""
+    if same == len(log):
+        return (
+            f"the log was cut back to step {log.step[-1]:g} (a resume from a checkpoint, or a "
+            f"rewrite): assessing its {len(log)} point(s) afresh"
+        )
+    return (
+        f"the log changed at step {log.step[same]:g} (a rotated or rewritten file, or a resume "
+        f"that logged new values): assessing its {len(log)} point(s) afresh"
+    )
 
 
 def _prefix(log: RewardLog, k: int) -> RewardLog:

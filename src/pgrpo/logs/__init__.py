@@ -3,15 +3,24 @@ TRL trainer_state.json, verl JSONL, W&B CSV, generic CSV and TensorBoard event f
 `LOG_READERS`)."""
 
 from pgrpo.logs import tensorboard as _tensorboard  # noqa: F401  (registers the reader)
+from pgrpo.logs import trl_state as _trl_state  # noqa: F401  (registers the reader)
 from pgrpo.logs import verl as _verl  # noqa: F401  (registers the verl readers)
 from pgrpo.logs import wandb_run as _wandb_run  # noqa: F401  (registers the reader)
-from pgrpo.logs.base import COLUMN_KEYS, LogFormatError, LogReader, RewardLog, assemble
+from pgrpo.logs.base import (
+    COLUMN_KEYS,
+    LogFormatError,
+    LogNotReadyError,
+    LogReader,
+    RewardLog,
+    assemble,
+)
 from pgrpo.logs.readers import LOG_READERS, read_jsonl, read_log
 
 __all__ = [
     "COLUMN_KEYS",
     "LOG_READERS",
     "LogFormatError",
+    "LogNotReadyError",
     "LogReader",
     "RewardLog",
     "assemble",

@@ -2,10 +2,11 @@
 
 Readers turn a file into records (one dict per logged step, in file order); `assemble` turns the
 records into a `RewardLog`: it resolves the reward and the optional columns by name, drops
-missing / NaN / non-numeric rewards, keeps the last occurrence of a repeated step (a restart),
-sorts, detects a logging stride, and says what it repaired in `warnings`. It never raises on bad
-rows; it raises `LogFormatError` (a ValueError naming the file and the fix) only when nothing
-usable is left.
+missing / NaN / non-numeric rewards, keeps the last occurrence of a repeated step (a run resumed
+from a checkpoint into the same file), sorts, detects a logging stride, and says what it repaired
+in `warnings`. It never raises on bad rows; it raises `LogFormatError` (a ValueError naming the
+file and the fix) only when nothing usable is left, `LogNotReadyError` when that may change as the
+file is written (no record yet).
 """
 
 from __future__ import annotations
@@ -27,6 +28,12 @@ from pgrpo.logs.columns import ABSENT, NUMBER, ColumnStore, as_number, store_of
 
 class LogFormatError(UserError):
     """A log that cannot be read; the message names the file, the problem and the fix."""
+
+
+class LogNotReadyError(LogFormatError):
+    """A log that cannot be read yet but may be once its writer gets further: missing, empty, a
+    header only, no complete record, a JSON file caught mid-write, a folder with no log in it yet.
+    `pgrpo watch` reads it again at the next poll; any other LogFormatError is final."""
 
 
 @dataclass(frozen=True)
@@ -109,8 +116,8 @@ def resolve_reward_key(keys: Iterable[str], override: str | None = None) -> str 
     shown = ", ".join(sorted(keys)[:30]) or "(none)"
     raise LogFormatError(
         f"no reward column found (looked for {', '.join(REWARD_KEYS)} and rewards/<name>/mean); "
-        f"keys present: {shown}. Name it explicitly (`--reward-column NAME` on fit, diagnose "
-        "and report; read_log(..., reward_key=...) in Python)"
+        f"keys present: {shown}. Name it explicitly (`--reward-column NAME` on fit, diagnose, "
+        "report and watch; read_log(..., reward_key=...) in Python)"
     )
 
 
@@ -124,15 +131,18 @@ def assemble(
     reward_key: str | None = None,
     step_key: str | None = None,
     columns: Collection[str] | None = None,
+    live: bool = False,
 ) -> RewardLog:
     """Records (file order, or a ColumnStore of them) -> RewardLog; see the module docstring
     for the repairs. columns: the canonical column names to keep (None: all; step and reward
-    are always read); a ColumnStore built with `wanted_keys(columns, ...)` skips the rest."""
+    are always read); a ColumnStore built with `wanted_keys(columns, ...)` skips the rest.
+    live: a log still being written (`pgrpo watch`): only its newest run is kept (`newest_run`;
+    metrics restart_step and restart_row say where it starts when an earlier run is dropped)."""
     want = wanted_keys(columns, reward_key, step_key)
     store = records if isinstance(records, ColumnStore) else store_of(records, keep=want)
     warns = list(warnings or [])
     if not store.n:
-        raise LogFormatError(f"{source}: no records ({fmt} format); is the file empty?")
+        raise LogNotReadyError(f"{source}: no records ({fmt} format); is the file empty?")
     all_keys = store.seen
     rkey = resolve_reward_key(all_keys, reward_key)
     if step_key is not None and step_key not in set(all_keys):
@@ -157,12 +167,14 @@ def assemble(
     ok = r_present & good_step & r_number & np.isfinite(reward)
     counts = {"missing": int(missing.sum()), "nan": int(nan.sum()), "bad_step": int(bad_step.sum())}
     _count_warnings(counts, warns)
-    if not ok.any():
-        raise LogFormatError(
+    if not ok.any():  # a reward column with no number yet (NaN first rows): may still come
+        raise LogNotReadyError(
             f"{source}: no usable (step, reward) rows ({fmt} format, reward key {rkey!r}); "
             "check the file is a training log and not empty"
         )
     rows = np.flatnonzero(ok)
+    restart = newest_run(step[rows]) if live else 0
+    restart_step, rows = float(step[rows[restart]]), rows[restart:]
     step, reward, keep, n_rep, unsorted = _dedupe(step[rows], reward[rows])
     if n_rep:
         warns.append(f"{n_rep} repeated step(s) (a restart?): kept the last occurrence of each")
@@ -186,6 +198,8 @@ def assemble(
         "repeated_steps": float(n_rep),
         "log_every": float(stride),
     }
+    if restart:
+        metrics.update(restart_row=float(restart), restart_step=restart_step)
     key_name = rkey if isinstance(rkey, str) else "+".join(rkey)
     return RewardLog(step, reward, cols, hyper, tuple(warns), fmt, source, key_name, metrics)
 
@@ -265,6 +279,17 @@ def _count_warnings(counts: dict[str, int], warns: list[str]) -> None:
         warns.append(f"{counts['missing']} row(s) with a missing or non-numeric reward dropped")
     if counts["bad_step"]:
         warns.append(f"{counts['bad_step']} row(s) with a missing or non-numeric step dropped")
+
+
+def newest_run(step: np.ndarray) -> int:
+    """step: [n] in file order -> where the newest run in the file begins (0: one run). A step
+    that goes back to or below the file's first step starts a new run appended to the same file
+    (a job restarted from scratch); a step that goes back to a later one is the same run resumed
+    from a checkpoint, whose repeated steps replace the earlier ones (`_dedupe`)."""
+    if step.size < 2:
+        return 0
+    starts = np.flatnonzero((np.diff(step) < 0) & (step[1:] <= step[0])) + 1
+    return int(starts[-1]) if starts.size else 0
 
 
 def _dedupe(step: np.ndarray, reward: np.ndarray):

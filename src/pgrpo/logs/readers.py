@@ -1,18 +1,21 @@
 """Log readers, one per framework, behind the `LOG_READERS` registry (auto-detected in order).
 
 - pgrpo:  RUN_DIR/metrics.jsonl (one JSON object per step) + RUN_DIR/config.yaml
-- trl:    trainer_state.json (`log_history`), or an output dir holding it (or checkpoint-N/)
+- trl:    `pgrpo.logs.trl_state` (trainer_state.json, or an output dir holding it)
 - verl, verl_console: `pgrpo.logs.verl` (the file logger's JSONL, the console output)
 - wandb:  a W&B history CSV export (`_step`, `train/reward`, ...)
 - csv:    any CSV/TSV with a header; name the columns with reward_key= / step_key= if needed
+
+Every reader takes `live=True` for a log still being written (`pgrpo watch`): the line-based
+ones (JSONL, CSV, verl console) leave a last line without its newline for the next read, and
+`assemble` keeps only the newest run in the file.
 """
 
 from __future__ import annotations
 
 import csv
 import json
-import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +29,7 @@ except ImportError:  # optional accelerator; the json module reads the same logs
 from pgrpo._registry import Registry
 from pgrpo.logs.base import (
     LogFormatError,
+    LogNotReadyError,
     LogReader,
     RewardLog,
     _find_mapping,
@@ -40,11 +44,28 @@ from pgrpo.logs.typed import TypedChunks
 LOG_READERS: Registry[LogReader] = Registry("log reader")
 
 
+def cannot_read(path: Path, exc: OSError) -> LogFormatError:
+    """The error for a file that could not be opened: one that is gone (not written yet, or
+    removed by its writer: old checkpoints) may be there at the next read."""
+    kind = LogNotReadyError if isinstance(exc, FileNotFoundError) else LogFormatError
+    return kind(f"{path}: cannot read ({exc.strerror or exc})")
+
+
 def _read_text(path: Path) -> str:
     try:
         return path.read_text(encoding="utf-8-sig", errors="replace")
     except OSError as exc:
-        raise LogFormatError(f"{path}: cannot read ({exc.strerror or exc})") from None
+        raise cannot_read(path, exc) from None
+
+
+def _ends_line(line: str | bytes) -> bool:
+    return line[-1:] in ("\n", "\r", b"\n", b"\r")
+
+
+def complete_lines(lines: Iterable[Any]) -> Iterator[Any]:
+    """The lines (str or bytes) that end with a newline: in a log still being written, a last
+    line without one may be cut mid-value (`4,0.5` of `4,0.55`) and is read at the next poll."""
+    return filter(_ends_line, lines)
 
 
 def _loads(line: bytes) -> Any:
@@ -59,11 +80,12 @@ def _loads(line: bytes) -> Any:
 
 
 def iter_jsonl_chunks(
-    path: Path, bad: list[int], chunk_bytes: int | None = None
+    path: Path, bad: list[int], chunk_bytes: int | None = None, live: bool = False
 ) -> Iterator[list[dict[str, Any]]]:
     """The objects of a JSONL file, a few MiB of lines at a time (the file is never held whole).
-    Malformed / non-object lines are skipped; `bad` collects their line numbers."""
-    for first, lines in _line_chunks(path, chunk_bytes):
+    Malformed / non-object lines are skipped; `bad` collects their line numbers. live: see
+    `complete_lines`."""
+    for first, lines in _line_chunks(path, chunk_bytes, live):
         yield _objects(lines, first, bad)
 
 
@@ -74,19 +96,25 @@ UTF8_BOM = b"\xef\xbb\xbf"
 header read '\\ufeffstep', so the step column was lost and the record order used instead)."""
 
 
-def _line_chunks(path: Path, chunk_bytes: int | None = None) -> Iterator[tuple[int, list[bytes]]]:
-    """(number of the first line, lines) of a file, ~CHUNK_BYTES at a time."""
+def _line_chunks(
+    path: Path, chunk_bytes: int | None = None, live: bool = False
+) -> Iterator[tuple[int, list[bytes]]]:
+    """(number of the first line, lines) of a file, ~CHUNK_BYTES at a time; live: without a
+    last line that has no newline yet (`complete_lines`)."""
     chunk_bytes = chunk_bytes or CHUNK_BYTES
     try:
         fh = path.open("rb")
     except OSError as exc:
-        raise LogFormatError(f"{path}: cannot read ({exc.strerror or exc})") from None
+        raise cannot_read(path, exc) from None
     first = 1
     with fh:
         while lines := fh.readlines(chunk_bytes):
             if first == 1 and lines[0].startswith(UTF8_BOM):  # Windows editors write one
                 lines[0] = lines[0][len(UTF8_BOM) :]
-            yield first, lines
+            if live and not _ends_line(lines[-1]):  # (`complete_lines`; readlines gives whole
+                lines = lines[:-1]  # lines, so only the file's last can lack its newline)
+            if lines:
+                yield first, lines
             first += len(lines)
 
 
@@ -123,6 +151,17 @@ def iter_jsonl(path: Path, bad: list[int]) -> Iterator[dict[str, Any]]:
 
 def _bad_lines(bad: list[int]) -> list[str]:
     return [f"{len(bad)} malformed line(s) skipped (first at line {bad[0]})"] if bad else []
+
+
+def check_some_objects(n: int, bad: list[int], path: Path, fmt: str) -> None:
+    """Complete lines but not one JSON object among them: not a JSONL log (or not this one),
+    which no later line changes (a file with no complete line yet is `assemble`'s not-ready)."""
+    if n == 0 and bad:
+        raise LogFormatError(
+            f"{path}: none of its {len(bad)} line(s) is a JSON object, so it is not a {fmt} "
+            "JSONL log",
+            f"give the log file itself, or --format (one of {', '.join(LOG_READERS.names())})",
+        )
 
 
 def read_jsonl(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
@@ -209,12 +248,13 @@ def read_pgrpo(path: Path, **options: Any) -> RewardLog:
     keep = _keep(options)
     records = ColumnStore(keep)
     typed = TypedChunks(records, keep) if keep is not None else None  # a few columns: typed
-    for first, lines in _line_chunks(f):
+    for first, lines in _line_chunks(f, live=options.get("live", False)):
         if typed is None or not typed.add(lines):
             chunk = _objects(lines, first, bad)
             records.add(chunk)
             if typed is not None:
                 typed.learn(chunk)
+    check_some_objects(records.n, bad, f, "pgrpo")
     warns = _bad_lines(bad)
     hyper = _config_hyper([f.parent / "config.yaml"], warns)
     return assemble(
@@ -222,93 +262,24 @@ def read_pgrpo(path: Path, **options: Any) -> RewardLog:
     )
 
 
-# --- TRL ---------------------------------------------------------------------------------------
-
-
-def _trl_files(path: Path) -> list[Path]:
-    """The trainer_state.json files of a TRL output folder, newest last: the top-level one (TRL
-    writes it when training ends) and the latest checkpoint-*/ one. A top-level file older than
-    the latest checkpoint is from an earlier run into the same folder."""
-    if path.is_file():
-        return [path]
-    direct = path / "trainer_state.json"
-    ckpts = sorted(
-        path.glob("checkpoint-*/trainer_state.json"),
-        key=lambda p: int(re.sub(r"\D", "", p.parent.name) or 0),
-    )
-    found = [f for f in (direct, *ckpts[-1:]) if f.is_file()]
-    # equal times (a folder copied without them) keep the top-level file, as before
-    return sorted(found, key=lambda f: (f.stat().st_mtime, f == direct))
-
-
-def _trl_file(path: Path) -> Path | None:
-    files = _trl_files(path)
-    return files[-1] if files else None
-
-
-def detect_trl(path: Path) -> bool:
-    f = _trl_file(path)
-    if f is None or f.suffix != ".json":
-        return False
-    if f.name == "trainer_state.json":
-        return True
-    try:
-        with f.open(encoding="utf-8-sig", errors="replace") as fh:
-            return '"log_history"' in fh.read(1 << 20)
-    except OSError:
-        return False
-
-
-def read_trl(path: Path, **options: Any) -> RewardLog:
-    f = _trl_file(path)
-    if f is None:
-        raise LogFormatError(f"{path}: no trainer_state.json here or in checkpoint-*/")
-    try:
-        state = json.loads(_read_text(f))
-    except json.JSONDecodeError as exc:
-        raise LogFormatError(
-            f"{f}: not valid JSON ({exc.msg} at line {exc.lineno}): a truncated file, or not a "
-            "TRL trainer_state.json; for another kind of log pass its --format (one of "
-            f"{', '.join(LOG_READERS.names())}) or none to detect it"
-        ) from None
-    history = state.get("log_history") if isinstance(state, dict) else None
-    if not isinstance(history, list):
-        raise LogFormatError(f"{f}: no 'log_history' list; is this a TRL trainer_state.json?")
-    warns: list[str] = []
-    stale = [o for o in _trl_files(path) if o != f and o.parent == path]
-    if stale:  # the top-level file is older than the latest checkpoint's
-        warns.append(
-            f"read {f.parent.name}/{f.name}: the top-level {f.name} is older than it (left by "
-            "an earlier run into this folder?)"
-        )
-    records = [r for r in history if isinstance(r, dict)]
-    if len(records) < len(history):
-        warns.append(f"{len(history) - len(records)} non-object log_history entries skipped")
-    names = ("training_args.json", "args.json", "config.yaml", "config.json")
-    cands = [d / n for d in (f.parent, f.parent.parent) for n in names]
-    hyper = _config_hyper(cands, warns)
-    return assemble(
-        records, fmt="trl", source=str(f), warnings=warns, hyperparameters=hyper, **options
-    )
-
-
 # --- CSV (W&B export and generic) -----------------------------------------------------------------
 
 
-def _csv_rows(path: Path) -> tuple[list[str], Iterator[dict[str, Any]]]:
-    """(header, rows): the rows are read from the open file as they are consumed."""
+def _csv_rows(path: Path, live: bool = False) -> tuple[list[str], Iterator[dict[str, Any]]]:
+    """(header, rows): the rows are read from the open file as they are consumed; live:
+    without a last line that has no newline yet (`complete_lines`)."""
     try:
         fh = path.open(encoding="utf-8-sig", errors="replace", newline="")
     except OSError as exc:
-        raise LogFormatError(f"{path}: cannot read ({exc.strerror or exc})") from None
+        raise cannot_read(path, exc) from None
     sample = fh.read(4096)
     if not sample.strip():
         fh.close()
-        raise LogFormatError(f"{path}: empty file")
+        raise LogNotReadyError(f"{path}: empty file")
     fh.seek(0)
     header_line = sample.splitlines()[0] if sample.splitlines() else sample
     delim = max((",", "\t", ";"), key=header_line.count)  # European Excel writes ';'
-    reader = csv.DictReader(fh, delimiter=delim)
+    reader = csv.DictReader(complete_lines(fh) if live else fh, delimiter=delim)
     try:
         header = [h for h in (reader.fieldnames or []) if h]
     except csv.Error as exc:
@@ -316,7 +287,7 @@ def _csv_rows(path: Path) -> tuple[list[str], Iterator[dict[str, Any]]]:
         raise LogFormatError(f"{path}: malformed CSV header ({exc})") from None
     if not header:
         fh.close()
-        raise LogFormatError(f"{path}: no CSV header row")
+        raise LogNotReadyError(f"{path}: no CSV header row")
 
     def rows() -> Iterator[dict[str, Any]]:
         with fh:
@@ -348,7 +319,7 @@ def read_wandb(path: Path, **options: Any) -> RewardLog:
     """W&B history export (`_step`, `train/reward`, ...) or a chart-panel export (`Step`,
     `<run> - train/reward`, `<run> - train/reward__MIN`, ...): the run prefix and the
     __MIN/__MAX envelope columns are dropped; with several runs the first one is read."""
-    header, rows = _csv_rows(path)
+    header, rows = _csv_rows(path, options.get("live", False))
     warns: list[str] = []
     runs = list(dict.fromkeys(h.rsplit(" - ", 1)[0] for h in header if " - " in h))
     if runs:
@@ -373,13 +344,12 @@ def detect_csv(path: Path) -> bool:
 
 
 def read_csv(path: Path, **options: Any) -> RewardLog:
-    _, rows = _csv_rows(path)
+    _, rows = _csv_rows(path, options.get("live", False))
     return assemble(store_of(rows), fmt="csv", source=str(path), **options)
 
 
 for _reader in (
     LogReader("pgrpo", detect_pgrpo, read_pgrpo, "pgrpo RUN_DIR/metrics.jsonl (+ config.yaml)"),
-    LogReader("trl", detect_trl, read_trl, "TRL trainer_state.json log_history"),
     LogReader("wandb", detect_wandb, read_wandb, "W&B history CSV export"),
     LogReader("csv", detect_csv, read_csv, "generic CSV/TSV (reward_key=, step_key=)"),
 ):
@@ -391,20 +361,23 @@ def read_log(path: str | Path, format: str | None = None, **options: Any) -> Rew
 
     options: reward_key= / step_key= (column names, for logs whose names are not standard);
     columns= (canonical column names to keep, e.g. `FIT_COLUMNS`; None: all; the streamed JSONL
-    readers then convert only those keys: less time and memory on a long log).
-    Raises LogFormatError (a ValueError) naming the file, the problem and the fix.
+    readers then convert only those keys: less time and memory on a long log); live=True (a log
+    still being written: see the module docstring).
+    Raises LogFormatError (a ValueError) naming the file, the problem and the fix; its subclass
+    LogNotReadyError where the file may yet become readable (see there).
     """
     p = Path(path)
     if not p.exists():
-        raise LogFormatError(f"{p}: no such file or directory")
-    unknown = set(options) - {"reward_key", "step_key", "columns"}
+        raise LogNotReadyError(f"{p}: no such file or directory")
+    unknown = set(options) - {"reward_key", "step_key", "columns", "live"}
     if unknown:
         raise TypeError(
-            f"unknown read_log option(s) {sorted(unknown)}; valid: reward_key, step_key, columns"
+            f"unknown read_log option(s) {sorted(unknown)}; valid: reward_key, step_key, "
+            "columns, live"
         )
     head = _head(p) if p.is_file() else None
     if head is not None and not head.strip():
-        raise LogFormatError(f"{p}: empty file", "point at a log with at least one logged step")
+        raise LogNotReadyError(f"{p}: empty file", "point at a log with at least one logged step")
     if head is not None and head.startswith((b"\xff\xfe", b"\xfe\xff")):
         raise LogFormatError(
             f"{p}: UTF-16 text (Excel's 'Unicode text'), which no reader decodes",
@@ -416,14 +389,15 @@ def read_log(path: str | Path, format: str | None = None, **options: Any) -> Rew
         reader = LOG_READERS.get(name)
         if reader.detect(p):
             return reader.read(p, **options)
-    if p.is_dir():
-        raise LogFormatError(*_no_log_in_folder(p))
+    if p.is_dir():  # a run folder made before its log
+        raise LogNotReadyError(*_no_log_in_folder(p))
     if head is not None and b"\x00" in head:
         raise LogFormatError(
             f"{p}: binary data (NUL bytes) in no format pgrpo reads",
             "give the JSONL/JSON/CSV log the trainer wrote",
         )
-    raise LogFormatError(
+    # not final: a console log's start-up output, or a first JSON line still being written
+    raise LogNotReadyError(
         f"{p}: unrecognised log format (a run dir with metrics.jsonl, trainer_state.json, verl "
         "JSONL or console log, W&B CSV / JSON export, TensorBoard events, or any CSV / JSONL)",
         f"pass --format (format= in Python) one of {', '.join(LOG_READERS.names())}",
@@ -459,7 +433,7 @@ def _head(path: Path) -> bytes:
         with path.open("rb") as fh:
             return fh.read(1 << 16)
     except OSError as exc:
-        raise LogFormatError(f"{path}: cannot read ({exc.strerror or exc})") from None
+        raise cannot_read(path, exc) from None
 
 
 _ORDER = ("pgrpo", "trl", "verl", "verl_console", "wandb", "csv")

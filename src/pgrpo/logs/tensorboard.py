@@ -15,7 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pgrpo.logs.base import LogFormatError, LogReader, RewardLog, assemble
+from pgrpo.logs.base import LogFormatError, LogNotReadyError, LogReader, RewardLog, assemble
 from pgrpo.logs.readers import LOG_READERS, _config_hyper
 
 EVENT_GLOB = "events.out.tfevents.*"
@@ -68,7 +68,7 @@ def _scalars(run_dir: Path) -> tuple[dict[float, dict[str, float]], int]:
 def read_tensorboard(path: Path, **options: Any) -> RewardLog:
     files = _event_files(path)
     if not files:
-        raise LogFormatError(f"{path}: no {EVENT_GLOB} file here or below")
+        raise LogNotReadyError(f"{path}: no {EVENT_GLOB} file here or below")
     runs = sorted({f.parent for f in files}, key=lambda d: max(
         f.stat().st_mtime for f in files if f.parent == d))  # fmt: skip
     run = runs[-1] if path.is_dir() else path

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from pgrpo.logs.base import LogFormatError, LogReader, RewardLog, assemble
+from pgrpo.logs.base import LogFormatError, LogNotReadyError, LogReader, RewardLog, assemble
 from pgrpo.logs.columns import ColumnStore, store_of
 from pgrpo.logs.readers import (
     LOG_READERS,
@@ -18,6 +18,9 @@ from pgrpo.logs.readers import (
     _config_hyper,
     _first_object,
     _keep,
+    cannot_read,
+    check_some_objects,
+    complete_lines,
     iter_jsonl_chunks,
 )
 
@@ -73,11 +76,12 @@ def _verl_record(r: dict[str, Any]) -> dict[str, Any]:
 def read_verl(path: Path, **options: Any) -> RewardLog:
     f = _verl_file(path)
     if f is None:
-        raise LogFormatError(f"{path}: no verl JSONL log in this folder", "give the log file")
+        raise LogNotReadyError(f"{path}: no verl JSONL log in this folder", "give the log file")
     bad: list[int] = []
     records = ColumnStore(_keep(options))
-    for chunk in iter_jsonl_chunks(f, bad):
+    for chunk in iter_jsonl_chunks(f, bad, live=options.get("live", False)):
         records.add([_verl_record(r) for r in chunk])
+    check_some_objects(records.n, bad, f, "verl")
     warns = _bad_lines(bad)
     hyper = _config_hyper(_cands(f), warns)
     return assemble(
@@ -125,21 +129,22 @@ def read_verl_console(path: Path, **options: Any) -> RewardLog:
     (possibly behind a Ray prefix such as `(TaskRunner pid=1)`); other lines are ignored."""
     f = _console_file(path)
     if f is None:
-        raise LogFormatError(f"{path}: no verl console log in this folder", "give the log file")
-    records = store_of(_console_records(f))
+        raise LogNotReadyError(f"{path}: no verl console log in this folder", "give the log file")
+    records = store_of(_console_records(f, options.get("live", False)))
     warns: list[str] = []
     hyper = _config_hyper(_cands(f), warns)
     return assemble(records, fmt="verl_console", source=str(f), warnings=warns,
                     hyperparameters=hyper, **options)  # fmt: skip
 
 
-def _console_records(path: Path) -> Iterator[dict[str, Any]]:
+def _console_records(path: Path, live: bool = False) -> Iterator[dict[str, Any]]:
+    """One record per `step:N - ...` line; live: not a last line without its newline yet."""
     try:
         fh = path.open(encoding="utf-8-sig", errors="replace")
     except OSError as exc:
-        raise LogFormatError(f"{path}: cannot read ({exc.strerror or exc})") from None
+        raise cannot_read(path, exc) from None
     with fh:
-        for line in fh:
+        for line in complete_lines(fh) if live else fh:
             line = _ANSI.sub("", line) if "\x1b" in line else line  # colour codes around values
             m = _CONSOLE_STEP.search(line)
             if m is None:

@@ -1,0 +1,96 @@
+"""TRL's log: `trainer_state.json` (`log_history`), or a TRL output folder holding it at the top
+(written when training ends) or in its checkpoint-N/ folders (written at each checkpoint)."""
+
+from __future__ import annotations
+
+import json
+import re
+import stat
+from pathlib import Path
+from typing import Any
+
+from pgrpo.logs.base import LogFormatError, LogNotReadyError, LogReader, RewardLog, assemble
+from pgrpo.logs.readers import LOG_READERS, _config_hyper, _read_text
+
+
+def _trl_files(path: Path) -> list[Path]:
+    """The trainer_state.json files of a TRL output folder, newest last: the top-level one (TRL
+    writes it when training ends) and the latest checkpoint-*/ one. A top-level file older than
+    the latest checkpoint is from an earlier run into the same folder."""
+    if path.is_file():
+        return [path]
+    direct = path / "trainer_state.json"
+    ckpts = sorted(
+        path.glob("checkpoint-*/trainer_state.json"),
+        key=lambda p: int(re.sub(r"\D", "", p.parent.name) or 0),
+    )
+    found = {f: t for f in (direct, *ckpts[-1:]) if (t := _mtime(f)) is not None}
+    # equal times (a folder copied without them) keep the top-level file, as before
+    return sorted(found, key=lambda f: (found[f], f == direct))
+
+
+def _mtime(path: Path) -> float | None:
+    """A file's modification time; None when it is not a file (or was removed as we looked: a
+    trainer deleting old checkpoints, save_total_limit)."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_mtime if stat.S_ISREG(st.st_mode) else None
+
+
+def _trl_file(path: Path) -> Path | None:
+    files = _trl_files(path)
+    return files[-1] if files else None
+
+
+def detect_trl(path: Path) -> bool:
+    f = _trl_file(path)
+    if f is None or f.suffix != ".json":
+        return False
+    if f.name == "trainer_state.json":
+        return True
+    try:
+        with f.open(encoding="utf-8-sig", errors="replace") as fh:
+            return '"log_history"' in fh.read(1 << 20)
+    except OSError:
+        return False
+
+
+def read_trl(path: Path, **options: Any) -> RewardLog:
+    f = _trl_file(path)
+    if f is None:
+        raise LogNotReadyError(f"{path}: no trainer_state.json here or in checkpoint-*/")
+    text = _read_text(f)
+    try:
+        state = json.loads(text)
+    except json.JSONDecodeError as exc:
+        # cut short (caught mid-write: the next read has it whole) or not JSON at all
+        cut = exc.pos >= len(text.rstrip()) or exc.msg.startswith("Unterminated string")
+        raise (LogNotReadyError if cut else LogFormatError)(
+            f"{f}: not valid JSON ({exc.msg} at line {exc.lineno}): a truncated file, or not a "
+            "TRL trainer_state.json; for another kind of log pass its --format (one of "
+            f"{', '.join(LOG_READERS.names())}) or none to detect it"
+        ) from None
+    history = state.get("log_history") if isinstance(state, dict) else None
+    if not isinstance(history, list):
+        raise LogFormatError(f"{f}: no 'log_history' list; is this a TRL trainer_state.json?")
+    warns: list[str] = []
+    stale = [o for o in _trl_files(path) if o != f and o.parent == path]
+    if stale:  # the top-level file is older than the latest checkpoint's
+        warns.append(
+            f"read {f.parent.name}/{f.name}: the top-level {f.name} is older than it (left by "
+            "an earlier run into this folder?)"
+        )
+    records = [r for r in history if isinstance(r, dict)]
+    if len(records) < len(history):
+        warns.append(f"{len(history) - len(records)} non-object log_history entries skipped")
+    names = ("training_args.json", "args.json", "config.yaml", "config.json")
+    cands = [d / n for d in (f.parent, f.parent.parent) for n in names]
+    hyper = _config_hyper(cands, warns)
+    return assemble(
+        records, fmt="trl", source=str(f), warnings=warns, hyperparameters=hyper, **options
+    )
+
+
+LOG_READERS.add("trl", LogReader("trl", detect_trl, read_trl, "TRL trainer_state.json log_history"))
