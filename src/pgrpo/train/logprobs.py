@@ -316,7 +316,9 @@ def completion_scores(
                 use_reentrant=False,
             )
         else:
-            lp, ent = _chunk_scores(*args, head, softcap, with_entropy)
+            # entropy_grad as in the checkpointed branch: without it an entropy bonus had no
+            # gradient on any micro-batch whose completions fit in one chunk
+            lp, ent = _chunk_scores(*args, head, softcap, with_entropy, entropy_grad)
         logps.append(lp)
         ents.append(ent)
     log_probs = torch.cat(logps, dim=1)
