@@ -234,19 +234,19 @@ def _setting(runs: Sequence[EvalRun], attr: str) -> set[str]:
 
 def _check_setting(a: Sequence[EvalRun], b: Sequence[EvalRun], names: tuple[str, str]) -> None:
     """UserError unless a and b evaluated the same task, split and task options (where known)."""
-    for attr, option in (("task", "--task"), ("split", "--split"),
-                         ("task_options", "--task-options")):  # fmt: skip
+    for attr, label, option in (("task", "task", "--task"), ("split", "split", "--split"),
+                                ("task_options", "task options", "--task-options")):  # fmt: skip
         va, vb = _setting(a, attr), _setting(b, attr)
         for name, v in zip(names, (va, vb), strict=True):
             if len(v) > 1:
                 raise UserError(
-                    f"{name} mixes results of different {attr} ({', '.join(sorted(v))})",
+                    f"{name} mixes results of different {label} ({', '.join(sorted(v))})",
                     "give results of one evaluation setting (one `pgrpo eval --out` file)",
                 )
         if va and vb and va != vb:
             raise UserError(
-                f"{names[0]} evaluated {attr} {va.pop()}, {names[1]} {vb.pop()}: they are not "
-                "the same problems",
+                f"{names[0]} used {label} {va.pop()}, {names[1]} {vb.pop()}: they are not the "
+                "same problems",
                 f"compare evaluations with the same --task, --split and --task-options (give "
                 f"{option} as the baseline had it)",
             )
