@@ -188,8 +188,8 @@ def _load(task: Any, split: str) -> list[dict[str, Any]]:
             raise
         raise UserError(
             exc.problem,
-            "offline? give a local copy: --task-options '{data: path/to/folder}' (a folder "
-            f"holding {split}.jsonl), or a .jsonl file as --split",
+            "offline? give a local copy: --task-options '{data: path/to/folder}' (the folder "
+            "holding the split's .jsonl file, or the file itself), or a .jsonl file as --split",
         ) from None
 
 
