@@ -193,7 +193,9 @@ def _load(task: Any, split: str) -> list[dict[str, Any]]:
         ) from None
 
 
-def _warm_up(cfg: EvalConfig, config: Any, checkpoint: Path | None, task: Any):
+def _warm_up(
+    cfg: EvalConfig, config: Any, checkpoint: Path | None, task: Any
+) -> tuple[bool, str | None]:
     """(whether the tiny model is warmed up, note or None): a model by name is warmed up on the
     task's train split with the evaluation's options; a task without a train split (MATH-500)
     leaves the tiny model random, and says so; one without reference answers is refused."""
