@@ -77,7 +77,7 @@ def test_eval_says_when_the_split_has_fewer_problems_than_asked():
     res = runner.invoke(app, args)
     assert res.exit_code == 0, res.output
     notes = [line for line in res.stderr.splitlines() if line.startswith("note:")]
-    assert len(notes) == 1 and "problems=5" in notes[0] and "holds 3" in notes[0], res.stderr
+    assert len(notes) == 1 and "--problems 5" in notes[0] and "holds 3" in notes[0], res.stderr
     assert json.loads(res.stdout)["results"][0]["n_problems"] == 3
 
 

@@ -83,7 +83,7 @@ def test_aggregate_and_compare():
     assert one["accuracy_ci"][0] < one["accuracy_mean"] < one["accuracy_ci"][1]
     assert one["seed_ci"] is None and "one seed" in one["note"]
     assert "welch_note" in compare(a[:1], b[:1])
-    with pytest.raises(ValueError, match="share 0 problems"):
+    with pytest.raises(ValueError, match="share 0 problem"):
         compare(a, [EvalRun("x", ["zz"], [8], [1])])
     with pytest.raises(ValueError, match="0 <= c <= n"):
         EvalRun("bad", ["0"], [4], [5])
@@ -149,8 +149,8 @@ def test_cli_eval_tiny_and_baseline(tmp_path):
     cmp = json.loads(res.stdout)["comparison"]
     assert cmp["problems"] == 3 and math.isfinite(cmp["diff"])
     assert cmp["welch_p"] is None or 0 <= cmp["welch_p"] <= 1  # NaN (zero variance) -> null
-    bad = CliRunner().invoke(app, ["eval", "--from", str(out), "--seeds", "a"])
-    assert bad.exit_code == 0  # --from ignores sampling options
+    bad = CliRunner().invoke(app, ["eval", "--from", str(out), "--seeds", "0,1"])
+    assert bad.exit_code == 2 and "--seeds only apply to sampling" in bad.output, bad.output
     bad = CliRunner().invoke(app, ["eval", "--model", "tiny", "--seeds", "x,y"])
     assert bad.exit_code != 0 and "comma-separated" in bad.output
     for text, msg in (("[1, 2]", "must be a mapping"), ("{levels: [1", "is not YAML")):
@@ -158,7 +158,7 @@ def test_cli_eval_tiny_and_baseline(tmp_path):
         assert bad.exit_code == 2 and msg in bad.output, bad.output
     greedy = ["eval", "--model", "tiny", "--temperature", "0"]
     bad = CliRunner().invoke(app, greedy)  # the default 8 samples would all be the same
-    assert bad.exit_code == 2 and "use samples=1" in bad.output, bad.output
+    assert bad.exit_code == 2 and "use --samples 1" in bad.output, bad.output
     bad = CliRunner().invoke(app, [*greedy[:-1], "-0.5"])
     assert bad.exit_code == 2 and "temperature must be >= 0" in bad.output, bad.output
 
@@ -224,9 +224,11 @@ def test_eval_a_training_checkpoint(tmp_path):
 
     whole = {"model": str(run_dir), "split": "train", "problems": 0, "samples": 1}
     own = evaluate(EvalConfig(**whole, max_new_tokens=1), seed=0)
-    assert len(own.n) == len(get_task("arithmetic", levels=[1], n=200).load("train"))
+    rows = get_task("arithmetic", levels=[1], n=200).load("train")
+    assert len(own.n) == len({e["expression"] for e in rows})  # each distinct problem once
     other = evaluate(EvalConfig(**whole, max_new_tokens=1, task_options={"n": 20}), seed=0)
-    assert len(other.n) == len(get_task("arithmetic", n=20).load("train")) != len(own.n)
+    rows = get_task("arithmetic", n=20).load("train")
+    assert len(other.n) == len({e["expression"] for e in rows}) != len(own.n)
     state = torch.load(run_dir / "checkpoints" / "step-2" / "state.pt", weights_only=False)
     assert state["step"] == 2
     with pytest.raises(FileNotFoundError, match="no checkpoint"):

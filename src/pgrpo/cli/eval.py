@@ -22,7 +22,7 @@ from pgrpo.cli.common import (
     out_file,
     read_json,
 )
-from pgrpo.errors import MAX_SEED
+from pgrpo.errors import MAX_SEED, UserError
 
 EVAL = "pgrpo.evaluate.runner:EvalConfig"
 
@@ -71,6 +71,8 @@ def _read_eval(path: Path, option: str) -> list[Any]:
     fix = "give a file written by `pgrpo eval --out`"
     try:
         return read_eval(path)
+    except UserError as exc:  # says what is wrong with the file and the fix itself
+        fail(f"{option} {exc.problem}", exc.fix)
     except (KeyError, TypeError, AttributeError) as exc:
         fail(f"{option} {path} is not a complete `pgrpo eval` JSON (bad or missing {exc})", fix)
     except ValueError as exc:  # e.g. counts outside 0 <= c <= n (`checked_counts`)
@@ -89,13 +91,13 @@ def _curve(rec: dict) -> str:
 
 def _print(doc: dict, console: Console) -> None:
     table = Table(title="eval (95% intervals over problems: the problem is the unit)")
-    for col in ("result", "step", "accuracy", "95% CI", "pass@k [95% CI]"):
+    for col in ("result", "step", "problems", "accuracy", "95% CI", "pass@k [95% CI]"):
         table.add_column(col, overflow="fold")
     for rec in doc["results"] + doc.get("baseline", []):
         lo, hi = rec["accuracy_ci"]
         table.add_row(
-            escape(rec["name"]), str(rec["step"]), f"{rec['accuracy']:.3f}",
-            f"[{lo:.3f}, {hi:.3f}]", _curve(rec),
+            escape(rec["name"]), str(rec["step"]), str(rec.get("n_problems", "?")),
+            f"{rec['accuracy']:.3f}", f"[{lo:.3f}, {hi:.3f}]", _curve(rec),
         )  # fmt: skip
     console.print(table)
     agg = doc["aggregate"]
@@ -107,21 +109,78 @@ def _print(doc: dict, console: Console) -> None:
     )
     console.print(f"pass@k over seeds: {_curve(agg)}")
     if "comparison" in doc:
-        cmp, sc = doc["comparison"], doc["search_compression"]
-        lo, hi = cmp["bootstrap_ci"]
-        console.print(
-            f"vs baseline: diff {cmp['diff']:+.3f}, paired bootstrap CI "
-            f"[{lo:+.3f}, {hi:+.3f}] p={cmp['bootstrap_p']:.3g}"
-            + (f"; Welch p={cmp['welch_p']:.3g}" if "welch_p" in cmp else "")
+        _print_comparison(doc["comparison"], doc["search_compression"], console)
+
+
+def _print_comparison(cmp: dict, sc: dict, console: Console) -> None:
+    lo, hi = cmp["bootstrap_ci"]
+    shared = cmp["problems"]
+    sizes = (cmp.get("problems_a"), cmp.get("problems_b"))
+    of = (
+        ""
+        if sizes[0] == sizes[1] == shared or None in sizes
+        else f" (of {sizes[0]} and {sizes[1]})"
+    )
+    if "welch_p" not in cmp:
+        welch = ""
+    elif cmp["welch_p"] is None:
+        welch = "; Welch: undefined (no spread between seeds)"
+    else:
+        welch = f"; Welch p={cmp['welch_p']:.3g}"
+    console.print(
+        f"vs baseline on {shared} shared problems{of}, paired by "
+        f"{cmp.get('paired_by', 'problem id')}: diff {cmp['diff']:+.3f}, paired bootstrap CI "
+        f"[{lo:+.3f}, {hi:+.3f}] p={cmp['bootstrap_p']:.3g}{welch}"
+    )
+    verdict = sc["verdict"] + (f" ({sc['verdict_note']})" if sc.get("verdict_note") else "")
+    gains = f"pass@1 gain {sc['gain_pass1']:+.3f}"
+    if sc["k_max"] > 1:
+        gains += f", pass@{sc['k_max']} gain {sc['gain_pass_kmax']:+.3f}"
+    console.print(f"{gains} on the shared problems: {escape(verdict)}")
+
+
+SAMPLING_OPTIONS = (
+    "model", "task", "task_options", "split", "problems", "problem_seed", "samples", "seeds",
+    "temperature", "max_new_tokens", "tiny_warmup_steps",
+)  # fmt: skip
+"""Parameters that only sampling reads: --from refuses them (they would be silently ignored)."""
+
+
+def _refuse_sampling_options(ctx: typer.Context) -> None:
+    """UserError when a sampling option was given (not left at its default) with --from."""
+    sources = {name: ctx.get_parameter_source(name) for name in SAMPLING_OPTIONS}
+    given = [
+        "--" + name.replace("_", "-")
+        for name, source in sources.items()
+        if source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP")
+    ]
+    if given:
+        fail(
+            f"--from takes its results from the file; {', '.join(given)} only apply to sampling",
+            "drop them, or drop --from to evaluate again",
         )
-        console.print(
-            f"pass@1 gain {sc['gain_pass1']:+.3f}, pass@{sc['k_max']} gain "
-            f"{sc['gain_pass_kmax']:+.3f}: {sc['verdict']}"
+
+
+def _check_out(out: Path) -> None:
+    """--out can be written: its folder, and the file itself (made and removed now)."""
+    from pgrpo.evaluate.runner import check_writable
+
+    out_file(out)
+    try:
+        check_writable(out)
+    except OSError as exc:
+        fail(
+            f"--out {out}: cannot write there ({exc.strerror or exc})", "give a writable file path"
         )
+
+
+def _warn(text: str) -> None:
+    typer.echo(f"warning: {text}", err=True)
 
 
 @command("eval")
 def eval_cmd(
+    ctx: typer.Context,
     model: str = config_option(EVAL, "model"),
     task: str = config_option(EVAL, "task"),
     task_options: str | None = config_option(EVAL, "task_options", "--task-options"),
@@ -145,43 +204,78 @@ def eval_cmd(
     as_json: bool = json_option("the eval document (what --out writes)"),
 ) -> None:
     """Evaluate; several seeds give an interval over seeds; --baseline adds Welch's t on seed
-    means, a paired bootstrap over problems, and pass@k curves base vs trained."""
-    from pgrpo.evaluate import EvalConfig, eval_document, evaluate, write_eval
+    means, a paired bootstrap over the problems both evaluated (matched by problem id), and
+    pass@k curves base vs trained."""
+    from pgrpo.evaluate import eval_document, write_eval
+    from pgrpo.evaluate.runner import failure_warning
 
     base = _read_eval(baseline, "--baseline") if baseline is not None else None
     if from_file is not None:
+        _refuse_sampling_options(ctx)
         runs = _read_eval(from_file, "--from")
         if out is not None:
-            out_file(out)
+            _check_out(out)
+        for run in runs:
+            warning = failure_warning(run)
+            if warning is not None:
+                _warn(warning)
     else:
-        from pgrpo.tasks import TASKS
-
-        TASKS.get(task)
-        check_model(model)
-        cfg = EvalConfig(
-            model=model,
-            task=task,
-            task_options=_task_options(task_options),
-            split=split,
-            problems=problems,
-            problem_seed=problem_seed,
-            samples=samples,
-            temperature=temperature,
-            max_new_tokens=max_new_tokens,
-            tiny_warmup_steps=tiny_warmup_steps,
-        )
-        seed_list = _seeds(seeds)
-        if out is not None:  # once the inputs are checked (bad input writes nothing), before
-            out_file(out)  # sampling (a bad --out must not cost the evaluation)
-        notes: set[str] = set()  # said once, not once per seed
-
-        def on_note(text: str) -> None:
-            if text not in notes:
-                notes.add(text)
-                typer.echo(f"note: {text}", err=True)
-
-        runs = [evaluate(cfg, seed=s, on_note=on_note) for s in seed_list]
+        cfg = _config(model, task, task_options, split, problems, problem_seed, samples,
+                      temperature, max_new_tokens, tiny_warmup_steps)  # fmt: skip
+        runs = _sample(cfg, _seeds(seeds), base, out)
+    if base is not None and out is not None:  # the results are kept whatever the comparison
+        write_eval(eval_document(runs), out)
     doc = eval_document(runs, base)
+    for warning in doc.get("comparison", {}).get("warnings", []):
+        _warn(warning)
     if out is not None:
         write_eval(doc, out)
     emit(doc, as_json, lambda console: _print(doc, console))
+
+
+def _config(
+    model: str, task: str, task_options: str | None, split: str, problems: int,
+    problem_seed: int, samples: int, temperature: float, max_new_tokens: int,
+    tiny_warmup_steps: int,
+) -> Any:  # fmt: skip
+    """The EvalConfig of the command's options (checked: task, model, options)."""
+    from pgrpo.evaluate import EvalConfig
+    from pgrpo.tasks import TASKS
+
+    TASKS.get(task)
+    check_model(model)
+    return EvalConfig(
+        model=model,
+        task=task,
+        task_options=_task_options(task_options),
+        split=split,
+        problems=problems,
+        problem_seed=problem_seed,
+        samples=samples,
+        temperature=temperature,
+        max_new_tokens=max_new_tokens,
+        tiny_warmup_steps=tiny_warmup_steps,
+    )
+
+
+def _sample(cfg: Any, seeds: list[int], base: list[Any] | None, out: Path | None) -> list[Any]:
+    """Evaluate at each seed, after everything that can fail without the model has been
+    checked: the split and its problems (`plan_eval`), the baseline against them (same task,
+    split, options, >= 2 shared problems), and --out (bad input writes nothing and costs no
+    sampling)."""
+    from pgrpo.evaluate.metrics import pair_problems
+    from pgrpo.evaluate.runner import evaluate, plan_eval, planned_run
+
+    plan = plan_eval(cfg)
+    if base is not None:
+        pair_problems([planned_run(cfg, plan)], base)
+    if out is not None:
+        _check_out(out)
+    said: set[str] = set()  # said once, not once per seed
+
+    def on_note(text: str) -> None:
+        if text not in said:
+            said.add(text)
+            typer.echo(text if text.startswith("warning: ") else f"note: {text}", err=True)
+
+    return [evaluate(cfg, seed=s, on_note=on_note, plan=plan) for s in seeds]

@@ -14,12 +14,13 @@ Splits: every problem (its expression string) belongs to exactly one split by a 
 (crc32 % 5 == 0 -> "test", about 20%), so `load("train")` and `load("test")` are disjoint for any
 seed; each split is drawn with its own seeded generator, levels in equal shares, shuffled.
 The test split holds distinct problems while a level's test pool allows (level 1 has only ~20
-test problems: then they repeat).
+test problems: then they repeat; `pgrpo eval` evaluates a repeated problem once, its id being the
+expression: `problem_id`).
 
 Reward: 1.0 when the final number of the completion (see `pgrpo.tasks.answers`: \\boxed{},
 "answer is", else the last number) equals the answer exactly. With `format_weight` w > 0 the
 reward is (1 - w) * correct + w * bare, where bare = the completion is only a number, so it stays
-in [0, 1].
+in [0, 1]. `correct` is the first term alone: what `pgrpo eval` counts, whatever the weight.
 """
 
 from __future__ import annotations
@@ -158,7 +159,12 @@ class ArithmeticTask:
         """A completion that earns the full reward (the tiny model's supervised warm-up)."""
         return str(example["answer"])
 
+    def problem_id(self, example: dict[str, Any]) -> str:
+        """The expression: a problem the split holds twice is one problem."""
+        return str(example["expression"])
+
     def correct(self, completion: str, example: dict[str, Any]) -> bool:
+        """The final number equals the answer (the reward without its format share)."""
         answer = extract_final_number(without_prompt(completion, self.prompt, example))
         return numbers_equal(answer, example["answer"])
 

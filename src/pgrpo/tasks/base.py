@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import math
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
@@ -21,6 +23,10 @@ class Task(Protocol):
       stable names, floats.
     - `reward_range` (optional attribute): (lo, hi), the bounds of one reward; fits and forecasts
       keep the reward curve's levels inside it (`task_reward_range`).
+    - `correct(completion, example)` (optional): whether the completion solves the problem, apart
+      from any shaping of the reward (e.g. a format bonus); `pgrpo eval` counts it (`is_correct`).
+    - `problem_id(example)` (optional): the problem's identity, the same in every evaluation; by
+      default the dataset's own id field, else a hash of the prompt (`problem_id`).
     """
 
     name: str
@@ -59,6 +65,39 @@ def task_reward_range(task: Any) -> tuple[float, float] | None:
         return None if r is None else checked_reward_range(r)
     except ValueError:
         return None
+
+
+ID_FIELDS = ("unique_id", "id", "key")
+"""Example fields that name a problem in its dataset (MATH-500's `unique_id`, IFEval's `key`)."""
+
+
+def problem_id(task: Any, example: dict[str, Any]) -> str:
+    """A problem's identity, the same in every evaluation of it (so that two systems are compared
+    problem by problem): `task.problem_id(example)` when the task defines it (arithmetic: the
+    expression), else the dataset's own id (`ID_FIELDS`), else "prompt:" and 16 hex digits of
+    the SHA-1 of the prompt text (GSM8K has no id field)."""
+    fn = getattr(task, "problem_id", None)
+    if callable(fn):
+        return str(fn(example))
+    for key in ID_FIELDS:
+        if example.get(key) not in (None, ""):
+            return str(example[key])
+    return "prompt:" + hashlib.sha1(str(task.prompt(example)).encode()).hexdigest()[:16]
+
+
+def is_correct(task: Any, completion: str, example: dict[str, Any]) -> bool:
+    """Whether `completion` solves `example`: `task.correct(completion, example)` when the task
+    defines it (arithmetic: the final number, whatever its format weight), else whether the
+    reward reaches the task's maximum (the high end of `reward_range`, 1 when it declares none).
+    A reward that is not a finite number raises ValueError (safe scoring counts it)."""
+    fn = getattr(task, "correct", None)
+    if callable(fn):
+        return bool(fn(completion, example))
+    reward = float(task.reward(completion, example))
+    if not math.isfinite(reward):
+        raise ValueError(f"reward is not finite ({reward})")
+    high = (task_reward_range(task) or (0.0, 1.0))[1]
+    return reward >= high - 1e-9
 
 
 def check_task_options(name: str, options: dict[str, Any]) -> None:
