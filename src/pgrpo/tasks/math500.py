@@ -10,7 +10,7 @@ signal-based timeouts are disabled here (they only work in the main thread): the
 timeout. math-verify can hang in C code on pathological input (e.g. `\\boxed{9^{9^{9^{9}}}}`, a
 power tower sympy tries to evaluate): only that process kill stops it, so call `task.reward`
 through `score_completions`, not directly, on untrusted completions. Before math-verify a
-completion loses every verbatim copy of the prompt (`answers.without_prompt`), has its LaTeX
+completion loses every restatement of the problem (`answers.without_prompt`), has its LaTeX
 thousands separators read as commas (`10\\,080` parsed as 90), is cut to its last `MAX_CHARS`
 characters and refused (a counted error, reward 0) when nested more than `MAX_NESTING` brackets
 deep; a numeric gold answer needs a number, not an expression that evaluates to it
