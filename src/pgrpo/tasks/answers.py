@@ -3,8 +3,9 @@
 The rule, in priority order (the first that finds a number wins):
 1. the last `\\boxed{...}` (or `\\fbox{...}`): a `\\frac{a}{b}` inside it as a/b, else the last
    number inside it;
-2. the last `####` marker directly followed by a number (GSM8K's own answer format; a markdown
-   heading such as `#### Step 2: Money` is not one): that number;
+2. the last `####` marker followed by a number that ends its line (GSM8K's own answer format;
+   a trailing period, `%`, `**` or a lowercase unit such as "dollars" may follow): that number.
+   A markdown heading is not one: `#### Step 2: Money`, `#### 1. Eggs sold`, `#### 2) Final`;
 3. the last "answer is" / "answer:" phrase (case-insensitive, e.g. "The final answer is $1,200."):
    the first number after it;
 4. otherwise the last number in the text.
@@ -39,7 +40,13 @@ _SIGN_CONTEXT = re.compile(r"[\w)]")
 _BOXED = re.compile(r"\\(?:boxed|fbox)\s*\{")
 _FRAC = re.compile(r"(-?)\\[dt]?frac\s*\{\s*(-?\d+)\s*\}\s*\{\s*(\d+)\s*\}")
 _ANSWER_PHRASE = re.compile(r"answer\s*(?:is|:|=)", re.IGNORECASE)
-_HASHES = re.compile(r"####[ \t]*(?=\$?\s?[-\u2212]?\d)")  # '#### 42', not '#### Step 1'
+# '#### 42' (also '#### $1,200.', '#### 18 dollars', '#### **18**') alone on its line; not a
+# heading '#### Step 1: ...', '#### 1. Eggs sold' or '#### 2) Final'
+_HASHES = re.compile(
+    r"####[ \t]*[*_]*(?P<answer>\$?[ \t]?[-\u2212]?\$?[ \t]?(?:\d[\d,]*(?:\.\d+)?|\.\d+))"
+    r"[*_]*[ \t]*(?:%|[a-z]+(?:[ \t]+[a-z]+)?)?[ \t]*\.?[ \t]*$",
+    re.MULTILINE,
+)
 _SEPARATOR = re.compile(r"(?<=\d)(?:,\\!|\{,\}|\\,|\\!|[\u2009\u202f])(?=\d{3}(?!\d))")
 _MAX_CHARS = 20_000  # longer completions are scored on their last 20k characters
 
@@ -144,7 +151,7 @@ def extract_final_number(text: str) -> str | None:
             return nums[-1]
     marks = list(_HASHES.finditer(text))
     if marks:
-        nums = _numbers(text[marks[-1].end() :])
+        nums = _numbers(marks[-1].group("answer"))
         if nums:
             return nums[0]
     phrases = list(_ANSWER_PHRASE.finditer(text))
