@@ -11,6 +11,7 @@ Checks (docs/tasks.md quotes their output):
   reference solutions, alone and after the problem restated).
 - `think`: IFEval prompt-level strict accuracy of responses that open with a `<think>` block,
   pgrpo against if-verifiable's own `evaluate_instructions`.
+Prints a line per count and writes bench/results/task_reward_checks.json (the checks run).
 Data: ../shared/data (gsm8k/test.jsonl, math500/test.jsonl, ifeval/input_data.jsonl). CPU only;
 a few minutes (MATH-500 through math-verify dominates).
 """
@@ -18,13 +19,23 @@ a few minutes (MATH-500 through math-verify dominates).
 from __future__ import annotations
 
 import argparse
+import datetime as dt
+import json
+import platform
 import re
+import sys
 from pathlib import Path
 
 from pgrpo.tasks import get_task, score_completions
 
 DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data"
 CHECKS = ("echo", "solutions", "think")
+ROWS: list[dict] = []
+
+
+def _row(check: str, task: str, form: str, count: str, note: str = "") -> None:
+    ROWS.append({"check": check, "task": task, "form": form, "count": count, "note": note})
+    print(f"{check:9} {task:15} {form:42} {count} {note}".rstrip(), flush=True)
 
 
 def _last_sentence(text: str) -> str:
@@ -64,7 +75,7 @@ def check_echo() -> None:
     for name, task, examples, question in _tasks():
         for form, echo in ECHOES.items():
             completions = [echo(task, question(e), e) for e in examples]
-            print(f"echo  {name:15} {form:42} scores > 0: {_count(task, completions, examples)}")
+            _row("echo", name, form, _count(task, completions, examples), "scored > 0")
 
 
 def check_solutions() -> None:
@@ -77,7 +88,7 @@ def check_solutions() -> None:
     }
     for form, make in forms.items():
         completions = [make(e) for e in examples]
-        print(f"solutions gsm8k {form:32} score 1: {_count(gsm8k, completions, examples)}")
+        _row("solutions", "gsm8k", form, _count(gsm8k, completions, examples), "scored 1")
     math = get_task("math", data=str(DATA / "math500"))
     examples = math.load("test")
     for form, make in {
@@ -86,8 +97,8 @@ def check_solutions() -> None:
     }.items():
         res = score_completions(math, [make(e) for e in examples], examples, timeout_s=10.0)
         misses = [e["unique_id"] for e, r in zip(examples, res.rewards, strict=True) if r < 1]
-        print(f"solutions math  {form:32} score 1: {sum(res.rewards):.0f}/{len(examples)}; "
-              f"not: {', '.join(misses) or '-'}")  # fmt: skip
+        count = f"{sum(res.rewards):.0f}/{len(examples)}"
+        _row("solutions", "math", form, count, f"scored 1; not: {', '.join(misses) or '-'}")
 
 
 def check_think() -> None:
@@ -110,8 +121,9 @@ def check_think() -> None:
             response, e["instruction_id_list"], e["kwargs"], e["prompt"], registry
         )
         ref += bool(scores.binary_strict)
-    print(f"think ifeval prompt-level strict, '<think>...</think>' + prompt lowercased without "
-          f"commas: pgrpo {ours}/{len(examples)}, if-verifiable {ref}/{len(examples)}")  # fmt: skip
+    form = "'<think>...</think>' + prompt lowercased, no commas"
+    note = f"all constraints followed (strict); if-verifiable {ref}/{len(examples)}"
+    _row("think", "ifeval", form, f"{ours}/{len(examples)}", note)
 
 
 def main() -> None:
@@ -122,6 +134,13 @@ def main() -> None:
         if name not in CHECKS:
             parser.error(f"unknown check {name!r}; valid: {', '.join(CHECKS)}")
         globals()[f"check_{name}"]()
+    meta = {
+        "command": "python bench/task_reward_checks.py --checks " + args.checks,
+        "date": dt.date.today().isoformat(),
+        "machine": f"{platform.machine()} CPU, Python {sys.version.split()[0]}",
+    }
+    out = Path(__file__).resolve().parent / "results" / "task_reward_checks.json"
+    out.write_text(json.dumps({"meta": meta, "rows": ROWS}, indent=1) + "\n")
 
 
 if __name__ == "__main__":
