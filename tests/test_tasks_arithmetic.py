@@ -71,7 +71,8 @@ def test_prompt_asks_for_the_number_only():
         ("13", 0.0),
         ("", 0.0),
         ("twelve", 0.0),
-        ("12, because 7 + 5", 0.0),  # the last number is taken: rambling after the answer fails
+        ("12, because 5 + 7", 0.0),  # the last number is taken: rambling after the answer fails
+        ("12, because 7 + 5", 1.0),  # ... but the question restated is not read (was 0)
     ],
 )
 def test_exact_numeric_reward(completion, reward):

@@ -182,3 +182,48 @@ def test_math_and_ifeval_hub_fallbacks_name_their_datasets(monkeypatch):
         get_task("math").load("test")
     with pytest.raises(UserError, match="google/IFEval.*Pass a local path"):
         get_task("ifeval").load("test")
+
+
+# A numbered markdown heading was read as GSM8K's '####' answer marker (review 2026-12-04):
+# "#### 1. Eggs sold ... #### 2. Money ... The answer is 18." extracted 2.
+@pytest.mark.parametrize(
+    ("text", "number"),
+    [
+        ("#### 1. Eggs sold\n9 eggs.\n#### 2. Money\n9 * 2 = 18\nThe answer is 18.", "18"),
+        ("#### 2) Final\nShe makes 9 * 2 = 18 dollars.", "18"),
+        ("#### 3: Total\nThe answer is 18", "18"),
+        ("#### 18.", "18"),
+        ("#### 18 dollars\n", "18"),
+        ("#### **18**", "18"),
+        ("#### 18\nI hope this helps with your 2 questions.", "18"),
+    ],
+)
+def test_hash_marker_is_a_number_ending_its_line(text, number):
+    assert extract_final_number(text) == number
+
+
+_TITLE = st.from_regex(r"[A-Z][a-z]{1,8}( [A-Za-z]{1,8}){0,2}", fullmatch=True)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(1, 20), st.sampled_from([".", ")", ":"]), _TITLE), max_size=4),
+    st.integers(-(10**6), 10**6),
+    st.sampled_from(["The answer is {}.", "#### {}", "\\boxed{{{}}}", "Answer: {}"]),
+)
+def test_numbered_headings_never_outrank_the_answer(headings, value, answer_fmt):
+    body = "".join(
+        f"#### {n}{mark} {title}\nSome work: 3 + 4 = 7.\n" for n, mark, title in headings
+    )
+    assert numbers_equal(extract_final_number(body + answer_fmt.format(value)), value)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.integers(-(10**6), 10**6),
+    st.sampled_from(["", ".", " dollars", " %", "  "]),
+    st.sampled_from(["", "\nHope this helps: 2 more checks.", "\n#### 1. Check\n3 + 4 = 7"]),
+)
+def test_the_last_hash_answer_line_wins(value, suffix, after):
+    text = f"Work: 1 + 2 = 3.\n#### {value}{suffix}{after}"
+    assert numbers_equal(extract_final_number(text), value), text

@@ -170,3 +170,38 @@ def test_matches_the_reference_evaluator_on_real_ifeval_prompts():
         )
         assert strict.reward(response, ex) == pytest.approx(ref.partial_strict), ex["key"]
         assert loose.reward(response, ex) == pytest.approx(ref.partial_loose), ex["key"]
+
+
+# A reasoning block was checked as part of the response (review 2026-12-04): on the 541 IFEval
+# prompts, '<think>...</think>' + the prompt lowercased without commas passed every constraint
+# of 84 prompts (strict) against the reference evaluator's 154, which strips the block.
+@pytest.mark.parametrize(
+    ("response", "reward"),
+    [
+        ("<think>Plan: one, two, three.</think>\nno commas at all", 1.0),  # was 0
+        ("  <think>\nA, b.\n</think>\n\nno commas at all", 1.0),  # was 0
+        ("Plan: one, two, three.</think>no commas at all", 1.0),  # '<think>' was in the prompt
+        ("<think>Plan: never finished, so no answer", 0.0),
+        ("no commas at all", 1.0),
+        ("one, two", 0.0),
+    ],
+)
+def test_a_thinking_block_is_not_checked(response, reward):
+    task = get_task("ifeval")
+    assert task.reward(response, _ex(["punctuation:no_comma"], [{}])) == reward
+
+
+@needs_data
+def test_thinking_responses_match_the_reference_evaluator_on_real_prompts():
+    from if_verifiable.common import evaluate_instructions
+
+    task = get_task("ifeval", data=str(DATA / "ifeval"))
+    registry = use_offline_tokenizers()
+    for ex in task.load("test")[:80]:
+        if not all(str(kw.get("letter", "a")).isalpha() for kw in ex["kwargs"]):
+            continue  # random letter in the reference (see the test above)
+        response = "<think>Let me think, about this.</think>\n" + ex["prompt"].lower()
+        _, ref = evaluate_instructions(
+            response, ex["instruction_id_list"], ex["kwargs"], ex["prompt"], registry
+        )
+        assert task.reward(response, ex) == pytest.approx(ref.partial_strict), ex["key"]

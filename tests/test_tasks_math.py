@@ -104,3 +104,31 @@ def test_deeply_nested_answers_are_counted_errors_not_scored_or_timed_out(task):
     assert res.errors == 2 and res.timeouts == 0
     assert f"over the cap of {MAX_NESTING}" in res.error_messages[0]
     assert res.seconds < 8
+
+
+# Percentages and two boxes with one answer scored 0 where math-verify alone gives 1 (review
+# 2026-12-04): `simplified_enough` took the parsed 10 * (1/100) and {639/40} for expressions.
+@pytest.mark.parametrize(
+    ("gold", "completion", "reward"),
+    [
+        ("10", "\\boxed{10\\%}", 1.0),  # was 0
+        ("10", "Thus the area decreased by $\\boxed{10}$ percent.", 1.0),  # was 0
+        ("0.1", "\\boxed{10\\%}", 1.0),  # math-verify: X% equals X and X/100; was 0
+        ("1000", "\\boxed{10\\%}", 0.0),
+        ("10", "\\boxed{(5+5)\\%}", 0.0),  # still an expression, not the number
+        ("\\frac{639}{40}", "$\\boxed{15\\frac{39}{40}}$, or $\\boxed{\\frac{639}{40}}$", 1.0),
+        ("5", "\\boxed{5} or \\boxed{3}", 0.0),
+        ("5", "\\boxed{2+3} or \\boxed{5}", 0.0),
+    ],
+)
+def test_percentages_and_repeated_boxes_follow_math_verify(task, gold, completion, reward):
+    assert task.reward(completion, {"problem": "Compute it.", "answer": gold}) == reward
+
+
+@needs_data
+def test_real_math500_reference_solutions_with_percent_and_two_boxes_score_one():
+    task = get_task("math", data=str(DATA / "math500"))
+    ids = {"test/prealgebra/1233.json", "test/number_theory/459.json"}  # both scored 0
+    examples = [e for e in task.load("test") if e["unique_id"] in ids]
+    res = score_completions(task, [e["solution"] for e in examples], examples, timeout_s=10)
+    assert res.rewards == [1.0, 1.0]

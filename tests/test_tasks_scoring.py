@@ -272,3 +272,50 @@ def test_docs_custom_task_example_runs():
     ).stdout
     assert "rewards [1.0, 0.0] errors 0 timeouts 1" in out
     assert "isolation process" in out
+
+
+# Before the fix, multiprocessing's exit handler ran before pgrpo's, SIGTERMed the worker (which
+# ignores SIGTERM) and joined it for ever: every such script printed its result, then hung.
+EXIT_SCRIPT = """
+import os
+from pgrpo.tasks import get_task, score_completions
+from pgrpo.tasks.scoring import _WORKER
+task = get_task("arithmetic", n=4, levels=[1])
+examples = task.load("test")[:2]
+result = score_completions(task, ["1", "2"], examples, isolation="process")
+print("pid", _WORKER.proc.pid, result.isolation, flush=True)
+"""
+
+
+def _exits_in_time(args, **kwargs):
+    import subprocess
+    import sys
+
+    return subprocess.run(
+        [sys.executable, *args], capture_output=True, text=True, timeout=60, check=True, **kwargs
+    ).stdout
+
+
+def test_a_script_that_scored_in_the_worker_exits_and_the_worker_dies():
+    out = _exits_in_time(["-c", EXIT_SCRIPT])  # no `import torch` first (that hid the bug)
+    assert " process" in out
+    pid = int(out.split()[1])
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.1)
+    pytest.fail(f"reward worker {pid} outlived its parent")
+
+
+def test_docs_tasks_md_custom_task_snippet_runs_and_exits(tmp_path):
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "tasks.md").read_text()
+    section = doc.split("## Your own task", 1)[1]
+    snippet = section.split("```python\n", 1)[1].split("```", 1)[0]
+    script = tmp_path / "letter.py"
+    script.write_text(snippet)
+    assert _exits_in_time([str(script)], cwd=tmp_path).strip() == "[1.0, 0.0]"

@@ -8,8 +8,9 @@
     task.num_constraints(example)       # C, for the dual_anchor advantage (`num_constraints=`)
 
 Examples use IFEval's fields: `key`, `prompt`, `instruction_id_list`, `kwargs`. Constraints are
-checked by if-verifiable's reference checkers on the raw response (`loose=True`: the reference's
-loose variants), offline (see `ifeval_checkers`). Empty response: 0. Unknown instruction ids count
+checked by if-verifiable's reference checkers on the response after its `<think>...</think>`
+block, as the reference evaluator does (`loose=True`: the reference's loose variants), offline
+(see `ifeval_checkers`). Empty response: 0. Unknown instruction ids count
 as not followed (still in C) and are reported in `metrics` (`unknown_instruction_ids`).
 Metrics: `ssr` = instruction-level accuracy (constraints followed / constraints), `hsr` =
 prompt-level accuracy (all of a prompt's constraints followed), both from the rewards.

@@ -15,7 +15,11 @@ the machine. `langdetect` is seeded (`DetectorFactory.seed = 0`) so language che
 deterministic.
 
 `check_response(response, instruction_ids, kwargs_list, prompt, loose=False)` returns one
-`ConstraintCheck` per constraint. An empty response follows nothing. An unknown instruction id, or a
+`ConstraintCheck` per constraint. As the reference evaluator does (`evaluate_instructions`,
+with if-verifiable's own `strip_thinking`), a reasoning block is not checked: the response is
+what follows the first `</think>` (also when the chat template opened `<think>` in the prompt),
+an unfinished `<think>` leaves nothing, and the response is stripped of surrounding whitespace.
+An empty response follows nothing. An unknown instruction id, or a
 checker that raises, counts as not followed (and is reported in `unknown` / `error`).
 Strict checks the raw response; loose passes if any of the reference's loose variants passes
 (first/last line removed, `*` removed).
@@ -131,6 +135,9 @@ def check_response(
     loose: bool = False,
 ) -> list[ConstraintCheck]:
     """One `ConstraintCheck` per instruction id, in order (see the module docstring)."""
+    from if_verifiable.common import strip_thinking
+
+    response = strip_thinking(response)  # '<think>...</think>' is not part of the answer
     kwargs_list = list(kwargs_list or [])
     if len(kwargs_list) < len(instruction_ids):
         kwargs_list += [{}] * (len(instruction_ids) - len(kwargs_list))

@@ -10,11 +10,11 @@ signal-based timeouts are disabled here (they only work in the main thread): the
 timeout. math-verify can hang in C code on pathological input (e.g. `\\boxed{9^{9^{9^{9}}}}`, a
 power tower sympy tries to evaluate): only that process kill stops it, so call `task.reward`
 through `score_completions`, not directly, on untrusted completions. Before math-verify a
-completion loses every verbatim copy of the prompt (`answers.without_prompt`), has its LaTeX
+completion loses every restatement of the problem (`answers.without_prompt`), has its LaTeX
 thousands separators read as commas (`10\\,080` parsed as 90), is cut to its last `MAX_CHARS`
 characters and refused (a counted error, reward 0) when nested more than `MAX_NESTING` brackets
-deep; a numeric gold answer needs a number, not an expression that evaluates to it
-(`simplified_enough`).
+deep; a numeric gold answer needs a number (a literal, `x = 5`, a percentage `10\\%`, a set
+of those), not an expression that evaluates to it (`simplified_enough`).
 """
 
 from __future__ import annotations
@@ -64,7 +64,8 @@ def bounded(text: str) -> str:
 
 def simplified_enough(gold: Any, predicted: Any, latex: str = "") -> bool:
     """MATH wants simplified answers: when the gold answer is a number, so must the prediction
-    be (a number literal, or `x = <number>`), not an expression that evaluates to it.
+    be (a number literal, `x = <number>`, a percentage: `_is_number`), not an expression that
+    evaluates to it.
     math-verify compares values, so `\\boxed{99^2+99+1}` and a completion that only restated
     the problem (`Compute $99^2+99+1$`, its last expression) scored 1 on 32 of the 500 problems.
     gold, predicted: math-verify's parsed (unevaluated) sympy objects; latex: the prediction's
@@ -72,10 +73,25 @@ def simplified_enough(gold: Any, predicted: Any, latex: str = "") -> bool:
     evaluates `\\dbinom{31}{28}` to 4495 itself)."""
     if not getattr(gold, "is_Number", False):
         return True  # an expression, an interval, a set, text: math-verify's equivalence
-    rhs = getattr(predicted, "rhs", None) if getattr(predicted, "is_Relational", False) else None
-    if not getattr(predicted if rhs is None else rhs, "is_Number", False):
-        return False
-    return set(_COMMAND.findall(str(latex))) <= _NUMBER_COMMANDS
+    return _is_number(predicted) and set(_COMMAND.findall(str(latex))) <= _NUMBER_COMMANDS
+
+
+def _is_number(value: Any) -> bool:
+    """A number literal as math-verify parses one: a Number, `x = <number>`, a percentage
+    (`10\\%` and "10 percent" parse as 10 * UnevaluatedExpr(1/100); math-verify then accepts it
+    for gold 10 and for gold 0.1, so do we), or a set of those (two boxes with one answer,
+    `\\boxed{15\\frac{39}{40}}` or `\\boxed{\\frac{639}{40}}`, parse as {639/40})."""
+    if getattr(value, "is_Relational", False):
+        value = value.rhs
+    if getattr(value, "is_FiniteSet", False):
+        return len(value.args) > 0 and all(_is_number(v) for v in value.args)
+    if getattr(value, "is_Mul", False) and len(value.args) == 2:
+        from sympy import Rational, UnevaluatedExpr
+
+        percent = UnevaluatedExpr(Rational(1, 100))
+        rest = [a for a in value.args if a != percent]
+        return len(rest) == 1 and getattr(rest[0], "is_Number", False)
+    return bool(getattr(value, "is_Number", False))
 
 
 _COMMAND = re.compile(r"\\([A-Za-z]+)")

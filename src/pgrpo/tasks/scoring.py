@@ -16,9 +16,10 @@ swallows any exception a timer raises in-process).
   task is sent once per batch.
 In both, each completion gets `timeout_s` from the moment the previous one finished; on a timeout
 the child is killed and scoring continues in a new one with the next completion.
-Where fork is missing (Windows), fast and unpicklable tasks fall back to a `SIGALRM` timer in
-the main thread ("signal"), with a warning. The explicit modes "signal" and "inline" (no timeout)
-run in this process: they cannot stop C code or a reward that swallows `BaseException`.
+Where fork is missing (Windows), fast and unpicklable tasks fall back to a `SIGALRM` timer in the
+main thread ("signal"), with a warning. The explicit modes "signal" and "inline" (no timeout) run
+here: they cannot stop C code or a reward that swallows `BaseException`. At exit the worker is
+killed, before multiprocessing's own exit handler (which would wait for it for ever).
 
 Exceptions, timeouts and non-finite rewards score 0.0 and are counted; only a programming error of
 the caller (mismatched lengths, an unknown isolation mode) raises.
@@ -27,9 +28,11 @@ the caller (mismatched lengths, an unknown isolation mode) raises.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import hashlib
 import math
 import multiprocessing
+import multiprocessing.util
 import pickle
 import signal
 import threading
@@ -277,9 +280,7 @@ def _collect(conn: Any, items: list, tally: _Tally, timeout_s: float) -> tuple[i
     return done, False
 
 
-def _score_fork(
-    reward: Callable[[str, dict], Any], items: list, tally: _Tally, timeout_s: float
-) -> None:
+def _score_fork(reward: Callable, items: list, tally: _Tally, timeout_s: float) -> None:
     """Score in a child forked per batch (and again after each timeout), killed on a timeout."""
     ctx = multiprocessing.get_context("fork")
     pending = list(items)
@@ -331,10 +332,8 @@ class _Worker:
     def stop(self) -> None:
         if self.proc is None:
             return
-        try:
+        with contextlib.suppress(OSError):
             self.conn.close()
-        except OSError:
-            pass
         if self.proc.is_alive():
             self.proc.kill()
         self.proc.join(timeout=5)
@@ -361,9 +360,7 @@ class _Worker:
             raise _TaskLoadError(reply[1])
         self.token = token
 
-    def score(
-        self, blob: bytes, items: list[tuple[int, str, dict]], tally: _Tally, timeout_s: float
-    ):
+    def score(self, blob: bytes, items: list, tally: _Tally, timeout_s: float) -> None:
         token = hashlib.sha1(blob).hexdigest()
         pending = list(items)
         while pending:
@@ -380,6 +377,9 @@ class _Worker:
 
 
 _WORKER = _Worker()
+# Before multiprocessing's exit handler SIGTERMs the worker (ignored) and joins it for ever: a
+# finalizer that handler runs first, and an atexit handler registered after it (run first, LIFO).
+multiprocessing.util.Finalize(None, _WORKER.stop, exitpriority=100)
 atexit.register(_WORKER.stop)
 
 
@@ -408,9 +408,8 @@ def _choose(task: Any, isolation: str) -> tuple[str, bytes | None]:
         return "process", pickle.dumps(task)
     except Exception as exc:
         if isolation == "process":
-            raise ValueError(
-                f"isolation='process' needs a picklable task: {_describe(exc)}"
-            ) from exc
+            msg = f"isolation='process' needs a picklable task: {_describe(exc)}"
+            raise ValueError(msg) from exc
         if can_fork:
             return "fork", None
         _warn_fallback(task, _describe(exc), main)
