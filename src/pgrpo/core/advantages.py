@@ -446,8 +446,8 @@ def _check_finite(r: torch.Tensor, nan: str) -> tuple[torch.Tensor | None, float
     if nan == "error":
         raise ValueError(
             f"{int((~finite).sum())} reward(s) are NaN or infinite (first positions: {bad}); "
-            "fix the reward function, or pass nan='mask' to leave them out of the group "
-            "statistics with advantage 0"
+            "fix the reward function, or pass nan='mask' (grpo.nan_rewards=mask in `pgrpo "
+            "train`) to leave them out of the group statistics with advantage 0"
         )
     kept = r[finite]
     return finite, float(kept.abs().max()) if kept.numel() else 0.0

@@ -130,6 +130,8 @@ def is_disk_full(exc: BaseException, where: Path | None = None) -> bool:
     RuntimeError "unexpected pos") while `where`'s device has less than 1 MiB free."""
     if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
         return True
+    if "No space left on device" in str(exc) or "(os error 28)" in str(exc):
+        return True  # a Rust writer's (safetensors' SafetensorError) ENOSPC
     if where is None or not isinstance(exc, (OSError, RuntimeError)):
         return False
     probe = Path(where)
@@ -146,7 +148,7 @@ def disk_full_is_one_line(path: Path, what: str) -> Iterator[None]:
     """Turn running out of space while writing `what` at `path` into DiskFullError."""
     try:
         yield
-    except (OSError, RuntimeError) as exc:
+    except Exception as exc:
         if is_disk_full(exc, path):
             raise disk_full(path, what) from None
         raise
@@ -191,6 +193,9 @@ def save_checkpoint(
             torch.save(state, f)
             f.flush()
             os.fsync(f.fileno())
+        config = Path(run_dir) / CONFIG_COPY
+        if config.is_file():  # the settings this checkpoint was trained with (resume checks)
+            shutil.copyfile(config, tmp / CONFIG_COPY)
         with open(log, "rb") if log.exists() else open(os.devnull, "rb") as src:
             with open(tmp / LOG_COPY, "wb") as dst:
                 dst.write(src.read(metrics_offset))
@@ -215,12 +220,16 @@ def save_checkpoint(
 
 
 def remove_partial(run_dir: Path) -> list[str]:
-    """Delete `.tmp-step-*` folders and `.latest-*` files a killed or disk-full save left behind;
+    """Delete `.tmp-step-*` folders, `.latest-*` files and a `.tmp-final-*` folder a killed or
+    disk-full save left behind;
     returns their names. Call only while holding the run's lock."""
     root = Path(run_dir) / CHECKPOINT_DIR
-    if not root.is_dir():
-        return []
     removed = []
+    for p in Path(run_dir).glob(".tmp-final-*"):  # a final/ being written (`_save_final`)
+        shutil.rmtree(p, ignore_errors=True)
+        removed.append(p.name)
+    if not root.is_dir():
+        return sorted(removed)
     for p in root.iterdir():
         if p.name.startswith((".tmp-step-", ".latest-")):
             if p.is_dir() and not p.is_symlink():
@@ -330,7 +339,30 @@ def read_state(path: Path) -> dict[str, Any]:
             f"{file} is not a pgrpo checkpoint of this version (format 2): retrain, or resume "
             "with the pgrpo version that wrote it"
         )
+    lacking = [k for k in STATE_KEYS if k not in state]
+    if lacking:  # `error: model` was all a KeyError said
+        raise UnsafeCheckpointError(
+            f"{file} lacks {', '.join(lacking)} (a format-2 checkpoint holds "
+            f"{', '.join(STATE_KEYS)}): restore it from a backup, or start the run afresh with "
+            "--overwrite"
+        )
     return state
+
+
+CONFIG_COPY = "config.yaml"
+"""The run's config.yaml, copied into each checkpoint folder (`resume.check_checkpoint_config`)."""
+
+STATE_KEYS = (
+    "model",
+    "base_digest",
+    "optimizer",
+    "scheduler",
+    "rng",
+    "step",
+    "data_position",
+    "metrics_offset",
+    "metrics_sha256",
+)
 
 
 def load_weights(
@@ -344,6 +376,20 @@ def load_weights(
         raise ValueError(
             f"checkpoint {path} has weights the model lacks ({missing[:3]}...): use the same "
             "model.name and model.lora_rank as the run that wrote it"
+        )
+    trainable = {n for n, p in params.items() if p.requires_grad}
+    absent = sorted(trainable - set(state["model"]))
+    wrong = [
+        f"{n} {tuple(v.shape)} vs {tuple(params[n].shape)}"
+        for n, v in state["model"].items()
+        if not isinstance(v, torch.Tensor) or v.shape != params[n].shape
+    ]
+    if absent or wrong:  # copy_ broadcast a wrong shape, then fused AdamW corrupted memory
+        what = f"shapes differ ({', '.join(wrong[:2])})" if wrong else f"lacks {absent[:3]}"
+        raise ValueError(
+            f"checkpoint {path} does not fit the model loaded now: {what}. The model settings "
+            "(model.name, model.lora_rank, model.tiny_*) differ from the run that wrote it, "
+            "e.g. an edited config.yaml: restore them, or start afresh with --overwrite"
         )
     digest = base_digest if base_digest is not None else frozen_digest(model)
     if digest != state["base_digest"]:

@@ -80,20 +80,51 @@ def check_same_run(config: RunConfig, saved: RunConfig, run_dir: Path) -> list[s
     """ValueError naming each training setting of `config` that differs from the run's `saved`
     config; returns the `RESUMABLE_CHANGES` (and nothing for run.steps, `plan_start`'s) as
     `run.<key> old -> new` texts."""
+    fixed, moved = config_changes(config, saved)
+    if fixed:
+        may = ", ".join(f"{s}.{k}" for s, k in RESUMABLE_CHANGES)
+        raise ValueError(
+            f"cannot resume {run_dir}: the config differs from the run's config.yaml "
+            f"({'; '.join(fixed)}); resume with the same settings (only run.steps and {may} may "
+            "change)"
+        )
+    return moved
+
+
+def config_changes(config: RunConfig, saved: RunConfig) -> tuple[list[str], list[str]]:
+    """(training settings that differ, `RESUMABLE_CHANGES` that differ) from `saved` to
+    `config`, as 'section.key old -> new' texts; run.steps is not compared."""
     was, now = saved.to_dict(), config.to_dict()
     was["run"].pop("steps"), now["run"].pop("steps")
     if now["task"].get("reward_range") is None:  # unset: the task's own, resolved at the start
         now["task"]["reward_range"] = was["task"].get("reward_range")
     changed = [(s, k) for s in now for k in now[s] if was[s].get(k) != now[s][k]]
-    fixed = [(s, k) for s, k in changed if (s, k) not in RESUMABLE_CHANGES]
+    fixed = [f"{s}.{k}: {was[s].get(k)!r} -> {now[s][k]!r}" for s, k in changed
+             if (s, k) not in RESUMABLE_CHANGES]  # fmt: skip
+    moved = [f"{s}.{k} {was[s][k]!r} -> {now[s][k]!r}" for s, k in changed
+             if (s, k) in RESUMABLE_CHANGES]  # fmt: skip
+    return fixed, moved
+
+
+def check_checkpoint_config(saved: RunConfig, latest: Path, run_dir: Path) -> None:
+    """ValueError when the run's config.yaml (`saved`) was edited since checkpoint `latest` was
+    written (its copy of config.yaml): an edited model.lora_rank crashed the resume, an edited
+    optim.lr was taken silently while the optimizer kept the old one. Checkpoints written before
+    2026-12-04 hold no copy and are not checked."""
+    copy = latest / ckpt.CONFIG_COPY
+    if not copy.is_file():
+        return
+    try:
+        at_checkpoint = load_config(copy)
+    except (yaml.YAMLError, ValueError, TypeError, KeyError):
+        return  # an unreadable copy: the checkpoint's own checks still apply
+    fixed, _ = config_changes(saved, at_checkpoint)
     if fixed:
-        diff = "; ".join(f"{s}.{k}: {was[s].get(k)!r} -> {now[s][k]!r}" for s, k in fixed)
-        may = ", ".join(f"{s}.{k}" for s, k in RESUMABLE_CHANGES)
         raise ValueError(
-            f"cannot resume {run_dir}: the config differs from the run's config.yaml ({diff}); "
-            f"resume with the same settings (only run.steps and {may} may change)"
+            f"cannot resume {run_dir}: its config.yaml was edited since checkpoint {latest.name} "
+            f"was written ({'; '.join(fixed)}): restore it (the checkpoint keeps a copy: {copy}), "
+            "or start afresh with --overwrite"
         )
-    return [f"{s}.{k} {was[s][k]!r} -> {now[s][k]!r}" for s, k in changed]
 
 
 def plan_start(cfg: RunConfig, run_dir: Path, *, resume: bool, overwrite: bool) -> Start:
@@ -113,8 +144,10 @@ def plan_start(cfg: RunConfig, run_dir: Path, *, resume: bool, overwrite: bool) 
                 f"{run_dir} already holds a run: continue it with --resume, or choose another "
                 "run.name (or pass --overwrite) to start afresh"
             )
-        if overwrite:  # a fresh run must never resume the old run's checkpoint
+        if overwrite:  # a fresh run must never resume the old run's checkpoint, nor leave
+            # the old run's final model beside its own log (when it does not finish)
             shutil.rmtree(run_dir / ckpt.CHECKPOINT_DIR, ignore_errors=True)
+            shutil.rmtree(run_dir / "final", ignore_errors=True)
         return Start(None, notes=tuple(notes))
     if not (run_dir / CONFIG_FILE).is_file():
         raise FileNotFoundError(
@@ -132,6 +165,7 @@ def plan_start(cfg: RunConfig, run_dir: Path, *, resume: bool, overwrite: bool) 
     if latest is None:
         notes.append(f"{run_dir} has no checkpoint yet: the run starts again at step 1")
         return Start(None, notes=tuple(notes + resumed))
+    check_checkpoint_config(saved_cfg, latest, run_dir)
     done, saved = _step_of(latest), saved_cfg.run.steps
     wanted = cfg.run.steps
     if wanted < done:

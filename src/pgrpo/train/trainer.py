@@ -16,6 +16,8 @@ parameters, same log (up to the timing fields).
 from __future__ import annotations
 
 import math
+import os
+import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -264,8 +266,10 @@ def train(
         start = plan_start(cfg, run_dir, resume=resume, overwrite=overwrite)
         for text in start.notes:
             note(text)
-        if start.done:
+        if start.done and final_complete(run_dir):
             return TrainResult(run_dir, read_metrics(run_dir), tuple(notes))
+        if start.done:  # a run whose final/ was not written (disk full, killed while saving)
+            note(f"{run_dir}/final is missing or incomplete: writing it from the last checkpoint")
         reporters = Reporters(cfg.run.report_to, run_dir, cfg.to_dict())  # fails before the model
         run = build_run(cfg, resume=start.checkpoint is not None)
         base = ckpt.frozen_digest(run.policy.model)
@@ -283,6 +287,11 @@ def train(
             log, repaired = restore_log(run_dir, state)
             for text in (*start.resumed, *repaired):  # once the checkpoint is known to load
                 note(text)
+            was = next((r.get("precision") for r in reversed(read_metrics(run_dir))), None)
+            if was is not None and was != run.policy.precision.name:  # model.precision=auto
+                note(f"precision {was} -> {run.policy.precision.name} (model.precision="
+                     f"{cfg.model.precision} resolves on this machine to another mode): the "
+                     "resumed steps are not bit for bit the uninterrupted run's")  # fmt: skip
             first = state.step + 1
         else:
             log = MetricsLog(run_dir)
@@ -337,7 +346,22 @@ def _run_steps(
 
 
 def _save_final(run: _Run, run_dir: Path) -> None:
-    """The trained model (or adapter) in transformers format, for `from_pretrained`."""
+    """The trained model (or adapter) in transformers format, for `from_pretrained`: written to a
+    temporary folder, then renamed, so final/ is whole or absent (a disk that filled while
+    writing left a final/ without weights that no resume rewrote)."""
     final = run_dir / "final"
-    run.policy.model.save_pretrained(str(final))
-    run.policy.tokenizer.save_pretrained(final)
+    tmp = run_dir / f".tmp-final-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        run.policy.model.save_pretrained(str(tmp))
+        run.policy.tokenizer.save_pretrained(tmp)
+        shutil.rmtree(final, ignore_errors=True)
+        tmp.rename(final)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def final_complete(run_dir: Path) -> bool:
+    """Whether run_dir/final holds a model's (or an adapter's) weights."""
+    final = Path(run_dir) / "final"
+    return final.is_dir() and (any(final.glob("*.safetensors")) or any(final.glob("*.bin")))
