@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from pgrpo.dynamics.predict import predict, recursion_regime
-from pgrpo.dynamics.recursion import oscillation_onset, simulate_recursion
+from pgrpo.dynamics.recursion import oscillation_onset, simulate_recursion, spectral_radius
 from pgrpo.errors import UserError
 
 
@@ -36,6 +36,8 @@ def test_regime_agrees_with_the_onset_and_the_threshold(beta1, a, k):
     regime = pred["regime"]
     if not pred["stable"]:
         assert regime == "unstable"
+    elif regime == "marginal":  # spectral radius exactly 1 (a K = 2 at beta1 = 0)
+        assert spectral_radius(a, beta1, k) == pytest.approx(1.0, abs=1e-12)
     else:
         assert regime == ("underdamped" if a > onset else "overdamped")
 
@@ -44,7 +46,8 @@ def test_regime_agrees_with_the_onset_and_the_threshold(beta1, a, k):
 @given(st.floats(0.0, 0.95), st.floats(1e-3, 2.0))
 def test_regime_matches_the_simulated_mean(beta1, a):
     """K = 1: 'overdamped' means x_n stays positive; 'underdamped' (clearly past the onset)
-    means x_n changes sign; 'unstable' means it grows."""
+    means x_n changes sign; 'marginal' means it neither decays nor grows; 'unstable' means it
+    grows."""
     onset = oscillation_onset(beta1, 1)
     assume(a < 0.95 * onset or a > 1.1 * onset)
     x = simulate_recursion(a, beta1, 20_000)[0]
@@ -53,6 +56,8 @@ def test_regime_matches_the_simulated_mean(beta1, a):
         assert x.min() >= -1e-12  # decays through denormals, whose rounding can dip below 0
     elif regime == "underdamped":
         assert x.min() < 0 and np.abs(x[-100:]).max() <= 1.0
+    elif regime == "marginal":  # spectral radius 1 (a = 2 at beta1 = 0): never settles
+        assert 0.5 < np.abs(x[-100:]).max() <= 1.0 + 1e-9
     else:
         assert regime == "unstable" and not np.abs(x[-100:]).max() <= 1.0
 

@@ -56,8 +56,11 @@ def recursion_regime(
     """
     ev = np.linalg.eigvals(monodromy(a, beta1, refresh_interval))
     top = ev[np.argmax(np.abs(ev))]
-    if not resolved(a, beta1, refresh_interval):  # a -> 0 or beta1 -> 1: the continuum's label
-        m, c = heavy_ball_continuum(a, beta1, refresh_interval)
+    if not resolved(a, beta1, refresh_interval):  # a -> 0 or beta1 -> 1: eigenvalues blur
+        onset = oscillation_onset(beta1, refresh_interval)  # the printed onset decides
+        if math.isfinite(onset):
+            return "underdamped" if a > onset else "overdamped"
+        m, c = heavy_ball_continuum(a, beta1, refresh_interval)  # else the continuum's label
         return "underdamped" if c < 2.0 * math.sqrt(m * a) else "overdamped"
     if abs(top) > 1.0 + 1e-12:
         return "unstable"
