@@ -157,5 +157,5 @@ def test_cli_rejects_a_non_boolean_activation_checkpointing(tmp_path):
     assert res.exit_code == 2
     lines = [line for line in res.output.strip().splitlines() if line]
     assert len(lines) == 1 and "grpo.activation_checkpointing" in lines[0], res.output
-    assert "bool" in lines[0]
+    assert "expected true or false" in lines[0]
     assert not run_dir.exists()
