@@ -104,3 +104,15 @@ def test_a_rust_writers_disk_full_is_recognised():
                     '"No space left on device" })')  # fmt: skip
     assert ckpt.is_disk_full(exc)
     assert not ckpt.is_disk_full(Exception("shape mismatch"))
+
+
+def test_a_hub_name_not_in_the_cache_says_what_the_wait_is(capsys, monkeypatch):
+    """`model.name=nonexistent_model_xyz` spent ~50 s in hub retries offline without a word."""
+    from pgrpo.cli.common import check_model
+
+    monkeypatch.setenv("HF_HUB_CACHE", "/nonexistent-hf-cache")
+    check_model("someone/not-cached-model", "model.name")
+    err = " ".join(capsys.readouterr().err.split())
+    assert "not in the local Hugging Face cache" in err and "HF_HUB_OFFLINE=1" in err
+    check_model("tiny", "model.name")
+    assert capsys.readouterr().err == ""

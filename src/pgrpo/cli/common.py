@@ -32,6 +32,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape as _rich_escape
 
+from pgrpo.cli._models import check_model  # noqa: F401 (re-exported)
 from pgrpo.cli.app import PgrpoCommand, app
 from pgrpo.errors import RunFailed, UserError
 
@@ -244,33 +245,6 @@ def check_yaml(path: Path, option: str = "--config") -> None:
         yaml.safe_load(text)
     except yaml.YAMLError as exc:
         fail(f"{option} {path}: {_yaml_message(exc)}")
-
-
-def _looks_like_path(name: str) -> bool:
-    """A filesystem path rather than a hub id (`org/name` has exactly one slash)."""
-    return name.startswith(("/", ".", "~")) or name.count("/") > 1 or "\\" in name
-
-
-def check_model(name: str, option: str = "--model") -> None:
-    """Fail early on a model path that does not exist, is a file, or is a folder that is neither
-    a Hugging Face model (config.json) nor a pgrpo run (config.yaml); a hub-style `org/name` is
-    left to the loader, which reads the local cache only when offline."""
-    path = Path(name).expanduser()
-    if path.exists():
-        if not path.is_dir():
-            fail(f"{option} {name} is a file", "give a model folder (config.json + weights)")
-        if not any((path / f).is_file() for f in ("config.json", "config.yaml")):
-            fail(
-                f"{option} {name} holds no config.json (a Hugging Face model folder) and no "
-                "config.yaml (a pgrpo run folder)",
-                "give the folder `save_pretrained` or `pgrpo train` wrote, 'tiny' or 'smollm2'",
-            )
-        return
-    if _looks_like_path(name):
-        fail(
-            f"{option} {name}: no such model folder",
-            "give 'tiny', 'smollm2', a local Hugging Face model folder or a run folder",
-        )
 
 
 def check_parent_writable(path: Path, option: str) -> None:
