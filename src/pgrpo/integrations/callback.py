@@ -19,21 +19,6 @@ from transformers import TrainerCallback
 from transformers.trainer_callback import CallbackHandler, DefaultFlowCallback
 
 
-def _batch_prompts(args: Any) -> dict[str, float]:
-    """B, prompts per optimizer step, from TRL's GRPOConfig: completions per optimizer step
-    (per_device_train_batch_size x world size x gradient_accumulation_steps) / num_generations.
-    Empty where the arguments do not say (not a GRPOConfig)."""
-    try:
-        per = args.per_device_train_batch_size * args.world_size
-        completions = per * args.gradient_accumulation_steps
-        g = args.num_generations
-    except (AttributeError, TypeError):
-        return {}
-    if not (isinstance(g, int) and g >= 2 and completions % g == 0):
-        return {}
-    return {"batch_prompts": float(completions // g)}
-
-
 def _has_reward(entry: dict[str, Any]) -> bool:
     """A training log entry with a reward (not an eval or a summary entry)."""
     from pgrpo.logs.base import REWARD_KEYS, REWARD_PATTERN, _canon
@@ -110,8 +95,9 @@ class PgrpoCallback(TrainerCallback):
 
         if not self._ordered:
             self._move_first()
-        hyper = hyperparameters_from_config(args.to_dict())
-        self.hyperparameters = {**_batch_prompts(args), **hyper}
+        # world_size is a property, not in to_dict(): B needs it
+        cfg = {**args.to_dict(), "world_size": getattr(args, "world_size", None)}
+        self.hyperparameters = hyperparameters_from_config(cfg)
         # a resumed run (or a second train() call) starts from the history the trainer holds,
         # and replays the last assessments so the stop rules' patience counts go on as in an
         # uninterrupted run (they restarted from 0, and the report listed the new ones only)

@@ -351,8 +351,9 @@ def find_key(tree: Any, names: tuple[str, ...], _depth: int = 0) -> Any:
 def hyperparameters_from_config(cfg: Any) -> dict[str, float]:
     """Map a run config (pgrpo, TRL args, verl hydra config) to lr, beta1, refresh_interval,
     group_size, batch_prompts, and reward_min / reward_max from a `reward_range: [lo, hi]`.
-    TRL: K = num_iterations x steps_per_generation / grad accum; verl: K = ppo_epochs x
-    train_batch_size / ppo_mini_batch_size."""
+    TRL: K = num_iterations x steps_per_generation / grad accum, B = per_device_train_batch_size
+    x world_size x grad accum / num_generations (when world_size is given); verl: K = ppo_epochs
+    x train_batch_size / ppo_mini_batch_size."""
     get = lambda *names: as_number(find_key(cfg, names))  # noqa: E731
     out: dict[str, float | None] = {
         "lr": get("learning_rate", "lr"),
@@ -376,6 +377,15 @@ def hyperparameters_from_config(cfg: Any) -> dict[str, float]:
     if isinstance(bounds, list | tuple):
         with contextlib.suppress(ValueError):  # a bad range in a config is no range
             out["reward_min"], out["reward_max"] = checked_reward_range(bounds)
+    per, ga, ws = (get("per_device_train_batch_size"), get("gradient_accumulation_steps"),
+                   get("world_size"))  # fmt: skip
+    g = out["group_size"]
+    if out["batch_prompts"] is None and per and ga and ws and g and g >= 2:
+        # TRL: completions per optimizer step / G; only with the world size, which TRL's args
+        # record only live (`TrainingArguments.world_size`: PgrpoCallback adds it), not on disk
+        completions = per * ws * ga
+        if completions % g == 0:
+            out["batch_prompts"] = completions / g
     rollout = _find_mapping(cfg, "rollout")  # verl: actor_rollout_ref.rollout.n is G
     if rollout is not None:
         if out["group_size"] is None:
