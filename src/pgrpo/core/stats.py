@@ -133,6 +133,15 @@ def _check_level(level: float) -> None:
         raise ValueError(f"level must be in (0, 1), e.g. 0.95, got {level}")
 
 
+def clopper_pearson(hits: float, trials: float, level: float = 0.95) -> tuple[float, float]:
+    """The exact binomial interval's Beta quantiles, also at real-valued hits <= trials (an
+    effective number of trials: `pgrpo.evaluate.intervals`)."""
+    a = 1 - level
+    low = 0.0 if hits <= 0 else float(sps.beta.ppf(a / 2, hits, trials - hits + 1))
+    high = 1.0 if hits >= trials else float(sps.beta.ppf(1 - a / 2, hits + 1, trials - hits))
+    return low, high
+
+
 def accuracy_ci(successes: int, n: int, *, level: float = 0.95, method: str = "wilson") -> Interval:
     """Accuracy successes / n with a binomial confidence interval.
 
@@ -153,9 +162,7 @@ def accuracy_ci(successes: int, n: int, *, level: float = 0.95, method: str = "w
         half = z * math.sqrt(p * (1 - p) / m + z * z / (4 * m * m)) / denom
         low, high = max(0.0, centre - half), min(1.0, centre + half)
     elif method == "clopper_pearson":
-        a = 1 - level
-        low = 0.0 if s == 0 else float(sps.beta.ppf(a / 2, s, m - s + 1))
-        high = 1.0 if s == m else float(sps.beta.ppf(1 - a / 2, s + 1, m - s))
+        low, high = clopper_pearson(s, m, level)
     else:
         raise ValueError(f"method must be 'wilson' or 'clopper_pearson', got {method!r}")
     return Interval(p, low, high, level, method, {"accuracy": p, "n": float(m)})

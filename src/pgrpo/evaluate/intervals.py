@@ -69,15 +69,12 @@ def problem_ci(
     the samples behind them (caps the effective trials). Clopper-Pearson at the effective
     number of trials and the effective successes mean x n_eff (a real number: the Beta
     quantiles of the exact binomial interval, continuous in both)."""
-    from scipy.stats import beta
+    from pgrpo.core.stats import clopper_pearson
 
     x = np.asarray(values, dtype=float).reshape(-1)
     if x.size == 0 or not np.all(np.isfinite(x)) or x.min() < 0 or x.max() > 1:
         raise ValueError(f"problem_ci needs >= 1 per-problem score in [0, 1], got {x!r}")
     mean = float(x.mean())
     n = effective_trials(x, max_trials)
-    hits = mean * n
-    tail = (1.0 - level) / 2
-    lo = 0.0 if hits <= 0 else float(beta.ppf(tail, hits, n - hits + 1))
-    hi = 1.0 if hits >= n else float(beta.ppf(1 - tail, hits + 1, n - hits))
+    lo, hi = clopper_pearson(mean * n, n, level)
     return min(lo, mean), max(hi, mean), METHOD
