@@ -12,10 +12,11 @@ import numpy as np
 from pgrpo.dynamics.model import RomCoefficients, rom_coefficients, trajectory
 from pgrpo.dynamics.optimizers import OptimizerSettings, heavy_ball_continuum, reduce_optimizer
 from pgrpo.dynamics.recursion import (
+    RESOLVED_GAP,
     monodromy,
     oscillation_onset,
-    resolved,
     simulate_recursion,
+    slow_gap,
     window_stationary_variance,
     window_timescale,
 )
@@ -56,7 +57,7 @@ def recursion_regime(
     """
     ev = np.linalg.eigvals(monodromy(a, beta1, refresh_interval))
     top = ev[np.argmax(np.abs(ev))]
-    if not resolved(a, beta1, refresh_interval):  # a -> 0 or beta1 -> 1: eigenvalues blur
+    if slow_gap(ev) < RESOLVED_GAP:  # a -> 0 or beta1 -> 1: the eigenvalues blur
         onset = oscillation_onset(beta1, refresh_interval)  # the printed onset decides
         if math.isfinite(onset):
             return "underdamped" if a > onset else "overdamped"

@@ -289,12 +289,13 @@ def window_timescale(a: float, beta1: float, refresh_interval: int = 1) -> float
     turns negative; -> c / k as a -> 0. Where not `resolved`, the continuum's slow
     mode -1 / max Re s of m s^2 + c s + a = 0."""
     K = _check_k(refresh_interval)
-    if not resolved(a, beta1, K):  # float64 eigenvalues lose the gap: the continuum's slow mode
+    ev = np.linalg.eigvals(monodromy(a, beta1, K))
+    if slow_gap(ev) < RESOLVED_GAP:  # float64 eigenvalues lose the gap: the continuum's slow mode
         m, c = _continuum(a, beta1, K)
         if c > 0:  # the slow root of m s^2 + c s + a = 0, without cancellation
             disc = c * c - 4.0 * m * a
             return (c + math.sqrt(disc)) / (2.0 * a) if disc > 0 else 2.0 * m / c
-    rho = spectral_radius(a, beta1, K)
+    rho = float(np.max(np.abs(ev)))
     if rho >= 1.0:
         return math.inf
     return 0.0 if rho == 0.0 else -K / math.log(rho)
@@ -349,11 +350,12 @@ def window_stationary_variance(
     from scipy.linalg import solve_discrete_lyapunov
 
     K = _check_k(refresh_interval)
-    if not resolved(a, beta1, K):  # the continuum's D / (c k), D = noise_var_per_step / 2
+    ev = np.linalg.eigvals(monodromy(a, beta1, K))
+    if slow_gap(ev) < RESOLVED_GAP:  # the continuum's D / (c k), D = noise_var_per_step / 2
         c = _continuum(a, beta1, K)[1]
         if c > 0:
             return noise_var_per_step / (2.0 * c * a)
-    if spectral_radius(a, beta1, K) >= 1.0:
+    if np.max(np.abs(ev)) >= 1.0:
         return math.inf
     S = step_matrix(a, beta1)
     b = np.array([-(1.0 - beta1), 0.0, 0.0])
