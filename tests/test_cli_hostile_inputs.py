@@ -160,7 +160,7 @@ def test_diagnose_says_what_the_reader_repaired(tmp_path):
     path.write_text("\n".join(lines) + "\n")
     doc = json.loads(runner.invoke(app, ["diagnose", str(path), "--json"]).stdout)
     said = " ".join(doc["warnings"])
-    assert "non-numeric" in said and "NaN" in said and "repeated" in said, said
+    assert "non-numeric" in said and "NaN" in said and "replaced by a resume" in said, said
     text = runner.invoke(app, ["diagnose", str(path)], terminal_width=400).stdout
     assert sum(line.startswith("warning: ") for line in text.splitlines()) == len(doc["warnings"])
 

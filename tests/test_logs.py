@@ -30,8 +30,9 @@ def test_pgrpo_run_dir_with_restart_nan_and_truncated_line():
     assert log.step[0] == 1 and log.step[-1] == 80 and 30 not in log.step
     assert len(log) == 79
     text = " ".join(log.warnings)
-    assert "1 malformed line" in text and "1 NaN" in text and "5 repeated step" in text
-    # the restart's re-logged values are kept (last occurrence)
+    assert "1 malformed line" in text and "1 NaN" in text
+    assert "5 row(s) replaced by a resume" in text
+    # the resume's re-logged values are kept
     lines = [
         json.loads(x) for x in (FIX / "pgrpo_run" / "metrics.jsonl").read_text().splitlines()[:-1]
     ]

@@ -60,14 +60,17 @@ def test_newest_run_tells_a_fresh_run_from_a_resume():
     assert newest_run(np.array([3.0])) == newest_run(np.array([])) == 0
 
 
-def test_live_reading_keeps_the_newest_run_and_static_reading_is_unchanged(tmp_path):
+def test_live_and_static_reading_keep_the_newest_run(tmp_path):
     log = tmp_path / "metrics.jsonl"
     old, new = list(range(5, 1001, 5)), list(range(5, 51, 5))
     log.write_text(_jsonl(old, _curve(old)) + _jsonl(new, _curve(new, seed=1)))
     live = read_log(log, live=True)
     assert live.step.tolist() == [float(s) for s in new]
     assert live.metrics["restart_step"] == 5 and live.metrics["restart_row"] == len(old)
-    assert len(read_log(log)) == len(old)  # fit / diagnose: as before (last copy of each step)
+    static = read_log(log)  # fit / diagnose: the same rows, and a warning says why
+    assert static.step.tolist() == live.step.tolist()
+    assert any("holds 2 runs appended" in w for w in static.warnings)
+    assert not any("holds 2 runs" in w for w in live.warnings)  # watch says it once (_news)
     resumed = tmp_path / "resumed.jsonl"  # 1..100, then resumed from step 60's checkpoint
     first, again = list(range(1, 101)), list(range(61, 121))
     resumed.write_text(_jsonl(first, _curve(first)) + _jsonl(again, _curve(again, seed=1)))

@@ -2,11 +2,11 @@
 
 Readers turn a file into records (one dict per logged step, in file order); `assemble` turns the
 records into a `RewardLog`: it resolves the reward and the optional columns by name, drops
-missing / NaN / non-numeric rewards, keeps the last occurrence of a repeated step (a run resumed
-from a checkpoint into the same file), sorts, detects a logging stride, and says what it repaired
-in `warnings`. It never raises on bad rows; it raises `LogFormatError` (a ValueError naming the
-file and the fix) only when nothing usable is left, `LogNotReadyError` when that may change as the
-file is written (no record yet).
+missing / NaN / non-numeric rewards, drops the rows a later part of the file supersedes (a run
+resumed from an earlier checkpoint or restarted from scratch into the same file: `superseded`),
+sorts, detects a logging stride, and says what it repaired in `warnings`. It never raises on
+bad rows; it raises `LogFormatError` (a ValueError naming the file and the fix) only when nothing
+usable is left, `LogNotReadyError` when that may change as the file is written (no record yet).
 """
 
 from __future__ import annotations
@@ -136,8 +136,10 @@ def assemble(
     """Records (file order, or a ColumnStore of them) -> RewardLog; see the module docstring
     for the repairs. columns: the canonical column names to keep (None: all; step and reward
     are always read); a ColumnStore built with `wanted_keys(columns, ...)` skips the rest.
-    live: a log still being written (`pgrpo watch`): only its newest run is kept (`newest_run`;
-    metrics restart_step and restart_row say where it starts when an earlier run is dropped)."""
+    live: a log still being written (`pgrpo watch`); the rows kept are the same as for a finished
+    log (`superseded`: the newest run of several appended to one file), and the warnings leave
+    out the earlier run's rows (watch reports a new run once, from metrics restart_step and
+    restart_row, which say where the newest run starts when an earlier one is dropped)."""
     want = wanted_keys(columns, reward_key, step_key)
     store = records if isinstance(records, ColumnStore) else store_of(records, keep=want)
     warns = list(warnings or [])
@@ -173,14 +175,17 @@ def assemble(
             "check the file is a training log and not empty"
         )
     rows = np.flatnonzero(ok)
-    restart = newest_run(step[rows]) if live else 0
-    restart_step, rows = float(step[rows[restart]]), rows[restart:]
-    step, reward, keep, n_rep, unsorted = _dedupe(step[rows], reward[rows])
-    if n_rep:
-        warns.append(f"{n_rep} repeated step(s) (a restart?): kept the last occurrence of each")
-    if unsorted:
+    restart = newest_run(step[rows])
+    restart_step = float(step[rows[restart]])
+    kept = superseded(step[rows])
+    _rewind_warnings(step[rows], kept, restart, live, warns)
+    n_rep = int(np.sum(~kept))
+    rows = rows[kept]
+    order = np.argsort(step[rows], kind="stable")
+    if np.any(np.diff(order) < 0):
         warns.append("steps out of order in the file: sorted by step")
-    rows = rows[keep]
+    rows = rows[order]
+    step, reward = step[rows], reward[rows]
     col_keys = _column_keys(store.keys)
     if columns is not None:
         col_keys = {name: key for name, key in col_keys.items() if name in columns}
@@ -285,21 +290,80 @@ def newest_run(step: np.ndarray) -> int:
     """step: [n] in file order -> where the newest run in the file begins (0: one run). A step
     that goes back to or below the file's first step starts a new run appended to the same file
     (a job restarted from scratch); a step that goes back to a later one is the same run resumed
-    from a checkpoint, whose repeated steps replace the earlier ones (`_dedupe`)."""
-    if step.size < 2:
+    from a checkpoint, whose rows replace the earlier ones from that step on (`superseded`)."""
+    back = rewinds(step)
+    if not back.size:
         return 0
-    starts = np.flatnonzero((np.diff(step) < 0) & (step[1:] <= step[0])) + 1
+    starts = back[(step[back] < step[back - 1]) & (step[back] <= step[0])]
     return int(starts[-1]) if starts.size else 0
 
 
-def _dedupe(step: np.ndarray, reward: np.ndarray):
-    """Keep the last occurrence of each step; sort. Returns (step, reward, kept rows, n_repeats,
-    whether the kept rows were out of order in the file)."""
-    _, last_rev = np.unique(step[::-1], return_index=True)
-    keep = np.sort(step.size - 1 - last_rev)
-    unsorted = bool(np.any(np.diff(step[keep]) < 0))
-    keep = keep[np.argsort(step[keep], kind="stable")]
-    return step[keep], reward[keep], keep.tolist(), int(step.size - keep.size), unsorted
+def superseded(step: np.ndarray) -> np.ndarray:
+    """step: [n] in file order -> keep: [n] bool, False for the rows a later part of the file
+    supersedes. Where the step goes back (not above the step before it) to a step the file has
+    already logged, or to its first step or below, the writer went back to a checkpoint (or
+    restarted from scratch) and the rows it wrote before, from that step on, belong to a
+    trajectory it discarded: they are dropped, whatever their steps beyond the point the new
+    part has reached (keeping them mixed two runs: a run rolled back from step 100 to 60 read,
+    at its step 70, the old rows 71-100 as its newest). A repeated step is the case where the
+    new part starts at that step. A step that goes back to one never logged (rows written out of
+    order) drops nothing (the caller sorts) but the earlier copy of a step repeated later."""
+    step = np.asarray(step, dtype=float)
+    back = rewinds(step)
+    rewind_to = np.full(step.size, np.inf)
+    rewind_to[back] = step[back]
+    later = np.append(np.minimum.accumulate(rewind_to[::-1])[::-1][1:], np.inf)
+    keep = step < later  # below every step a later part of the file goes back to
+    _, last_rev = np.unique(step[::-1], return_index=True)  # and the last copy of a step
+    last = np.zeros(step.size, dtype=bool)
+    last[step.size - 1 - last_rev] = True
+    return keep & last
+
+
+def rewinds(step: np.ndarray) -> np.ndarray:
+    """step: [n] in file order -> the rows where the writer went back (`superseded`): the step
+    is not above the one before, and is a step already logged or at most the first. None in a
+    file whose steps fall at more than a quarter of its rows (and more than twice): written
+    newest first, or in no order, not the few long rising parts of resumed or appended runs;
+    the caller sorts it."""
+    step = np.asarray(step, dtype=float)
+    d = np.diff(step)
+    if np.sum(d < 0) > max(2, d.size // 4):
+        return np.zeros(0, dtype=int)
+    back = np.flatnonzero(d <= 0) + 1
+    values, first = np.unique(step, return_index=True)
+    seen_before = first[np.searchsorted(values, step[back])] < back
+    return back[seen_before | (step[back] <= step[0])] if step.size else back
+
+
+def _rewind_warnings(step, keep, restart: int, live: bool, warns: list[str]) -> None:
+    """What `superseded` dropped: the earlier run(s) of a file that holds several (not while
+    watching: watch says it once, `_news`), and the rows a resume replaced."""
+    n = step.size
+    if restart and not live:
+        runs = 1 + int(np.sum((np.diff(step) < 0) & (step[1:] <= step[0])))
+        warns.append(
+            f"the file holds {runs} runs appended (the step goes back to {step[restart]:g} at "
+            f"the {_ordinal(restart + 1)} of its {n} rows with a reward): read the newest alone "
+            f"({n - restart} rows); to read an earlier one, cut the file where its step goes back"
+        )
+    replaced = int(np.sum(~keep[restart:]))
+    back = rewinds(step)
+    back = back[(back > restart) & (np.diff(step, prepend=np.inf)[back] < 0)]  # the newest
+    if replaced and not back.size:  # run's own; a step written twice in a row is no resume
+        warns.append(f"{replaced} repeated step(s): kept the last copy of each")
+    elif replaced:
+        last = int(back[-1])
+        warns.append(
+            f"{replaced} row(s) replaced by a resume from an earlier checkpoint (the step goes "
+            f"back from {step[last - 1]:g} to {step[last]:g} at the {_ordinal(last + 1)} row "
+            "with a reward): kept the rows written after the resume"
+        )
+
+
+def _ordinal(k: int) -> str:
+    tail = "th" if 10 <= k % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(k % 10, "th")
+    return f"{k}{tail}"
 
 
 def _stride(step: np.ndarray, warns: list[str]) -> int:

@@ -77,8 +77,8 @@ def read_tensorboard(path: Path, **options: Any) -> RewardLog:
         warns.append(f"{len(runs)} TensorBoard runs under {path}; read the newest, {run} "
                      "(point at one run's folder to read another)")  # fmt: skip
     by_step, repeats = _scalars(run)
-    if repeats:  # the same words as every other reader's
-        warns.append(f"{repeats} repeated step(s) (a restart?): kept the last occurrence of each")
+    if repeats:  # the words of the other readers' repeats (event files give no write order)
+        warns.append(f"{repeats} repeated step(s) (a restart?): kept the last copy of each")
     records = [{**tags, "step": step} for step, tags in sorted(by_step.items())]
     folder = run if run.is_dir() else run.parent
     names = ("training_args.json", "args.json", "config.yaml", "config.json")
