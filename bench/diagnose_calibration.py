@@ -10,6 +10,7 @@ Writes bench/results/diagnose_calibration.json.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import time
 from pathlib import Path
@@ -51,6 +52,9 @@ def main() -> None:
     out = Path("bench/results/diagnose_calibration.json")
     out.parent.mkdir(parents=True, exist_ok=True)
     doc = {
+        "command": "python bench/diagnose_calibration.py",
+        "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "seconds": round(time.time() - t0, 1),
         "tuning_seeds": list(range(5)),
         "held_out_seeds": list(range(10, 30)),
         "tuning": tuned,
