@@ -2,6 +2,14 @@
 null curves of the same lengths, beside rldoctor 0.2.0 (PyPI) on the same files.
 
     python bench/real_runs.py [--rldoctor .venv-rldoctor/bin/python] [--nulls-per-run 10]
+                              [--corpus DIR] [--out PATH]
+
+--corpus: another folder of runs in the same layout (index.json with `runs`: name, csv, repo,
+notes, G, prompts_per_step, completions_per_step, num_iterations, learning_rate, steps_logged;
+one CSV per run), e.g. runs held back from the shared corpus: its results go to
+bench/results/real_runs_<folder>.json unless --out says otherwise. There the forecast's prior
+(`levelgain.CORPUS_PRIOR`, learned on the shared corpus) is out of sample; on the shared corpus
+it is in sample (bench/forecast_real.py gives the leave-one-repository-out figures).
 
 rldoctor pins numpy and nothing else, but it lives in its own venv so that the comparison never
 depends on pgrpo's environment: `python -m venv .venv-rldoctor && .venv-rldoctor/bin/pip install
@@ -12,6 +20,14 @@ Per run: the corpus note, the progress verdict, the failure modes detected, R^2 
 first half against the mean of the last 10 logged steps of the first half (|error| / std of the
 run's reward), and whether the forecast's band covered the observed mean. The log's own G, B
 (prompts per step), lr and num_iterations come from index.json.
+
+The summary ends with `quality_bar`: each of issue #13's bars (forecast median |error| / std <=
+0.20 and better than the last-10 mean on >= 2/3 of runs; a sensible progress verdict on >= 85%;
+`dynamical_instability` on <= 2 runs without a collapse note; no failure mode and `flat` on >=
+95% of null curves; R^2 >= 0.91 on research-scale learning curves, i.e. runs of >= 128 rollouts
+per step whose note allows learning, per logged point and on means of 10, beside the noise
+ceiling: the R^2 a perfect mean curve gets under the log's own noise), its value and whether it
+is met.
 
 A "sensible" progress verdict is judged against the corpus note, a first opinion, not ground
 truth: a note that says COLLAPSED accepts collapsed / declining; one that says flat (or "no clear
@@ -43,11 +59,13 @@ import numpy as np
 
 from pgrpo.diagnose import MODES, diagnose
 from pgrpo.diagnose.nullmodel import is_binary_mean, noise_sd
-from pgrpo.dynamics.logfit import fit_log
+from pgrpo.dynamics.logfit import fit_log, fit_quality
 from pgrpo.logs import read_log
 
 ROOT = Path(__file__).resolve().parents[1]
 CURVES = ROOT.parent / "shared" / "data" / "curves"
+RESEARCH_ROLLOUTS = 128
+"""Rollouts per step from which a run counts as research scale (the bar's R^2 >= 0.91)."""
 RESULTS = ROOT / "bench" / "results" / "real_runs.json"
 SHORT = {
     "reward_hacking": "hack",
@@ -115,6 +133,9 @@ def forecast_row(log) -> dict:
     except (ValueError, RuntimeError, np.linalg.LinAlgError) as exc:
         return {**out, "fit_error": f"{type(exc).__name__}: {exc}"}
     out["r2"] = _defined(lf.rom.r2)  # None: undefined (a reward that never changed)
+    q = fit_quality(lf.rom, bin_size=int(lf.log.metrics.get("bin_size", 1)))
+    out["r2_ceiling"] = _defined(q.get("noise_ceiling", float("nan")))
+    out["r2_block10"] = _defined(q.get("r2_block_means", float("nan")))
     constrained = getattr(lf, "constrained", None)
     if constrained is not None and hasattr(constrained, "r2"):
         out["r2_constrained"] = _defined(constrained.r2)
@@ -231,13 +252,14 @@ def median(rows: list[dict], key: str) -> float | None:
     return float(np.median(vals)) if vals else None
 
 
-def real_runs(runs: list[dict], rld: dict) -> list[dict]:
+def real_runs(runs: list[dict], rld: dict, corpus: Path = CURVES) -> list[dict]:
     rows = []
     for meta in runs:
-        path = str(CURVES / meta["csv"])
+        path = str(corpus / meta["csv"])
         log = with_metadata(read_log(path), meta)
         ref = reference(meta.get("notes", ""))
-        row = {"run": meta["name"], "repo": meta["repo"], "n": len(log), "note": meta["notes"]}
+        row = {"run": meta["name"], "repo": meta.get("repo"), "n": len(log),
+               "note": meta.get("notes", ""), "n_rollouts": n_rollouts(meta)}  # fmt: skip
         row.update(pgrpo_row(log))
         row.update(forecast_row(log))
         row["reference"] = sorted(ref) if ref else None
@@ -252,16 +274,18 @@ def real_runs(runs: list[dict], rld: dict) -> list[dict]:
     return rows
 
 
-def null_suite(runs: list[dict], per_run: int, tmp: Path) -> list[tuple[dict, Path, dict]]:
+def null_suite(
+    runs: list[dict], per_run: int, tmp: Path, corpus: Path = CURVES
+) -> list[tuple[dict, Path, dict]]:
     """(metadata, csv path, columns) for every null curve, seeded."""
     rng = np.random.default_rng(20261201)
     out = []
     for meta in runs:
-        log = read_log(CURVES / meta["csv"])
+        log = read_log(corpus / meta["csv"])
         for j in range(per_run):
             cols = null_curve(rng, len(log), meta, log.reward)
             out.append((meta, tmp / f"null_{meta['name']}_{j}.csv", cols))
-    lengths = [int(m["steps_logged"]) for m in runs]
+    lengths = [int(m.get("steps_logged") or len(read_log(corpus / m["csv"]))) for m in runs]
     for j in range(40):
         n = int(rng.choice(lengths))
         meta = {"name": f"issue_G8_{j}", "G": 8, "prompts_per_step": 1, "completions_per_step": 8}
@@ -302,7 +326,15 @@ def show(rows: list[dict], nulls: list[dict]) -> None:
         )
 
 
-def summary(rows: list[dict], nulls: list[dict]) -> dict:
+def show_bar(bars: list[dict]) -> None:
+    print("\n| quality bar (issue #13) | value | target | |\n|---|---|---|---|")
+    for b in bars:
+        v = b["value"]
+        v = f"{v:.3f}" if isinstance(v, float) else ("-" if v is None else v)
+        print(f"| {b['bar']} | {v} | {b['target']} | {b['met']} |")
+
+
+def summary(rows: list[dict], nulls: list[dict], in_sample: bool = True) -> dict:
     judged = [r for r in rows if r["sensible"] is not None]
     rjudged = [r for r in rows if r["rldoctor_sensible"] is not None]
     shows_none = [r for r in rows if "collapsed" not in (r["reference"] or [])]
@@ -345,27 +377,82 @@ def summary(rows: list[dict], nulls: list[dict]) -> dict:
     }
     by_repo: dict[str, list[bool]] = {}
     for r in judged:
-        by_repo.setdefault(r["repo"], []).append(bool(r["sensible"]))
+        by_repo.setdefault(str(r["repo"]), []).append(bool(r["sensible"]))
     out["sensible_by_repository"] = {k: f"{sum(v)}/{len(v)}" for k, v in by_repo.items()}
+    out["quality_bar"] = quality_bar(rows, out, in_sample)
     return out
+
+
+def _bar(name: str, value, target: str, met: bool | None) -> dict:
+    return {"bar": name, "value": value, "target": target,
+            "met": "not judged" if met is None else ("met" if met else "NOT met")}  # fmt: skip
+
+
+def quality_bar(rows: list[dict], s: dict, in_sample: bool = True) -> list[dict]:
+    """Issue #13's bars on these runs (see the module docstring). in_sample: the forecast's
+    prior was learned on these runs (the shared corpus)."""
+    fc, judged, nulls = s["forecast_runs"], s["runs_with_reference"], s["nulls"]
+    research = [
+        r for r in rows
+        if (r.get("n_rollouts") or 0) >= RESEARCH_ROLLOUTS and "learning" in (r["reference"] or [])
+    ]  # fmt: skip
+    r2 = [r["r2"] for r in research if r.get("r2") is not None]
+    r2_10 = [r["r2_block10"] for r in research if r.get("r2_block10") is not None]
+    ceil = [r["r2_ceiling"] for r in research if r.get("r2_ceiling") is not None]
+
+    def rng(v):
+        return f"{min(v):.3f}-{max(v):.3f}" if v else "-"
+
+    err = s["median_forecast_err"]
+    how = "learned on these runs: in sample" if in_sample else "out of sample"
+    return [
+        _bar(f"forecast median |error| / std (cut 0.5; prior {how})", err, "<= 0.20",
+             None if err is None else err <= 0.20),
+        _bar("forecast better than the last-10 mean", f"{s['forecast_beats_last10']}/{fc}",
+             ">= 2/3", None if not fc else 3 * s["forecast_beats_last10"] >= 2 * fc),
+        _bar("sensible progress verdict", f"{s['sensible_progress']}/{judged}", ">= 85%",
+             None if not judged else s["sensible_progress"] >= 0.85 * judged),
+        _bar("dynamical_instability on runs without a collapse note",
+             f"{s['instability_runs_without_collapse_note']}/{s['runs_without_collapse_note']}",
+             "<= 2", s["instability_runs_without_collapse_note"] <= 2),
+        _bar("null curves: no failure mode and flat", f"{s['null_no_mode_and_flat']}/{nulls}",
+             ">= 95%", None if not nulls else s["null_no_mode_and_flat"] >= 0.95 * nulls),
+        _bar(f"R^2 per logged point, research-scale learning runs ({len(r2)})", rng(r2),
+             ">= 0.91", None if not r2 else min(r2) >= 0.91),
+        _bar("  noise ceiling of those runs (a perfect mean curve's R^2)", rng(ceil),
+             "(what per-point R^2 can reach)", None),
+        _bar("  R^2 on means of 10 logged points, same runs", rng(r2_10), ">= 0.91",
+             None if not r2_10 else min(r2_10) >= 0.91),
+    ]  # fmt: skip
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rldoctor", default=str(ROOT / ".venv-rldoctor" / "bin" / "python"))
     ap.add_argument("--nulls-per-run", type=int, default=10)
+    ap.add_argument("--corpus", type=Path, default=CURVES, help="folder with index.json")
+    ap.add_argument("--out", type=Path, default=None, help="results JSON")
     args = ap.parse_args()
     t0 = time.time()
-    runs = json.loads((CURVES / "index.json").read_text())["runs"]
+    corpus = args.corpus.resolve()
+    index = corpus / "index.json"
+    if not index.is_file():
+        print(f"error: {index} not found: give --corpus a folder holding index.json",
+              file=sys.stderr)  # fmt: skip
+        sys.exit(2)
+    own = corpus == CURVES.resolve()
+    out_path = args.out or (RESULTS if own else RESULTS.with_name(f"real_runs_{corpus.name}.json"))
+    runs = json.loads(index.read_text())["runs"]
     with tempfile.TemporaryDirectory() as tmp:
-        suite = null_suite(runs, args.nulls_per_run, Path(tmp))
-        paths = [str(CURVES / m["csv"]) for m in runs] + [str(p) for _, p, _ in suite]
+        suite = null_suite(runs, args.nulls_per_run, Path(tmp), corpus)
+        paths = [str(corpus / m["csv"]) for m in runs] + [str(p) for _, p, _ in suite]
         rld = run_rldoctor(args.rldoctor, paths)
-        rows = real_runs(runs, rld)
+        rows = real_runs(runs, rld, corpus)
         nulls = null_rows(suite, rld)
     show(rows, nulls)
-    summ = summary(rows, nulls)
-    print(json.dumps(summ, indent=1))
+    summ = summary(rows, nulls, in_sample=own)
+    print(json.dumps({k: v for k, v in summ.items() if k != "quality_bar"}, indent=1))
+    show_bar(summ["quality_bar"])
     print(f"{time.time() - t0:.0f} s")
     doc = {
         "command": "python bench/real_runs.py " + " ".join(sys.argv[1:]),
@@ -376,8 +463,8 @@ def main() -> None:
         "runs": rows,
         "nulls": nulls,
     }
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(doc, indent=1, default=float))
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    out_path.write_text(json.dumps(doc, indent=1, default=float))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,50 @@
+"""bench/real_runs.py on a corpus other than the shared one (`--corpus`): the check on runs we
+keep back runs the same table and reports issue #13's bars, with the forecast's prior out of
+sample; a folder without index.json is one line and exit 2."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+CURVES = ROOT.parent / "shared" / "data" / "curves"
+SCRIPT = ROOT / "bench" / "real_runs.py"
+RUNS = ("cs336_shibuki_onpolicy_lr1e-5", "gsm8k_qwen3_1p7b_abl_baseline")
+
+
+@pytest.mark.skipif(not (CURVES / "index.json").exists(), reason="needs ../shared/data/curves")
+def test_a_held_back_corpus_gets_the_table_and_the_bars(tmp_path):
+    index = json.loads((CURVES / "index.json").read_text())["runs"]
+    kept = [m for m in index if m["name"] in RUNS]
+    corpus = tmp_path / "heldback"
+    corpus.mkdir()
+    for m in kept:
+        shutil.copy(CURVES / m["csv"], corpus / m["csv"])
+    (corpus / "index.json").write_text(json.dumps({"runs": kept}))
+    out = tmp_path / "out.json"
+    cmd = [sys.executable, str(SCRIPT), "--corpus", str(corpus), "--nulls-per-run", "1",
+           "--rldoctor", "", "--out", str(out)]  # fmt: skip
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    doc = json.loads(out.read_text())
+    assert [r["run"] for r in doc["runs"]] == [m["name"] for m in kept]
+    assert len(doc["nulls"]) == 2 + 40  # one per run and the issue's 40 curves
+    bars = {b["bar"]: b for b in doc["summary"]["quality_bar"]}
+    assert any("out of sample" in name for name in bars)
+    research = next(b for name, b in bars.items() if name.startswith("R^2 per logged point"))
+    assert research["bar"].endswith("(1)")  # the CS336 run: 256 rollouts per step, learning
+    assert "quality bar (issue #13)" in proc.stdout
+    assert not (ROOT / "bench" / "results" / "real_runs_heldback.json").exists()
+
+
+def test_a_folder_without_an_index_is_one_line_and_exit_2(tmp_path):
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--corpus", str(tmp_path)],
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert proc.returncode == 2
+    assert proc.stderr.strip().count("\n") == 0 and "index.json not found" in proc.stderr
