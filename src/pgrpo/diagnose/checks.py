@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from pgrpo._registry import Registry
+from pgrpo.diagnose.curvestats import window_mean_sd
 from pgrpo.diagnose.live import noise_sd, slope_t
 from pgrpo.diagnose.nullmodel import lag1_autocorr
 from pgrpo.diagnose.signals import MAX_POINTS
@@ -103,9 +104,11 @@ def column(log: Any, name: str) -> tuple[np.ndarray, np.ndarray] | None:
 @dataclass(frozen=True)
 class Trend:
     """Change of a series from its first to its last quarter. gain: difference of the quarter
-    means; se: its standard error (first-difference noise, inflated by (1 + rho) / (1 - rho)
-    at the 90% upper bound on the lag-1 autocorrelation, `nullmodel.lag1_autocorr`; the point
-    estimate fired on 9% of AR(1) null columns at rho 0.9, n = 30);
+    means; se: its standard error (two AR(1) window means, `curvestats.window_mean_sd`, from
+    the first-difference noise at the 90% upper bound on the lag-1 autocorrelation,
+    `nullmodel.lag1_autocorr`; the point estimate fired on 9% of AR(1) null columns at rho 0.9,
+    n = 30; before 2026-12-04 the differences' scale was taken for the series' own, an se
+    sqrt(1 - rho) too small);
     t: gain / se; slope_t: t of the OLS slope over the whole series; t_flat: gain over the
     uninflated standard error (rho 0), what a claim that the series did NOT move reads: the
     bound on rho that guards a claim of a rise would make "flat" easy (at n = 12 the bound is
@@ -125,8 +128,9 @@ def trend(step: np.ndarray, y: np.ndarray) -> Trend:
     q = max(2, y.size // 4)
     a, b = float(np.mean(y[:q])), float(np.mean(y[-q:]))
     rho = lag1_autocorr(y)  # the reward-curve nulls' 90% upper bound (one estimate everywhere)
-    plain = noise_sd(y) * math.sqrt(2.0 / q)
-    se = plain * math.sqrt((1 + rho) / (1 - rho))
+    noise = noise_sd(y)
+    plain = noise * math.sqrt(2.0 / q)
+    se = math.sqrt(2.0) * window_mean_sd(noise, q, rho)
     gain = b - a
     t, t_flat = (
         gain / d if d > 0 else (math.copysign(math.inf, gain) if gain else 0.0) for d in (se, plain)

@@ -14,6 +14,23 @@ import numpy as np
 from scipy.stats import rankdata
 
 
+def window_mean_sd(noise: float, k: float, rho: float) -> float:
+    """Standard deviation of the mean of k consecutive points of a stationary AR(1) series at
+    lag-1 autocorrelation rho whose first-difference noise scale (`noise_sd`) is `noise`.
+    First differences see sigma sqrt(1 - rho) of the series' marginal sd sigma (they take out
+    the slow part the autocorrelation adds, as they take out a trend), so sigma^2 = noise^2 /
+    (1 - rho); the mean of k points has variance sigma^2 (1 + 2 sum_{j<k} (1 - j / k) rho^j) / k,
+    which tends to sigma^2 (1 + rho) / ((1 - rho) k) for k >> 1 / (1 - rho). noise^2 (1 + rho) /
+    ((1 - rho) k), what the reward_hacking gain and the gaming checks' trend used before
+    2026-12-04, is (1 - rho) of that: at rho 0.8 a standard error 2.2x too small, and
+    reward_hacking fired on 3.6-3.9% of flat AR(0.8) runs (`bench/diagnose_bounds.py`)."""
+    rho = min(max(float(rho), -0.99), 0.99)
+    k = max(float(k), 1.0)
+    j = np.arange(1, math.ceil(k))
+    factor = 1.0 + 2.0 * float(np.sum((1.0 - j / k) * rho**j))
+    return float(noise) * math.sqrt(max(factor, 0.0) / ((1.0 - rho) * k))
+
+
 def window_size(n: int) -> int:
     """Points in the start / end / peak windows: a fifth of the run, at least 3."""
     return max(3, n // 5)
