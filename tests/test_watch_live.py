@@ -363,3 +363,34 @@ def test_once_reads_a_csv_without_a_half_written_last_row(tmp_path):
     out = runner.invoke(app, ["watch", str(log), "--once", "--json", "--stop-on", "none"])
     assert out.exit_code == 0, out.output
     assert json.loads(out.stdout.splitlines()[-1])["step"] == 29
+
+
+def test_a_trl_history_with_only_eval_entries_is_waited_for(tmp_path):
+    """eval_on_start (or eval_steps < logging_steps) writes a checkpoint whose log_history has
+    eval rows only: that is a log not ready yet, not a final 'no reward column' (watch gave up
+    on it with an error before its first training row)."""
+    import threading
+
+    state = tmp_path / "checkpoint-1" / "trainer_state.json"
+    state.parent.mkdir()
+    evals = [{"step": 0, "epoch": 0.0, "eval_loss": 1.0, "eval_reward": 0.2}]
+    state.write_text(json.dumps({"log_history": evals}))
+    with pytest.raises(LogNotReadyError, match="only eval or summary entries"):
+        read_log(tmp_path, live=True)
+    assert read_log(state, reward_key="eval_reward").reward.tolist() == [0.2]  # named: read
+
+    def train_rows():
+        time.sleep(0.3)
+        rows = [{"step": s, "reward": 0.3 + 0.01 * s, "loss": 0.1} for s in range(1, 21)]
+        (tmp_path / "checkpoint-20").mkdir()
+        (tmp_path / "checkpoint-20" / "trainer_state.json").write_text(
+            json.dumps({"log_history": evals + rows})
+        )
+
+    thread = threading.Thread(target=train_rows)
+    thread.start()
+    try:
+        result = watch_log(tmp_path, NONE, poll_s=0.02, idle_s=1.0, timeout_s=30)
+    finally:
+        thread.join()
+    assert result.ended == "idle" and result.points == 20, result

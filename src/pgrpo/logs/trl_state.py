@@ -85,12 +85,26 @@ def read_trl(path: Path, **options: Any) -> RewardLog:
     records = [r for r in history if isinstance(r, dict)]
     if len(records) < len(history):
         warns.append(f"{len(history) - len(records)} non-object log_history entries skipped")
+    if options.get("reward_key") is None and records and not any(map(_train_entry, records)):
+        raise LogNotReadyError(  # eval_on_start, or logging_steps > eval_steps: train rows come
+            f"{f}: log_history holds only eval or summary entries so far (no training step "
+            "logged yet); to read an eval metric as the reward, name it with --reward-column"
+        )
     names = ("training_args.json", "args.json", "config.yaml", "config.json")
     cands = [d / n for d in (f.parent, f.parent.parent) for n in names]
     hyper = _config_hyper(cands, warns)
     return assemble(
         records, fmt="trl", source=str(f), warnings=warns, hyperparameters=hyper, **options
     )
+
+
+_BOOKKEEPING = frozenset({"step", "epoch", "total_flos"})
+
+
+def _train_entry(record: dict) -> bool:
+    """Whether a log_history entry holds a training metric: a key other than TRL's eval_*
+    metrics, the run summary's train_* figures and the step / epoch bookkeeping."""
+    return any(not (k in _BOOKKEEPING or k.startswith(("eval_", "train_"))) for k in record)
 
 
 LOG_READERS.add("trl", LogReader("trl", detect_trl, read_trl, "TRL trainer_state.json log_history"))
