@@ -313,7 +313,7 @@ def test_a_log_that_will_never_be_readable_fails_at_once(tmp_path, writer, heade
     out = runner.invoke(app, ["watch", str(log), "--poll", "0.1", "--idle", "3",
                               "--timeout", "60", *args])  # fmt: skip
     assert out.exit_code == 2 and time.monotonic() - t < 15, out.output
-    lines = out.output.strip().splitlines()
+    lines = [x for x in out.output.strip().splitlines() if "waiting:" not in x]  # header only
     assert len(lines) == 1 and lines[0].startswith("error:") and message in lines[0]
 
 
@@ -394,3 +394,16 @@ def test_a_trl_history_with_only_eval_entries_is_waited_for(tmp_path):
     finally:
         thread.join()
     assert result.ended == "idle" and result.points == 20, result
+
+
+@pytest.mark.parametrize("name", ["README.md", "missing.jsonl"])
+def test_a_watch_on_a_file_it_cannot_read_yet_says_why_once(tmp_path, name):
+    """`pgrpo watch README.md` (or a path not written yet) waited in silence until --timeout."""
+    path = tmp_path / name
+    if name == "README.md":
+        path.write_text("# a project\n\nNot a training log.\n")
+    res = runner.invoke(app, ["watch", str(path), "--poll", "0.01", "--timeout", "0.3"])
+    assert res.exit_code == 2
+    waits = [line for line in res.output.splitlines() if "waiting:" in line]
+    assert len(waits) == 1, res.output
+    assert ("unrecognised log format" if name == "README.md" else "no such file") in waits[0]

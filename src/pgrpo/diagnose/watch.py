@@ -15,6 +15,9 @@ column, a format that does not match) ends the watch at once with `ended="error"
 does not continue the points read before (the file was cut back, rotated or rewritten, a run
 resumed from a checkpoint with new values, a new run appended), the watcher starts afresh on the
 new points (no earlier assessment counts towards a stop rule's patience) and tells `on_note` once.
+Until the log is first read, each new reason it is not ready (no such file, an unrecognised
+format, no record yet) goes to `on_note` once: a watch pointed at the wrong file says why it
+waits instead of waiting in silence.
 """
 
 from __future__ import annotations
@@ -76,6 +79,7 @@ def watch_log(
     start = last_growth = clock()
     seen = sig = None  # the log's signature at the last poll / at the last read
     assessed_at, history, error = 0, (), ""
+    told: set[str] = set()  # the not-ready reasons told to on_note
     last: LiveStatus | None = None
     latest: RewardLog | None = None
     while True:
@@ -85,11 +89,14 @@ def watch_log(
             new_sig = _signature(path)
             if new_sig != seen:
                 seen, last_growth = new_sig, now
+            if new_sig is None:
+                _tell_wait(_missing(path, None), path, told, on_note if latest is None else None)
             if new_sig is not None and new_sig != sig:
                 sig, error = new_sig, ""
                 log = read_log(path, format=log_format, **opts)
         except LogNotReadyError as exc:  # not written yet / caught mid-write: next change
             error = str(exc)
+            _tell_wait(error, path, told, on_note if latest is None else None)
         except OSError as exc:  # a file removed as it was read: read again at the next poll
             sig, error = None, f"{path}: {exc.strerror or exc}"
         except LogFormatError as exc:  # records that will never give a reward curve
@@ -173,6 +180,17 @@ def _replay(log: RewardLog, cfg: LiveConfig, every: int) -> tuple[LiveStatus, ..
         if k >= 1:
             history = (*history, assess_live(_prefix(log, k), cfg, history))
     return history
+
+
+def _tell_wait(reason: str, path: Path, told: set[str], on_note) -> None:
+    """Tell `on_note` (None: nobody) why the log is not read yet, once per kind of reason."""
+    kind = "".join(c for c in reason if not c.isdigit())  # mid-write at line 3 or 4: one reason
+    if on_note is None or kind in told:
+        return
+    told.add(kind)
+    head = f"{path}: "  # the note names the log already
+    reason = reason[len(head) :] if reason.startswith(head) else reason
+    on_note(f"waiting: {reason}; read again when it changes (--timeout or --idle end the wait)")
 
 
 def _missing(path: Path, sig: Any) -> str:
