@@ -179,10 +179,13 @@ def evaluate_policy(
 ) -> dict[str, Any]:
     """`pgrpo.evaluate.evaluate`'s loop on an already loaded policy and task (that function
     builds the task without the run's options, so it would evaluate every arithmetic level):
-    samples per problem through `sample_and_score`, correct = reward >= 1; the EvalRun summary."""
+    samples per problem through `sample_and_score`, correct by `tasks.base.is_correct` (the
+    final number; the same as reward >= 1 at the runs' format_weight 0, which the recorded
+    results used); the EvalRun summary."""
     import torch
 
     from pgrpo.evaluate import EvalRun
+    from pgrpo.tasks.base import is_correct
     from pgrpo.train.rollout import sample_and_score
 
     torch.manual_seed(seed)
@@ -193,9 +196,12 @@ def evaluate_policy(
             policy, task, batch, group_size=samples, temperatures=[temperature] * samples,
             max_new_tokens=max_new_tokens, reward_timeout_s=10.0,
         )  # fmt: skip
-        correct = (scored.rewards.double().numpy().reshape(len(batch), samples) >= 1 - 1e-9).sum(1)
+        texts = scored.rollout.texts  # example-major: the rewards' [B * G] order
         n += [samples] * len(batch)
-        c += [int(x) for x in correct]
+        c += [
+            sum(is_correct(task, texts[i * samples + j], ex) for j in range(samples))
+            for i, ex in enumerate(batch)
+        ]
     ids = [str(e.get("expression", i)) for i, e in enumerate(examples)]
     run = EvalRun(
         name=name, ids=ids, n=n, c=c, step=step, seed=seed, task="arithmetic", split="test"

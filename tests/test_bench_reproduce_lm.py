@@ -275,3 +275,25 @@ def test_deadline_stops_before_a_run_that_would_end_late():
     soon = (dt.datetime.now(dt.UTC) + dt.timedelta(minutes=5)).strftime("%H:%M")
     assert rl._past_deadline(soon, done) is True
     assert rl._past_deadline(soon, [{"seconds": {"total": 1.0}}]) is False
+
+
+def test_the_held_out_eval_counts_correct_answers_not_full_rewards(monkeypatch):
+    """With a format weight a correct answer in words earns less than 1: it is still correct
+    (`tasks.base.is_correct`; the bench counted reward >= 1, the same only at format_weight 0)."""
+    import types
+
+    import pgrpo.train.rollout as rollout_mod
+    from pgrpo.tasks import TASKS
+
+    task = TASKS.get("arithmetic")(levels=[1], format_weight=0.5)
+    examples = rl.eval_problems(task, 2)
+    texts = [str(examples[0]["answer"]), f"The answer is {examples[0]['answer']}.", "no", "none"]
+
+    def fake(policy, task, batch, *, group_size, **_):
+        return types.SimpleNamespace(rollout=types.SimpleNamespace(texts=texts[: 2 * len(batch)]))
+
+    monkeypatch.setattr(rollout_mod, "sample_and_score", fake)
+    out = rl.evaluate_policy(None, task, examples, samples=2, temperature=1.0,
+                             max_new_tokens=8, seed=0, name="t", step=0)  # fmt: skip
+    assert task.reward(texts[1], examples[0]) == 0.5  # correct, not a bare number
+    assert out["accuracy"] == 0.5  # 2 of 4 samples; reward >= 1 counted 1
