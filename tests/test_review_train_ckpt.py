@@ -116,3 +116,26 @@ def test_a_hub_name_not_in_the_cache_says_what_the_wait_is(capsys, monkeypatch):
     assert "not in the local Hugging Face cache" in err and "HF_HUB_OFFLINE=1" in err
     check_model("tiny", "model.name")
     assert capsys.readouterr().err == ""
+
+
+def test_a_resume_where_auto_precision_resolves_otherwise_says_so(base_run, tmp_path, monkeypatch):
+    """model.precision=auto picks bf16 autocast where the CPU has native bf16 and fp32 elsewhere:
+    a run resumed on the other kind of host continues, with a note that its resumed steps are
+    not bit for bit the uninterrupted run's (the host without bf16 is simulated)."""
+    import json
+
+    import pgrpo.train.precision as precision_mod
+
+    run = shutil.copytree(base_run, tmp_path / "run")
+    metrics = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines() if x]
+    was = next(r["precision"] for r in reversed(metrics) if "precision" in r)
+    if was == "fp32":  # this host has no bf16: the simulated one has it
+        monkeypatch.setattr(precision_mod, "bf16_support", lambda device_type="cpu": (True, "sim"))
+        now = "bf16-autocast"
+    else:
+        monkeypatch.setattr(precision_mod, "bf16_support", lambda device_type="cpu": (False, "sim"))
+        now = "fp32"
+    out = _resume(run, "run.steps=3")
+    assert out.exit_code == 0, out.output
+    text = " ".join(out.output.split())
+    assert f"precision {was} -> {now}" in text and "not bit for bit" in text
