@@ -108,9 +108,12 @@ def test_a_rust_writers_disk_full_is_recognised():
 
 def test_a_hub_name_not_in_the_cache_says_what_the_wait_is(capsys, monkeypatch):
     """`model.name=nonexistent_model_xyz` spent ~50 s in hub retries offline without a word."""
+    import pgrpo.cli._models as models
     from pgrpo.cli.common import check_model
 
     monkeypatch.setenv("HF_HUB_CACHE", "/nonexistent-hf-cache")
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr(models, "_unreachable_hub", lambda: None)  # a hub that answers
     check_model("someone/not-cached-model", "model.name")
     err = " ".join(capsys.readouterr().err.split())
     assert "not in the local Hugging Face cache" in err and "HF_HUB_OFFLINE=1" in err
@@ -139,3 +142,30 @@ def test_a_resume_where_auto_precision_resolves_otherwise_says_so(base_run, tmp_
     assert out.exit_code == 0, out.output
     text = " ".join(out.output.split())
     assert f"precision {was} -> {now}" in text and "not bit for bit" in text
+
+
+def test_a_hub_name_not_in_the_cache_fails_at_once_when_the_hub_cannot_be_reached(monkeypatch):
+    """Offline, the loader's retries took ~50 s to fail; a 3 s connection check says it now
+    (HF_ENDPOINT at a closed local port stands for an unreachable hub), and HF_HUB_OFFLINE at
+    once. Behind a proxy a direct connection proves nothing: the loader is left to try."""
+    import time
+
+    from pgrpo.cli.common import check_model
+    from pgrpo.errors import UserError
+
+    monkeypatch.setenv("HF_HUB_CACHE", "/nonexistent-hf-cache")
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    for var in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY",
+                "all_proxy"):  # fmt: skip
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")
+    t = time.monotonic()
+    with pytest.raises(UserError, match=r"hub \(127.0.0.1:9\) cannot be reached"):
+        check_model("someone/not-cached-model", "model.name")
+    assert time.monotonic() - t < 10
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(UserError, match="HF_HUB_OFFLINE is set"):
+        check_model("someone/not-cached-model", "model.name")
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    monkeypatch.setenv("HTTPS_PROXY", "http://127.0.0.1:9")
+    check_model("someone/not-cached-model", "model.name")  # a note, no error

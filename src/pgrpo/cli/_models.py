@@ -37,13 +37,53 @@ def check_model(name: str, option: str = "--model") -> None:
             f"{option} {name}: no such model folder",
             "give 'tiny', 'smollm2', a local Hugging Face model folder or a run folder",
         )
-    if name not in ("tiny", "smollm2") and not _in_hub_cache(name):  # say what the wait is
-        typer.echo(
-            f"note: {option} {name} is not in the local Hugging Face cache: asking the hub for "
-            "it (offline this takes about a minute of retries before failing; set "
-            "HF_HUB_OFFLINE=1 to fail at once)",
-            err=True,
+    if name in ("tiny", "smollm2") or _in_hub_cache(name):
+        return
+    import os
+
+    if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on"):
+        raise UserError(
+            f"{option} {name} is not in the local Hugging Face cache and HF_HUB_OFFLINE is set",
+            "give a local model folder, 'tiny' or 'smollm2', or unset HF_HUB_OFFLINE where the "
+            "hub is reachable",
         )
+    host = _unreachable_hub()
+    if host is not None:  # the loader's retries would take about a minute to say the same
+        raise UserError(
+            f"{option} {name} is not in the local Hugging Face cache and the hub ({host}) "
+            "cannot be reached from here",
+            "give a local model folder, 'tiny' or 'smollm2', or download the model where the "
+            "hub is reachable (huggingface-cli download) and copy the cache",
+        )
+    typer.echo(  # say what the wait is
+        f"note: {option} {name} is not in the local Hugging Face cache: asking the hub for "
+        "it (offline this takes about a minute of retries before failing; set "
+        "HF_HUB_OFFLINE=1 to fail at once)",
+        err=True,
+    )
+
+
+PROXY_VARS = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy")
+
+
+def _unreachable_hub(timeout_s: float = 3.0) -> str | None:
+    """The hub's host when a TCP connection to it fails within `timeout_s` (no route, no DNS,
+    refused), else None: reachable, or not checked (behind a proxy, which a direct connection
+    does not test). HF_ENDPOINT names another hub (a mirror)."""
+    import os
+    import socket
+    from urllib.parse import urlsplit
+
+    if any(os.environ.get(v) for v in PROXY_VARS):
+        return None
+    url = urlsplit(os.environ.get("HF_ENDPOINT") or "https://huggingface.co")
+    host = url.hostname or "huggingface.co"
+    port = url.port or (80 if url.scheme == "http" else 443)
+    try:
+        socket.create_connection((host, port), timeout=timeout_s).close()
+    except OSError:
+        return f"{host}:{port}"
+    return None
 
 
 def _in_hub_cache(name: str) -> bool:
