@@ -22,7 +22,12 @@ modes" = any failure mode but those two):
   same with 100, 200 or 500 problems of 4 samples each, per-problem counts and ids (the paired
   error, `signals.paired_eval_gain`), pass rates 0.95 or 0.05; gaming: the run
   checks `reward_function_divergence` and `length_vs_reward` on independent AR(1) columns
-  (rho 0, 0.5, 0.9; n 30, 100, 300): "other modes" is the share where either warns.
+  (rho 0, 0.5, 0.9; n 30, 100, 300): "other modes" is the share where either warns;
+  columns: a healthy-but-boring run (`_columns_log`): the reward flat AR(1) noise (rho 0, 0.5,
+  0.9; n 50, 200, 1000) and every other diagnostic column a TRL / verl log carries stationary
+  noise around a constant level, each its own AR(1) at the same rho; per row, "modes" counts
+  each failure mode detected, "branches" each alarm alone (the rule on that column and the
+  reward only, `_BRANCHES`), "checks" each run check's warnings (`run_checks`).
 The progress verdict is tested at 5%, each failure mode at 0.5% per test (docs/diagnostics.md).
 Prints one table and writes bench/results/null_rates.json with the command and date
 (`--only` a subset: bench/results/null_rates_<cells>.json, the full results left alone).
@@ -42,9 +47,12 @@ from pathlib import Path
 import numpy as np
 from scipy.signal import lfilter
 
-from pgrpo.diagnose import diagnose
-from pgrpo.diagnose.checks import CheckOptions
+from pgrpo.diagnose import costs, diagnose, entropy  # noqa: F401  (register their run checks)
+from pgrpo.diagnose import rules as rl
+from pgrpo.diagnose.checks import CHECKS, CheckOptions, run_checks
 from pgrpo.diagnose.gaming import length_vs_reward, reward_function_divergence
+from pgrpo.diagnose.instability import dynamical_instability
+from pgrpo.diagnose.signals import signals_from_log
 from pgrpo.logs.base import RewardLog
 
 OUT = Path(__file__).resolve().parents[1] / "bench" / "results" / "null_rates.json"
@@ -83,7 +91,79 @@ CELLS = {
     "eval_paired": [(problems, 100, None) for problems in (100, 200, 500)],
     "gaming": [(rho, n, None) for rho in (0.0, 0.5, 0.9) for n in (30, 100, 300)],
     "sparse_std": [(p, n, g) for p in (0.02, 0.05, 0.1) for n in (15, 20, 50) for g in (8, None)],
+    "columns": [(rho, n, None) for rho in (0.0, 0.5, 0.9) for n in (50, 200, 1000)],
 }
+
+
+def _ar1_unit(n: int, rho: float, rng: np.random.Generator) -> np.ndarray:
+    """Stationary Gaussian AR(1) noise at lag-1 autocorrelation rho, marginal sd 1: [n]."""
+    return lfilter([1.0], [1.0, -rho], rng.standard_normal(n + 300))[300:] * np.sqrt(1 - rho**2)
+
+
+def _columns_log(n: int, rho: float, rng: np.random.Generator) -> RewardLog:
+    """A healthy-but-boring TRL-style log: nothing trends, every column is its own AR(1) at rho.
+    Levels drawn per run from the ranges real runs show (uniform), noise as a coefficient of
+    variation (multiplicative, log-normal, for the positive columns):
+    rewards/format_reward/mean 0.3 (sd 0.03) and rewards/accuracy_reward/mean 0.2 (sd 0.095),
+    the reward their sum (TRL's: 0.5, sd 0.1, AR(1) at rho too); entropy U(0.5, 1.5) nats, CV
+    0.1; kl U(0.01, 0.05), CV 0.3; completion_length U(150, 250) tokens, CV 0.1; clip ratios
+    (region U(0.01, 0.05), CV 0.3, low / high half of it each); grad_norm U(0.3, 1), CV 0.3;
+    loss 0 +- 0.02; frac_reward_zero_std logistic around U(0.1, 0.3) (sd 0.4 on the logit
+    scale) and reward_std consistent with it, (1 - frac) x the mean sd of the groups with
+    spread (0.35, CV 0.1: TRL's reward_std averages the groups' sds, zero ones included);
+    learning_rate constant 1e-6."""
+    fmt = 0.3 + 0.03 * _ar1_unit(n, rho, rng)
+    acc = 0.2 + 0.095 * _ar1_unit(n, rho, rng)
+
+    def pos(lo: float, hi: float, cv: float) -> np.ndarray:
+        return rng.uniform(lo, hi) * np.exp(cv * _ar1_unit(n, rho, rng))
+
+    clip = pos(0.01, 0.05, 0.3)
+    level = rng.uniform(0.1, 0.3)
+    frac = 1 / (1 + np.exp(-(np.log(level / (1 - level)) + 0.4 * _ar1_unit(n, rho, rng))))
+    cols = {
+        "rewards/format_reward/mean": fmt,
+        "rewards/accuracy_reward/mean": acc,
+        "entropy": pos(0.5, 1.5, 0.1),
+        "kl": pos(0.01, 0.05, 0.3),
+        "completion_length": pos(150, 250, 0.1),
+        "clip_ratio/region_mean": clip,
+        "clip_ratio/low_mean": clip / 2,
+        "clip_ratio/high_mean": clip / 2,
+        "grad_norm": pos(0.3, 1.0, 0.3),
+        "loss": 0.02 * _ar1_unit(n, rho, rng),
+        "frac_reward_zero_std": frac,
+        "reward_std": (1 - frac) * pos(0.35, 0.35, 0.1),
+        "learning_rate": np.full(n, 1e-6),
+    }
+    return _log(fmt + acc, cols, None)
+
+
+# each alarm alone: (its rule, the columns it reads, whether the reward goes with them)
+_BRANCHES = {
+    "reward_hacking/length": (rl.reward_hacking, ("completion_length",), True),
+    "reward_hacking/format_share": (
+        rl.reward_hacking,
+        ("rewards/format_reward/mean", "rewards/accuracy_reward/mean"),
+        True,
+    ),
+    "policy_concentration/entropy": (rl.policy_concentration, ("entropy",), False),
+    "policy_concentration/kl": (rl.policy_concentration, ("kl",), False),  # no entropy: cap 0.65
+    "policy_concentration/clip": (rl.policy_concentration, ("clip_ratio/region_mean",), False),
+    "dynamical_instability/grad_norm": (dynamical_instability, ("grad_norm",), False),
+}
+
+
+def _columns_alarms(log: RewardLog) -> tuple[list[str], list[str]]:
+    """(the alarms of `_BRANCHES` that fire, the run checks that warn)."""
+    fired = []
+    for name, (rule, cols, with_reward) in _BRANCHES.items():
+        m = {"step": log.step, **{c: log.columns[c] for c in cols}}
+        if with_reward:
+            m["reward"] = log.reward
+        fired += [name] * rule(signals_from_log(m)).detected
+    warned = [c.name for c in run_checks(log, CheckOptions()) if c.status == "warn"]
+    return fired, warned
 
 
 def _eval_file(rng: np.random.Generator, problems: int, n: int, folder: Path) -> Path:
@@ -144,6 +224,8 @@ def _rates(
     not_flat = instability = degeneracy = other = 0
     labels: dict[str, int] = {}
     modes: dict[str, int] = {}
+    branches: dict[str, int] = dict.fromkeys(_BRANCHES, 0) if kind == "columns" else {}
+    checks: dict[str, int] = dict.fromkeys(CHECKS.names(), 0) if kind == "columns" else {}
     for _ in range(curves):
         if kind == "gaming":
             fired = _gaming_warnings(rng, n, arg)
@@ -155,6 +237,14 @@ def _rates(
             y = 0.5 + 0.05 * rng.standard_normal(n)
             make = _eval_file if kind == "eval" else _paired_eval_file
             d = diagnose(_log(y, {}, None), eval_log=make(rng, int(arg), n, folder))
+        elif kind == "columns":
+            log = _columns_log(n, arg, rng)
+            d = diagnose(log)
+            fired_b, warned = _columns_alarms(log)
+            for m in fired_b:
+                branches[m] += 1
+            for c in warned:
+                checks[c] += 1
         else:
             d = diagnose(_log(*_curve(kind, n, arg, rng), group_size))
         label = d.progress.label if d.progress is not None else "none"
@@ -166,7 +256,7 @@ def _rates(
         instability += "dynamical_instability" in fired
         degeneracy += "advantage_degeneracy" in fired
         other += bool(set(fired) - {"dynamical_instability", "advantage_degeneracy"})
-    return {
+    row = {
         "kind": kind,
         "arg": arg,
         "n": n,
@@ -179,6 +269,9 @@ def _rates(
         "labels": labels,
         "modes": modes,
     }
+    if kind == "columns":  # counts of the `curves`
+        row.update(branches=branches, checks=checks)
+    return row
 
 
 def main() -> None:
@@ -195,13 +288,16 @@ def main() -> None:
         for arg, n, g in CELLS[kind]:
             r = rates(kind, arg, n, g, args.curves)
             rows.append(r)
-            name = {"ar1": "rho", "gaming": "rho", "t3": "df", "eval": "problems",
+            name = {"ar1": "rho", "gaming": "rho", "columns": "rho", "t3": "df", "eval": "problems",
                     "eval_paired": "problems"}.get(kind, "p")  # fmt: skip
             print(
                 f"| {kind} | {name} {arg:g} | {n} | {'yes' if g else 'no'} | {r['not_flat']:.3f} "
                 f"| {r['instability']:.3f} | {r['degeneracy']:.3f} | {r['other_modes']:.3f} |",
                 flush=True,
             )
+            if kind == "columns":
+                fired = {**r["branches"], **r["checks"]}
+                print("|  | " + ", ".join(f"{k} {v}" for k, v in fired.items() if v), flush=True)
     # a subset of the cells goes beside the full results, not over them
     out = (
         OUT

@@ -14,6 +14,7 @@ import math
 import re
 
 import numpy as np
+from scipy.stats import norm
 
 from pgrpo.core.stats import iid_degeneracy
 from pgrpo.diagnose import nullmodel as nm
@@ -96,10 +97,7 @@ def _gain_se(s: Signals, points: tuple[int, int]) -> tuple[float, float]:
     standard errors (`eval_se`: the records' sizes), else from the scatter of >= 4 eval points
     (their noise sd from first differences, times sqrt(2): conservative, a trend adds to it),
     else NaN: two points of unknown size cannot tell a change from noise."""
-    x = finite(s.get("reward"))
-    rho = nm.lag1_autocorr(x)
-    noise = float(nm.noise_sd(x[None, :])[0])
-    train = math.hypot(*(window_mean_sd(noise, k, rho) for k in points))
+    train = _window_gain_se(finite(s.get("reward")), points)
     if math.isfinite(s.eval_gain_se) and math.isfinite(s.eval_gain):  # paired by problem
         return train, s.eval_gain_se
     se = s.eval_se
@@ -109,6 +107,14 @@ def _gain_se(s: Signals, points: tuple[int, int]) -> tuple[float, float]:
     if acc.size >= 4:
         return train, float(nm.noise_sd(acc[None, :])[0]) * math.sqrt(2.0)
     return train, math.nan
+
+
+def _window_gain_se(x: np.ndarray, points: tuple[int, int]) -> float:
+    """Standard error of the difference of two window means of `points` points of the finite
+    series x: their AR(1) errors (`curvestats.window_mean_sd`) at the 90% bound on x's lag-1
+    autocorrelation (`nullmodel.lag1_autocorr`), from its first-difference noise sd."""
+    rho, noise = nm.lag1_autocorr(x), float(nm.noise_sd(x[None, :])[0])
+    return math.hypot(*(window_mean_sd(noise, k, rho) for k in points))
 
 
 def n_rollouts(s: Signals) -> float | None:
@@ -133,16 +139,33 @@ def reward_rises(s: Signals) -> bool:
 # ---------------------------------------------------------------------------------------------
 
 
-def _format_gain_share(s: Signals) -> tuple[float, float] | None:
-    """(share of reward-function gain from format-like functions, gain of the others)."""
-    comps = {m.group(1): s.get(k) for k in s.columns if (m := re.match(r"rewards/(.+)/mean$", k))}
+def _format_gain_share(s: Signals) -> dict[str, float] | None:
+    """format_gain_share (share of reward-function gain from format-like functions),
+    content_reward_gain (gain of the others), format_gain_z (the largest first-to-last-10% gain
+    of a format-like function over its standard error, `_window_gain_se`) and format_gain_z_crit
+    (the one-sided normal quantile at ALPHA_MODE / the number of format-like functions). The
+    share alone fired on 12-26% of runs whose every column was flat noise (a format function
+    up by chance, the content one down: share 1; bench/null_rates.py `columns`, 2026-12-04)."""
+    comps = {m.group(1): finite(s.get(k)) for k in s.columns
+             if (m := re.match(r"rewards/(.+)/mean$", k))}  # fmt: skip
     if len(comps) < 2:
         return None
-    gains = {name: _rel_gain(col)[2] for name, col in comps.items() if finite(col).size >= 4}
-    fmt = sum(max(g, 0.0) for n, g in gains.items() if re.search(r"format|length|style", n))
-    other = sum(g for n, g in gains.items() if not re.search(r"format|length|style", n))
+    comps = {name: x for name, x in comps.items() if x.size >= 4}
+    gains = {name: _rel_gain(x)[2] for name, x in comps.items()}
+    is_fmt = {name: bool(re.search(r"format|length|style", name)) for name in comps}
+    fmt = sum(max(g, 0.0) for n, g in gains.items() if is_fmt[n])
+    other = sum(g for n, g in gains.items() if not is_fmt[n])
     total = fmt + max(other, 0.0)
-    return (fmt / total if total > 0 else 0.0), other
+    z = [_z(gains[n], _window_gain_se(x, _end_points(x.size))) for n, x in comps.items()
+         if is_fmt[n]]  # fmt: skip
+    crit = float(norm.isf(ALPHA_MODE / len(z))) if z else math.inf
+    return {"format_gain_share": fmt / total if total > 0 else 0.0, "content_reward_gain": other,
+            "format_gain_z": max(z, default=math.nan), "format_gain_z_crit": crit}  # fmt: skip
+
+
+def _end_points(m: int) -> tuple[int, int]:
+    """Points in `_rel_gain`'s first- and last-10% windows of m finite values."""
+    return max(math.ceil(0.1 * m), 1), m - int(0.9 * m)
 
 
 @DIAGNOSTIC_RULES.register("reward_hacking")
@@ -196,8 +219,12 @@ def reward_hacking(s: Signals) -> ModeVerdict:
         missing.append(_lack(s, "completions/mean_length", 4))
     fmt = _format_gain_share(s)
     if fmt is not None:
-        ev["format_gain_share"], ev["content_reward_gain"] = fmt
-        strengths.append(confidence(fmt[0], FORMAT_SHARE, 0.1) if fmt[1] < 0.02 else 0.0)
+        ev.update(fmt)
+        # the share, only when a format-like function rose beyond its own noise (level ALPHA_MODE)
+        share = confidence(fmt["format_gain_share"], FORMAT_SHARE, 0.1)
+        z, crit = fmt["format_gain_z"], fmt["format_gain_z_crit"]
+        rose = float(z > 0) if not math.isfinite(z) else confidence(z, crit, 1.0)  # inf: exact
+        strengths.append(min(share, rose) if fmt["content_reward_gain"] < 0.02 else 0.0)
     else:
         missing.append("per-function rewards (rewards/<name>/mean)")
     if not strengths:
