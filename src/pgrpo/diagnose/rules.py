@@ -144,7 +144,7 @@ def _format_gain_share(s: Signals) -> dict[str, float] | None:
     content_reward_gain (gain of the others), format_gain_z (the largest first-to-last-10% gain
     of a format-like function over its standard error, `_window_gain_se`) and format_gain_z_crit
     (the one-sided normal quantile at ALPHA_MODE / the number of format-like functions). The
-    share alone fired on 12-26% of runs whose every column was flat noise (a format function
+    share alone fired on 24-31% of runs whose every column was flat noise (a format function
     up by chance, the content one down: share 1; bench/null_rates.py `columns`, 2026-12-04)."""
     comps = {m.group(1): finite(s.get(k)) for k in s.columns
              if (m := re.match(r"rewards/(.+)/mean$", k))}  # fmt: skip
