@@ -1,6 +1,6 @@
 """False alarms of the alarms that read the columns beside the reward, on healthy-but-boring runs
 whose every column is stationary noise (bench/null_rates.py, cell `columns`): the format-share
-branch of `reward_hacking` read its share without the functions' noise and fired on 27-29% of
+branch of `reward_hacking` read its share without the functions' noise and fired on 24-31% of
 such runs; it now needs a format-like function's gain beyond its own AR(1) window-mean error."""
 
 from __future__ import annotations
@@ -38,9 +38,10 @@ def _functions(rng: np.random.Generator, n: int, rho: float) -> dict[str, np.nda
 @pytest.mark.parametrize("rho", [0.0, 0.5, 0.9])
 def test_flat_reward_functions_are_not_format_hacking(rho):
     """A flat format reward that ends up by chance while the flat content one ends down has a
-    format share of 1: the share alone fired on 27-29% of such runs at every rho and length
-    (2,000 runs a row). With the format gain tested against its noise (one-sided ALPHA_MODE):
-    0.1-0.45% at rho 0 and 0.5, 0.6-0.95% at rho 0.9 (the rho bound's grid top)."""
+    format share of 1: the share alone fired on about a quarter of such runs at every rho and
+    length (bench/null_rates.py, cell columns). With the format gain tested against its noise
+    (one-sided ALPHA_MODE) the rate is near that level, highest at rho 0.9 (the rho bound's grid
+    top)."""
     rng = np.random.default_rng([21, int(rho * 10)])
     fired = sum(
         diagnose(_functions(rng, 200, rho)).mode("reward_hacking").detected for _ in range(150)
