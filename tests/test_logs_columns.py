@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pgrpo.logs import LogFormatError, assemble, read_log
-from pgrpo.logs.base import STEP_KEYS, resolve_reward_key
+from pgrpo.logs.base import STEP_KEYS, resolve_reward_key, superseded
 from pgrpo.logs.columns import as_number, store_of
 
 SRC = Path(__file__).resolve().parents[1] / "src"
@@ -76,8 +76,12 @@ def test_columnar_assemble_equals_the_record_by_record_definition(records, chunk
         return
     assert ref is not None
     steps, rewards, rows, counts = ref
-    last = {s: r for s, r in zip(steps, rewards, strict=True)}  # the last occurrence wins
-    row_of = {s: i for s, i in zip(steps, rows, strict=True)}
+    # the rows a rewind leaves (`superseded`: a resume or a restart into the same file, and the
+    # last copy of a step; tests/test_logs_rewind.py checks that rule against a replay)
+    keep = superseded(np.array(steps, dtype=float))
+    kept = [x for x, k in zip(zip(steps, rewards, rows, strict=True), keep, strict=True) if k]
+    last = {s: r for s, r, _ in kept}
+    row_of = {s: i for s, _, i in kept}
     np.testing.assert_array_equal(log.step, sorted(last))
     np.testing.assert_array_equal(log.reward, [last[s] for s in sorted(last)])
     assert log.metrics["dropped_nan"] == counts["nan"]
