@@ -1,5 +1,5 @@
 """A log file a writer went back in: a run resumed from an earlier checkpoint or restarted from
-scratch into the same file (`pgrpo.logs.base.superseded`). The rows written before the rewind,
+scratch into the same file (`pgrpo.logs.rewind.superseded`). The rows written before the rewind,
 from its step on, belong to a discarded trajectory; every command reads what the run's history
 is after the rewind. Before 2026-12-04 the reader kept the last copy of each step, so a run
 rolled back from step 100 to 51 read, while at its step 70, the old rows 71-100 as its newest,
@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
@@ -40,7 +41,7 @@ def rewound_files(draw):
     order: `rewinds`)."""
     first = draw(st.integers(0, 5))
     stride = draw(st.integers(1, 3))
-    segments = [list(range(first, first + stride * draw(st.integers(1, 30)), stride))]
+    segments = [list(range(first, first + stride * draw(st.integers(4, 30)), stride))]
     for _ in range(draw(st.integers(0, 4))):
         logged = sorted({s for seg in segments for s in seg})
         start = draw(st.one_of(st.sampled_from(logged), st.integers(max(first - 3, 0), first)))
@@ -68,11 +69,17 @@ def test_the_reader_keeps_the_history_the_last_rewind_leaves(segments):
 @settings(max_examples=200, deadline=None)
 @given(st.integers(3, 60), st.data())
 def test_rows_written_out_of_order_are_sorted_not_dropped(n, data):
-    """Adjacent swaps of steps never logged before (an asynchronous writer) lose nothing."""
+    """Rows written a place or two early or late (an asynchronous writer; `REWIND_ROWS`), the
+    first row included, lose nothing."""
     step = list(range(1, n + 1))
-    for i in data.draw(st.lists(st.integers(1, n - 2), max_size=5, unique=True)):
-        if step[i] < step[i + 1]:
-            step[i], step[i + 1] = step[i + 1], step[i]
+    free = 0  # windows do not overlap: each row moves at most two places
+    for i, k, back in data.draw(st.lists(st.tuples(st.integers(0, n - 2), st.integers(1, 2),
+                                                   st.booleans()), max_size=5)):  # fmt: skip
+        if i < free or i + k >= n:
+            continue
+        w = step[i : i + k + 1]
+        step[i : i + k + 1] = w[1:] + w[:1] if back else w[-1:] + w[:-1]
+        free = i + k + 1
     assert superseded(np.array(step, dtype=float)).all()
     log = assemble([{"step": s, "reward": s / n} for s in step], fmt="t", source="t")
     assert log.step.tolist() == list(map(float, range(1, n + 1)))
@@ -88,6 +95,43 @@ def test_a_file_written_newest_first_or_shuffled_is_sorted_not_cut():
         log = assemble([{"step": s, "reward": s / 1e3} for s in order], fmt="t", source="t")
         assert log.step.tolist() == steps.tolist()
         assert log.warnings[0] == "steps out of order in the file: sorted by step"
+
+
+@pytest.mark.parametrize(
+    ("steps", "read"),
+    [
+        ([3, 2, 1], [1, 2, 3]),  # newest first, too short for the unordered rule
+        ([2, 1], [1, 2]),
+        ([2, 1, 3, 4, 5, 6, 7, 8], [1, 2, 3, 4, 5, 6, 7, 8]),  # the first two rows swapped
+        ([5, 6, 7, 4, 5, 6, 7, 8, 5, 6], [4, 5, 6]),  # a restart below all, then a resume
+        ([1, 2, 3, 4, 5, 6, 1, 2, 1, 2, 1, 2, 3, 4], [1, 2, 3, 4]),  # three quick restarts
+    ],
+)
+def test_the_review_cases(steps, read):
+    """A hostile review's inputs (2026-12-04): short descending files and a swap of the first
+    two rows lost rows (read as restarts); quick restarts counted as disorder mixed the runs;
+    the warning named a newest run that was not the one read."""
+    log = assemble([{"step": s, "reward": i} for i, s in enumerate(steps)], fmt="t", source="t")
+    assert log.step.tolist() == [float(x) for x in read]
+    if steps[:3] == [5, 6, 7]:
+        assert any("newest alone (7 rows)" in w for w in log.warnings), log.warnings
+
+
+def test_every_prefix_of_quick_restarts_reads_the_newest_run():
+    """Read live row by row, three restarts in quick succession: each prefix reads the newest
+    run's rows only (at 11-12 rows the dead first run's steps 3-6 came back)."""
+    steps = [1, 2, 3, 4, 5, 6, 1, 2, 1, 2, 1, 2, 3, 4]
+    for m in range(1, len(steps) + 1):
+        part = steps[:m]
+        segs: list[list[int]] = [[part[0]]]
+        for a, b in zip(part, part[1:], strict=False):
+            if b > a:
+                segs[-1].append(b)
+            else:
+                segs.append([b])
+        want = [float(s) for s, _ in _history(segs)]
+        log = assemble([{"step": s, "reward": 0.5} for s in part], fmt="t", source="t", live=True)
+        assert log.step.tolist() == want, (m, log.step.tolist(), want)
 
 
 def test_a_step_written_twice_in_a_row_keeps_the_later_copy():

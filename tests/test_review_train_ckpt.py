@@ -113,6 +113,7 @@ def test_a_hub_name_not_in_the_cache_says_what_the_wait_is(capsys, monkeypatch):
 
     monkeypatch.setenv("HF_HUB_CACHE", "/nonexistent-hf-cache")
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
     monkeypatch.setattr(models, "_unreachable_hub", lambda: None)  # a hub that answers
     check_model("someone/not-cached-model", "model.name")
     err = " ".join(capsys.readouterr().err.split())
@@ -155,6 +156,7 @@ def test_a_hub_name_not_in_the_cache_fails_at_once_when_the_hub_cannot_be_reache
 
     monkeypatch.setenv("HF_HUB_CACHE", "/nonexistent-hf-cache")
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
     for var in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY",
                 "all_proxy"):  # fmt: skip
         monkeypatch.delenv(var, raising=False)
@@ -167,5 +169,9 @@ def test_a_hub_name_not_in_the_cache_fails_at_once_when_the_hub_cannot_be_reache
     with pytest.raises(UserError, match="HF_HUB_OFFLINE is set"):
         check_model("someone/not-cached-model", "model.name")
     monkeypatch.delenv("HF_HUB_OFFLINE")
+    monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")
+    with pytest.raises(UserError, match="TRANSFORMERS_OFFLINE is set"):
+        check_model("someone/not-cached-model", "model.name")
+    monkeypatch.delenv("TRANSFORMERS_OFFLINE")
     monkeypatch.setenv("HTTPS_PROXY", "http://127.0.0.1:9")
     check_model("someone/not-cached-model", "model.name")  # a note, no error

@@ -41,10 +41,12 @@ def check_model(name: str, option: str = "--model") -> None:
         return
     import os
 
-    if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on"):
+    offline = [v for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+               if os.environ.get(v, "").strip().lower() in ("1", "true", "yes", "on")]  # fmt: skip
+    if offline:
         raise UserError(
-            f"{option} {name} is not in the local Hugging Face cache and HF_HUB_OFFLINE is set",
-            "give a local model folder, 'tiny' or 'smollm2', or unset HF_HUB_OFFLINE where the "
+            f"{option} {name} is not in the local Hugging Face cache and {offline[0]} is set",
+            f"give a local model folder, 'tiny' or 'smollm2', or unset {offline[0]} where the "
             "hub is reachable",
         )
     host = _unreachable_hub()
@@ -69,7 +71,8 @@ PROXY_VARS = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PRO
 def _unreachable_hub(timeout_s: float = 3.0) -> str | None:
     """The hub's host when a TCP connection to it fails within `timeout_s` (no route, no DNS,
     refused), else None: reachable, or not checked (behind a proxy, which a direct connection
-    does not test). HF_ENDPOINT names another hub (a mirror)."""
+    does not test). HF_ENDPOINT names another hub (a mirror). The name lookup itself is not
+    under the timeout: a resolver that does not answer takes its own time."""
     import os
     import socket
     from urllib.parse import urlsplit

@@ -24,6 +24,7 @@ import numpy as np
 from pgrpo.core.rewardrange import checked_reward_range
 from pgrpo.errors import UserError
 from pgrpo.logs.columns import ABSENT, NUMBER, ColumnStore, as_number, store_of
+from pgrpo.logs.rewind import newest_run, rewind_warnings, superseded  # noqa: F401 (re-exported)
 
 
 class LogFormatError(UserError):
@@ -178,7 +179,7 @@ def assemble(
     restart = newest_run(step[rows])
     restart_step = float(step[rows[restart]])
     kept = superseded(step[rows])
-    _rewind_warnings(step[rows], kept, restart, live, warns)
+    rewind_warnings(step[rows], kept, restart, live, warns)
     n_rep = int(np.sum(~kept))
     rows = rows[kept]
     order = np.argsort(step[rows], kind="stable")
@@ -284,86 +285,6 @@ def _count_warnings(counts: dict[str, int], warns: list[str]) -> None:
         warns.append(f"{counts['missing']} row(s) with a missing or non-numeric reward dropped")
     if counts["bad_step"]:
         warns.append(f"{counts['bad_step']} row(s) with a missing or non-numeric step dropped")
-
-
-def newest_run(step: np.ndarray) -> int:
-    """step: [n] in file order -> where the newest run in the file begins (0: one run). A step
-    that goes back to or below the file's first step starts a new run appended to the same file
-    (a job restarted from scratch); a step that goes back to a later one is the same run resumed
-    from a checkpoint, whose rows replace the earlier ones from that step on (`superseded`)."""
-    back = rewinds(step)
-    if not back.size:
-        return 0
-    starts = back[(step[back] < step[back - 1]) & (step[back] <= step[0])]
-    return int(starts[-1]) if starts.size else 0
-
-
-def superseded(step: np.ndarray) -> np.ndarray:
-    """step: [n] in file order -> keep: [n] bool, False for the rows a later part of the file
-    supersedes. Where the step goes back (not above the step before it) to a step the file has
-    already logged, or to its first step or below, the writer went back to a checkpoint (or
-    restarted from scratch) and the rows it wrote before, from that step on, belong to a
-    trajectory it discarded: they are dropped, whatever their steps beyond the point the new
-    part has reached (keeping them mixed two runs: a run rolled back from step 100 to 60 read,
-    at its step 70, the old rows 71-100 as its newest). A repeated step is the case where the
-    new part starts at that step. A step that goes back to one never logged (rows written out of
-    order) drops nothing (the caller sorts) but the earlier copy of a step repeated later."""
-    step = np.asarray(step, dtype=float)
-    back = rewinds(step)
-    rewind_to = np.full(step.size, np.inf)
-    rewind_to[back] = step[back]
-    later = np.append(np.minimum.accumulate(rewind_to[::-1])[::-1][1:], np.inf)
-    keep = step < later  # below every step a later part of the file goes back to
-    _, last_rev = np.unique(step[::-1], return_index=True)  # and the last copy of a step
-    last = np.zeros(step.size, dtype=bool)
-    last[step.size - 1 - last_rev] = True
-    return keep & last
-
-
-def rewinds(step: np.ndarray) -> np.ndarray:
-    """step: [n] in file order -> the rows where the writer went back (`superseded`): the step
-    is not above the one before, and is a step already logged or at most the first. None in a
-    file whose steps fall at more than a quarter of its rows (and more than twice): written
-    newest first, or in no order, not the few long rising parts of resumed or appended runs;
-    the caller sorts it."""
-    step = np.asarray(step, dtype=float)
-    d = np.diff(step)
-    if np.sum(d < 0) > max(2, d.size // 4):
-        return np.zeros(0, dtype=int)
-    back = np.flatnonzero(d <= 0) + 1
-    values, first = np.unique(step, return_index=True)
-    seen_before = first[np.searchsorted(values, step[back])] < back
-    return back[seen_before | (step[back] <= step[0])] if step.size else back
-
-
-def _rewind_warnings(step, keep, restart: int, live: bool, warns: list[str]) -> None:
-    """What `superseded` dropped: the earlier run(s) of a file that holds several (not while
-    watching: watch says it once, `_news`), and the rows a resume replaced."""
-    n = step.size
-    if restart and not live:
-        runs = 1 + int(np.sum((np.diff(step) < 0) & (step[1:] <= step[0])))
-        warns.append(
-            f"the file holds {runs} runs appended (the step goes back to {step[restart]:g} at "
-            f"the {_ordinal(restart + 1)} of its {n} rows with a reward): read the newest alone "
-            f"({n - restart} rows); to read an earlier one, cut the file where its step goes back"
-        )
-    replaced = int(np.sum(~keep[restart:]))
-    back = rewinds(step)
-    back = back[(back > restart) & (np.diff(step, prepend=np.inf)[back] < 0)]  # the newest
-    if replaced and not back.size:  # run's own; a step written twice in a row is no resume
-        warns.append(f"{replaced} repeated step(s): kept the last copy of each")
-    elif replaced:
-        last = int(back[-1])
-        warns.append(
-            f"{replaced} row(s) replaced by a resume from an earlier checkpoint (the step goes "
-            f"back from {step[last - 1]:g} to {step[last]:g} at the {_ordinal(last + 1)} row "
-            "with a reward): kept the rows written after the resume"
-        )
-
-
-def _ordinal(k: int) -> str:
-    tail = "th" if 10 <= k % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(k % 10, "th")
-    return f"{k}{tail}"
 
 
 def _stride(step: np.ndarray, warns: list[str]) -> int:
