@@ -64,19 +64,20 @@ from pathlib import Path
 import numpy as np
 from rich.console import Console
 from rich.table import Table
-from scipy.signal import lfilter
 
 from pgrpo.diagnose import diagnose
 from pgrpo.diagnose.progress import assess_progress
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling bench modules
+from null_rates import _ar1_unit  # noqa: E402
 
 OUT = Path(__file__).resolve().parents[1] / "bench" / "results" / "diagnose_bounds.json"
 MODES_SHOWN = ("dynamical_instability", "advantage_degeneracy")
 
 
 def ar1(rng: np.random.Generator, n: int, rho: float, sd: float) -> np.ndarray:
-    """Stationary AR(1) noise [n] of marginal sd `sd` (300 steps of burn-in)."""
-    e = rng.standard_normal(n + 300) * sd * math.sqrt(1.0 - rho * rho)
-    return lfilter([1.0], [1.0, -rho], e)[300:]
+    """Stationary AR(1) noise [n] of marginal sd `sd` (bench/null_rates.py's generator)."""
+    return sd * _ar1_unit(n, rho, rng)
 
 
 def line_change(mean: np.ndarray) -> float:

@@ -6,8 +6,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, settings
+from scipy.signal import lfilter
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -54,6 +56,14 @@ TINY_CLI_ARGS = [
     "torch_threads=1",
 ]
 """`pgrpo train` overrides for a tiny-model run that takes seconds (tests import it by name)."""
+
+
+def ar1(rng: np.random.Generator, shape: int | tuple[int, ...], rho: float) -> np.ndarray:
+    """Stationary Gaussian AR(1) noise at lag-1 autocorrelation rho, marginal sd 1, along the
+    last axis of `shape` (300 steps of burn-in); tests import it by name."""
+    shape = (shape,) if isinstance(shape, int) else tuple(shape)
+    e = rng.standard_normal((*shape[:-1], shape[-1] + 300))
+    return lfilter([1.0], [1.0, -rho], e, axis=-1)[..., 300:] * np.sqrt(1.0 - rho * rho)
 
 
 @pytest.fixture

@@ -11,19 +11,13 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from conftest import ar1
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from scipy.signal import lfilter
 
 from pgrpo.diagnose import diagnose
 from pgrpo.diagnose.checks import trend
 from pgrpo.diagnose.curvestats import window_mean_sd
-
-
-def _ar1(rng: np.random.Generator, shape: tuple[int, int], rho: float, sd: float) -> np.ndarray:
-    m, n = shape
-    e = rng.standard_normal((m, n + 300)) * sd * math.sqrt(1.0 - rho * rho)
-    return lfilter([1.0], [1.0, -rho], e, axis=1)[:, 300:]
 
 
 @settings(max_examples=200, deadline=None)
@@ -39,7 +33,7 @@ def test_the_trend_t_of_ar1_noise_is_not_overdispersed():
     """t = gain / se of a flat AR(0.8) column: sd about 1 or below (the rho bound is an upper
     bound); the differences' scale made it 1.8."""
     rng = np.random.default_rng(3)
-    y = _ar1(rng, (600, 100), 0.8, 1.0)
+    y = ar1(rng, (600, 100), 0.8)
     step = np.arange(100.0)
     t = np.array([trend(step, row).t for row in y])
     assert np.std(t) < 1.1, np.std(t)
@@ -49,7 +43,7 @@ def test_reward_hacking_on_a_flat_autocorrelated_reward_stays_near_its_rate():
     """400 flat runs of 200 steps, AR(1) rho 0.8 (sd 0.1), two exact evals of 1000 problems at
     the same accuracy at the run's ends: fired on ~14 before (3.6% in the bench), ~3 now."""
     rng = np.random.default_rng(11)
-    rewards = 0.5 + _ar1(rng, (400, 200), 0.8, 0.1)
+    rewards = 0.5 + 0.1 * ar1(rng, (400, 200), 0.8)
     se = math.sqrt(0.25 / 1000)
     fired = 0
     for r in rewards:

@@ -5,11 +5,9 @@ such runs; it now needs a format-like function's gain beyond its own AR(1) windo
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pytest
-from scipy.signal import lfilter
+from conftest import ar1
 from scipy.stats import norm
 
 from pgrpo.diagnose import diagnose
@@ -23,15 +21,10 @@ FMT, ACC = "rewards/format_reward/mean", "rewards/accuracy_reward/mean"
 SKIP = ("healthy", "dynamical_instability")
 
 
-def _ar1(rng: np.random.Generator, n: int, rho: float) -> np.ndarray:
-    """Stationary AR(1) noise, marginal sd 1: [n]."""
-    return lfilter([1.0], [1.0, -rho], rng.standard_normal(n + 300))[300:] * math.sqrt(1 - rho**2)
-
-
 def _functions(rng: np.random.Generator, n: int, rho: float) -> dict[str, np.ndarray]:
     """A flat format reward (0.3, sd 0.03) and a flat accuracy reward (0.2, sd 0.095), the
     reward their sum: TRL's per-function columns with nothing moving."""
-    fmt, acc = 0.3 + 0.03 * _ar1(rng, n, rho), 0.2 + 0.095 * _ar1(rng, n, rho)
+    fmt, acc = 0.3 + 0.03 * ar1(rng, n, rho), 0.2 + 0.095 * ar1(rng, n, rho)
     return {"step": np.arange(n, dtype=float), "reward": fmt + acc, FMT: fmt, ACC: acc}
 
 
@@ -55,8 +48,8 @@ def test_format_gain_beyond_its_noise_is_still_hacking():
     t = np.arange(120, dtype=float)
     for seed in range(20):
         rng = np.random.default_rng(seed)
-        fmt = 0.1 + 0.4 * (1 - np.exp(-t / 25)) + 0.03 * _ar1(rng, t.size, 0.5)
-        acc = 0.2 + 0.01 * _ar1(rng, t.size, 0.5)
+        fmt = 0.1 + 0.4 * (1 - np.exp(-t / 25)) + 0.03 * ar1(rng, t.size, 0.5)
+        acc = 0.2 + 0.01 * ar1(rng, t.size, 0.5)
         v = diagnose({"step": t, "reward": fmt + acc, FMT: fmt, ACC: acc}).mode("reward_hacking")
         assert v.detected, seed
         assert v.evidence["format_gain_z"] > v.evidence["format_gain_z_crit"]
@@ -86,15 +79,15 @@ def test_flat_run_with_every_trl_column_raises_no_column_alarm():
     bad: list[str] = []
     for _ in range(30):
         m = _functions(rng, n, rho)
-        frac = 0.2 + 0.03 * _ar1(rng, n, rho)
+        frac = 0.2 + 0.03 * ar1(rng, n, rho)
         cols = {
             FMT: m[FMT],
             ACC: m[ACC],
-            "entropy": rng.uniform(0.5, 1.5) * np.exp(0.1 * _ar1(rng, n, rho)),
-            "kl": rng.uniform(0.01, 0.05) * np.exp(0.3 * _ar1(rng, n, rho)),
-            "completion_length": 200 * np.exp(0.1 * _ar1(rng, n, rho)),
-            "clip_ratio/region_mean": 0.03 * np.exp(0.3 * _ar1(rng, n, rho)),
-            "grad_norm": 0.6 * np.exp(0.3 * _ar1(rng, n, rho)),
+            "entropy": rng.uniform(0.5, 1.5) * np.exp(0.1 * ar1(rng, n, rho)),
+            "kl": rng.uniform(0.01, 0.05) * np.exp(0.3 * ar1(rng, n, rho)),
+            "completion_length": 200 * np.exp(0.1 * ar1(rng, n, rho)),
+            "clip_ratio/region_mean": 0.03 * np.exp(0.3 * ar1(rng, n, rho)),
+            "grad_norm": 0.6 * np.exp(0.3 * ar1(rng, n, rho)),
             "frac_reward_zero_std": frac,
             "reward_std": (1 - frac) * 0.35,
         }
