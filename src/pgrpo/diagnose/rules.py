@@ -19,7 +19,7 @@ from scipy.stats import norm
 from pgrpo.core.stats import iid_degeneracy
 from pgrpo.diagnose import nullmodel as nm
 from pgrpo.diagnose.curvestats import window_mean_sd
-from pgrpo.diagnose.signals import Signals, finite, smooth, window_mean
+from pgrpo.diagnose.signals import Signals, finite, smooth, window_bounds, window_mean
 from pgrpo.diagnose.verdict import DIAGNOSTIC_RULES, ModeVerdict, cannot_judge, confidence, verdict
 
 MIN_STEPS = 8
@@ -80,9 +80,9 @@ def _z(value: float, sd: float) -> float:
     return math.copysign(math.inf, value) if value != 0 else 0.0
 
 
-def _z_strength(z: float) -> float:
-    """0.5 at z = Z_MODE, towards 1 a unit above; an infinite z (no noise at all) is certain."""
-    return (1.0 if z > 0 else 0.0) if math.isinf(z) else confidence(z, Z_MODE, 1.0)
+def _z_strength(z: float, crit: float = Z_MODE) -> float:
+    """0.5 at z = crit, towards 1 a unit above; an infinite z (no noise at all) is certain."""
+    return (1.0 if z > 0 else 0.0) if math.isinf(z) else confidence(z, crit, 1.0)
 
 
 def _gain_se(s: Signals, points: tuple[int, int]) -> tuple[float, float]:
@@ -165,7 +165,8 @@ def _format_gain_share(s: Signals) -> dict[str, float] | None:
 
 def _end_points(m: int) -> tuple[int, int]:
     """Points in `_rel_gain`'s first- and last-10% windows of m finite values."""
-    return max(math.ceil(0.1 * m), 1), m - int(0.9 * m)
+    (a0, a1), (b0, b1) = window_bounds(m, 0.0, 0.1), window_bounds(m, 0.9, 1.0)
+    return a1 - a0, b1 - b0
 
 
 @DIAGNOSTIC_RULES.register("reward_hacking")
@@ -222,8 +223,7 @@ def reward_hacking(s: Signals) -> ModeVerdict:
         ev.update(fmt)
         # the share, only when a format-like function rose beyond its own noise (level ALPHA_MODE)
         share = confidence(fmt["format_gain_share"], FORMAT_SHARE, 0.1)
-        z, crit = fmt["format_gain_z"], fmt["format_gain_z_crit"]
-        rose = float(z > 0) if not math.isfinite(z) else confidence(z, crit, 1.0)  # inf: exact
+        rose = _z_strength(fmt["format_gain_z"], fmt["format_gain_z_crit"])
         strengths.append(min(share, rose) if fmt["content_reward_gain"] < 0.02 else 0.0)
     else:
         missing.append("per-function rewards (rewards/<name>/mean)")

@@ -396,15 +396,18 @@ def finite(x: np.ndarray) -> np.ndarray:
     return x[np.isfinite(x)]
 
 
+def window_bounds(m: int, start: float, stop: float) -> tuple[int, int]:
+    """(lo, hi): the indices of the fraction [start, stop) of m values, at least one."""
+    lo = int(start * m)
+    return lo, max(int(math.ceil(stop * m)), lo + 1)
+
+
 def window_mean(x: np.ndarray, start: float, stop: float) -> float:
     """Mean of the finite values in the fraction [start, stop) of the run (by index)."""
     vals = finite(x)
     if vals.size == 0:
         return math.nan
-    lo, hi = (
-        int(start * vals.size),
-        max(int(math.ceil(stop * vals.size)), int(start * vals.size) + 1),
-    )
+    lo, hi = window_bounds(vals.size, start, stop)
     return float(np.mean(vals[lo:hi]))
 
 
