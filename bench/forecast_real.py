@@ -93,14 +93,15 @@ def stated_lr(meta: dict, step: np.ndarray) -> np.ndarray | None:
 
 
 def load_corpus(
-    weighted: bool = False, step_clock: bool = False, loss: str = "soft_l1"
+    weighted: bool = False, step_clock: bool = False, loss: str = "soft_l1", corpus: Path = CORPUS
 ) -> list[dict]:
     """[{meta, log, inputs, beta1_source, weights, log_tau_ratio}] for every run of index.json.
     step_clock: drop the lr (every run's clock is its step count; to measure the schedule's).
-    loss: the whole-run fit's loss behind log_tau_ratio (the level fit's; `--losses`)."""
+    loss: the whole-run fit's loss behind log_tau_ratio (the level fit's; `--losses`).
+    corpus: a folder in the corpus layout (index.json with `runs`, one CSV per run)."""
     runs = []
-    for meta in json.loads((CORPUS / "index.json").read_text())["runs"]:
-        log = read_log(CORPUS / meta["csv"])
+    for meta in json.loads((corpus / "index.json").read_text())["runs"]:
+        log = read_log(corpus / meta["csv"])
         k = int(meta.get("num_iterations") or 1)
         opt = str(meta.get("optimizer") or "")
         hyper = {"lr": meta.get("learning_rate"), "beta1": 0.9, "refresh_interval": k}
