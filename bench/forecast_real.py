@@ -50,7 +50,7 @@ from rich.table import Table
 
 from pgrpo.dynamics import forecast
 from pgrpo.dynamics.levelgain import ForecastPrior, log_tau_ratio, timescale_centre
-from pgrpo.dynamics.logfit import block_r2, noise_ceiling
+from pgrpo.dynamics.logfit import BLOCK, block_r2, noise_ceiling
 from pgrpo.dynamics.runfit import fit_constrained, fit_run, noise_weights, run_inputs
 from pgrpo.logs import read_log
 
@@ -181,6 +181,7 @@ def fit_row(run: dict) -> dict:
         "r2_free": free.r2,
         "r2_constrained": None if fixed is None else fixed.r2,
         "r2_ceiling": _finite(noise_ceiling(log.reward)),
+        "r2_ceiling_block10": _finite(noise_ceiling(log.reward, BLOCK)),
         "r2_free_block10": _finite(block_r2(log.reward, free.fitted)),
         "r2_constrained_block10": None
         if fixed is None
@@ -310,6 +311,7 @@ def fit_summary(fits: list[dict]) -> dict:
         "r2_free",
         "r2_constrained",
         "r2_ceiling",
+        "r2_ceiling_block10",
         "r2_free_block10",
         "r2_constrained_block10",
     ):

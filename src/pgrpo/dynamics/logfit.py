@@ -89,18 +89,23 @@ CEILING_SLACK = 0.05
 taken to be wrong for the log (`fit_quality`'s noise_ceiling_holds)."""
 
 
-def noise_ceiling(reward: np.ndarray) -> float:
+def noise_ceiling(reward: np.ndarray, block: int = 1) -> float:
     """About the R^2 a perfect mean curve would reach under the log's batch noise: 1 - sigma^2 /
     var(reward), sigma^2 = var(first differences) / 2 (unbiased for white noise on a curve that
     moves little from step to step; the MAD of differences, used before, is quantised on
     means of few 0/1 rewards and read 0 on 7 of the corpus' 33 runs), floored at 0; reward:
-    [n]. An estimate: a fit can land a little above it (sampling error, noise that is not
-    white). nan for a reward without variance or fewer than 3 points."""
+    [n]. block > 1: the same on means of `block` consecutive points (`block_r2`'s), whose noise
+    variance is sigma^2 / block for white noise; nan with fewer than MIN_BLOCKS blocks. An
+    estimate: a fit can land a little above it (sampling error, noise that is not white). nan
+    for a reward without variance or fewer than 3 points."""
     reward = np.asarray(reward, dtype=float)
-    var = float(np.var(reward))
-    if reward.size < 3 or not var > 0:
+    nb = reward.size // block
+    if reward.size < 3 or (block > 1 and nb < MIN_BLOCKS):
         return math.nan
-    return max(0.0, 1.0 - float(np.var(np.diff(reward))) / 2.0 / var)
+    var = float(np.var(reward[: nb * block].reshape(nb, block).mean(1)))
+    if not var > 0:
+        return math.nan
+    return max(0.0, 1.0 - float(np.var(np.diff(reward))) / 2.0 / block / var)
 
 
 def block_r2(reward: np.ndarray, fitted: np.ndarray, block: int = BLOCK) -> float:
@@ -125,15 +130,15 @@ def fit_quality(
     bin_size: int = 1,
 ) -> dict[str, float]:
     """R^2 read against what the noise allows: {r2, r2_adjusted, parameters, noise_ceiling,
-    noise_ceiling_holds, r2_block_means, block, bin_size} of `fit` on its own points (nan where
-    undefined; bin_size: logged steps per point, > 1 for a thinned log, whose points are bin
-    means), and r2_block_means_constrained of the closed-form fit to the same points when one
-    is given. r2_adjusted: 1 - (1 - R^2)(n - 1)/(n - k) for the fit's k free parameters (an
-    in-sample R^2 takes up about k/n of pure noise; the ceiling is a population figure).
-    noise_ceiling_holds: 0 when the adjusted R^2 exceeds the ceiling by more than
-    CEILING_SLACK: first differences then overstate the noise (noise that alternates, or a mean
-    that moves between consecutive points) and the ceiling is no guide (20 of the corpus' 33
-    runs had R^2 above it, 8 still with the adjusted R^2 beyond the slack; review,
+    noise_ceiling_holds, r2_block_means, noise_ceiling_block_means, block, bin_size} of `fit` on
+    its own points (nan where undefined; bin_size: logged steps per point, > 1 for a thinned
+    log, whose points are bin means), and r2_block_means_constrained of the closed-form fit to
+    the same points when one is given. r2_adjusted: 1 - (1 - R^2)(n - 1)/(n - k) for the fit's k
+    free parameters (an in-sample R^2 takes up about k/n of pure noise; the ceiling is a
+    population figure). noise_ceiling_holds: 0 when the adjusted R^2 exceeds the ceiling by more
+    than CEILING_SLACK: first differences then overstate the noise (noise that alternates, or a
+    mean that moves between consecutive points) and the ceiling is no guide (20 of the corpus'
+    33 runs had R^2 above it, 8 still with the adjusted R^2 beyond the slack; review,
     2026-12-04); except where the ceiling is below 0.05 and the adjusted R^2 below 0.1: the
     noise is then about all of the variance either way (`quality_words` says so)."""
     n, k = int(fit.reward.size), len(fit.varying)
@@ -146,6 +151,7 @@ def fit_quality(
         "noise_ceiling": ceiling,
         "noise_ceiling_holds": float(_ceiling_holds(adjusted, ceiling)),
         "r2_block_means": block_r2(fit.reward, fit.fitted, block),
+        "noise_ceiling_block_means": noise_ceiling(fit.reward, block),
         "block": float(block),
         "bin_size": float(bin_size),
     }
@@ -208,8 +214,10 @@ def quality_words(q: dict, model: str) -> str | None:
         closed = q.get("r2_block_means_constrained")
         extra = f", closed form {closed:.3f}" if closed is not None else ""
         steps = f" ({int(q['block']) * b} logged points)" if b > 1 else ""
+        top = q.get("noise_ceiling_block_means")
+        top = f" (their noise ceiling about {top:.3f})" if top is not None else ""
         parts.append(
-            f"on means of {int(q['block'])} points{steps} R^2 {q['r2_block_means']:.3f}{extra}"
+            f"on means of {int(q['block'])} points{steps} R^2 {q['r2_block_means']:.3f}{extra}{top}"
         )
     return "; ".join(parts) + "." if parts else None
 
