@@ -42,7 +42,7 @@ def _moving_mean(y: np.ndarray, w: int) -> np.ndarray:
     return (c[:, w:] - c[:, :-w]) / w
 
 
-def _centred_smooth(y: np.ndarray, w: int) -> np.ndarray:
+def centred_smooth(y: np.ndarray, w: int) -> np.ndarray:
     """Centred moving average with shrinking edges: [M, n] -> [M, n]."""
     n, h = y.shape[1], w // 2
     c = np.cumsum(np.pad(y, ((0, 0), (1, 0))), axis=1)
@@ -118,7 +118,9 @@ def noise_sd(y: np.ndarray) -> np.ndarray:
     return np.sqrt(np.mean(d * d, axis=1) / 2.0)
 
 
-def curve_statistics(y: np.ndarray, binary: bool = False) -> dict[str, np.ndarray]:
+def curve_statistics(
+    y: np.ndarray, binary: bool = False, noise_scale: np.ndarray | None = None
+) -> dict[str, np.ndarray]:
     """The tests' statistics for curves y: [M, n] (or [n]); each value [M].
 
     trend_t: HAC t of the whole-run slope; recent_t: the same on the second half; gain_z: (end
@@ -128,10 +130,16 @@ def curve_statistics(y: np.ndarray, binary: bool = False) -> dict[str, np.ndarra
     periodogram peak of those residuals (`_spectral_peak`). binary: the values are means of 0/1
     rewards, whose noise sd moves with the level as sqrt(p (1 - p)): the residual statistics are
     then taken relative to each curve's own profile at its smoothed level (the binomial nulls
-    get the same treatment, so the test sees the same statistic on both).
+    get the same treatment, so the test sees the same statistic on both). noise_scale: [n] (or
+    [M, n]) the expected noise sd at each step in any unit, e.g. the smoothed logged within-batch
+    reward spread; the growth statistics then read the residuals relative to it instead, with
+    the last third's expected size at least the first's: a logged spread can explain swings
+    that grow with it, but a spread that falls (groups that saturate) says nothing of the
+    swings of a mean over few prompts, whose difficulty it does not see (dividing by it read
+    growth on 5 of the 33 corpus runs). The spectral test keeps the binary profile or none.
     """
     y = np.atleast_2d(np.asarray(y, dtype=float))
-    return {**level_statistics(y), **_residual_statistics(y, binary)}
+    return {**level_statistics(y), **_residual_statistics(y, binary, noise_scale)}
 
 
 def binary_curve_statistics(y: np.ndarray) -> dict[str, np.ndarray]:
@@ -245,7 +253,9 @@ def _rank_growth(early: np.ndarray, late: np.ndarray) -> np.ndarray:
     return np.where(ok, z, 0.0)
 
 
-def _residual_statistics(y: np.ndarray, binary: bool) -> dict[str, np.ndarray]:
+def _residual_statistics(
+    y: np.ndarray, binary: bool, noise_scale: np.ndarray | None = None
+) -> dict[str, np.ndarray]:
     """growth, growth_rank, spectral and peak_period of `curve_statistics`: y [M, n] -> each [M].
 
     growth is the residual sd over the last third / the first third, each over the steps that
@@ -254,14 +264,15 @@ def _residual_statistics(y: np.ndarray, binary: bool) -> dict[str, np.ndarray]:
     With `binary`, each third's sd is divided by the rms of the expected noise sd
     sqrt(p (1 - p)) (p the curve's smoothed level) over the same steps (pooled, not point by
     point: where the level sits at 0 or 1 both are 0, and a floor on the divisor there made
-    such a run look like growing swings).
+    such a run look like growing swings). A given noise_scale [n] / [M, n] takes the place of
+    sqrt(p (1 - p)) there (the same pooling).
     growth_rank, what the instability test reads, compares the same two thirds by ranks: the
     Mann-Whitney z of the late |residuals| (over their third's expected scale) against the
     early ones (`_rank_growth`). The sd ratio is the size it reports; as a test it was not
     robust: on t(3) noise, or sparse 0/1 means with N unknown, against a Gaussian null, it
     fired on 10-33% of curves at level 0.005. Residuals under ROUNDING x max |y| count as 0."""
     n = y.shape[1]
-    level = _centred_smooth(y, max(5, n // 10))
+    level = centred_smooth(y, max(5, n // 10))
     resid = y - level
     scale = np.sqrt(np.clip(level, 0.0, 1.0) * (1.0 - np.clip(level, 0.0, 1.0))) if binary else None
     tol = ROUNDING * np.max(np.abs(y), axis=1, keepdims=True)
@@ -272,8 +283,11 @@ def _residual_statistics(y: np.ndarray, binary: bool) -> dict[str, np.ndarray]:
     early, late = (_masked_sd(resid[:, part], free[:, part]) for part in parts)
     ones = np.ones((y.shape[0], 1))
     divisor = [ones, ones]
-    if scale is not None:
-        expected = [_masked_rms(scale[:, part], free[:, part]) for part in parts]
+    profile = scale if noise_scale is None else np.broadcast_to(np.atleast_2d(noise_scale), y.shape)
+    if profile is not None:
+        expected = [_masked_rms(profile[:, part], free[:, part]) for part in parts]
+        if noise_scale is not None:  # it may explain growing swings, never make them
+            expected[1] = np.maximum(expected[1], expected[0])
         divisor = [np.where(e > 0, e, np.nan)[:, None] for e in expected]
         with np.errstate(divide="ignore", invalid="ignore"):
             early, late = (

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from pgrpo.diagnose import nullmodel as nm
+from pgrpo.diagnose.curvestats import centred_smooth
 from pgrpo.diagnose.rules import ALPHA_MODE, MIN_STEPS, _lack, n_rollouts
 from pgrpo.diagnose.signals import Signals, finite
 from pgrpo.diagnose.verdict import DIAGNOSTIC_RULES, ModeVerdict, cannot_judge, confidence, verdict
@@ -41,17 +42,46 @@ def _nonfinite_evidence(s: Signals) -> dict[str, float]:
     return ev
 
 
+SPREAD_COVERAGE = 0.9
+"""The growth test reads the swings against the logged reward_std when it is finite on at least
+this share of the reward's steps."""
+
+
+def _spread_profile(s: Signals, ok: np.ndarray, x: np.ndarray) -> np.ndarray | None:
+    """The batch noise's profile under the AR(1) null ([n], x: the unit-scale reward at the ok
+    steps): the logged reward_std (gaps filled linearly) when it is finite on SPREAD_COVERAGE
+    of the steps and not all 0, else sqrt(p (1 - p)) of the smoothed level for means of a
+    stated N of 0/1 rewards whose noise is beyond binomial (prompts of different difficulty),
+    else None; smoothed by a centred moving average over max(5, n / 10) steps. The sd of a
+    batch mean moves with the spread: where it grows (a run leaving a floor at which every
+    rollout failed), the swings of the mean grow with it and are no instability (two held-back
+    runs rising from 0 read 'dynamical_instability' on swings x1.8 and x2.1 against a
+    constant-noise null; 5-25% of simulated 32-prompt runs rising from p 0.02, 2026-12-04)."""
+    w = max(5, x.size // 10)
+    sd = s.get("reward_std")[ok] if "reward_std" in s.columns else np.full(x.size, np.nan)
+    fin = np.isfinite(sd)
+    if fin.sum() >= SPREAD_COVERAGE * sd.size and np.nanmax(np.abs(sd)) > 0:
+        i = np.arange(sd.size)
+        return centred_smooth(np.interp(i, i[fin], np.abs(sd[fin]))[None, :], w)[0]
+    if nm.is_binary_mean(x, n_rollouts(s)):
+        p = np.clip(centred_smooth(x[None, :], w)[0], 0.0, 1.0)
+        return np.sqrt(p * (1.0 - p))
+    return None
+
+
 def _oscillation_evidence(s: Signals) -> tuple[dict[str, float], float]:
     """Oscillations beyond batch noise, each against null curves of the same length
     (`nullmodel`: binomial at the log's N when known, AR(1) otherwise), each at level
     ALPHA_MODE: growth of the residual amplitude (last third / first third, after dividing by
-    the expected noise profile), a spectral peak of the residuals, and a collapse (a
+    the expected noise profile: the binomial sqrt(p (1 - p)), or under AR(1) the logged
+    reward_std's, `_spread_profile`), a spectral peak of the residuals, and a collapse (a
     significant fall from the best window to at or below the start)."""
     ok = np.isfinite(s.get("reward"))
     x = s.unit_reward()[ok]  # the 0/1 scale of a known range (every statistic is scale-free)
     null = nm.choose_null(x, n_rollouts(s))
     binary = null.kind == "binomial"  # the noise sd then moves with the level
-    st = {k: float(v[0]) for k, v in nm.curve_statistics(x, binary).items()}
+    spread = None if binary else _spread_profile(s, ok, x)
+    st = {k: float(v[0]) for k, v in nm.curve_statistics(x, binary, spread).items()}
     ns = nm.null_statistics(x.size, null)
     w = nm.window_size(x.size)
     mw = np.convolve(x, np.ones(w) / w, mode="valid")
