@@ -147,7 +147,7 @@ def binary_curve_statistics(y: np.ndarray) -> dict[str, np.ndarray]:
     return curve_statistics(y, binary=True)
 
 
-LEVEL_STATISTICS = ("trend_t", "recent_t", "gain_z", "drop_z", "rise_z", "noise_sd")
+LEVEL_STATISTICS = ("trend_t", "recent_t", "gain_z", "drop_z", "rise_z", "late_drop_z", "noise_sd")
 """The statistics of `curve_statistics` that the progress verdict reads (`level_statistics`)."""
 
 
@@ -161,14 +161,26 @@ def level_statistics(y: np.ndarray) -> dict[str, np.ndarray]:
     safe = np.where(sd > 0, sd, np.inf)
     mw = _moving_mean(y, w)
     se_w = safe / math.sqrt(w)
+    m = late_split(n)
+    sd_m = noise_sd(y[:, :m])
+    se_m = np.where(sd_m > 0, sd_m, np.inf) * math.sqrt(1.0 / m + 1.0 / w)
     return {
         "trend_t": _hac_t(y),
         "recent_t": _hac_t(y[:, n // 2 :]),
         "gain_z": (mw[:, -1] - mw[:, 0]) / se_w,
         "drop_z": (mw.max(axis=1) - mw[:, -1]) / se_w,
         "rise_z": (mw[:, -1] - mw.min(axis=1)) / se_w,
+        "late_drop_z": (y[:, :m].mean(axis=1) - mw[:, -1]) / se_m,
         "noise_sd": sd,
     }
+
+
+def late_split(n: int) -> int:
+    """The points before the last third (at least 3): `late_drop_z` compares the end window
+    with their mean, in units of their own noise, so that a fall at the end does not widen the
+    noise it is judged against (a plateau that collapses over its last 10 of 61 points raised
+    the whole curve's noise sd by half and its AR(1) rho bound to 0.9, and read 'flat')."""
+    return max(3, n - n // 3)
 
 
 ROUNDING = 1e-9

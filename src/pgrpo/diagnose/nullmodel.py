@@ -32,6 +32,7 @@ from pgrpo.diagnose.curvestats import (  # noqa: F401  (re-exported: nm.curve_st
     binary_curve_statistics,
     curve_statistics,
     hac_slope,
+    late_split,
     level_statistics,
     noise_sd,
     window_size,

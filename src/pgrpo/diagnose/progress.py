@@ -11,6 +11,10 @@
   a run that ends stuck at its floor (the end window constant at the run's minimum, no spread
   within groups) below where it started.
 - `declining`: a significant fall from the best window, or a significant negative trend.
+  "A fall" is either the best window over the end window against the whole curve's null, or
+  the end window below the mean of the points before the last third against a null chosen on
+  those points alone (`late_drop_p`: a collapse at the end widens the whole curve's noise and
+  its rho bound, and read 'flat' on a held-back run that fell from 0.72 to 0.001).
 - `learning`: a significant rise that is still going on over the second half (one-sided 5%:
   a flat second half reads "learning" 5% of the time, a stated cost of not missing a creep).
 - `plateau`: a significant rise that has stopped.
@@ -148,10 +152,23 @@ def _tests(
         "recent_p_down": nm.p_value(-st["recent_t"], np.sort(-ns["recent_t"])),
         "gain_p": nm.p_value(st["gain_z"], ns["gain_z"]),
         "drop_p": nm.p_value(st["drop_z"], ns["drop_z"]),
+        "late_drop_p": _late_drop_p(x if unit is None else unit, st["late_drop_z"], n_rollouts),
         "_trend_t": st["trend_t"],
         "_recent_t": st["recent_t"],
         **_change_bounds(x, ns, st["noise_sd"]),
     }
+
+
+def _late_drop_p(unit: np.ndarray, z: float, n_rollouts: float | None) -> float:
+    """p-value of `late_drop_z` (the end window below the mean of the points before the last
+    third, `curvestats.late_split`) against null curves whose model is chosen on those points
+    alone (`choose_null` of the head: its rho bound, or binomial noise): under a stationary
+    null the head's bound covers the whole curve's rho, and a fall at the end cannot widen the
+    null it is judged against. 1 when the end window is not below the head's mean."""
+    if not z > 0:
+        return 1.0
+    head = nm.choose_null(unit[: nm.late_split(unit.size)], n_rollouts)
+    return nm.p_value(z, nm.null_statistics(unit.size, head, level_only=True)["late_drop_z"])
 
 
 def _change_bounds(x: np.ndarray, ns: dict[str, np.ndarray], white: float) -> dict[str, float]:
@@ -251,7 +268,7 @@ def _label(
     se_w = ev["noise_sd"] / math.sqrt(ev["window"])
     rose = (ev["_trend_t"] > 0 and ev["trend_p"] < alpha) or ev["gain_p"] < alpha
     fell = ev["_trend_t"] < 0 and ev["trend_p"] < alpha
-    dropped = ev["drop_p"] < alpha
+    dropped = ev["drop_p"] < alpha or ev["late_drop_p"] < alpha
     at_top = ev["end_level"] >= ev["best_level"] - se_w
     lo, hi = reward_range or (0.0, 1.0)
     unit_end = (ev["end_level"] - lo) / (hi - lo)
@@ -383,14 +400,15 @@ def _words(label: str, ev: dict[str, Any]) -> tuple[str, str]:
     if label == "declining":
         return (
             f"Declining: reward fell from its best, {_g(best)} near step {ps:g}, to {_g(b)} "
-            f"(fall {nm.fmt_p(ev['drop_p'])}, trend {nm.fmt_p(p)}).",
+            f"(fall {nm.fmt_p(min(ev['drop_p'], ev['late_drop_p']))}, trend {nm.fmt_p(p)}).",
             f"roll back to the checkpoint near step {ps:g}; lower the learning rate, add a KL "
             "penalty or use fewer inner updates (num_iterations)",
         )
     if label == "collapsed":
+        fall = min(ev["drop_p"], ev["late_drop_p"])
         how = (
-            f" (fall {nm.fmt_p(ev['drop_p'])})"
-            if ev["drop_p"] < ALPHA
+            f" (fall {nm.fmt_p(fall)})"
+            if fall < ALPHA
             else f", and stays at its floor with no spread within groups on "
             f"{ev.get('zero_spread_end', math.nan):.0%} of the last steps "
             f"({nm.fmt_p(ev.get('stuck_p', math.nan))} for so long a stay at its rate)"

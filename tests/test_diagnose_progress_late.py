@@ -1,0 +1,92 @@
+"""A fall at the end of a run is judged against the noise of the points before it
+(`curvestats.late_drop_z`, `progress._late_drop_p`): a held-back research-scale run (2,048
+rollouts per step) that sat on a plateau for 51 steps and collapsed over its last 10 read
+'flat' and healthy, because the fall itself raised the whole curve's noise sd and its AR(1)
+rho bound to 0.9. The test keeps its level on stationary null curves."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from pgrpo.diagnose import assess_progress
+from pgrpo.diagnose import progress as pr
+
+B, G = 128, 16
+
+
+FALL = (0.61, 0.564, 0.415, 0.374, 0.102, 0.021, 0.013, 0.010, 0.008, 0.001)
+"""The held-back run's reward over its last 10 steps (grpo_qwen3_1p7b_math_h200_mixed_cuts)."""
+
+
+def _collapse(seed: int, n: int = 61) -> dict:
+    """Means of B prompts x G rollouts on a plateau at 0.72 (AR(0.5) level wander, sd 0.025;
+    prompt difficulty spread N(0, 1.5) on the logit scale: noise beyond binomial) whose level
+    follows FALL over the last 10 steps."""
+    rng = np.random.default_rng(seed)
+    wander = np.zeros(n)
+    for t in range(1, n):
+        wander[t] = 0.5 * wander[t - 1] + np.sqrt(0.75) * rng.normal(0, 0.025)
+    level = np.clip(0.72 + wander, 1e-4, 1 - 1e-4)
+    level[n - len(FALL) :] = FALL
+    logit = np.log(level / (1 - level))
+    p = 1 / (1 + np.exp(-(logit[:, None] + rng.normal(0, 1.5, (n, B)))))
+    x = rng.random((n, B, G)) < p[:, :, None]
+    return {"step": np.arange(1, n + 1, dtype=float), "reward": x.mean(axis=(1, 2))}
+
+
+def _label(cols: dict, n_rollouts: float | None = None) -> str:
+    return assess_progress(cols["step"], cols["reward"], n_rollouts=n_rollouts).label
+
+
+@pytest.mark.parametrize("n_rollouts", [None, float(B * G)])
+def test_a_plateau_that_collapses_at_the_end_is_not_flat(n_rollouts):
+    labels = [_label(_collapse(seed), n_rollouts) for seed in range(10)]
+    assert all(x in ("declining", "collapsed") for x in labels), labels
+
+
+def test_without_the_late_test_the_same_runs_read_flat(monkeypatch):
+    """What the test adds: with it off (the code before), most of these runs read 'flat'."""
+    monkeypatch.setattr(pr, "_late_drop_p", lambda *a, **k: 1.0)
+    labels = [_label(_collapse(seed)) for seed in range(10)]
+    assert sum(x == "flat" for x in labels) >= 8, labels
+
+
+@pytest.mark.parametrize("n", [24, 61, 150])
+@pytest.mark.parametrize("rho", [0.0, 0.6])
+def test_the_late_test_keeps_its_level_on_stationary_noise(n, rho):
+    """AR(1) noise, 200 curves: the late fall fires at p < ALPHA (0.5%) on at most 2%
+    (a binomial 99.9% bound on 200 curves at 0.5% is 4 curves)."""
+    rng = np.random.default_rng(int(100 * rho) + n)
+    e = rng.normal(0, 1, (200, n))
+    y = np.empty_like(e)
+    y[:, 0] = e[:, 0]
+    for t in range(1, n):
+        y[:, t] = rho * y[:, t - 1] + np.sqrt(1 - rho**2) * e[:, t]
+    step = np.arange(1, n + 1, dtype=float)
+    fired = sum(
+        assess_progress(step, 0.5 + 0.05 * row, fit=False).evidence["late_drop_p"] < pr.ALPHA
+        for row in y
+    )
+    assert fired <= 4, fired
+
+
+def test_the_cli_says_declining_and_names_the_fall(tmp_path):
+    from typer.testing import CliRunner
+
+    from pgrpo.cli import _load_commands, app
+
+    _load_commands()
+    cols = _collapse(3)
+    path = tmp_path / "collapse.csv"
+    rows = "".join(f"{int(s)},{r}\n" for s, r in zip(cols["step"], cols["reward"], strict=True))
+    path.write_text("step,reward\n" + rows)
+    res = CliRunner().invoke(app, ["diagnose", str(path), "--json"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert doc["progress"]["label"] in ("declining", "collapsed")
+    assert doc["progress"]["evidence"]["late_drop_p"] < pr.ALPHA
+    text = CliRunner().invoke(app, ["diagnose", str(path)]).output
+    assert "Declining: reward fell from its best" in text or "Collapsed:" in text
