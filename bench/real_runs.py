@@ -30,10 +30,10 @@ ceiling: the R^2 a perfect mean curve gets under the log's own noise), its value
 is met.
 
 A "sensible" progress verdict is judged against the corpus note, a first opinion, not ground
-truth: a note that says COLLAPSED accepts collapsed / declining; one that says flat (or "no clear
-trend") accepts flat / plateau; one that says learning (or slow / fast) accepts learning /
-plateau / saturated; a note that says none of these gives no reference and the run is left out
-of the rate (listed as '?').
+truth: a note that says COLLAPSED (in capitals) accepts collapsed / declining; one that says
+flat (or "no clear trend") accepts flat / plateau; one that says learning (or slow / fast)
+accepts learning / plateau / saturated; a note that says none of these gives no reference and
+the run is left out of the rate (listed as '?').
 
 Null curves: per corpus run, `--nulls-per-run` curves of its length, seeded: for a run whose
 rewards are means of N = B x G 0/1 rewards, B prompts x G rollouts at the run's mean success
@@ -76,9 +76,11 @@ SHORT = {
 
 
 def reference(note: str) -> set[str] | None:
-    """Acceptable progress labels from a corpus note (a first opinion)."""
+    """Acceptable progress labels from a corpus note (a first opinion). COLLAPSED is read in
+    capitals, as the corpus writes its verdict (a held-back note's "every group had collapsed
+    to a single query" describes groups in a run its author called flat)."""
     n = note.lower()
-    if "collapsed" in n:
+    if "COLLAPSED" in note:
         return {"collapsed", "declining"}
     if "flat" in n or "no clear trend" in n:
         return {"flat", "plateau"}

@@ -48,3 +48,14 @@ def test_a_folder_without_an_index_is_one_line_and_exit_2(tmp_path):
                           capture_output=True, text=True, timeout=120)  # fmt: skip
     assert proc.returncode == 2
     assert proc.stderr.strip().count("\n") == 0 and "index.json not found" in proc.stderr
+
+
+def test_a_note_is_read_as_collapsed_only_when_it_says_so_in_capitals():
+    sys.path.insert(0, str(SCRIPT.parent))
+    from real_runs import reference
+
+    assert reference("COLLAPSED: reward goes to 0.0 by step ~40") == {"collapsed", "declining"}
+    assert reference("plateaued then COLLAPSED: reward ...") == {"collapsed", "declining"}
+    flat = "flat / no clear trend: ...; on ~20 steps every group had collapsed to a single query"
+    assert reference(flat) == {"flat", "plateau"}
+    assert reference("learning (slow), noisy") == {"learning", "plateau", "saturated"}
