@@ -157,12 +157,13 @@ def level_statistics(y: np.ndarray) -> dict[str, np.ndarray]:
     y = np.atleast_2d(np.asarray(y, dtype=float))
     n = y.shape[1]
     w = window_size(n)
-    sd = noise_sd(y)
+    m = late_split(n)
+    d2 = np.diff(y, axis=1) ** 2  # noise_sd's, once for the whole curve and its head
+    sd = np.sqrt(np.mean(d2, axis=1) / 2.0)
+    sd_m = np.sqrt(np.mean(d2[:, : m - 1], axis=1) / 2.0)
     safe = np.where(sd > 0, sd, np.inf)
     mw = _moving_mean(y, w)
     se_w = safe / math.sqrt(w)
-    m = late_split(n)
-    sd_m = noise_sd(y[:, :m])
     se_m = np.where(sd_m > 0, sd_m, np.inf) * math.sqrt(1.0 / m + 1.0 / w)
     return {
         "trend_t": _hac_t(y),
