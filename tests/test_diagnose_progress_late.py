@@ -1,5 +1,5 @@
 """A fall at the end of a run is judged against the noise of the points before it
-(`curvestats.late_drop_z`, `progress._late_drop_p`): a held-back research-scale run (2,048
+(`curvestats.late_drop_z`, `nullmodel.late_drop_p`): a held-back research-scale run (2,048
 rollouts per step) that sat on a plateau for 51 steps and collapsed over its last 10 read
 'flat' and healthy, because the fall itself raised the whole curve's noise sd and its AR(1)
 rho bound to 0.9. The test keeps its level on stationary null curves."""
@@ -49,7 +49,7 @@ def test_a_plateau_that_collapses_at_the_end_is_not_flat(n_rollouts):
 
 def test_without_the_late_test_the_same_runs_read_flat(monkeypatch):
     """What the test adds: with it off (the code before), most of these runs read 'flat'."""
-    monkeypatch.setattr(pr, "_late_drop_p", lambda *a, **k: 1.0)
+    monkeypatch.setattr(pr.nm, "late_drop_p", lambda *a, **k: 1.0)
     labels = [_label(_collapse(seed)) for seed in range(10)]
     assert sum(x == "flat" for x in labels) >= 8, labels
 
@@ -90,3 +90,51 @@ def test_the_cli_says_declining_and_names_the_fall(tmp_path):
     assert doc["progress"]["evidence"]["late_drop_p"] < pr.ALPHA
     text = CliRunner().invoke(app, ["diagnose", str(path)]).output
     assert "Declining: reward fell from its best" in text or "Collapsed:" in text
+
+
+def _columns(cols: dict, blowup: bool, seed: int = 0) -> dict:
+    """cols with entropy and KL: noisy and level for the whole run, or (blowup) multiplied by up
+    to x30 over the steps where the reward falls (the held-back run: entropy x26, KL x39)."""
+    rng = np.random.default_rng(seed + 1000)
+    n = cols["reward"].size
+    grow = np.ones(n)
+    if blowup:
+        grow[n - len(FALL) :] = np.geomspace(1.5, 30.0, len(FALL))
+    ent = 0.25 * grow * np.exp(rng.normal(0, 0.1, n))
+    kl = 0.1 * grow * np.exp(rng.normal(0, 0.3, n))
+    return {**cols, "entropy": ent, "kl": kl}
+
+
+def _instability(cols: dict):
+    from pgrpo.diagnose import diagnose
+
+    return next(m for m in diagnose(cols).modes if m.name == "dynamical_instability")
+
+
+def test_a_collapse_with_entropy_and_kl_blowing_up_is_a_divergence():
+    found = [_instability(_columns(_collapse(seed), blowup=True, seed=seed)) for seed in range(6)]
+    assert all(m.detected for m in found), [m.evidence for m in found]
+    assert all(m.evidence["divergence_fall_p"] < pr.ALPHA for m in found)
+
+
+def test_the_same_collapse_with_level_entropy_and_kl_is_no_divergence():
+    for seed in range(6):
+        m = _instability(_columns(_collapse(seed), blowup=False, seed=seed))
+        assert m.evidence["divergence_fall_p"] == 1.0  # no blow-up: the fall is not tested
+
+
+def test_entropy_and_kl_blowing_up_over_a_flat_reward_are_no_divergence():
+    """The reward's fall sets the rate: over stationary noise, a blow-up of the other columns
+    alone fires on at most 2 of 60 curves (level 0.5% per curve)."""
+    rng = np.random.default_rng(7)
+    fired = 0
+    for seed in range(60):
+        n = 61
+        e = rng.normal(0, 0.03, n)
+        y = np.empty(n)
+        y[0] = e[0]
+        for t in range(1, n):
+            y[t] = 0.5 * y[t - 1] + e[t]
+        cols = {"step": np.arange(1, n + 1, dtype=float), "reward": 0.7 + y}
+        fired += _instability(_columns(cols, blowup=True, seed=seed)).detected
+    assert fired <= 2

@@ -14,11 +14,14 @@ import numpy as np
 
 from pgrpo.diagnose import nullmodel as nm
 from pgrpo.diagnose.curvestats import centred_smooth
-from pgrpo.diagnose.rules import ALPHA_MODE, MIN_STEPS, _lack, n_rollouts
-from pgrpo.diagnose.signals import Signals, finite
+from pgrpo.diagnose.rules import ALPHA_MODE, KL_FLOOR, MIN_STEPS, _lack, n_rollouts
+from pgrpo.diagnose.signals import Signals, finite, window_mean
 from pgrpo.diagnose.verdict import DIAGNOSTIC_RULES, ModeVerdict, cannot_judge, confidence, verdict
 
 GRAD_BLOWUP = 10.0
+BLOWUP = 2.0
+"""Entropy or KL over the last 10% of the run at least this many times its mid-run level (KL
+above `rules.KL_FLOOR`), with a significant fall of the reward at the end: the policy diverged."""
 
 
 def _nonfinite_evidence(s: Signals) -> dict[str, float]:
@@ -100,12 +103,36 @@ def _oscillation_evidence(s: Signals) -> tuple[dict[str, float], float]:
         "null_model": null.describe(),
     }
     grew = st["growth_rank"] > 0 and st["growth"] >= nm.GROWTH_MIN
+    div = _divergence_evidence(s, x, st["late_drop_z"])
+    ev.update(div)
     strength = max(
         _p_strength(ev["oscillation_growth_p"]) if grew else 0.0,
         _p_strength(ev["spectral_peak_p"]),
         _p_strength(ev["peak_drop_p"]),
+        _p_strength(div.get("divergence_fall_p", 1.0)),
     )
     return ev, strength
+
+
+def _divergence_evidence(s: Signals, x: np.ndarray, late_z: float) -> dict[str, float]:
+    """The policy diverged: entropy or KL blew up over the end of the run (last 10% over the
+    middle 10%, >= BLOWUP) while the reward fell at the end (`nullmodel.late_drop_p`, the fall
+    against the noise of the points before the last third). x: the unit-scale reward at its
+    finite steps; late_z: its `late_drop_z`. The fall's test alone sets the false-alarm rate
+    (at most ALPHA_MODE on stationary noise, whatever the columns do); the columns say it is a
+    blow-up, not a slow decline. {} without entropy or KL."""
+    ev: dict[str, float] = {}
+    for col in ("entropy", "kl"):
+        if s.has(col, MIN_STEPS):
+            v = s.get(col)
+            mid, late = window_mean(v, 0.45, 0.55), window_mean(v, 0.9, 1.0)
+            if mid > 0 and (col != "kl" or late > KL_FLOOR):
+                ev[f"{col}_blowup"] = late / mid
+    if not ev:
+        return ev
+    blew = max(ev.values()) >= BLOWUP
+    ev["divergence_fall_p"] = nm.late_drop_p(x, late_z, n_rollouts(s)) if blew else 1.0
+    return ev
 
 
 def _p_strength(p: float) -> float:
@@ -200,7 +227,8 @@ def _margin_evidence(s: Signals) -> tuple[dict[str, float], list[str]]:
 @DIAGNOSTIC_RULES.register("dynamical_instability")
 def dynamical_instability(s: Signals) -> ModeVerdict:
     """The update is unstable: refresh interval K at or above the threshold K*, oscillations that
-    grow, a collapse of reward after its peak, exploding gradient norm, or NaN/inf."""
+    grow, a collapse of reward after its peak, a divergence (entropy or KL blowing up as the
+    reward falls at the end), exploding gradient norm, or NaN/inf."""
     name = "dynamical_instability"
     ev: dict[str, float] = _nonfinite_evidence(s)
     if s.config.get("dropped_nonfinite_rewards"):

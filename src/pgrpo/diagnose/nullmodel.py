@@ -369,6 +369,19 @@ def null_statistics(n: int, null: NullModel, level_only: bool = False) -> dict[s
     return _null_stats(*key)
 
 
+def late_drop_p(unit: np.ndarray, z: float, n_rollouts: float | None) -> float:
+    """p-value of `late_drop_z` z of a curve ([n], on its 0/1 scale when known: the end window
+    below the mean of the points before the last third, `late_split`) against null curves whose
+    model is chosen on those points alone (`choose_null` of the head: its rho bound, or binomial
+    noise): under a stationary null the head's bound covers the whole curve's rho, and a fall at
+    the end cannot widen the null it is judged against. 1 when the end window is not below the
+    head's mean."""
+    if not z > 0:
+        return 1.0
+    head = choose_null(unit[: late_split(unit.size)], n_rollouts)
+    return p_value(z, null_statistics(unit.size, head, level_only=True)["late_drop_z"])
+
+
 def p_value(value: float, null_sorted: np.ndarray, two_sided: bool = False) -> float:
     """Share of null values at least as extreme as `value` (with the +1 correction)."""
     if not math.isfinite(value):

@@ -152,23 +152,11 @@ def _tests(
         "recent_p_down": nm.p_value(-st["recent_t"], np.sort(-ns["recent_t"])),
         "gain_p": nm.p_value(st["gain_z"], ns["gain_z"]),
         "drop_p": nm.p_value(st["drop_z"], ns["drop_z"]),
-        "late_drop_p": _late_drop_p(x if unit is None else unit, st["late_drop_z"], n_rollouts),
+        "late_drop_p": nm.late_drop_p(x if unit is None else unit, st["late_drop_z"], n_rollouts),
         "_trend_t": st["trend_t"],
         "_recent_t": st["recent_t"],
         **_change_bounds(x, ns, st["noise_sd"]),
     }
-
-
-def _late_drop_p(unit: np.ndarray, z: float, n_rollouts: float | None) -> float:
-    """p-value of `late_drop_z` (the end window below the mean of the points before the last
-    third, `curvestats.late_split`) against null curves whose model is chosen on those points
-    alone (`choose_null` of the head: its rho bound, or binomial noise): under a stationary
-    null the head's bound covers the whole curve's rho, and a fall at the end cannot widen the
-    null it is judged against. 1 when the end window is not below the head's mean."""
-    if not z > 0:
-        return 1.0
-    head = nm.choose_null(unit[: nm.late_split(unit.size)], n_rollouts)
-    return nm.p_value(z, nm.null_statistics(unit.size, head, level_only=True)["late_drop_z"])
 
 
 def _change_bounds(x: np.ndarray, ns: dict[str, np.ndarray], white: float) -> dict[str, float]:
