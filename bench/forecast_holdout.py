@@ -58,30 +58,30 @@ ROOT = Path(__file__).resolve().parents[1]
 LOSSES = ("linear", "huber")
 
 
-def _table(runs: list[dict], centre: float, cuts, **kw) -> list[dict]:
-    return [row for r in runs for row in candidate_rows(r, {"all": centre}, cuts, **kw)]
+def _tables(dev_dir: Path, held_dir: Path, cuts, load_kw: dict, row_kw: dict) -> tuple:
+    """Both corpora loaded with `load_kw`, the timescale centre from the development runs, and
+    their candidate rows (`row_kw`): (dev runs, held runs, centre, dev table at DERIVE_CUTS,
+    held table at `cuts`)."""
+    dev, held = (load_corpus(corpus=d, **load_kw) for d in (dev_dir, held_dir))
+    c = timescale_centre([r["log_tau_ratio"] for r in dev])
+    dev_t = [row for r in dev for row in candidate_rows(r, {"all": c}, DERIVE_CUTS, **row_kw)]
+    held_t = [row for r in held for row in candidate_rows(r, {"all": c}, cuts, **row_kw)]
+    return dev, held, c, dev_t, held_t
 
 
 def variant_fits(dev_dir: Path, held_dir: Path, cuts) -> tuple:
     """(variants: name -> fit, development table, held-back table, held-back runs, centre).
-    Every centre of the
-    timescale prior is the development corpus's; twins (step clock, losses) cover both."""
-    dev, held = load_corpus(corpus=dev_dir), load_corpus(corpus=held_dir)
-    centre = timescale_centre([r["log_tau_ratio"] for r in dev])
-    dev_t, held_t = _table(dev, centre, DERIVE_CUTS), _table(held, centre, cuts)
+    Every timescale centre is the development corpus's; the twins (step clock, losses) cover
+    both corpora."""
+    _, held, centre, dev_t, held_t = _tables(dev_dir, held_dir, cuts, {}, {})
     variants = dict(VARIANTS)
-    step = {k: load_corpus(step_clock=True, corpus=d)
-            for k, d in (("dev", dev_dir), ("held", held_dir))}  # fmt: skip
-    c_step = timescale_centre([r["log_tau_ratio"] for r in step["dev"]])
-    twins = {(x["run"], x["cut"]): x for x in _table(step["dev"], c_step, DERIVE_CUTS)
-             + _table(step["held"], c_step, cuts)}  # fmt: skip
+    *_, step_dev, step_held = _tables(dev_dir, held_dir, cuts, {"step_clock": True}, {})
+    twins = {(x["run"], x["cut"]): x for x in step_dev + step_held}
     variants.update({f"{k} (step clock)": on_twin(v, twins) for k, v in VARIANTS.items()})
     for loss in LOSSES:
-        d, h = (load_corpus(loss=loss, corpus=x) for x in (dev_dir, held_dir))
-        c = timescale_centre([r["log_tau_ratio"] for r in d])
-        tw = {(x["run"], x["cut"]): x for x in _table(d, c, DERIVE_CUTS, rom=False, loss=loss)
-              + _table(h, c, cuts, rom=False, loss=loss)}  # fmt: skip
-        variants[f"{DEFAULT} ({loss})"] = on_twin(VARIANTS[DEFAULT], tw)
+        *_, d, h = _tables(dev_dir, held_dir, cuts, {"loss": loss}, {"rom": False, "loss": loss})
+        twins = {(x["run"], x["cut"]): x for x in d + h}
+        variants[f"{DEFAULT} ({loss})"] = on_twin(VARIANTS[DEFAULT], twins)
     return variants, dev_t, held_t, held, centre
 
 

@@ -180,6 +180,13 @@ def level_statistics(y: np.ndarray) -> dict[str, np.ndarray]:
     }
 
 
+def binomial_sd(level: np.ndarray) -> np.ndarray:
+    """sqrt(p (1 - p)) at a level p on the 0/1 scale (clipped to [0, 1]): the sd of one 0/1
+    reward, the profile of a binomial batch mean's noise."""
+    p = np.clip(level, 0.0, 1.0)
+    return np.sqrt(p * (1.0 - p))
+
+
 def late_split(n: int) -> int:
     """The points before the last third (at least 3): `late_drop_z` compares the end window
     with their mean, in units of the larger of their noise sd and the whole curve's, against
@@ -298,7 +305,7 @@ def _residual_statistics(
     n = y.shape[1]
     level = centred_smooth(y, max(5, n // 10))
     resid = y - level
-    scale = np.sqrt(np.clip(level, 0.0, 1.0) * (1.0 - np.clip(level, 0.0, 1.0))) if binary else None
+    scale = binomial_sd(level) if binary else None
     tol = ROUNDING * np.max(np.abs(y), axis=1, keepdims=True)
     resid = np.where(np.abs(resid) <= tol, 0.0, resid)
     free = ~_pinned(y, tol)

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from pgrpo.diagnose import nullmodel as nm
-from pgrpo.diagnose.curvestats import centred_smooth
+from pgrpo.diagnose.curvestats import binomial_sd, centred_smooth
 from pgrpo.diagnose.rules import ALPHA_MODE, KL_FLOOR, MIN_STEPS, _lack, n_rollouts
 from pgrpo.diagnose.signals import Signals, finite, window_mean
 from pgrpo.diagnose.verdict import DIAGNOSTIC_RULES, ModeVerdict, cannot_judge, confidence, verdict
@@ -67,8 +67,7 @@ def _spread_profile(s: Signals, ok: np.ndarray, x: np.ndarray) -> np.ndarray | N
         i = np.arange(sd.size)
         return centred_smooth(np.interp(i, i[fin], np.abs(sd[fin]))[None, :], w)[0]
     if nm.is_binary_mean(x, n_rollouts(s)):
-        p = np.clip(centred_smooth(x[None, :], w)[0], 0.0, 1.0)
-        return np.sqrt(p * (1.0 - p))
+        return binomial_sd(centred_smooth(x[None, :], w)[0])
     return None
 
 
