@@ -12,6 +12,9 @@ plain exponential and rom_blend. A variant learns its weights from training rows
 - `level_gain`: the gain fraction from the training runs at all DERIVE_CUTS, each repository
   counted once (`repository_weights`), and the band scale at the scored cut; no timescale prior;
 - `level_gain+tau`: the same with the timescale prior (the default since 2026-12-01 23:50 UTC);
+- `level_gain+tau+mean`: the same with the level read as the mean (`ForecastPrior(level=
+  "mean")`: the fitted curve shifted by the mean residual of the prefix's last half; added
+  2026-12-04 because a robust fit's level sits near the mode of a skewed reward);
 - `stack` / `stack@cut`: stacking weights of all seven candidates (`stack_weights`) from the
   training runs at all DERIVE_CUTS / at the scored cut.
 
@@ -31,6 +34,7 @@ import numpy as np
 from pgrpo.dynamics import forecast
 from pgrpo.dynamics.forecast import last_window_mean
 from pgrpo.dynamics.levelgain import (
+    LEVELS,
     ForecastPrior,
     band_scale,
     derive_prior,
@@ -63,8 +67,9 @@ def candidate_rows(
         tau = {}
         for name, c in centres.items():
             ft = forecast(log.step, y, cut, prior=ForecastPrior(0.0, 1.0, loss, c), **kw)
+            shift = LEVELS.get("mean")(y[:i], ft.fit.fitted)
             tau[name] = (ft.metrics["level_at_cut"], ft.metrics["model_mean"],
-                         ft.metrics["band_unit"])  # fmt: skip
+                         ft.metrics["band_unit"], shift)  # fmt: skip
         rows.append({
             "run": run["meta"]["name"], "repo": run["meta"]["repo"], "cut": cut,
             "std": float(np.std(y)) or 1.0, "observed": base.observed_mean,
@@ -88,11 +93,14 @@ def _value(row: dict, name: str, centre: str) -> float:
     return row[name]
 
 
-def _cols(rows: list[dict], centre: str, tau: bool) -> dict[str, np.ndarray]:
+def _cols(rows: list[dict], centre: str, tau: bool, mean: bool = False) -> dict[str, np.ndarray]:
+    """The level_gain inputs of `rows`; mean: shifted by the mean residual (`LEVELS["mean"]`,
+    of the timescale-prior fit: needs tau)."""
     lv, md, bu = ("level_tau", "model_tau", 2) if tau else ("level", "model", None)
+    shift = np.array([r["tau"][centre][3] if mean else 0.0 for r in rows])
     return {
-        "level": np.array([_value(r, lv, centre) for r in rows]),
-        "model_mean": np.array([_value(r, md, centre) for r in rows]),
+        "level": np.array([_value(r, lv, centre) for r in rows]) + shift,
+        "model_mean": np.array([_value(r, md, centre) for r in rows]) + shift,
         "band_unit": np.array([r["tau"][centre][2] if bu else r["band_unit"] for r in rows]),
         "observed": np.array([r["observed"] for r in rows]),
         "std": np.array([r["std"] for r in rows]),
@@ -102,22 +110,23 @@ def _cols(rows: list[dict], centre: str, tau: bool) -> dict[str, np.ndarray]:
 Predictor = Callable[[dict], tuple[float, float]]  # row -> (predicted mean, 90% half-width)
 
 
-def level_gain_variant(tau: bool, at_cut: bool) -> Callable:
+def level_gain_variant(tau: bool, at_cut: bool, mean: bool = False) -> Callable:
     """A level_gain variant: fit(train rows, centre, cut) -> (predictor, prior info). at_cut:
     gamma and the band scale from the training rows at the scored cut (the old default);
     otherwise gamma from the rows at all DERIVE_CUTS, each repository once, and the band scale
-    from the rows at the scored cut (`levelgain.band_scale`)."""
+    from the rows at the scored cut (`levelgain.band_scale`). mean: the level read as the mean
+    (`ForecastPrior(level="mean")`)."""
 
     def fit(train: list[dict], centre: str, cut: float):
         rows = [r for r in train if r["cut"] == cut] if at_cut else train
         w = None if at_cut else repository_weights([r["repo"] for r in rows])
-        g = derive_prior(**_cols(rows, centre, tau), weights=w).gain_fraction
-        c = _cols([r for r in train if r["cut"] == cut], centre, tau)
+        g = derive_prior(**_cols(rows, centre, tau, mean), weights=w).gain_fraction
+        c = _cols([r for r in train if r["cut"] == cut], centre, tau, mean)
         q = band_scale(c["level"] + g * (c["model_mean"] - c["level"]) - c["observed"],
                        c["band_unit"])  # fmt: skip
 
         def predict(row: dict) -> tuple[float, float]:
-            c = _cols([row], centre, tau)
+            c = _cols([row], centre, tau, mean)
             lvl = float(c["level"][0])
             return lvl + g * (float(c["model_mean"][0]) - lvl), q * float(c["band_unit"][0])
 
@@ -158,6 +167,7 @@ VARIANTS = {
     "level_gain@cut": level_gain_variant(tau=False, at_cut=True),
     "level_gain": level_gain_variant(tau=False, at_cut=False),
     "level_gain+tau": level_gain_variant(tau=True, at_cut=False),
+    "level_gain+tau+mean": level_gain_variant(tau=True, at_cut=False, mean=True),
     "stack": stack_variant(at_cut=False),
     "stack@cut": stack_variant(at_cut=True),
 }

@@ -39,18 +39,20 @@ def _folder(path: Path, names) -> Path:
 
 @pytest.mark.skipif(not (CURVES / "index.json").exists(), reason="needs ../shared/data/curves")
 def test_held_back_runs_are_scored_with_frozen_priors(tmp_path):
-    dev = _folder(tmp_path / "dev", DEV)
+    # the development runs come from two folders, pooled (round 2: shared corpus + round 1)
+    dev = [_folder(tmp_path / "dev1", DEV[:2]), _folder(tmp_path / "dev2", DEV[2:])]
     held = _folder(tmp_path / "held", HELD)
     out = tmp_path / "out.json"
-    cmd = [sys.executable, str(SCRIPT), "--corpus", str(held), "--dev", str(dev), "--cuts",
-           "0.5", "--out", str(out)]  # fmt: skip
+    cmd = [sys.executable, str(SCRIPT), "--corpus", str(held), "--dev", *map(str, dev),
+           "--cuts", "0.5", "--out", str(out)]  # fmt: skip
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-2000:]
     doc = json.loads(out.read_text())
     assert doc["command"].startswith("python bench/forecast_holdout.py --corpus")
     assert sorted(r["run"] for r in doc["runs"]) == sorted(HELD)
     groups = doc["default"]["0.5"]
-    # grpo_norm and countdown are in the development folder; tonywang1990 is not
+    # grpo_norm (first folder) and countdown (second) are development repositories; tonywang1990
+    # is not
     assert groups["same_repository"]["runs"] == 2 and groups["new_repository"]["runs"] == 1
     assert groups["all"]["runs"] == 3
     assert set(doc["selected_on_dev"]) == {"error", "gain_over_last10"}
@@ -59,6 +61,9 @@ def test_held_back_runs_are_scored_with_frozen_priors(tmp_path):
         doc["variants"]
     )
     assert doc["bar_cut_0.5"]["all"]["wins"].endswith("/3")
+    chosen = doc["bar_cut_0.5_selected"]
+    assert chosen["variant"] == doc["selected_on_dev"]["error"]
+    assert "level_gain+tau+mean" in doc["variants"] and chosen["all"]["wins"].endswith("/3")
     assert "held-back forecasts" in proc.stdout
 
 

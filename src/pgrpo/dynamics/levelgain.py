@@ -28,8 +28,26 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 from scipy.stats import norm
 
+from pgrpo._registry import Registry
 from pgrpo.dynamics.curves import lr_time
 from pgrpo.dynamics.fit import FitResult, fit_model, make_context
+
+
+def _level_fit(reward: np.ndarray, fitted: np.ndarray) -> float:
+    """No shift: the fitted curve's own level."""
+    return 0.0
+
+
+def _level_mean(reward: np.ndarray, fitted: np.ndarray) -> float:
+    """The mean residual of the prefix's last half ([n] each): the shift that makes the
+    fitted curve's recent level an unbiased estimate of the recent mean reward."""
+    h = reward.size // 2
+    return float(np.mean(reward[h:] - fitted[h:]))
+
+
+LEVELS: Registry = Registry("forecast level")
+LEVELS.add("fit", _level_fit)
+LEVELS.add("mean", _level_mean)
 
 
 @dataclass(frozen=True)
@@ -39,7 +57,10 @@ class ForecastPrior:
     log(tau / clock time of the whole run) (None: no timescale prior), tau_spread: its relative
     sd; band_scale_by_cut: ((cut fraction, band scale), ...) calibrated at each cut fraction
     (the share of the run seen, n / (n + m)); the nearest one replaces band_scale (empty: use
-    band_scale). metrics: how it was derived (runs, repos, command)."""
+    band_scale). level: how L is read, a LEVELS name: "fit" (the robust fit's value at the
+    cut) or "mean" (the same curve shifted by the mean residual of the prefix's last half:
+    a robust loss puts the level near the mode of a skewed reward, and the forecast is of the
+    mean). metrics: how it was derived (runs, repos, command)."""
 
     gain_fraction: float
     band_scale: float
@@ -47,9 +68,11 @@ class ForecastPrior:
     log_tau_ratio: float | None = None
     tau_spread: float = 1.0
     band_scale_by_cut: tuple[tuple[float, float], ...] = ()
+    level: str = "fit"
     metrics: dict[str, float | str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        LEVELS.get(self.level)  # an unknown name raises, listing the known ones
         if not 0.0 <= self.gain_fraction <= 1.0:
             raise ValueError(f"gain_fraction must be in [0, 1], got {self.gain_fraction!r}")
         if not self.band_scale > 0:
@@ -115,8 +138,9 @@ def level_gain(
                                     "tau_prior_spread": prior.tau_spread,
                                     "horizon_ratio": max(ratio, 1.0)})  # fmt: skip
     fit = fit_model(name, step, reward, ctx, loss=prior.loss, weights=fit_kw.get("weights"))
-    path = fit.predict(future)
-    lvl = float(fit.fitted[-1])
+    shift = LEVELS.get(prior.level)(np.asarray(reward, dtype=float), fit.fitted)
+    path = fit.predict(future) + shift
+    lvl = float(fit.fitted[-1]) + shift
     gain = float(np.mean(path)) - lvl
     rho = min(max(fit.residual_autocorr, 0.0), 0.99)
     infl = (1.0 + rho) / (1.0 - rho)
@@ -132,6 +156,7 @@ def level_gain(
     var_step = np.full(future.size, var_mean + fit.residual_std**2)
     metrics = {
         "level_at_cut": lvl,
+        "level_shift": shift,
         "gain_model": gain,
         "gain_fraction": g,
         "band_scale": q,
