@@ -78,10 +78,14 @@ SHORT = {
 def reference(note: str) -> set[str] | None:
     """Acceptable progress labels from a corpus note (a first opinion). COLLAPSED is read in
     capitals, as the corpus writes its verdict (a held-back note's "every group had collapsed
-    to a single query" describes groups in a run its author called flat)."""
+    to a single query" describes groups in a run its author called flat). A note that opens
+    with "declining" (round 2's "declining (slow, noisy)") is a decline: declining, or a
+    plateau (stopped improving), not learning."""
     n = note.lower()
     if "COLLAPSED" in note:
         return {"collapsed", "declining"}
+    if n.startswith("declining"):
+        return {"declining", "collapsed", "plateau"}
     if "flat" in n or "no clear trend" in n:
         return {"flat", "plateau"}
     if "learning" in n or "(slow" in n or "(fast" in n:
@@ -90,12 +94,14 @@ def reference(note: str) -> set[str] | None:
 
 
 def strict_reference(note: str) -> set[str] | None:
-    """The note read literally: learning -> learning, flat -> flat, collapsed -> collapsed or
-    declining (a plateau counts for neither)."""
+    """The note read literally: learning -> learning, flat -> flat, collapsed or declining ->
+    collapsed or declining (a plateau counts for none of them)."""
     ref = reference(note)
     if ref is None:
         return None
-    return {"collapsed", "declining"} if "collapsed" in ref else ref & {"learning", "flat"}
+    if "collapsed" in ref:
+        return {"collapsed", "declining"}
+    return ref & {"learning", "flat"}
 
 
 def n_rollouts(meta: dict) -> int | None:

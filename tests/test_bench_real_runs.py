@@ -52,10 +52,15 @@ def test_a_folder_without_an_index_is_one_line_and_exit_2(tmp_path):
 
 def test_a_note_is_read_as_collapsed_only_when_it_says_so_in_capitals():
     sys.path.insert(0, str(SCRIPT.parent))
-    from real_runs import reference
+    from real_runs import reference, strict_reference
 
     assert reference("COLLAPSED: reward goes to 0.0 by step ~40") == {"collapsed", "declining"}
     assert reference("plateaued then COLLAPSED: reward ...") == {"collapsed", "declining"}
     flat = "flat / no clear trend: ...; on ~20 steps every group had collapsed to a single query"
     assert reference(flat) == {"flat", "plateau"}
     assert reference("learning (slow), noisy") == {"learning", "plateau", "saturated"}
+    # a decline is not read as learning from its "(slow" (round 2, 2026-12-04)
+    assert reference("declining (slow, noisy): ...") == {"declining", "collapsed", "plateau"}
+    assert strict_reference("declining (slow, noisy): ...") == {"collapsed", "declining"}
+    assert reference("learning (slow) over steps 10-300, then declining") == {
+        "learning", "plateau", "saturated"}  # fmt: skip
