@@ -168,3 +168,37 @@ def test_the_executable_ends_without_teardown_but_keeps_output_and_exit_codes(tm
     )  # fmt: skip
     assert ran.returncode == 0, ran.stderr[-2000:]
     assert ran.stdout.rstrip().endswith("atexit ran")
+
+
+DIAGNOSE_PROBE = """
+import json, sys
+import numpy as np
+from pgrpo.diagnose import diagnose
+from pgrpo.diagnose.checks import CheckOptions, run_checks
+from pgrpo.logs import RewardLog
+rng = np.random.default_rng(0)
+step = np.arange(1.0, 401.0)
+reward = np.clip(0.8 - 0.6 * np.exp(-step / 80) + rng.normal(0, 0.08, 400), 0, 1)
+cols = {"reward_std": np.full(400, 0.3), "entropy": 1 - step / 800, "kl": step / 4000}
+log = RewardLog(step, reward, cols, {"lr": 1e-6, "group_size": 8, "batch_prompts": 8}, (), "t",
+                "mem", "reward")
+d = diagnose(log)
+checks = run_checks(log, CheckOptions())
+print(json.dumps({"stats": "scipy.stats" in sys.modules, "signal": "scipy.signal" in sys.modules,
+                  "label": d.progress.label, "checks": len(checks)}))
+"""
+
+
+def test_a_diagnosis_and_its_checks_skip_scipy_stats_and_scipy_signal():
+    """`pgrpo diagnose` answers a 200,000-step log in <= 3 s (bench/cli_speed.py); importing
+    scipy.stats and scipy.signal was ~0.35-0.45 s of that, for a normal quantile, a rank and an
+    AR(1) filter that scipy.special and numpy give (`nullmodel.ar1_filter`,
+    `curvestats.average_ranks`, `progress.hypergeom_none`; tests/test_diagnose_nofilter.py)."""
+    out = subprocess.run(
+        [sys.executable, "-c", DIAGNOSE_PROBE], capture_output=True, text=True,
+        env={"PYTHONPATH": str(ROOT / "src"), "PATH": "/usr/bin:/bin"}, timeout=300,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got == {**got, "stats": False, "signal": False, "label": "learning"}
+    assert got["checks"] > 0

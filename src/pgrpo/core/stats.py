@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from scipy import stats as sps
 
 # ---------------------------------------------------------------------------------------------
 # pass@k
@@ -136,6 +135,8 @@ def _check_level(level: float) -> None:
 def clopper_pearson(hits: float, trials: float, level: float = 0.95) -> tuple[float, float]:
     """The exact binomial interval's Beta quantiles, also at real-valued hits <= trials (an
     effective number of trials: `pgrpo.evaluate.intervals`)."""
+    from scipy import stats as sps  # here, not at import: `pgrpo diagnose` stays off scipy.stats
+
     a = 1 - level
     low = 0.0 if hits <= 0 else float(sps.beta.ppf(a / 2, hits, trials - hits + 1))
     high = 1.0 if hits >= trials else float(sps.beta.ppf(1 - a / 2, hits + 1, trials - hits))
@@ -148,6 +149,8 @@ def accuracy_ci(successes: int, n: int, *, level: float = 0.95, method: str = "w
     method="wilson": Wilson score interval (good coverage also near 0 and 1);
     method="clopper_pearson": exact (conservative) Beta-quantile interval.
     """
+    from scipy import stats as sps  # here, not at import: `pgrpo diagnose` stays off scipy.stats
+
     _check_level(level)
     s, m = int(_as_counts(successes, "successes")), int(_as_counts(n, "n"))  # 2.7 is no count
     if m < 1:
@@ -170,6 +173,8 @@ def accuracy_ci(successes: int, n: int, *, level: float = 0.95, method: str = "w
 
 def mean_ci(values: Any, *, level: float = 0.95) -> Interval:
     """Mean of `values` [S] (e.g. one accuracy per seed) with a Student-t interval (S - 1 dof)."""
+    from scipy import stats as sps  # here, not at import: `pgrpo diagnose` stays off scipy.stats
+
     _check_level(level)
     x = _sample(values, "values")
     mean, sem = float(x.mean()), float(x.std(ddof=1) / math.sqrt(x.size))
@@ -213,6 +218,8 @@ class WelchResult:
 
 def welch_t(a: Any, b: Any, *, level: float = 0.95) -> WelchResult:
     """Welch's unequal-variance t test on per-seed scores a [Sa], b [Sb] (two-sided)."""
+    from scipy import stats as sps  # here, not at import: `pgrpo diagnose` stays off scipy.stats
+
     _check_level(level)
     x, y = _sample(a, "a"), _sample(b, "b")
     na, nb = x.size, y.size

@@ -11,7 +11,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.stats import rankdata
 
 
 def window_mean_sd(noise: float, k: float, rho: float) -> float:
@@ -247,6 +246,20 @@ def _masked_rms(v: np.ndarray, keep: np.ndarray) -> np.ndarray:
     return np.sqrt(np.where(keep, v * v, 0.0).sum(axis=1) / cnt)
 
 
+def average_ranks(x: np.ndarray) -> np.ndarray:
+    """Ranks 1..n of x [n], tied values sharing their average rank (scipy.stats.rankdata's
+    default, without importing scipy.stats)."""
+    order = np.argsort(x, kind="mergesort")
+    srt = x[order]
+    first = np.r_[True, srt[1:] != srt[:-1]]  # the start of each run of equal values
+    group = np.cumsum(first) - 1
+    starts = np.flatnonzero(first)
+    ends = np.r_[starts[1:], x.size]  # one past each run's end
+    ranks = np.empty(x.size)
+    ranks[order] = ((starts + 1 + ends) / 2.0)[group]
+    return ranks
+
+
 def _late_rank_sum(both: np.ndarray, first: int) -> tuple[np.ndarray, np.ndarray]:
     """(sum of the average ranks of columns >= first, sum over groups of tied values of t^3 - t)
     per row, over the finite entries of both [M, k] (NaN = left out) -> ([M], [M]). One sort per
@@ -259,7 +272,7 @@ def _late_rank_sum(both: np.ndarray, first: int) -> tuple[np.ndarray, np.ndarray
     ties = np.zeros(both.shape[0])
     for i in np.flatnonzero(np.any(srt[:, 1:] == srt[:, :-1], axis=1)):  # NaN != NaN
         keep = np.isfinite(both[i])
-        ranks = rankdata(both[i][keep])
+        ranks = average_ranks(both[i][keep])
         r_late[i] = float(ranks[np.flatnonzero(keep) >= first].sum())
         _, t = np.unique(both[i][keep], return_counts=True)
         ties[i] = float(np.sum(t.astype(float) ** 3 - t))

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from scipy import stats
+from scipy.special import gammaln, ndtr
 
 from pgrpo.core.rewardrange import range_holding
 from pgrpo.diagnose import nullmodel as nm
@@ -110,6 +110,18 @@ def _slope(step: np.ndarray, x: np.ndarray) -> float:
     return float(np.polyfit(step, x, 1)[0]) if np.ptp(step) > 0 else 0.0
 
 
+def hypergeom_none(total: int, successes: int, draws: int) -> float:
+    """P(no success in `draws` drawn without replacement from `total` holding `successes`):
+    C(total - successes, draws) / C(total, draws), by log-gamma (scipy.stats.hypergeom's pmf(0)
+    to float rounding, without importing scipy.stats)."""
+    if draws > total - successes:
+        return 0.0
+    fail = total - successes
+    log_p = gammaln(fail + 1) - gammaln(fail - draws + 1) - gammaln(total + 1) + gammaln(
+        total - draws + 1)  # fmt: skip
+    return float(math.exp(min(log_p, 0.0)))
+
+
 def _stuck_p(x: np.ndarray, w: int, n_rollouts: float | None) -> float:
     """p-value of a last window of w steps stuck at the run's floor, were the run's rate the same
     throughout. x: [n], on the 0/1 scale of the reward's range when known (`nm.unit_scale`).
@@ -122,13 +134,13 @@ def _stuck_p(x: np.ndarray, w: int, n_rollouts: float | None) -> float:
     if n_eff and nm.is_binary_mean(x, n_eff) and floor == 0.0:
         big = int(round(n_eff))
         successes = int(round(float(x.sum()) * big))
-        return float(stats.hypergeom(big * x.size, successes, big * w).pmf(0))
+        return hypergeom_none(big * x.size, successes, big * w)
     head = x[:-w]
     sd = float(nm.noise_sd(x[None, :])[0])
     if head.size == 0 or sd <= 0:
         return 1.0
     z = (float(head.mean()) - floor) / (sd * math.sqrt(1.0 / head.size + 1.0 / w))
-    return float(stats.norm.sf(z))
+    return float(ndtr(-z))  # the normal upper tail, as scipy.stats.norm.sf computes it
 
 
 def _tests(

@@ -14,7 +14,7 @@ import math
 import re
 
 import numpy as np
-from scipy.stats import norm
+from scipy.special import ndtri
 
 from pgrpo.core.stats import iid_degeneracy
 from pgrpo.diagnose import nullmodel as nm
@@ -158,7 +158,7 @@ def _format_gain_share(s: Signals) -> dict[str, float] | None:
     total = fmt + max(other, 0.0)
     z = [_z(gains[n], _window_gain_se(x, _end_points(x.size))) for n, x in comps.items()
          if is_fmt[n]]  # fmt: skip
-    crit = float(norm.isf(ALPHA_MODE / len(z))) if z else math.inf
+    crit = float(-ndtri(ALPHA_MODE / len(z))) if z else math.inf  # scipy.stats.norm.isf's
     return {"format_gain_share": fmt / total if total > 0 else 0.0, "content_reward_gain": other,
             "format_gain_z": max(z, default=math.nan), "format_gain_z_crit": crit}  # fmt: skip
 

@@ -18,6 +18,7 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
+from scipy.special import ndtri
 
 from pgrpo._registry import Registry
 from pgrpo.core.rewardrange import range_holding
@@ -131,9 +132,7 @@ def forecast(
     w = None if weights is None else np.asarray(weights, dtype=float)[:i]
     opts = {"model": model, "combine": combine, "prior": prior, "weights": w}
     fit, pred, var_step, var_mean, var_parts = run(step[:i], reward[:i], future, kw, **opts)
-    from scipy.stats import norm  # here, not at import: `pgrpo fit` stays off scipy.stats
-
-    z = float(norm.ppf(0.5 + level / 2.0))
+    z = float(ndtri(0.5 + level / 2.0))  # the normal quantile (scipy.stats.norm.ppf's)
     sd, half = np.sqrt(var_step), z * math.sqrt(var_mean)
     lo, hi = reward_range if reward_range is not None else (-math.inf, math.inf)
     pred = np.clip(pred, lo, hi)
