@@ -93,6 +93,29 @@ def reference(note: str) -> set[str] | None:
     return None
 
 
+VERDICTS = {
+    "learning": ({"learning", "plateau", "saturated"}, {"learning"}),
+    "plateaued": ({"plateau", "saturated", "flat"}, {"plateau", "saturated"}),
+    "flat": ({"flat", "plateau"}, {"flat"}),
+    "degenerate": ({"flat", "plateau", "saturated"}, {"flat"}),
+    "declining": ({"declining", "collapsed", "plateau"}, {"declining", "collapsed"}),
+    "collapsed": ({"collapsed", "declining"}, {"collapsed", "declining"}),
+}
+"""A corpus entry's `verdict` field (round 2 on, bench/holdout2/): the note's own first word
+for the run, written down as a field so that no keyword elsewhere in the note (a "Flat at
+0.02-0.05 for steps 1-10" in a learning run's note, the "no learning signal" of a degenerate
+one) is read as its opinion -> (acceptable labels, the same read literally)."""
+
+
+def references(meta: dict) -> tuple[set[str] | None, set[str] | None]:
+    """(acceptable, strict) progress labels of a corpus entry: from its `verdict` field when it
+    has one (`VERDICTS`), else read from its note (`reference`, `strict_reference`)."""
+    if (verdict := meta.get("verdict")) is not None:
+        return VERDICTS[verdict]
+    note = meta.get("notes", "")
+    return reference(note), strict_reference(note)
+
+
 def strict_reference(note: str) -> set[str] | None:
     """The note read literally: learning -> learning, flat -> flat, collapsed or declining ->
     collapsed or declining (a plateau counts for none of them)."""
@@ -266,13 +289,12 @@ def real_runs(runs: list[dict], rld: dict, corpus: Path = CURVES) -> list[dict]:
     for meta in runs:
         path = str(corpus / meta["csv"])
         log = with_metadata(read_log(path), meta)
-        ref = reference(meta.get("notes", ""))
+        ref, strict = references(meta)
         row = {"run": meta["name"], "repo": meta.get("repo"), "n": len(log),
                "note": meta.get("notes", ""), "n_rollouts": n_rollouts(meta)}  # fmt: skip
         row.update(pgrpo_row(log))
         row.update(forecast_row(log))
         row["reference"] = sorted(ref) if ref else None
-        strict = strict_reference(meta.get("notes", ""))
         row["sensible"] = None if ref is None else row["progress"] in ref
         row["strict"] = None if strict is None else row["progress"] in strict
         label, alarms = rldoctor_label(rld.get(path, {}))

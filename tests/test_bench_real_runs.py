@@ -52,7 +52,7 @@ def test_a_folder_without_an_index_is_one_line_and_exit_2(tmp_path):
 
 def test_a_note_is_read_as_collapsed_only_when_it_says_so_in_capitals():
     sys.path.insert(0, str(SCRIPT.parent))
-    from real_runs import reference, strict_reference
+    from real_runs import VERDICTS, reference, references, strict_reference
 
     assert reference("COLLAPSED: reward goes to 0.0 by step ~40") == {"collapsed", "declining"}
     assert reference("plateaued then COLLAPSED: reward ...") == {"collapsed", "declining"}
@@ -64,3 +64,13 @@ def test_a_note_is_read_as_collapsed_only_when_it_says_so_in_capitals():
     assert strict_reference("declining (slow, noisy): ...") == {"collapsed", "declining"}
     assert reference("learning (slow) over steps 10-300, then declining") == {
         "learning", "plateau", "saturated"}  # fmt: skip
+    # round 2's entries carry the note's own verdict word as a field, which wins over keywords
+    # elsewhere in the note (a learning run's "Flat at ~0.02 for steps 1-10", a degenerate
+    # run's "no learning signal")
+    learning = {"notes": "learning, then plateaued: ... Flat at ~0.02-0.05 for steps 1-10 ..."}
+    assert references(learning) == (reference(learning["notes"]), strict_reference(
+        learning["notes"])) and reference(learning["notes"]) == {"flat", "plateau"}  # fmt: skip
+    assert references({**learning, "verdict": "learning"}) == VERDICTS["learning"]
+    degenerate = {"notes": "degenerate: locked ...; no learning signal", "verdict": "degenerate"}
+    assert "flat" in references(degenerate)[0] and "learning" not in references(degenerate)[0]
+    assert all(strict <= loose for loose, strict in VERDICTS.values())
