@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -74,3 +75,20 @@ def test_a_note_is_read_as_collapsed_only_when_it_says_so_in_capitals():
     degenerate = {"notes": "degenerate: locked ...; no learning signal", "verdict": "degenerate"}
     assert "flat" in references(degenerate)[0] and "learning" not in references(degenerate)[0]
     assert all(strict <= loose for loose, strict in VERDICTS.values())
+
+
+def test_a_null_curve_degenerate_by_construction_expects_the_degeneracy_mode():
+    """1 prompt x G = 2 at p 0.2: 68% of groups have no spread, so advantage_degeneracy is the
+    right reading of its null curves (round 2's Hosh1mi run), not a false alarm; at G = 8 the
+    share is 17% and any mode is one."""
+    sys.path.insert(0, str(SCRIPT.parent))
+    from real_runs import expected_modes, null_p
+
+    rng = np.random.default_rng(0)
+    reward = rng.binomial(2, 0.2, 200) / 2.0
+    g2 = {"G": 2, "prompts_per_step": 1, "completions_per_step": 2}
+    assert null_p(g2, reward) == pytest.approx(0.2, abs=0.05)
+    assert expected_modes(g2, reward) == ["advantage_degeneracy"]
+    g8 = {"G": 8, "prompts_per_step": 1, "completions_per_step": 8}
+    assert expected_modes(g8, rng.binomial(8, 0.3, 200) / 8.0) == []
+    assert expected_modes({}, reward) == [] and null_p({}, reward) is None  # Gaussian nulls
