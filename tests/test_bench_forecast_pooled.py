@@ -1,0 +1,56 @@
+"""bench/forecast_pooled.py: the shipped forecaster and the logistic / AIC / average variants on
+several corpus folders, per folder and pooled; a folder without index.json is one line and
+exit 2."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+CURVES = ROOT.parent / "shared" / "data" / "curves"
+SCRIPT = ROOT / "bench" / "forecast_pooled.py"
+
+
+def _folder(path: Path, names) -> Path:
+    index = json.loads((CURVES / "index.json").read_text())["runs"]
+    kept = [dict(m) for m in index if m["name"] in names]
+    path.mkdir(parents=True)
+    for m in kept:
+        shutil.copy(CURVES / m["csv"], path / m["csv"])
+    (path / "index.json").write_text(json.dumps({"runs": kept}))
+    return path
+
+
+@pytest.mark.skipif(not (CURVES / "index.json").exists(), reason="needs ../shared/data/curves")
+def test_two_folders_are_scored_apart_and_pooled(tmp_path):
+    a = _folder(tmp_path / "a" / "curves", ("grponorm_easy_standard", "countdown_trl_grpo"))
+    b = _folder(tmp_path / "b" / "curves", ("gsm8k_qwen3_1p7b_abl_baseline",))
+    out = tmp_path / "pooled.json"
+    cmd = [sys.executable, str(SCRIPT), str(a), str(b), "--cuts", "0.5", "--out", str(out)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    doc = json.loads(out.read_text())
+    summary = doc["summary"]
+    assert summary[str(a)]["0.5"]["runs"] == 2 and summary[str(b)]["0.5"]["runs"] == 1
+    pooled = summary["pooled"]["0.5"]
+    assert pooled["runs"] == 3
+    for method in ("default", "logistic", "aic", "average"):
+        assert 0 <= pooled[method]["wins_vs_last10"] <= 3
+        assert pooled[method]["median_err"] >= 0
+    row = doc["rows"][0]
+    assert row["pred_average"] == pytest.approx(0.5 * (row["pred_default"] + row["pred_logistic"]))
+    assert row["pred_aic"] in (row["pred_default"], row["pred_logistic"])
+    assert "a/curves" in proc.stdout and "pooled" in proc.stdout
+
+
+def test_a_folder_without_an_index_is_one_line_and_exit_2(tmp_path):
+    proc = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path)], capture_output=True,
+                          text=True, timeout=120)  # fmt: skip
+    assert proc.returncode == 2
+    assert proc.stderr.strip().count("\n") == 0 and "no index.json" in proc.stderr
