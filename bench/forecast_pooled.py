@@ -9,7 +9,8 @@ CORPUS_PRIOR, inputs as bench/forecast_real.py builds them) at each cut by:
 
 - `default`: level_gain on the exponential (exponential_lr where the lr varies);
 - `logistic`: the same forecaster with the logistic curve, for runs that sit at a floor
-  before they rise (an exponential fitted to such a rise is still climbing at the cut);
+  before they rise (an exponential fitted to such a rise is still climbing at the cut); where
+  the prefix cannot fit one, the default's forecast, counted (`logistic_failed`);
 - `aic`: the logistic where its AIC beats the default's by more than 2, else the default;
 - `average`: the mean of the two forecasts;
 
@@ -55,9 +56,10 @@ def run_rows(run: dict, folder: str, cuts) -> list[dict]:
         expo = forecast(log.step, y, cut, prior=CORPUS_PRIOR, **kw)
         try:
             logi = forecast(log.step, y, cut, prior=CORPUS_PRIOR, model="logistic", **kw)
-        except ValueError:  # a logistic the prefix cannot fit: the default stands
-            logi = expo
-        better = logi.fit.aic + AIC_MARGIN < expo.fit.aic
+        except ValueError:  # a logistic the prefix cannot fit: the default stands (counted)
+            logi = None
+        better = logi is not None and logi.fit.aic + AIC_MARGIN < expo.fit.aic
+        logi = logi or expo
         pred = {
             "default": expo.predicted_mean,
             "logistic": logi.predicted_mean,
@@ -65,7 +67,8 @@ def run_rows(run: dict, folder: str, cuts) -> list[dict]:
             "average": 0.5 * (expo.predicted_mean + logi.predicted_mean),
         }
         rows.append({"folder": folder, "run": run["meta"]["name"], "repo": run["meta"]["repo"],
-                     "cut": cut, "observed": expo.observed_mean,
+                     "cut": cut, "observed": expo.observed_mean, "logistic_failed": logi is expo,
+                     "aic_logistic_better": better,
                      "std": float(np.std(y)) or 1.0, "last10": float(np.mean(y[max(i - 10, 0):i])),
                      **{f"pred_{k}": v for k, v in pred.items()}})  # fmt: skip
     return rows
@@ -74,7 +77,8 @@ def run_rows(run: dict, folder: str, cuts) -> list[dict]:
 def summarise(rows: list[dict]) -> dict:
     """Per method: median |error| / std, the last-10 mean's, and wins over it."""
     base = np.array([abs(r["last10"] - r["observed"]) / r["std"] for r in rows])
-    out = {"runs": len(rows), "median_err_last10": float(np.median(base))}
+    out = {"runs": len(rows), "median_err_last10": float(np.median(base)),
+           "logistic_failed": sum(r["logistic_failed"] for r in rows)}  # fmt: skip
     for m in METHODS:
         err = np.array([abs(r[f"pred_{m}"] - r["observed"]) / r["std"] for r in rows])
         out[m] = {"median_err": float(np.median(err)), "wins_vs_last10": int(np.sum(err < base))}

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -40,12 +41,19 @@ def test_two_folders_are_scored_apart_and_pooled(tmp_path):
     assert summary[str(a)]["0.5"]["runs"] == 2 and summary[str(b)]["0.5"]["runs"] == 1
     pooled = summary["pooled"]["0.5"]
     assert pooled["runs"] == 3
-    for method in ("default", "logistic", "aic", "average"):
-        assert 0 <= pooled[method]["wins_vs_last10"] <= 3
-        assert pooled[method]["median_err"] >= 0
-    row = doc["rows"][0]
-    assert row["pred_average"] == pytest.approx(0.5 * (row["pred_default"] + row["pred_logistic"]))
-    assert row["pred_aic"] in (row["pred_default"], row["pred_logistic"])
+    rows = doc["rows"]
+    for method in ("default", "logistic", "aic", "average"):  # the summary is the rows' scores
+        err = [abs(r[f"pred_{method}"] - r["observed"]) / r["std"] for r in rows]
+        base = [abs(r["last10"] - r["observed"]) / r["std"] for r in rows]
+        assert pooled[method]["median_err"] == pytest.approx(float(np.median(err)))
+        wins = sum(e < b for e, b in zip(err, base, strict=True))
+        assert pooled[method]["wins_vs_last10"] == wins
+    assert pooled["logistic_failed"] == sum(r["logistic_failed"] for r in rows)
+    for r in rows:
+        assert r["pred_average"] == pytest.approx(0.5 * (r["pred_default"] + r["pred_logistic"]))
+        pick = r["pred_logistic"] if r["aic_logistic_better"] else r["pred_default"]
+        assert r["pred_aic"] == pick
+        assert not (r["logistic_failed"] and r["aic_logistic_better"])
     assert "a/curves" in proc.stdout and "pooled" in proc.stdout
 
 

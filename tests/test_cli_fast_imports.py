@@ -173,19 +173,33 @@ def test_the_executable_ends_without_teardown_but_keeps_output_and_exit_codes(tm
 DIAGNOSE_PROBE = """
 import json, sys
 import numpy as np
+import pgrpo.diagnose.progress as progress
 from pgrpo.diagnose import diagnose
 from pgrpo.diagnose.checks import CheckOptions, run_checks
 from pgrpo.logs import RewardLog
-rng = np.random.default_rng(0)
-step = np.arange(1.0, 401.0)
-reward = np.clip(0.8 - 0.6 * np.exp(-step / 80) + rng.normal(0, 0.08, 400), 0, 1)
-cols = {"reward_std": np.full(400, 0.3), "entropy": 1 - step / 800, "kl": step / 4000}
-log = RewardLog(step, reward, cols, {"lr": 1e-6, "group_size": 8, "batch_prompts": 8}, (), "t",
-                "mem", "reward")
-d = diagnose(log)
-checks = run_checks(log, CheckOptions())
+calls = []
+stay = progress.hypergeom_none
+progress.hypergeom_none = lambda *a: calls.append(a) or stay(*a)  # the 0/1-floor branch ran
+rng = np.random.default_rng(1)
+step = np.arange(1.0, 301.0)
+gb = {"lr": 1e-6, "group_size": 8, "batch_prompts": 8}
+runs = {
+    # learning from a continuous reward, with entropy and KL
+    "learning": (np.clip(0.8 - 0.6 * np.exp(-step / 80) + rng.normal(0, 0.08, 300), 0, 1),
+                 {"reward_std": np.full(300, 0.3), "entropy": 1 - step / 800, "kl": step / 4000}),
+    # means of 64 0/1 rewards that rise and plateau: the run checks' confirmed plateau
+    "plateau": (rng.binomial(64, np.minimum(0.6, 0.1 + step / 120)) / 64, {}),
+    # ... that collapse to 0: the stay-at-the-floor probability (hypergeometric)
+    "collapse": (rng.binomial(64, np.where(step < 200, 0.5, 0.0)) / 64,
+                 {"frac_reward_zero_std": np.where(step < 200, 0.01, 1.0)}),
+}
+out = {}
+for name, (reward, cols) in runs.items():
+    log = RewardLog(step, reward, cols, gb, (), "t", "mem", "reward")
+    checks = {c.name: c for c in run_checks(log, CheckOptions())}
+    out[name] = [diagnose(log).progress.label, checks["wasted_compute"].evidence["plateau_step"]]
 print(json.dumps({"stats": "scipy.stats" in sys.modules, "signal": "scipy.signal" in sys.modules,
-                  "label": d.progress.label, "checks": len(checks)}))
+                  "runs": out, "stay_calls": len(calls)}))
 """
 
 
@@ -200,5 +214,8 @@ def test_a_diagnosis_and_its_checks_skip_scipy_stats_and_scipy_signal():
     )  # fmt: skip
     assert out.returncode == 0, out.stderr[-2000:]
     got = json.loads(out.stdout.strip().splitlines()[-1])
-    assert got == {**got, "stats": False, "signal": False, "label": "learning"}
-    assert got["checks"] > 0
+    assert got["stats"] is False and got["signal"] is False
+    runs = got["runs"]
+    assert runs["learning"][0] == "learning"
+    assert runs["plateau"][0] in ("plateau", "saturated") and runs["plateau"][1] > 0
+    assert runs["collapse"][0] == "collapsed" and got["stay_calls"] > 0

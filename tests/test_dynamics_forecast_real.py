@@ -202,3 +202,7 @@ def test_the_mean_level_is_unbiased_for_a_skewed_reward_where_the_robust_fit_is_
     assert LEVELS.get("fit")(y, y) == 0.0
     with pytest.raises(ValueError, match="forecast level"):
         ForecastPrior(0.1, 3.0, level="median")
+    # a prior derived from mean-shifted levels keeps that reading (a review, 2026-12-04)
+    z = np.zeros(4)
+    assert derive_prior(z, z + 0.1, z + 1.0, z + 0.05, z + 1.0, level_kind="mean").level == "mean"
+    assert derive_prior(z, z + 0.1, z + 1.0, z + 0.05, z + 1.0).level == "fit"

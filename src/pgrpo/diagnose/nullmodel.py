@@ -324,11 +324,23 @@ def null_curves(
     return ar1_filter(e, null.rho)[:, 50:].astype(np.float32)
 
 
+LOOP_MIN_ROWS = 100
+"""`ar1_filter` loops over the steps when a chunk holds at least this many rows (curves of up to
+CHUNK_VALUES / LOOP_MIN_ROWS = 10,000 points: on par with lfilter); on fewer, longer rows the
+loop's cost per step is not shared, and scipy.signal's lfilter is imported there and then (a
+review, 2026-12-04: 50,000-point nulls took 5.8 s by the loop, 1.6 s by lfilter)."""
+
+
 def ar1_filter(e: np.ndarray, rho: float) -> np.ndarray:
     """x_t = rho x_{t-1} + e_t along each row from x_0 = e_0, in float64: [M, n] -> [M, n].
     Bit for bit what `scipy.signal.lfilter([1], [1, -rho], e, axis=1)` returns (a test checks
-    it), without importing scipy.signal, which cost the CLI ~0.35 s of its start-up; a loop
-    over the n steps, each one vector operation over the M rows."""
+    it): a loop over the n steps, each one vector operation over the M rows, so that the
+    diagnosis does not import scipy.signal (~0.35 s of the CLI's start-up with scipy.stats);
+    lfilter itself for fewer than LOOP_MIN_ROWS rows."""
+    if np.shape(e)[0] < LOOP_MIN_ROWS:
+        from scipy.signal import lfilter  # here: long curves only (LOOP_MIN_ROWS)
+
+        return lfilter([1.0], [1.0, -rho], e, axis=1)
     cols = np.asarray(e, dtype=np.float64).T  # [n, M]: one contiguous row per step
     out = np.empty_like(cols)
     prev = np.zeros(cols.shape[1])

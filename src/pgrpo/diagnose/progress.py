@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from scipy.special import gammaln, ndtr
+from scipy.special import ndtr
 
 from pgrpo.core.rewardrange import range_holding
 from pgrpo.diagnose import nullmodel as nm
@@ -112,14 +112,18 @@ def _slope(step: np.ndarray, x: np.ndarray) -> float:
 
 def hypergeom_none(total: int, successes: int, draws: int) -> float:
     """P(no success in `draws` drawn without replacement from `total` holding `successes`):
-    C(total - successes, draws) / C(total, draws), by log-gamma (scipy.stats.hypergeom's pmf(0)
-    to float rounding, without importing scipy.stats)."""
+    C(total - successes, draws) / C(total, draws) = prod_{k < m} (1 - a / (total - k)) with
+    (m, a) the smaller and the larger of successes and draws (the two are interchangeable), as
+    a sum of log1p terms: within ~1e-14 of the exact ratio also at totals of millions (a
+    log-gamma difference lost 6e-9 there, scipy.stats.hypergeom's pmf(0) up to 2e-9), without
+    importing scipy.stats."""
     if draws > total - successes:
         return 0.0
-    fail = total - successes
-    log_p = gammaln(fail + 1) - gammaln(fail - draws + 1) - gammaln(total + 1) + gammaln(
-        total - draws + 1)  # fmt: skip
-    return float(math.exp(min(log_p, 0.0)))
+    m, a = sorted((int(successes), int(draws)))
+    if m == 0:
+        return 1.0
+    k = np.arange(m, dtype=float)
+    return float(np.exp(np.sum(np.log1p(-a / (total - k)))))
 
 
 def _stuck_p(x: np.ndarray, w: int, n_rollouts: float | None) -> float:

@@ -89,7 +89,7 @@ class _Package(types.ModuleType):
     """Functions named like their module (`forecast`, `predict`) stay the functions: importing
     the submodule (which any user of the package may do first) makes the import system set the
     package attribute to the module object, and this puts the function there instead. They are
-    loaded on first use like the rest (forecast pulls in scipy.stats, which a fit does not need).
+    loaded on first use like the rest (a fit that forecasts nothing does not load them).
     """
 
     def __setattr__(self, name: str, value: Any) -> None:

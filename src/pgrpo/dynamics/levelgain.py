@@ -214,6 +214,7 @@ def derive_prior(
     cap: float = 2.0,
     loss: str = "soft_l1",
     log_tau_ratio: float | None = None,
+    level_kind: str = "fit",
 ) -> ForecastPrior:
     """The prior from forecasts of real runs (one entry per forecast: [r] arrays of the fitted
     level at the cut, the fitted curve's future mean, S, the observed future mean and the run's
@@ -223,7 +224,9 @@ def derive_prior(
     quantile of |error| / S at that gain fraction: the ceil((r + 1) coverage) / r empirical
     quantile, so a new run is covered with probability >= coverage if runs are exchangeable.
     log_tau_ratio: the timescale prior's centre the forecasts were made with (kept in the prior;
-    `timescale_centre` derives it)."""
+    `timescale_centre` derives it). level_kind: how `level` and `model_mean` were read (a LEVELS
+    name, kept as the prior's `level`: a prior derived from mean-shifted levels must forecast
+    with them)."""
     level, model_mean, observed = (np.asarray(a, float) for a in (level, model_mean, observed))
     band_unit, std = np.asarray(band_unit, float), np.asarray(std, float)
     if level.size < 3:
@@ -239,7 +242,7 @@ def derive_prior(
     obj = [float(np.average(np.minimum(err(g) / std, cap), weights=a)) for g in GAIN_GRID]
     g = float(GAIN_GRID[int(np.argmin(obj))])
     q = band_scale(err(g), band_unit, coverage)
-    return ForecastPrior(g, q, loss, log_tau_ratio,
+    return ForecastPrior(g, q, loss, log_tau_ratio, level=level_kind,
                          metrics={"runs": int(level.size), "objective": min(obj)})  # fmt: skip
 
 

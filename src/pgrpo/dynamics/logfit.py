@@ -29,7 +29,7 @@ from pgrpo.dynamics.runfit import fit_run, run_inputs
 from pgrpo.logs import RewardLog
 from pgrpo.logs.thin import bin_counts, bin_means, bin_plan
 
-if TYPE_CHECKING:  # forecast needs scipy.stats: imported only when a forecast is asked for
+if TYPE_CHECKING:  # forecast is imported only when a forecast is asked for
     from pgrpo.dynamics.forecast import Forecast
 
 BASELINES = ("exponential", "logistic")
