@@ -347,7 +347,7 @@ def real_runs(runs: list[dict], rld: dict, corpus: Path = CURVES) -> list[dict]:
 
 def null_suite(
     runs: list[dict], per_run: int, tmp: Path, corpus: Path = CURVES
-) -> list[tuple[dict, Path, dict]]:
+) -> list[tuple[dict, Path, dict, list[str]]]:
     """(metadata, csv path, columns, expected modes) for every null curve, seeded."""
     rng = np.random.default_rng(20261201)
     out = []
