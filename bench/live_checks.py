@@ -18,7 +18,7 @@ Null curves: i.i.d. Gaussian noise around the log's mean with the log's noise sd
 alarm), the flat rule should (a null curve is flat) and the plateau rule should not (it never
 rose); `--null-rho` makes them AR(1). For the gaming checks, pairs of independent null columns
 (200 per log): reward_function_divergence and length_vs_reward must not warn.
-The real logs carry index.json's group size and prompts per step (`real_runs.with_metadata`),
+The real logs carry index.json's group size and prompts per step (`corpus_entry.with_metadata`),
 as the TRL callback and `pgrpo watch` read them from the run's config (since 2026-12-03;
 before, the replay saw no N).
 """
@@ -43,7 +43,7 @@ from pgrpo.diagnose.live import LiveConfig, assess_live, noise_sd, rule_patience
 from pgrpo.logs import read_log
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from real_runs import with_metadata  # noqa: E402
+from corpus_entry import with_metadata  # noqa: E402
 
 CURVES = Path(__file__).resolve().parents[2] / "shared" / "data" / "curves"
 RESULTS = Path(__file__).resolve().parent / "results"

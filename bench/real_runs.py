@@ -59,16 +59,17 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
 from pgrpo.diagnose import MODES, diagnose
-from pgrpo.diagnose.nullmodel import is_binary_mean, noise_sd
-from pgrpo.diagnose.rules import DEGENERACY_MAX
 from pgrpo.dynamics.logfit import fit_log, fit_quality
 from pgrpo.logs import read_log
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from corpus_entry import n_rollouts, reference, references, with_metadata  # noqa: E402
+from null_curves import null_suite  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 CURVES = ROOT.parent / "shared" / "data" / "curves"
@@ -81,82 +82,6 @@ SHORT = {
     "policy_concentration": "conc",
     "dynamical_instability": "INSTAB",
 }
-
-
-def reference(note: str) -> set[str] | None:
-    """Acceptable progress labels from a corpus note (a first opinion). COLLAPSED is read in
-    capitals, as the corpus writes its verdict (a held-back note's "every group had collapsed
-    to a single query" describes groups in a run its author called flat). A note that opens
-    with "declining" (round 2's "declining (slow, noisy)") is a decline: declining, or a
-    plateau (stopped improving), not learning."""
-    n = note.lower()
-    if "COLLAPSED" in note:
-        return {"collapsed", "declining"}
-    if n.startswith("declining"):
-        return {"declining", "collapsed", "plateau"}
-    if "flat" in n or "no clear trend" in n:
-        return {"flat", "plateau"}
-    if "learning" in n or "(slow" in n or "(fast" in n:
-        return {"learning", "plateau", "saturated"}
-    return None
-
-
-VERDICTS = {
-    "learning": ({"learning", "plateau", "saturated"}, {"learning"}),
-    "plateaued": ({"plateau", "saturated", "flat"}, {"plateau", "saturated"}),
-    "flat": ({"flat", "plateau"}, {"flat"}),
-    "degenerate": ({"flat", "plateau", "saturated"}, {"flat"}),
-    "declining": ({"declining", "collapsed", "plateau"}, {"declining", "collapsed"}),
-    "collapsed": ({"collapsed", "declining"}, {"collapsed", "declining"}),
-}
-"""A corpus entry's `verdict` field (round 2 on, bench/holdout2/): the note's own first word
-for the run, written down as a field so that no keyword elsewhere in the note (a "Flat at
-0.02-0.05 for steps 1-10" in a learning run's note, the "no learning signal" of a degenerate
-one) is read as its opinion -> (acceptable labels, the same read literally)."""
-
-
-def references(meta: dict) -> tuple[set[str] | None, set[str] | None]:
-    """(acceptable, strict) progress labels of a corpus entry: from its `verdict` field when it
-    has one (`VERDICTS`), else read from its note (`reference`, `strict_reference`)."""
-    if (verdict := meta.get("verdict")) is not None:
-        return VERDICTS[verdict]
-    note = meta.get("notes", "")
-    return reference(note), strict_reference(note)
-
-
-def strict_reference(note: str) -> set[str] | None:
-    """The note read literally: learning -> learning, flat -> flat, collapsed or declining ->
-    collapsed or declining (a plateau counts for none of them)."""
-    ref = reference(note)
-    if ref is None:
-        return None
-    if "collapsed" in ref:
-        return {"collapsed", "declining"}
-    return ref & {"learning", "flat"}
-
-
-def n_rollouts(meta: dict) -> int | None:
-    g, b = meta.get("G"), meta.get("prompts_per_step")
-    return meta.get("completions_per_step") or (g * b if g and b else None)
-
-
-def with_metadata(log, meta: dict):
-    """The log with the corpus's G, B, N, lr and K added where the log itself lacks them."""
-    hp = dict(log.hyperparameters)
-    extra = {
-        "group_size": meta.get("G"),
-        "batch_prompts": meta.get("prompts_per_step"),
-        "completions_per_step": n_rollouts(meta),
-        "refresh_interval": meta.get("num_iterations"),
-        "lr": meta.get("learning_rate"),
-        # torch AdamW's default (as bench/forecast_real.py): stated for the AdamW runs, assumed
-        # for the runs whose optimizer the corpus does not name
-        "beta1": 0.9,
-    }
-    for key, value in extra.items():
-        if value is not None and key not in hp:
-            hp[key] = float(value)
-    return replace(log, hyperparameters=hp)
 
 
 def _defined(x: float) -> float | None:
@@ -256,61 +181,8 @@ def run_rldoctor(python: str | None, paths: list[str]) -> dict:
     return json.loads(proc.stdout)
 
 
-def null_p(meta: dict, reward: np.ndarray) -> float | None:
-    """The success rate of a run's binomial null curves (its mean, clipped to [0.2, 0.8]), or
-    None when its nulls are Gaussian (N, G or B unknown, or not a mean of N 0/1 rewards)."""
-    n_roll = n_rollouts(meta)
-    g, b = meta.get("G"), meta.get("prompts_per_step")
-    if n_roll and g and b and is_binary_mean(reward, n_roll):
-        return float(np.clip(np.mean(reward), 0.2, 0.8))
-    return None
-
-
-EXPECTED_MARGIN = 0.1
-"""A null curve is degenerate by construction when its zero-spread share clears the mode's
-DEGENERACY_MAX by this much: just above it (a G = 2 null at p 0.45 has 0.505), the mode firing
-would be chance, and a null that fires there counts against the tool."""
-
-
-def expected_modes(meta: dict, reward: np.ndarray) -> list[str]:
-    """The modes a run's null curves hold by construction: advantage_degeneracy when their
-    i.i.d. zero-spread share p^G + (1 - p)^G exceeds DEGENERACY_MAX + EXPECTED_MARGIN."""
-    p, g = null_p(meta, reward), meta.get("G")
-    if p is None or not (g and p**g + (1 - p) ** g > DEGENERACY_MAX + EXPECTED_MARGIN):
-        return []
-    return ["advantage_degeneracy"]
-
-
 RLDOCTOR_MODES = {"advantage_degeneracy": "advantage_collapse"}
 """rldoctor's name for a pgrpo mode, so that a null's expected modes excuse both tools alike."""
-
-
-def null_curve(rng, n: int, meta: dict, reward: np.ndarray) -> dict[str, np.ndarray]:
-    """One null curve of length n for a run: binomial groups at its N, else Gaussian noise."""
-    if (p := null_p(meta, reward)) is not None:
-        return group_curve(rng, n, int(meta["prompts_per_step"]), int(meta["G"]), p)
-    sd = float(noise_sd(reward[None, :])[0]) or 1.0
-    return {"reward": float(np.mean(reward)) + sd * rng.standard_normal(n)}
-
-
-def group_curve(rng, n: int, b: int, g: int, p: float) -> dict[str, np.ndarray]:
-    """B prompts x G 0/1 rollouts per step at constant p: reward (batch mean), reward_std
-    (TRL: mean over groups of the per-group std) and frac_reward_zero_std."""
-    x = rng.random((n, b, g)) < p
-    std = x.std(axis=2, ddof=1) if g > 1 else np.zeros((n, b))
-    return {
-        "reward": x.mean(axis=(1, 2)),
-        "reward_std": std.mean(axis=1),
-        "frac_reward_zero_std": (std == 0).mean(axis=1),
-    }
-
-
-def write_csv(path: Path, cols: dict[str, np.ndarray], step: np.ndarray) -> None:
-    names = list(cols)
-    lines = [",".join(["step", *names])]
-    for i in range(step.size):
-        lines.append(",".join([f"{step[i]:g}", *(f"{cols[k][i]:.6g}" for k in names)]))
-    path.write_text("\n".join(lines) + "\n")
 
 
 def median(rows: list[dict], key: str) -> float | None:
@@ -343,29 +215,6 @@ def real_runs(runs: list[dict], rld: dict, corpus: Path = CURVES) -> list[dict]:
         )
         rows.append(row)
     return rows
-
-
-def null_suite(
-    runs: list[dict], per_run: int, tmp: Path, corpus: Path = CURVES
-) -> list[tuple[dict, Path, dict, list[str]]]:
-    """(metadata, csv path, columns, expected modes) for every null curve, seeded."""
-    rng = np.random.default_rng(20261201)
-    out = []
-    for meta in runs:
-        log = read_log(corpus / meta["csv"])
-        for j in range(per_run):
-            cols = null_curve(rng, len(log), meta, log.reward)
-            expect = expected_modes(meta, log.reward)
-            out.append((meta, tmp / f"null_{meta['name']}_{j}.csv", cols, expect))
-    lengths = [int(m.get("steps_logged") or len(read_log(corpus / m["csv"]))) for m in runs]
-    for j in range(40):
-        n = int(rng.choice(lengths))
-        meta = {"name": f"issue_G8_{j}", "G": 8, "prompts_per_step": 1, "completions_per_step": 8}
-        cols = group_curve(rng, n, 1, 8, rng.uniform(0.2, 0.8))  # share <= 0.17 < DEGENERACY_MAX
-        out.append((meta, tmp / f"null_issue_{j}.csv", cols, []))
-    for _meta, path, cols, _expect in out:
-        write_csv(path, cols, np.arange(1, cols["reward"].size + 1, dtype=float))
-    return out
 
 
 def null_rows(suite, rld: dict) -> list[dict]:

@@ -3,7 +3,9 @@ folder."""
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -72,3 +74,16 @@ def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.skip(f"shared data not found at {SHARED_DATA}")
     return SHARED_DATA
+
+
+def corpus_folder(path: Path, names) -> Path:
+    """A folder in the corpus layout (index.json with `runs`, one CSV per run) holding the runs
+    of ../shared/data/curves named in `names`, in index order; tests import it by name."""
+    curves = SHARED_DATA / "curves"
+    kept = [dict(m) for m in json.loads((curves / "index.json").read_text())["runs"]
+            if m["name"] in names]  # fmt: skip
+    path.mkdir(parents=True)
+    for m in kept:
+        shutil.copy(curves / m["csv"], path / m["csv"])
+    (path / "index.json").write_text(json.dumps({"runs": kept}))
+    return path

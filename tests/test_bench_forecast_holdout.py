@@ -6,12 +6,12 @@ and exit 2."""
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from conftest import corpus_folder
 
 ROOT = Path(__file__).resolve().parents[1]
 CURVES = ROOT.parent / "shared" / "data" / "curves"
@@ -27,21 +27,11 @@ DEV = (
 HELD = ("grponorm_easy_no_std", "countdown_custom_grpo_500", "gsm8k_qwen3_1p7b_abl_baseline")
 
 
-def _folder(path: Path, names) -> Path:
-    index = json.loads((CURVES / "index.json").read_text())["runs"]
-    kept = [dict(m) for m in index if m["name"] in names]
-    path.mkdir()
-    for m in kept:
-        shutil.copy(CURVES / m["csv"], path / m["csv"])
-    (path / "index.json").write_text(json.dumps({"runs": kept}))
-    return path
-
-
 @pytest.mark.skipif(not (CURVES / "index.json").exists(), reason="needs ../shared/data/curves")
 def test_held_back_runs_are_scored_with_frozen_priors(tmp_path):
     # the development runs come from two folders, pooled (round 2: shared corpus + round 1)
-    dev = [_folder(tmp_path / "dev1", DEV[:2]), _folder(tmp_path / "dev2", DEV[2:])]
-    held = _folder(tmp_path / "held", HELD)
+    dev = [corpus_folder(tmp_path / "dev1", DEV[:2]), corpus_folder(tmp_path / "dev2", DEV[2:])]
+    held = corpus_folder(tmp_path / "held", HELD)
     out = tmp_path / "out.json"
     cmd = [sys.executable, str(SCRIPT), "--corpus", str(held), "--dev", *map(str, dev),
            "--cuts", "0.5", "--out", str(out)]  # fmt: skip

@@ -5,33 +5,23 @@ exit 2."""
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import corpus_folder
 
 ROOT = Path(__file__).resolve().parents[1]
 CURVES = ROOT.parent / "shared" / "data" / "curves"
 SCRIPT = ROOT / "bench" / "forecast_pooled.py"
 
 
-def _folder(path: Path, names) -> Path:
-    index = json.loads((CURVES / "index.json").read_text())["runs"]
-    kept = [dict(m) for m in index if m["name"] in names]
-    path.mkdir(parents=True)
-    for m in kept:
-        shutil.copy(CURVES / m["csv"], path / m["csv"])
-    (path / "index.json").write_text(json.dumps({"runs": kept}))
-    return path
-
-
 @pytest.mark.skipif(not (CURVES / "index.json").exists(), reason="needs ../shared/data/curves")
 def test_two_folders_are_scored_apart_and_pooled(tmp_path):
-    a = _folder(tmp_path / "a" / "curves", ("grponorm_easy_standard", "countdown_trl_grpo"))
-    b = _folder(tmp_path / "b" / "curves", ("gsm8k_qwen3_1p7b_abl_baseline",))
+    a = corpus_folder(tmp_path / "a" / "curves", ("grponorm_easy_standard", "countdown_trl_grpo"))
+    b = corpus_folder(tmp_path / "b" / "curves", ("gsm8k_qwen3_1p7b_abl_baseline",))
     out = tmp_path / "pooled.json"
     cmd = [sys.executable, str(SCRIPT), str(a), str(b), "--cuts", "0.5", "--out", str(out)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)

@@ -5,13 +5,13 @@ sample; a folder without index.json is one line and exit 2."""
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import corpus_folder
 
 ROOT = Path(__file__).resolve().parents[1]
 CURVES = ROOT.parent / "shared" / "data" / "curves"
@@ -21,13 +21,8 @@ RUNS = ("cs336_shibuki_onpolicy_lr1e-5", "gsm8k_qwen3_1p7b_abl_baseline")
 
 @pytest.mark.skipif(not (CURVES / "index.json").exists(), reason="needs ../shared/data/curves")
 def test_a_held_back_corpus_gets_the_table_and_the_bars(tmp_path):
-    index = json.loads((CURVES / "index.json").read_text())["runs"]
-    kept = [m for m in index if m["name"] in RUNS]
-    corpus = tmp_path / "heldback"
-    corpus.mkdir()
-    for m in kept:
-        shutil.copy(CURVES / m["csv"], corpus / m["csv"])
-    (corpus / "index.json").write_text(json.dumps({"runs": kept}))
+    corpus = corpus_folder(tmp_path / "heldback", RUNS)
+    kept = json.loads((corpus / "index.json").read_text())["runs"]
     out = tmp_path / "out.json"
     cmd = [sys.executable, str(SCRIPT), "--corpus", str(corpus), "--nulls-per-run", "1",
            "--rldoctor", "", "--out", str(out)]  # fmt: skip
@@ -53,7 +48,7 @@ def test_a_folder_without_an_index_is_one_line_and_exit_2(tmp_path):
 
 def test_a_note_is_read_as_collapsed_only_when_it_says_so_in_capitals():
     sys.path.insert(0, str(SCRIPT.parent))
-    from real_runs import VERDICTS, reference, references, strict_reference
+    from corpus_entry import VERDICTS, reference, references, strict_reference
 
     assert reference("COLLAPSED: reward goes to 0.0 by step ~40") == {"collapsed", "declining"}
     assert reference("plateaued then COLLAPSED: reward ...") == {"collapsed", "declining"}
@@ -82,7 +77,7 @@ def test_a_null_curve_degenerate_by_construction_expects_the_degeneracy_mode():
     right reading of its null curves (round 2's Hosh1mi run), not a false alarm; at G = 8 the
     share is 17% and any mode is one."""
     sys.path.insert(0, str(SCRIPT.parent))
-    from real_runs import expected_modes, null_p
+    from null_curves import expected_modes, null_p
 
     rng = np.random.default_rng(0)
     reward = rng.binomial(2, 0.2, 200) / 2.0

@@ -1,0 +1,84 @@
+"""What a corpus entry (one run of an index.json, bench/real_runs.py's layout) says beside its
+CSV: the progress labels its note allows (`references`: the `verdict` field where the entry has
+one, else the note's keywords), its rollouts per step, and its log with the stated
+hyperparameters added (`with_metadata`). Used by bench/real_runs.py and bench/live_checks.py."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+
+def reference(note: str) -> set[str] | None:
+    """Acceptable progress labels from a corpus note (a first opinion). COLLAPSED is read in
+    capitals, as the corpus writes its verdict (a held-back note's "every group had collapsed
+    to a single query" describes groups in a run its author called flat). A note that opens
+    with "declining" (round 2's "declining (slow, noisy)") is a decline: declining, or a
+    plateau (stopped improving), not learning."""
+    n = note.lower()
+    if "COLLAPSED" in note:
+        return {"collapsed", "declining"}
+    if n.startswith("declining"):
+        return {"declining", "collapsed", "plateau"}
+    if "flat" in n or "no clear trend" in n:
+        return {"flat", "plateau"}
+    if "learning" in n or "(slow" in n or "(fast" in n:
+        return {"learning", "plateau", "saturated"}
+    return None
+
+
+VERDICTS = {
+    "learning": ({"learning", "plateau", "saturated"}, {"learning"}),
+    "plateaued": ({"plateau", "saturated", "flat"}, {"plateau", "saturated"}),
+    "flat": ({"flat", "plateau"}, {"flat"}),
+    "degenerate": ({"flat", "plateau", "saturated"}, {"flat"}),
+    "declining": ({"declining", "collapsed", "plateau"}, {"declining", "collapsed"}),
+    "collapsed": ({"collapsed", "declining"}, {"collapsed", "declining"}),
+}
+"""A corpus entry's `verdict` field (round 2 on, bench/holdout2/): the note's own first word
+for the run, written down as a field so that no keyword elsewhere in the note (a "Flat at
+0.02-0.05 for steps 1-10" in a learning run's note, the "no learning signal" of a degenerate
+one) is read as its opinion -> (acceptable labels, the same read literally)."""
+
+
+def references(meta: dict) -> tuple[set[str] | None, set[str] | None]:
+    """(acceptable, strict) progress labels of a corpus entry: from its `verdict` field when it
+    has one (`VERDICTS`), else read from its note (`reference`, `strict_reference`)."""
+    if (verdict := meta.get("verdict")) is not None:
+        return VERDICTS[verdict]
+    note = meta.get("notes", "")
+    return reference(note), strict_reference(note)
+
+
+def strict_reference(note: str) -> set[str] | None:
+    """The note read literally: learning -> learning, flat -> flat, collapsed or declining ->
+    collapsed or declining (a plateau counts for none of them)."""
+    ref = reference(note)
+    if ref is None:
+        return None
+    if "collapsed" in ref:
+        return {"collapsed", "declining"}
+    return ref & {"learning", "flat"}
+
+
+def n_rollouts(meta: dict) -> int | None:
+    g, b = meta.get("G"), meta.get("prompts_per_step")
+    return meta.get("completions_per_step") or (g * b if g and b else None)
+
+
+def with_metadata(log, meta: dict):
+    """The log with the corpus's G, B, N, lr and K added where the log itself lacks them."""
+    hp = dict(log.hyperparameters)
+    extra = {
+        "group_size": meta.get("G"),
+        "batch_prompts": meta.get("prompts_per_step"),
+        "completions_per_step": n_rollouts(meta),
+        "refresh_interval": meta.get("num_iterations"),
+        "lr": meta.get("learning_rate"),
+        # torch AdamW's default (as bench/forecast_real.py): stated for the AdamW runs, assumed
+        # for the runs whose optimizer the corpus does not name
+        "beta1": 0.9,
+    }
+    for key, value in extra.items():
+        if value is not None and key not in hp:
+            hp[key] = float(value)
+    return replace(log, hyperparameters=hp)
