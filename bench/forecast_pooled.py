@@ -13,6 +13,10 @@ CORPUS_PRIOR, inputs as bench/forecast_real.py builds them) at each cut by:
   the prefix cannot fit one, the default's forecast, counted (`logistic_failed`);
 - `aic`: the logistic where its AIC beats the default's by more than 2, else the default;
 - `average`: the mean of the two forecasts;
+- `consensus`: `forecast(method="consensus")`, the median of the default, the logistic and a
+  damped local trend (`pgrpo.dynamics.consensus`), with its own band (`covered_consensus`);
+- `damped_trend`: that damped local trend alone (the last-window mean where it cannot be
+  fitted);
 
 scored as bench/forecast_real.py scores (|predicted - observed mean after the cut| / std of the
 whole run, against the mean of the last 10 points before the cut), per folder and pooled.
@@ -42,7 +46,7 @@ from forecast_real import load_corpus  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "bench" / "results" / "forecast_pooled.json"
 AIC_MARGIN = 2.0
-METHODS = ("default", "logistic", "aic", "average")
+METHODS = ("default", "logistic", "aic", "average", "consensus", "damped_trend")
 
 
 def run_rows(run: dict, folder: str, cuts) -> list[dict]:
@@ -60,15 +64,22 @@ def run_rows(run: dict, folder: str, cuts) -> list[dict]:
             logi = None
         better = logi is not None and logi.fit.aic + AIC_MARGIN < expo.fit.aic
         logi = logi or expo
+        cons = forecast(log.step, y, cut, prior=CORPUS_PRIOR, method="consensus", **kw)
+        trend = cons.metrics["member_mean/damped_trend"]
         pred = {
             "default": expo.predicted_mean,
             "logistic": logi.predicted_mean,
             "aic": logi.predicted_mean if better else expo.predicted_mean,
             "average": 0.5 * (expo.predicted_mean + logi.predicted_mean),
+            "consensus": cons.predicted_mean,
+            "damped_trend": trend,
         }
+        obs = expo.observed_mean
         rows.append({"folder": folder, "run": run["meta"]["name"], "repo": run["meta"]["repo"],
                      "cut": cut, "observed": expo.observed_mean, "logistic_failed": logi is expo,
-                     "aic_logistic_better": better,
+                     "aic_logistic_better": better, "consensus_member": cons.metrics["member"],
+                     "covered_default": bool(expo.mean_band[0] <= obs <= expo.mean_band[1]),
+                     "covered_consensus": bool(cons.mean_band[0] <= obs <= cons.mean_band[1]),
                      "std": float(np.std(y)) or 1.0, "last10": float(np.mean(y[max(i - 10, 0):i])),
                      **{f"pred_{k}": v for k, v in pred.items()}})  # fmt: skip
     return rows
@@ -78,7 +89,10 @@ def summarise(rows: list[dict]) -> dict:
     """Per method: median |error| / std, the last-10 mean's, and wins over it."""
     base = np.array([abs(r["last10"] - r["observed"]) / r["std"] for r in rows])
     out = {"runs": len(rows), "median_err_last10": float(np.median(base)),
-           "logistic_failed": sum(r["logistic_failed"] for r in rows)}  # fmt: skip
+           "logistic_failed": sum(r["logistic_failed"] for r in rows),
+           "coverage_default": float(np.mean([r["covered_default"] for r in rows])),
+           "coverage_consensus": float(np.mean([r["covered_consensus"] for r in rows])),
+           }  # fmt: skip
     for m in METHODS:
         err = np.array([abs(r[f"pred_{m}"] - r["observed"]) / r["std"] for r in rows])
         out[m] = {"median_err": float(np.median(err)), "wins_vs_last10": int(np.sum(err < base))}

@@ -1,6 +1,6 @@
-"""bench/forecast_pooled.py: the shipped forecaster and the logistic / AIC / average variants on
-several corpus folders, per folder and pooled; a folder without index.json is one line and
-exit 2."""
+"""bench/forecast_pooled.py: the shipped forecaster and the logistic / AIC / average / consensus /
+damped-trend variants on several corpus folders, per folder and pooled; a folder without
+index.json is one line and exit 2."""
 
 from __future__ import annotations
 
@@ -32,18 +32,23 @@ def test_two_folders_are_scored_apart_and_pooled(tmp_path):
     pooled = summary["pooled"]["0.5"]
     assert pooled["runs"] == 3
     rows = doc["rows"]
-    for method in ("default", "logistic", "aic", "average"):  # the summary is the rows' scores
+    methods = ("default", "logistic", "aic", "average", "consensus", "damped_trend")
+    for method in methods:  # the summary is the rows' scores
         err = [abs(r[f"pred_{method}"] - r["observed"]) / r["std"] for r in rows]
         base = [abs(r["last10"] - r["observed"]) / r["std"] for r in rows]
         assert pooled[method]["median_err"] == pytest.approx(float(np.median(err)))
         wins = sum(e < b for e, b in zip(err, base, strict=True))
         assert pooled[method]["wins_vs_last10"] == wins
     assert pooled["logistic_failed"] == sum(r["logistic_failed"] for r in rows)
+    cover = np.mean([r["covered_consensus"] for r in rows])
+    assert pooled["coverage_consensus"] == pytest.approx(float(cover))
     for r in rows:
         assert r["pred_average"] == pytest.approx(0.5 * (r["pred_default"] + r["pred_logistic"]))
         pick = r["pred_logistic"] if r["aic_logistic_better"] else r["pred_default"]
         assert r["pred_aic"] == pick
         assert not (r["logistic_failed"] and r["aic_logistic_better"])
+        three = (r["pred_default"], r["pred_logistic"], r["pred_damped_trend"])
+        assert r["pred_consensus"] == pytest.approx(float(np.median(three)))
     assert "a/curves" in proc.stdout and "pooled" in proc.stdout
 
 

@@ -1,14 +1,16 @@
 """Forecasting a reward curve: fit a prefix, predict the rest with an honest band, and score the
 forecast against the naive baselines (last-window mean; the single exponential).
 
-Two methods behind `FORECAST_METHODS`: `level_gain` (default; `levelgain`: the fitted level at
-the cut plus a corpus-learned share of the fitted further gain, band calibrated on real runs)
-and `rom_blend`. rom_blend's band = model variance (delta method: J Sigma J^T with the fit's
-parameter covariance) plus the observed residual noise, both inflated by (1 + rho) / (1 - rho)
-for lag-1 residual autocorrelation rho > 0, plus a structural term for model misspecification
-measured by a backtest inside the prefix (fit its first 60%, forecast the rest, keep the
-squared error the band did not explain); the forecast blends the model with the last-window
-mean by inverse variance (`_combine`). Measured errors and coverage: docs/dynamics.md
+Three methods behind `FORECAST_METHODS`: `level_gain` (default; `levelgain`: the fitted level
+at the cut plus a corpus-learned share of the fitted further gain, band calibrated on real
+runs), `consensus` (`consensus`: the median of level_gain, level_gain with a logistic curve and
+a damped local trend; a candidate pre-registered for held-back round 3) and `rom_blend`.
+rom_blend's band = model variance (delta method: J Sigma J^T with the fit's parameter
+covariance) plus the observed residual noise, both inflated by (1 + rho) / (1 - rho) for lag-1
+residual autocorrelation rho > 0, plus a structural term for model misspecification measured by
+a backtest inside the prefix (fit its first 60%, forecast the rest, keep the squared error the
+band did not explain); the forecast blends the model with the last-window mean by inverse
+variance (`_combine`). Measured errors and coverage: docs/dynamics.md
 (bench/forecast_real.py on real runs, bench/fit.py on synthetic ones).
 """
 
@@ -181,9 +183,17 @@ def _level_gain(step, reward, future, kw, *, model=None, combine=True, prior=COR
     return level_gain(step, reward, future, {**kw, "weights": weights}, model=model, prior=prior)
 
 
+def _consensus(step, reward, future, kw, *, model=None, combine=True, prior=CORPUS_PRIOR,
+               weights=None):  # fmt: skip
+    from pgrpo.dynamics.consensus import consensus  # imports this module (last_window_mean)
+
+    return consensus(step, reward, future, {**kw, "weights": weights}, model=model, prior=prior)
+
+
 FORECAST_METHODS: Registry = Registry("forecast method")
 FORECAST_METHODS.add("level_gain", _level_gain)
 FORECAST_METHODS.add("rom_blend", _rom_blend)
+FORECAST_METHODS.add("consensus", _consensus)
 
 
 def _backtest(step: np.ndarray, reward: np.ndarray, model: str, kw: dict, future: np.ndarray):
