@@ -5,6 +5,7 @@ is given on the command line overrides the log (`pgrpo.dynamics.settings`)."""
 
 from __future__ import annotations
 
+import importlib.util
 import math
 from typing import Any
 
@@ -106,6 +107,21 @@ def given_settings(**given: Any) -> dict[str, Any]:
                 "needs none",
             )
     return {k: v if k == "optimizer" else float(v) for k, v in out.items()}
+
+
+def forecast_method(name: str) -> str:
+    """`name` if `forecast.FORECAST_METHODS` has it and the packages it names in its `requires`
+    are installed, checked before the log is read; otherwise one line and exit 2."""
+    from pgrpo.dynamics.forecast import FORECAST_METHODS
+
+    if name not in FORECAST_METHODS:
+        fail(f"--forecast-method {name!r} is not a forecast method",
+             f"give one of {', '.join(FORECAST_METHODS.names())}")  # fmt: skip
+    for package, extra in getattr(FORECAST_METHODS.get(name), "requires", {}).items():
+        if importlib.util.find_spec(package) is None:
+            fail(f"--forecast-method {name} needs {package}, which is not installed",
+                 f"pip install 'pgrpo[{extra}]', or use --forecast-method level_gain")  # fmt: skip
+    return name
 
 
 def parse_reward_range(text: str) -> tuple[float, float]:

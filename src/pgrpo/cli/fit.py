@@ -1,5 +1,6 @@
-"""`pgrpo fit LOG [--forecast-from F] [--out DIR] [--json]`: fit the reduced-order model and the
-baselines to a training log (pgrpo, TRL, verl, W&B CSV, generic CSV), optionally forecast."""
+"""`pgrpo fit LOG [--forecast-from F] [--forecast-method M] [--out DIR] [--json]`: fit the
+reduced-order model and the baselines to a training log (pgrpo, TRL, verl, W&B CSV, generic
+CSV), optionally forecast."""
 
 from __future__ import annotations
 
@@ -29,6 +30,12 @@ def fit_cmd(
     forecast_from: float | None = typer.Option(
         None, "--forecast-from", help="Fit the first FRACTION of the log and forecast the rest."
     ),
+    forecast_method: str = typer.Option(
+        "level_gain",
+        "--forecast-method",
+        help="How --forecast-from forecasts: level_gain (default), consensus (the median of "
+        "level_gain, a logistic and a damped trend; needs statsmodels), rom_blend.",
+    ),
     out: Path = typer.Option(Path("."), "--out", help="Directory for fit.png."),
     as_json: bool = json_option("the fits, forecast and settings"),
     log_format: str | None = _runopts.format_option(),
@@ -55,6 +62,7 @@ def fit_cmd(
     from pgrpo.logs import read_log
 
     existing(log, "log", "a log file or a run directory")
+    _runopts.forecast_method(forecast_method)
     given = _runopts.given_settings(
         lr=lr, beta1=beta1, refresh_interval=refresh_interval, group_size=group_size,
         batch_prompts=batch_prompts, optimizer=optimizer, reward_range=reward_range,
@@ -64,7 +72,8 @@ def fit_cmd(
         out_dir(out)
         reward_log = read_log(log, format=log_format, columns=FIT_COLUMNS, **opts)
         reward_log, settings = resolve_settings(reward_log, given)
-        result = fit_log(reward_log, forecast_from=forecast_from, loss=loss)
+        result = fit_log(reward_log, forecast_from=forecast_from, loss=loss,
+                         method=forecast_method)  # fmt: skip
     png = None
     if plot:
         from pgrpo.cli._mpl import import_quietly  # matplotlib only once the fit succeeded
@@ -115,8 +124,9 @@ def _print(data: dict, console: Console) -> None:
         t = Table(title=f"forecast of the mean after step {fmt(fc['cut_step'], '.0f')}")
         for col in ("predictor", "predicted mean", "observed mean", "abs error"):
             t.add_column(col)
+        how = f"median: {fc['member']}" if fc.get("member") else f"{fc['model']} fit"
         t.add_row(
-            f"{escape(fc['method'] or 'forecast')} ({escape(fc['model'])} fit; "
+            f"{escape(fc['method'] or 'forecast')} ({escape(how)}; "
             f"{int(fc['level'] * 100)}% band {fmt(fc['band'][0])}..{fmt(fc['band'][1])})",
             fmt(fc["predicted_mean"]),
             fmt(fc["observed_mean"]),

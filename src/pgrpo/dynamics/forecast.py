@@ -190,6 +190,11 @@ def _consensus(step, reward, future, kw, *, model=None, combine=True, prior=CORP
     return consensus(step, reward, future, {**kw, "weights": weights}, model=model, prior=prior)
 
 
+_consensus.requires = {"statsmodels": "forecast"}  # type: ignore[attr-defined]
+"""Packages a method needs beyond pgrpo's own (package -> the pgrpo extra that installs it);
+`pgrpo fit --forecast-method` checks them before it reads the log."""
+
+
 FORECAST_METHODS: Registry = Registry("forecast method")
 FORECAST_METHODS.add("level_gain", _level_gain)
 FORECAST_METHODS.add("rom_blend", _rom_blend)

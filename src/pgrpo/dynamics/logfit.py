@@ -305,6 +305,7 @@ def _forecast_dict(fc: Forecast, reward: np.ndarray) -> dict[str, Any]:
         "covered": bool(fc.mean_band[0] <= obs <= fc.mean_band[1]),
         "model": fc.fit.model,
         "method": fc.metrics.get("method"),
+        "member": fc.metrics.get("member"),  # consensus: the median member forecast
         "model_mean": fc.metrics.get("model_mean"),
         "weight_model": fc.metrics.get("weight_model"),
         "baselines": {
@@ -326,10 +327,16 @@ def _clean(x: Any) -> Any:
 
 
 def fit_log(
-    log: RewardLog, *, forecast_from: float | None = None, loss: str = "linear", level: float = 0.9
+    log: RewardLog,
+    *,
+    forecast_from: float | None = None,
+    loss: str = "linear",
+    level: float = 0.9,
+    method: str = "level_gain",
 ) -> LogFit:
     """Fit the rom (with the log's lr schedule and beta1 / K when known) and the baselines;
-    forecast the rest of the log from its first `forecast_from` fraction (0 < f < 1)."""
+    forecast the rest of the log from its first `forecast_from` fraction (0 < f < 1) with the
+    forecast method `method` (`forecast.FORECAST_METHODS`)."""
     if forecast_from is not None and not 0.0 < forecast_from < 1.0:
         raise ValueError(f"forecast_from must be a fraction in (0, 1), got {forecast_from!r}")
     log = thin_log(log)  # bin means past MAX_FIT_POINTS steps (lr and optimizer steps alike)
@@ -357,5 +364,5 @@ def fit_log(
                 "log; give an earlier --forecast-from"
             ), "forecast_cut_step": cut_step, "forecast_points": float(i)}  # fmt: skip
         else:
-            fc = forecast(log.step, log.reward, forecast_from, level=level, **kw)
+            fc = forecast(log.step, log.reward, forecast_from, level=level, method=method, **kw)
     return LogFit(log, rom, baselines, fc, constrained, metrics)
