@@ -104,7 +104,7 @@ def default_rows(held: list[dict], held_t: list[dict], cuts) -> list[dict]:
         log = run["log"]
         kw = {k: v for k, v in run["inputs"].items() if k != "optimizer"}
         for cut in cuts:
-            fc = forecast(log.step, log.reward, cut, prior=CORPUS_PRIOR, **kw)
+            fc = forecast(log.step, log.reward, cut, method="level_gain", prior=CORPUS_PRIOR, **kw)
             cand = next(x for x in held_t if x["run"] == run["meta"]["name"] and x["cut"] == cut)
             rows.append(score_row(cand, fc.predicted_mean, fc.mean_band[1] - fc.predicted_mean))
     return rows

@@ -57,9 +57,10 @@ def run_rows(run: dict, folder: str, cuts) -> list[dict]:
     rows = []
     for cut in cuts:
         i = int(round(cut * y.size))
-        expo = forecast(log.step, y, cut, prior=CORPUS_PRIOR, **kw)
+        lg = {"method": "level_gain", "prior": CORPUS_PRIOR}
+        expo = forecast(log.step, y, cut, **lg, **kw)
         try:
-            logi = forecast(log.step, y, cut, prior=CORPUS_PRIOR, model="logistic", **kw)
+            logi = forecast(log.step, y, cut, model="logistic", **lg, **kw)
         except ValueError:  # a logistic the prefix cannot fit: the default stands (counted)
             logi = None
         better = logi is not None and logi.fit.aic + AIC_MARGIN < expo.fit.aic

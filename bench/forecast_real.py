@@ -152,7 +152,8 @@ def loro_default(runs: list[dict], table: list[dict], cuts, cen: dict) -> list[d
             log = run["log"]
             kw = {k: v for k, v in run["inputs"].items() if k != "optimizer"}
             for cut in cuts:
-                fc = forecast(log.step, log.reward, cut, prior=prior, weights=run["weights"], **kw)
+                fc = forecast(log.step, log.reward, cut, method="level_gain", prior=prior,
+                              weights=run["weights"], **kw)  # fmt: skip
                 cand = next(x for x in table if x["run"] == run["meta"]["name"] and x["cut"] == cut)
                 half = fc.mean_band[1] - fc.predicted_mean
                 row = score_row(cand, fc.predicted_mean, half)

@@ -61,12 +61,14 @@ def candidate_rows(
     rows = []
     for cut in cuts:
         i = int(round(cut * y.size))
-        base = forecast(log.step, y, cut, prior=ForecastPrior(0.0, 1.0, loss), **kw)
+        base = forecast(log.step, y, cut, method="level_gain", prior=ForecastPrior(0.0, 1.0, loss),
+                        **kw)  # fmt: skip
         kw_rom = {k: v for k, v in kw.items() if k != "weights"}
         rb = forecast(log.step, y, cut, method="rom_blend", **kw_rom) if rom else None
         tau = {}
         for name, c in centres.items():
-            ft = forecast(log.step, y, cut, prior=ForecastPrior(0.0, 1.0, loss, c), **kw)
+            ft = forecast(log.step, y, cut, method="level_gain",
+                          prior=ForecastPrior(0.0, 1.0, loss, c), **kw)  # fmt: skip
             shift = LEVELS.get("mean")(y[:i], ft.fit.fitted)
             tau[name] = (ft.metrics["level_at_cut"], ft.metrics["model_mean"],
                          ft.metrics["band_unit"], shift)  # fmt: skip

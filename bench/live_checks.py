@@ -120,7 +120,7 @@ def entropy_backtest(log) -> dict | None:
     # half with the same fit, against the naive last-window mean
     from pgrpo.dynamics.forecast import forecast
 
-    f2 = forecast(s, e, float(s[h - 1]), model="exponential")
+    f2 = forecast(s, e, float(s[h - 1]), method="level_gain", model="exponential")
     naive = float(np.mean(e[max(0, h - max(5, h // 10)) : h]))
     obs = float(np.mean(e[h:]))
     return {

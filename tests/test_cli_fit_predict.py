@@ -74,30 +74,22 @@ def test_fit_errors_are_clear(tmp_path):
     assert bad.exit_code == 2 and "forecast_from" in bad.output
 
 
-def test_fit_forecast_method_consensus_and_a_bad_one(tmp_path, monkeypatch):
-    pytest.importorskip("statsmodels")
+def test_fit_forecast_method_consensus_by_default_level_gain_and_a_bad_one(tmp_path):
     run = _write_run(tmp_path)
     args = ["fit", str(run), "--forecast-from", "0.5", "--no-plot", "--json"]
-    res = runner.invoke(app, [*args, "--forecast-method", "consensus"])
+    res = runner.invoke(app, args)
     assert res.exit_code == 0, res.output
     fc = json.loads(res.output)["forecast"]
     assert fc["method"] == "consensus"
     assert fc["member"] in ("level_gain", "logistic", "damped_trend")
-    plain = json.loads(runner.invoke(app, args).output)["forecast"]
+    lg = runner.invoke(app, [*args, "--forecast-method", "level_gain"])
+    plain = json.loads(lg.output)["forecast"]
     assert plain["method"] == "level_gain" and plain["member"] is None
     out = tmp_path / "not_made"
     bad = runner.invoke(app, ["fit", str(run), "--forecast-method", "prophet", "--out", str(out)])
     assert bad.exit_code == 2 and bad.output.count("\n") == 1
     assert "'prophet' is not a forecast method" in bad.output and "consensus" in bad.output
     assert not out.exists()  # checked before anything is made or read
-    real = __import__("importlib.util").util.find_spec
-    monkeypatch.setattr(
-        "importlib.util.find_spec",
-        lambda name, *a: None if name == "statsmodels" else real(name, *a),
-    )
-    gone = runner.invoke(app, [*args, "--forecast-method", "consensus"])
-    assert gone.exit_code == 2 and "needs statsmodels" in gone.output
-    assert "pgrpo[forecast]" in gone.output
 
 
 def test_predict_json_and_png(tmp_path):

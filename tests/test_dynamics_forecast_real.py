@@ -58,7 +58,7 @@ def test_the_library_forecast_is_what_the_benchmark_scores(corpus):
     train = [r for r in table if r["repo"] != run["meta"]["repo"]]
     prior = fr.corpus_prior(train, cen[run["meta"]["repo"]], run["meta"]["repo"])
     kw = {k: v for k, v in run["inputs"].items() if k != "optimizer"}
-    fc = forecast(run["log"].step, run["log"].reward, 0.5, prior=prior, **kw)
+    fc = forecast(run["log"].step, run["log"].reward, 0.5, method="level_gain", prior=prior, **kw)
     predict, _ = fs.VARIANTS[fr.DEFAULT](train, run["meta"]["repo"], 0.5)
     row = next(r for r in table if r["run"] == run["meta"]["name"] and r["cut"] == 0.5)
     pred, half = predict(row)
@@ -137,13 +137,13 @@ def test_the_timescale_prior_pulls_an_unidentified_tau_and_stays_unit_free():
     rng = np.random.default_rng(3)
     t = np.arange(1.0, 201.0)
     y = 0.2 + 0.002 * t + rng.normal(0.0, 0.05, t.size)  # a straight creep: tau not identified
-    free = forecast(t, y, 0.5, prior=ForecastPrior(0.2, 3.0))
+    free = forecast(t, y, 0.5, method="level_gain", prior=ForecastPrior(0.2, 3.0))
     tight = ForecastPrior(0.2, 3.0, log_tau_ratio=math.log(0.05), tau_spread=0.1)
-    pulled = forecast(t, y, 0.5, prior=tight)
+    pulled = forecast(t, y, 0.5, method="level_gain", prior=tight)
     # tau pulled towards 5% of the whole run's 199 steps; a short tau means no further gain
     assert pulled.fit.metrics["tau"] == pytest.approx(0.05 * 199, rel=0.3)
     assert pulled.fit.metrics["tau"] < free.fit.metrics["tau"]
-    scaled = forecast(t / 100.0, 3 * y, 0.5, prior=tight)
+    scaled = forecast(t / 100.0, 3 * y, 0.5, method="level_gain", prior=tight)
     assert scaled.predicted_mean / 3 == pytest.approx(pulled.predicted_mean, rel=1e-5)
     assert math.isfinite(log_tau_ratio(t, y, {}))
     assert timescale_centre([0.0, 1.0, 2.0, np.nan]) == 1.0
@@ -157,8 +157,8 @@ def test_the_band_scale_follows_the_share_of_the_run_seen():
     assert ForecastPrior(0.1, 3.0).band_scale_at(0.3) == 3.0
     t = np.arange(1.0, 101.0)
     y = 0.5 + 0.1 * np.sin(t)
-    early = forecast(t, y, 0.3, prior=prior)
-    late = forecast(t, y, 0.7, prior=prior)
+    early = forecast(t, y, 0.3, method="level_gain", prior=prior)
+    late = forecast(t, y, 0.7, method="level_gain", prior=prior)
     assert early.metrics["band_scale"] == 6.0 and late.metrics["band_scale"] == 2.0
     with pytest.raises(ValueError, match="band_scale_by_cut"):
         ForecastPrior(0.1, 3.0, band_scale_by_cut=((1.5, 2.0),))
@@ -191,7 +191,7 @@ def test_the_mean_level_is_unbiased_for_a_skewed_reward_where_the_robust_fit_is_
     for _ in range(20):
         y = 2.5 * rng.binomial(6, 0.05, t.size) / 6.0  # true mean 0.125 at every step
         for name in errs:
-            fc = forecast(t, y, 0.5, prior=replace(CORPUS_PRIOR, level=name))
+            fc = forecast(t, y, 0.5, method="level_gain", prior=replace(CORPUS_PRIOR, level=name))
             errs[name].append(fc.predicted_mean - 0.125)
     bias = {k: float(np.mean(v)) for k, v in errs.items()}
     assert bias["fit"] < -0.035  # the robust level is low by > a quarter of the mean

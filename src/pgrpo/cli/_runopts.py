@@ -5,7 +5,6 @@ is given on the command line overrides the log (`pgrpo.dynamics.settings`)."""
 
 from __future__ import annotations
 
-import importlib.util
 import math
 from typing import Any
 
@@ -109,18 +108,20 @@ def given_settings(**given: Any) -> dict[str, Any]:
     return {k: v if k == "optimizer" else float(v) for k, v in out.items()}
 
 
-def forecast_method(name: str) -> str:
-    """`name` if `forecast.FORECAST_METHODS` has it and the packages it names in its `requires`
-    are installed, checked before the log is read; otherwise one line and exit 2."""
-    from pgrpo.dynamics.forecast import FORECAST_METHODS
+def forecast_method(name: str | None, forecast_from: float | None) -> str:
+    """`--forecast-method` checked before the log is read: a `forecast.FORECAST_METHODS` name,
+    given only with `--forecast-from` (alone it would do nothing); not given: `forecast`'s
+    default. Otherwise one line and exit 2."""
+    from pgrpo.dynamics.forecast import DEFAULT_METHOD, FORECAST_METHODS
 
+    if name is None:
+        return DEFAULT_METHOD
+    if forecast_from is None:
+        fail(f"--forecast-method {name} without --forecast-from forecasts nothing",
+             "add --forecast-from FRACTION, or leave --forecast-method out")  # fmt: skip
     if name not in FORECAST_METHODS:
         fail(f"--forecast-method {name!r} is not a forecast method",
              f"give one of {', '.join(FORECAST_METHODS.names())}")  # fmt: skip
-    for package, extra in getattr(FORECAST_METHODS.get(name), "requires", {}).items():
-        if importlib.util.find_spec(package) is None:
-            fail(f"--forecast-method {name} needs {package}, which is not installed",
-                 f"pip install 'pgrpo[{extra}]', or use --forecast-method level_gain")  # fmt: skip
     return name
 
 

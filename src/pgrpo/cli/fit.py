@@ -30,11 +30,11 @@ def fit_cmd(
     forecast_from: float | None = typer.Option(
         None, "--forecast-from", help="Fit the first FRACTION of the log and forecast the rest."
     ),
-    forecast_method: str = typer.Option(
-        "level_gain",
+    forecast_method: str | None = typer.Option(
+        None,
         "--forecast-method",
-        help="How --forecast-from forecasts: level_gain (default), consensus (the median of "
-        "level_gain, a logistic and a damped trend; needs statsmodels), rom_blend.",
+        help="How --forecast-from forecasts: consensus (default: the median of level_gain, "
+        "level_gain with a logistic curve and a damped trend), level_gain, rom_blend.",
     ),
     out: Path = typer.Option(Path("."), "--out", help="Directory for fit.png."),
     as_json: bool = json_option("the fits, forecast and settings"),
@@ -62,7 +62,7 @@ def fit_cmd(
     from pgrpo.logs import read_log
 
     existing(log, "log", "a log file or a run directory")
-    _runopts.forecast_method(forecast_method)
+    method = _runopts.forecast_method(forecast_method, forecast_from)
     given = _runopts.given_settings(
         lr=lr, beta1=beta1, refresh_interval=refresh_interval, group_size=group_size,
         batch_prompts=batch_prompts, optimizer=optimizer, reward_range=reward_range,
@@ -73,7 +73,7 @@ def fit_cmd(
         reward_log = read_log(log, format=log_format, columns=FIT_COLUMNS, **opts)
         reward_log, settings = resolve_settings(reward_log, given)
         result = fit_log(reward_log, forecast_from=forecast_from, loss=loss,
-                         method=forecast_method)  # fmt: skip
+                         method=method)  # fmt: skip
     png = None
     if plot:
         from pgrpo.cli._mpl import import_quietly  # matplotlib only once the fit succeeded

@@ -38,8 +38,10 @@ def entropy_floor_forecast(step: np.ndarray, entropy: np.ndarray, level: float =
     horizon = float(step[-1]) + 3.0 * span + np.linspace(0.0, span, step.size)
     # no timescale prior: its centre (tau ~ 0.23 of the run) was learned from reward curves
     prior = replace(CORPUS_PRIOR, log_tau_ratio=None)
-    fc = forecast(step, entropy, float(step[-1]), model="exponential", horizon=horizon,
-                  level=level, prior=prior)  # fmt: skip
+    # level_gain: the floor and tau are read from its exponential (a consensus member need not
+    # be one), and the consensus was judged on reward curves, not entropies
+    fc = forecast(step, entropy, float(step[-1]), method="level_gain", model="exponential",
+                  horizon=horizon, level=level, prior=prior)  # fmt: skip
     tau = float(fc.fit.values["tau"])
     reached = float(step[0]) + tau * math.log(10.0)
     return {

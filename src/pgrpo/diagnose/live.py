@@ -153,7 +153,10 @@ def slope_t(step: np.ndarray, reward: np.ndarray, rho: float | None = None) -> f
 
 def _plateau_forecast(log: RewardLog, level: float) -> Forecast:
     """The forecast of the reward's plateau: `forecast` on all points so far of the mean reward
-    over a future span as long as the log so far, three spans from now (at the log's stride)."""
+    over a future span as long as the log so far, three spans from now (at the log's stride).
+    level_gain, not the default consensus: steps_to_90 reads the fitted curve, which is this
+    plateau's own (a consensus member may be the damped trend, and the consensus was judged on
+    the mean after a cut, not three spans ahead)."""
     step, hyper = log.step, log.hyperparameters
     lr = log.learning_rate
     span = max(float(step[-1] - step[0]), 1.0)
@@ -161,6 +164,7 @@ def _plateau_forecast(log: RewardLog, level: float) -> Forecast:
         step,
         log.reward,
         float(step[-1]),
+        method="level_gain",
         horizon=float(step[-1]) + 3.0 * span + np.linspace(0.0, span, step.size),
         lr=lr,
         lr_step=step if lr is not None else None,

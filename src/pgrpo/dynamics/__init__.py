@@ -21,11 +21,12 @@ Public API (see docs/dynamics.md):
 - runfit:    `run_inputs(step, columns, hyper)`, `fit_run(step, reward, **inputs)`: the one fit of
              a run's log, tau and kappa per optimizer step (online forecast, demo, fit, report,
              diagnose).
-- forecast:  `forecast(step, reward, cut, method="level_gain", lr=, ...)` -> Forecast
-             (`FORECAST_METHODS`: level_gain, calibrated on real runs, `levelgain.CORPUS_PRIOR`;
-             rom_blend); `evaluate_forecast`.
+- forecast:  `forecast(step, reward, cut, method="consensus", lr=, ...)` -> Forecast
+             (`FORECAST_METHODS`: consensus, the median of three, `consensus`; level_gain,
+             calibrated on real runs, `levelgain.CORPUS_PRIOR`; rom_blend); `evaluate_forecast`.
 - predict:   `predict(lr, beta1, kappa, refresh_interval=, group_size=, ...)` -> Prediction.
-- logs:      `pgrpo.dynamics.logfit.fit_log(RewardLog, forecast_from=)` (behind `pgrpo fit`).
+- logs:      `pgrpo.dynamics.logfit.fit_log(RewardLog, forecast_from=, method=)` (behind
+             `pgrpo fit`).
 - synthetic: `synthetic_suite(n_per_shape, seed)`: noisy recursion curves for tests/bench.
 """
 

@@ -1,10 +1,10 @@
 """Forecasting a reward curve: fit a prefix, predict the rest with an honest band, and score the
 forecast against the naive baselines (last-window mean; the single exponential).
 
-Three methods behind `FORECAST_METHODS`: `level_gain` (default; `levelgain`: the fitted level
-at the cut plus a corpus-learned share of the fitted further gain, band calibrated on real
-runs), `consensus` (`consensus`: the median of level_gain, level_gain with a logistic curve and
-a damped local trend; a candidate pre-registered for held-back round 3) and `rom_blend`.
+Three methods behind `FORECAST_METHODS`: `consensus` (default since held-back round 3;
+`consensus`: the median of level_gain, level_gain with a logistic curve and a damped local
+trend), `level_gain` (`levelgain`: the fitted level at the cut plus a corpus-learned share of
+the fitted further gain, band calibrated on real runs; the default before) and `rom_blend`.
 rom_blend's band = model variance (delta method: J Sigma J^T with the fit's parameter
 covariance) plus the observed residual noise, both inflated by (1 + rho) / (1 - rho) for lag-1
 residual autocorrelation rho > 0, plus a structural term for model misspecification measured by
@@ -53,6 +53,9 @@ class Forecast:
     metrics: dict[str, float] = field(default_factory=dict)
 
 
+DEFAULT_METHOD = "consensus"
+"""`forecast`'s method unless told (level_gain until held-back round 3: bench/holdout3/)."""
+
 MIN_FORECAST_POINTS = 6
 """The fewest points before the cut a forecast fits (the fits' own minimum)."""
 
@@ -76,7 +79,7 @@ def forecast(
     reward: np.ndarray,
     cut: float = 0.5,
     *,
-    method: str = "level_gain",
+    method: str = DEFAULT_METHOD,
     model: str | None = None,
     horizon: np.ndarray | None = None,
     lr: np.ndarray | None = None,
@@ -95,19 +98,22 @@ def forecast(
     """Fit the points up to `cut` and predict the rest.
 
     step, reward: [n] (the whole log; only the prefix is used for fitting). cut: a fraction of
-    the points in (0, 1), or a step. method: a FORECAST_METHODS name: `level_gain` (default;
-    the corpus-calibrated forecaster of `levelgain`, with `prior`) or `rom_blend` (the ROM fit
-    of `model`, default "rom", blended with the last-window mean when `combine`; `loss` is its
-    fit's loss). horizon: the future steps ([m], default: the log's steps after the cut).
-    lr / lr_step: the lr schedule, which may cover the future (the run's config knows it);
-    beyond it the last lr is held. clock: optimizer steps per unit of step (`fit_curve`).
-    weights: [n] inverse noise variances of the points (`runfit.noise_weights` from the logged
-    reward_std and G, B), used by level_gain's fit of the prefix.
+    the points in (0, 1), or a step. method: a FORECAST_METHODS name: `consensus` (default; the
+    median of level_gain with `model`, level_gain with the logistic curve and a damped local
+    trend, `pgrpo.dynamics.consensus`), `level_gain` (the corpus-calibrated forecaster of
+    `levelgain`, with `prior`) or `rom_blend` (the ROM fit of `model`, default "rom", blended
+    with the last-window mean when `combine`; `loss` is its fit's loss). horizon: the future
+    steps ([m], default: the log's steps after the cut). lr / lr_step: the lr schedule, which
+    may cover the future (the run's config knows it); beyond it the last lr is held. clock:
+    optimizer steps per unit of step (`fit_curve`). weights: [n] inverse noise variances of the
+    points (`runfit.noise_weights` from the logged reward_std and G, B), used by level_gain's
+    fit of the prefix.
     reward_range: the reward's known (lo, hi) bounds (the task's, `task.reward_range` of a
     pgrpo run): the fits keep their levels inside, and the forecast and its bands are clipped
     to it (a success rate is not forecast above 1); ignored when the points before the cut
     leave it (`rewardrange.range_holding`).
-    metrics["model_mean"] is always the fitted curve's own mean over the horizon.
+    metrics["model_mean"] is the mean over the horizon of the fitted curve's own path (level_gain,
+    rom_blend) or of the member the consensus took (`consensus`).
     """
     step = np.array(step, dtype=float)
     reward = np.array(reward, dtype=float)
@@ -188,11 +194,6 @@ def _consensus(step, reward, future, kw, *, model=None, combine=True, prior=CORP
     from pgrpo.dynamics.consensus import consensus  # imports this module (last_window_mean)
 
     return consensus(step, reward, future, {**kw, "weights": weights}, model=model, prior=prior)
-
-
-_consensus.requires = {"statsmodels": "forecast"}  # type: ignore[attr-defined]
-"""Packages a method needs beyond pgrpo's own (package -> the pgrpo extra that installs it);
-`pgrpo fit --forecast-method` checks them before it reads the log."""
 
 
 FORECAST_METHODS: Registry = Registry("forecast method")

@@ -332,11 +332,11 @@ def fit_log(
     forecast_from: float | None = None,
     loss: str = "linear",
     level: float = 0.9,
-    method: str = "level_gain",
+    method: str | None = None,
 ) -> LogFit:
     """Fit the rom (with the log's lr schedule and beta1 / K when known) and the baselines;
     forecast the rest of the log from its first `forecast_from` fraction (0 < f < 1) with the
-    forecast method `method` (`forecast.FORECAST_METHODS`)."""
+    forecast method `method` (`forecast.FORECAST_METHODS`; default `forecast.DEFAULT_METHOD`)."""
     if forecast_from is not None and not 0.0 < forecast_from < 1.0:
         raise ValueError(f"forecast_from must be a fraction in (0, 1), got {forecast_from!r}")
     log = thin_log(log)  # bin means past MAX_FIT_POINTS steps (lr and optimizer steps alike)
@@ -350,7 +350,12 @@ def fit_log(
     }
     fc, metrics = None, {}
     if forecast_from is not None:
-        from pgrpo.dynamics.forecast import MIN_FORECAST_POINTS, cut_index, forecast
+        from pgrpo.dynamics.forecast import (
+            DEFAULT_METHOD,
+            MIN_FORECAST_POINTS,
+            cut_index,
+            forecast,
+        )
 
         i = cut_index(log.step, forecast_from)
         cut_step = float(log.step[max(i, 1) - 1])
@@ -364,5 +369,6 @@ def fit_log(
                 "log; give an earlier --forecast-from"
             ), "forecast_cut_step": cut_step, "forecast_points": float(i)}  # fmt: skip
         else:
+            method = method or DEFAULT_METHOD
             fc = forecast(log.step, log.reward, forecast_from, level=level, method=method, **kw)
     return LogFit(log, rom, baselines, fc, constrained, metrics)
