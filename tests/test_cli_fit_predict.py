@@ -86,10 +86,16 @@ def test_fit_forecast_method_consensus_by_default_level_gain_and_a_bad_one(tmp_p
     plain = json.loads(lg.output)["forecast"]
     assert plain["method"] == "level_gain" and plain["member"] is None
     out = tmp_path / "not_made"
-    bad = runner.invoke(app, ["fit", str(run), "--forecast-method", "prophet", "--out", str(out)])
-    assert bad.exit_code == 2 and bad.output.count("\n") == 1
-    assert "'prophet' is not a forecast method" in bad.output and "consensus" in bad.output
-    assert not out.exists()  # checked before anything is made or read
+    for extra in ([], ["--forecast-from", "0.5"]):
+        bad = runner.invoke(app, ["fit", str(run), "--forecast-method", "prophet", *extra,
+                                  "--out", str(out)])  # fmt: skip
+        assert bad.exit_code == 2 and bad.output.count("\n") == 1
+        assert "'prophet' is not a forecast method" in bad.output and "consensus" in bad.output
+        assert not out.exists()  # checked before anything is made or read
+    alone = runner.invoke(app, ["fit", str(run), "--forecast-method", "level_gain", "--out",
+                                str(out)])  # fmt: skip
+    assert alone.exit_code == 2 and "without --forecast-from forecasts nothing" in alone.output
+    assert not out.exists()
 
 
 def test_predict_json_and_png(tmp_path):

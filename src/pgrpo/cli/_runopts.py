@@ -116,12 +116,12 @@ def forecast_method(name: str | None, forecast_from: float | None) -> str:
 
     if name is None:
         return DEFAULT_METHOD
-    if forecast_from is None:
-        fail(f"--forecast-method {name} without --forecast-from forecasts nothing",
-             "add --forecast-from FRACTION, or leave --forecast-method out")  # fmt: skip
     if name not in FORECAST_METHODS:
         fail(f"--forecast-method {name!r} is not a forecast method",
              f"give one of {', '.join(FORECAST_METHODS.names())}")  # fmt: skip
+    if forecast_from is None:
+        fail(f"--forecast-method {name} without --forecast-from forecasts nothing",
+             "add --forecast-from FRACTION, or leave --forecast-method out")  # fmt: skip
     return name
 
 
