@@ -7,7 +7,8 @@ Each DIR is a folder in the corpus layout (index.json with `runs`, one CSV per r
 Every run is forecast through the library (`pgrpo.dynamics.forecast`, the shipped
 CORPUS_PRIOR, inputs as bench/forecast_real.py builds them) at each cut by:
 
-- `default`: level_gain on the exponential (exponential_lr where the lr varies);
+- `default`: level_gain on the exponential (exponential_lr where the lr varies), `forecast`'s
+  default until held-back round 3 (the column keeps its name so results compare);
 - `logistic`: the same forecaster with the logistic curve, for runs that sit at a floor
   before they rise (an exponential fitted to such a rise is still climbing at the cut); where
   the prefix cannot fit one, the default's forecast, counted (`logistic_failed`);

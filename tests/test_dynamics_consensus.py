@@ -120,3 +120,5 @@ def test_a_known_reward_range_clips_the_consensus_forecast():
     y = np.clip(_rise(100, 8, tau=20.0, noise=0.02) + 0.19, None, 1.0)
     fc = forecast(step, y, 0.5, method="consensus", reward_range=(0.0, 1.0))
     assert np.all(fc.predicted <= 1.0) and fc.mean_band[1] <= 1.0
+    free = forecast(step, y, 0.5, method="consensus")  # the same without the range
+    assert free.mean_band[1] > 1.0  # so the clip above is the range's doing
