@@ -18,6 +18,8 @@ CORPUS_PRIOR, inputs as bench/forecast_real.py builds them) at each cut by:
   damped local trend (`pgrpo.dynamics.consensus`), with its own band (`covered_consensus`);
 - `damped_trend`: that damped local trend alone (the last-window mean where it cannot be
   fitted);
+- `ensemble_mean`: `forecast(method="ensemble_mean")`, the mean of the consensus's three
+  members, with its own band (`covered_ensemble_mean`);
 
 scored as bench/forecast_real.py scores (|predicted - observed mean after the cut| / std of the
 whole run, against the mean of the last 10 points before the cut), per folder and pooled.
@@ -47,7 +49,7 @@ from forecast_real import load_corpus  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "bench" / "results" / "forecast_pooled.json"
 AIC_MARGIN = 2.0
-METHODS = ("default", "logistic", "aic", "average", "consensus", "damped_trend")
+METHODS = ("default", "logistic", "aic", "average", "consensus", "damped_trend", "ensemble_mean")
 
 
 def run_rows(run: dict, folder: str, cuts) -> list[dict]:
@@ -68,6 +70,7 @@ def run_rows(run: dict, folder: str, cuts) -> list[dict]:
         logi = logi or expo
         cons = forecast(log.step, y, cut, prior=CORPUS_PRIOR, method="consensus", **kw)
         trend = cons.metrics["member_mean/damped_trend"]
+        ens = forecast(log.step, y, cut, prior=CORPUS_PRIOR, method="ensemble_mean", **kw)
         pred = {
             "default": expo.predicted_mean,
             "logistic": logi.predicted_mean,
@@ -75,6 +78,7 @@ def run_rows(run: dict, folder: str, cuts) -> list[dict]:
             "average": 0.5 * (expo.predicted_mean + logi.predicted_mean),
             "consensus": cons.predicted_mean,
             "damped_trend": trend,
+            "ensemble_mean": ens.predicted_mean,
         }
         obs = expo.observed_mean
         rows.append({"folder": folder, "run": run["meta"]["name"], "repo": run["meta"]["repo"],
@@ -82,6 +86,7 @@ def run_rows(run: dict, folder: str, cuts) -> list[dict]:
                      "aic_logistic_better": better, "consensus_member": cons.metrics["member"],
                      "covered_default": bool(expo.mean_band[0] <= obs <= expo.mean_band[1]),
                      "covered_consensus": bool(cons.mean_band[0] <= obs <= cons.mean_band[1]),
+                     "covered_ensemble_mean": bool(ens.mean_band[0] <= obs <= ens.mean_band[1]),
                      "std": float(np.std(y)) or 1.0, "last10": float(np.mean(y[max(i - 10, 0):i])),
                      **{f"pred_{k}": v for k, v in pred.items()}})  # fmt: skip
     return rows
@@ -94,6 +99,7 @@ def summarise(rows: list[dict]) -> dict:
            "logistic_failed": sum(r["logistic_failed"] for r in rows),
            "coverage_default": float(np.mean([r["covered_default"] for r in rows])),
            "coverage_consensus": float(np.mean([r["covered_consensus"] for r in rows])),
+           "coverage_ensemble_mean": float(np.mean([r["covered_ensemble_mean"] for r in rows])),
            }  # fmt: skip
     for m in METHODS:
         err = np.array([abs(r[f"pred_{m}"] - r["observed"]) / r["std"] for r in rows])

@@ -10,7 +10,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pgrpo.dynamics import forecast
-from pgrpo.dynamics.consensus import MIN_TREND_POINTS, damped_trend
+from pgrpo.dynamics.consensus import COMBINATIONS, MIN_TREND_POINTS, consensus, damped_trend
+from pgrpo.dynamics.forecast import last_window_mean
 
 
 def _rise(n: int, seed: int, tau: float = 30.0, noise: float = 0.05) -> np.ndarray:
@@ -37,6 +38,40 @@ def test_the_median_member_is_forecast_and_drawn(n, seed, cut, tau, noise):
     assert fc.metrics["member_mean/level_gain"] == pytest.approx(base.predicted_mean, abs=1e-12)
     logi = forecast(step, y, cut, method="level_gain", model="logistic")
     assert fc.metrics["member_mean/logistic"] == pytest.approx(logi.predicted_mean, abs=1e-12)
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(n=st.integers(24, 160), seed=st.integers(0, 10_000), cut=st.sampled_from([0.3, 0.5, 0.7]),
+       tau=st.floats(5.0, 200.0), noise=st.floats(0.0, 0.2))  # fmt: skip
+def test_ensemble_mean_draws_and_reports_the_mean_of_the_three_members(n, seed, cut, tau, noise):
+    step = np.arange(1, n + 1, dtype=float)
+    y = _rise(n, seed, tau, noise)
+    fc = forecast(step, y, cut, method="ensemble_mean")
+    med = forecast(step, y, cut, method="consensus")
+    names = ("level_gain", "logistic", "damped_trend")
+    means = [fc.metrics[f"member_mean/{k}"] for k in names]
+    assert means == [med.metrics[f"member_mean/{k}"] for k in names]  # the same three members
+    assert fc.metrics["member"] == "mean"
+    assert fc.predicted_mean == pytest.approx(float(np.mean(means)), abs=1e-12)
+    assert fc.predicted_mean == pytest.approx(float(np.mean(fc.predicted)), abs=1e-12)
+    i = int(round(cut * n))  # the drawn path is the members' paths averaged step by step
+    lg = forecast(step, y, cut, method="level_gain").predicted
+    lo = forecast(step, y, cut, method="level_gain", model="logistic").predicted
+    if i >= MIN_TREND_POINTS:
+        tr, _ = damped_trend(step[:i], y[:i], step[i:])
+    else:  # too short for the trend: the last-window mean stands in
+        tr = np.full(n - i, last_window_mean(y[:i]))
+    np.testing.assert_allclose(fc.predicted, (lg + lo + tr) / 3, rtol=0, atol=1e-12)
+    width = fc.mean_band[1] - fc.mean_band[0]  # the same band as the median's, recentred
+    assert width == pytest.approx(med.mean_band[1] - med.mean_band[0], abs=1e-12)
+    assert fc.mean_band[0] <= fc.predicted_mean <= fc.mean_band[1]
+
+
+def test_an_unknown_combination_is_refused_with_the_known_ones():
+    step = np.arange(1, 41, dtype=float)
+    with pytest.raises(KeyError, match="median"):
+        consensus(step[:20], _rise(40, 1)[:20], step[20:], {}, combination="trimmed")
+    assert set(COMBINATIONS.names()) == {"median", "mean"}
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])

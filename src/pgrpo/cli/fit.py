@@ -124,7 +124,9 @@ def _print(data: dict, console: Console) -> None:
         t = Table(title=f"forecast of the mean after step {fmt(fc['cut_step'], '.0f')}")
         for col in ("predictor", "predicted mean", "observed mean", "abs error"):
             t.add_column(col)
-        how = f"median: {fc['member']}" if fc.get("member") else f"{fc['model']} fit"
+        member = fc.get("member")  # consensus: the median member; ensemble_mean: "mean"
+        how = (f"{fc['model']} fit" if not member else "mean of three members"
+               if member == "mean" else f"median: {member}")  # fmt: skip
         t.add_row(
             f"{escape(fc['method'] or 'forecast')} ({escape(how)}; "
             f"{int(fc['level'] * 100)}% band {fmt(fc['band'][0])}..{fmt(fc['band'][1])})",

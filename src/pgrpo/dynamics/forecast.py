@@ -1,10 +1,12 @@
 """Forecasting a reward curve: fit a prefix, predict the rest with an honest band, and score the
 forecast against the naive baselines (last-window mean; the single exponential).
 
-Three methods behind `FORECAST_METHODS`: `consensus` (default since held-back round 3;
+Four methods behind `FORECAST_METHODS`: `consensus` (default since held-back round 3;
 `consensus`: the median of level_gain, level_gain with a logistic curve and a damped local
-trend), `level_gain` (`levelgain`: the fitted level at the cut plus a corpus-learned share of
-the fitted further gain, band calibrated on real runs; the default before) and `rom_blend`.
+trend), `ensemble_mean` (the mean of the same three; pre-registered against `consensus` for
+held-back round 4, bench/holdout4/README.md), `level_gain` (`levelgain`: the fitted level at
+the cut plus a corpus-learned share of the fitted further gain, band calibrated on real runs;
+the default before) and `rom_blend`.
 rom_blend's band = model variance (delta method: J Sigma J^T with the fit's parameter
 covariance) plus the observed residual noise, both inflated by (1 + rho) / (1 - rho) for lag-1
 residual autocorrelation rho > 0, plus a structural term for model misspecification measured by
@@ -100,9 +102,10 @@ def forecast(
     step, reward: [n] (the whole log; only the prefix is used for fitting). cut: a fraction of
     the points in (0, 1), or a step. method: a FORECAST_METHODS name: `consensus` (default; the
     median of level_gain with `model`, level_gain with the logistic curve and a damped local
-    trend, `pgrpo.dynamics.consensus`), `level_gain` (the corpus-calibrated forecaster of
-    `levelgain`, with `prior`) or `rom_blend` (the ROM fit of `model`, default "rom", blended
-    with the last-window mean when `combine`; `loss` is its fit's loss). horizon: the future
+    trend, `pgrpo.dynamics.consensus`), `ensemble_mean` (the mean of those three),
+    `level_gain` (the corpus-calibrated forecaster of `levelgain`, with `prior`) or `rom_blend`
+    (the ROM fit of `model`, default "rom", blended with the last-window mean when `combine`;
+    `loss` is its fit's loss). horizon: the future
     steps ([m], default: the log's steps after the cut). lr / lr_step: the lr schedule, which
     may cover the future (the run's config knows it); beyond it the last lr is held. clock:
     optimizer steps per unit of step (`fit_curve`). weights: [n] inverse noise variances of the
@@ -113,7 +116,8 @@ def forecast(
     to it (a success rate is not forecast above 1); ignored when the points before the cut
     leave it (`rewardrange.range_holding`).
     metrics["model_mean"] is the mean over the horizon of the fitted curve's own path (level_gain,
-    rom_blend) or of the member the consensus took (`consensus`).
+    rom_blend), of the member the consensus took (`consensus`) or of the members' mean
+    (`ensemble_mean`).
     """
     step = np.array(step, dtype=float)
     reward = np.array(reward, dtype=float)
@@ -196,10 +200,19 @@ def _consensus(step, reward, future, kw, *, model=None, combine=True, prior=CORP
     return consensus(step, reward, future, {**kw, "weights": weights}, model=model, prior=prior)
 
 
+def _ensemble_mean(step, reward, future, kw, *, model=None, combine=True, prior=CORPUS_PRIOR,
+                   weights=None):  # fmt: skip
+    from pgrpo.dynamics.consensus import consensus
+
+    return consensus(step, reward, future, {**kw, "weights": weights}, model=model, prior=prior,
+                     combination="mean")  # fmt: skip
+
+
 FORECAST_METHODS: Registry = Registry("forecast method")
 FORECAST_METHODS.add("level_gain", _level_gain)
 FORECAST_METHODS.add("rom_blend", _rom_blend)
 FORECAST_METHODS.add("consensus", _consensus)
+FORECAST_METHODS.add("ensemble_mean", _ensemble_mean)
 
 
 def _backtest(step: np.ndarray, reward: np.ndarray, model: str, kw: dict, future: np.ndarray):
