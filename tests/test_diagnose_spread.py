@@ -10,21 +10,30 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import pgrpo.diagnose.instability as instability
 from pgrpo.diagnose import diagnose
 from pgrpo.diagnose.curvestats import curve_statistics
+from pgrpo.diagnose.instability import prompt_mix_ramp
 
 B, G = 32, 8
 
 
-def _run(seed: int, n: int = 200, swing: tuple[float, float] | None = None) -> dict:
+def _run(
+    seed: int,
+    n: int = 200,
+    swing: tuple[float, float] | None = None,
+    floor: float = 0.02,
+    centre: float = 0.3,
+) -> dict:
     """Batch means of B prompts x G rollouts; each prompt's rate is the step's level moved by
     N(0, 1.5) on the logit scale (noise beyond binomial). Default: the level rises from 0.02
     to 0.5 (a learning run from the floor); swing=(a0, a1): the level oscillates about 0.5 with
-    a period of 8 steps and an amplitude growing from a0 to a1 (an instability)."""
+    a period of 8 steps and an amplitude growing from a0 to a1 (an instability). floor: where
+    the rise starts; centre: the share of the run where it is halfway."""
     rng = np.random.default_rng(seed)
     t = np.arange(1, n + 1, dtype=float)
     if swing is None:
-        level = 0.02 + 0.48 / (1 + np.exp(-(t - 0.3 * n) / (0.08 * n)))
+        level = floor + (0.5 - floor) / (1 + np.exp(-(t - centre * n) / (0.08 * n)))
     else:
         level = 0.5 + np.linspace(*swing, n) * np.sin(2 * np.pi * t / 8)
     logit = np.log(level / (1 - level))
@@ -73,3 +82,34 @@ def test_a_noise_profile_only_lowers_the_growth_statistics(seed, n, trend):
     assert scaled["growth_rank"][0] <= raw["growth_rank"][0] + 1e-9
     for key in ("trend_t", "spectral", "drop_z"):
         np.testing.assert_array_equal(scaled[key], raw[key])
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(1, 400), g=st.sampled_from([None, 0, 1, 2, 8, 16, 64.0]))
+def test_the_prompt_mix_ramp_runs_from_1_to_sqrt_g_over_the_thirds(n, g):
+    ramp = prompt_mix_ramp(n, g)
+    top = np.sqrt(g) if g and g > 1 else 1.0
+    third = max(3, n // 3)
+    assert ramp.shape == (n,)
+    np.testing.assert_allclose(ramp[: min(third, n)], 1.0)
+    np.testing.assert_allclose(ramp[max(n - third, third) :], top)  # overlap: the first's
+    assert np.all(np.diff(ramp) >= -1e-12) and np.all((ramp >= 1.0) & (ramp <= top + 1e-12))
+
+
+def _stated(cols: dict) -> dict:
+    n = cols["reward"].size
+    cols = {k: v for k, v in cols.items() if k != "reward_std"}
+    return cols | {"group_size": np.full(n, float(G)), "batch_prompts": np.full(n, float(B))}
+
+
+def test_prompts_that_polarise_as_a_run_leaves_the_floor_are_no_instability(monkeypatch):
+    # from p 0.001 nearly every rollout fails alike; by the end prompts are solved or not, and
+    # the batch mean's noise has grown beyond sqrt(p (1 - p)) by up to sqrt(G)
+    runs = [_stated(_run(seed, floor=0.001, centre=0.5)) for seed in range(30)]
+    assert sum(map(_fires, runs)) <= 1
+    monkeypatch.setattr(instability, "prompt_mix_ramp", lambda n, g: np.ones(n))
+    assert sum(map(_fires, runs)) >= 4  # without the ramp (the code before): 6 of 30
+
+
+def test_swings_that_grow_beyond_the_prompt_mix_still_read_as_instability_at_a_stated_n():
+    assert sum(_fires(_stated(_run(seed, swing=(0.02, 0.35)))) for seed in range(10)) >= 9

@@ -52,14 +52,15 @@ this share of the reward's steps."""
 
 def _spread_profile(s: Signals, ok: np.ndarray, x: np.ndarray) -> np.ndarray | None:
     """The batch noise's profile under the AR(1) null ([n], x: the unit-scale reward at the ok
-    steps): the logged reward_std (gaps filled linearly) when it is finite on SPREAD_COVERAGE
-    of the steps and not all 0, else sqrt(p (1 - p)) of the smoothed level for means of a
-    stated N of 0/1 rewards whose noise is beyond binomial (prompts of different difficulty),
-    else None; smoothed by a centred moving average over max(5, n / 10) steps. The sd of a
-    batch mean moves with the spread: where it grows (a run leaving a floor at which every
-    rollout failed), the swings of the mean grow with it and are no instability (two held-back
-    runs rising from 0 read 'dynamical_instability' on swings x1.8 and x2.1 against a
-    constant-noise null; 5-25% of simulated 32-prompt runs rising from p 0.02, 2026-12-04)."""
+    steps): the logged reward_std (gaps filled linearly) when it is finite on
+    SPREAD_COVERAGE of the steps and not all 0, else sqrt(p (1 - p)) of the smoothed level
+    times `prompt_mix_ramp` for means of a stated N of 0/1 rewards whose noise is beyond
+    binomial (prompts of different difficulty), else None; smoothed by a centred moving
+    average over max(5, n / 10) steps. The sd of a batch mean moves with the spread: where
+    it grows (a run leaving a floor at which every rollout failed), the swings of the mean
+    grow with it and are no instability (two held-back runs rising from 0 read
+    'dynamical_instability' on swings x1.8 and x2.1 against a constant-noise null; 5-25% of
+    simulated 32-prompt runs rising from p 0.02, 2026-12-04)."""
     w = max(5, x.size // 10)
     sd = s.get("reward_std")[ok] if "reward_std" in s.columns else np.full(x.size, np.nan)
     fin = np.isfinite(sd)
@@ -67,8 +68,31 @@ def _spread_profile(s: Signals, ok: np.ndarray, x: np.ndarray) -> np.ndarray | N
         i = np.arange(sd.size)
         return centred_smooth(np.interp(i, i[fin], np.abs(sd[fin]))[None, :], w)[0]
     if nm.is_binary_mean(x, n_rollouts(s)):
-        return binomial_sd(centred_smooth(x[None, :], w)[0])
+        return binomial_sd(centred_smooth(x[None, :], w)[0]) * prompt_mix_ramp(
+            x.size, s.hyper("group_size")
+        )
     return None
+
+
+def prompt_mix_ramp(n: int, group_size: float | None) -> np.ndarray:
+    """[n] the most that prompts of different difficulty can grow a batch mean's noise sd
+    beyond sqrt(p (1 - p)), over a run: 1 over the first third, sqrt(G) over the last, linear
+    between (all ones when G is unknown or 1). The variance of a mean of B prompts x G 0/1
+    rollouts is (Var(p_i) (1 - 1/G) + p (1 - p) / G) / B: from p (1 - p) / (G B) when every
+    prompt has the same success rate (a run at a floor, whose rare successes are independent)
+    to p (1 - p) / B when every prompt is all-or-nothing (a run that has learned some prompts
+    and not others), a factor sqrt(G) in sd. An overdispersed 0/1 mean (AR(1) null) can so grow
+    its swings by up to sqrt(G) as it learns, with no instability (a held-back run rising from
+    0.0004 to 0.44 at G 8 read growth x1.74 against sqrt(p (1 - p)), 2026-12-04)."""
+    g = float(group_size) if group_size and group_size > 1 else 1.0
+    third = max(3, n // 3)
+    ramp = np.ones(n)
+    middle = np.arange(third, max(n - third, third))
+    if middle.size:
+        ramp[middle] = 1.0 + (math.sqrt(g) - 1.0) * (middle - third + 1) / (middle.size + 1)
+    ramp[n - third :] = math.sqrt(g)
+    ramp[:third] = 1.0  # thirds that overlap (n < 6): the first's, so no growth is allowed
+    return ramp
 
 
 def _oscillation_evidence(s: Signals) -> tuple[dict[str, float], float]:
