@@ -279,6 +279,13 @@ def _late_rank_sum(both: np.ndarray, first: int) -> tuple[np.ndarray, np.ndarray
     return r_late, ties
 
 
+def thirds(n: int) -> tuple[slice, slice]:
+    """The first and last thirds of n points (at least 3 each; they overlap when n < 6) that
+    the growth statistics compare."""
+    third = max(3, n // 3)
+    return slice(0, third), slice(n - third, n)
+
+
 def _rank_growth(early: np.ndarray, late: np.ndarray) -> np.ndarray:
     """Mann-Whitney z (ties corrected) of late values over early ones, per row, over the finite
     entries: early [M, a], late [M, b] -> [M]; 0 (no evidence) where either has fewer than
@@ -322,8 +329,7 @@ def _residual_statistics(
     tol = ROUNDING * np.max(np.abs(y), axis=1, keepdims=True)
     resid = np.where(np.abs(resid) <= tol, 0.0, resid)
     free = ~_pinned(y, tol)
-    third = max(3, n // 3)
-    parts = (slice(0, third), slice(n - third, n))
+    parts = thirds(n)
     early, late = (_masked_sd(resid[:, part], free[:, part]) for part in parts)
     ones = np.ones((y.shape[0], 1))
     divisor = [ones, ones]

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from pgrpo.diagnose import nullmodel as nm
-from pgrpo.diagnose.curvestats import binomial_sd, centred_smooth
+from pgrpo.diagnose.curvestats import binomial_sd, centred_smooth, thirds
 from pgrpo.diagnose.rules import ALPHA_MODE, KL_FLOOR, MIN_STEPS, _lack, n_rollouts
 from pgrpo.diagnose.signals import Signals, finite, window_mean
 from pgrpo.diagnose.verdict import DIAGNOSTIC_RULES, ModeVerdict, cannot_judge, confidence, verdict
@@ -68,30 +68,39 @@ def _spread_profile(s: Signals, ok: np.ndarray, x: np.ndarray) -> np.ndarray | N
         i = np.arange(sd.size)
         return centred_smooth(np.interp(i, i[fin], np.abs(sd[fin]))[None, :], w)[0]
     if nm.is_binary_mean(x, n_rollouts(s)):
-        return binomial_sd(centred_smooth(x[None, :], w)[0]) * prompt_mix_ramp(
-            x.size, s.hyper("group_size")
-        )
+        ramp = prompt_mix_ramp(x, n_rollouts(s), s.hyper("group_size"))
+        return binomial_sd(centred_smooth(x[None, :], w)[0]) * ramp
     return None
 
 
-def prompt_mix_ramp(n: int, group_size: float | None) -> np.ndarray:
-    """[n] the most that prompts of different difficulty can grow a batch mean's noise sd
-    beyond sqrt(p (1 - p)), over a run: 1 over the first third, sqrt(G) over the last, linear
-    between (all ones when G is unknown or 1). The variance of a mean of B prompts x G 0/1
-    rollouts is (Var(p_i) (1 - 1/G) + p (1 - p) / G) / B: from p (1 - p) / (G B) when every
-    prompt has the same success rate (a run at a floor, whose rare successes are independent)
-    to p (1 - p) / B when every prompt is all-or-nothing (a run that has learned some prompts
-    and not others), a factor sqrt(G) in sd. An overdispersed 0/1 mean (AR(1) null) can so grow
-    its swings by up to sqrt(G) as it learns, with no instability (a held-back run rising from
-    0.0004 to 0.44 at G 8 read growth x1.74 against sqrt(p (1 - p)), 2026-12-04)."""
+def prompt_mix_ramp(x: np.ndarray, n_rollouts: float, group_size: float | None) -> np.ndarray:
+    """[n] the most that prompts of different difficulty can grow the noise sd of x: [n], a
+    mean of N = n_rollouts 0/1 rewards per step, beyond sqrt(p (1 - p)) over a run: 1 over the
+    first third, sqrt(G / D) over the last (linear between; only the two thirds enter the growth
+    statistics), all ones when G is unknown or 1 or the thirds overlap. The variance of a mean
+    of B prompts x G 0/1 rollouts is (Var(p_i) (1 - 1/G) + p (1 - p) / G) / B: from the
+    binomial p (1 - p) / N when every prompt has the same success rate (a run at a floor, whose
+    rare successes are independent) to G times that when every prompt is all-or-nothing (a run
+    that has learned some prompts and not others). D in [1, G] is the overdispersion the first
+    third already shows (its noise variance from first differences over the binomial
+    p (1 - p) / N at its smoothed level): a run that starts overdispersed has that much less
+    room to grow, a run at a floor (D ~ 1) the full sqrt(G). (A held-back run rising from
+    0.0004 to 0.44 at G 8 read growth x1.74 against sqrt(p (1 - p)), 2026-12-04.)"""
+    x = np.asarray(x, dtype=float)
+    n = x.size
+    first, last = thirds(n)
     g = float(group_size) if group_size and group_size > 1 else 1.0
-    third = max(3, n // 3)
-    ramp = np.ones(n)
-    middle = np.arange(third, max(n - third, third))
-    if middle.size:
-        ramp[middle] = 1.0 + (math.sqrt(g) - 1.0) * (middle - third + 1) / (middle.size + 1)
-    ramp[n - third :] = math.sqrt(g)
-    ramp[:third] = 1.0  # thirds that overlap (n < 6): the first's, so no growth is allowed
+    if g == 1.0 or first.stop > last.start:
+        return np.ones(n)
+    level = centred_smooth(x[None, :], max(5, n // 10))[0][first]
+    binomial = float(np.mean(level * (1.0 - level))) / float(n_rollouts)
+    noise = float(np.mean(np.diff(x[first]) ** 2)) / 2.0
+    d = min(max(noise / binomial, 1.0), g) if binomial > 0 else 1.0
+    top = math.sqrt(g / d)
+    ramp = np.full(n, top)
+    ramp[first] = 1.0
+    middle = np.arange(first.stop, last.start)
+    ramp[middle] = 1.0 + (top - 1.0) * (middle - first.stop + 1) / (middle.size + 1)
     return ramp
 
 
