@@ -346,6 +346,53 @@ def test_a_killed_writer_whose_forked_child_lives_on_does_not_keep_the_lock(tmp_
         pass
 
 
+def test_a_child_that_still_has_the_lock_file_open_does_not_keep_the_lock(tmp_path):
+    """The race behind the test above, made certain: the child keeps an open descriptor of the
+    lock file (a dup its at-fork hook does not know of, as a child that has not yet run the
+    hook when the trainer is killed). The lock is the dead writer's own, so it is free."""
+    import signal
+    import subprocess
+    import sys
+
+    from pgrpo.train.runlock import run_lock
+
+    code = (
+        "import os, sys, time\n"
+        "from pgrpo.train import runlock\n"
+        "with runlock.run_lock(sys.argv[1]):\n"
+        "    spare = os.dup(next(iter(runlock._HELD.values())))\n"
+        "    if os.fork() == 0:\n"
+        "        time.sleep(30); os._exit(0)\n"
+        "    print('ready', flush=True); time.sleep(60)\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], stdout=subprocess.PIPE)
+    assert proc.stdout.readline().strip() == b"ready"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    with run_lock(tmp_path):
+        pass
+
+
+def test_a_second_lock_of_the_same_folder_in_one_process_is_refused_and_keeps_the_first(tmp_path):
+    import subprocess
+    import sys
+
+    from pgrpo.train.runlock import RunLockedError, run_lock
+
+    probe = ("import sys\nfrom pgrpo.train.runlock import run_lock, RunLockedError\n"
+             "try:\n    with run_lock(sys.argv[1]): print('free')\n"
+             "except RunLockedError: print('held')\n")  # fmt: skip
+    with run_lock(tmp_path):
+        with pytest.raises(RunLockedError, match="this process"):
+            with run_lock(tmp_path):
+                pass
+        out = subprocess.run([sys.executable, "-c", probe, str(tmp_path)], capture_output=True,
+                             text=True, timeout=60).stdout.strip()  # fmt: skip
+        assert out == "held"  # the refused second lock did not release the first
+    with run_lock(tmp_path):  # released on leaving the block
+        pass
+
+
 def test_a_model_folder_published_by_another_process_first_is_kept(tmp_path):
     """Two runs converting SmolLM2 at once on a fresh machine: the second's os.replace of its
     folder onto the first's (not empty) raised ENOTEMPTY and that run failed (seen when a
