@@ -22,7 +22,8 @@ CORPUS_PRIOR, inputs as bench/forecast_real.py builds them) at each cut by:
   members, with its own band (`covered_ensemble_mean`);
 
 scored as bench/forecast_real.py scores (|predicted - observed mean after the cut| / std of the
-whole run, against the mean of the last 10 points before the cut), per folder and pooled.
+whole run, against the mean of the last 10 points before the cut), per folder and pooled; the
+JSON gives each median with its distribution-free 90% interval (`median_err_ci90`).
 
 Nothing here is held out: these are looks at runs that have been used (the shared corpus for
 the prior, rounds 1 and 2 as pre-registered checks), so a better row here is a candidate for
@@ -92,8 +93,22 @@ def run_rows(run: dict, folder: str, cuts) -> list[dict]:
     return rows
 
 
+def median_interval(err: np.ndarray, level: float = 0.9) -> tuple[float, float]:
+    """The distribution-free `level` interval of the median of err: [r] (order statistics
+    k and r + 1 - k, k the largest with P(Binomial(r, 1/2) <= k - 1) <= (1 - level) / 2); the
+    whole range when r is too small for one."""
+    from scipy.stats import binom
+
+    e = np.sort(np.asarray(err, dtype=float))
+    r = e.size
+    k = max((j for j in range(1, r // 2 + 1) if binom.cdf(j - 1, r, 0.5) <= (1 - level) / 2),
+            default=1)  # fmt: skip
+    return float(e[k - 1]), float(e[r - k])
+
+
 def summarise(rows: list[dict]) -> dict:
-    """Per method: median |error| / std, the last-10 mean's, and wins over it."""
+    """Per method: median |error| / std with its 90% interval, the last-10 mean's, and wins
+    over it."""
     base = np.array([abs(r["last10"] - r["observed"]) / r["std"] for r in rows])
     out = {"runs": len(rows), "median_err_last10": float(np.median(base)),
            "logistic_failed": sum(r["logistic_failed"] for r in rows),
@@ -103,7 +118,8 @@ def summarise(rows: list[dict]) -> dict:
            }  # fmt: skip
     for m in METHODS:
         err = np.array([abs(r[f"pred_{m}"] - r["observed"]) / r["std"] for r in rows])
-        out[m] = {"median_err": float(np.median(err)), "wins_vs_last10": int(np.sum(err < base))}
+        out[m] = {"median_err": float(np.median(err)), "median_err_ci90": median_interval(err),
+                  "wins_vs_last10": int(np.sum(err < base))}  # fmt: skip
     return out
 
 

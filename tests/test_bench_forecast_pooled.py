@@ -57,3 +57,19 @@ def test_a_folder_without_an_index_is_one_line_and_exit_2(tmp_path):
                           text=True, timeout=120)  # fmt: skip
     assert proc.returncode == 2
     assert proc.stderr.strip().count("\n") == 0 and "no index.json" in proc.stderr
+
+
+def test_the_median_interval_covers_the_median_at_least_as_often_as_it_says():
+    sys.path.insert(0, str(ROOT / "bench"))
+    from forecast_pooled import median_interval
+
+    rng = np.random.default_rng(0)
+    for r in (9, 35, 113):
+        hits = 0
+        for _ in range(400):
+            lo, hi = median_interval(rng.exponential(1.0, r))
+            hits += lo <= np.log(2.0) <= hi  # the exponential's median
+        assert hits >= 0.87 * 400  # 90% nominal, at least (order statistics are conservative)
+    assert median_interval(np.array([0.3])) == (0.3, 0.3)
+    lo, hi = median_interval(np.arange(35.0))
+    assert lo < 17.0 < hi and lo + hi == 34.0  # symmetric order statistics about the median

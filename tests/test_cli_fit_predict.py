@@ -87,10 +87,11 @@ def test_fit_forecast_method_consensus_by_default_level_gain_and_a_bad_one(tmp_p
     assert plain["method"] == "level_gain" and plain["member"] is None
     ens = runner.invoke(app, [*args, "--forecast-method", "ensemble_mean"])
     mean = json.loads(ens.output)["forecast"]
-    assert mean["method"] == "ensemble_mean" and mean["member"] == "mean"
+    assert mean["method"] == "ensemble_mean" and mean["member"] is None
+    assert mean["combination"] == "mean" and fc["combination"] == "median"
     table = runner.invoke(app, [a for a in args if a != "--json"] + ["--forecast-method",
                           "ensemble_mean"], env={"COLUMNS": "200"})  # fmt: skip
-    assert table.exit_code == 0 and "mean of three members" in table.output
+    assert table.exit_code == 0 and "mean of the members" in table.output
     out = tmp_path / "not_made"
     for extra in ([], ["--forecast-from", "0.5"]):
         bad = runner.invoke(app, ["fit", str(run), "--forecast-method", "prophet", *extra,

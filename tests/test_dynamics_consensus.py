@@ -51,7 +51,7 @@ def test_ensemble_mean_draws_and_reports_the_mean_of_the_three_members(n, seed, 
     names = ("level_gain", "logistic", "damped_trend")
     means = [fc.metrics[f"member_mean/{k}"] for k in names]
     assert means == [med.metrics[f"member_mean/{k}"] for k in names]  # the same three members
-    assert fc.metrics["member"] == "mean"
+    assert fc.metrics["member"] is None and fc.metrics["combination"] == "mean"
     assert fc.predicted_mean == pytest.approx(float(np.mean(means)), abs=1e-12)
     assert fc.predicted_mean == pytest.approx(float(np.mean(fc.predicted)), abs=1e-12)
     i = int(round(cut * n))  # the drawn path is the members' paths averaged step by step

@@ -125,9 +125,11 @@ def _print(data: dict, console: Console) -> None:
         t = Table(title=f"forecast of the mean after step {fmt(fc['cut_step'], '.0f')}")
         for col in ("predictor", "predicted mean", "observed mean", "abs error"):
             t.add_column(col)
-        member = fc.get("member")  # consensus: the median member; ensemble_mean: "mean"
-        how = (f"{fc['model']} fit" if not member else "mean of three members"
-               if member == "mean" else f"median: {member}")  # fmt: skip
+        how = f"{fc['model']} fit"
+        if fc.get("combination"):  # the consensus's members, combined
+            how = f"{fc['combination']} of the members" + (
+                f": {fc['member']}" if fc.get("member") else ""
+            )
         t.add_row(
             f"{escape(fc['method'] or 'forecast')} ({escape(how)}; "
             f"{int(fc['level'] * 100)}% band {fmt(fc['band'][0])}..{fmt(fc['band'][1])})",

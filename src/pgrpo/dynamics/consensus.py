@@ -95,7 +95,9 @@ def damped_trend(
     return np.clip(path, float(y.min()), float(y.max())), converged
 
 
-def _median_member(paths: dict[str, np.ndarray], means: dict[str, float]):
+def _median_member(
+    paths: dict[str, np.ndarray], means: dict[str, float]
+) -> tuple[str | None, np.ndarray]:
     """The member whose mean is the median of the three, and its own path (a tie names the
     first, level_gain)."""
     middle = float(np.median(list(means.values())))
@@ -103,9 +105,12 @@ def _median_member(paths: dict[str, np.ndarray], means: dict[str, float]):
     return pick, paths[pick]
 
 
-def _mean_of_members(paths: dict[str, np.ndarray], means: dict[str, float]):
-    """The equal-weight mean of the members' paths (its mean is the mean of their means)."""
-    return "mean", np.mean(np.vstack(list(paths.values())), axis=0)
+def _mean_of_members(
+    paths: dict[str, np.ndarray], means: dict[str, float]
+) -> tuple[str | None, np.ndarray]:
+    """No single member (None) and the equal-weight mean of the members' paths (its mean is
+    the mean of their means)."""
+    return None, np.mean(np.vstack(list(paths.values())), axis=0)
 
 
 COMBINATIONS: Registry = Registry("consensus combination")
@@ -127,7 +132,9 @@ def consensus(
     step, reward: [n] at future: [m]; fit_kw as `level_gain` takes it. model: the first
     member's curve (default as level_gain's). combination: a COMBINATIONS name, "median" (the
     median member, `forecast(method="consensus")`) or "mean" (the mean of the three paths,
-    `forecast(method="ensemble_mean")`)."""
+    `forecast(method="ensemble_mean")`). metrics["member"] names the member taken (None for
+    the mean) and metrics["combination"] the combination; the fit returned is the member's
+    taken, else level_gain's (for the mean: the first member's, not the path drawn)."""
     combine = COMBINATIONS.get(combination)
     base = level_gain(step, reward, future, fit_kw, model=model, prior=prior)
     fit, base_pred, var_step, var_mean, base_metrics = base
@@ -149,6 +156,7 @@ def consensus(
         **{f"base/{k}": v for k, v in base_metrics.items()},
         **{f"member_mean/{k}": v for k, v in means.items()},
         "member": pick,
+        "combination": combination,
         "member_spread_var": spread,
         "logistic_failed": float(logi_fit is None),
         "trend_failed": float(trend is None),

@@ -193,26 +193,25 @@ def _level_gain(step, reward, future, kw, *, model=None, combine=True, prior=COR
     return level_gain(step, reward, future, {**kw, "weights": weights}, model=model, prior=prior)
 
 
-def _consensus(step, reward, future, kw, *, model=None, combine=True, prior=CORPUS_PRIOR,
-               weights=None):  # fmt: skip
-    from pgrpo.dynamics.consensus import consensus  # imports this module (last_window_mean)
+def _members(combination: str):
+    """The forecast method that combines the consensus's three members by `combination` (a
+    `consensus.COMBINATIONS` name)."""
 
-    return consensus(step, reward, future, {**kw, "weights": weights}, model=model, prior=prior)
+    def run(step, reward, future, kw, *, model=None, combine=True, prior=CORPUS_PRIOR,
+            weights=None):  # fmt: skip
+        from pgrpo.dynamics.consensus import consensus  # imports this module (last_window_mean)
 
+        return consensus(step, reward, future, {**kw, "weights": weights}, model=model,
+                         prior=prior, combination=combination)  # fmt: skip
 
-def _ensemble_mean(step, reward, future, kw, *, model=None, combine=True, prior=CORPUS_PRIOR,
-                   weights=None):  # fmt: skip
-    from pgrpo.dynamics.consensus import consensus
-
-    return consensus(step, reward, future, {**kw, "weights": weights}, model=model, prior=prior,
-                     combination="mean")  # fmt: skip
+    return run
 
 
 FORECAST_METHODS: Registry = Registry("forecast method")
 FORECAST_METHODS.add("level_gain", _level_gain)
 FORECAST_METHODS.add("rom_blend", _rom_blend)
-FORECAST_METHODS.add("consensus", _consensus)
-FORECAST_METHODS.add("ensemble_mean", _ensemble_mean)
+FORECAST_METHODS.add("consensus", _members("median"))
+FORECAST_METHODS.add("ensemble_mean", _members("mean"))
 
 
 def _backtest(step: np.ndarray, reward: np.ndarray, model: str, kw: dict, future: np.ndarray):

@@ -305,7 +305,8 @@ def _forecast_dict(fc: Forecast, reward: np.ndarray) -> dict[str, Any]:
         "covered": bool(fc.mean_band[0] <= obs <= fc.mean_band[1]),
         "model": fc.fit.model,
         "method": fc.metrics.get("method"),
-        "member": fc.metrics.get("member"),  # consensus: the median member; ensemble_mean: "mean"
+        "member": fc.metrics.get("member"),  # consensus: the median member taken
+        "combination": fc.metrics.get("combination"),  # consensus: median; ensemble_mean: mean
         "model_mean": fc.metrics.get("model_mean"),
         "weight_model": fc.metrics.get("weight_model"),
         "baselines": {
