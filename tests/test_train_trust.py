@@ -320,28 +320,35 @@ def test_partial_checkpoint_folders_are_removed_on_the_next_start(tmp_path):
     assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == ["latest", "step-2"]
 
 
-def test_a_killed_writer_whose_forked_child_lives_on_does_not_keep_the_lock(tmp_path):
-    """The reward scorer forks a child per batch; a SIGKILL of the trainer left that child holding
-    the inherited lock until it exited, so a resume straight after the kill was refused (seen once
-    in tests/test_train_resume.py's SIGKILL test under load)."""
+def _kill_a_writer_whose_child_lives_on(run_dir, before_fork: str = "") -> None:
+    """Start a process that takes run_dir's lock, runs `before_fork` (one line of Python inside
+    the lock, `runlock` imported), forks a child that sleeps on, and SIGKILL it."""
     import signal
     import subprocess
     import sys
 
-    from pgrpo.train.runlock import run_lock
-
     code = (
         "import os, sys, time\n"
-        "from pgrpo.train.runlock import run_lock\n"
-        "with run_lock(sys.argv[1]):\n"
+        "from pgrpo.train import runlock\n"
+        "with runlock.run_lock(sys.argv[1]):\n"
+        f"    {before_fork or 'pass'}\n"
         "    if os.fork() == 0:\n"
         "        time.sleep(30); os._exit(0)\n"
         "    print('ready', flush=True); time.sleep(60)\n"
     )
-    proc = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], stdout=subprocess.PIPE)
+    proc = subprocess.Popen([sys.executable, "-c", code, str(run_dir)], stdout=subprocess.PIPE)
     assert proc.stdout.readline().strip() == b"ready"
     proc.send_signal(signal.SIGKILL)
     proc.wait()
+
+
+def test_a_killed_writer_whose_forked_child_lives_on_does_not_keep_the_lock(tmp_path):
+    """The reward scorer forks a child per batch; a SIGKILL of the trainer left that child holding
+    the inherited lock until it exited, so a resume straight after the kill was refused (seen once
+    in tests/test_train_resume.py's SIGKILL test under load)."""
+    from pgrpo.train.runlock import run_lock
+
+    _kill_a_writer_whose_child_lives_on(tmp_path)
     with run_lock(tmp_path):  # the orphaned child is still asleep; the lock is free
         pass
 
@@ -350,25 +357,11 @@ def test_a_child_that_still_has_the_lock_file_open_does_not_keep_the_lock(tmp_pa
     """The race behind the test above, made certain: the child keeps an open descriptor of the
     lock file (a dup its at-fork hook does not know of, as a child that has not yet run the
     hook when the trainer is killed). The lock is the dead writer's own, so it is free."""
-    import signal
-    import subprocess
-    import sys
-
     from pgrpo.train.runlock import run_lock
 
-    code = (
-        "import os, sys, time\n"
-        "from pgrpo.train import runlock\n"
-        "with runlock.run_lock(sys.argv[1]):\n"
-        "    spare = os.dup(next(iter(runlock._HELD.values())))\n"
-        "    if os.fork() == 0:\n"
-        "        time.sleep(30); os._exit(0)\n"
-        "    print('ready', flush=True); time.sleep(60)\n"
+    _kill_a_writer_whose_child_lives_on(
+        tmp_path, "spare = os.dup(next(iter(runlock._HELD.values())))"
     )
-    proc = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], stdout=subprocess.PIPE)
-    assert proc.stdout.readline().strip() == b"ready"
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
     with run_lock(tmp_path):
         pass
 

@@ -76,7 +76,7 @@ def _spread_profile(s: Signals, ok: np.ndarray, x: np.ndarray) -> np.ndarray | N
 def prompt_mix_ramp(x: np.ndarray, n_rollouts: float, group_size: float | None) -> np.ndarray:
     """[n] the most that prompts of different difficulty can grow the noise sd of x: [n], a
     mean of N = n_rollouts 0/1 rewards per step, beyond sqrt(p (1 - p)) over a run: 1 over the
-    first third, sqrt(G / D) over the last (linear between; only the two thirds enter the growth
+    first third, sqrt(G / D) after it (only the first and last thirds enter the growth
     statistics), all ones when G is unknown or 1 or the thirds overlap. The variance of a mean
     of B prompts x G 0/1 rollouts is (Var(p_i) (1 - 1/G) + p (1 - p) / G) / B: from the
     binomial p (1 - p) / N when every prompt has the same success rate (a run at a floor, whose
@@ -99,8 +99,6 @@ def prompt_mix_ramp(x: np.ndarray, n_rollouts: float, group_size: float | None) 
     top = math.sqrt(g / d)
     ramp = np.full(n, top)
     ramp[first] = 1.0
-    middle = np.arange(first.stop, last.start)
-    ramp[middle] = 1.0 + (top - 1.0) * (middle - first.stop + 1) / (middle.size + 1)
     return ramp
 
 
