@@ -45,6 +45,7 @@ from pgrpo.dynamics import forecast
 from pgrpo.dynamics.levelgain import CORPUS_PRIOR
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from corpus_entry import n_rollouts  # noqa: E402
 from forecast_real import load_corpus  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -83,6 +84,7 @@ def run_rows(run: dict, folder: str, cuts) -> list[dict]:
         }
         obs = expo.observed_mean
         rows.append({"folder": folder, "run": run["meta"]["name"], "repo": run["meta"]["repo"],
+                     "n_rollouts": n_rollouts(run["meta"]),
                      "cut": cut, "observed": expo.observed_mean, "logistic_failed": logi is expo,
                      "aic_logistic_better": better, "consensus_member": cons.metrics["member"],
                      "covered_default": bool(expo.mean_band[0] <= obs <= expo.mean_band[1]),
@@ -123,6 +125,23 @@ def summarise(rows: list[dict]) -> dict:
     return out
 
 
+RESEARCH_ROLLOUTS = 128
+"""Rollouts per step from which a run counts as research scale (bench/real_runs.py's)."""
+
+
+def by_scale(rows: list[dict]) -> dict[str, list[dict]]:
+    """The pooled rows split by the runs' rollouts per step: research scale (>=
+    RESEARCH_ROLLOUTS), smaller, and unknown (the index gives neither N nor G and B); the
+    groups that have rows."""
+    known = [r for r in rows if r["n_rollouts"] is not None]
+    split = {
+        "scale: research": [r for r in known if r["n_rollouts"] >= RESEARCH_ROLLOUTS],
+        "scale: smaller": [r for r in known if r["n_rollouts"] < RESEARCH_ROLLOUTS],
+        "scale: unknown": [r for r in rows if r["n_rollouts"] is None],
+    }
+    return {g: rs for g, rs in split.items() if rs}
+
+
 def label(folder: str) -> str:
     """A folder's name in the table: its last three path parts (corpus folders are all
     called `curves`)."""
@@ -146,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = [row for d in args.folders for run in load_corpus(corpus=d)
             for row in run_rows(run, str(d), args.cuts)]  # fmt: skip
     groups = {**{str(d): [r for r in rows if r["folder"] == str(d)] for d in args.folders},
-              "pooled": rows}  # fmt: skip
+              "pooled": rows, **by_scale(rows)}  # fmt: skip
     result = {g: {str(c): summarise([r for r in rs if r["cut"] == c]) for c in args.cuts}
               for g, rs in groups.items()}  # fmt: skip
     print(f"{'folder':28s} {'cut':>4s} {'runs':>4s} {'last-10':>8s} "

@@ -73,3 +73,17 @@ def test_the_median_interval_covers_the_median_at_least_as_often_as_it_says():
     assert median_interval(np.array([0.3])) == (0.3, 0.3)
     lo, hi = median_interval(np.arange(35.0))
     assert lo < 17.0 < hi and lo + hi == 34.0  # symmetric order statistics about the median
+
+
+def test_the_scale_split_puts_each_run_in_one_group_by_its_rollouts():
+    sys.path.insert(0, str(ROOT / "bench"))
+    from forecast_pooled import RESEARCH_ROLLOUTS, by_scale
+
+    rows = [{"run": k, "n_rollouts": n} for k, n in
+            enumerate((None, 1, RESEARCH_ROLLOUTS - 1, RESEARCH_ROLLOUTS, 1024, None))]  # fmt: skip
+    split = by_scale(rows)
+    assert [r["run"] for r in split["scale: research"]] == [3, 4]
+    assert [r["run"] for r in split["scale: smaller"]] == [1, 2]
+    assert [r["run"] for r in split["scale: unknown"]] == [0, 5]
+    assert sum(len(v) for v in split.values()) == len(rows)
+    assert set(by_scale(rows[1:3])) == {"scale: smaller"}  # a group without rows is left out
