@@ -87,3 +87,12 @@ def test_a_null_curve_degenerate_by_construction_expects_the_degeneracy_mode():
     g8 = {"G": 8, "prompts_per_step": 1, "completions_per_step": 8}
     assert expected_modes(g8, rng.binomial(8, 0.3, 200) / 8.0) == []
     assert expected_modes({}, reward) == [] and null_p({}, reward) is None  # Gaussian nulls
+
+
+def test_the_r2_bar_asks_091_where_the_noise_allows_it_else_the_ceiling():
+    sys.path.insert(0, str(SCRIPT.parent))
+    from real_runs import CEILING_SLACK, _r2_needed
+
+    assert _r2_needed(0.95) == _r2_needed(0.91) == 0.91
+    assert _r2_needed(0.60) == pytest.approx(0.60 - CEILING_SLACK)
+    assert _r2_needed(0.9099) < 0.91  # just below: the ceiling less the slack

@@ -1,16 +1,18 @@
 """Reward-curve models for fitting, in lmfit's vocabulary: a pure model function, named bounded
-parameters, and a data-driven `guess`. Registry `FIT_MODELS` (rom, rom_schedule, exponential,
-logistic) is the only dispatch path.
+parameters, and a data-driven `guess`. Registry `FIT_MODELS` (rom, rom_schedule, rom_starved,
+exponential, logistic) is the only dispatch path.
 
-Every model is R(t) = R_inf + (R_0 - R_inf) phi(t; theta): a shape `basis(t: [n] steps since the
-first logged step, params: dict, ctx) -> phi: [n]` with phi(0) = 1, linear in the two levels
-(the fit profiles them out: variable projection).
+Every model but one is R(t) = R_inf + (R_0 - R_inf) phi(t; theta): a shape `basis(t: [n] steps
+since the first logged step, params: dict, ctx) -> phi: [n]` with phi(0) = 1, linear in the two
+levels (the fit profiles them out: variable projection); `rom_starved` gives R(t) itself.
 - `exponential`: R_inf - (R_inf - R_0) exp(-t / tau)      (arXiv 2507.18014's saturation law)
 - `rom`: closed form of m x'' + x' + k x = 0 with v0 = 0, constant lr (model.trajectory); m = 0 is
   exactly `exponential` with tau = 1 / k, so the rom contains the exponential.
 - `rom_schedule`: the exact recursion driven by the logged lr schedule, a_n = k lr_n / max(lr),
   momentum beta = m / (1 + m) (fixed from the config's beta1 when known), refresh interval K;
   it and `exponential_lr` live in `schedule_models` (registered when this module is imported).
+- `rom_starved`: rom_schedule's recursion with the force scaled by the share of groups with a
+  reward spread at the current level (`starved`); not linear in the levels (`CurveModel.path`).
 - `logistic`: R_0 + (R_inf - R_0) / (1 + exp(-(t - t_mid) / width)).
 """
 
@@ -57,7 +59,9 @@ class FitContext:
     optimizer step). optimizer: the `OPTIMIZER_REDUCTIONS` name that maps beta1, K to (m, c).
     clock: optimizer steps per unit of the user's step (K when a log counts rollout batches).
     reward_range: known (lo, hi) bounds of the reward, in the user's units, or None; `fit_model`
-    keeps R_0 and R_inf inside them.
+    keeps R_0 and R_inf inside them. group_size: G, the rollouts per prompt, or None (unknown).
+    reward_units: (loc, scale) with the user's reward = loc + scale x the context's (`fit_model`
+    fits a standardised reward; the models that read absolute levels, `rom_starved`, map back).
     """
 
     step0: float = 0.0
@@ -68,6 +72,8 @@ class FitContext:
     optimizer: str = DEFAULT_OPTIMIZER
     clock: float = 1.0
     reward_range: tuple[float, float] | None = None
+    group_size: int | None = None
+    reward_units: tuple[float, float] = (0.0, 1.0)
     metrics: dict[str, float] = field(default_factory=dict)
 
     def schedule(self, n_steps: int) -> np.ndarray:
@@ -96,6 +102,7 @@ class FitContext:
 
 
 BasisFunc = Callable[[np.ndarray, dict[str, float], FitContext], np.ndarray]
+PathFunc = BasisFunc  # R(t) itself, for a model that is not linear in its levels
 GuessFunc = Callable[[np.ndarray, np.ndarray, FitContext], list[dict[str, Parameter]]]
 
 
@@ -107,6 +114,8 @@ class CurveModel:
     time_power: name -> the power of time in its unit (tau: 1, k: -1; absent: 0), so a fit on a
     rescaled step axis reports in the user's units. physical_time: the model's clock is the
     optimizer step (an lr schedule on the integer step grid, beta1 per step): never rescaled.
+    path: R(t) itself for a model whose shape depends on its levels (`rom_starved`); its levels
+    are then fitted, not profiled out, and `basis` is not used.
     """
 
     name: str
@@ -116,6 +125,7 @@ class CurveModel:
     priors: Callable[[np.ndarray, FitContext], dict[str, tuple[float, float]]] = lambda t, ctx: {}
     time_power: dict[str, int] = field(default_factory=dict)
     physical_time: bool = False
+    path: PathFunc | None = None
 
     def func(self, t: np.ndarray, p: dict[str, float], ctx: FitContext) -> np.ndarray:
         """R(t): [n] for t: [n] (user step units since ctx.step0, parameters in user units)."""
@@ -123,6 +133,8 @@ class CurveModel:
         if ts != 1.0:
             t = np.asarray(t, dtype=float) / ts
             p = to_internal(self, p, ts)
+        if self.path is not None:
+            return self.path(t, p, ctx)
         return p["R_inf"] + (p["R_0"] - p["R_inf"]) * self.basis(t, p, ctx)
 
 
@@ -420,3 +432,4 @@ from pgrpo.dynamics.schedule_models import (  # noqa: E402
     rom_schedule_guess,  # noqa: F401
     rom_schedule_priors,  # noqa: F401
 )
+from pgrpo.dynamics.starved import rom_starved_path  # noqa: E402, F401  (registers rom_starved)

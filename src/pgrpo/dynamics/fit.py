@@ -42,6 +42,7 @@ from pgrpo.dynamics.inputs import (
     noise_scale,
 )
 from pgrpo.dynamics.optimizers import DEFAULT_OPTIMIZER, fit_reduction
+from pgrpo.dynamics.starved import MAX_STEPS, starved_range
 
 
 @dataclass(frozen=True)
@@ -153,7 +154,8 @@ def fit_model(
 ) -> FitResult:
     """Fit one registered model: score its guess() starts plus `starts`, refine the best
     `refine` of them with least_squares, keep the lowest cost seen (a start itself included, so a
-    fit never ends worse than its best start). The levels R_inf, R_0 are profiled out.
+    fit never ends worse than its best start). The levels R_inf, R_0 are profiled out (fitted with
+    the rest for a model that gives R(t) itself, `CurveModel.path`).
 
     loss: least_squares' loss ('linear', 'soft_l1', 'huber', 'cauchy', 'arctan'); robust losses
     use the data's white-noise sd as f_scale. weights: [n] > 0, inverse noise variances of the
@@ -167,7 +169,7 @@ def fit_model(
     # clock is the optimizer step keep it); reported back in the user's units (`_to_user`)
     ts = 1.0 / user_ctx.clock if spec.physical_time else float(np.median(np.diff(step)))
     loc, scale = _reward_units(reward)
-    ctx = replace(user_ctx, step0=0.0, time_scale=1.0, clock=1.0)
+    ctx = replace(user_ctx, step0=0.0, time_scale=1.0, clock=1.0, reward_units=(loc, scale))
     t = (step - user_ctx.step0) / ts
     y = (reward - loc) / scale
     sigma = noise_scale(y)
@@ -186,25 +188,29 @@ def fit_model(
     levels = ("R_inf", "R_0")
     # variable projection: the levels enter linearly and are solved for inside the residual
     # (by ordinary least squares, so only with the linear loss)
-    project = loss == "linear" and all(n in varying for n in levels)
+    project = loss == "linear" and spec.path is None and all(n in varying for n in levels)
     nonlin = tuple(n for n in varying if not (project and n in levels))
     lb = np.array([template[n].min for n in nonlin])
     ub = np.array([template[n].max for n in nonlin])
     lvl_bounds = (template["R_inf"].min, template["R_inf"].max)
 
     def unpack(x: np.ndarray, start: dict[str, Parameter]) -> tuple[dict[str, float], np.ndarray]:
+        """The parameter values at x and the curve they give: [n]."""
         vals = {n: p.value for n, p in start.items()}
         vals.update(zip(nonlin, (float(v) for v in x), strict=True))
+        if spec.path is not None:  # not linear in the levels: R(t) itself
+            curve = spec.path(t, vals, ctx)
+            return vals, np.where(np.isfinite(curve), curve, 1e6)
         phi = spec.basis(t, vals, ctx)
         phi = np.where(np.isfinite(phi), phi, 1e6)
         if project:
             r_inf, r_0, _ = profile_levels(phi[None, :], y, lvl_bounds, weights=sw)
             vals["R_inf"], vals["R_0"] = float(r_inf[0]), float(r_0[0])
-        return vals, phi
+        return vals, vals["R_inf"] + (vals["R_0"] - vals["R_inf"]) * phi
 
     def residuals(x: np.ndarray, start: dict[str, Parameter]) -> np.ndarray:
-        vals, phi = unpack(x, start)
-        r = vals["R_inf"] + (vals["R_0"] - vals["R_inf"]) * phi - y
+        vals, curve = unpack(x, start)
+        r = curve - y
         if sw is not None:
             r = r * sw
         if not prior_names:
@@ -438,6 +444,7 @@ def fit_curve(
     clock: float = 1.0,
     weights: np.ndarray | None = None,
     reward_range: tuple[float, float] | None = None,
+    group_size: float | None = None,
 ) -> FitResult:
     """Fit `model` (a FIT_MODELS name) to a reward curve: step, reward: [n] -> FitResult.
 
@@ -447,25 +454,33 @@ def fit_curve(
     For model="rom" (the free fit: mass and damping free): also fits the exponential and starts
     from its solution (so SSE_rom <= SSE_exponential); with a varying lr schedule it also fits
     the exact recursion (`rom_schedule`, m free) and keeps it when SSE <= SSE_exponential and
-    its AIC is lower. When lr and beta1 are known it also fits `rom_fixed` (m, c from the
-    optimizer, `optimizer` names the reduction) and puts the comparison in metrics
-    (`compare_constrained`). Models with an optimizer-step clock (rom_schedule, rom_fixed) need
-    `step` in optimizer steps; the others are invariant to the units of step and reward.
+    its AIC is lower. With the group size G and a 0/1 scale for the reward (`reward_range`, or
+    rewards that all lie in [0, 1]) it also fits `rom_starved` (the force through the groups
+    with a reward spread only) and returns it when its SSE is not worse than the exponential's
+    and its AIC is lower than the others'. When lr and beta1 are known it also fits `rom_fixed`
+    (m, c from the optimizer, `optimizer` names the reduction) and puts its comparison with the
+    free linear rom (the same force law) in metrics (`compare_constrained`). Models with an
+    optimizer-step clock (rom_schedule, rom_starved, rom_fixed) need `step` in optimizer steps;
+    the others are invariant to the units of step and reward.
     reward_range: the reward's known (lo, hi) bounds (a task's); R_0 and R_inf stay inside.
+    group_size: G, rollouts per prompt (rom_starved; None: unknown, not fitted).
     """
     step, reward = _check_curve(step, reward, min_points=6)
     ctx = make_context(step, lr=lr, lr_step=lr_step, beta1=beta1, clock=clock,
                        refresh_interval=refresh_interval, optimizer=optimizer,
-                       reward_range=reward_range)  # fmt: skip
+                       reward_range=reward_range, group_size=group_size)  # fmt: skip
     w = {"loss": loss, "weights": weights}
     if model != "rom":
+        if model == "rom_starved":  # its 0/1 scale: the stated range, or [0, 1] when it holds
+            ctx = replace(ctx, reward_range=starved_range(reward, ctx.reward_range))
         return fit_model(model, step, reward, ctx, **w)
     exp = fit_model("exponential", step, reward, ctx, **w)
-    best = _fit_rom(step, reward, ctx, exp, w)
+    linear = _fit_rom(step, reward, ctx, exp, w)
+    best = _with_starved(linear, step, reward, ctx, exp, w)
     if ctx.lr is None or ctx.beta1 is None or "r2_undefined" in best.metrics:
         return best  # nothing to compare: no lr / beta1, or a reward that never changed
     fixed = fit_model("rom_fixed", step, reward, ctx, **w)
-    return replace(best, metrics={**best.metrics, **compare_constrained(best, fixed)},
+    return replace(best, metrics={**best.metrics, **compare_constrained(linear, fixed)},
                    constrained=fixed)  # fmt: skip
 
 
@@ -491,6 +506,27 @@ def _fit_rom(step, reward, ctx: FitContext, exp: FitResult, w: dict) -> FitResul
         if sched.sse <= exp.sse * (1 + 1e-12) and sched.aic < best.aic:
             best = replace(sched, context=replace(sched.context, beta1=ctx.beta1))
     return best
+
+
+def _with_starved(linear: FitResult, step, reward, ctx: FitContext, exp: FitResult,
+                  w: dict) -> FitResult:  # fmt: skip
+    """`rom_starved` in place of the linear rom when G and a 0/1 scale are known, the run is
+    within `starved.MAX_STEPS`, its SSE is not worse than the exponential's and its AIC is
+    lower than the linear rom's (the same four parameters: a lower SSE). metrics of the linear
+    fit kept beside it: r2_linear, aic_linear."""
+    scale = starved_range(reward, ctx.reward_range)
+    span = float(step[-1] - step[0]) * ctx.clock
+    unknown = ctx.group_size is None or scale is None
+    if unknown or span > MAX_STEPS or "r2_undefined" in linear.metrics:
+        return linear
+    sctx = replace(ctx, beta1=None, reward_range=scale)  # the free fit: m free
+    fit = _with_variant(fit_model("rom_starved", step, reward, sctx, refine=3, **w),
+                        "starved", exp)  # fmt: skip
+    if not (fit.sse <= exp.sse * (1 + 1e-12) and fit.aic < linear.aic):
+        return linear
+    extra = {"r2_linear": linear.r2, "aic_linear": linear.aic, "group_size": float(ctx.group_size)}
+    return replace(fit, context=replace(fit.context, beta1=ctx.beta1),
+                   metrics={**fit.metrics, **extra})  # fmt: skip
 
 
 def _with_variant(result: FitResult, variant: str, exp: FitResult) -> FitResult:

@@ -28,6 +28,7 @@ def make_context(
     optimizer: str = DEFAULT_OPTIMIZER,
     clock: float = 1.0,
     reward_range: tuple[float, float] | None = None,
+    group_size: float | None = None,
 ) -> FitContext:
     """Context with the lr schedule on the integer optimizer-step grid t = 0..T from the first
     step (optimizer steps = (step - step0) * clock).
@@ -36,6 +37,7 @@ def make_context(
     future schedule, used by forecasts); NaN entries are ignored; interpolated linearly.
     clock: optimizer steps per unit of `step` (the refresh interval K when `step` counts rollout
     batches; `runfit.optimizer_clock` derives it from a log's optimizer_step column).
+    group_size: G, rollouts per prompt (an integer >= 2 counts; anything else: unknown).
     """
     step = np.asarray(step, dtype=float)
     step0 = float(step[0])
@@ -66,8 +68,12 @@ def make_context(
     if K < 1:
         raise ValueError(f"refresh_interval must be >= 1, got {refresh_interval!r}")
     bounds = None if reward_range is None else checked_reward_range(reward_range)
+    G = None
+    if group_size is not None and math.isfinite(float(group_size)) and float(group_size) >= 2:
+        G = int(group_size) if float(group_size) == int(group_size) else None
     return FitContext(step0=step0, lr=grid_lr, beta1=beta1, refresh_interval=K,
-                      optimizer=optimizer, clock=clock, reward_range=bounds)  # fmt: skip
+                      optimizer=optimizer, clock=clock, reward_range=bounds,
+                      group_size=G)  # fmt: skip
 
 
 def _check_curve(step: np.ndarray, reward: np.ndarray, min_points: int) -> tuple:

@@ -343,7 +343,7 @@ def fit_log(
     log = thin_log(log)  # bin means past MAX_FIT_POINTS steps (lr and optimizer steps alike)
     kw: dict[str, Any] = {**run_inputs(log.step, log.columns, log.hyperparameters), "loss": loss}
     kw["weights"] = weights = bin_weights(log)
-    rom = fit_run(log.step, log.reward, **kw)
+    rom = fit_run(log.step, log.reward, group_size=log.hyperparameters.get("group_size"), **kw)
     constrained = rom.constrained  # the rom_fixed fit the free fit was compared with
     baselines = {
         name: fit_curve(log.step, log.reward, name, loss=loss, weights=weights)

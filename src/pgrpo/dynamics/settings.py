@@ -117,8 +117,9 @@ def resolve_settings(
     fitted = reduction is not None and not constant and _closed_form_notes(values, notes)
     noise = [f"{n} {given[n]:g}" for n in ("group_size", "batch_prompts") if n in given]
     if noise:
-        notes.append(f"{', '.join(noise)}: recorded; they set the batch noise, not m, c or the "
-                     "mean curve, so the fit itself does not change")  # fmt: skip
+        notes.append(f"{', '.join(noise)}: recorded; they set the batch noise, not m or c; "
+                     "G also sets the share of groups with a reward spread, which the "
+                     "rom_starved variant reads (fitted for a reward on a 0/1 scale)")  # fmt: skip
     warnings: list[str] = []
     _range_note(log, values, warnings)
     opt_col = log.columns.get("optimizer_step")
