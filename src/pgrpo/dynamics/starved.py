@@ -2,10 +2,11 @@
 through the groups that have a reward spread.
 
 A group of G rollouts whose 0/1 rewards are all equal gets zero advantage from GRPO's group
-baseline and gives no gradient (gradient starvation, arXiv 2605.07689; docs/advantages.md). At
-success rate u (the reward on its range's 0/1 scale) the share of groups with a spread is, for
-rollouts that succeed independently, 1 - u^G - (1 - u)^G (`core.stats.iid_degeneracy` is the
-rest). The rom's mean force acts through those groups only, so our model [derived] is
+baseline and gives no gradient (gradient starvation, arXiv 2605.07689; docs/core.md, "Group
+statistics"). At success rate u (the reward on its range's 0/1 scale) the share of groups
+with a spread is, for rollouts that succeed independently, 1 - u^G - (1 - u)^G
+(`core.stats.iid_degeneracy` is the rest). The rom's mean force acts through those groups
+only, so our model [derived] is
 
     x_{n+1} - x_n = beta (x_n - x_{n-1}) - (1 - beta) a_n s(u_{s(n)}) x_{s(n)},
     s(u) = (1 - u^G - (1 - u)^G) / (1 - 2^(1 - G)),   a_n = k lr_n / max(lr)
@@ -17,7 +18,7 @@ s ~ 1 and this is `rom_schedule`; at a floor (u -> 0) s ~ G u, so a run that sta
 every group failing leaves the floor as a logistic curve does, slowly and then sharply: the slow
 start a linear oscillator cannot follow (its own lasts ~m steps, and a floor start lasts as long
 as the starvation). With prompts of different difficulty the share of starved groups is larger
-than the i.i.d. figure (Jensen; docs/advantages.md), which k absorbs.
+than the i.i.d. figure (Jensen; docs/reproductions.md, "degeneracy"), which k absorbs.
 
 Not linear in the levels (s reads the absolute level), so `fit_model` fits R_0 and R_inf with the
 other parameters instead of profiling them out. It needs G and the reward's 0/1 scale: the
