@@ -130,7 +130,8 @@ def fit_quality(
     bin_size: int = 1,
 ) -> dict[str, float]:
     """R^2 read against what the noise allows: {r2, r2_adjusted, parameters, noise_ceiling,
-    noise_ceiling_holds, r2_block_means, noise_ceiling_block_means, block, bin_size} of `fit` on
+    noise_ceiling_holds, r2_block_means, noise_ceiling_block_means, block, bin_size} (and
+    r2_linear, group_size for the rom_starved variant) of `fit` on
     its own points (nan where undefined; bin_size: logged steps per point, > 1 for a thinned
     log, whose points are bin means), and r2_block_means_constrained of the closed-form fit to
     the same points when one is given. r2_adjusted: 1 - (1 - R^2)(n - 1)/(n - k) for the fit's k
@@ -157,6 +158,9 @@ def fit_quality(
     }
     if constrained is not None:
         out["r2_block_means_constrained"] = block_r2(constrained.reward, constrained.fitted, block)
+    if "r2_linear" in fit.metrics:  # the rom_starved variant: what the linear rom read
+        out["r2_linear"] = float(fit.metrics["r2_linear"])
+        out["group_size"] = float(fit.metrics["group_size"])
     return out
 
 
@@ -218,6 +222,11 @@ def quality_words(q: dict, model: str) -> str | None:
         top = f" (their noise ceiling about {top:.3f})" if top is not None else ""
         parts.append(
             f"on means of {int(q['block'])} points{steps} R^2 {q['r2_block_means']:.3f}{extra}{top}"
+        )
+    if q.get("r2_linear") is not None:
+        parts.append(
+            f"{model}: the rom with its force through the groups that have a reward spread "
+            f"(G {int(q['group_size'])}; the linear rom reads R^2 {q['r2_linear']:.3f})"
         )
     return "; ".join(parts) + "." if parts else None
 
