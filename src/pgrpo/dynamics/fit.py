@@ -36,6 +36,7 @@ from pgrpo.dynamics.inputs import (
     make_context,
     noise_scale,
 )
+from pgrpo.dynamics.model import damping_ratio
 from pgrpo.dynamics.optimizers import fit_reduction
 
 
@@ -412,7 +413,7 @@ def _derived(name: str, vals: dict[str, float], ctx: FitContext) -> dict[str, fl
             out["kappa_meaning"] = str(red.metrics["kappa_meaning"])
         out.update(k=k, m=m)
         out["tau"] = c / k if k > 0 else math.inf
-        out["zeta"] = c / (2.0 * math.sqrt(m * k)) if m > 0 and k > 0 else math.inf
+        out["zeta"] = damping_ratio(m, c, k)
         out["beta1_effective"] = m / (1.0 + m)
         if ctx.lr is not None:
             out["kappa"] = k / float(np.max(ctx.lr))  # k is the stiffness at the peak lr

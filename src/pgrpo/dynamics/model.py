@@ -162,10 +162,13 @@ def _check_hyper(lr, beta1, kappa, refresh_interval, group_size, batch_prompts) 
 
 
 def damping_ratio(m: float, c: float, k: float) -> float:
-    """zeta = c / (2 sqrt(m k)); inf when m = 0 (first-order system) or k = 0."""
-    if m <= 0 or k <= 0:
+    """zeta = c / (2 sqrt(m) sqrt(k)); inf when m = 0 (first-order system) or k = 0, and when
+    sqrt(m) sqrt(k) underflows to 0 (m k itself underflows already for m = 5e-324, the smallest
+    float, the mass of beta1 = 5e-324: a ZeroDivisionError found by hypothesis, 2026-12-04)."""
+    root = math.sqrt(m) * math.sqrt(k) if m > 0 and k > 0 else 0.0
+    if root == 0.0:
         return math.inf if c > 0 else -math.inf
-    return c / (2.0 * math.sqrt(m * k))
+    return c / (2.0 * root)
 
 
 def regime(m: float, c: float, k: float, *, rtol: float = 1e-9) -> str:
