@@ -136,3 +136,20 @@ def test_pgrpo_fit_reports_the_starved_variant_with_the_group_size(tmp_path):
     words = " ".join(text.split())  # rich wraps the line at the terminal's width
     assert "rom_starved" in words and "the linear rom reads R^2" in words
     assert data["fit_quality"]["r2_linear"] == pytest.approx(data["metrics"]["r2_linear"])
+
+
+@pytest.mark.parametrize("module", ["starved", "schedule_models", "curves", "fit", "fitstats"])
+def test_any_dynamics_module_can_be_imported_first(module):
+    """pgrpo.dynamics loads lazily, so a user may import a leaf module first; the models that
+    register from their own modules are then all registered (a name import at the bottom of
+    curves raised ImportError for `import pgrpo.dynamics.starved` and schedule_models)."""
+    import ast
+    import subprocess
+    import sys
+
+    code = (f"import pgrpo.dynamics.{module}\n"
+            "from pgrpo.dynamics.curves import FIT_MODELS\n"
+            "print(sorted(FIT_MODELS.names()))")  # fmt: skip
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-1000:]
+    assert {"rom_schedule", "exponential_lr", "rom_starved"} <= set(ast.literal_eval(out.stdout))

@@ -423,13 +423,11 @@ FIT_MODELS.add(
 )
 
 
-# the lr-schedule-driven models (rom_schedule, exponential_lr) register from their own module;
-# imported last because it builds on the names above (and re-exported: they lived here)
-from pgrpo.dynamics.schedule_models import (  # noqa: E402
-    exponential_lr_basis,  # noqa: F401
-    exponential_lr_guess,  # noqa: F401
-    rom_schedule_basis,  # noqa: F401
-    rom_schedule_guess,  # noqa: F401
-    rom_schedule_priors,  # noqa: F401
-)
-from pgrpo.dynamics.starved import rom_starved_path  # noqa: E402, F401  (registers rom_starved)
+# The models that build on the names above register from their own modules, imported last: the
+# lr-schedule-driven ones (`schedule_models`: rom_schedule, exponential_lr) and `starved`
+# (rom_starved). Module imports, not name imports: pgrpo.dynamics loads its modules lazily, so
+# either may be imported first, and is then only partly run when this line is reached (a name
+# import from it failed there: `import pgrpo.dynamics.starved` in a fresh interpreter raised
+# ImportError, and so did schedule_models); it registers its models when it finishes.
+import pgrpo.dynamics.schedule_models  # noqa: E402, F401
+import pgrpo.dynamics.starved  # noqa: E402, F401

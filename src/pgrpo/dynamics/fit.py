@@ -1,10 +1,13 @@
 """Fitting reward curves: lmfit's vocabulary (named bounded parameters, guess, a result with
 statistics and a text report) on scipy.optimize.least_squares.
 
-`fit_model(name, step, reward, ctx)` fits one registered model (`curves.FIT_MODELS`);
-`fit_curve(step, reward, model="rom")`, the public entry point, lives in `fitcurve` (re-exported
-here): for the rom it also fits the exponential, `rom_schedule` under a varying lr and
-`rom_starved` with G known, and keeps the best variant.
+`fit_curve(step, reward, model="rom")` fits the single-exponential law as well and starts the rom
+from its solution (m = 0 is exactly the exponential), keeping the best point seen, so the rom's
+SSE is never above the exponential's. With a varying logged lr it also fits `rom_schedule` (the
+exact recursion driven by that lr), and with G and a 0/1 reward scale `rom_starved` (the force
+through the groups with a reward spread only), and returns the variant with the lowest AIC whose
+SSE is not worse than the exponential's. `fit_model` fits one registered model; the fit's
+statistics (covariance, derived metrics) are in `fitstats`.
 """
 
 from __future__ import annotations
@@ -19,15 +22,19 @@ from scipy.optimize import least_squares
 from pgrpo.core.rewardrange import range_holding
 from pgrpo.dynamics.constrained import (  # also registers rom_fixed
     aicc,  # noqa: F401  (re-exported: it lived here)
+    compare_constrained,
 )
 from pgrpo.dynamics.curves import (
     FIT_MODELS,
     FitContext,
     Parameter,
+    level_bounds,
     levels_within,
+    mass_bounds,
     profile_levels,
-    to_internal,
+    rate_bounds,
 )
+from pgrpo.dynamics.fitstats import _autocorr, _covariance, _derived, _jacobian
 from pgrpo.dynamics.inputs import (
     _check_curve,
     _params_to,
@@ -36,8 +43,8 @@ from pgrpo.dynamics.inputs import (
     make_context,
     noise_scale,
 )
-from pgrpo.dynamics.model import damping_ratio
-from pgrpo.dynamics.optimizers import fit_reduction
+from pgrpo.dynamics.optimizers import DEFAULT_OPTIMIZER
+from pgrpo.dynamics.starved import MAX_STEPS, starved_range
 
 
 @dataclass(frozen=True)
@@ -356,71 +363,108 @@ def _build_result(name, step, y, ctx, vals, start, varying, priors, sigma, succe
     return replace(proto, params=params, covariance=cov, metrics=_derived(name, vals, ctx))
 
 
-def _autocorr(r: np.ndarray, lag: int = 1) -> float:
-    r = r - r.mean()
-    den = float(r @ r)
-    return float(r[:-lag] @ r[lag:]) / den if den > 0 and r.size > lag else 0.0
+# --- the public entry point ---------------------------------------------------------------
 
 
-def _jacobian(func, result: FitResult, step: np.ndarray) -> np.ndarray:
-    t = step - result.context.step0
-    vals = result.values
-    cols = []
-    for nm in result.varying:
-        p = result.params[nm]
-        h = 1e-5 * max(
-            abs(p.value), 1e-3 * max(p.max - p.min, 1e-12) if math.isfinite(p.max - p.min) else 1e-3
+def fit_curve(
+    step: np.ndarray,
+    reward: np.ndarray,
+    model: str = "rom",
+    *,
+    lr: np.ndarray | None = None,
+    lr_step: np.ndarray | None = None,
+    beta1: float | None = None,
+    refresh_interval: int | None = 1,
+    loss: str = "linear",
+    optimizer: str = DEFAULT_OPTIMIZER,
+    clock: float = 1.0,
+    weights: np.ndarray | None = None,
+    reward_range: tuple[float, float] | None = None,
+    group_size: float | None = None,
+) -> FitResult:
+    """Fit `model` (a FIT_MODELS name) to a reward curve: step, reward: [n] -> FitResult.
+
+    params are in the units of `step` and `reward`; metrics tau, kappa, m are per optimizer step
+    (`clock` optimizer steps per unit of step; a log's fits go through `runfit.fit_run`).
+
+    For model="rom" (the free fit: mass and damping free): also fits the exponential and starts
+    from its solution (so SSE_rom <= SSE_exponential); with a varying lr schedule it also fits
+    the exact recursion (`rom_schedule`, m free) and keeps it when SSE <= SSE_exponential and
+    its AIC is lower. With the group size G and a 0/1 scale for the reward (`reward_range`, or
+    rewards that all lie in [0, 1]) it also fits `rom_starved` (the force through the groups
+    with a reward spread only) and returns it when its SSE is not worse than the exponential's
+    and its AIC is lower than the others'. When lr and beta1 are known it also fits `rom_fixed`
+    (m, c from the optimizer, `optimizer` names the reduction) and puts its comparison with the
+    free linear rom (the same force law) in metrics (`compare_constrained`). Models with an
+    optimizer-step clock (rom_schedule, rom_starved, rom_fixed) need `step` in optimizer steps;
+    the others are invariant to the units of step and reward.
+    reward_range: the reward's known (lo, hi) bounds (a task's); R_0 and R_inf stay inside.
+    group_size: G, rollouts per prompt (rom_starved; None: unknown, not fitted).
+    """
+    step, reward = _check_curve(step, reward, min_points=6)
+    ctx = make_context(step, lr=lr, lr_step=lr_step, beta1=beta1, clock=clock,
+                       refresh_interval=refresh_interval, optimizer=optimizer,
+                       reward_range=reward_range, group_size=group_size)  # fmt: skip
+    w = {"loss": loss, "weights": weights}
+    if model != "rom":
+        if model == "rom_starved":  # its 0/1 scale: the stated range, or [0, 1] when it holds
+            ctx = replace(ctx, reward_range=starved_range(reward, ctx.reward_range))
+        return fit_model(model, step, reward, ctx, **w)
+    exp = fit_model("exponential", step, reward, ctx, **w)
+    linear = _fit_rom(step, reward, ctx, exp, w)
+    best = _with_starved(linear, step, reward, ctx, exp, w)
+    if ctx.lr is None or ctx.beta1 is None or "r2_undefined" in best.metrics:
+        return best  # nothing to compare: no lr / beta1, or a reward that never changed
+    fixed = fit_model("rom_fixed", step, reward, ctx, **w)
+    return replace(best, metrics={**best.metrics, **compare_constrained(linear, fixed)},
+                   constrained=fixed)  # fmt: skip
+
+
+def _fit_rom(step, reward, ctx: FitContext, exp: FitResult, w: dict) -> FitResult:
+    t = step - ctx.step0
+    ts = float(np.median(np.diff(step)))
+    k_lo, k_hi = rate_bounds(t / ts)
+    lo, hi = level_bounds(reward)
+    from_exp = {
+        "R_inf": Parameter("R_inf", float(np.clip(exp.values["R_inf"], lo, hi)), lo, hi),
+        "R_0": Parameter("R_0", float(np.clip(exp.values["R_0"], lo, hi)), lo, hi),
+        "k": Parameter("k", float(np.clip(ts / exp.values["tau"], k_lo, k_hi)) / ts,
+                       k_lo / ts, k_hi / ts),
+        "m": Parameter("m", 0.0, *(ts * b for b in mass_bounds(t / ts))),
+    }  # fmt: skip
+    best = fit_model("rom", step, reward, ctx, starts=[from_exp], **w)
+    best = _with_variant(best, "constant_lr", exp)
+    if ctx.lr_varies:  # the free fit: m free even when beta1 is known (rom_fixed uses it)
+        free_ctx = replace(ctx, beta1=None)
+        sched = _with_variant(
+            fit_model("rom_schedule", step, reward, free_ctx, **w), "schedule", exp
         )
-        lo, hi = max(p.value - h, p.min), min(p.value + h, p.max)
-        if hi <= lo:
-            cols.append(np.zeros_like(t))
-            continue
-        f_hi = func(t, {**vals, nm: hi}, result.context)
-        f_lo = func(t, {**vals, nm: lo}, result.context)
-        cols.append((f_hi - f_lo) / (hi - lo))
-    return np.stack(cols, axis=1) if cols else np.zeros((t.size, 0))
+        if sched.sse <= exp.sse * (1 + 1e-12) and sched.aic < best.aic:
+            best = replace(sched, context=replace(sched.context, beta1=ctx.beta1))
+    return best
 
 
-def _covariance(result: FitResult, priors, sigma: float, sw=None) -> np.ndarray | None:
-    """s^2 (J^T W J + prior precision)^-1 with s^2 = sum w r^2 / (n - p) (pseudo-inverse;
-    W = 1 unweighted)."""
-    if not result.varying:
-        return None
-    J = result.prediction_jacobian(result.step)
-    if sw is not None:
-        J = J * sw[:, None]
-    A = J.T @ J
-    for i, nm in enumerate(result.varying):
-        if nm in priors:
-            A[i, i] += (sigma / priors[nm][1]) ** 2
-    if not np.all(np.isfinite(A)):
-        return None
-    r = result.reward - result.fitted
-    sse = result.sse if sw is None else float(((r * sw) ** 2).sum())
-    s2 = sse / max(result.n - len(result.varying), 1)
-    return s2 * np.linalg.pinv(A, rcond=1e-12)
+def _with_starved(linear: FitResult, step, reward, ctx: FitContext, exp: FitResult,
+                  w: dict) -> FitResult:  # fmt: skip
+    """`rom_starved` in place of the linear rom when G and a 0/1 scale are known, the run is
+    within `starved.MAX_STEPS`, its SSE is not worse than the exponential's and its AIC is
+    lower than the linear rom's (the same four parameters: a lower SSE). metrics of the linear
+    fit kept beside it: r2_linear, aic_linear."""
+    scale = starved_range(reward, ctx.reward_range)
+    span = float(step[-1] - step[0]) * ctx.clock
+    unknown = ctx.group_size is None or scale is None
+    if unknown or span > MAX_STEPS or "r2_undefined" in linear.metrics:
+        return linear
+    sctx = replace(ctx, beta1=None, reward_range=scale)  # the free fit: m free
+    fit = _with_variant(fit_model("rom_starved", step, reward, sctx, refine=3, **w),
+                        "starved", exp)  # fmt: skip
+    if not (fit.sse <= exp.sse * (1 + 1e-12) and fit.aic < linear.aic):
+        return linear
+    extra = {"r2_linear": linear.r2, "aic_linear": linear.aic, "group_size": float(ctx.group_size)}
+    return replace(fit, context=replace(fit.context, beta1=ctx.beta1),
+                   metrics={**fit.metrics, **extra})  # fmt: skip
 
 
-def _derived(name: str, vals: dict[str, float], ctx: FitContext) -> dict[str, float | str]:
-    out: dict[str, float | str] = {"time_unit": "optimizer step"}
-    vals = to_internal(FIT_MODELS.get(name), vals, 1.0 / ctx.clock)  # per optimizer step
-    if "k" in vals:
-        k, m, c = vals["k"], vals.get("m", 0.0), 1.0
-        if "m" not in vals and ctx.beta1 is not None and k > 0:  # rom_fixed: m, c fixed
-            red = fit_reduction(ctx.optimizer, k, ctx.beta1, ctx.refresh_interval)
-            m, c = red.mass, red.damping
-            out.update(c=c, optimizer_reduction=red.optimizer)
-            out["kappa_meaning"] = str(red.metrics["kappa_meaning"])
-        out.update(k=k, m=m)
-        out["tau"] = c / k if k > 0 else math.inf
-        out["zeta"] = damping_ratio(m, c, k)
-        out["beta1_effective"] = m / (1.0 + m)
-        if ctx.lr is not None:
-            out["kappa"] = k / float(np.max(ctx.lr))  # k is the stiffness at the peak lr
-    if "tau" in vals:
-        out["tau"] = vals["tau"]
-    return out
-
-
-# the public entry point lives in its own module (it builds on the names above); re-exported
-from pgrpo.dynamics.fitcurve import fit_curve  # noqa: E402, F401
+def _with_variant(result: FitResult, variant: str, exp: FitResult) -> FitResult:
+    metrics = {**result.metrics, "variant": variant, "sse_exponential": exp.sse}
+    return replace(result, metrics=metrics)
