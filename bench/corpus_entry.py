@@ -1,7 +1,8 @@
 """What a corpus entry (one run of an index.json, bench/real_runs.py's layout) says beside its
 CSV: the progress labels its note allows (`references`: the `verdict` field where the entry has
 one, else the note's keywords), its rollouts per step, and its log with the stated
-hyperparameters added (`with_metadata`). Used by bench/real_runs.py and bench/live_checks.py."""
+hyperparameters added (`with_metadata`), and the research-scale threshold. Used by
+bench/real_runs.py, bench/forecast_pooled.py and bench/live_checks.py."""
 
 from __future__ import annotations
 
@@ -58,6 +59,11 @@ def strict_reference(note: str) -> set[str] | None:
     if "collapsed" in ref:
         return {"collapsed", "declining"}
     return ref & {"learning", "flat"}
+
+
+RESEARCH_ROLLOUTS = 128
+"""Rollouts per step from which a run counts as research scale (the bar's R^2 >= 0.91; the
+forecast's split by scale)."""
 
 
 def n_rollouts(meta: dict) -> int | None:

@@ -45,7 +45,7 @@ from pgrpo.dynamics import forecast
 from pgrpo.dynamics.levelgain import CORPUS_PRIOR
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from corpus_entry import n_rollouts  # noqa: E402
+from corpus_entry import RESEARCH_ROLLOUTS, n_rollouts  # noqa: E402
 from forecast_real import load_corpus  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -123,10 +123,6 @@ def summarise(rows: list[dict]) -> dict:
         out[m] = {"median_err": float(np.median(err)), "median_err_ci90": median_interval(err),
                   "wins_vs_last10": int(np.sum(err < base))}  # fmt: skip
     return out
-
-
-RESEARCH_ROLLOUTS = 128
-"""Rollouts per step from which a run counts as research scale (bench/real_runs.py's)."""
 
 
 def by_scale(rows: list[dict]) -> dict[str, list[dict]]:

@@ -64,17 +64,21 @@ from pathlib import Path
 import numpy as np
 
 from pgrpo.diagnose import MODES, diagnose
-from pgrpo.dynamics.logfit import fit_log, fit_quality
+from pgrpo.dynamics.logfit import AT_CEILING, fit_log, fit_quality
 from pgrpo.logs import read_log
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from corpus_entry import n_rollouts, reference, references, with_metadata  # noqa: E402
+from corpus_entry import (  # noqa: E402
+    RESEARCH_ROLLOUTS,
+    n_rollouts,
+    reference,
+    references,
+    with_metadata,
+)
 from null_curves import null_suite  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 CURVES = ROOT.parent / "shared" / "data" / "curves"
-RESEARCH_ROLLOUTS = 128
-"""Rollouts per step from which a run counts as research scale (the bar's R^2 >= 0.91)."""
 RESULTS = ROOT / "bench" / "results" / "real_runs.json"
 SHORT = {
     "reward_hacking": "hack",
@@ -330,15 +334,11 @@ def _bar(name: str, value, target: str, met: bool | None) -> dict:
             "met": "not judged" if met is None else ("met" if met else "NOT met")}  # fmt: skip
 
 
-CEILING_SLACK = 0.02
-"""How far below its noise ceiling a fit's per-point R^2 may sit and still count as reaching it
-(the R^2 bar's reading pre-registered for round 5, bench/holdout5/README.md)."""
-
-
 def _r2_needed(ceiling: float) -> float:
     """The per-point R^2 that meets the bar at this noise ceiling: 0.91 where the noise allows
-    it, else the ceiling less CEILING_SLACK."""
-    return 0.91 if ceiling >= 0.91 else ceiling - CEILING_SLACK
+    it, else the ceiling less AT_CEILING (`logfit`'s "at the ceiling", the R^2 bar's reading
+    pre-registered for round 5, bench/holdout5/README.md)."""
+    return 0.91 if ceiling >= 0.91 else ceiling - AT_CEILING
 
 
 def quality_bar(rows: list[dict], s: dict, in_sample: bool = True) -> list[dict]:
@@ -387,7 +387,7 @@ def quality_bar(rows: list[dict], s: dict, in_sample: bool = True) -> list[dict]
              ">= 0.91", None if not r2 else min(r2) >= 0.91),
         _bar("  noise ceiling of those runs (a perfect mean curve's R^2)", rng(ceil),
              "(what per-point R^2 can reach)", None),
-        _bar(f"  R^2 per point >= 0.91, or within {CEILING_SLACK} of a ceiling below 0.91 "
+        _bar(f"  R^2 per point >= 0.91, or within {AT_CEILING} of a ceiling below 0.91 "
              "(round 5's reading)", f"{reached}/{len(with_ceiling)}", "all",
              None if not with_ceiling else reached == len(with_ceiling)),
         _bar("  R^2 on means of 10 logged points, same runs", rng(r2_10), ">= 0.91",

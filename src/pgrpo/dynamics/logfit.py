@@ -87,6 +87,8 @@ MIN_BLOCKS = 8
 CEILING_SLACK = 0.05
 """How far the adjusted R^2 may pass the noise ceiling (an estimate) before the ceiling is
 taken to be wrong for the log (`fit_quality`'s noise_ceiling_holds)."""
+AT_CEILING = 0.02
+"""An R^2 this close below the noise ceiling is at it: what is left is noise (`quality_words`)."""
 
 
 def noise_ceiling(reward: np.ndarray, block: int = 1) -> float:
@@ -208,7 +210,7 @@ def quality_words(q: dict, model: str) -> str | None:
         )
     elif ceiling is not None:
         at = q["r2"] if adjusted is None else adjusted
-        near = ": at the ceiling, what is left is noise" if at >= ceiling - 0.02 else ""
+        near = ": at the ceiling, what is left is noise" if at >= ceiling - AT_CEILING else ""
         parts.append(
             f"{r2} against a noise ceiling of about {ceiling:.3f} (the R^2 of a "
             f"perfect mean curve under the noise of each {unit}, from first differences)"
