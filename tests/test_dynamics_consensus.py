@@ -20,9 +20,14 @@ def _rise(n: int, seed: int, tau: float = 30.0, noise: float = 0.05) -> np.ndarr
     return 0.2 + 0.6 * (1.0 - np.exp(-t / tau)) + noise * rng.standard_normal(n)
 
 
+RISES = {"n": st.integers(24, 160), "seed": st.integers(0, 10_000),
+         "cut": st.sampled_from([0.3, 0.5, 0.7]), "tau": st.floats(5.0, 200.0),
+         "noise": st.floats(0.0, 0.2)}  # fmt: skip
+"""The noisy saturating rises (`_rise`) the property tests draw, with a cut."""
+
+
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(n=st.integers(24, 160), seed=st.integers(0, 10_000), cut=st.sampled_from([0.3, 0.5, 0.7]),
-       tau=st.floats(5.0, 200.0), noise=st.floats(0.0, 0.2))  # fmt: skip
+@given(**RISES)
 def test_the_median_member_is_forecast_and_drawn(n, seed, cut, tau, noise):
     step = np.arange(1, n + 1, dtype=float)
     y = _rise(n, seed, tau, noise)
@@ -41,8 +46,7 @@ def test_the_median_member_is_forecast_and_drawn(n, seed, cut, tau, noise):
 
 
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(n=st.integers(24, 160), seed=st.integers(0, 10_000), cut=st.sampled_from([0.3, 0.5, 0.7]),
-       tau=st.floats(5.0, 200.0), noise=st.floats(0.0, 0.2))  # fmt: skip
+@given(**RISES)
 def test_ensemble_mean_draws_and_reports_the_mean_of_the_three_members(n, seed, cut, tau, noise):
     step = np.arange(1, n + 1, dtype=float)
     y = _rise(n, seed, tau, noise)
