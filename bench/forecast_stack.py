@@ -32,7 +32,7 @@ from collections.abc import Callable
 import numpy as np
 
 from pgrpo.dynamics import forecast
-from pgrpo.dynamics.forecast import last_window_mean
+from pgrpo.dynamics.forecast import MIN_FORECAST_POINTS, last_window_mean
 from pgrpo.dynamics.levelgain import (
     LEVELS,
     ForecastPrior,
@@ -50,7 +50,8 @@ CANDIDATES = ("level", "model", "level_tau", "model_tau", "last_window", "expone
 def candidate_rows(
     run: dict, centres: dict[str, float], cuts=DERIVE_CUTS, rom: bool = True, loss: str = "soft_l1"
 ) -> list[dict]:
-    """One row per cut of `run` (corpus entry of forecast_real.load_corpus): the candidates'
+    """One row per cut of `run` (corpus entry of forecast_real.load_corpus; none at a cut that
+    leaves fewer than `MIN_FORECAST_POINTS` points before it or none after): the candidates'
     predicted future means, S (band_unit, band_unit_tau), the observed mean, std, last-10 mean.
     centres: name -> timescale-prior centre (name: the held-out repository it was derived
     without, or "all"). rom: also rom_blend (the slow candidate; nan when False). loss: the
@@ -61,6 +62,8 @@ def candidate_rows(
     rows = []
     for cut in cuts:
         i = int(round(cut * y.size))
+        if i < MIN_FORECAST_POINTS or i >= y.size:  # a short run: no forecast at this cut
+            continue
         base = forecast(log.step, y, cut, method="level_gain", prior=ForecastPrior(0.0, 1.0, loss),
                         **kw)  # fmt: skip
         kw_rom = {k: v for k, v in kw.items() if k != "weights"}
