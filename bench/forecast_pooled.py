@@ -1,11 +1,13 @@
 """The shipped forecaster and a few curve families on several corpora at once, after the fact.
 
-    python bench/forecast_pooled.py DIR [DIR ...] [--cuts 0.3 0.5 0.7] [--out PATH]
+    python bench/forecast_pooled.py DIR [DIR ...] [--cuts 0.3 0.5 0.7] [--prior shipped|earlier]
+        [--out PATH]
 
 Each DIR is a folder in the corpus layout (index.json with `runs`, one CSV per run; e.g.
 ../shared/data/curves and the rebuilt held-back rounds of bench/holdout/ and bench/holdout2/).
 Every run is forecast through the library (`pgrpo.dynamics.forecast`, the shipped
-CORPUS_PRIOR, inputs as bench/forecast_real.py builds them) at each cut by:
+CORPUS_PRIOR unless `--prior earlier`, inputs as bench/forecast_real.py builds them) at each cut
+by:
 
 - `default`: level_gain on the exponential (exponential_lr where the lr varies), `forecast`'s
   default until held-back round 3 (the column keeps its name so results compare);
@@ -42,7 +44,7 @@ from pathlib import Path
 import numpy as np
 
 from pgrpo.dynamics import forecast
-from pgrpo.dynamics.levelgain import CORPUS_PRIOR
+from pgrpo.dynamics.levelgain import CORPUS_PRIOR, ForecastPrior
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from corpus_entry import RESEARCH_ROLLOUTS, n_rollouts  # noqa: E402
@@ -54,15 +56,16 @@ AIC_MARGIN = 2.0
 METHODS = ("default", "logistic", "aic", "average", "consensus", "damped_trend", "ensemble_mean")
 
 
-def run_rows(run: dict, folder: str, cuts) -> list[dict]:
-    """One row per cut: each method's predicted mean, the observed mean, std and last-10."""
+def run_rows(run: dict, folder: str, cuts, prior: ForecastPrior = CORPUS_PRIOR) -> list[dict]:
+    """One row per cut: each method's predicted mean, the observed mean, std and last-10, each
+    forecast with `prior`."""
     log = run["log"]
     y = np.asarray(log.reward, dtype=float)
     kw = {k: v for k, v in run["inputs"].items() if k != "optimizer"}
     rows = []
     for cut in cuts:
         i = int(round(cut * y.size))
-        lg = {"method": "level_gain", "prior": CORPUS_PRIOR}
+        lg = {"method": "level_gain", "prior": prior}
         expo = forecast(log.step, y, cut, **lg, **kw)
         try:
             logi = forecast(log.step, y, cut, model="logistic", **lg, **kw)
@@ -70,9 +73,9 @@ def run_rows(run: dict, folder: str, cuts) -> list[dict]:
             logi = None
         better = logi is not None and logi.fit.aic + AIC_MARGIN < expo.fit.aic
         logi = logi or expo
-        cons = forecast(log.step, y, cut, prior=CORPUS_PRIOR, method="consensus", **kw)
+        cons = forecast(log.step, y, cut, prior=prior, method="consensus", **kw)
         trend = cons.metrics["member_mean/damped_trend"]
-        ens = forecast(log.step, y, cut, prior=CORPUS_PRIOR, method="ensemble_mean", **kw)
+        ens = forecast(log.step, y, cut, prior=prior, method="ensemble_mean", **kw)
         pred = {
             "default": expo.predicted_mean,
             "logistic": logi.predicted_mean,
@@ -149,7 +152,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("folders", type=Path, nargs="+", help="corpus folders (index.json + CSVs)")
     ap.add_argument("--cuts", type=float, nargs="+", default=[0.3, 0.5, 0.7])
     ap.add_argument("--out", type=Path, default=OUT)
+    ap.add_argument("--prior", choices=("shipped", "earlier"), default="shipped",
+                    help="the forecast prior: levelgain.CORPUS_PRIOR, or the one learned on "
+                    "the 33 shared runs alone (forecast_prior.EARLIER_PRIOR)")  # fmt: skip
     args = ap.parse_args(argv)
+    from forecast_prior import EARLIER_PRIOR  # forecast_prior imports this module
+
+    prior = EARLIER_PRIOR if args.prior == "earlier" else CORPUS_PRIOR
     for d in args.folders:
         if not (d / "index.json").is_file():
             print(f"error: {d} has no index.json; pass folders in the corpus layout "
@@ -159,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--cuts {bad}: each cut must be a fraction in (0, 1)")
     warnings.filterwarnings("ignore", category=RuntimeWarning)
     rows = [row for d in args.folders for run in load_corpus(corpus=d)
-            for row in run_rows(run, str(d), args.cuts)]  # fmt: skip
+            for row in run_rows(run, str(d), args.cuts, prior)]  # fmt: skip
     groups = {**{str(d): [r for r in rows if r["folder"] == str(d)] for d in args.folders},
               "pooled": rows, **by_scale(rows)}  # fmt: skip
     result = {g: {str(c): summarise([r for r in rs if r["cut"] == c]) for c in args.cuts}
@@ -177,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     cmd = "python bench/forecast_pooled.py " + " ".join(sys.argv[1:] if argv is None else argv)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     doc = {"command": cmd, "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-           "summary": result, "rows": rows}  # fmt: skip
+           "prior": args.prior, "summary": result, "rows": rows}  # fmt: skip
     args.out.write_text(json.dumps(doc, indent=1, default=float))
     print(f"wrote {args.out}")
     return 0
