@@ -1,6 +1,6 @@
 """bench/real_runs.py on a corpus other than the shared one (`--corpus`): the check on runs we
-keep back runs the same table and reports issue #13's bars, with the forecast's prior out of
-sample; a folder without index.json is one line and exit 2."""
+keep back runs the same table and reports issue #13's bars, saying whether the forecast's prior
+was learned on its runs; a folder without index.json is one line and exit 2."""
 
 from __future__ import annotations
 
@@ -22,7 +22,10 @@ RUNS = ("cs336_shibuki_onpolicy_lr1e-5", "gsm8k_qwen3_1p7b_abl_baseline")
 @pytest.mark.skipif(not (CURVES / "index.json").exists(), reason="needs ../shared/data/curves")
 def test_a_held_back_corpus_gets_the_table_and_the_bars(tmp_path):
     corpus = corpus_folder(tmp_path / "heldback", RUNS)
-    kept = json.loads((corpus / "index.json").read_text())["runs"]
+    index = json.loads((corpus / "index.json").read_text())
+    index["runs"][0]["name"] = "a_run_the_prior_never_saw"  # the other trained the prior
+    (corpus / "index.json").write_text(json.dumps(index))
+    kept = index["runs"]
     out = tmp_path / "out.json"
     cmd = [sys.executable, str(SCRIPT), "--corpus", str(corpus), "--nulls-per-run", "1",
            "--rldoctor", "", "--out", str(out)]  # fmt: skip
@@ -32,11 +35,21 @@ def test_a_held_back_corpus_gets_the_table_and_the_bars(tmp_path):
     assert [r["run"] for r in doc["runs"]] == [m["name"] for m in kept]
     assert len(doc["nulls"]) == 2 + 40  # one per run and the issue's 40 curves
     bars = {b["bar"]: b for b in doc["summary"]["quality_bar"]}
-    assert any("out of sample" in name for name in bars)
+    assert any("prior in sample on 1 of 2 runs" in name for name in bars)
     research = next(b for name, b in bars.items() if name.startswith("R^2 per logged point"))
     assert research["bar"].endswith("(1)")  # the CS336 run: 256 rollouts per step, learning
     assert "quality bar (issue #13)" in proc.stdout
     assert not (ROOT / "bench" / "results" / "real_runs_heldback.json").exists()
+
+
+def test_the_bar_says_whether_the_prior_was_learned_on_the_runs():
+    sys.path.insert(0, str(SCRIPT.parent))
+    from real_runs import PRIOR_RESULT, prior_sample
+
+    seen = list(json.loads(PRIOR_RESULT.read_text())["derivation"]["log_tau_ratio"])
+    assert prior_sample([{"name": n} for n in seen[:3]]) == "in sample"
+    assert prior_sample([{"name": "new_1"}, {"name": "new_2"}]) == "out of sample"
+    assert prior_sample([{"name": seen[0]}, {"name": "new"}]) == "in sample on 1 of 2 runs"
 
 
 def test_a_folder_without_an_index_is_one_line_and_exit_2(tmp_path):
