@@ -7,7 +7,7 @@ from unittest import mock
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from pgrpo.dynamics import (
@@ -196,15 +196,39 @@ def _scan_threshold(a: float, beta1: float, f: float, max_refresh: int) -> int |
     beta1=st.floats(0.0, 0.98),
     f=st.sampled_from([0.0, 0.0, 0.25, 0.5, 0.9]),
 )
+@example(log_a=0.0703125, beta1=0.0703125, f=0.5)  # marginal: 1 + 6.5e-12 at K = 19-20 only
 def test_threshold_search_equals_the_k_by_k_scan(log_a, beta1, f):
     """first_unstable assumes a window map stays unstable at every K above an unstable one; on
-    random a, beta1 and current fractions its K* is the scan's (including None)."""
+    random a, beta1 and current fractions its K* is the scan's (including None), except where
+    the map is marginal to within float64: a radius above 1 + tol by less than MARGINAL at the
+    first K either finds, which the search may step over (a README test run drew a = 1.18,
+    beta1 = 0.07, f = 0.5: 1 + 6.5e-12 at K = 19 and 20, back to 1 + 1e-13 by K = 24; the
+    radius of a near-defective eigenvalue carries rounding of order sqrt(eps) ~ 1e-8)."""
     from pgrpo.dynamics.optimizers import window_threshold
     from pgrpo.dynamics.recursion import default_max_refresh
 
     a = 10.0**log_a
     limit = default_max_refresh(a, beta1)
-    assert window_threshold(a, beta1, f) == _scan_threshold(a, beta1, f, limit)
+    found, scanned = window_threshold(a, beta1, f), _scan_threshold(a, beta1, f, limit)
+    if found != scanned:
+        first = min(k for k in (found, scanned) if k is not None)
+        assert _radius(a, beta1, f, first) - 1.0 < MARGINAL, (found, scanned)
+
+
+MARGINAL = 1e-9
+"""A window map whose radius exceeds 1 by less than this is marginal to within float64 (see
+test_threshold_search_equals_the_k_by_k_scan)."""
+
+
+def _radius(a: float, beta1: float, f: float, K: int) -> float:
+    g = 1.0 - beta1
+    step = np.array(
+        [[1.0 + beta1 - g * a * f, -beta1, -g * a * (1.0 - f)], [1.0, 0.0, 0.0], [0.0, 0.0, 1.0]]
+    )
+    P = np.linalg.matrix_power(step, K)
+    A = P[:2, :2].copy()
+    A[:, 0] += P[:2, 2]
+    return float(np.max(np.abs(np.linalg.eigvals(A))))
 
 
 def test_threshold_of_a_tiny_rate_is_found_at_once():

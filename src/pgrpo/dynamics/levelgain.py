@@ -97,7 +97,7 @@ class ForecastPrior:
 # five held-back rounds of bench/holdout*/, rebuilt as their READMEs say) at the cut fractions
 # 0.2, 0.3, ..., 0.8 (gamma pooled over them with each repository counted once; the band scale
 # at each cut; the timescale prior's centre from whole-run fits) by
-#   python bench/forecast_prior.py ../shared/data/curves DIR1 ... DIR5     (2026-12-04)
+#   python bench/forecast_prior.py SHARED DIR1 ... DIR5     (2026-12-04; docs/dynamics.md)
 # which also writes the derivation's inputs (bench/results/forecast_prior.json, re-derived by
 # tests/test_dynamics_forecast_prior.py) and its leave-one-repository-out check (docs/dynamics.md,
 # "The prior from every run seen"). The data are not copied here. The prior learned on the 33

@@ -193,7 +193,10 @@ def first_unstable(radius: Callable[[int], float], max_refresh: int, tol: float)
     bisection: O(log^2 K*) 3x3 products with `radius` from a matrix power, where the K-by-K scan
     took O(K*) eigenvalue calls (`pgrpo predict --lr 1e-6 --kappa 1` ran for minutes). It assumes
     what the scan found on every grid tried: once a window map is unstable, it stays unstable at
-    every larger K (tests/test_dynamics_recursion.py checks the two agree on random a, beta1, f)."""
+    every larger K (tests/test_dynamics_recursion.py checks the two agree on random a, beta1, f),
+    but for maps marginal to within float64, whose radius can rise above 1 + tol by ~1e-11 at a
+    few K and fall back (a = 1.18, beta1 = 0.07, f = 0.5: K = 19-20), which the search may step
+    over where the scan stops."""
     lo, hi = 0, 1  # lo: stable (0: none yet)
     while not radius(hi) > 1.0 + tol:
         if hi >= max_refresh:
