@@ -222,6 +222,24 @@ def test_diagnose_says_when_group_and_batch_sizes_would_judge_a_01_reward_better
     assert not any("give --group-size" in n for n in doc["settings"]["notes"])
 
 
+def test_diagnose_says_when_stated_sizes_would_judge_a_partial_credit_reward(tmp_path):
+    """A 51-point partial-credit reward rising 0.1 -> 1.2 at noise sd 0.1 read 'flat' against
+    AR(1) noise at its rho bound (round 6, 2026-12-04); with G and B stated each step's fresh
+    rollouts make the noise independent, and the note says so when they are not given."""
+    rng = np.random.default_rng(51)
+    t = np.arange(51)
+    reward = 0.1 + 1.1 / (1.0 + np.exp(-(t - 18) / 3.0)) + 0.1 * rng.standard_normal(51)
+    path = _csv(tmp_path / "log.csv", reward)
+    doc = json.loads(runner.invoke(app, ["diagnose", str(path), "--json"]).output)
+    hint = [n for n in doc["settings"]["notes"] if "take the steps' noise as independent" in n]
+    assert len(hint) == 1 and doc["progress"]["evidence"]["null_model"].startswith("AR(1)")
+    args = ["diagnose", str(path), "--json", "--group-size", "6", "--batch-prompts", "8"]
+    doc = json.loads(runner.invoke(app, args).output)
+    assert doc["progress"]["label"] in ("learning", "plateau")
+    assert doc["progress"]["evidence"]["null_model"].startswith("independent batch noise, N=48")
+    assert not any("give --group-size" in n for n in doc["settings"]["notes"])
+
+
 def test_the_evidence_table_puts_a_reason_first_and_says_what_it_left_out(shared_data):
     """The text table cut each mode's evidence at 6 figures without saying so, and a mode that
     could not be judged on lower bounds kept its reason out of view (review, 2026-12-04)."""

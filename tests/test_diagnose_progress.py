@@ -216,6 +216,37 @@ def test_ar1_noise_without_group_size_is_flat():
     assert bad <= 2
 
 
+def test_a_stated_batch_makes_partial_credit_noise_independent():
+    """N stated (G and B), rewards not means of 0/1 rewards (partial credit, a reward model's
+    score): the null is independent batch noise, as the binomial null is for 0/1 means (fresh
+    rollouts every step), not AR(1) at the bound on rho. Round 6 (2026-12-04): 51-point format
+    rewards rising tenfold and a 25-step reward-model run read 'flat' against AR(1) at 0.9."""
+    rng = np.random.default_rng(20261204)
+    n, g, b = 51, 6, 8
+    t = np.arange(n)
+    rise = 0.1 + 1.1 / (1.0 + np.exp(-(t - 18) / 3.0))  # 0.1 -> 1.2 by step 30, noise sd 0.1
+    stated = {"group_size": np.full(n, float(g)), "batch_prompts": np.full(n, float(b))}
+    null = nm.choose_null(rise + 0.1 * rng.standard_normal(n), g * b)
+    assert (null.kind, null.rho, null.n_rollouts) == ("ar1", 0.0, g * b)
+    assert "independent batch noise, N=48" in null.describe()
+    assert nm.choose_null(rise, None).rho > 0.0  # without N: AR(1) at the bound on rho
+    labels = [diagnose({"reward": rise + 0.1 * rng.standard_normal(n), **stated}).progress.label
+              for _ in range(20)]  # fmt: skip
+    assert labels.count("flat") == 0, labels
+    # and flat partial-credit noise with N stated stays flat: the same false-alarm bar as the
+    # binomial null's (at most 5% of curves with a non-flat verdict or a failure mode)
+    bad = []
+    for i in range(120):
+        m = (30, 51, 200)[i % 3]
+        r = 0.6 + 0.15 * rng.standard_normal(m) + 0.05 * rng.integers(0, 3, m)  # not on 1/N
+        d = diagnose({"reward": r, "group_size": np.full(m, float(g)),
+                      "batch_prompts": np.full(m, float(b))})  # fmt: skip
+        fired = [v.name for v in d.modes if v.detected and v.name in MODES]
+        if fired or d.progress.label != "flat":
+            bad.append((i, d.progress.label, fired))
+    assert len(bad) <= 6, bad
+
+
 def test_growing_oscillation_is_instability_and_wander_is_not():
     rng = np.random.default_rng(2)
     n = 300

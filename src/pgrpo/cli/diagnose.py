@@ -159,10 +159,11 @@ def diagnose_cmd(
 
 
 def _binomial_hint(result: Any, values: dict, run: Any) -> str | None:
-    """A note when the reward tests fell back on AR(1) noise for a reward in [0, 1] whose group
-    and batch sizes are unknown: as a mean of 0/1 rewards it would be judged against binomial
-    batch means, which know more (cs336 off-policy e16 reads 'flat' without them and
-    'collapsed' with them; review, 2026-12-04)."""
+    """A note when the reward tests fell back on AR(1) noise because the group and batch sizes
+    are unknown: for a reward in [0, 1], as a mean of 0/1 rewards it would be judged against
+    binomial batch means, which know more (cs336 off-policy e16 reads 'flat' without them and
+    'collapsed' with them; review, 2026-12-04); for any other reward, against independent batch
+    noise (`nullmodel.choose_null`; round 6's short partial-credit rises read 'flat' without)."""
     import numpy as np
 
     ev = result.progress.evidence if result.progress is not None else {}
@@ -171,8 +172,11 @@ def _binomial_hint(result: Any, values: dict, run: Any) -> str | None:
     known = values.get("group_size") and values.get("batch_prompts")
     if known or not str(ev.get("null_model", "")).startswith("AR(1)") or not r.size:
         return None
-    if r.min() < 0 or r.max() > 1:
-        return None
+    if r.min() < 0 or r.max() > 1:  # not a 0/1 mean: stated sizes make the steps independent
+        return ("the reward tests used AR(1) noise at a bound on its autocorrelation "
+                "(group_size and batch_prompts unknown), which on a short run can absorb a real "
+                "rise; if each step scores fresh rollouts, give --group-size and --batch-prompts: "
+                "the tests then take the steps' noise as independent")  # fmt: skip
     return ("the reward tests used AR(1) noise (group_size and batch_prompts unknown); if the "
             "reward is a mean of 0/1 rewards, give --group-size and --batch-prompts: binomial "
             "batch means know more (e.g. how long a stay at 0 can last by chance)")  # fmt: skip

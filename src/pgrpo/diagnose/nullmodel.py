@@ -59,6 +59,8 @@ class NullModel:
         if self.kind == "binomial":
             how = f" (from the values' 1/{self.n_rollouts} steps)" if self.inferred else ""
             return f"binomial batch means, N={self.n_rollouts} rollouts{how}, p={self.p:.2f}"
+        if self.n_rollouts:  # `choose_null`'s white batch noise: a stated N, fresh every step
+            return f"independent batch noise, N={self.n_rollouts} rollouts per step"
         return f"AR(1) noise, rho={self.rho:.2f}"
 
 
@@ -296,13 +298,19 @@ def grid_p(p: float, draws: int) -> float:
 def choose_null(reward: np.ndarray, n_rollouts: float | None, rho: float | None = None):
     """Binomial batch noise at N = B x G when N is known (stated, or read off the values'
     1/N steps: `rollouts`), the values are means of N 0/1 rewards (fresh rollouts every step:
-    independent noise) and their noise is not overdispersed; AR(1) at the bound on the curve's rho
-    (`lag1_autocorr`) otherwise. reward: [n] finite values."""
+    independent noise) and their noise is not overdispersed; independent batch noise (AR(1) at
+    rho 0, marked by its N) when N is stated and the values are not means of 0/1 rewards: the
+    same fresh rollouts vouch for independent steps, whatever the reward's scale (round 6,
+    2026-12-04: against AR(1) at the bound on rho, which on 25-51 points of a rise that stops
+    reaches 0.9, partial-credit rewards rising tenfold read 'flat'); AR(1) at the bound on the
+    curve's rho (`lag1_autocorr`) otherwise. reward: [n] finite values."""
     rho = lag1_autocorr(reward) if rho is None else rho
     n_rollouts, inferred = rollouts(reward, n_rollouts, rho)
     if is_binary_mean(reward, n_rollouts) and not overdispersed(reward, n_rollouts):
         p = grid_p(float(np.mean(reward)), int(n_rollouts) * reward.size)
         return NullModel("binomial", rho, int(n_rollouts), p, inferred=inferred)
+    if n_rollouts and not inferred and not is_binary_mean(reward, n_rollouts):
+        return NullModel("ar1", 0.0, int(n_rollouts))
     return NullModel("ar1", rho)
 
 
@@ -389,7 +397,8 @@ def null_statistics(n: int, null: NullModel, level_only: bool = False) -> dict[s
     """Sorted null values of every statistic ([N_NULL] each) for curves of length n; with
     level_only, of the LEVEL_STATISTICS at least (half the cost where the others are not
     cached yet; what the progress verdict reads). The same values either way."""
-    key = (int(n), null.kind, float(null.rho), int(null.n_rollouts), float(null.p))
+    rollouts_key = int(null.n_rollouts) if null.kind == "binomial" else 0  # AR(1): N only names it
+    key = (int(n), null.kind, float(null.rho), rollouts_key, float(null.p))
     if level_only and key not in _FULL_KEYS:
         return _null_level(*key)
     return _null_stats(*key)
