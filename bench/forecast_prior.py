@@ -39,6 +39,7 @@ from pathlib import Path
 import numpy as np
 
 from pgrpo.dynamics import forecast
+from pgrpo.dynamics.forecast import MIN_FORECAST_POINTS
 from pgrpo.dynamics.levelgain import CORPUS_PRIOR, ForecastPrior
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -100,7 +101,7 @@ def score(run: dict, cut: float, priors: dict[str, ForecastPrior]) -> dict | Non
     log = run["log"]
     y = np.asarray(log.reward, dtype=float)
     i = int(round(cut * y.size))
-    if i < 6 or i >= y.size:
+    if i < MIN_FORECAST_POINTS or i >= y.size:
         return None
     obs, sd = float(np.mean(y[i:])), float(np.std(y)) or 1.0
     l10 = float(np.mean(y[max(i - 10, 0) : i]))

@@ -30,6 +30,7 @@ def test_the_reported_case_is_underdamped():
 @settings(max_examples=60, deadline=None)
 @given(st.floats(0.0, 0.98), st.floats(1e-3, 3.0), st.integers(1, 4))
 @example(5e-324, 0.5, 1)  # a subnormal beta1: m k underflowed to 0 in the damping ratio
+@example(0.9765625, 2.0625, 2)  # blurred eigenvalues, radius 1 + 4e-4: read 'underdamped'
 def test_regime_agrees_with_the_onset_and_the_threshold(beta1, a, k):
     onset = oscillation_onset(beta1, k)
     assume(abs(a - onset) > 1e-6 * onset)

@@ -15,6 +15,7 @@ from pgrpo.dynamics.recursion import (
     RESOLVED_GAP,
     monodromy,
     oscillation_onset,
+    refresh_threshold,
     simulate_recursion,
     slow_gap,
     window_stationary_variance,
@@ -54,10 +55,15 @@ def recursion_regime(
     'critical' within `rtol` (relative) of `oscillation_onset`, 'underdamped' when the dominant
     eigenvalue is complex or negative (the mean oscillates: the criterion of
     `oscillation_onset`), else 'overdamped'. So the label always agrees with the printed onset.
+    Where the eigenvalues blur (`slow_gap` below RESOLVED_GAP), 'unstable' is read from the
+    threshold (`refresh_threshold`: K >= K*), as `predict`'s `stable` is.
     """
     ev = np.linalg.eigvals(monodromy(a, beta1, refresh_interval))
     top = ev[np.argmax(np.abs(ev))]
     if slow_gap(ev) < RESOLVED_GAP:  # a -> 0 or beta1 -> 1: the eigenvalues blur
+        k_star = refresh_threshold(a, beta1).K_star  # what `stable` reads: K >= K* diverges
+        if k_star is not None and refresh_interval >= k_star:  # (a 2.06, beta1 0.977, K 2:
+            return "unstable"  # radius 1 + 4e-4, once labelled 'underdamped' from the onset)
         onset = oscillation_onset(beta1, refresh_interval)  # the printed onset decides
         if math.isfinite(onset):
             return "underdamped" if a > onset else "overdamped"
