@@ -247,6 +247,20 @@ def test_a_stated_batch_makes_partial_credit_noise_independent():
     assert len(bad) <= 6, bad
 
 
+def test_a_fall_after_a_rise_does_not_cite_the_rise_as_its_trend():
+    """Round 6's zongzhejiang (0.1 -> 1.0, then back to 0.87) read "Declining: ... (fall
+    p=0.002, trend p<0.001)", the trend p being the rise's."""
+    rng = np.random.default_rng(3)
+    t = np.arange(60)
+    up = 0.1 + 0.9 / (1.0 + np.exp(-(t - 15) / 2.0)) - 0.2 * np.clip((t - 40) / 19.0, 0.0, 1.0)
+    v = assess_progress(t, up + 0.03 * rng.standard_normal(60), n_rollouts=48)
+    assert v.label == "declining" and v.evidence["trend_slope"] > 0
+    assert "upward" in v.summary and "after a rise from" in v.summary
+    down = 0.9 - 0.4 * t / 59.0
+    v = assess_progress(t, down + 0.03 * rng.standard_normal(60), n_rollouts=48)
+    assert v.label == "declining" and "upward" not in v.summary
+
+
 def test_growing_oscillation_is_instability_and_wander_is_not():
     rng = np.random.default_rng(2)
     n = 300

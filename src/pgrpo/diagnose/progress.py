@@ -402,9 +402,16 @@ def _words(label: str, ev: dict[str, Any]) -> tuple[str, str]:
                if drift else ""),
         )  # fmt: skip
     if label == "declining":
+        # a run that rose over the whole log and fell back from its best at the end: its trend
+        # p is a rise's, not evidence of the decline (round 6: "trend p<0.001" on 0.1 -> 0.87)
+        trend = (
+            f"trend {nm.fmt_p(p)}"
+            if ev["_trend_t"] <= 0
+            else (f"after a rise from {_g(a)} over the run, trend {nm.fmt_p(p)} upward")
+        )
         return (
             f"Declining: reward fell from its best, {_g(best)} near step {ps:g}, to {_g(b)} "
-            f"(fall {nm.fmt_p(min(ev['drop_p'], ev['late_drop_p']))}, trend {nm.fmt_p(p)}).",
+            f"(fall {nm.fmt_p(min(ev['drop_p'], ev['late_drop_p']))}, {trend}).",
             f"roll back to the checkpoint near step {ps:g}; lower the learning rate, add a KL "
             "penalty or use fewer inner updates (num_iterations)",
         )
