@@ -259,6 +259,9 @@ def test_a_fall_after_a_rise_does_not_cite_the_rise_as_its_trend():
     down = 0.9 - 0.4 * t / 59.0
     v = assess_progress(t, down + 0.03 * rng.standard_normal(60), n_rollouts=48)
     assert v.label == "declining" and "upward" not in v.summary
+    hump = 0.5 + 0.3 * np.sin(np.pi * t / 59.0) ** 4  # up and back down: no net trend
+    v = assess_progress(t, hump + 0.03 * rng.standard_normal(60), n_rollouts=48)
+    assert v.label == "declining" and "no trend over the whole run" in v.summary, v.summary
 
 
 def test_growing_oscillation_is_instability_and_wander_is_not():

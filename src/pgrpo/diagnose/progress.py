@@ -404,11 +404,12 @@ def _words(label: str, ev: dict[str, Any]) -> tuple[str, str]:
     if label == "declining":
         # a run that rose over the whole log and fell back from its best at the end: its trend
         # p is a rise's, not evidence of the decline (round 6: "trend p<0.001" on 0.1 -> 0.87)
-        trend = (
-            f"trend {nm.fmt_p(p)}"
-            if ev["_trend_t"] <= 0
-            else (f"after a rise from {_g(a)} over the run, trend {nm.fmt_p(p)} upward")
-        )
+        if ev["_trend_t"] <= 0:
+            trend = f"trend {nm.fmt_p(p)}"
+        elif p < ALPHA:
+            trend = f"after a rise from {_g(a)} over the run, trend {nm.fmt_p(p)} upward"
+        else:
+            trend = f"no trend over the whole run, {nm.fmt_p(p)}"
         return (
             f"Declining: reward fell from its best, {_g(best)} near step {ps:g}, to {_g(b)} "
             f"(fall {nm.fmt_p(min(ev['drop_p'], ev['late_drop_p']))}, {trend}).",
