@@ -306,10 +306,11 @@ def choose_null(reward: np.ndarray, n_rollouts: float | None, rho: float | None 
     curve's rho (`lag1_autocorr`) otherwise. reward: [n] finite values."""
     rho = lag1_autocorr(reward) if rho is None else rho
     n_rollouts, inferred = rollouts(reward, n_rollouts, rho)
-    if is_binary_mean(reward, n_rollouts) and not overdispersed(reward, n_rollouts):
+    binary = is_binary_mean(reward, n_rollouts)
+    if binary and not overdispersed(reward, n_rollouts):
         p = grid_p(float(np.mean(reward)), int(n_rollouts) * reward.size)
         return NullModel("binomial", rho, int(n_rollouts), p, inferred=inferred)
-    if n_rollouts and not inferred and not is_binary_mean(reward, n_rollouts):
+    if n_rollouts and not inferred and not binary:
         return NullModel("ar1", 0.0, int(n_rollouts))
     return NullModel("ar1", rho)
 
