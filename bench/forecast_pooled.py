@@ -16,12 +16,15 @@ by:
   the prefix cannot fit one, the default's forecast, counted (`logistic_failed`);
 - `aic`: the logistic where its AIC beats the default's by more than 2, else the default;
 - `average`: the mean of the two forecasts;
-- `consensus`: `forecast(method="consensus")`, the median of the default, the logistic and a
-  damped local trend (`pgrpo.dynamics.consensus`), with its own band (`covered_consensus`);
-- `damped_trend`: that damped local trend alone (the last-window mean where it cannot be
-  fitted);
-- `ensemble_mean`: `forecast(method="ensemble_mean")`, the mean of the consensus's three
-  members, with its own band (`covered_ensemble_mean`);
+- `consensus`: `forecast(method="consensus")`, the default since 2026-12-05: the median of the
+  default, the logistic, a damped local trend and a recent level (simple exponential
+  smoothing) (`pgrpo.dynamics.consensus`), with its own band (`covered_consensus`);
+- `consensus3`: `forecast(method="consensus3")`, the median of the first three, the default
+  from held-back round 3 to 2026-12-05 (`covered_consensus3`);
+- `damped_trend`, `recent_level`: those members alone (the last-window mean where one cannot
+  be fitted);
+- `ensemble_mean`: `forecast(method="ensemble_mean")`, the mean of the first three members,
+  with its own band (`covered_ensemble_mean`);
 
 scored as bench/forecast_real.py scores (|predicted - observed mean after the cut| / std of the
 whole run, against the mean of the last 10 points before the cut), per folder and pooled; the
@@ -53,7 +56,10 @@ from forecast_real import load_corpus  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "bench" / "results" / "forecast_pooled.json"
 AIC_MARGIN = 2.0
-METHODS = ("default", "logistic", "aic", "average", "consensus", "damped_trend", "ensemble_mean")
+METHODS = ("default", "logistic", "aic", "average", "consensus", "consensus3", "damped_trend",
+           "recent_level", "ensemble_mean")  # fmt: skip
+BANDS = ("default", "consensus", "consensus3", "ensemble_mean")
+"""The methods whose 90% band of the mean is scored (`covered_<method>`)."""
 
 
 def run_rows(run: dict, folder: str, cuts, prior: ForecastPrior = CORPUS_PRIOR) -> list[dict]:
@@ -74,15 +80,18 @@ def run_rows(run: dict, folder: str, cuts, prior: ForecastPrior = CORPUS_PRIOR) 
         better = logi is not None and logi.fit.aic + AIC_MARGIN < expo.fit.aic
         logi = logi or expo
         cons = forecast(log.step, y, cut, prior=prior, method="consensus", **kw)
-        trend = cons.metrics["member_mean/damped_trend"]
+        cons3 = forecast(log.step, y, cut, prior=prior, method="consensus3", **kw)
         ens = forecast(log.step, y, cut, prior=prior, method="ensemble_mean", **kw)
+        bands = {"default": expo, "consensus": cons, "consensus3": cons3, "ensemble_mean": ens}
         pred = {
             "default": expo.predicted_mean,
             "logistic": logi.predicted_mean,
             "aic": logi.predicted_mean if better else expo.predicted_mean,
             "average": 0.5 * (expo.predicted_mean + logi.predicted_mean),
             "consensus": cons.predicted_mean,
-            "damped_trend": trend,
+            "consensus3": cons3.predicted_mean,
+            "damped_trend": cons.metrics["member_mean/damped_trend"],
+            "recent_level": cons.metrics["member_mean/recent_level"],
             "ensemble_mean": ens.predicted_mean,
         }
         obs = expo.observed_mean
@@ -90,9 +99,8 @@ def run_rows(run: dict, folder: str, cuts, prior: ForecastPrior = CORPUS_PRIOR) 
                      "n_rollouts": n_rollouts(run["meta"]),
                      "cut": cut, "observed": expo.observed_mean, "logistic_failed": logi is expo,
                      "aic_logistic_better": better, "consensus_member": cons.metrics["member"],
-                     "covered_default": bool(expo.mean_band[0] <= obs <= expo.mean_band[1]),
-                     "covered_consensus": bool(cons.mean_band[0] <= obs <= cons.mean_band[1]),
-                     "covered_ensemble_mean": bool(ens.mean_band[0] <= obs <= ens.mean_band[1]),
+                     **{f"covered_{k}": bool(f.mean_band[0] <= obs <= f.mean_band[1])
+                        for k, f in bands.items()},
                      "std": float(np.std(y)) or 1.0, "last10": float(np.mean(y[max(i - 10, 0):i])),
                      **{f"pred_{k}": v for k, v in pred.items()}})  # fmt: skip
     return rows
@@ -117,10 +125,8 @@ def summarise(rows: list[dict]) -> dict:
     base = np.array([abs(r["last10"] - r["observed"]) / r["std"] for r in rows])
     out = {"runs": len(rows), "median_err_last10": float(np.median(base)),
            "logistic_failed": sum(r["logistic_failed"] for r in rows),
-           "coverage_default": float(np.mean([r["covered_default"] for r in rows])),
-           "coverage_consensus": float(np.mean([r["covered_consensus"] for r in rows])),
-           "coverage_ensemble_mean": float(np.mean([r["covered_ensemble_mean"] for r in rows])),
-           }  # fmt: skip
+           **{f"coverage_{k}": float(np.mean([r.get(f"covered_{k}", np.nan) for r in rows]))
+              for k in BANDS}}  # fmt: skip
     for m in METHODS:
         err = np.array([abs(r[f"pred_{m}"] - r["observed"]) / r["std"] for r in rows])
         out[m] = {"median_err": float(np.median(err)), "median_err_ci90": median_interval(err),

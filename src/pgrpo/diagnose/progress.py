@@ -16,8 +16,10 @@
   those points alone (`late_drop_p`: a collapse at the end widens the whole curve's noise and
   its rho bound, and read 'flat' on a held-back run that fell from 0.72 to 0.001).
 - `learning`: a significant rise that is still going on over the second half (one-sided 5%:
-  a flat second half reads "learning" 5% of the time, a stated cost of not missing a creep).
-- `plateau`: a significant rise that has stopped.
+  a flat second half reads "learning" 5% of the time, a stated cost of not missing a creep),
+  unless that second half's rise is bounded (one-sided 5%) at a quarter of the gain or less.
+- `plateau`: a significant rise that has stopped, or that only creeps on (a significant rise
+  over the second half bounded at PLATEAU_SHARE of the gain: `plateau_creeping`).
 - `flat`: none of these beyond batch noise.
 
 "Significant" is against null curves of the same length (`pgrpo.diagnose.nullmodel`): binomial
@@ -57,7 +59,9 @@ ZERO_SPREAD_SHARE = 0.8
 PLATEAU_SHARE = 0.25
 """A plateau has stopped (`plateau_stopped` 1) when the largest rise over its second half that
 the one-sided 5% test does not reject is at most this share of its gain (end window - start
-window); up to the whole gain it is 'probably' one; beyond, too noisy to tell."""
+window); up to the whole gain it is 'probably' one; beyond, too noisy to tell. So bounded, a
+significant rise over the second half is a plateau still creeping (`plateau_creeping` 1), not
+`learning`."""
 
 
 @dataclass(frozen=True)
@@ -256,6 +260,7 @@ def assess_progress(
     if label == "plateau":  # the second half's rise bounded to a quarter of the gain, or below 0
         gain = ev["end_level"] - ev["start_level"]
         ev["plateau_stopped"] = float(ev["recent_rise_hi"] <= PLATEAU_SHARE * max(gain, 0.0))
+        ev["plateau_creeping"] = float(ev["recent_p_up"] < ALPHA_RECENT)  # `_small_rise`
     summary, action = _words(label, ev)
     metrics = {k: float(v) for k, v in ev.items() if isinstance(v, int | float)}
     evidence = {k: v for k, v in ev.items() if not k.startswith("_")}
@@ -305,9 +310,21 @@ def _label(
     if rose or ev["recent_p_up"] < alpha:
         # one-sided at ALPHA_RECENT: a flat second half reads "learning" 5% of the time. Not
         # overruled by the exponential fit: real runs creep on after a fast rise, which an
-        # exponential cannot follow (it calls the asymptote reached).
-        return "learning" if ev["recent_p_up"] < ALPHA_RECENT else "plateau"
+        # exponential cannot follow (it calls the asymptote reached). A creep, though, is a
+        # plateau: a second half whose rise is bounded below PLATEAU_SHARE of the run's gain
+        # (`_small_rise`; held-back research-scale runs that rose early and then crept read
+        # 'learning' on significance alone, at 9-10% of their gain)
+        learning = ev["recent_p_up"] < ALPHA_RECENT and not _small_rise(ev)
+        return "learning" if learning else "plateau"
     return "flat"
+
+
+def _small_rise(ev: dict[str, Any]) -> bool:
+    """The largest rise over the second half that the one-sided 5% test does not reject is at
+    most PLATEAU_SHARE of a positive gain (end window - start window): most of the rise is
+    behind the run, however significant its creep."""
+    gain = ev["end_level"] - ev["start_level"]
+    return gain > 0 and ev["recent_rise_hi"] <= PLATEAU_SHARE * gain
 
 
 def _g(v: float) -> str:
@@ -345,6 +362,15 @@ def _words(label: str, ev: dict[str, Any]) -> tuple[str, str]:
         rose = f"reward rose from {_g(a)} to {_g(b)} ({nm.fmt_p(min(p, ev['gain_p']))})"
         hi, gain = ev["recent_rise_hi"], b - a
         rejected = f"rises of more than {hi:+.3g} over it are rejected at the 5% level"
+        if ev["plateau_creeping"]:
+            return (
+                f"Plateaued, still creeping: {rose}, and over the second half it rose only "
+                f"{ev['recent_rise']:+.3g} ({nm.fmt_p(ev['recent_p_up'])}), "
+                f"{_share(ev['recent_rise'], gain)} that gain: most of the rise is behind it.",
+                "more steps bring little at this rate: stop when the creep is not worth the "
+                "compute, or change something (harder prompts, a larger group, the learning "
+                "rate)",
+            )
         if ev["plateau_stopped"] and hi < 0:
             return (
                 f"Plateaued: {rose} and has turned down: over the second half it changed by "

@@ -193,16 +193,16 @@ def _level_gain(step, reward, future, kw, *, model=None, combine=True, prior=COR
     return level_gain(step, reward, future, {**kw, "weights": weights}, model=model, prior=prior)
 
 
-def _members(combination: str):
-    """The forecast method that combines the consensus's three members by `combination` (a
-    `consensus.COMBINATIONS` name)."""
+def _members(combination: str, members: str):
+    """The forecast method that combines the consensus's `members` (a `consensus.MEMBER_SETS`
+    name) by `combination` (a `consensus.COMBINATIONS` name)."""
 
     def run(step, reward, future, kw, *, model=None, combine=True, prior=CORPUS_PRIOR,
             weights=None):  # fmt: skip
         from pgrpo.dynamics.consensus import consensus  # imports this module (last_window_mean)
 
         return consensus(step, reward, future, {**kw, "weights": weights}, model=model,
-                         prior=prior, combination=combination)  # fmt: skip
+                         prior=prior, combination=combination, members=members)  # fmt: skip
 
     return run
 
@@ -210,8 +210,9 @@ def _members(combination: str):
 FORECAST_METHODS: Registry = Registry("forecast method")
 FORECAST_METHODS.add("level_gain", _level_gain)
 FORECAST_METHODS.add("rom_blend", _rom_blend)
-FORECAST_METHODS.add("consensus", _members("median"))
-FORECAST_METHODS.add("ensemble_mean", _members("mean"))
+FORECAST_METHODS.add("consensus", _members("median", "four"))
+FORECAST_METHODS.add("consensus3", _members("median", "three"))
+FORECAST_METHODS.add("ensemble_mean", _members("mean", "three"))
 
 
 def _backtest(step: np.ndarray, reward: np.ndarray, model: str, kw: dict, future: np.ndarray):
