@@ -32,7 +32,8 @@ def test_two_folders_are_scored_apart_and_pooled(tmp_path):
     pooled = summary["pooled"]["0.5"]
     assert pooled["runs"] == 3
     rows = doc["rows"]
-    methods = ("default", "logistic", "aic", "average", "consensus", "damped_trend")
+    methods = ("default", "logistic", "aic", "average", "consensus", "consensus3",
+               "damped_trend", "recent_level")  # fmt: skip
     for method in methods:  # the summary is the rows' scores
         err = [abs(r[f"pred_{method}"] - r["observed"]) / r["std"] for r in rows]
         base = [abs(r["last10"] - r["observed"]) / r["std"] for r in rows]
@@ -48,7 +49,9 @@ def test_two_folders_are_scored_apart_and_pooled(tmp_path):
         assert r["pred_aic"] == pick
         assert not (r["logistic_failed"] and r["aic_logistic_better"])
         three = (r["pred_default"], r["pred_logistic"], r["pred_damped_trend"])
-        assert r["pred_consensus"] == pytest.approx(float(np.median(three)))
+        assert r["pred_consensus3"] == pytest.approx(float(np.median(three)))
+        four = (*three, r["pred_recent_level"])
+        assert r["pred_consensus"] == pytest.approx(float(np.median(four)))
     assert "a/curves" in proc.stdout and "pooled" in proc.stdout
 
 

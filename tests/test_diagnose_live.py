@@ -47,8 +47,9 @@ def test_invariants_and_translation_equivariance(reward, shift):
     assert all(isinstance(v, float) and math.isfinite(v) for v in a.metrics.values())
     assert a.metrics["pgrpo/verdict"] == VERDICTS.index(a.verdict)
     # how sure a plateau is: logged exactly while the verdict is plateau
-    assert ("pgrpo/plateau_stopped" in a.metrics) == (a.verdict == "plateau")
-    assert a.metrics.get("pgrpo/plateau_stopped", 0.0) in (0.0, 1.0)
+    for key in ("pgrpo/plateau_stopped", "pgrpo/plateau_creeping"):
+        assert (key in a.metrics) == (a.verdict == "plateau")
+        assert a.metrics.get(key, 0.0) in (0.0, 1.0)
     assert not a.stop  # one assessment cannot satisfy patience=2
     if "pgrpo/forecast_plateau" in a.metrics:
         m = a.metrics
@@ -131,3 +132,8 @@ def test_a_plateau_logs_how_sure_it_is():
     rise = np.concatenate([np.linspace(0.1, 0.8, 20), np.full(300, 0.8)])
     st_ = assess_live(_log(rise + rng.normal(0, 0.03, rise.size)), LiveConfig())
     assert st_.verdict == "plateau" and st_.metrics["pgrpo/plateau_stopped"] == 1.0
+    assert st_.metrics["pgrpo/plateau_creeping"] == 0.0  # level after the rise: no creep
+    t = np.arange(320.0)  # a floor, a fast rise, then a creep of +0.05 over 250 steps
+    creep = np.clip(0.1 + 0.7 * (t - 50) / 20, 0.1, 0.8) + np.where(t > 70, 2e-4 * (t - 70), 0)
+    st_ = assess_live(_log(creep + rng.normal(0, 0.01, t.size)), LiveConfig())
+    assert st_.verdict == "plateau" and st_.metrics["pgrpo/plateau_creeping"] == 1.0

@@ -224,7 +224,7 @@ def test_a_stated_batch_makes_partial_credit_noise_independent():
     rng = np.random.default_rng(20261204)
     n, g, b = 51, 6, 8
     t = np.arange(n)
-    rise = 0.1 + 1.1 / (1.0 + np.exp(-(t - 18) / 3.0))  # 0.1 -> 1.2 by step 30, noise sd 0.1
+    rise = 0.1 + 1.1 / (1.0 + np.exp(-(t - 18) / 8.0))  # 0.1 -> 1.2 by step 40, noise sd 0.1
     stated = {"group_size": np.full(n, float(g)), "batch_prompts": np.full(n, float(b))}
     null = nm.choose_null(rise + 0.1 * rng.standard_normal(n), g * b)
     assert (null.kind, null.rho, null.n_rollouts) == ("ar1", 0.0, g * b)
@@ -247,13 +247,56 @@ def test_a_stated_batch_makes_partial_credit_noise_independent():
     assert len(bad) <= 6, bad
 
 
+def _ar1(rng, n: int, rho: float) -> np.ndarray:
+    e = rng.standard_normal(n + 50)
+    x = np.zeros_like(e)
+    for k in range(1, e.size):
+        x[k] = rho * x[k - 1] + e[k]
+    return x[50:]
+
+
+def test_a_stated_batch_does_not_make_autocorrelated_noise_independent():
+    """A stated N vouches for fresh rollouts, not for independent steps (a smoothed log, prompts
+    in a fixed order, a wandering level): where the curve's own lag-1 estimate rejects
+    independence (`nullmodel.autocorrelated`, 5% level) the null stays AR(1) at the rho bound.
+    Without that check AR(0.5) noise with N stated read 'collapsed' in 24% of live replays
+    (bench/live_checks.py --null-rho 0.5, 2026-12-05). Measured here: 3-9% of such curves not
+    flat or alarmed at 30-51 points, 0% at 200 (the check's power grows with the length)."""
+    rng = np.random.default_rng(7)
+    bad = {30: 0, 51: 0, 200: 0}
+    for i in range(240):
+        m = (30, 51, 200)[i % 3]
+        r = 0.6 + 0.1 * _ar1(rng, m, 0.5)
+        d = diagnose({"reward": r, "group_size": np.full(m, 6.0), "batch_prompts": np.full(m, 8.0)})
+        fired = [v.name for v in d.modes if v.detected and v.name in MODES]
+        bad[m] += bool(fired or d.progress.label != "flat")
+    assert bad[30] <= 10 and bad[51] <= 6 and bad[200] <= 2, bad  # of 80 each
+    smooth = 0.6 + 0.1 * _ar1(rng, 200, 0.9)
+    assert nm.autocorrelated(smooth) and nm.choose_null(smooth, 48).rho >= 0.8
+    flagged = sum(nm.autocorrelated(rng.standard_normal(100)) for _ in range(400))
+    assert 8 <= flagged <= 32  # about its 5% level on independent noise (20 of 400)
+
+
+def test_a_sharp_rise_with_a_stated_batch_keeps_the_rho_bound():
+    """The check's price: a rise over a few steps makes the differences autocorrelated, so the
+    independent null is not taken there (round 6's jkorrr, 0.10 -> 1.26 over 51 points, reads
+    `flat` again, as before the independent null)."""
+    t = np.arange(51)
+    step_rise = 0.1 + 1.1 / (1.0 + np.exp(-(t - 18) / 1.5))
+    y = step_rise + 0.02 * np.random.default_rng(1).standard_normal(51)
+    assert nm.autocorrelated(y) and nm.choose_null(y, 48).rho > 0.0
+
+
 def test_a_fall_after_a_rise_does_not_cite_the_rise_as_its_trend():
     """Round 6's zongzhejiang (0.1 -> 1.0, then back to 0.87) read "Declining: ... (fall
     p=0.002, trend p<0.001)", the trend p being the rise's."""
     rng = np.random.default_rng(3)
     t = np.arange(60)
     up = 0.1 + 0.9 / (1.0 + np.exp(-(t - 15) / 2.0)) - 0.2 * np.clip((t - 40) / 19.0, 0.0, 1.0)
-    v = assess_progress(t, up + 0.03 * rng.standard_normal(60), n_rollouts=48)
+    # means of 480 0/1 rewards (the binomial null): with N stated and a reward that is not a 0/1
+    # mean, a rise this sharp keeps the AR(1) null at the rho bound and reads `plateau`
+    y = np.random.default_rng(0).binomial(480, np.clip(up, 0.0, 1.0)) / 480  # 18 of 20 seeds
+    v = assess_progress(t, y, n_rollouts=480)
     assert v.label == "declining" and v.evidence["trend_slope"] > 0
     assert "upward" in v.summary and "after a rise from" in v.summary
     down = 0.9 - 0.4 * t / 59.0

@@ -34,8 +34,8 @@ def fit_cmd(
         None,
         "--forecast-method",
         help="How --forecast-from forecasts: consensus (default: the median of level_gain, "
-        "level_gain with a logistic curve and a damped trend), ensemble_mean (their mean), "
-        "level_gain, rom_blend.",
+        "level_gain with a logistic curve, a damped trend and a recent level), consensus3 "
+        "(the median of the first three), ensemble_mean (their mean), level_gain, rom_blend.",
     ),
     out: Path = typer.Option(Path("."), "--out", help="Directory for fit.png."),
     as_json: bool = json_option("the fits, forecast and settings"),

@@ -69,8 +69,8 @@ class LiveConfig:
     docs/integrations.md)."""
     plateau_patience: int = 8
     """The same for the plateau and flat alerts, whose verdicts are the noisier ones (8: on the
-    real logs 3 of 16 plateau stops were followed by a rise, against 10 of 22 with 5;
-    docs/integrations.md)."""
+    real logs 3 of 16 plateau stops were followed by a rise, against 10 of 22 with 5, when it
+    was chosen on 2026-12-01; 6 of 18 on 2026-12-05; docs/integrations.md)."""
     degeneracy_threshold: float = 0.9
     """Share of zero-std groups that counts as degenerate at one logged point, in (0, 1]."""
     degeneracy_patience: int = 5
@@ -262,8 +262,9 @@ def assess_live(
     if len(log) < cfg.min_points:
         return _status(step, reward, ("too_short", ()), cfg, history, metrics, "")
     progress = progress_of(log, fit=not decision_only)
-    if "plateau_stopped" in progress.evidence:  # how sure a plateau is (it decides nothing)
-        metrics["pgrpo/plateau_stopped"] = float(progress.evidence["plateau_stopped"])
+    for key in ("plateau_stopped", "plateau_creeping"):  # what kind of plateau (decides nothing)
+        if key in progress.evidence:
+            metrics[f"pgrpo/{key}"] = float(progress.evidence[key])
     decided = _decide(progress.label, run, len(log), cfg)
     if decision_only:
         return _status(step, reward, decided, cfg, history, metrics, progress.summary)

@@ -22,7 +22,8 @@ Public API (see docs/dynamics.md):
              a run's log, tau and kappa per optimizer step (online forecast, demo, fit, report,
              diagnose).
 - forecast:  `forecast(step, reward, cut, method="consensus", lr=, ...)` -> Forecast
-             (`FORECAST_METHODS`: consensus, the median of three, `consensus`; level_gain,
+             (`FORECAST_METHODS`: consensus, the median of four, `consensus`; consensus3,
+             ensemble_mean; level_gain,
              calibrated on real runs, `levelgain.CORPUS_PRIOR`; rom_blend); `evaluate_forecast`.
 - predict:   `predict(lr, beta1, kappa, refresh_interval=, group_size=, ...)` -> Prediction.
 - logs:      `pgrpo.dynamics.logfit.fit_log(RewardLog, forecast_from=, method=)` (behind

@@ -136,17 +136,18 @@ def _median_member(
     paths: dict[str, np.ndarray], means: dict[str, float]
 ) -> tuple[str | None, np.ndarray]:
     """The median of the members' means and its path: with an odd number of members, the
-    member whose mean is the median, and its own path (a tie names the first); with an even
-    number, the two middle members (named "a+b") and the mean of their two paths, whose mean
-    is the median."""
-    order = sorted(paths, key=lambda k: means[k])  # stable: ties keep the members' order
-    mid = len(order) // 2
-    if len(order) % 2:
-        middle = means[order[mid]]
-        pick = next(k for k in paths if means[k] == middle)
+    member whose mean is the median, and its own path; with an even number, the two middle
+    members (named "a+b" in the members' order) and the mean of their two paths, whose mean is
+    the median. A tie takes the first members that hold the middle values."""
+    values = sorted(means.values())
+    mid = len(values) // 2
+    if len(values) % 2:
+        pick = next(k for k in paths if means[k] == values[mid])
         return pick, paths[pick]
-    pair = [k for k in paths if k in (order[mid - 1], order[mid])]
-    return "+".join(pair), 0.5 * (paths[pair[0]] + paths[pair[1]])
+    low = next(k for k in paths if means[k] == values[mid - 1])
+    high = next(k for k in paths if k != low and means[k] == values[mid])
+    pair = [k for k in paths if k in (low, high)]
+    return "+".join(pair), 0.5 * (paths[low] + paths[high])
 
 
 def _mean_of_members(

@@ -1,10 +1,11 @@
 """Forecasting a reward curve: fit a prefix, predict the rest with an honest band, and score the
 forecast against the naive baselines (last-window mean; the single exponential).
 
-Four methods behind `FORECAST_METHODS`: `consensus` (default since held-back round 3;
-`consensus`: the median of level_gain, level_gain with a logistic curve and a damped local
-trend), `ensemble_mean` (the mean of the same three; pre-registered against `consensus` for
-held-back round 4, bench/holdout4/README.md), `level_gain` (`levelgain`: the fitted level at
+Five methods behind `FORECAST_METHODS`: `consensus` (the default; `consensus`: the median of
+level_gain, level_gain with a logistic curve, a damped local trend and a recent level, since
+2026-12-05), `consensus3` (the median of the first three, the default from held-back round 3
+to 2026-12-05), `ensemble_mean` (the mean of those three; pre-registered against the median
+for held-back round 4, bench/holdout4/README.md), `level_gain` (`levelgain`: the fitted level at
 the cut plus a corpus-learned share of the fitted further gain, band calibrated on real runs;
 the default before) and `rom_blend`.
 rom_blend's band = model variance (delta method: J Sigma J^T with the fit's parameter
@@ -101,8 +102,9 @@ def forecast(
 
     step, reward: [n] (the whole log; only the prefix is used for fitting). cut: a fraction of
     the points in (0, 1), or a step. method: a FORECAST_METHODS name: `consensus` (default; the
-    median of level_gain with `model`, level_gain with the logistic curve and a damped local
-    trend, `pgrpo.dynamics.consensus`), `ensemble_mean` (the mean of those three),
+    median of level_gain with `model`, level_gain with the logistic curve, a damped local
+    trend and a recent level, `pgrpo.dynamics.consensus`), `consensus3` (the median of the
+    first three), `ensemble_mean` (the mean of those three),
     `level_gain` (the corpus-calibrated forecaster of `levelgain`, with `prior`) or `rom_blend`
     (the ROM fit of `model`, default "rom", blended with the last-window mean when `combine`;
     `loss` is its fit's loss). horizon: the future
