@@ -22,7 +22,8 @@ by:
 - `consensus3`: `forecast(method="consensus3")`, the median of the first three, the default
   from held-back round 3 to 2026-12-05 (`covered_consensus3`);
 - `damped_trend`, `recent_level`: those members alone (the last-window mean where one cannot
-  be fitted);
+  be fitted; where the recent level cannot, `recent_level_failed`, the consensus is the median
+  of the other three);
 - `ensemble_mean`: `forecast(method="ensemble_mean")`, the mean of the first three members,
   with its own band (`covered_ensemble_mean`);
 
@@ -91,7 +92,8 @@ def run_rows(run: dict, folder: str, cuts, prior: ForecastPrior = CORPUS_PRIOR) 
             "consensus": cons.predicted_mean,
             "consensus3": cons3.predicted_mean,
             "damped_trend": cons.metrics["member_mean/damped_trend"],
-            "recent_level": cons.metrics["member_mean/recent_level"],
+            "recent_level": cons.metrics.get("member_mean/recent_level",
+                                             cons.baselines["last_window_mean"]),
             "ensemble_mean": ens.predicted_mean,
         }
         obs = expo.observed_mean
@@ -99,6 +101,7 @@ def run_rows(run: dict, folder: str, cuts, prior: ForecastPrior = CORPUS_PRIOR) 
                      "n_rollouts": n_rollouts(run["meta"]),
                      "cut": cut, "observed": expo.observed_mean, "logistic_failed": logi is expo,
                      "aic_logistic_better": better, "consensus_member": cons.metrics["member"],
+                     "recent_level_failed": bool(cons.metrics.get("level_failed", 0.0)),
                      **{f"covered_{k}": bool(f.mean_band[0] <= obs <= f.mean_band[1])
                         for k, f in bands.items()},
                      "std": float(np.std(y)) or 1.0, "last10": float(np.mean(y[max(i - 10, 0):i])),

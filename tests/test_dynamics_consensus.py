@@ -47,8 +47,8 @@ def _member_paths(step, y, cut):
         lo = lg
     fits = i >= MIN_TREND_POINTS
     tr = damped_trend(step[:i], y[:i], future)[0] if fits else window
-    lv = recent_level(step[:i], y[:i], future) if fits else window
-    return {"level_gain": lg, "logistic": lo, "damped_trend": tr, "recent_level": lv}
+    paths = {"level_gain": lg, "logistic": lo, "damped_trend": tr}
+    return {**paths, "recent_level": recent_level(step[:i], y[:i], future)} if fits else paths
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -57,16 +57,19 @@ def test_the_median_of_four_is_forecast_and_drawn(n, seed, cut, tau, noise):
     step = np.arange(1, n + 1, dtype=float)
     y = _rise(n, seed, tau, noise)
     fc = forecast(step, y, cut, method="consensus")
-    means = [fc.metrics[f"member_mean/{k}"] for k in MEMBERS]
+    paths = _member_paths(step, y, cut)  # three where the prefix is too short for the level
+    means = [fc.metrics[f"member_mean/{k}"] for k in paths]
     assert fc.metrics["members"] == "four" and fc.metrics["combination"] == "median"
     assert fc.predicted_mean == pytest.approx(float(np.median(means)), abs=1e-12)
     assert fc.predicted_mean == pytest.approx(float(np.mean(fc.predicted)), abs=1e-12)
-    pair = fc.metrics["member"].split("+")  # the two middle members, drawn as their mean path
-    assert len(pair) == 2 and set(pair) <= set(MEMBERS)
-    paths = _member_paths(step, y, cut)
-    for k in MEMBERS:
+    for k in paths:
         assert fc.metrics[f"member_mean/{k}"] == pytest.approx(float(np.mean(paths[k])),
                                                                abs=1e-12)  # fmt: skip
+    if len(paths) == 3:
+        np.testing.assert_allclose(fc.predicted, paths[fc.metrics["member"]], rtol=0, atol=1e-12)
+        return
+    pair = fc.metrics["member"].split("+")  # the two middle members, drawn as their mean path
+    assert len(pair) == 2 and set(pair) <= set(MEMBERS)
     np.testing.assert_allclose(fc.predicted, 0.5 * (paths[pair[0]] + paths[pair[1]]), rtol=0,
                                atol=1e-12)  # fmt: skip
     lo, hi = fc.mean_band
@@ -216,7 +219,10 @@ def test_a_short_prefix_has_the_last_window_mean_stand_in_for_the_trend_and_the_
     assert fc.metrics["trend_failed"] == 1.0 and fc.metrics["level_failed"] == 1.0
     i = MIN_TREND_POINTS - 1
     assert fc.metrics["member_mean/damped_trend"] == pytest.approx(float(np.mean(y[:i][-5:])))
-    assert fc.metrics["member_mean/recent_level"] == pytest.approx(float(np.mean(y[:i][-5:])))
+    # the recent level drops out (no second vote for the same stand-in): the median of three
+    assert "member_mean/recent_level" not in fc.metrics and "+" not in fc.metrics["member"]
+    three = forecast(step, y, cut, method="consensus3")
+    assert fc.predicted_mean == pytest.approx(three.predicted_mean, abs=1e-12)
     with pytest.raises(ValueError, match="needs >= 10 points"):
         damped_trend(step[:i], y[:i], step[i:])
     with pytest.raises(ValueError, match="needs >= 10 points"):

@@ -70,7 +70,7 @@ class LiveConfig:
     plateau_patience: int = 8
     """The same for the plateau and flat alerts, whose verdicts are the noisier ones (8: on the
     real logs 3 of 16 plateau stops were followed by a rise, against 10 of 22 with 5, when it
-    was chosen on 2026-12-01; 6 of 18 on 2026-12-05; docs/integrations.md)."""
+    was chosen on 2026-12-01; 7 of 19 on 2026-12-05; docs/integrations.md)."""
     degeneracy_threshold: float = 0.9
     """Share of zero-std groups that counts as degenerate at one logged point, in (0, 1]."""
     degeneracy_patience: int = 5

@@ -16,7 +16,9 @@ forecasts of the mean after the cut that go wrong in different ways.
   used and counted (metrics["trend_converged"]).
 - a recent level (simple exponential smoothing, ETS(A,N,N), on the standardised prefix): no
   trend at all, a level whose weight on recent points the prefix's own noise decides; where
-  it cannot be fitted the last-window mean stands in (metrics["level_failed"]).
+  it cannot be fitted (fewer than `MIN_TREND_POINTS` points) it drops out and the median is
+  of the other three (metrics["level_failed"]): a stand-in would be the trend's, the
+  last-window mean, with two votes.
 
 With four members the median is the mean of the two middle members' paths, the forecast drawn
 (so the drawn curve and the reported mean agree); `forecast(method="consensus3")` is the median
@@ -207,11 +209,13 @@ def consensus(
         level = recent_level(step, reward, future) if "recent_level" in names else None
     except ValueError:
         level = None
-    window = np.full(future.size, last_window_mean(reward))  # stands in for either
+    window = np.full(future.size, last_window_mean(reward))  # stands in for the trend
     paths = {"level_gain": base_pred, "logistic": logi_pred,
              "damped_trend": trend if trend is not None else window,
-             "recent_level": level if level is not None else window}  # fmt: skip
-    paths = {k: paths[k] for k in names}
+             "recent_level": level}  # fmt: skip
+    # a recent level that cannot be fitted drops out rather than stand in: its stand-in would
+    # be the trend's, one last-window mean with two votes (the median of the other three)
+    paths = {k: paths[k] for k in names if paths[k] is not None}
     means = {k: float(np.mean(v)) for k, v in paths.items()}
     pick, path = combine(paths, means)
     spread = float(np.var(list(means.values())))
