@@ -92,8 +92,9 @@ def run_rows(run: dict, folder: str, cuts, prior: ForecastPrior = CORPUS_PRIOR) 
             "consensus": cons.predicted_mean,
             "consensus3": cons3.predicted_mean,
             "damped_trend": cons.metrics["member_mean/damped_trend"],
-            "recent_level": cons.metrics.get("member_mean/recent_level",
-                                             cons.baselines["last_window_mean"]),
+            "recent_level": cons.metrics.get(
+                "member_mean/recent_level", cons.baselines["last_window_mean"]
+            ),
             "ensemble_mean": ens.predicted_mean,
         }
         obs = expo.observed_mean
