@@ -171,6 +171,23 @@ def test_the_stored_rho_table_is_the_simulation():
     assert nm._estimate_quantile(60, 0.5, rhotable.Q) == table[11, 5]  # 54 <= 60 < 64
 
 
+def test_the_stored_independence_quantiles_are_the_simulated_ones():
+    """`rhotable.INDEPENDENT`: the 95% point of `lag1_estimate` on independent curves, at each
+    tabulated length, as `simulated_quantile` gives it; `autocorrelated` reads the longest
+    tabulated length <= n and compares the curve's own estimate with it."""
+    from pgrpo.diagnose import rhotable
+
+    assert rhotable.INDEPENDENT_Q == pytest.approx(1.0 - nm.INDEPENDENCE_LEVEL)
+    assert len(rhotable.INDEPENDENT) == len(rhotable.LENGTHS)
+    for i in (5, 24):  # n = 19 and 512
+        fresh = nm.simulated_quantile(rhotable.LENGTHS[i], 0.0, rhotable.INDEPENDENT_Q)
+        assert rhotable.INDEPENDENT[i] == pytest.approx(fresh, abs=6e-5)
+    y = 0.5 + 0.1 * np.random.default_rng(3).standard_normal(60)
+    est = float(nm.lag1_estimate(y[None, :])[0])
+    assert nm.autocorrelated(y) == (est > rhotable.INDEPENDENT[11])  # 54 <= 60 < 64
+    assert not nm.autocorrelated(y[:7])  # below the table's shortest length
+
+
 def test_an_inferred_n_needs_a_lattice_that_fits_best_and_binomial_like_noise():
     """Review 2026-12-03: 0, 1/64, 2/64 read as N = 63 (the smallest N within tolerance);
     values within 6e-4 of 0 read as N = 1; an AR(0.8) score rounded to one decimal read as

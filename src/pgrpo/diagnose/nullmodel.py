@@ -317,32 +317,29 @@ def choose_null(reward: np.ndarray, n_rollouts: float | None, rho: float | None 
 
 
 INDEPENDENCE_LEVEL = 0.05
-"""`autocorrelated`'s level: the share of curves of independent steps it calls autocorrelated."""
-
-INDEPENDENCE_MAX_LENGTH = 512
-"""`autocorrelated` reads the estimator's quantile at this length for longer curves (a longer
-curve's quantile is lower: past it, weak autocorrelation may pass; 2,000 simulated curves at
-512 points cost ~0.05 s once per process, at 2,048 ~0.45 s)."""
+"""`autocorrelated`'s level: the share of curves of independent steps it calls autocorrelated
+(`rhotable.INDEPENDENT` stores the quantile at 1 - this level)."""
 
 
 def autocorrelated(reward: np.ndarray) -> bool:
     """Whether a curve's own lag-1 estimate (`lag1_estimate`) rejects independent steps: above
-    its (1 - INDEPENDENCE_LEVEL) quantile on curves of independent noise of the same length (up
-    to INDEPENDENCE_MAX_LENGTH). A stated N vouches for fresh rollouts at every step, not for
-    the steps' independence: a smoothed log, prompts served in a fixed order or a level that
-    wanders make the logged means autocorrelated, and against independent batch noise AR(0.5)
-    curves with a stated N read 'collapsed' in 24% of live replays (bench/live_checks.py
-    --null-rho 0.5, 2026-12-05; 1.5% with this check). The price: a sharp rise also raises the
-    estimate (its differences are autocorrelated), so such a rise keeps the AR(1) null at the
-    rho bound, as before the independent null (round 6's jkorrr reads `flat` again; residuals
-    about a running median, which a step does not move, left 14% of those live replays
-    'collapsed'). reward: [n]; False below 8 points."""
+    its (1 - INDEPENDENCE_LEVEL) quantile on curves of independent noise, read from the stored
+    table (`rhotable.INDEPENDENT`) at the longest tabulated length <= the curve's (past 2,048,
+    that one). A stated N vouches for fresh rollouts at every step, not for the steps'
+    independence: a smoothed log, prompts served in a fixed order or a level that wanders make
+    the logged means autocorrelated, and against independent batch noise AR(0.5) curves with
+    a stated N read 'collapsed' in 24% of live replays (bench/live_checks.py --null-rho 0.5,
+    2026-12-05; 1.5% with this check). The price: a sharp rise also raises the estimate (its
+    differences are autocorrelated), so such a rise keeps the AR(1) null at the rho bound, as
+    before the independent null (round 6's jkorrr reads `flat` again; residuals about a
+    running median, which a step does not move, left 14% of those live replays 'collapsed').
+    reward: [n]; False below 8 points."""
     y = np.asarray(reward, dtype=float)
-    if y.size < 8:
+    if y.size < rhotable.LENGTHS[0]:
         return False
     est = float(lag1_estimate(y[None, :])[0])
-    n = min(y.size, INDEPENDENCE_MAX_LENGTH)
-    return est > _estimate_quantile(n, 0.0, round(1.0 - INDEPENDENCE_LEVEL, 6))
+    i = int(np.searchsorted(rhotable.LENGTHS, y.size, side="right")) - 1
+    return est > rhotable.INDEPENDENT[i]
 
 
 CHUNK_VALUES = 1_000_000

@@ -90,6 +90,20 @@ QUANTILES = (
      0.5671, 0.6675, 0.7654, 0.8169, 0.8682),
 )
 """QUANTILES[i][j]: the Q-quantile at LENGTHS[i] and nullmodel.RHO_GRID[j]."""
+
+INDEPENDENT_Q = 0.95
+"""The quantile stored at rho 0: 1 - nullmodel.INDEPENDENCE_LEVEL."""
+
+INDEPENDENT = (
+    0.4217, 0.4407, 0.4282, 0.4254, 0.3998, 0.3822,
+    0.3296, 0.3225, 0.3075, 0.2762, 0.2602, 0.2470,
+    0.2149, 0.2025, 0.1834, 0.1709, 0.1521, 0.1377,
+    0.1338, 0.1144, 0.1112, 0.1008, 0.0956, 0.0867,
+    0.0791, 0.0733, 0.0638, 0.0654, 0.0569, 0.0498,
+    0.0447, 0.0443, 0.0401,
+)
+"""INDEPENDENT[i]: the INDEPENDENT_Q-quantile at LENGTHS[i] and rho 0 (curves of independent
+steps), which `nullmodel.autocorrelated` compares a curve's estimate with."""
 # fmt: on
 
 
@@ -107,7 +121,12 @@ def main() -> None:
 
     import numpy as np
 
-    from pgrpo.diagnose.nullmodel import RHO_CONFIDENCE, RHO_GRID, simulated_quantile
+    from pgrpo.diagnose.nullmodel import (
+        INDEPENDENCE_LEVEL,
+        RHO_CONFIDENCE,
+        RHO_GRID,
+        simulated_quantile,
+    )
 
     q = round(1.0 - RHO_CONFIDENCE, 6)
     lengths = sorted({round(8 * 2 ** (k / 4)) for k in range(33)})
@@ -124,8 +143,14 @@ def main() -> None:
                   flags=re.S)  # fmt: skip
     text = re.sub(r"\nQUANTILES = \(\n.*?\n\)\n", f"\nQUANTILES = (\n{body})\n", text,
                   count=1, flags=re.S)  # fmt: skip
+    q_ind = round(1.0 - INDEPENDENCE_LEVEL, 6)
+    cells = [f"{simulated_quantile(n, 0.0, q_ind):.4f}" for n in lengths]
+    independent = "".join(f"    {', '.join(cells[i : i + 6])},\n" for i in range(0, len(cells), 6))
+    text = re.sub(r"\nINDEPENDENT_Q = .*?\n", f"\nINDEPENDENT_Q = {q_ind}\n", text, count=1)
+    text = re.sub(r"\nINDEPENDENT = \(.*?\n\)\n", f"\nINDEPENDENT = (\n{independent})\n", text,
+                  count=1, flags=re.S)  # fmt: skip
     path.write_text(text)
-    print(f"wrote {len(rows)} lengths x {len(RHO_GRID)} rho to {path}")
+    print(f"wrote {len(rows)} lengths x {len(RHO_GRID)} rho, and rho 0 at {q_ind}, to {path}")
 
 
 if __name__ == "__main__":
