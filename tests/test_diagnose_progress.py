@@ -260,7 +260,7 @@ def test_a_stated_batch_does_not_make_autocorrelated_noise_independent():
     in a fixed order, a wandering level): where the curve's own lag-1 estimate rejects
     independence (`nullmodel.autocorrelated`, 5% level) the null stays AR(1) at the rho bound.
     Without that check AR(0.5) noise with N stated read 'collapsed' in 24% of live replays
-    (bench/live_checks.py --null-rho 0.5, 2026-12-05). Measured here: 3-9% of such curves not
+    (bench/live_checks.py --null-rho 0.5, 2026-12-05). Measured here: 4-10% of such curves not
     flat or alarmed at 30-51 points, 0% at 200 (the check's power grows with the length)."""
     rng = np.random.default_rng(7)
     bad = {30: 0, 51: 0, 200: 0}
