@@ -1,7 +1,8 @@
 """The stored low quantile of the AR(1) estimator `nullmodel.lag1_estimate` on null curves, by
 curve length and rho: what `nullmodel.lag1_autocorr` inverts into an upper confidence bound on
 a curve's rho, so that no diagnosis simulates it (it was a third of a cold `pgrpo diagnose`:
-the run checks' live replay asks for a new length at every poll).
+the run checks' live replay asks for a new length at every poll); and, at rho 0, the high
+quantile `nullmodel.autocorrelated` compares a curve's estimate with (`INDEPENDENT`).
 
 Regenerate (about a minute) with `python -m pgrpo.diagnose.rhotable`, which rewrites the table
 below from `nullmodel.simulated_quantile` (TABLE_CURVES = 2,000 seeded curves per cell);
