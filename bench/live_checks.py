@@ -1,12 +1,13 @@
 """False-alarm rates of the live stop rules and the run checks, on real logs and on null curves.
 
-    python bench/live_checks.py [--null-per-log 4] [--gaming-null 200] [--seed 0]
+    python bench/live_checks.py [--null-per-log 4] [--gaming-null 200] [--seed 0] [--plateau-any]
 
 Writes bench/results/live_checks.json and prints a summary (`--checks-only`: the statuses of
 the `pgrpo diagnose` run checks on every real log, bench/results/live_checks_counts.json).
 For each of the real logs in ../shared/data/curves:
 1. replays the live assessment (`pgrpo.diagnose.live.assess_live`, ~40 growing prefixes, the
-   defaults of PgrpoCallback / `pgrpo watch`: min_points 20, patience 5, plateau_patience 8)
+   defaults of PgrpoCallback / `pgrpo watch`: min_points 20, patience 5, plateau_patience 8,
+   plateau_confirmed)
    and records the first step each stop rule (plateau, flat, collapse, degeneracy) fires; for
    the plateau and flat stops, the reward
    gained after it (last-window mean minus the window before the stop) in standard errors:
@@ -17,7 +18,9 @@ Null curves: i.i.d. Gaussian noise around the log's mean with the log's noise sd
 (first differences), same length: the collapse and degeneracy rules must not fire (a false
 alarm), the flat rule should (a null curve is flat) and the plateau rule should not (it never
 rose); `--null-rho` makes them AR(1). For the gaming checks, pairs of independent null columns
-(200 per log): reward_function_divergence and length_vs_reward must not warn.
+(a tenth of --gaming-null per log: 20 at the default 200): reward_function_divergence and
+length_vs_reward must not warn. `--plateau-any`: the plateau stop on any plateau verdict
+(`LiveConfig.plateau_confirmed` False, the default before 2026-12-05).
 The real logs carry index.json's group size and prompts per step (`corpus_entry.with_metadata`),
 as the TRL callback and `pgrpo watch` read them from the run's config (since 2026-12-03;
 before, the replay saw no N).
@@ -47,7 +50,7 @@ from corpus_entry import with_metadata  # noqa: E402
 
 CURVES = Path(__file__).resolve().parents[2] / "shared" / "data" / "curves"
 RESULTS = Path(__file__).resolve().parent / "results"
-MACHINE = "2-core CPU shared by 7 sessions, no GPU"
+MACHINE = "2-core CPU, no GPU"
 
 
 def _prefix(log, k):
@@ -55,10 +58,12 @@ def _prefix(log, k):
                    columns={c: v[:k] for c, v in log.columns.items()})  # fmt: skip
 
 
-def replay(log, points=40, min_points=20, patience=5, plateau_patience=8) -> dict:
+def replay(log, points=40, min_points=20, patience=5, plateau_patience=8,
+           plateau_confirmed=True) -> dict:  # fmt: skip
     """First step each stop rule fires on growing prefixes (None: never)."""
     cfg = LiveConfig(stop_on=RULES, min_points=min_points, patience=patience,
-                     plateau_patience=plateau_patience)  # fmt: skip
+                     plateau_patience=plateau_patience,
+                     plateau_confirmed=plateau_confirmed)  # fmt: skip
     first: dict[str, float | None] = {r: None for r in RULES}
     held: dict[str, int] = {r: 0 for r in RULES}
     every = max(1, len(log) // points)
@@ -182,9 +187,13 @@ def main() -> None:
     ap.add_argument("--patience", type=int, default=5)
     ap.add_argument("--plateau-patience", type=int, default=8)
     ap.add_argument("--null-rho", type=float, default=0.0, help="AR(1) nulls (0: i.i.d.)")
+    ap.add_argument("--plateau-any", action="store_true",
+                    help="stop on any plateau verdict (plateau_confirmed False)")  # fmt: skip
     ap.add_argument("--checks-only", action="store_true",
                     help="only the run checks' statuses on the real logs")  # fmt: skip
     args = ap.parse_args()
+    if args.gaming_null < 10:
+        ap.error("--gaming-null must be >= 10 (a tenth of it: the null pairs per log)")
     if args.checks_only:
         index = json.loads((CURVES / "index.json").read_text())["runs"]
         meta = {"date": datetime.date.today().isoformat(), "machine": MACHINE,
@@ -199,8 +208,10 @@ def main() -> None:
     real, nulls, entropy, gaming = [], [], [], []
     for run in index:
         log = with_metadata(read_log(CURVES / run["csv"]), run)  # G, B: what a callback knows
-        first = replay(log, min_points=args.min_points, patience=args.patience,
-                       plateau_patience=args.plateau_patience)  # fmt: skip
+        opts = {"min_points": args.min_points, "patience": args.patience,
+                "plateau_patience": args.plateau_patience,
+                "plateau_confirmed": not args.plateau_any}  # fmt: skip
+        first = replay(log, **opts)
         gain, share = (gain_after(log, first["plateau"]) if first["plateau"] is not None
                        else (math.nan, math.nan))  # fmt: skip
         fgain, fshare = (gain_after(log, first["flat"]) if first["flat"] is not None
@@ -211,8 +222,7 @@ def main() -> None:
                      "gain_after_flat_se": fgain, "gain_after_flat_share": fshare})  # fmt: skip
         for _ in range(args.null_per_log):
             nulls.append(
-                replay(null_log(log, rng, args.null_rho), min_points=args.min_points,
-                       patience=args.patience, plateau_patience=args.plateau_patience)
+                replay(null_log(log, rng, args.null_rho), **opts)
             )  # fmt: skip
         eb = entropy_backtest(log)
         if eb is not None:
@@ -226,8 +236,11 @@ def main() -> None:
         "date": datetime.date.today().isoformat(),
         "command": "python bench/live_checks.py "
         + " ".join(
-            f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items() if k != "checks_only"
-        ),  # fmt: skip
+            f"--{k.replace('_', '-')} {v}"
+            for k, v in vars(args).items()
+            if k not in ("checks_only", "plateau_any")
+        )
+        + (" --plateau-any" if args.plateau_any else ""),  # fmt: skip
         "real_logs": len(real),
         "real_plateau_stops": len(stops),
         "real_premature_plateau_stops": sum(r["gain_after_plateau_se"] > 1.64 for r in stops),
@@ -278,6 +291,7 @@ def main() -> None:
     suffix += "" if args.plateau_patience == 8 else f"_ppatience{args.plateau_patience}"
     suffix += "" if args.patience == 5 else f"_patience{args.patience}"
     suffix += "" if args.null_rho == 0.0 else f"_rho{args.null_rho:g}"
+    suffix += "_plateau_any" if args.plateau_any else ""
     (RESULTS / f"live_checks{suffix}.json").write_text(
         json.dumps(out, indent=1, default=str) + "\n"
     )

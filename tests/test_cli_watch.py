@@ -11,6 +11,7 @@ import textwrap
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import TINY_CLI_ARGS
 from typer.testing import CliRunner
@@ -131,6 +132,22 @@ def test_once_on_a_real_log(shared_data):
     assert out.exit_code in (0, EXIT_STOP), out.output
     row = json.loads(out.stdout.strip().splitlines()[-1])
     assert {"pgrpo/forecast_plateau", "pgrpo/forecast_lo", "pgrpo/forecast_hi"} <= set(row)
+
+
+def test_once_stops_on_a_probable_plateau_only_with_plateau_any(tmp_path):
+    """A rise then a noisy second half whose bound does not say the rise stopped: the default
+    watch does not stop and says why; --plateau-any stops (exit 3)."""
+    rng = np.random.default_rng(0)
+    t = np.arange(120.0)
+    reward = 0.2 + 0.3 * (1 - np.exp(-t / 20)) + rng.normal(0, 0.08, t.size)
+    log = tmp_path / "run.csv"
+    log.write_text("step,reward\n" + "".join(f"{i + 1},{r}\n" for i, r in enumerate(reward)))
+    out = runner.invoke(app, ["watch", str(log), "--once", "--stop-on", "plateau"])
+    assert out.exit_code == 0, out.output
+    assert "verdict plateau" in out.stdout and "Probably plateaued" in out.stderr
+    out = runner.invoke(app, ["watch", str(log), "--once", "--stop-on", "plateau", "--plateau-any"])
+    assert out.exit_code == EXIT_STOP, out.output
+    assert "stop: plateau" in out.stderr and "Probably plateaued" in out.stderr
 
 
 @pytest.mark.parametrize(

@@ -117,10 +117,37 @@ def test_plateau_stops_a_saturated_curve_but_not_a_rising_one():
     assert not any(h.stop for h in _replay(rise, LiveConfig(stop_on=("plateau",)), every=4))
 
 
+def _probable_plateau(n=60, seed=0):
+    """A rise of 0.3 with time constant n/5 under batch noise of sd 0.08: the second half does
+    not rise significantly, but rises up to ~40% of the gain are not rejected ("probably")."""
+    t = np.arange(float(n))
+    noise = np.random.default_rng(seed).normal(0, 0.08, n)
+    return 0.2 + 0.3 * (1 - np.exp(-t / (n / 5))) + noise
+
+
+def test_a_probable_plateau_raises_no_plateau_alert_unless_asked():
+    """The verdict's own action on a plateau whose bound does not say it stopped is "train on",
+    so the live stop waits for one that does (plateau_confirmed); False restores any plateau."""
+    for seed in range(3):
+        log = _log(_probable_plateau(seed=seed))
+        a = assess_live(log, LiveConfig(stop_on=("plateau",)))
+        assert a.verdict == "plateau" and a.metrics["pgrpo/plateau_stopped"] == 0.0
+        assert a.summary.startswith("Probably plateaued") and "plateau" not in a.alerts
+        b = assess_live(log, LiveConfig(stop_on=("plateau",), plateau_confirmed=False))
+        assert b.alerts == ("plateau",) and b.metrics == a.metrics | {"pgrpo/alert/plateau": 1.0}
+    rng = np.random.default_rng(1)  # a stopped plateau alerts either way
+    rise = np.concatenate([np.linspace(0.1, 0.8, 20), np.full(300, 0.8)])
+    log = _log(rise + rng.normal(0, 0.03, rise.size))
+    for confirmed in (True, False):
+        st_ = assess_live(log, LiveConfig(plateau_confirmed=confirmed))
+        assert st_.metrics["pgrpo/plateau_stopped"] == 1.0 and st_.alerts == ("plateau",)
+
+
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [({"confidence": 1.0}, "confidence must be in"), ({"min_points": 5}, "min_points must be"),
-     ({"patience": 0}, "patience must be >= 1"), ({"stop_on": ("x",)}, "unknown stop rule")],
+     ({"patience": 0}, "patience must be >= 1"), ({"stop_on": ("x",)}, "unknown stop rule"),
+     ({"plateau_confirmed": "no"}, "plateau_confirmed must be True or False")],
 )  # fmt: skip
 def test_config_errors_say_how_to_fix(kwargs, message):
     with pytest.raises(ValueError, match=message):

@@ -85,6 +85,9 @@ def watch_cmd(
     min_points: int = config_option(LIVE, "min_points", "--min-points"),
     patience: int = config_option(LIVE, "patience", "--patience"),
     plateau_patience: int = config_option(LIVE, "plateau_patience", "--plateau-patience"),
+    plateau_confirmed: bool = config_option(
+        LIVE, "plateau_confirmed", "--plateau-confirmed/--plateau-any"
+    ),
     every: int = typer.Option(5, "--every", help="Assess every N new logged points."),
     poll: float = typer.Option(2.0, "--poll", help="Seconds between reads of the log."),
     timeout: float | None = typer.Option(None, "--timeout", help="Stop watching after S s."),
@@ -109,6 +112,7 @@ def watch_cmd(
             min_points=min_points,
             patience=patience,
             plateau_patience=plateau_patience,
+            plateau_confirmed=plateau_confirmed,
             stop_on=_stop_rules(stop_on),
             reward_range=bounds,
         )
@@ -163,3 +167,5 @@ def watch_cmd(
         raise typer.Exit(EXIT_STOP)
     typer.echo(f"watch ended ({result.ended}) after {result.points} points, no stop condition",
                err=True)  # fmt: skip
+    if result.status is not None and result.status.summary:  # why not, e.g. "Probably plateaued"
+        typer.echo(result.status.summary, err=True)

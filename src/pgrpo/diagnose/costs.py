@@ -6,17 +6,18 @@
   statistic: the only false alarm is a log that rounds (a value >= 1 - 1e-9 counts). It warns
   from `ZERO_WARN_SHARE` (5%) of the logged points: below that the compute lost is marginal.
 - `wasted_compute`: the zero-gradient steps plus the steps after the point where the live
-  plateau stop (`pgrpo.diagnose.live` with its defaults: the progress verdict of
-  `pgrpo.diagnose.progress.assess_progress` read `plateau` or `saturated` on 8 (plateau_patience)
-  consecutive assessments, what `PgrpoCallback` and `pgrpo watch` would have stopped at)
-  fired, priced with a cost per step or per GPU-hour. The replay polls the live decision as a
-  watcher would at a fixed cadence (`replay_prefixes`: ~40 polls on a log of up to
-  `CheckOptions.max_points` steps; on a longer one, every multiple of max_points steps, at most
-  MAX_REPLAY_POINTS polls, each prefix assessed on exactly max_points bin means). It warns
-  only when the data after that point confirm it: the reward gained after it is not
-  significant (below z standard errors of the difference of the two window means, z at
-  `CheckOptions.confidence`), and the wasted steps are at least `WASTE_WARN_SHARE` (20%) of
-  the run.
+  plateau stop (`pgrpo.diagnose.live` with its defaults but `plateau_confirmed` False: the
+  progress verdict of `pgrpo.diagnose.progress.assess_progress` read `plateau`, stopped or
+  probably, or `saturated` on 8 (plateau_patience) consecutive assessments; a live stop waits
+  for a bound that says the rise has stopped, where this check confirms the stop with the data
+  after it, which a live stop cannot see) fired, priced with a cost per step or per GPU-hour.
+  The replay polls the live decision as a watcher would at a fixed cadence (`replay_prefixes`:
+  ~40 polls on a log of up to `CheckOptions.max_points` steps; on a longer one, every multiple
+  of max_points steps, at most MAX_REPLAY_POINTS polls, each prefix assessed on exactly
+  max_points bin means). It warns only when the data after that point confirm it: the reward
+  gained after it is not significant (below z standard errors of the difference of the two
+  window means, z at `CheckOptions.confidence`), and the wasted steps are at least
+  `WASTE_WARN_SHARE` (20%) of the run.
 """
 
 from __future__ import annotations
@@ -149,10 +150,11 @@ def replay_prefixes(n: int, min_points: int, max_points: int) -> list[int]:
 
 
 def plateau_step(log, max_points: int | None = None) -> float | None:  # noqa: ANN001
-    """The first step at which the live plateau stop (LiveConfig defaults) would have stopped
-    the run, replaying its decision (`assess_live`, decision only) at `replay_prefixes`: what a
-    watcher polling at that cadence would have seen. None when it never fires."""
-    cfg = LiveConfig(stop_on=("plateau",))
+    """The first step at which the live plateau stop (LiveConfig defaults, but on any plateau
+    verdict: `plateau_confirmed` False) would have stopped the run, replaying its decision
+    (`assess_live`, decision only) at `replay_prefixes`: what a watcher polling at that cadence
+    would have seen. None when it never fires."""
+    cfg = LiveConfig(stop_on=("plateau",), plateau_confirmed=False)
     if max_points is not None:
         cfg = replace(cfg, max_points=max_points)
     cols = {c: v for c, v in log.columns.items() if c in DECISION_COLUMNS}

@@ -9,7 +9,8 @@ keys and `pgrpo/steps_to_90`. `LiveStatus.metrics` holds the stable `pgrpo/*` ke
 logs.
 
 The alerts follow from the verdict, decided in one small function, `_decide`:
-- plateau: the verdict is `plateau` or `saturated` (the reward rose and has stopped rising);
+- plateau: the verdict is `saturated`, or `plateau` (the reward rose and has stopped rising)
+  with a bound that says so (`plateau_stopped` 1; `LiveConfig.plateau_confirmed`);
 - flat: the verdict is `flat` (no change beyond batch noise: nothing is being learned). A rule
   of its own because it is the riskier stop: a run that starts slowly reads flat before its
   rise (measured premature-stop rates of both in docs/integrations.md);
@@ -71,6 +72,12 @@ class LiveConfig:
     """The same for the plateau and flat alerts, whose verdicts are the noisier ones (8: on the
     real logs 3 of 16 plateau stops were followed by a rise, against 10 of 22 with 5, when it
     was chosen on 2026-12-01; 7 of 19 on 2026-12-05; docs/integrations.md)."""
+    plateau_confirmed: bool = True
+    """Raise the plateau alert only on a plateau whose bound says the rise has stopped (the
+    verdict's `plateau_stopped` 1: "has stopped", "has turned down" or "still creeping"; or
+    `saturated`), not on a "probably plateaued" one, whose action is to train on (False: on any
+    `plateau`, the rule before 2026-12-05: on the real logs 7 of 19 plateau stops premature,
+    against 2 of 8; docs/integrations.md)."""
     degeneracy_threshold: float = 0.9
     """Share of zero-std groups that counts as degenerate at one logged point, in (0, 1]."""
     degeneracy_patience: int = 5
@@ -93,6 +100,9 @@ class LiveConfig:
         if not 0.0 < self.degeneracy_threshold <= 1.0:
             raise ValueError(f"degeneracy_threshold must be a share of groups in (0, 1], e.g. "
                              f"0.9; got {self.degeneracy_threshold!r}")  # fmt: skip
+        if not isinstance(self.plateau_confirmed, bool | np.bool_):
+            raise ValueError(f"plateau_confirmed must be True or False; got "
+                             f"{self.plateau_confirmed!r}")  # fmt: skip
         lows = {"min_points": 8, "patience": 1, "plateau_patience": 1, "degeneracy_patience": 1,
                 "max_points": self.min_points}  # fmt: skip
         for name, low in lows.items():
@@ -217,12 +227,18 @@ def progress_of(log: RewardLog, fit: bool = True) -> ProgressVerdict:
     )
 
 
-def _decide(label: str, degenerate_run: int, n: int, cfg: LiveConfig) -> tuple[str, tuple]:
+def _decide(
+    progress: ProgressVerdict, degenerate_run: int, n: int, cfg: LiveConfig
+) -> tuple[str, tuple]:
     """The verdict (the progress label, too_short before `min_points`) and the stop rules
     whose condition holds now: the only place an alert is decided (module docstring)."""
+    label = progress.label
     if n < cfg.min_points or label == "too_short":
         return "too_short", ()
     alerts = [rule for rule, labels in ALERT_VERDICTS.items() if label in labels]
+    unconfirmed = label == "plateau" and not progress.evidence.get("plateau_stopped", 0.0)
+    if cfg.plateau_confirmed and unconfirmed:
+        alerts.remove("plateau")  # "probably plateaued": its action is to train on
     if degenerate_run >= cfg.degeneracy_patience:
         alerts.append("degeneracy")
     return label, tuple(r for r in STOP_RULES if r in alerts)
@@ -265,7 +281,7 @@ def assess_live(
     for key in ("plateau_stopped", "plateau_creeping"):  # what kind of plateau (decides nothing)
         if key in progress.evidence:
             metrics[f"pgrpo/{key}"] = float(progress.evidence[key])
-    decided = _decide(progress.label, run, len(log), cfg)
+    decided = _decide(progress, run, len(log), cfg)
     if decision_only:
         return _status(step, reward, decided, cfg, history, metrics, progress.summary)
     metrics.update(_level_metrics(log))

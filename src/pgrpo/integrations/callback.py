@@ -45,9 +45,10 @@ class PgrpoCallback(TrainerCallback):
 
     Options: every (assess every N logged rewards), report (path or None for the default), and
     the `pgrpo.diagnose.live.LiveConfig` fields (confidence, min_points, patience,
-    plateau_patience, degeneracy_threshold, degeneracy_patience, stop_on, reward_range: the
-    reward's (lo, hi), which TRL's args do not record, e.g. `reward_range=(0, 1)` for 0/1
-    rewards: the forecast stays inside it and an end at the top is saturated).
+    plateau_patience, plateau_confirmed, degeneracy_threshold, degeneracy_patience, stop_on,
+    reward_range: the reward's (lo, hi), which TRL's args do not record, e.g.
+    `reward_range=(0, 1)` for 0/1 rewards: the forecast stays inside it and an end at the top
+    is saturated).
     """
 
     def __init__(self, every: int = 5, report: str | None = None, **config: Any) -> None:
