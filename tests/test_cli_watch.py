@@ -144,7 +144,7 @@ def test_once_stops_on_a_probable_plateau_only_with_plateau_any(tmp_path):
     log.write_text("step,reward\n" + "".join(f"{i + 1},{r}\n" for i, r in enumerate(reward)))
     out = runner.invoke(app, ["watch", str(log), "--once", "--stop-on", "plateau"])
     assert out.exit_code == 0, out.output
-    assert "verdict plateau" in out.stdout and "Probably plateaued" in out.stderr
+    assert "verdict plateau (not confirmed)" in out.stdout and "Probably plateaued" in out.stderr
     out = runner.invoke(app, ["watch", str(log), "--once", "--stop-on", "plateau", "--plateau-any"])
     assert out.exit_code == EXIT_STOP, out.output
     assert "stop: plateau" in out.stderr and "Probably plateaued" in out.stderr

@@ -28,7 +28,8 @@ def _f(metrics: dict[str, float], key: str, spec: str = ".3g") -> str:
 
 
 def status_line(status, log) -> str:  # noqa: ANN001
-    """step, reward, recent level, forecast plateau [band], steps to 90%, verdict, alerts."""
+    """step, reward, recent level, forecast plateau [band], steps to 90%, verdict ("plateau (not
+    confirmed)" while its bound does not say the rise has stopped), alerts."""
     m = status.metrics
     text = (
         f"step {status.step:g}  reward {status.reward:.3g}  level {_f(m, 'pgrpo/level')}  "
@@ -36,6 +37,8 @@ def status_line(status, log) -> str:  # noqa: ANN001
         f"[{_f(m, 'pgrpo/forecast_lo')}, {_f(m, 'pgrpo/forecast_hi')}]  "
         f"to90 {_f(m, 'pgrpo/steps_to_90', '.0f')}  verdict {status.verdict}"
     )
+    if m.get("pgrpo/plateau_stopped") == 0.0:  # "probably plateaued": no plateau stop by default
+        text += " (not confirmed)"
     if "pgrpo/degeneracy" in m:
         text += f"  degenerate {_f(m, 'pgrpo/degeneracy', '.2f')}"
     return text + (f"  alerts {','.join(status.alerts)}" if status.alerts else "")
