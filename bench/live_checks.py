@@ -42,7 +42,7 @@ from pgrpo.diagnose.checks import CheckOptions
 from pgrpo.diagnose.entropy import entropy_floor_forecast
 from pgrpo.diagnose.gaming import length_vs_reward, reward_function_divergence
 from pgrpo.diagnose.live import STOP_RULES as RULES
-from pgrpo.diagnose.live import LiveConfig, assess_live, noise_sd, rule_patience
+from pgrpo.diagnose.live import LiveConfig, assess_live, noise_sd
 from pgrpo.logs import read_log
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -65,15 +65,13 @@ def replay(log, points=40, min_points=20, patience=5, plateau_patience=8,
                      plateau_patience=plateau_patience,
                      plateau_confirmed=plateau_confirmed)  # fmt: skip
     first: dict[str, float | None] = {r: None for r in RULES}
-    held: dict[str, int] = {r: 0 for r in RULES}
     every = max(1, len(log) // points)
     history: tuple = ()
     for k in range(cfg.min_points, len(log) + 1, every):
         st = assess_live(_prefix(log, k), cfg, history)
         history = (*history, st)
-        for r in RULES:
-            held[r] = held[r] + 1 if r in st.alerts else 0
-            if first[r] is None and held[r] >= rule_patience(cfg, r):
+        for r in st.held:  # the stop condition of each rule, as the callback decides it
+            if first[r] is None:
                 first[r] = float(log.step[k - 1])
     return first
 

@@ -1,7 +1,7 @@
 """The live plateau stop on curves whose truth is known: how often it stops while the mean reward
 is still rising, with `plateau_confirmed` (the default since 2026-12-05) and without.
 
-    python bench/live_stop_sim.py [--seeds 8] [--seed 0]
+    python bench/live_stop_sim.py [--seeds 8] [--seed 0] [--plateau-patience 8]
 
 Curves: the batch mean of N 0/1 rewards per step (N = G x prompts: 16, 64, 256) whose success
 probability rises as p(t) = 0.15 + 0.5 (1 - exp(-t / tau)), tau a share of the run (0.05 and
@@ -11,8 +11,10 @@ decision (`pgrpo.diagnose.live.assess_live`, decision only, PgrpoCallback's defa
 20, plateau_patience 8, the group size and prompts per step known) on ~40 growing prefixes, as
 bench/live_checks.py does on real logs. A stop is premature when the true mean still rises by
 more than 10% of the run's true gain after it: p(end) - p(stop) > 0.1 (p(end) - p(0)). Saved:
-the share of the run after the stop. Not the ROM: a plain exponential rise, so it tests the
-verdict's calibration, not the dynamics model. Writes bench/results/live_stop_sim.json.
+the share of the run after the stop (0 where it never stops, in the per-curve means); `paired`
+compares the two rules on the curves where both stop. Not the ROM: a plain exponential rise,
+so it tests the verdict's calibration, not the dynamics model. Writes
+bench/results/live_stop_sim.json.
 """
 
 from __future__ import annotations
@@ -63,6 +65,7 @@ def first_stop(log: RewardLog, cfg: LiveConfig, points: int = 40) -> int | None:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seeds", type=int, default=8)
+    ap.add_argument("--plateau-patience", type=int, default=8)
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
     rng = np.random.default_rng(args.seed)
@@ -76,7 +79,11 @@ def main() -> None:
                     log = curve(p, rollouts, rng)
                     row = {"n": n, "tau_share": tau, "rollouts": rollouts}
                     for mode, confirmed in modes.items():
-                        cfg = LiveConfig(stop_on=("plateau",), plateau_confirmed=confirmed)
+                        cfg = LiveConfig(
+                            stop_on=("plateau",),
+                            plateau_confirmed=confirmed,
+                            plateau_patience=args.plateau_patience,
+                        )
                         k = first_stop(log, cfg)
                         rest = math.nan if k is None else float(p[-1] - p[k - 1])
                         row[mode] = {"stop": k, "premature": bool(k is not None
@@ -116,13 +123,30 @@ def main() -> None:
             ),  # fmt: skip
             "stops_where_the_rise_ended_early": len(early),
             "median_saved": float(np.median([s["saved"] for s in stops])) if stops else None,
+            # per curve, 0 where it never stops: what the rule saves over all runs it watches
+            "mean_saved_per_curve": float(np.mean([r[m]["saved"] for r in rows])),
+            "mean_saved_per_finished_rise": float(
+                np.mean([r[m]["saved"] for r in rows if r["tau_share"] <= 0.15])
+            ),  # fmt: skip
         }
         print(m, totals[m])
+    both = [r for r in rows if all(r[m]["stop"] is not None for m in modes)]
+    paired = {  # the curves where both rules stop: the same curves, compared
+        "curves": len(both),
+        **{f"median_saved_{m}": float(np.median([r[m]["saved"] for r in both])) if both else None
+           for m in modes},
+        "confirmed_later": sum(r["confirmed"]["stop"] > r["any"]["stop"] for r in both),
+        "same_step": sum(r["confirmed"]["stop"] == r["any"]["stop"] for r in both),
+        "confirmed_earlier": sum(r["confirmed"]["stop"] < r["any"]["stop"] for r in both),
+    }  # fmt: skip
+    print("paired", paired)
     cmd = f"python bench/live_stop_sim.py --seeds {args.seeds} --seed {args.seed}"
+    suffix = "" if args.plateau_patience == 8 else f"_ppatience{args.plateau_patience}"
+    cmd += "" if args.plateau_patience == 8 else f" --plateau-patience {args.plateau_patience}"
     meta = {"command": cmd, "date": datetime.date.today().isoformat(), "machine": MACHINE}
     RESULTS.mkdir(exist_ok=True)
-    out = {"meta": meta, "totals": totals, "cells": table}
-    (RESULTS / "live_stop_sim.json").write_text(json.dumps(out, indent=1) + "\n")
+    out = {"meta": meta, "totals": totals, "paired": paired, "cells": table, "curves": rows}
+    (RESULTS / f"live_stop_sim{suffix}.json").write_text(json.dumps(out, indent=1) + "\n")
 
 
 if __name__ == "__main__":

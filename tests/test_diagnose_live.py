@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pgrpo.diagnose.live import STOP_RULES, VERDICTS, LiveConfig, assess_live
+from pgrpo.diagnose.live import STOP_RULES, VERDICTS, LiveConfig, LiveStatus, assess_live
 from pgrpo.logs import RewardLog
 
 
@@ -143,11 +143,47 @@ def test_a_probable_plateau_raises_no_plateau_alert_unless_asked():
         assert st_.metrics["pgrpo/plateau_stopped"] == 1.0 and st_.alerts == ("plateau",)
 
 
+def _earlier(verdict, alerts=()):
+    return LiveStatus(1.0, 0.5, verdict, alerts, False, "")
+
+
+def test_patience_counts_unconfirmed_plateaus_and_the_stop_waits_for_a_confirmed_one():
+    """A plateau whose bound flips between "probably" and "has stopped" from one assessment to
+    the next still builds the patience; the stop needs the assessment that requests it to be
+    confirmed, and any other verdict in between restarts the count."""
+    rng = np.random.default_rng(1)
+    rise = np.concatenate([np.linspace(0.1, 0.8, 20), np.full(300, 0.8)])
+    confirmed = _log(rise + rng.normal(0, 0.03, rise.size))
+    cfg = LiveConfig(stop_on=("plateau",))
+    unconfirmed = tuple(_earlier("plateau") for _ in range(7))  # 7 = plateau_patience - 1
+    assert assess_live(confirmed, cfg, unconfirmed).held == ("plateau",)
+    broken = (*unconfirmed[:3], _earlier("learning"), *unconfirmed[4:])
+    assert not assess_live(confirmed, cfg, broken).stop
+    assert not assess_live(confirmed, cfg, unconfirmed[1:]).stop  # 6 before: one short
+    probable = _log(_probable_plateau())  # the assessment itself unconfirmed: no stop
+    assert not assess_live(probable, cfg, unconfirmed).stop
+    anyp = LiveConfig(stop_on=("plateau",), plateau_confirmed=False)
+    assert assess_live(probable, anyp, unconfirmed).stop
+
+
+def test_config_takes_numpy_scalars_as_plain_python_values():
+    """A numpy bool or integer from a sweep script is stored as bool / int, so the callback's
+    JSON report can be written."""
+    import json
+    from dataclasses import asdict
+
+    cfg = LiveConfig(plateau_confirmed=np.bool_(False), min_points=np.int64(30),
+                     confidence=np.float32(0.8))  # fmt: skip
+    assert cfg.plateau_confirmed is False and type(cfg.min_points) is int
+    json.dumps(asdict(cfg))
+
+
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [({"confidence": 1.0}, "confidence must be in"), ({"min_points": 5}, "min_points must be"),
      ({"patience": 0}, "patience must be >= 1"), ({"stop_on": ("x",)}, "unknown stop rule"),
-     ({"plateau_confirmed": "no"}, "plateau_confirmed must be True or False")],
+     ({"plateau_confirmed": "no"}, "plateau_confirmed must be True or False"),
+     ({"confidence": "0.9"}, "confidence must be a number")],
 )  # fmt: skip
 def test_config_errors_say_how_to_fix(kwargs, message):
     with pytest.raises(ValueError, match=message):

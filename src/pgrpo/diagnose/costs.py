@@ -172,9 +172,10 @@ def plateau_step(log, max_points: int | None = None) -> float | None:  # noqa: A
 @CHECKS.register("wasted_compute")
 def wasted_compute(log, options: CheckOptions) -> CheckResult:  # noqa: ANN001
     name = "wasted_compute"
-    control = ("plateau = the live plateau stop (progress verdict plateau / saturated "
-               "on 8 assessments), confirmed by the data after it: warn only if the later gain "
-               f"is below the one-sided {options.confidence:.0%} z standard errors")  # fmt: skip
+    control = ("plateau = where the live plateau stop on any plateau verdict would have "
+               "stopped (plateau / saturated on 8 assessments, plateau_confirmed=False), "
+               "confirmed by the data after it: warn only if the later gain is below the "
+               f"one-sided {options.confidence:.0%} z standard errors")  # fmt: skip
     if len(log) < 16:
         return not_enough(name, f"{len(log)} logged points (need 16)", control)
     at = plateau_step(log, options.max_points)
@@ -209,7 +210,9 @@ def wasted_compute(log, options: CheckOptions) -> CheckResult:  # noqa: ANN001
     parts = [f"{wasted:g} past the plateau at step {at:g}"] if wasted else []
     parts += [f"{zero_steps:g} without gradient"] if zero_steps else []
     text = (f"{total:g} step(s) bought no reward ({fmt_share(ev['share'])} of the run: "
-            f"{', '.join(parts)}){_cost_text(cost)}; stop earlier with "
-            "PgrpoCallback(stop_on=('plateau',)) or `pgrpo watch --stop-file`")  # fmt: skip
+            f"{', '.join(parts)}){_cost_text(cost)}; a live stop on any plateau would have "
+            "stopped there: PgrpoCallback(stop_on=('plateau',), plateau_confirmed=False) or "
+            "`pgrpo watch --plateau-any --stop-file` (the default stop waits for a plateau "
+            "whose bound says it has stopped: later, and fewer stops too early)")  # fmt: skip
     status = "warn" if ev["share"] >= WASTE_WARN_SHARE else "ok"
     return CheckResult(name, status, text, ev, control, {"share": ev["share"]})

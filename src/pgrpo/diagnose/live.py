@@ -71,13 +71,16 @@ class LiveConfig:
     plateau_patience: int = 8
     """The same for the plateau and flat alerts, whose verdicts are the noisier ones (8: on the
     real logs 3 of 16 plateau stops were followed by a rise, against 10 of 22 with 5, when it
-    was chosen on 2026-12-01; 7 of 19 on 2026-12-05; docs/integrations.md)."""
+    was chosen on 2026-12-01; on 2026-12-05 3 of 10 with the confirmed plateau stop, 3 of 11
+    with 5; docs/integrations.md). The plateau stop's patience counts every plateau verdict,
+    confirmed or not (`plateau_confirmed`)."""
     plateau_confirmed: bool = True
     """Raise the plateau alert only on a plateau whose bound says the rise has stopped (the
     verdict's `plateau_stopped` 1: "has stopped", "has turned down" or "still creeping"; or
-    `saturated`), not on a "probably plateaued" one, whose action is to train on (False: on any
-    `plateau`, the rule before 2026-12-05: on the real logs 7 of 19 plateau stops premature,
-    against 2 of 8; docs/integrations.md)."""
+    `saturated`), not on a "probably plateaued" one, whose action is to train on; such a one
+    still counts towards `plateau_patience` (False: on any `plateau`, the rule before
+    2026-12-05: on the real logs 7 of 19 plateau stops premature, against 3 of 10; on 480
+    simulated rises 51 of 300 against 1 of 197; docs/integrations.md)."""
     degeneracy_threshold: float = 0.9
     """Share of zero-std groups that counts as degenerate at one logged point, in (0, 1]."""
     degeneracy_patience: int = 5
@@ -95,6 +98,11 @@ class LiveConfig:
 
     def __post_init__(self) -> None:
         # `not lo < x < hi` (not `x <= lo or ...`): NaN fails it, where it would pass silently
+        for name in ("confidence", "degeneracy_threshold"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float | np.number):
+                raise ValueError(f"{name} must be a number, e.g. 0.9; got {value!r}")
+            object.__setattr__(self, name, float(value))  # numpy floats: a JSON-ready report
         if not 0.0 < self.confidence < 1.0:
             raise ValueError(f"confidence must be in (0, 1), e.g. 0.9; got {self.confidence!r}")
         if not 0.0 < self.degeneracy_threshold <= 1.0:
@@ -103,6 +111,7 @@ class LiveConfig:
         if not isinstance(self.plateau_confirmed, bool | np.bool_):
             raise ValueError(f"plateau_confirmed must be True or False; got "
                              f"{self.plateau_confirmed!r}")  # fmt: skip
+        object.__setattr__(self, "plateau_confirmed", bool(self.plateau_confirmed))
         lows = {"min_points": 8, "patience": 1, "plateau_patience": 1, "degeneracy_patience": 1,
                 "max_points": self.min_points}  # fmt: skip
         for name, low in lows.items():
@@ -110,6 +119,7 @@ class LiveConfig:
             if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < low:
                 why = " (the forecast's backtest)" if name == "min_points" else ""
                 raise ValueError(f"{name} must be >= {low}{why}, an integer; got {value!r}")
+            object.__setattr__(self, name, int(value))  # numpy integers: a JSON-ready report
         if self.reward_range is not None:
             object.__setattr__(self, "reward_range", checked_reward_range(self.reward_range))
         stop_on = self.stop_on
@@ -136,6 +146,8 @@ class LiveStatus:
     reason: str
     metrics: dict[str, float] = field(default_factory=dict)
     summary: str = ""
+    held: tuple[str, ...] = ()
+    """The rules of config.stop_on whose stop condition holds (stop is True when any does)."""
 
 
 def noise_sd(reward: np.ndarray) -> float:
@@ -336,10 +348,18 @@ def rule_patience(cfg: LiveConfig, rule: str) -> int:
     return int(getattr(cfg, PATIENCE[rule]))
 
 
+def _standing(rule: str, status: LiveStatus) -> bool:
+    """The rule's condition as its patience counts it: its alert, or a verdict that raises it
+    (a plateau not yet confirmed counts towards the patience; the stop waits for one that is)."""
+    return rule in status.alerts or status.verdict in ALERT_VERDICTS.get(rule, ())
+
+
 def _held(rule: str, alerts: tuple, cfg: LiveConfig, history: tuple) -> bool:
+    """The rule's alert holds now and its condition held on the `patience` - 1 assessments
+    before (`_standing`)."""
     need = rule_patience(cfg, rule)
-    recent = [h.alerts for h in history[len(history) - (need - 1) :]] if need > 1 else []
-    return rule in alerts and len(recent) >= need - 1 and all(rule in a for a in recent)
+    recent = history[len(history) - (need - 1) :] if need > 1 else ()
+    return rule in alerts and len(recent) >= need - 1 and all(_standing(rule, h) for h in recent)
 
 
 def _status(step, reward, decided, cfg, history, metrics, summary) -> LiveStatus:  # noqa: ANN001
@@ -352,4 +372,5 @@ def _status(step, reward, decided, cfg, history, metrics, summary) -> LiveStatus
     metrics["pgrpo/stop"] = float(bool(held))
     reason = (f"{held[0]} ({verdict}) held for {rule_patience(cfg, held[0])} assessment(s)"
               if held else "")  # fmt: skip
-    return LiveStatus(step, reward, verdict, tuple(alerts), bool(held), reason, metrics, summary)
+    return LiveStatus(step, reward, verdict, tuple(alerts), bool(held), reason, metrics, summary,
+                      tuple(held))  # fmt: skip
