@@ -171,11 +171,14 @@ def test_config_takes_numpy_scalars_as_plain_python_values():
     JSON report can be written."""
     import json
     from dataclasses import asdict
+    from fractions import Fraction
 
     cfg = LiveConfig(plateau_confirmed=np.bool_(False), min_points=np.int64(30),
-                     confidence=np.float32(0.8))  # fmt: skip
+                     confidence=np.float32(0.8), degeneracy_threshold=np.array(0.95))  # fmt: skip
     assert cfg.plateau_confirmed is False and type(cfg.min_points) is int
+    assert cfg.degeneracy_threshold == 0.95
     json.dumps(asdict(cfg))
+    assert LiveConfig(confidence=Fraction(9, 10)).confidence == 0.9
 
 
 @pytest.mark.parametrize(
@@ -183,7 +186,8 @@ def test_config_takes_numpy_scalars_as_plain_python_values():
     [({"confidence": 1.0}, "confidence must be in"), ({"min_points": 5}, "min_points must be"),
      ({"patience": 0}, "patience must be >= 1"), ({"stop_on": ("x",)}, "unknown stop rule"),
      ({"plateau_confirmed": "no"}, "plateau_confirmed must be True or False"),
-     ({"confidence": "0.9"}, "confidence must be a number")],
+     ({"confidence": "0.9"}, "confidence must be a real number"),
+     ({"confidence": np.complex128(0.9 + 1j)}, "confidence must be a real number")],
 )  # fmt: skip
 def test_config_errors_say_how_to_fix(kwargs, message):
     with pytest.raises(ValueError, match=message):

@@ -18,7 +18,9 @@ The alerts follow from the verdict, decided in one small function, `_decide`:
 - degeneracy: at least `degeneracy_threshold` of the groups have zero reward std on each of the
   last `degeneracy_patience` logged points (a transient streak is not enough).
 A rule in `stop_on` requests a stop once its alert has held for `plateau_patience` (plateau,
-flat) or `patience` (collapse, degeneracy) consecutive assessments. False-alarm control: the
+flat) or `patience` (collapse, degeneracy) consecutive assessments; for the plateau rule the
+earlier assessments count when their verdict is `plateau` or `saturated`, confirmed or not,
+and the one that requests the stop must raise the alert (`_held`). False-alarm control: the
 verdict's null calibration (`assess_progress`: level 0.005 for a rise / fall, 0.05 one-sided
 for "still rising") plus the patience; the measured rates on real logs and null curves are in
 docs/integrations.md.
@@ -27,6 +29,7 @@ docs/integrations.md.
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -100,8 +103,10 @@ class LiveConfig:
         # `not lo < x < hi` (not `x <= lo or ...`): NaN fails it, where it would pass silently
         for name in ("confidence", "degeneracy_threshold"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int | float | np.number):
-                raise ValueError(f"{name} must be a number, e.g. 0.9; got {value!r}")
+            if isinstance(value, np.ndarray) and value.shape == () and value.dtype.kind in "iuf":
+                value = value[()]  # a 0-d array of a real number
+            if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Real):
+                raise ValueError(f"{name} must be a real number, e.g. 0.9; got {value!r}")
             object.__setattr__(self, name, float(value))  # numpy floats: a JSON-ready report
         if not 0.0 < self.confidence < 1.0:
             raise ValueError(f"confidence must be in (0, 1), e.g. 0.9; got {self.confidence!r}")
