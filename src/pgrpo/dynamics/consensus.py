@@ -69,6 +69,17 @@ SPACING_INTERVALS = 10
 is one of its time steps (a log whose stride changed is read at its recent stride)."""
 
 
+def _standardised(reward: np.ndarray, what: str) -> tuple[np.ndarray, float, float]:
+    """(reward [n] as floats, its mean, its std): the units a member is fitted in. Raises
+    ValueError on fewer than `MIN_TREND_POINTS` points or non-finite rewards."""
+    y = np.asarray(reward, dtype=float)
+    if y.size < MIN_TREND_POINTS:
+        raise ValueError(f"{what} needs >= {MIN_TREND_POINTS} points, got {y.size}")
+    if not np.all(np.isfinite(y)):
+        raise ValueError(f"{what} needs finite rewards")
+    return y, float(np.mean(y)), float(np.std(y))
+
+
 def damped_trend(
     step: np.ndarray, reward: np.ndarray, future: np.ndarray
 ) -> tuple[np.ndarray, bool]:
@@ -79,12 +90,7 @@ def damped_trend(
     (reward - mean) / std, mapped back; the path is clipped to the prefix's range. Raises
     ValueError when it cannot be fitted."""
     step = np.asarray(step, dtype=float)
-    y = np.asarray(reward, dtype=float)
-    if y.size < MIN_TREND_POINTS:
-        raise ValueError(f"a damped trend needs >= {MIN_TREND_POINTS} points, got {y.size}")
-    if not np.all(np.isfinite(y)):
-        raise ValueError("a damped trend needs finite rewards")
-    centre, scale = float(np.mean(y)), float(np.std(y))
+    y, centre, scale = _standardised(reward, "a damped trend")
     if scale == 0.0:  # a constant prefix: its level, no slope
         return np.full(np.shape(future), centre), True
     from statsmodels.tsa.holtwinters import ExponentialSmoothing  # here: ~0.6 s to import
@@ -115,12 +121,7 @@ def recent_level(step: np.ndarray, reward: np.ndarray, future: np.ndarray) -> np
     the recent points as the prefix's own noise and drift warrant, between the last point and
     the prefix mean. Raises ValueError on fewer than `MIN_TREND_POINTS` points or non-finite
     rewards."""
-    y = np.asarray(reward, dtype=float)
-    if y.size < MIN_TREND_POINTS:
-        raise ValueError(f"a recent level needs >= {MIN_TREND_POINTS} points, got {y.size}")
-    if not np.all(np.isfinite(y)):
-        raise ValueError("a recent level needs finite rewards")
-    centre, scale = float(np.mean(y)), float(np.std(y))
+    y, centre, scale = _standardised(reward, "a recent level")
     if scale == 0.0:
         return np.full(np.shape(future), centre)
     from statsmodels.tsa.holtwinters import SimpleExpSmoothing
