@@ -1,7 +1,7 @@
 """The shipped forecaster and a few curve families on several corpora at once, after the fact.
 
     python bench/forecast_pooled.py DIR [DIR ...] [--cuts 0.3 0.5 0.7] [--prior shipped|earlier]
-        [--out PATH]
+        [--with-rows JSON ...] [--out PATH]
 
 Each DIR is a folder in the corpus layout (index.json with `runs`, one CSV per run; e.g.
 ../shared/data/curves and the rebuilt held-back rounds of bench/holdout/ and bench/holdout2/).
@@ -34,6 +34,10 @@ JSON gives each median with its distribution-free 90% interval (`median_err_ci90
 Nothing here is held out: these are looks at runs that have been used (the shared corpus for
 the prior, rounds 1 and 2 as pre-registered checks), so a better row here is a candidate for
 the next held-back round, not a result. Writes bench/results/forecast_pooled.json.
+
+`--with-rows JSON ...` adds the stored rows of earlier results of this script (their `rows`, at
+the cuts asked for) to the pooled figures, for rounds whose CSVs are no longer on the machine:
+valid only while the forecast code is the one that wrote them, which the caller must check.
 """
 
 from __future__ import annotations
@@ -165,6 +169,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--prior", choices=("shipped", "earlier"), default="shipped",
                     help="the forecast prior: levelgain.CORPUS_PRIOR, or the one learned on "
                     "the 33 shared runs alone (forecast_prior.EARLIER_PRIOR)")  # fmt: skip
+    ap.add_argument("--with-rows", type=Path, nargs="+", default=[], metavar="JSON",
+                    help="earlier results; their rows join the pooled ones")  # fmt: skip
     args = ap.parse_args(argv)
     from forecast_prior import EARLIER_PRIOR  # forecast_prior imports this module
 
@@ -176,10 +182,19 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     if bad := [c for c in args.cuts if not 0.0 < c < 1.0]:
         ap.error(f"--cuts {bad}: each cut must be a fraction in (0, 1)")
+    try:
+        stored = [r for j in args.with_rows for r in json.loads(j.read_text())["rows"]
+                  if r["cut"] in args.cuts]  # fmt: skip
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        print(f"error: --with-rows: {e}; pass results JSON files this script wrote",
+              file=sys.stderr)  # fmt: skip
+        return 2
     warnings.filterwarnings("ignore", category=RuntimeWarning)
     rows = [row for d in args.folders for run in load_corpus(corpus=d)
             for row in run_rows(run, str(d), args.cuts, prior)]  # fmt: skip
-    groups = {**{str(d): [r for r in rows if r["folder"] == str(d)] for d in args.folders},
+    rows = stored + rows
+    folders = list(dict.fromkeys(r["folder"] for r in rows))
+    groups = {**{f: [r for r in rows if r["folder"] == f] for f in folders},
               "pooled": rows, **by_scale(rows)}  # fmt: skip
     result = {g: {str(c): summarise([r for r in rs if r["cut"] == c]) for c in args.cuts}
               for g, rs in groups.items()}  # fmt: skip
