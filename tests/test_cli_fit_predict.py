@@ -207,3 +207,28 @@ def test_fit_says_what_the_report_says_of_a_forecast_band_wider_than_the_run(sha
     log = str(shared_data / "curves" / "cs336_shibuki_no_std_norm.csv")
     out = runner.invoke(app, ["fit", log, "--forecast-from", "0.5", "--no-plot", "--json"])
     assert json.loads(out.output)["forecast"]["informative"] is True
+
+
+def test_fit_png_draws_the_band_fit_prints(shared_data):
+    """fit.png shaded the band of one step under the label "90% band" while `pgrpo fit` printed
+    the band of the mean after the cut (review, 2026-12-05): the figure now draws the printed
+    band, with the report's words, and labels the per-step band as such."""
+    from matplotlib.collections import PolyCollection
+
+    from pgrpo.dynamics.logfit import fit_log
+    from pgrpo.dynamics.plots import forecast_label, log_fit_figure
+    from pgrpo.logs import read_log
+
+    fit = fit_log(read_log(shared_data / "curves" / "countdown_trl_grpo.csv"), forecast_from=0.5)
+    fc = fit.forecast
+    ax = log_fit_figure(fit).axes[0]
+    labels = ax.get_legend_handles_labels()[1]
+    assert forecast_label(fc)["band"] in labels and "90% band of one step" in labels
+    assert "90% band" not in labels
+    band = next(
+        c
+        for c in ax.collections
+        if isinstance(c, PolyCollection) and c.get_label() == forecast_label(fc)["band"]
+    )
+    y = band.get_paths()[0].vertices[:, 1]
+    assert (y.min(), y.max()) == pytest.approx(fc.mean_band)

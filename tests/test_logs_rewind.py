@@ -97,6 +97,23 @@ def test_a_file_written_newest_first_or_shuffled_is_sorted_not_cut():
         assert log.warnings[0] == "steps out of order in the file: sorted by step"
 
 
+@settings(max_examples=100, deadline=None)
+@given(st.integers(20, 200), st.integers(1, 2), st.booleans(), st.data())
+def test_a_scrambled_file_with_a_row_logged_twice_is_sorted_not_cut(n, dups, newest_first, data):
+    """One re-logged row in a newest-first or shuffled file made every fall a rewind: 49 rows
+    read as 1 (review, 2026-12-05). The distinct steps are all kept, the repeat counted once."""
+    steps = np.arange(1.0, n + 1)
+    order = steps[::-1] if newest_first else np.random.default_rng(n).permutation(steps)
+    at = data.draw(st.lists(st.integers(0, n - 1), min_size=dups, max_size=dups, unique=True))
+    rows = list(order)
+    for i in at:
+        rows.insert(data.draw(st.integers(0, len(rows))), order[i])
+    log = assemble([{"step": s, "reward": s / n} for s in rows], fmt="t", source="t")
+    assert log.step.tolist() == steps.tolist()
+    assert log.metrics["repeated_steps"] == dups
+    assert f"{dups} repeated step(s): kept the last copy of each" in log.warnings
+
+
 @pytest.mark.parametrize(
     ("steps", "read"),
     [

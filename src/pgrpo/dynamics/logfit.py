@@ -357,7 +357,14 @@ def fit_log(
     rom = fit_run(log.step, log.reward, group_size=log.hyperparameters.get("group_size"), **kw)
     constrained = rom.constrained  # the rom_fixed fit the free fit was compared with
     baselines = {
-        name: fit_curve(log.step, log.reward, name, loss=loss, weights=weights)
+        name: fit_curve(
+            log.step,
+            log.reward,
+            name,
+            loss=loss,
+            weights=weights,
+            reward_range=kw.get("reward_range"),
+        )  # bounded as the rom is
         for name in BASELINES
     }
     fc, metrics = None, {}

@@ -10,10 +10,23 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import math
 import sys
 import types
 from pathlib import Path
 from typing import Any
+
+
+def forecast_label(fc: Any) -> dict[str, str]:
+    """The words `pgrpo report` prints and both figures' legends draw for one Forecast (the
+    same object): the predicted mean after the cut and its band, not a per-step band."""
+    lo, hi = fc.mean_band
+    obs = fc.observed_mean
+    return {
+        "line": f"forecast made at step {fc.cut_step:g} from the logged points before it",
+        "band": f"its mean {fc.predicted_mean:.3g}, {fc.level:.0%} band [{lo:.3g}, {hi:.3g}]",
+        "observed": f"observed mean {obs:.3g}" if math.isfinite(obs) else "",
+    }
 
 
 class _LoadedOnFirstUse(types.ModuleType):
@@ -74,7 +87,17 @@ def _figure(width: float, height: float) -> tuple[Figure, Any]:
 
 
 def plot_log_fit(fit: LogFit, path: Path) -> Path:
-    """Data, rom fit, baselines and (when present) the forecast band (long series thinned)."""
+    """Data, rom fit, baselines and (when present) the forecast: its curve, the band of its mean
+    after the cut (the band `pgrpo fit` prints and the report draws) and, lighter, the band of
+    one step (long series thinned)."""
+    fig = log_fit_figure(fit)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    return path
+
+
+def log_fit_figure(fit: LogFit) -> Figure:
+    """`plot_log_fit`'s figure, unsaved."""
     log = fit.log
     s = thin(len(log.step))
     fig, ax = _figure(9, 5)
@@ -91,14 +114,17 @@ def plot_log_fit(fit: LogFit, path: Path) -> Path:
     if fc is not None:
         f = thin(len(fc.future_step))
         ax.axvline(fc.cut_step, color="k", lw=0.8, ls=":")
-        ax.plot(fc.future_step[f], fc.predicted[f], color="C3", lw=1.5, label="forecast")
+        words = forecast_label(fc)  # the numbers `pgrpo fit` prints, as the report draws them
+        x0, x1 = float(fc.future_step[0]), float(fc.future_step[-1])
+        ax.plot(fc.future_step[f], fc.predicted[f], color="C3", lw=1.5, label=words["line"])
+        ax.fill_between([x0, x1], *fc.mean_band, color="C3", alpha=0.3, label=words["band"])
         ax.fill_between(
             fc.future_step[f],
             fc.band_lo[f],
             fc.band_hi[f],
             color="C3",
-            alpha=0.15,
-            label=f"{int(fc.level * 100)}% band",
+            alpha=0.08,
+            label=f"{fc.level:.0%} band of one step",
         )
         ax.hlines(
             fc.baselines["last_window_mean"],
@@ -113,9 +139,7 @@ def plot_log_fit(fit: LogFit, path: Path) -> Path:
     ax.legend(fontsize=8)
     ax.set_title(Path(log.source).name)
     fig.subplots_adjust(**MARGINS)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    return path
+    return fig
 
 
 def plot_prediction(pred: Prediction, path: Path) -> Path:

@@ -55,22 +55,31 @@ REWIND_ROWS = 3
 a row written up to two places early or late (an asynchronous writer) leaves at most two."""
 
 
+SCRAMBLED_REPEATS = 0.1
+"""The share of repeated steps up to which a file whose steps fall at every other row is read as
+written in no order (newest first, shuffled, merged exports with a re-logged row). One repeated
+row in a newest-first file once made every fall a rewind, and the file was read as its last row
+(review, 2026-12-05); a job preempted every few steps and resumed a step or two back repeats a
+third of its rows and keeps its rewinds."""
+
+
 def rewinds(step: np.ndarray) -> np.ndarray:
     """step: [n] in file order -> the rows where the writer went back: the step is not above
     the one before and either was logged already (a resume re-logs its checkpoint's step), or
     the rows from it to the next fall go back over what was logged: a step logged before, or
     REWIND_ROWS rows at or below the highest step so far (a run resumed or restarted at a step it
     had not logged). A row written a place or two early or late (an asynchronous writer's swap,
-    a file written newest first) is no rewind. None in a file of distinct steps that fall at
-    more than a quarter of its rows (and more than twice): written in no order; the caller
-    sorts it."""
+    a file written newest first) is no rewind. None in a file whose steps fall at more than a
+    quarter of its rows (and more than twice) and repeat at few (`SCRAMBLED_REPEATS`): written
+    in no order; the caller sorts it and keeps the last copy of a repeated step."""
     step = np.asarray(step, dtype=float)
     n = step.size
     if n < 2:
         return np.zeros(0, dtype=int)
     d = np.diff(step)
     values, first = np.unique(step, return_index=True)
-    if values.size == n and np.sum(d < 0) > max(2, d.size // 4):
+    few = n - values.size <= max(2, int(SCRAMBLED_REPEATS * n))  # not a resume every few rows
+    if few and np.sum(d < 0) > max(2, d.size // 4):
         return np.zeros(0, dtype=int)
     first_at = first[np.searchsorted(values, step)]  # each row's step: the row it first came
     high = np.maximum.accumulate(step)

@@ -8,6 +8,10 @@ from typing import Any
 
 import numpy as np
 
+from pgrpo.dynamics.plots import forecast_label  # the words fit.png and the report share
+
+__all__ = ["forecast_label"]
+
 REWARD = "#1f77b4"
 MODEL = "#d62728"
 BAND = "#ff9896"
@@ -17,17 +21,6 @@ GREY = "#7f7f7f"
 def _finite(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     ok = np.isfinite(x) & np.isfinite(y)
     return x[ok], y[ok]
-
-
-def forecast_label(fc: Any) -> dict[str, str]:
-    """The words the report prints and the legend draws for one Forecast (the same object)."""
-    lo, hi = fc.mean_band
-    obs = fc.observed_mean
-    return {
-        "line": f"forecast made at step {fc.cut_step:g} from the logged points before it",
-        "band": f"its mean {fc.predicted_mean:.3g}, {fc.level:.0%} band [{lo:.3g}, {hi:.3g}]",
-        "observed": f"observed mean {obs:.3g}" if np.isfinite(obs) else "",
-    }
 
 
 def reward_panel(

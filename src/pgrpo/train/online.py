@@ -1,6 +1,12 @@
 """Online forecasting: every `run.forecast_every` steps, fit the dynamics model to the reward curve
 so far and log its forecast (`forecast/plateau`, `forecast/steps_to_90`, `forecast/regime`), with
 a warning when the refresh interval K reaches the predicted stability threshold K*.
+
+Only a reward that has moved beyond its batch noise is fitted: while the progress verdict
+(`pgrpo.diagnose.progress`, the same test `pgrpo diagnose` uses, <= 5% false alarms on noise)
+reads the curve `flat` or `too_short`, a fit's stiffness, timescale and K* are whatever the
+optimizer stopped at, so they are logged as None, the plateau is the recent level, and no K*
+warning is raised.
 """
 
 from __future__ import annotations
@@ -11,9 +17,11 @@ from typing import Any
 
 import numpy as np
 
+from pgrpo.diagnose.progress import MIN_POINTS  # fewer: too short to judge
 from pgrpo.train.config import RunConfig
 
-MIN_POINTS = 6
+UNMOVED = ("flat", "too_short")
+"""Progress labels under which the curve has not moved beyond noise: nothing to fit."""
 
 
 class OnlineForecaster:
@@ -76,6 +84,7 @@ def forecast_metrics(rewards: list[Any], lrs: list[Any], config: RunConfig) -> d
     of the run optimizer's reduction at the fitted stiffness a = k (per optimizer step) and the
     run's beta1 (None above max(10 K, 200), and None under AdamW, which predicts no threshold).
     """
+    from pgrpo.diagnose.progress import assess_progress
     from pgrpo.dynamics import regime
     from pgrpo.dynamics.optimizers import OptimizerSettings, reduce_optimizer
     from pgrpo.dynamics.runfit import fit_run, run_inputs
@@ -86,6 +95,25 @@ def forecast_metrics(rewards: list[Any], lrs: list[Any], config: RunConfig) -> d
     lr = np.array([np.nan if v is None else v for v in lrs], dtype=float)
     keep = np.isfinite(reward) & np.isfinite(lr)
     log_step = np.arange(1, reward.size + 1, dtype=float)[keep]
+    verdict = assess_progress(
+        log_step,
+        reward[keep],
+        n_rollouts=config.grpo.batch_prompts * config.grpo.group_size,
+        fit=False,
+        reward_range=config.task.reward_range,
+    )
+    if verdict.label in UNMOVED:  # noise only: no stiffness, timescale or K* to read
+        return {
+            "forecast/progress": verdict.label,
+            "forecast/plateau": verdict.evidence.get("end_level"),
+            "forecast/steps_to_90": None,
+            "forecast/regime": "flat",
+            "forecast/tau": None,
+            "forecast/kappa": None,
+            "forecast/r2": None,
+            "forecast/k_star": None,
+            "forecast/k_linear": None,
+        }
     columns = {"learning_rate": lr[keep], "optimizer_step": log_step * k_refresh}
     hyper: dict[str, Any] = {"beta1": config.optim.beta1, "refresh_interval": k_refresh}
     if config.task.reward_range is not None:  # the task's bounds: no plateau above a 0/1 max
@@ -112,6 +140,7 @@ def forecast_metrics(rewards: list[Any], lrs: list[Any], config: RunConfig) -> d
         )
         k_star, k_linear = red.K_star, red.metrics["linear_threshold"]
     return {
+        "forecast/progress": verdict.label,
         "forecast/plateau": float(fit.values["R_inf"]),
         "forecast/steps_to_90": reach,
         "forecast/regime": regime(m, 1.0, k) if k > 0 else "flat",
