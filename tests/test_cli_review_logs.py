@@ -69,3 +69,41 @@ def test_diagnose_and_report_take_the_reward_and_step_columns(tmp_path, command)
     progress = doc["progress"]["label"] if isinstance(doc["progress"], dict) else doc["progress"]
     assert progress in ("learning", "plateau")
     assert not any("no step column" in w for w in doc["warnings"])  # the step column was used
+
+
+@pytest.mark.parametrize("command", ["diagnose", "fit", "watch"])
+def test_a_csv_with_an_unclosed_quote_or_a_repeated_column_is_refused(tmp_path, command):
+    """Review, 2026-12-05: one stray quote made the csv module read the rest of the file as one
+    field (18 rows gone, a warning for one), and a header naming `reward` twice read the last
+    copy without a word. Both exit 2 with one line; a quoted text field over several lines is
+    read as before."""
+    rows = [f"{s},{0.2 + 0.01 * s:.3f}" for s in range(1, 41)]
+    quote = tmp_path / "quote.csv"
+    quote.write_text("step,reward\n" + "\n".join(rows[:20] + ['21,"0.41'] + rows[21:]) + "\n")
+    twice = tmp_path / "twice.csv"
+    twice.write_text("step,reward,reward\n" + "\n".join(f"{r},9" for r in rows) + "\n")
+    extra = ["--once"] if command == "watch" else ["--no-plot"] if command == "fit" else []
+    for path, words in ((quote, "never closed"), (twice, "'reward' appears 2 times")):
+        res = runner.invoke(app, [command, str(path), *extra])
+        assert res.exit_code == 2, res.output
+        assert words in res.output and len(res.output.strip().splitlines()) == 1
+    text = tmp_path / "text.csv"
+    text.write_text("step,reward,sample\n" + "\n".join(
+        f'{r},"line one\nline two, with a comma"' for r in rows) + "\n")  # fmt: skip
+    res = runner.invoke(app, ["diagnose", str(text), "--json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.output[res.output.index("{") :])["metrics"]["steps"] == 40
+
+
+def test_watch_takes_step_column_and_once_says_one_line(tmp_path):
+    """Review, 2026-12-05: `watch` had no --step-column (diagnose, fit and report had), so a
+    log whose step is `iteration` was watched on row numbers; and `--once` on a log not ready
+    printed a "waiting ... read again" note before its error line."""
+    log = _curve(tmp_path / "log.csv", step="iteration")
+    res = runner.invoke(app, ["watch", str(log), "--once", "--step-column", "iteration", "--json"])
+    assert res.exit_code in (0, 3), res.output
+    assert json.loads(res.output.strip().splitlines()[0])["step"] == 100
+    empty = tmp_path / "empty.csv"
+    empty.write_text("")
+    res = runner.invoke(app, ["watch", str(empty), "--once"])
+    assert res.exit_code == 2 and len(res.output.strip().splitlines()) == 1, res.output

@@ -98,6 +98,7 @@ def watch_cmd(
     once: bool = typer.Option(False, "--once", help="Assess the log as it is now and exit."),
     log_format: str | None = _runopts.format_option(),
     reward_column: str | None = _runopts.reward_column_option(),
+    step_column: str | None = _runopts.step_column_option(),
     as_json: bool = json_option("each assessment"),
     reward_range: str | None = _runopts.reward_range_option(),
 ) -> None:
@@ -150,9 +151,11 @@ def watch_cmd(
             typer.echo(status_line(status, reward_log))
 
     def note(text: str) -> None:  # the log restarted, was cut back or rewritten
+        if once and text.startswith("waiting"):  # --once reads once: the error line says it
+            return
         typer.echo(f"note: {log}: {text}", err=True)
 
-    opts = {"reward_key": reward_column} if reward_column else {}
+    opts = _runopts.read_options(reward_column, step_column)
     result = watch_log(log, config, log_format=log_format, read_options=opts, every=every,
                        poll_s=poll, timeout_s=timeout, idle_s=idle, once=once, on_status=show,
                        on_note=note)  # fmt: skip

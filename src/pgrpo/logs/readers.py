@@ -288,18 +288,42 @@ def _csv_rows(path: Path, live: bool = False) -> tuple[list[str], Iterator[dict[
     if not header:
         fh.close()
         raise LogNotReadyError(f"{path}: no CSV header row")
+    if twice := sorted({h for h in header if header.count(h) > 1}):
+        fh.close()  # DictReader keeps the last of the same name: a silent choice of column
+        raise LogFormatError(
+            f"{path}: column {twice[0]!r} appears {header.count(twice[0])} times in the CSV "
+            "header: rename the copies so that each column has its own name"
+        )
 
     def rows() -> Iterator[dict[str, Any]]:
         with fh:
             try:
                 for row in reader:
-                    yield {k: v for k, v in row.items() if k}
+                    row = {k: v for k, v in row.items() if k}
+                    _check_swallowed(path, row, delim, len(header), reader.line_num)
+                    yield row
             except csv.Error as exc:
                 raise LogFormatError(
                     f"{path}: malformed CSV at line {reader.line_num} ({exc})"
                 ) from None
 
     return header, rows()
+
+
+def _check_swallowed(path: Path, row: dict[str, Any], delim: str, width: int, end: int) -> None:
+    """A quote that is never closed makes the csv module read the rest of the file as one field:
+    the rows below vanished with a warning for one row (review, 2026-12-05). A field holding a
+    line shaped like a row of this file (width - 1 delimiters) is taken as that, and refused.
+    end: the file line the row ends at."""
+    for key, value in row.items():
+        if isinstance(value, str) and "\n" in value:
+            inner = value.splitlines()[1:]
+            if any(part.count(delim) == width - 1 for part in inner if width > 1):
+                raise LogFormatError(
+                    f"{path}: the {key!r} field of the row at line {end - len(inner)} holds "
+                    f"{len(inner)} more line(s) shaped like rows: a quote opened there is never "
+                    "closed; remove or close the quote"
+                )
 
 
 def detect_wandb(path: Path) -> bool:
