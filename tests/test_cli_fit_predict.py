@@ -232,3 +232,30 @@ def test_fit_png_draws_the_band_fit_prints(shared_data):
     )
     y = band.get_paths()[0].vertices[:, 1]
     assert (y.min(), y.max()) == pytest.approx(fc.mean_band)
+
+
+@pytest.mark.parametrize("method", ["consensus", "level_gain", "rom_blend"])
+def test_a_prefix_that_never_moved_gives_no_band_of_zero_width(tmp_path, method):
+    """Review, 2026-12-05: a reward at 0 before take-off got the 90% band [0, 0] from every
+    method, drawn and stated as informative. Its band is now all the stated range allows, or,
+    with no range, not informative; `fit` and the report say why."""
+    from pgrpo.dynamics.forecast import forecast, informative, uninformative_reason
+
+    rng = np.random.default_rng(0)
+    step = np.arange(1.0, 201)
+    reward = np.where(step <= 100, 0.0, rng.binomial(64, 0.4, 200) / 64)
+    fc = forecast(step, reward, 0.5, method=method)
+    assert not informative(fc, reward) and "never moved" in uninformative_reason(fc)
+    ranged = forecast(step, reward, 0.5, method=method, reward_range=(0.0, 1.0))
+    assert ranged.mean_band == (0.0, 1.0)
+    assert ranged.band_lo.min() == 0.0 and ranged.band_hi.max() == 1.0
+    moved = reward.copy()
+    moved[50] = 1 / 64  # one success before the cut: a spread, however small, is evidence
+    assert "constant_prefix" not in forecast(step, moved, 0.5, method=method).metrics
+    log = tmp_path / "floor.csv"
+    rows = "".join(f"{s:g},{r}\n" for s, r in zip(step, reward, strict=True))
+    log.write_text("step,reward\n" + rows)
+    res = runner.invoke(app, ["fit", str(log), "--forecast-from", "0.5", "--no-plot", "--json"])
+    assert res.exit_code == 0, res.output
+    fc_doc = json.loads(res.output)["forecast"]
+    assert fc_doc["informative"] is False and "never moved" in fc_doc["not_informative_because"]

@@ -143,9 +143,9 @@ def _print(data: dict, console: Console) -> None:
         console.print(t)
         if not fc.get("informative", True):
             console.print(
-                "[yellow]forecast:[/] its band is wider than the whole range of the run's "
-                "reward: not enough evidence to forecast the rest from the points before the "
-                "cut (the report does not draw it)"
+                f"[yellow]forecast:[/] {escape(fc['not_informative_because'])}: not enough "
+                "evidence to forecast the rest from the points before the cut (the report does "
+                "not draw it)"
             )
     if data["png"]:
         console.print(f"figure: {escape(data['png'])}")

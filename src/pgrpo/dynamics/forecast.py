@@ -149,6 +149,10 @@ def forecast(
     z = float(ndtri(0.5 + level / 2.0))  # the normal quantile (scipy.stats.norm.ppf's)
     sd, half = np.sqrt(var_step), z * math.sqrt(var_mean)
     lo, hi = reward_range if reward_range is not None else (-math.inf, math.inf)
+    if np.ptp(reward[:i]) == 0:  # no spread seen before the cut: the band is unknown
+        var_parts = {**var_parts, "constant_prefix": 1.0}  # (`informative` says so)
+        if reward_range is not None:  # all the range allows, not the zero width of no data
+            sd, half = np.full_like(sd, math.inf), math.inf
     pred = np.clip(pred, lo, hi)
     mean = float(np.mean(pred))
     observed = reward[i:]
@@ -323,15 +327,27 @@ class ForecastEvaluation:
 def informative(fc: Forecast, reward: np.ndarray) -> bool:
     """A forecast worth drawing: its band of the mean is narrower than the run's whole range
     (or, for a reward that never changed, has no width either: "0.3, band [0.3, 0.3]" is no
-    band "wider than the range"). reward: [n], the whole run's. The report draws only such a
-    forecast, and `pgrpo fit` says of any other that it is not enough evidence."""
+    band "wider than the range"), unless the points before the cut never moved and the run did
+    later: their zero spread is no evidence of the spread to come (a reward at 0 before take-off
+    got the band [0, 0]; review, 2026-12-05). reward: [n], the whole run's. The report draws only
+    such a forecast, and `pgrpo fit` says of any other that it is not enough evidence."""
     r = np.asarray(reward, dtype=float)
     r = r[np.isfinite(r)]
     lo, hi = fc.mean_band
     if not (r.size and math.isfinite(lo) and math.isfinite(hi)):
         return False
+    if fc.metrics.get("constant_prefix") and np.ptp(r) > 0:  # a band from no spread at all
+        return False
     exact = np.ptp(r) == 0 and hi - lo <= 1e-9 * max(abs(lo), abs(hi))  # rounding only
     return bool(hi - lo < np.ptp(r) or exact)
+
+
+def uninformative_reason(fc: Forecast) -> str:
+    """Why `informative` is False for fc, in words `pgrpo fit` and the report print."""
+    if fc.metrics.get("constant_prefix"):
+        return ("the reward never moved before the cut, so nothing there says how far the rest "
+                "will spread")  # fmt: skip
+    return "its band is wider than the whole range of the run's reward"
 
 
 def evaluate_forecast(step: np.ndarray, reward: np.ndarray, cut: float = 0.5, **kwargs):

@@ -301,11 +301,13 @@ def _fit_dict(r: FitResult) -> dict[str, Any]:
 
 
 def _forecast_dict(fc: Forecast, reward: np.ndarray) -> dict[str, Any]:
-    from pgrpo.dynamics.forecast import informative
+    from pgrpo.dynamics.forecast import informative, uninformative_reason
 
     obs = fc.observed_mean
+    shown = informative(fc, reward)
     return {
-        "informative": informative(fc, reward),  # band narrower than the run's range
+        "informative": shown,  # band narrower than the run's range, from a prefix that moved
+        "not_informative_because": None if shown else uninformative_reason(fc),
         "cut_step": fc.cut_step,
         "n_future": int(fc.future_step.size),
         "predicted_mean": fc.predicted_mean,

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from pgrpo.dynamics.forecast import informative  # noqa: F401  (re-exported)
+from pgrpo.dynamics.forecast import informative, uninformative_reason  # noqa: F401  (re-exported)
 from pgrpo.report import plots
 
 CSS = """
@@ -98,8 +98,8 @@ def forecast_text(fc: Any, reward: np.ndarray, bin_size: int = 1) -> str:
     words = plots.forecast_label(fc)
     if not informative(fc, reward):
         return (
-            f"<p>Backtest: a {_e(words['line'])} has a band of its mean ({_e(words['band'])}) "
-            f"wider than the whole range of the run's reward{' (its bin means)' * (bin_size > 1)}"
+            f"<p>Backtest: a {_e(words['line'])} has a band of its mean ({_e(words['band'])}), "
+            f"but {_e(uninformative_reason(fc))}{' (its bin means)' * (bin_size > 1)}"
             ": not enough evidence to forecast the second half from the first, so it is not "
             "drawn.</p>"
         )
