@@ -107,3 +107,29 @@ def test_watch_takes_step_column_and_once_says_one_line(tmp_path):
     empty.write_text("")
     res = runner.invoke(app, ["watch", str(empty), "--once"])
     assert res.exit_code == 2 and len(res.output.strip().splitlines()) == 1, res.output
+
+
+def test_eval_values_on_rows_of_their_own_are_read(tmp_path):
+    """Review, 2026-12-05: eval/accuracy logged on its own rows (every W&B export of an HF/TRL
+    run) was dropped with those rows, so reward hacking was missed and diagnose asked for the
+    eval accuracy the log held. The same numbers logged either way give the same diagnosis."""
+    rng = np.random.default_rng(0)
+    train = [{"step": s, "reward": 0.2 + 0.006 * s + rng.normal(0, 0.03)} for s in range(1, 121)]
+    evals = {s: 0.6 - 0.004 * s for s in range(10, 121, 10)}
+    same = tmp_path / "same.jsonl"
+    same.write_text("".join(json.dumps({**r, **({"eval/accuracy": evals[r["step"]]}
+                                                  if r["step"] in evals else {})}) + "\n"
+                            for r in train))  # fmt: skip
+    sep = tmp_path / "sep.jsonl"
+    sep.write_text("".join(json.dumps(r) + "\n" + (json.dumps(
+        {"step": r["step"], "eval/accuracy": evals[r["step"]]}) + "\n" if r["step"] in evals
+        else "") for r in train))  # fmt: skip
+    docs = []
+    for path in (same, sep):
+        res = runner.invoke(app, ["diagnose", str(path), "--json"])
+        assert res.exit_code == 0, res.output
+        docs.append(json.loads(res.output[res.output.index("{") :]))
+    modes = [{m["name"]: (m["detected"], m["evidence"]) for m in d["modes"]} for d in docs]
+    assert modes[0]["reward_hacking"] == modes[1]["reward_hacking"]
+    assert modes[1]["reward_hacking"][0] is True
+    assert any("eval value(s) on rows without a reward" in w for w in docs[1]["warnings"])

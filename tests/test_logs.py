@@ -225,3 +225,36 @@ def test_fuzzed_console_lines_read_or_fail_clearly(tmp_path, parts, n):
         assert str(exc)
         return
     assert np.all(np.isfinite(log.reward))
+
+
+def test_a_reused_trl_output_folder_reads_the_newest_checkpoint(tmp_path):
+    """Review, 2026-12-05: the highest-numbered checkpoint was read even when an earlier run
+    left it: a new run's checkpoint-200 lost to the old run's checkpoint-1000."""
+    import os
+
+    from pgrpo.logs import read_log
+
+    def state(n: int, reward: float) -> str:
+        rows = [{"step": s, "reward": reward, "loss": 0.0} for s in range(1, n + 1)]
+        return json.dumps({"log_history": rows, "global_step": n})
+
+    old, new = tmp_path / "checkpoint-1000", tmp_path / "checkpoint-200"
+    for folder, n, r in ((old, 100, 0.1), (new, 20, 0.9)):
+        folder.mkdir()
+        (folder / "trainer_state.json").write_text(state(n, r))
+    os.utime(old / "trainer_state.json", (1e9, 1e9))  # written long before the new run's
+    log = read_log(tmp_path)
+    assert log.step.size == 20 and log.reward[0] == 0.9
+    os.utime(new / "trainer_state.json", (1e9, 1e9))  # equal times: the highest number
+    assert read_log(tmp_path).step.size == 100
+
+
+def test_reward_and_train_reward_read_the_same_whatever_the_column_order(tmp_path):
+    """Review, 2026-12-05: with both `reward` and `train/reward` the rightmost was read."""
+    from pgrpo.logs import read_log
+
+    rows = [(s, 0.2 + 0.01 * s, 5.0) for s in range(1, 21)]
+    a, b = tmp_path / "a.csv", tmp_path / "b.csv"
+    a.write_text("step,reward,train/reward\n" + "".join(f"{s},{r},{t}\n" for s, r, t in rows))
+    b.write_text("step,train/reward,reward\n" + "".join(f"{s},{t},{r}\n" for s, r, t in rows))
+    assert read_log(a).reward.tolist() == read_log(b).reward.tolist() == [r for _, r, _ in rows]

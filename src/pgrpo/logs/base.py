@@ -97,6 +97,19 @@ def _canon(key: str) -> str:
     return key[len("train/") :] if key.startswith("train/") else key
 
 
+def _canon_map(keys: Iterable[str]) -> dict[str, str]:
+    """Canonical name -> the key read for it: the key of that exact name where the log has
+    both it and its "train/" form, whatever their order in the file (the rightmost was read,
+    so two exports of one run with the columns in another order read different rewards;
+    review, 2026-12-05)."""
+    out: dict[str, str] = {}
+    for k in keys:
+        c = _canon(k)
+        if c not in out or k == c:
+            out[c] = k
+    return out
+
+
 def resolve_reward_key(keys: Iterable[str], override: str | None = None) -> str | list[str]:
     """The reward key among `keys`: `override`, else the first of REWARD_KEYS, else every
     `rewards/<name>/mean` (summed, one reward function each). Raises LogFormatError if none."""
@@ -107,7 +120,7 @@ def resolve_reward_key(keys: Iterable[str], override: str | None = None) -> str 
                 f"reward column {override!r} not found; available: {', '.join(sorted(keys))}"
             )
         return override
-    canon = {_canon(k): k for k in keys}
+    canon = _canon_map(keys)
     for cand in REWARD_KEYS:
         if cand in canon:
             return canon[cand]
@@ -175,6 +188,7 @@ def assemble(
             f"{source}: no usable (step, reward) rows ({fmt} format, reward key {rkey!r}); "
             "check the file is a training log and not empty"
         )
+    step_all, lone = step, ~r_present & good_step  # rows without a reward: eval rows, say
     rows = np.flatnonzero(ok)
     restart = newest_run(step[rows])
     restart_step = float(step[rows[restart]])
@@ -194,6 +208,7 @@ def assemble(
     used = {*col_keys.values(), skey, *_as_list(rkey)}
     others = _other_columns(store, rows, used, set(cols))
     cols.update({k: v for k, v in others.items() if columns is None or k in columns})
+    _eval_rows(store, lone, step_all, step, cols, columns, warns)
     stride = _stride(step, warns)
     hyper = hyperparameters_from_columns(cols)
     hyper.update({k: v for k, v in (hyperparameters or {}).items() if v is not None})
@@ -262,10 +277,34 @@ def _other_columns(store: ColumnStore, rows: np.ndarray, used, taken) -> dict[st
     return out
 
 
+def _eval_rows(store: ColumnStore, lone, step_all, step, cols, columns, warns) -> None:
+    """Eval values logged on rows of their own (a W&B export of an HF/TRL run: eval/* on rows
+    without a reward), put on the kept row of the training step logged with or just before
+    each (the first row for an eval before training), where that row has none. Without this
+    they were dropped with their rows, and diagnose asked for the eval accuracy the log held
+    (review, 2026-12-05). lone: [rows] rows with no reward and a step; step: the kept steps."""
+    moved = 0
+    for key in store.keys:
+        name = _canon(key)
+        if not name.startswith("eval") or (columns is not None and name not in columns):
+            continue
+        vals = store.column(key)[0]
+        extra = lone & np.isfinite(vals)
+        if not extra.any():
+            continue
+        col = cols[name].copy() if name in cols else np.full(step.size, np.nan)
+        at = np.maximum(np.searchsorted(step, step_all[extra], side="right") - 1, 0)
+        for i, v in zip(at, vals[extra], strict=True):
+            if not np.isfinite(col[i]):
+                col[i], moved = v, moved + 1
+        cols[name] = col
+    if moved:
+        warns.append(f"{moved} eval value(s) on rows without a reward: read at the training "
+                     "step logged with or just before each")  # fmt: skip
+
+
 def _column_keys(all_keys: list[str]) -> dict[str, str]:
-    canon = {}
-    for k in dict.fromkeys(all_keys):
-        canon.setdefault(_canon(k), k)
+    canon = _canon_map(dict.fromkeys(all_keys))
     found = {}
     for name, cands in COLUMN_KEYS.items():
         for c in cands:

@@ -15,15 +15,17 @@ from pgrpo.logs.readers import LOG_READERS, _config_hyper, _read_text
 
 def _trl_files(path: Path) -> list[Path]:
     """The trainer_state.json files of a TRL output folder, newest last: the top-level one (TRL
-    writes it when training ends) and the latest checkpoint-*/ one. A top-level file older than
-    the latest checkpoint is from an earlier run into the same folder."""
+    writes it when training ends) and the latest checkpoint-*/ one: the most recently written,
+    the highest-numbered among equal times. A top-level file older than the latest checkpoint
+    is from an earlier run into the same folder, and so is a higher-numbered checkpoint older
+    than another (a reused output_dir read the old run's checkpoint-1000 over the new run's
+    checkpoint-200; review, 2026-12-05)."""
     if path.is_file():
         return [path]
     direct = path / "trainer_state.json"
-    ckpts = sorted(
-        path.glob("checkpoint-*/trainer_state.json"),
-        key=lambda p: int(re.sub(r"\D", "", p.parent.name) or 0),
-    )
+    times = {f: t for f in path.glob("checkpoint-*/trainer_state.json")
+             if (t := _mtime(f)) is not None}  # fmt: skip
+    ckpts = sorted(times, key=lambda p: (times[p], int(re.sub(r"\D", "", p.parent.name) or 0)))
     found = {f: t for f in (direct, *ckpts[-1:]) if (t := _mtime(f)) is not None}
     # equal times (a folder copied without them) keep the top-level file, as before
     return sorted(found, key=lambda f: (found[f], f == direct))
