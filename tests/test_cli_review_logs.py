@@ -133,3 +133,16 @@ def test_eval_values_on_rows_of_their_own_are_read(tmp_path):
     assert modes[0]["reward_hacking"] == modes[1]["reward_hacking"]
     assert modes[1]["reward_hacking"][0] is True
     assert any("eval value(s) on rows without a reward" in w for w in docs[1]["warnings"])
+
+
+def test_a_reward_column_of_text_fails_at_once_even_under_watch(tmp_path):
+    """Review, 2026-12-05: a reward column whose every cell is text (a wrong --reward-column, a
+    decimal comma) read as "not ready yet", so `watch` waited for ever."""
+    log = tmp_path / "text.csv"
+    log.write_text("step,reward,model\n" + "".join(f"{s},0.{s:02d},qwen\n" for s in range(1, 40)))
+    res = runner.invoke(app, ["watch", str(log), "--reward-column", "model", "--timeout", "30"])
+    assert res.exit_code == 2 and "holds no numbers" in res.output, res.output
+    comma = tmp_path / "comma.csv"
+    comma.write_text("step;reward\n" + "".join(f"{s};0,{s:02d}\n" for s in range(1, 40)))
+    res = runner.invoke(app, ["diagnose", str(comma)])
+    assert res.exit_code == 2 and "decimal comma" in res.output, res.output

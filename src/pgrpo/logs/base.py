@@ -97,6 +97,12 @@ def _canon(key: str) -> str:
     return key[len("train/") :] if key.startswith("train/") else key
 
 
+def _twin(key: str, keys: Iterable[str]) -> str | None:
+    """The other of `name` / `train/name` when the log has both, else None."""
+    other = key[len("train/") :] if key.startswith("train/") else f"train/{key}"
+    return other if other in set(keys) else None
+
+
 def _canon_map(keys: Iterable[str]) -> dict[str, str]:
     """Canonical name -> the key read for it: the key of that exact name where the log has
     both it and its "train/" form, whatever their order in the file (the rightmost was read,
@@ -161,6 +167,9 @@ def assemble(
         raise LogNotReadyError(f"{source}: no records ({fmt} format); is the file empty?")
     all_keys = store.seen
     rkey = resolve_reward_key(all_keys, reward_key)
+    if isinstance(rkey, str) and (twin := _twin(rkey, all_keys)) is not None:
+        warns.append(f"the log has both {rkey!r} and {twin!r}: read {rkey!r}; give "
+                     f"--reward-column {twin} to read the other")  # fmt: skip
     if step_key is not None and step_key not in set(all_keys):
         shown = ", ".join(sorted(all_keys)[:30])
         raise LogFormatError(
@@ -183,6 +192,13 @@ def assemble(
     ok = r_present & good_step & r_number & np.isfinite(reward)
     counts = {"missing": int(missing.sum()), "nan": int(nan.sum()), "bad_step": int(bad_step.sum())}
     _count_warnings(counts, warns)
+    if counts["missing"] >= 2 and counts["missing"] == int(r_present.sum()):
+        raise LogFormatError(  # text in every reward cell: no wait makes it numbers
+            f"{source}: the reward column {rkey!r} holds no numbers in any of its "
+            f"{counts['missing']} rows ({fmt} format)",
+            "name the reward column with --reward-column (reward_key= in Python), or fix "
+            "the values (a decimal comma? write 0.5, not 0,5)",
+        )
     if not ok.any():  # a reward column with no number yet (NaN first rows): may still come
         raise LogNotReadyError(
             f"{source}: no usable (step, reward) rows ({fmt} format, reward key {rkey!r}); "
