@@ -146,3 +146,21 @@ def test_a_reward_column_of_text_fails_at_once_even_under_watch(tmp_path):
     comma.write_text("step;reward\n" + "".join(f"{s};0,{s:02d}\n" for s in range(1, 40)))
     res = runner.invoke(app, ["diagnose", str(comma)])
     assert res.exit_code == 2 and "decimal comma" in res.output, res.output
+
+
+@pytest.mark.parametrize("tail", [0, 2, 3, 20])
+def test_a_run_whose_last_rewards_are_nan_reads_collapsed(tmp_path, tail):
+    """Review, 2026-12-05: a run that diverged to NaN (the last 20 of 100 rewards) was headlined
+    "Plateaued, still creeping" and `watch` did not stop: the reader dropped the NaN rows and
+    every statistic saw a healthy curve. Three or more trailing NaN/inf rewards are a collapse;
+    one or two (a row caught mid-write) are not."""
+    log = _curve(tmp_path / "log.csv")
+    lines = log.read_text().splitlines()
+    lines[len(lines) - tail :] = [f"{ln.split(',')[0]},nan" for ln in lines[len(lines) - tail :]]
+    log.write_text("\n".join(lines) + "\n")
+    res = runner.invoke(app, ["diagnose", str(log), "--json"])
+    assert res.exit_code == 0, res.output
+    label = json.loads(res.output[res.output.index("{") :])["progress"]["label"]
+    assert (label == "collapsed") == (tail >= 3)
+    watch = runner.invoke(app, ["watch", str(log), "--once", "--stop-on", "collapse"])
+    assert watch.exit_code == (3 if tail >= 3 else 0), watch.output

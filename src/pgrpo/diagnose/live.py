@@ -241,6 +241,8 @@ def progress_of(log: RewardLog, fit: bool = True) -> ProgressVerdict:
         n_rollouts=float(g) * float(b) if g and b else None,
         fit=fit,
         reward_range=reward_range(hyper),
+        nonfinite_tail=log.metrics.get("nonfinite_tail", 0.0),
+        nonfinite_from=log.metrics.get("nonfinite_from", math.nan),
     )
 
 

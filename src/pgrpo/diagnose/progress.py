@@ -53,6 +53,9 @@ PROGRESS_LABELS = (
     "too_short",
 )
 MIN_POINTS = 8
+NONFINITE_TAIL = 3
+"""Rewards logged as NaN or inf after the last finite one that make a run `collapsed` (it
+diverged): one or two can be a last row caught mid-write or a step whose rewards all failed."""
 ALPHA = 0.005
 ALPHA_RECENT = 0.05
 ZERO_SPREAD_SHARE = 0.8
@@ -218,12 +221,28 @@ def assess_progress(
     alpha: float = ALPHA,
     fit: bool = True,
     reward_range: tuple[float, float] | None = None,
+    nonfinite_tail: float = 0.0,
+    nonfinite_from: float = math.nan,
 ) -> ProgressVerdict:
     """Progress verdict of a reward curve. step, reward: [n]; reward_std, frac_zero_std: [n] or
     None (NaN where not logged); n_rollouts: B x G rollouts per step when known. fit: add the
     exponential fit's evidence (the label does not use it; a replay of the label skips it).
     reward_range: the reward's known (lo, hi) (a task's `reward_range`, `--reward-range`): an
-    end level within 1% of the range below hi is at the ceiling, and the fit stays inside it."""
+    end level within 1% of the range below hi is at the ceiling, and the fit stays inside it.
+    nonfinite_tail: rewards logged as NaN or inf after the last finite one (from step
+    nonfinite_from; the log reader's metrics): NONFINITE_TAIL or more is a run that diverged,
+    `collapsed`, whatever the finite rewards before it say."""
+    if nonfinite_tail >= NONFINITE_TAIL:
+        n_bad = int(nonfinite_tail)
+        return ProgressVerdict(
+            "collapsed",
+            f"Collapsed: the last {n_bad} logged rewards are NaN or inf (from step "
+            f"{nonfinite_from:g}): the run diverged.",
+            {"nonfinite_tail": n_bad, "nonfinite_from": nonfinite_from},
+            "stop the run; resume from a checkpoint before that step with a lower learning "
+            "rate or tighter gradient clipping, and look for an inf or NaN in the loss",
+            {"nonfinite_tail": float(n_bad), "nonfinite_from": float(nonfinite_from)},
+        )
     step, reward = np.asarray(step, float), np.asarray(reward, float)
     ok = np.isfinite(reward) & np.isfinite(step)
     n = int(ok.sum())
@@ -482,4 +501,6 @@ def assess_signals(signals: Any) -> ProgressVerdict:
         frac_zero_std=cols.get("frac_reward_zero_std"),
         n_rollouts=n_rollouts,
         reward_range=signals.reward_range(),
+        nonfinite_tail=signals.hyper("nonfinite_tail") or 0.0,
+        nonfinite_from=signals.hyper("nonfinite_from") or math.nan,
     )

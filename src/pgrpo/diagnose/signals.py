@@ -104,7 +104,11 @@ def _log_parts(log: Any) -> tuple[np.ndarray, dict[str, np.ndarray], dict[str, A
     if getattr(log, "reward", None) is not None:
         cols["reward"] = np.asarray(log.reward, dtype=float)
     config = dict(getattr(log, "hyperparameters", None) or getattr(log, "config", None) or {})
-    dropped = (getattr(log, "metrics", None) or {}).get("dropped_nan", 0.0)
+    got = getattr(log, "metrics", None) or {}
+    for key in ("nonfinite_tail", "nonfinite_from"):  # a diverged tail: the progress verdict
+        if key in got:
+            config[key] = float(got[key])
+    dropped = got.get("dropped_nan", 0.0)
     if dropped:  # the reader drops NaN/inf reward rows; the diagnosis still needs to know
         config["dropped_nonfinite_rewards"] = float(dropped)
     return steps, cols, config, str(getattr(log, "source", "") or getattr(log, "format", ""))

@@ -205,6 +205,10 @@ def assemble(
             "check the file is a training log and not empty"
         )
     step_all, lone = step, ~r_present & good_step  # rows without a reward: eval rows, say
+    tail = nan & (step > np.max(step[ok]))  # NaN/inf rewards after the last finite one
+    if tail.any():
+        warns.append(f"the last {int(tail.sum())} logged reward(s) are NaN or inf (from step "
+                     f"{np.min(step[tail]):g}): read up to step {np.max(step[ok]):g}")  # fmt: skip
     rows = np.flatnonzero(ok)
     restart = newest_run(step[rows])
     restart_step = float(step[rows[restart]])
@@ -237,6 +241,10 @@ def assemble(
     }
     if restart:
         metrics.update(restart_row=float(restart), restart_step=restart_step)
+    if tail.any():  # a run that diverged: the progress verdict reads it (`nonfinite_tail`)
+        metrics.update(
+            nonfinite_tail=float(tail.sum()), nonfinite_from=float(np.min(step_all[tail]))
+        )
     key_name = rkey if isinstance(rkey, str) else "+".join(rkey)
     return RewardLog(step, reward, cols, hyper, tuple(warns), fmt, source, key_name, metrics)
 
