@@ -338,7 +338,11 @@ def test_degeneracy_on_a_0_to_10_or_signed_reward_is_not_starvation():
 
 def test_degeneracy_from_reward_std_zero_share_split_by_level():
     """No frac_reward_zero_std: the share of steps with reward_std == 0 is a lower bound; their
-    reward at the run's top says 'too easy', at its bottom 'too hard'. Signed reward, no [0, 1]."""
+    reward at the top of the reward's stated range says 'too easy', at its bottom 'too hard'.
+    Signed reward, no [0, 1]: without a stated range the run's own extremes say nothing of pass
+    and fail (a run stuck at 0 with negative penalties read 'too easy'; review, 2026-12-05)."""
+    from pgrpo.diagnose.signals import Signals
+
     rng = np.random.default_rng(0)
     n = 100
     zero = rng.random(n) < 0.7
@@ -349,7 +353,14 @@ def test_degeneracy_from_reward_std_zero_share_split_by_level():
         assert v.detected, v.evidence
         assert v.evidence["degeneracy_source"].startswith("steps with reward_std == 0")
         assert v.evidence["degeneracy"] == pytest.approx(zero.mean())
-        assert v.action.startswith(word)
+        assert v.action.startswith("most groups score all-equal")
+        stated = Signals(np.arange(n, dtype=float), {"reward": r, "reward_std": sd},
+                         {"reward_min": -3.0, "reward_max": 3.0})  # fmt: skip
+        known = diagnose(stated).mode("advantage_degeneracy")
+        if word == "too hard":  # all-fail at the bottom of the stated range
+            assert known.detected and known.action.startswith(word), known.evidence
+        else:  # all-pass at its top: steps at the ceiling are success, not starvation
+            assert not known.action.startswith("too hard")
 
 
 # ---------------------------------------------------------------------------------------------

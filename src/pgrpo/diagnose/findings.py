@@ -51,8 +51,9 @@ def _degeneracy(ev: dict) -> str:
         split = f"; all-fail {ev['all_fail']:.0%}, all-pass {ev['all_pass']:.0%}"
     elif isinstance(ev.get("zero_spread_steps_at_min"), float):
         split = (
-            f"; of the zero-spread steps {ev['zero_spread_steps_at_min']:.0%} sit at the run's "
-            f"lowest reward, {ev.get('zero_spread_steps_at_max', 0.0):.0%} at its highest"
+            f"; of the zero-spread steps {ev['zero_spread_steps_at_min']:.0%} sit at the bottom "
+            f"of the reward's scale (all fail), {ev.get('zero_spread_steps_at_max', 0.0):.0%} at "
+            "its top (all pass)"
         )
     return (
         f"Advantage degeneracy: {_f(level, '.0%')} of groups have no reward spread {how}, so "

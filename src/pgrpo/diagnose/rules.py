@@ -283,16 +283,22 @@ def _live_steps(reward: np.ndarray) -> np.ndarray:
 
 def _split(s: Signals, deg: np.ndarray | None, live: np.ndarray, reward: np.ndarray) -> dict:
     """all_fail / all_pass shares where the log allows: logged columns, else the reward of the
-    zero-spread steps against the run's lowest and highest reward."""
+    zero-spread steps against the bottom and top of its scale: reward is on the 0/1 scale of
+    its known range, or a reward in [0, 1]. On an unknown scale nothing is split: the run's own
+    lowest and highest rewards are no pass and fail (a run stuck at 0 with negative penalties
+    read "too easy: all-correct"; review, 2026-12-05)."""
     ev: dict[str, float] = {}
     for part in ("all_fail", "all_pass"):
         if s.has(f"degeneracy/{part}"):
             ev[part] = float(np.nanmean(s.get(f"degeneracy/{part}")[live]))
     if ev or deg is None or not np.isfinite(reward).any():
         return ev
+    r = reward[np.isfinite(reward)]
+    if s.reward_range() is None and (r.min() < 0 or r.max() > 1):
+        return ev
     zero = live & (deg >= 0.999) & np.isfinite(reward)
     if zero.sum() >= 2:
-        lo, hi = np.nanmin(reward), np.nanmax(reward)
+        lo, hi = 0.0, 1.0
         tol = 1e-9 + 1e-6 * (hi - lo)
         if hi - lo > tol:
             ev["zero_spread_steps_at_min"] = float(np.mean(reward[zero] <= lo + tol))
@@ -366,6 +372,13 @@ def advantage_degeneracy(s: Signals) -> ModeVerdict:
     raw = s.get("reward") if s.has("reward") else reward
     ev["reward_mean"] = float(np.nanmean(raw[live])) if ok.any() else math.nan  # its own units
     strength = confidence(level - DEGENERACY_MAX - Z95 * se, 0.0, 0.1)
+    late = vals[vals.size // 2 :]  # the second half alone: starved now, whatever it was before
+    measured = deg is not None and "degeneracy_lower_bound" not in ev  # (not the i.i.d. bound,
+    if measured and late.size >= 3:  # read at the pooled mean; a share 0 -> 1 read "no" at 0.91:
+        ev["degeneracy_late"] = late_level = float(np.mean(late))  # the step inflated the lag-1
+        # SE of the whole run's mean; review, 2026-12-05)
+        ev["degeneracy_late_se"] = late_se = _mean_se(late)
+        strength = max(strength, confidence(late_level - DEGENERACY_MAX - Z95 * late_se, 0.0, 0.1))
     if (deg is None or source.startswith("steps with")) and strength <= 0.5:
         # lower bounds only (zero-spread steps, the i.i.d. prediction): above the threshold they
         # show degeneracy, below it they rule nothing out (a "no" read confidence 1.00 on a
@@ -418,11 +431,9 @@ def _degeneracy_action(ev: dict, reward: np.ndarray, unit_mean: float) -> str:
     )
     if fail is None or pas is None or fail == pas:
         action = (
-            "most groups score all-equal (the log does not say whether all-pass or all-fail): "
-            "check the reward varies at all (truncation, a constant score); if "
-            + hard
-            + "; if "
-            + easy
+            "most groups score all-equal (the log does not say whether all-pass or all-fail; "
+            "--reward-range lets it tell): check the reward varies at all (truncation, a "
+            "constant score); if " + hard + "; if " + easy
         )
     else:
         action = hard if fail > pas else easy
