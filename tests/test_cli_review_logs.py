@@ -164,3 +164,33 @@ def test_a_run_whose_last_rewards_are_nan_reads_collapsed(tmp_path, tail):
     assert (label == "collapsed") == (tail >= 3)
     watch = runner.invoke(app, ["watch", str(log), "--once", "--stop-on", "collapse"])
     assert watch.exit_code == (3 if tail >= 3 else 0), watch.output
+
+
+def test_an_eval_log_of_one_jsonl_line_is_one_record(tmp_path):
+    """Review, 2026-12-05: a one-line JSONL eval log parsed as a `pgrpo eval` document and was
+    reported as holding no eval results."""
+    log = _curve(tmp_path / "log.csv")
+    one = tmp_path / "eval.jsonl"
+    one.write_text('{"step": 0, "accuracy": 0.4}\n')
+    res = runner.invoke(app, ["diagnose", str(log), "--eval-log", str(one)])
+    assert res.exit_code == 0, res.output
+    one.write_text('{"step": 0, "accuracy": 0.4}\n{"step": 100, "accuracy": 0.2}\n')
+    res = runner.invoke(app, ["diagnose", str(log), "--eval-log", str(one), "--json"])
+    assert res.exit_code == 0, res.output
+
+
+def test_a_bad_eval_json_found_in_the_run_folder_is_skipped_with_a_warning(tmp_path):
+    """Review, 2026-12-05: a broken RUN_DIR/eval.json, which the user never named, stopped
+    diagnose and report with an error about --eval-log."""
+    import shutil
+    from pathlib import Path
+
+    run = tmp_path / "run"
+    shutil.copytree(Path(__file__).parent / "fixtures" / "logs" / "pgrpo_run", run)
+    (run / "eval.json").write_text('{"results": [{"step": 5, "accuracy": 1.7}]}')
+    for args in (["diagnose", str(run)], ["report", str(run), "--out", str(tmp_path / "rep")]):
+        res = runner.invoke(app, args)
+        assert res.exit_code == 0, res.output
+        assert "(found in the run folder) is not used" in res.output
+    given = runner.invoke(app, ["diagnose", str(run), "--eval-log", str(run / "eval.json")])
+    assert given.exit_code == 2  # named by the user: still an error

@@ -258,3 +258,18 @@ def test_reward_and_train_reward_read_the_same_whatever_the_column_order(tmp_pat
     a.write_text("step,reward,train/reward\n" + "".join(f"{s},{r},{t}\n" for s, r, t in rows))
     b.write_text("step,train/reward,reward\n" + "".join(f"{s},{t},{r}\n" for s, r, t in rows))
     assert read_log(a).reward.tolist() == read_log(b).reward.tolist() == [r for _, r, _ in rows]
+
+
+def test_older_trl_per_function_reward_keys_are_read(tmp_path):
+    """Review, 2026-12-05: TRL <= 0.16 logs each reward function as `rewards/<name>` (no
+    `/mean`); they were ignored, and diagnose asked for per-function rewards the log held."""
+    from pgrpo.logs import read_log
+
+    rows = [{"step": s, "reward": 0.1 * s, "rewards/accuracy_reward": 0.05 * s,
+             "rewards/format_reward": 0.05 * s, "rewards/std": 0.1}
+            for s in range(1, 11)]  # fmt: skip
+    (tmp_path / "trainer_state.json").write_text(json.dumps({"log_history": rows}))
+    cols = read_log(tmp_path).columns
+    assert {"rewards/accuracy_reward/mean", "rewards/format_reward/mean"} <= set(cols)
+    assert "rewards/std/mean" not in cols
+    np.testing.assert_allclose(cols["rewards/format_reward/mean"], [0.05 * s for s in range(1, 11)])

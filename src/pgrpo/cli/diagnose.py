@@ -76,6 +76,16 @@ def eval_points(path: Path, option: str = "--eval-log") -> tuple[tuple[float, fl
         fail(f"{option} {text}", "give the file `pgrpo eval --out` wrote")
 
 
+def found_eval_log(run_dir: Path) -> Path | None:
+    """`pgrpo.diagnose.signals.found_eval_log`, its warning printed."""
+    from pgrpo.diagnose.signals import found_eval_log as found
+
+    path, why = found(run_dir)
+    if why:
+        typer.echo(f"warning: {why}", err=True)
+    return path
+
+
 @command("diagnose")
 def diagnose_cmd(
     log: Path = typer.Argument(..., help="Training log (pgrpo/TRL/verl/W&B/CSV) or run directory."),
@@ -122,8 +132,8 @@ def diagnose_cmd(
     from pgrpo.diagnose import diagnose
     from pgrpo.diagnose.checks import run_checks
 
-    if eval_log is None and log.is_dir() and (log / "eval.json").is_file():
-        eval_log = log / "eval.json"
+    if eval_log is None:
+        eval_log = found_eval_log(log)
     _checks.validate_fail_on(fail_on)
     opts = _checks.check_options(
         cost_per_step, cost_per_gpu_hour, gpus, seconds_per_step, max_points

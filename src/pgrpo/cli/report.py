@@ -21,7 +21,7 @@ from pgrpo.cli.common import (
     read_json,
     removed_if_failed,
 )
-from pgrpo.cli.diagnose import eval_points
+from pgrpo.cli.diagnose import eval_points, found_eval_log
 
 
 @command("report")
@@ -56,8 +56,8 @@ def report_cmd(
     check_log_folder(run_dir)  # before out_dir creates RUN_DIR/report in a folder with no log
     if out is None:
         out = (run_dir if run_dir.is_dir() else run_dir.parent) / "report"
-    if eval_log is None and run_dir.is_dir() and (run_dir / "eval.json").is_file():
-        eval_log = run_dir / "eval.json"
+    if eval_log is None:
+        eval_log = found_eval_log(run_dir)
     if eval_log is not None:  # checked here so a bad file is named, not a JSON parser's message
         read_json(eval_log, "--eval-log")
         eval_points(eval_log)

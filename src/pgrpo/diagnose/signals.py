@@ -222,6 +222,22 @@ def eval_rows(rows: Any) -> tuple[tuple[tuple[float, float], ...], tuple[float, 
     return merged_evals(out)
 
 
+def found_eval_log(run_dir: str | Path) -> tuple[Path | None, str]:
+    """(RUN_DIR/eval.json, "") when it is there and readable; (None, why) for one that is not,
+    (None, "") for none. The user did not ask for it, so a bad one is skipped with a warning:
+    it blocked diagnose and report, blaming an --eval-log they never gave (review,
+    2026-12-05)."""
+    path = Path(run_dir) / "eval.json"
+    if not (Path(run_dir).is_dir() and path.is_file()):
+        return None, ""
+    try:
+        read_eval_records(path)
+    except (OSError, UnicodeDecodeError, TypeError, KeyError, AttributeError, ValueError) as exc:
+        return None, (f"{path} (found in the run folder) is not used: {exc}; pass --eval-log "
+                      "FILE to give an eval log")  # fmt: skip
+    return path, ""
+
+
 def _eval_records(path: Path) -> list:
     """The records of a `pgrpo eval` JSON (baseline, then results) or of a JSONL file."""
     if not path.is_file():
@@ -229,6 +245,8 @@ def _eval_records(path: Path) -> list:
     text = path.read_text()
     try:
         data = json.loads(text)
+        if isinstance(data, dict) and "baseline" not in data and "results" not in data:
+            return [data]  # one record: a JSONL file of one line so far
         if isinstance(data, dict):
             return list(data.get("baseline", [])) + list(data.get("results", []))
         return data

@@ -336,7 +336,7 @@ def informative(fc: Forecast, reward: np.ndarray) -> bool:
     lo, hi = fc.mean_band
     if not (r.size and math.isfinite(lo) and math.isfinite(hi)):
         return False
-    if fc.metrics.get("constant_prefix") and np.ptp(r) > 0:  # a band from no spread at all
+    if getattr(fc, "metrics", {}).get("constant_prefix") and np.ptp(r) > 0:  # no spread seen
         return False
     exact = np.ptp(r) == 0 and hi - lo <= 1e-9 * max(abs(lo), abs(hi))  # rounding only
     return bool(hi - lo < np.ptp(r) or exact)
@@ -344,7 +344,7 @@ def informative(fc: Forecast, reward: np.ndarray) -> bool:
 
 def uninformative_reason(fc: Forecast) -> str:
     """Why `informative` is False for fc, in words `pgrpo fit` and the report print."""
-    if fc.metrics.get("constant_prefix"):
+    if getattr(fc, "metrics", {}).get("constant_prefix"):
         return ("the reward never moved before the cut, so nothing there says how far the rest "
                 "will spread")  # fmt: skip
     return "its band is wider than the whole range of the run's reward"

@@ -87,6 +87,8 @@ COLUMN_KEYS: dict[str, tuple[str, ...]] = {
 }
 REWARD_KEYS = ("reward", "rewards/mean", "critic/score/mean", "critic/rewards/mean", "score")
 REWARD_PATTERN = re.compile(r"^rewards/.+/mean$")
+OLD_REWARD_PATTERN = re.compile(r"^rewards/([^/]+)$")
+"""Older TRL's per-function key, read as `rewards/<name>/mean` (`_column_keys`)."""
 STEP_KEYS = ("step", "global_step", "train/global_step", "trainer/global_step", "_step", "Step")
 """In order of preference: W&B's own `_step` counts its log calls (train and eval rows alike)
 and comes after the trainer's step (`trainer/global_step`: Lightning / HF in W&B)."""
@@ -338,6 +340,9 @@ def _column_keys(all_keys: list[str]) -> dict[str, str]:
     for c, key in canon.items():  # per-function rewards (TRL rewards/<name>/mean), for diagnose
         if REWARD_PATTERN.match(c):
             found.setdefault(c, key)
+    for c, key in canon.items():  # TRL <= 0.16 and Unsloth of its time: rewards/<name>
+        if (m := OLD_REWARD_PATTERN.match(c)) and m.group(1) not in ("mean", "std", "min", "max"):
+            found.setdefault(f"rewards/{m.group(1)}/mean", key)
     return found
 
 

@@ -300,8 +300,10 @@ def build_report(
     logged = read_log(run_dir, format=log_format, **dict(read_options or {}))
     fit_input, run_settings = resolve_settings(logged, settings)
     log = with_given(logged, settings)
-    if eval_log is None and run_dir.is_dir() and (run_dir / "eval.json").is_file():
-        eval_log = run_dir / "eval.json"
+    if eval_log is None:  # RUN_DIR/eval.json; a bad one is skipped (the CLI says why)
+        from pgrpo.diagnose.signals import found_eval_log
+
+        eval_log = found_eval_log(run_dir)[0]
     eval_doc = json.loads(Path(eval_log).read_text()) if eval_log is not None else None
     diagnosis = diagnose(log, eval_log=eval_log)
     points = ()
