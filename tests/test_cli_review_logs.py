@@ -194,3 +194,44 @@ def test_a_bad_eval_json_found_in_the_run_folder_is_skipped_with_a_warning(tmp_p
         assert "(found in the run folder) is not used" in res.output
     given = runner.invoke(app, ["diagnose", str(run), "--eval-log", str(run / "eval.json")])
     assert given.exit_code == 2  # named by the user: still an error
+
+
+@pytest.mark.parametrize(
+    ("column", "value", "option"),
+    [("learning_rate", "inf", "--lr"), ("learning_rate", "-1e-06", "--lr"),
+     ("refresh_interval", "2.5", "--refresh-interval"), ("refresh_interval", "0",
+     "--refresh-interval"), ("group_size", "0", "--group-size"), ("beta1", "1.5", "--beta1")],
+)  # fmt: skip
+def test_a_setting_column_that_is_not_what_the_setting_must_be_is_not_read(
+    tmp_path, column, value, option
+):
+    """Review, 2026-12-05: settings read from log columns skipped the checks the options get:
+    K 2.5 was shown as read and used as 2, 0 as 1; an inf lr rescaled the schedule to 0 and NaN;
+    beta1 1.5 stopped `fit` with a message naming neither the column nor the fix."""
+    steps = np.arange(1, 61)
+    reward = 0.2 + 0.6 * (1 - np.exp(-steps / 15.0))
+    vals = [value] + ["1e-06" if column == "learning_rate" else value] * 59
+    log = tmp_path / "log.csv"
+    log.write_text(f"step,reward,{column}\n" + "".join(
+        f"{s},{r:.5f},{v}\n" for s, r, v in zip(steps, reward, vals, strict=True)))  # fmt: skip
+    res = runner.invoke(app, ["fit", str(log), "--no-plot", "--json"])
+    assert res.exit_code == 0, res.output
+    assert f"{column} value(s) are not" in res.output and option in res.output
+    doc = json.loads(res.output[res.output.index("{") :])
+    assert doc["settings"]["values"].get(column if column != "learning_rate" else "lr") != float(
+        value
+    )
+
+
+def test_an_lr_column_of_zeros_is_no_lr(tmp_path):
+    """Review, 2026-12-05: an lr column of zeros was shown as `lr 0 (log column)` with the
+    closed form said to be fitted, and none was."""
+    log = tmp_path / "log.csv"
+    log.write_text("step,reward,learning_rate\n" + "".join(
+        f"{s},{0.2 + 0.01 * s:.3f},0\n" for s in range(1, 61)))  # fmt: skip
+    res = runner.invoke(app, ["fit", str(log), "--no-plot", "--json", "--beta1", "0.9"])
+    assert res.exit_code == 0, res.output
+    assert "learning_rate column is 0 at every step" in res.output
+    doc = json.loads(res.output[res.output.index("{") :])
+    assert doc["settings"]["metrics"]["closed_form_fitted"] == 0.0
+    assert doc["settings"]["values"].get("lr") is None

@@ -231,6 +231,7 @@ def assemble(
     others = _other_columns(store, rows, used, set(cols))
     cols.update({k: v for k, v in others.items() if columns is None or k in columns})
     _eval_rows(store, lone, step_all, step, cols, columns, warns)
+    _check_settings(cols, warns)
     stride = _stride(step, warns)
     hyper = hyperparameters_from_columns(cols)
     hyper.update({k: v for k, v in (hyperparameters or {}).items() if v is not None})
@@ -301,6 +302,44 @@ def _other_columns(store: ColumnStore, rows: np.ndarray, used, taken) -> dict[st
         if np.isfinite(col).any():
             out[name] = col
     return out
+
+
+SETTING_COLUMNS = {
+    "learning_rate": ("a number >= 0", lambda v: v >= 0, "--lr"),
+    "refresh_interval": ("a whole number >= 1", lambda v: (v >= 1) & (v == np.round(v)),
+                         "--refresh-interval"),
+    "group_size": ("a whole number >= 1", lambda v: (v >= 1) & (v == np.round(v)),
+                   "--group-size"),
+    "batch_prompts": ("a whole number >= 1", lambda v: (v >= 1) & (v == np.round(v)),
+                      "--batch-prompts"),
+    "beta1": ("in [0, 1)", lambda v: (v >= 0) & (v < 1), "--beta1"),
+}  # fmt: skip
+"""Columns the dynamics fit reads as run settings: what a value must be, and the option that
+gives it instead. A value that is not (inf, a negative lr, K = 2.5 or 0) is read as not logged
+with a warning: they were taken as the run's settings unchecked, shown as read and used as
+something else (K 2.5 as 2, 0 as 1; review, 2026-12-05)."""
+
+
+def _check_settings(cols: dict[str, np.ndarray], warns: list[str]) -> None:
+    """Blank (NaN) the values of SETTING_COLUMNS that are not what the setting must be, and say
+    so; an lr column that is 0 at every step is no lr either (the closed form needs one)."""
+    for name, (must, ok, option) in SETTING_COLUMNS.items():
+        col = cols.get(name)
+        if col is None:
+            continue
+        logged = ~np.isnan(col)
+        with np.errstate(invalid="ignore"):
+            bad = logged & ~(np.isfinite(col) & ok(col))
+        if bad.any():
+            first = col[np.flatnonzero(bad)[0]]
+            warns.append(f"{int(bad.sum())} {name} value(s) are not {must} (e.g. {first:g}): "
+                         f"read as not logged; give {option} for the run's value")  # fmt: skip
+            cols[name] = col = np.where(bad, np.nan, col)
+        left = np.isfinite(col)
+        if name == "learning_rate" and left.any() and not np.max(col[left]) > 0:
+            warns.append("the learning_rate column is 0 at every step: no lr is read from it; "
+                         "give --lr for the run's peak lr")  # fmt: skip
+            cols[name] = np.full_like(col, np.nan)
 
 
 def _eval_rows(store: ColumnStore, lone, step_all, step, cols, columns, warns) -> None:
