@@ -235,3 +235,13 @@ def test_an_lr_column_of_zeros_is_no_lr(tmp_path):
     doc = json.loads(res.output[res.output.index("{") :])
     assert doc["settings"]["metrics"]["closed_form_fitted"] == 0.0
     assert doc["settings"]["values"].get("lr") is None
+
+
+def test_reports_of_two_log_files_in_one_folder_do_not_overwrite_each_other(tmp_path):
+    """Review, 2026-12-05: without --out both went to FOLDER/report/ and the second replaced the
+    first without a word."""
+    a, b = _curve(tmp_path / "a.csv"), _curve(tmp_path / "b.csv")
+    for log in (a, b):
+        assert runner.invoke(app, ["report", str(log)]).exit_code == 0
+    assert (tmp_path / "report-a" / "report.html").is_file()
+    assert (tmp_path / "report-b" / "report.html").is_file()

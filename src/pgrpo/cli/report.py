@@ -27,7 +27,10 @@ from pgrpo.cli.diagnose import eval_points, found_eval_log
 @command("report")
 def report_cmd(
     run_dir: Path = typer.Argument(..., help="Run directory (metrics.jsonl) or a log file."),
-    out: Path | None = typer.Option(None, help="Output folder (default RUN_DIR/report)."),
+    out: Path | None = typer.Option(
+        None,
+        help="Output folder (default RUN_DIR/report; for a log file, report-<name> beside it).",
+    ),
     eval_log: Path | None = typer.Option(None, "--eval-log", help="`pgrpo eval` JSON."),
     as_json: bool = json_option("the report's files, diagnosis, fit and forecast"),
     lr: float | None = _runopts.lr_option(),
@@ -55,7 +58,9 @@ def report_cmd(
     )  # fmt: skip
     check_log_folder(run_dir)  # before out_dir creates RUN_DIR/report in a folder with no log
     if out is None:
-        out = (run_dir if run_dir.is_dir() else run_dir.parent) / "report"
+        # a log file: its own folder, so that two logs side by side (W&B exports) do not
+        # overwrite each other's report (review, 2026-12-05)
+        out = run_dir / "report" if run_dir.is_dir() else run_dir.parent / f"report-{run_dir.stem}"
     if eval_log is None:
         eval_log = found_eval_log(run_dir)
     if eval_log is not None:  # checked here so a bad file is named, not a JSON parser's message
