@@ -245,3 +245,24 @@ def test_reports_of_two_log_files_in_one_folder_do_not_overwrite_each_other(tmp_
         assert runner.invoke(app, ["report", str(log)]).exit_code == 0
     assert (tmp_path / "report-a" / "report.html").is_file()
     assert (tmp_path / "report-b" / "report.html").is_file()
+
+
+def test_a_wandb_export_stepped_by_log_calls_says_so(tmp_path):
+    """Review, 2026-12-05: with only W&B's `_step` (log calls) the eval rows between training
+    rows read as "gaps (missing rows)", the eval values were dropped, and nothing said the step
+    axis counted log calls."""
+    rows, k = [], 0
+    for s in range(1, 61):
+        k += 1
+        rows.append(f'{k},{0.2 + 0.01 * s:.3f},""')
+        if s % 10 == 0:
+            k += 1
+            rows.append(f'{k},"",{0.5 - 0.01 * s:.3f}')
+    log = tmp_path / "export.csv"
+    log.write_text('"_step","train/reward","eval/accuracy"\n' + "\n".join(rows) + "\n")
+    res = runner.invoke(app, ["diagnose", str(log), "--json"])
+    assert res.exit_code == 0, res.output
+    warns = json.loads(res.output[res.output.index("{") :])["warnings"]
+    assert any("W&B's `_step`" in w for w in warns)
+    assert any("rows without a reward between them" in w for w in warns)
+    assert any("6 eval value(s)" in w for w in warns)

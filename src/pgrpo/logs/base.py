@@ -24,6 +24,8 @@ import numpy as np
 from pgrpo.core.rewardrange import checked_reward_range
 from pgrpo.errors import UserError
 from pgrpo.logs.columns import ABSENT, NUMBER, ColumnStore, as_number, store_of
+from pgrpo.logs.repairs import canon as _canon
+from pgrpo.logs.repairs import check_settings, eval_rows
 from pgrpo.logs.rewind import newest_run, rewind_warnings, superseded  # noqa: F401 (re-exported)
 
 
@@ -93,10 +95,6 @@ STEP_KEYS = ("step", "global_step", "train/global_step", "trainer/global_step", 
 """In order of preference: W&B's own `_step` counts its log calls (train and eval rows alike)
 and comes after the trainer's step (`trainer/global_step`: Lightning / HF in W&B)."""
 HYPER_NAMES = ("lr", "beta1", "refresh_interval", "group_size", "batch_prompts")
-
-
-def _canon(key: str) -> str:
-    return key[len("train/") :] if key.startswith("train/") else key
 
 
 def _twin(key: str, keys: Iterable[str]) -> str | None:
@@ -206,7 +204,7 @@ def assemble(
             f"{source}: no usable (step, reward) rows ({fmt} format, reward key {rkey!r}); "
             "check the file is a training log and not empty"
         )
-    step_all, lone = step, ~r_present & good_step  # rows without a reward: eval rows, say
+    step_all, lone = step, good_step & ~(r_present & r_number)  # no reward: eval rows, say
     tail = nan & (step > np.max(step[ok]))  # NaN/inf rewards after the last finite one
     if tail.any():
         warns.append(f"the last {int(tail.sum())} logged reward(s) are NaN or inf (from step "
@@ -230,9 +228,13 @@ def assemble(
     used = {*col_keys.values(), skey, *_as_list(rkey)}
     others = _other_columns(store, rows, used, set(cols))
     cols.update({k: v for k, v in others.items() if columns is None or k in columns})
-    _eval_rows(store, lone, step_all, step, cols, columns, warns)
-    _check_settings(cols, warns)
-    stride = _stride(step, warns)
+    eval_rows(store, lone, step_all, step, cols, columns, warns)
+    check_settings(cols, warns)
+    if skey == "_step":  # W&B's log calls: eval and other rows take steps too
+        warns.append("the step is W&B's `_step`, which counts log calls (eval rows too), not "
+                     "optimizer steps: give --step-column NAME if the export has the trainer's "
+                     "step (trainer/global_step, train/global_step)")  # fmt: skip
+    stride = _stride(step, warns, lone.any() and skey == "_step")
     hyper = hyperparameters_from_columns(cols)
     hyper.update({k: v for k, v in (hyperparameters or {}).items() if v is not None})
     metrics = {
@@ -304,70 +306,6 @@ def _other_columns(store: ColumnStore, rows: np.ndarray, used, taken) -> dict[st
     return out
 
 
-SETTING_COLUMNS = {
-    "learning_rate": ("a number >= 0", lambda v: v >= 0, "--lr"),
-    "refresh_interval": ("a whole number >= 1", lambda v: (v >= 1) & (v == np.round(v)),
-                         "--refresh-interval"),
-    "group_size": ("a whole number >= 1", lambda v: (v >= 1) & (v == np.round(v)),
-                   "--group-size"),
-    "batch_prompts": ("a whole number >= 1", lambda v: (v >= 1) & (v == np.round(v)),
-                      "--batch-prompts"),
-    "beta1": ("in [0, 1)", lambda v: (v >= 0) & (v < 1), "--beta1"),
-}  # fmt: skip
-"""Columns the dynamics fit reads as run settings: what a value must be, and the option that
-gives it instead. A value that is not (inf, a negative lr, K = 2.5 or 0) is read as not logged
-with a warning: they were taken as the run's settings unchecked, shown as read and used as
-something else (K 2.5 as 2, 0 as 1; review, 2026-12-05)."""
-
-
-def _check_settings(cols: dict[str, np.ndarray], warns: list[str]) -> None:
-    """Blank (NaN) the values of SETTING_COLUMNS that are not what the setting must be, and say
-    so; an lr column that is 0 at every step is no lr either (the closed form needs one)."""
-    for name, (must, ok, option) in SETTING_COLUMNS.items():
-        col = cols.get(name)
-        if col is None:
-            continue
-        logged = ~np.isnan(col)
-        with np.errstate(invalid="ignore"):
-            bad = logged & ~(np.isfinite(col) & ok(col))
-        if bad.any():
-            first = col[np.flatnonzero(bad)[0]]
-            warns.append(f"{int(bad.sum())} {name} value(s) are not {must} (e.g. {first:g}): "
-                         f"read as not logged; give {option} for the run's value")  # fmt: skip
-            cols[name] = col = np.where(bad, np.nan, col)
-        left = np.isfinite(col)
-        if name == "learning_rate" and left.any() and not np.max(col[left]) > 0:
-            warns.append("the learning_rate column is 0 at every step: no lr is read from it; "
-                         "give --lr for the run's peak lr")  # fmt: skip
-            cols[name] = np.full_like(col, np.nan)
-
-
-def _eval_rows(store: ColumnStore, lone, step_all, step, cols, columns, warns) -> None:
-    """Eval values logged on rows of their own (a W&B export of an HF/TRL run: eval/* on rows
-    without a reward), put on the kept row of the training step logged with or just before
-    each (the first row for an eval before training), where that row has none. Without this
-    they were dropped with their rows, and diagnose asked for the eval accuracy the log held
-    (review, 2026-12-05). lone: [rows] rows with no reward and a step; step: the kept steps."""
-    moved = 0
-    for key in store.keys:
-        name = _canon(key)
-        if not name.startswith("eval") or (columns is not None and name not in columns):
-            continue
-        vals = store.column(key)[0]
-        extra = lone & np.isfinite(vals)
-        if not extra.any():
-            continue
-        col = cols[name].copy() if name in cols else np.full(step.size, np.nan)
-        at = np.maximum(np.searchsorted(step, step_all[extra], side="right") - 1, 0)
-        for i, v in zip(at, vals[extra], strict=True):
-            if not np.isfinite(col[i]):
-                col[i], moved = v, moved + 1
-        cols[name] = col
-    if moved:
-        warns.append(f"{moved} eval value(s) on rows without a reward: read at the training "
-                     "step logged with or just before each")  # fmt: skip
-
-
 def _column_keys(all_keys: list[str]) -> dict[str, str]:
     canon = _canon_map(dict.fromkeys(all_keys))
     found = {}
@@ -394,7 +332,9 @@ def _count_warnings(counts: dict[str, int], warns: list[str]) -> None:
         warns.append(f"{counts['bad_step']} row(s) with a missing or non-numeric step dropped")
 
 
-def _stride(step: np.ndarray, warns: list[str]) -> int:
+def _stride(step: np.ndarray, warns: list[str], other_rows: bool = False) -> int:
+    """The logging stride, with warnings on it and on gaps; other_rows: the step counts rows
+    without a reward too (W&B's `_step`), so a gap is one of them, not a missing row."""
     if step.size < 2:
         return 1
     d = np.diff(step)
@@ -403,7 +343,8 @@ def _stride(step: np.ndarray, warns: list[str]) -> int:
         warns.append(f"logged every {stride} steps: fits use the logged steps as they are")
     irregular = int(np.sum(d > 1.5 * max(stride, 1)))
     if irregular:
-        warns.append(f"{irregular} gap(s) in the logged steps (missing rows)")
+        why = "rows without a reward between them" if other_rows else "missing rows"
+        warns.append(f"{irregular} gap(s) in the logged steps ({why})")
     return max(stride, 1)
 
 

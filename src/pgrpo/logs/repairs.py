@@ -1,0 +1,78 @@
+"""Repairs `pgrpo.logs.base.assemble` makes to a log's columns beyond its rows: eval values
+logged on rows of their own (`eval_rows`), and run settings read from columns checked as the
+command-line options are (`check_settings`); and the canonical name of a key (`canon`)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from pgrpo.logs.columns import ColumnStore
+
+
+def canon(key: str) -> str:
+    """A key's canonical name: "train/" stripped (W&B's prefix for the trainer's metrics)."""
+    return key[len("train/") :] if key.startswith("train/") else key
+
+
+SETTING_COLUMNS = {
+    "learning_rate": ("a number >= 0", lambda v: v >= 0, "--lr"),
+    "refresh_interval": ("a whole number >= 1", lambda v: (v >= 1) & (v == np.round(v)),
+                         "--refresh-interval"),
+    "group_size": ("a whole number >= 1", lambda v: (v >= 1) & (v == np.round(v)),
+                   "--group-size"),
+    "batch_prompts": ("a whole number >= 1", lambda v: (v >= 1) & (v == np.round(v)),
+                      "--batch-prompts"),
+    "beta1": ("in [0, 1)", lambda v: (v >= 0) & (v < 1), "--beta1"),
+}  # fmt: skip
+"""Columns the dynamics fit reads as run settings: what a value must be, and the option that
+gives it instead. A value that is not (inf, a negative lr, K = 2.5 or 0) is read as not logged
+with a warning: they were taken as the run's settings unchecked, shown as read and used as
+something else (K 2.5 as 2, 0 as 1; review, 2026-12-05)."""
+
+
+def check_settings(cols: dict[str, np.ndarray], warns: list[str]) -> None:
+    """Blank (NaN) the values of SETTING_COLUMNS that are not what the setting must be, and say
+    so; an lr column that is 0 at every step is no lr either (the closed form needs one)."""
+    for name, (must, ok, option) in SETTING_COLUMNS.items():
+        col = cols.get(name)
+        if col is None:
+            continue
+        logged = ~np.isnan(col)
+        with np.errstate(invalid="ignore"):
+            bad = logged & ~(np.isfinite(col) & ok(col))
+        if bad.any():
+            first = col[np.flatnonzero(bad)[0]]
+            warns.append(f"{int(bad.sum())} {name} value(s) are not {must} (e.g. {first:g}): "
+                         f"read as not logged; give {option} for the run's value")  # fmt: skip
+            cols[name] = col = np.where(bad, np.nan, col)
+        left = np.isfinite(col)
+        if name == "learning_rate" and left.any() and not np.max(col[left]) > 0:
+            warns.append("the learning_rate column is 0 at every step: no lr is read from it; "
+                         "give --lr for the run's peak lr")  # fmt: skip
+            cols[name] = np.full_like(col, np.nan)
+
+
+def eval_rows(store: ColumnStore, lone, step_all, step, cols, columns, warns) -> None:
+    """Eval values logged on rows of their own (a W&B export of an HF/TRL run: eval/* on rows
+    without a reward), put on the kept row of the training step logged with or just before
+    each (the first row for an eval before training), where that row has none. Without this
+    they were dropped with their rows, and diagnose asked for the eval accuracy the log held
+    (review, 2026-12-05). lone: [rows] rows with no reward and a step; step: the kept steps."""
+    moved = 0
+    for key in store.keys:
+        name = canon(key)
+        if not name.startswith("eval") or (columns is not None and name not in columns):
+            continue
+        vals = store.column(key)[0]
+        extra = lone & np.isfinite(vals)
+        if not extra.any():
+            continue
+        col = cols[name].copy() if name in cols else np.full(step.size, np.nan)
+        at = np.maximum(np.searchsorted(step, step_all[extra], side="right") - 1, 0)
+        for i, v in zip(at, vals[extra], strict=True):
+            if not np.isfinite(col[i]):
+                col[i], moved = v, moved + 1
+        cols[name] = col
+    if moved:
+        warns.append(f"{moved} eval value(s) on rows without a reward: read at the training "
+                     "step logged with or just before each")  # fmt: skip
