@@ -17,7 +17,8 @@ FIX = Path(__file__).resolve().parent / "fixtures" / "logs"
 
 def test_registry_lists_every_format():
     assert set(LOG_READERS.names()) == {
-        "pgrpo", "trl", "verl", "verl_console", "wandb", "csv", "tensorboard", "wandb_export"
+        "pgrpo", "trl", "verl", "verl_console", "wandb", "csv", "tensorboard", "wandb_export",
+        "trl_console",
     }  # fmt: skip
     with pytest.raises(KeyError, match="valid names"):
         read_log(FIX / "generic.csv", format="mlflow")

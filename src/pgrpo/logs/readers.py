@@ -423,7 +423,8 @@ def read_log(path: str | Path, format: str | None = None, **options: Any) -> Rew
     # not final: a console log's start-up output, or a first JSON line still being written
     raise LogNotReadyError(
         f"{p}: unrecognised log format (a run dir with metrics.jsonl, trainer_state.json, verl "
-        "JSONL or console log, W&B CSV / JSON export, TensorBoard events, or any CSV / JSONL)",
+        "JSONL or console log, TRL console output, W&B CSV / JSON export, TensorBoard events, "
+        "or any CSV / JSONL)",
         f"pass --format (format= in Python) one of {', '.join(LOG_READERS.names())}",
     )
 
@@ -460,4 +461,4 @@ def _head(path: Path) -> bytes:
         raise cannot_read(path, exc) from None
 
 
-_ORDER = ("pgrpo", "trl", "verl", "verl_console", "wandb", "csv")
+_ORDER = ("pgrpo", "trl", "verl", "verl_console", "trl_console", "wandb", "csv")
