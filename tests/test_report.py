@@ -279,3 +279,27 @@ def test_a_long_logs_report_speaks_of_the_points_the_forecast_saw(tmp_path):
     fc = json.loads(out.output)["forecast"]
     drawn = "not enough evidence" not in sentence
     assert fc["informative"] is drawn
+
+
+def test_report_json_says_whether_the_forecast_is_drawn(tmp_path):
+    """Review, 2026-12-05: `report --json` gave the forecast without saying the page had not
+    drawn it; a log file's report goes to report-<name> beside it."""
+    from typer.testing import CliRunner
+
+    from pgrpo.cli import _load_commands, app
+
+    _load_commands()
+    rng = np.random.default_rng(0)
+    step = np.arange(1, 201)
+    floor = np.where(step <= 100, 0.0, rng.binomial(64, 0.4, 200) / 64)
+    rise = rng.binomial(64, 0.2 + 0.5 * (1 - np.exp(-step / 40.0))) / 64
+    for name, reward, drawn in (("floor", floor, False), ("rise", rise, True)):
+        log = tmp_path / f"{name}.csv"
+        log.write_text(
+            "step,reward\n" + "".join(f"{s},{r}\n" for s, r in zip(step, reward, strict=True))
+        )
+        res = CliRunner().invoke(app, ["report", str(log), "--json"])
+        assert res.exit_code == 0, res.output
+        fc = json.loads(res.output[res.output.index("{") :])["forecast"]
+        assert fc["informative"] is drawn and (fc["not_informative_because"] is None) == drawn
+        assert (tmp_path / f"report-{name}" / "report.html").is_file()

@@ -122,7 +122,7 @@ def _print(data: dict, console: Console) -> None:
         console.print(f"[yellow]forecast:[/] {escape(data['forecast_skipped'])}")
     fc = data.get("forecast")
     if fc:
-        t = Table(title=f"forecast of the mean after step {fmt(fc['cut_step'], '.0f')}")
+        t = Table(title=f"forecast of the mean after step {fc['cut_step']:g}")
         for col in ("predictor", "predicted mean", "observed mean", "abs error"):
             t.add_column(col)
         how = f"{fc['model']} fit"

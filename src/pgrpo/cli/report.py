@@ -76,7 +76,7 @@ def report_cmd(
         "missing": res.missing,
         **(res.diagnosis.to_dict() if res.diagnosis is not None else {}),
         "fit": _fit_doc(res.fit),
-        "forecast": _forecast_doc(res.forecast),
+        "forecast": _forecast_doc(res.forecast, bool(res.metrics.get("forecast_drawn"))),
         "fit_notes": list(res.fit_notes),
         # what the reader repaired and what the data contradicts in the settings given, as
         # fit and diagnose say
@@ -94,11 +94,16 @@ def _fit_doc(fit: Any) -> dict[str, Any] | None:
     return {"model": fit.model, "r2": fit.r2, "params": fit.values, "metrics": m}
 
 
-def _forecast_doc(fc: Any) -> dict[str, Any] | None:
-    """The backtest forecast as the page states it (None when it failed)."""
+def _forecast_doc(fc: Any, drawn: bool) -> dict[str, Any] | None:
+    """The backtest forecast as the page states it (None when it failed); informative: the
+    page draws it (else it says "not enough evidence", with `not_informative_because`)."""
+    from pgrpo.dynamics.forecast import uninformative_reason
+
     if fc is None:
         return None
     return {
+        "informative": drawn,
+        "not_informative_because": None if drawn else uninformative_reason(fc),
         "cut_step": fc.cut_step,
         "predicted_mean": fc.predicted_mean,
         "band": list(fc.mean_band),

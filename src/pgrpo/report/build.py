@@ -71,8 +71,8 @@ def _fits(log: Any) -> tuple[Any, Any, list[str]]:
     if err:
         notes.append(f"fit failed ({err})")
     fc, err = _safe(forecast, log.step, log.reward, 0.5, **opts)
-    if err:
-        notes.append(f"forecast failed ({err})")
+    if err:  # the report's cut is the midpoint: no "move it later" the reader cannot act on
+        notes.append(f"forecast failed ({err.replace('; move it later', ' at the midpoint')})")
     return fit, fc, notes
 
 
@@ -320,7 +320,9 @@ def build_report(
     out = (
         Path(out_dir)
         if out_dir is not None
-        else (run_dir if run_dir.is_dir() else run_dir.parent) / "report"
+        else run_dir / "report"
+        if run_dir.is_dir()
+        else run_dir.parent / f"report-{run_dir.stem}"  # two logs side by side: two reports
     )
     out.mkdir(parents=True, exist_ok=True)
     pngs = {}
@@ -334,5 +336,6 @@ def build_report(
     page.write_text(render_html(log, diagnosis, panels, eval_doc, notes, fit, fc, run_settings,
                                 seen))  # fmt: skip
     missing = {name: why for name, (png, why) in panels.items() if png is None}
-    return ReportResult(page, pngs, missing, {"panels": float(len(pngs))}, fit, fc, tuple(notes),
-                        diagnosis, run_settings, tuple(log.warnings))  # fmt: skip
+    metrics = {"panels": float(len(pngs)), "forecast_drawn": float(drawn is not None)}
+    return ReportResult(page, pngs, missing, metrics, fit, fc, tuple(notes), diagnosis,
+                        run_settings, tuple(log.warnings))  # fmt: skip
