@@ -95,6 +95,10 @@ STEP_KEYS = ("step", "global_step", "train/global_step", "trainer/global_step", 
 """In order of preference: W&B's own `_step` counts its log calls (train and eval rows alike)
 and comes after the trainer's step (`trainer/global_step`: Lightning / HF in W&B)."""
 HYPER_NAMES = ("lr", "beta1", "refresh_interval", "group_size", "batch_prompts")
+TEXT_ROWS = 5
+"""Rows whose reward cell holds something other than a number (and none that holds one) that
+make the reward column a final error, not a log still being written: a CSV's empty cells read
+as such, and a few first rows without a reward must not end `pgrpo watch`."""
 
 
 def _twin(key: str, keys: Iterable[str]) -> str | None:
@@ -192,7 +196,7 @@ def assemble(
     ok = r_present & good_step & r_number & np.isfinite(reward)
     counts = {"missing": int(missing.sum()), "nan": int(nan.sum()), "bad_step": int(bad_step.sum())}
     _count_warnings(counts, warns)
-    if counts["missing"] >= 2 and counts["missing"] == int(r_present.sum()):
+    if counts["missing"] >= TEXT_ROWS and counts["missing"] == int(r_present.sum()):
         raise LogFormatError(  # text in every reward cell: no wait makes it numbers
             f"{source}: the reward column {rkey!r} holds no numbers in any of its "
             f"{counts['missing']} rows ({fmt} format)",
