@@ -17,8 +17,11 @@ from typing import Any
 
 import numpy as np
 
-from pgrpo.diagnose.progress import MIN_POINTS  # fewer: too short to judge
 from pgrpo.train.config import RunConfig
+
+MIN_POINTS = 6
+"""Points before the first forecast is logged; under the progress verdict's own minimum (8) it
+is logged as `too_short`, with the level so far."""
 
 UNMOVED = ("flat", "too_short")
 """Progress labels under which the curve has not moved beyond noise: nothing to fit."""
@@ -64,6 +67,11 @@ class OnlineForecaster:
         )
 
 
+def _level(reward: np.ndarray) -> float | None:
+    """The mean of the rewards so far (None without one): a too-short run's level."""
+    return float(np.mean(reward)) if reward.size else None
+
+
 def steps_to_fraction(fit: Any, start: float, horizon: float, fraction: float = 0.9) -> float:
     """First step at which the fitted curve has covered `fraction` of the way from R_0 to R_inf
     (searched up to `horizon`); inf when it does not get there."""
@@ -105,7 +113,7 @@ def forecast_metrics(rewards: list[Any], lrs: list[Any], config: RunConfig) -> d
     if verdict.label in UNMOVED:  # noise only: no stiffness, timescale or K* to read
         return {
             "forecast/progress": verdict.label,
-            "forecast/plateau": verdict.evidence.get("end_level"),
+            "forecast/plateau": verdict.evidence.get("end_level", _level(reward[keep])),
             "forecast/steps_to_90": None,
             "forecast/regime": "flat",
             "forecast/tau": None,
