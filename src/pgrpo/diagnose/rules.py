@@ -20,6 +20,12 @@ from pgrpo.core.stats import iid_degeneracy
 from pgrpo.diagnose import nullmodel as nm
 from pgrpo.diagnose.curvestats import window_mean_sd
 from pgrpo.diagnose.signals import Signals, finite, smooth, window_bounds, window_mean
+from pgrpo.diagnose.starvation import (
+    degeneracy_action,
+    lower_bounds,
+    mean_se,
+    zero_spread_split,
+)
 from pgrpo.diagnose.verdict import DIAGNOSTIC_RULES, ModeVerdict, cannot_judge, confidence, verdict
 
 MIN_STEPS = 8
@@ -281,31 +287,6 @@ def _live_steps(reward: np.ndarray) -> np.ndarray:
     return live
 
 
-def _split(s: Signals, deg: np.ndarray | None, live: np.ndarray, reward: np.ndarray) -> dict:
-    """all_fail / all_pass shares where the log allows: logged columns, else the reward of the
-    zero-spread steps against the bottom and top of its scale: reward is on the 0/1 scale of
-    its known range, or a reward in [0, 1]. On an unknown scale nothing is split: the run's own
-    lowest and highest rewards are no pass and fail (a run stuck at 0 with negative penalties
-    read "too easy: all-correct"; review, 2026-12-05)."""
-    ev: dict[str, float] = {}
-    for part in ("all_fail", "all_pass"):
-        if s.has(f"degeneracy/{part}"):
-            ev[part] = float(np.nanmean(s.get(f"degeneracy/{part}")[live]))
-    if ev or deg is None or not np.isfinite(reward).any():
-        return ev
-    r = reward[np.isfinite(reward)]
-    if s.reward_range() is None and (r.min() < 0 or r.max() > 1):
-        return ev
-    zero = live & (deg >= 0.999) & np.isfinite(reward)
-    if zero.sum() >= 2:
-        lo, hi = 0.0, 1.0
-        tol = 1e-9 + 1e-6 * (hi - lo)
-        if hi - lo > tol:
-            ev["zero_spread_steps_at_min"] = float(np.mean(reward[zero] <= lo + tol))
-            ev["zero_spread_steps_at_max"] = float(np.mean(reward[zero] >= hi - tol))
-    return ev
-
-
 @DIAGNOSTIC_RULES.register("advantage_degeneracy")
 def advantage_degeneracy(s: Signals) -> ModeVerdict:
     """Most groups carry no advantage (all-equal rewards): gradient starvation (arXiv
@@ -364,8 +345,8 @@ def advantage_degeneracy(s: Signals) -> ModeVerdict:
         level = float(ev["iid_prediction"])
         ev["degeneracy_lower_bound"] = level
         vals = iid[live][np.isfinite(iid[live])]
-    ev.update(_split(s, deg, live, reward))
-    se = _mean_se(vals)
+    ev.update(zero_spread_split(s, deg, live, reward))
+    se = mean_se(vals)
     ev["degeneracy_se"] = se
     if s.has("frac_gradient_tokens"):
         ev["frac_gradient_tokens"] = float(np.nanmean(s.get("frac_gradient_tokens")[live]))
@@ -377,7 +358,7 @@ def advantage_degeneracy(s: Signals) -> ModeVerdict:
     if measured and late.size >= 3:  # read at the pooled mean; a share 0 -> 1 read "no" at 0.91:
         ev["degeneracy_late"] = late_level = float(np.mean(late))  # the step inflated the lag-1
         # SE of the whole run's mean; review, 2026-12-05)
-        ev["degeneracy_late_se"] = late_se = _mean_se(late)
+        ev["degeneracy_late_se"] = late_se = mean_se(late)
         strength = max(strength, confidence(late_level - DEGENERACY_MAX - Z95 * late_se, 0.0, 0.1))
     if (deg is None or source.startswith("steps with")) and strength <= 0.5:
         # lower bounds only (zero-spread steps, the i.i.d. prediction): above the threshold they
@@ -385,61 +366,15 @@ def advantage_degeneracy(s: Signals) -> ModeVerdict:
         # bound of 0.02 under a 0.15 i.i.d. bound; review, 2026-12-04)
         where = "below" if level < DEGENERACY_MAX else "not significantly above"
         ev["reason"] = (
-            f"the log gives lower bounds on the zero-spread share only ({_lower_bounds(ev)}), "
+            f"the log gives lower bounds on the zero-spread share only ({lower_bounds(ev)}), "
             f"{where} {DEGENERACY_MAX:.0%}: they cannot rule degeneracy out"
         )
         if not any(m.startswith("frac_reward_zero_std") for m in missing):
             missing.append("frac_reward_zero_std (the zero-spread share itself)")
         return ModeVerdict(name, False, 0.0, ev, "", missing)
-    action = _degeneracy_action(ev, reward, float(np.nanmean(reward[live])) if ok.any() else 0.5)
+    action = degeneracy_action(ev, reward, float(np.nanmean(reward[live])) if ok.any() else 0.5)
     cov = 1.0 if deg is not None else 0.5
     return verdict(name, strength, ev, action=action, missing=missing, coverage=cov)
-
-
-def _lower_bounds(ev: dict) -> str:
-    parts = []
-    if "degeneracy" in ev:
-        parts.append(f"{ev['degeneracy']:.2f} from steps with reward_std == 0")
-    if "iid_prediction" in ev:
-        parts.append(f"{float(ev['iid_prediction']):.2f} by the i.i.d. prediction")
-    return ", ".join(parts) or "none"
-
-
-def _mean_se(vals: np.ndarray) -> float:
-    """Standard error of a mean of autocorrelated per-step values (lag-1 inflation)."""
-    if vals.size < 3 or np.ptp(vals) == 0:
-        return 0.0
-    c = vals - vals.mean()
-    rho = float(np.clip((c[1:] @ c[:-1]) / (c @ c), 0.0, 0.95))
-    return float(np.std(vals) * math.sqrt((1 + rho) / (1 - rho) / vals.size))
-
-
-def _degeneracy_action(ev: dict, reward: np.ndarray, unit_mean: float) -> str:
-    """reward: [S] on the 0/1 scale of its range when known; unit_mean: its mean there."""
-    fail = ev.get("all_fail", ev.get("zero_spread_steps_at_min"))
-    pas = ev.get("all_pass", ev.get("zero_spread_steps_at_max"))
-    r = reward[np.isfinite(reward)]
-    if fail is None and r.size and r.min() >= 0 and r.max() <= 1:
-        fail, pas = 1 - unit_mean, unit_mean  # a 0/1 reward: its mean says
-    hard = (
-        "too hard: most groups are all-wrong: raise group_size, switch to advantage='sign' "
-        "(pass@G failure descent) or 'dual_anchor', or filter prompts the model never solves"
-    )
-    easy = (
-        "too easy: most groups are all-correct: drop solved prompts or raise difficulty; "
-        "'dual_anchor' keeps a signal on homogeneous groups"
-    )
-    if fail is None or pas is None or fail == pas:
-        action = (
-            "most groups score all-equal (the log does not say whether all-pass or all-fail; "
-            "--reward-range lets it tell): check the reward varies at all (truncation, a "
-            "constant score); if " + hard + "; if " + easy
-        )
-    else:
-        action = hard if fail > pas else easy
-    if isinstance(ev.get("jensen_gap"), float) and ev["jensen_gap"] > 0.2:
-        action += "; the rate far exceeds the i.i.d. prediction: difficulty is bimodal, filter it"
-    return action
 
 
 # ---------------------------------------------------------------------------------------------
