@@ -474,5 +474,5 @@ def assess_signals(signals: Any) -> ProgressVerdict:
         n_rollouts=n_rollouts,
         reward_range=signals.reward_range(),
         nonfinite_tail=signals.hyper("nonfinite_tail") or 0.0,
-        nonfinite_from=signals.hyper("nonfinite_from") or math.nan,
+        nonfinite_from=math.nan if (at := signals.hyper("nonfinite_from")) is None else at,
     )
