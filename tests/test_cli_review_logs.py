@@ -142,10 +142,13 @@ def test_a_reward_column_of_text_fails_at_once_even_under_watch(tmp_path):
     log.write_text("step,reward,model\n" + "".join(f"{s},0.{s:02d},qwen\n" for s in range(1, 40)))
     res = runner.invoke(app, ["watch", str(log), "--reward-column", "model", "--timeout", "30"])
     assert res.exit_code == 2 and "holds no numbers" in res.output, res.output
-    comma = tmp_path / "comma.csv"
+    comma = tmp_path / "comma.csv"  # European Excel: ';' between values, ',' in them: read
     comma.write_text("step;reward\n" + "".join(f"{s};0,{s:02d}\n" for s in range(1, 40)))
-    res = runner.invoke(app, ["diagnose", str(comma)])
-    assert res.exit_code == 2 and "decimal comma" in res.output, res.output
+    res = runner.invoke(app, ["diagnose", str(comma), "--json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.output[res.output.index("{") :])["metrics"]["steps"] == 39
+    res = runner.invoke(app, ["fit", str(comma), "--no-plot", "--json"])
+    assert res.exit_code == 0 and json.loads(res.output)["n"] == 39, res.output
 
 
 @pytest.mark.parametrize("tail", [0, 2, 3, 20])

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -301,13 +302,23 @@ def _csv_rows(path: Path, live: bool = False) -> tuple[list[str], Iterator[dict[
                 for row in reader:
                     row = {k: v for k, v in row.items() if k}
                     _check_swallowed(path, row, delim, len(header), reader.line_num)
-                    yield row
+                    yield _decimal_points(row) if delim == ";" else row
             except csv.Error as exc:
                 raise LogFormatError(
                     f"{path}: malformed CSV at line {reader.line_num} ({exc})"
                 ) from None
 
     return header, rows()
+
+
+_DECIMAL_COMMA = re.compile(r"[-+]?\d*,\d+(?:[eE][-+]?\d+)?")
+
+
+def _decimal_points(row: dict[str, Any]) -> dict[str, Any]:
+    """A `;`-delimited row with its decimal commas read as points (European Excel writes 0,925;
+    every value was refused as text; review, 2026-12-05)."""
+    return {k: v.replace(",", ".") if isinstance(v, str) and _DECIMAL_COMMA.fullmatch(v.strip())
+            else v for k, v in row.items()}  # fmt: skip
 
 
 def _check_swallowed(path: Path, row: dict[str, Any], delim: str, width: int, end: int) -> None:
