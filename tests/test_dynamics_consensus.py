@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from pgrpo.dynamics import forecast
@@ -148,16 +148,20 @@ def test_the_median_of_an_even_number_is_the_two_middle_members_mean_path():
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 10_000), scale=st.sampled_from([1e-4, 1e-2, 7.0, 3e3]),
        shift=st.floats(-50.0, 50.0))  # fmt: skip
+@example(seed=823, scale=3000.0, shift=3.5771877606204185)
 def test_the_reward_units_do_not_change_the_consensus(seed, scale, shift):
     step = np.arange(1, 121, dtype=float)
     y = _rise(120, seed, tau=25.0, noise=0.08)
     fc = forecast(step, y, 0.5, method="consensus")
     fz = forecast(step, scale * y + shift, 0.5, method="consensus")
     assert fz.metrics["member"] == fc.metrics["member"]
-    # the damped trend's optimiser stops within ~1e-5 of its optimum, in the standardised data
-    # that both fits see up to rounding (seed 152 at scale 0.01: 5.6e-6 on that member)
-    assert fz.predicted_mean == pytest.approx(scale * fc.predicted_mean + shift, rel=2e-5,
-                                              abs=2e-5 * scale)  # fmt: skip
+    # the optimisers stop within ~1e-5 of their optimum, in the standardised data that both
+    # fits see up to rounding (seed 152 at scale 0.01: 5.6e-6 on the damped trend; seed 823 at
+    # scale 3000, shift 3.58: 3.0e-5, the logistic member's midpoint sitting in a flat valley at
+    # the first steps, found by a developer's random run on 2026-12-05; 480 other random cases:
+    # at most 1.2e-6). A units bug moves the forecast by far more than 1e-4 of the scale.
+    assert fz.predicted_mean == pytest.approx(scale * fc.predicted_mean + shift, rel=1e-4,
+                                              abs=1e-4 * scale)  # fmt: skip
 
 
 def test_the_damped_trend_is_statsmodels_forecast_mapped_back():
