@@ -30,12 +30,10 @@ def zero_spread_split(
     if s.reward_range() is None and (r.min() < 0 or r.max() > 1):
         return ev
     zero = live & (deg >= 0.999) & np.isfinite(reward)
-    if zero.sum() >= 2:
-        lo, hi = 0.0, 1.0
-        tol = 1e-9 + 1e-6 * (hi - lo)
-        if hi - lo > tol:
-            ev["zero_spread_steps_at_min"] = float(np.mean(reward[zero] <= lo + tol))
-            ev["zero_spread_steps_at_max"] = float(np.mean(reward[zero] >= hi - tol))
+    if zero.sum() >= 2:  # at the bottom (0) or the top (1) of the 0/1 scale, up to rounding
+        tol = 1e-6
+        ev["zero_spread_steps_at_min"] = float(np.mean(reward[zero] <= tol))
+        ev["zero_spread_steps_at_max"] = float(np.mean(reward[zero] >= 1.0 - tol))
     return ev
 
 
