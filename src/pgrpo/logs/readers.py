@@ -299,9 +299,12 @@ def _csv_rows(path: Path, live: bool = False) -> tuple[list[str], Iterator[dict[
     def rows() -> Iterator[dict[str, Any]]:
         with fh:
             try:
+                last = reader.line_num
                 for row in reader:
                     row = {k: v for k, v in row.items() if k}
-                    _check_swallowed(path, row, delim, len(header), reader.line_num)
+                    if reader.line_num > last + 1:  # a row over several lines: a quoted field
+                        _check_swallowed(path, row, delim, len(header), reader.line_num)
+                    last = reader.line_num
                     yield _decimal_points(row) if delim == ";" else row
             except csv.Error as exc:
                 raise LogFormatError(
