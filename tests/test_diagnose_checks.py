@@ -177,15 +177,42 @@ def test_gaming_checks_on_null_columns_rarely_warn(n):
     assert warns["div"] / reps < 0.03 and warns["len"] / reps < 0.03
 
 
+def test_a_length_pinned_at_its_limit_is_named():
+    """A length that climbs to the generation limit and sits there: the warning says the
+    completions are being cut; one that rises without a ceiling gets no such clause."""
+    rng = np.random.default_rng(1)
+    n = 50  # the shape of chaos_economy_llama32_1b_250's length: ~420 to the 512 limit by ~12
+    reward = 0.4 + 0.05 * rng.standard_normal(n)
+    climb = np.minimum(420 + 8 * np.arange(n) + 20 * rng.standard_normal(n), 512.0)
+    got = length_vs_reward(_log(reward, completion_length=climb), OPTS)
+    assert got.status == "warn" and "cut at the length limit" in got.summary
+    assert got.evidence["length_at_max_late"] == 1.0
+    free = 300 + 4 * np.arange(n) + 5 * rng.standard_normal(n)
+    got = length_vs_reward(_log(reward, completion_length=free), OPTS)
+    assert got.status == "warn" and "length limit" not in got.summary
+    assert got.evidence["length_at_max_late"] < 0.5
+
+
 def test_gaming_checks_on_real_logs_say_what_is_missing(shared_data):
     """The shared real logs have one reward column each: the divergence check says it cannot
-    judge; no real log warns on length vs reward."""
+    judge. Length vs reward warns on one log, whose completion length rose 424 -> 512 and then
+    sat at 512, the length limit, on 24 of its last 25 points, while the reward stayed noise
+    (before 2026-12-05 the column's rise to the limit read as AR(1) wander at rho 0.7, and no
+    real log warned); the warning says the completions are being cut."""
     index = json.loads((shared_data / "curves" / "index.json").read_text())["runs"]
+    warned = {}
     for run in index:
         log = read_log(shared_data / "curves" / run["csv"])
         div = reward_function_divergence(log, OPTS)
         assert div.status == "not_enough_evidence" and "per-function" in div.summary
-        assert length_vs_reward(log, OPTS).status in ("ok", "not_enough_evidence"), run["name"]
+        got = length_vs_reward(log, OPTS)
+        if got.status == "warn":
+            warned[run["name"]] = got
+        else:
+            assert got.status in ("ok", "not_enough_evidence"), run["name"]
+    assert list(warned) == ["chaos_economy_llama32_1b_250"]
+    got = warned["chaos_economy_llama32_1b_250"]
+    assert got.evidence["length_at_max_late"] >= 0.9 and "cut at the length limit" in got.summary
 
 
 # --- entropy floor --------------------------------------------------------------------------

@@ -47,11 +47,14 @@ def test_a_plateau_that_collapses_at_the_end_is_not_flat(n_rollouts):
     assert all(x in ("declining", "collapsed") for x in labels), labels
 
 
-def test_without_the_late_test_the_same_runs_read_flat(monkeypatch):
-    """What the test adds: with it off (the code before), most of these runs read 'flat'."""
+def test_without_the_late_test_the_rho_bound_read_without_the_fall_catches_them(monkeypatch):
+    """With the late test off, these runs read 'flat' on 8 or more of 10 seeds until the AR(1)
+    null's rho was read without the curve's largest step (`curvestats.lag1_estimate`,
+    2026-12-05): the fall no longer lifts the bound to 0.9, so the whole-run tests see it too.
+    Either mechanism alone now catches them."""
     monkeypatch.setattr(pr.nm, "late_drop_p", lambda *a, **k: 1.0)
     labels = [_label(_collapse(seed)) for seed in range(10)]
-    assert sum(x == "flat" for x in labels) >= 8, labels
+    assert all(x in ("declining", "collapsed") for x in labels), labels
 
 
 @pytest.mark.parametrize("n", [24, 61, 150])

@@ -22,6 +22,8 @@ bench/null_rates.py).
 
 from __future__ import annotations
 
+import numpy as np
+
 from pgrpo.diagnose.checks import CHECKS, CheckOptions, CheckResult, column, not_enough, trend
 from pgrpo.diagnose.signals import thin_log
 from pgrpo.logs.base import REWARD_PATTERN
@@ -79,9 +81,15 @@ def length_vs_reward(log, options: CheckOptions) -> CheckResult:  # noqa: ANN001
     ev = {"length_gain": length.gain, "length_t": length.t, "length_start": length.start,
           "length_end": length.end, "reward_gain": reward.gain, "reward_t": reward.t}  # fmt: skip
     if _rising(length) and reward.t_flat < Z_FLAT:
+        late = got[1][got[1].size // 2 :]
+        ev["length_at_max_late"] = at_max = float(np.mean(late == got[1].max()))
+        cut = ""
+        if at_max >= 0.5:  # pinned at its largest value: the length limit
+            cut = (f"; it sits at its maximum {got[1].max():.4g} on {at_max:.0%} of the second "
+                   "half's points, so completions are being cut at the length limit")  # fmt: skip
         text = (f"completion length rose {length.start:.4g} -> {length.end:.4g} ({length.t:.1f} "
-                f"SE) while the reward did not ({reward.gain:+.3g}, {reward.t_flat:.1f} SE): "
-                "check for padding / repetition and for a length bias in the verifier; cap "
+                f"SE) while the reward did not ({reward.gain:+.3g}, {reward.t_flat:.1f} SE)"
+                f"{cut}: check for padding / repetition and for a length bias in the verifier; cap "
                 "max_completion_length or use a length-debiased loss (dr_grpo)")  # fmt: skip
         return CheckResult(name, "warn", text, ev, control)
     return CheckResult(name, "ok", "completion length does not grow against the reward", ev,

@@ -32,6 +32,7 @@ from pgrpo.diagnose.curvestats import (  # noqa: F401  (re-exported: nm.curve_st
     binary_curve_statistics,
     curve_statistics,
     hac_slope,
+    lag1_estimate,
     late_split,
     level_statistics,
     noise_sd,
@@ -77,34 +78,6 @@ rho 0.9 and n = 50 the estimate spread over 0.46-1.23; the old shrunk point esti
 the curves under a too-narrow null: 39% of them read as not flat)."""
 TABLE_CURVES = 2000
 """AR(1) curves per (length, rho) behind the stored table of the estimator's quantiles."""
-
-
-def _lag1_ratio(r: np.ndarray) -> np.ndarray:
-    """sum r_t r_t-1 / sum r_t^2 per row: [M, k] -> [M] (0 where r is all 0)."""
-    den = np.einsum("ij,ij->i", r, r)
-    num = np.einsum("ij,ij->i", r[:, 1:], r[:, :-1])
-    return np.where(den > 0, num / np.where(den > 0, den, 1.0), 0.0)
-
-
-def lag1_estimate(y: np.ndarray) -> np.ndarray:
-    """AR(1) coefficient of curves y [M, n] -> [M] (0 for fewer than 8 points), the mean of two
-    estimates that a trend moves in different ways: from the first differences, 1 + 2 corr(dy_t,
-    dy_t-1) (for AR(1) noise corr(dy_t, dy_t-1) = -(1 - rho) / 2) with a straight line removed
-    from the differences; and the lag-1 autocorrelation of the levels about a cubic. The first
-    reads a sharp bend (a rise that stops, a drop) as rho near 1; the second is biased low on
-    short curves and reads a slow curve as autocorrelation. `lag1_autocorr` calibrates the mean
-    on AR(1) curves of the same length, so only its spread matters: at n = 200 the mean puts the
-    median 90% bound on the true rho (0.0 / 0.3 / 0.6), the differences alone 0.1 / 0.4 / 0.7."""
-    y = np.atleast_2d(np.asarray(y, dtype=float))
-    n = y.shape[1]
-    if n < 8:
-        return np.zeros(y.shape[0])
-    d = np.diff(y, axis=1)
-    t = np.arange(n - 1) - (n - 2) / 2.0
-    d = d - d.mean(axis=1, keepdims=True) - np.outer((d @ t) / float(t @ t), t)
-    q, _ = np.linalg.qr(np.vander(np.linspace(-1.0, 1.0, n), 4))  # [n, 4]: a cubic's basis
-    levels = y - (y @ q) @ q.T
-    return 0.5 * ((1.0 + 2.0 * _lag1_ratio(d)) * (np.abs(d).sum(axis=1) > 0) + _lag1_ratio(levels))
 
 
 def simulated_quantile(n: int, rho: float, q: float, m: int = TABLE_CURVES) -> float:
