@@ -42,7 +42,7 @@ def test_the_printed_dicts_are_read_in_order_with_their_evals(tmp_path):
     acc = log.columns["eval/accuracy"]
     assert np.flatnonzero(np.isfinite(acc)).tolist() == [9, 19, 29, 39]  # steps 10, 20, 30, 40
     assert "rewards/format_reward/mean" in log.columns or "rewards/format_reward" in log.columns
-    assert any("carry no step" in w for w in log.warnings)
+    assert any("progress bar's counts" in w for w in log.warnings)
 
 
 def test_diagnose_reads_a_console_log_and_a_jsonl_is_not_taken_for_one(tmp_path):
@@ -64,3 +64,49 @@ def test_text_that_only_looks_like_code_is_not_run(tmp_path):
                             for s in range(1, 12)))  # fmt: skip
     res = runner.invoke(app, ["diagnose", str(path)])
     assert res.exit_code == 2  # not a dict of literals: no record, one line
+
+
+def _bar(s: int, total: int) -> str:
+    return f"\r {100 * s // total}%|#    | {s}/{total} [00:10<01:30, 2.1s/it]"
+
+
+def _printed(s: int) -> str:
+    return f"{{'loss': 0.0, 'reward': {0.1 + s / 100!r}, 'epoch': 0.1}}"
+
+
+def test_the_step_is_the_progress_bar_count_before_each_dict(tmp_path):
+    """logging_steps 5 of 60: the bar passes 1..5 before the first dict, which is step 5, not
+    1. An eval bar of its own total after each eval does not move the training steps."""
+    lines = ["Loading checkpoint shards: 100%|##| 2/2 [00:03<00:00]"]
+    for s in range(1, 61):
+        line = _bar(s, 60)
+        if s % 5 == 0:
+            line += "\n" + _printed(s)
+        if s % 20 == 0:
+            line += "\n" + "".join(_bar(k, 8) for k in range(1, 9)) + "\n{'eval_loss': 0.4}"
+        lines.append(line)
+    path = tmp_path / "train.log"
+    path.write_text("\n".join(lines) + "\n")
+    log = read_log(path)
+    assert log.step.tolist() == [float(s) for s in range(5, 61, 5)]
+    np.testing.assert_allclose(log.reward, [0.1 + s / 100 for s in range(5, 61, 5)])
+    assert np.flatnonzero(np.isfinite(log.columns["eval/loss"])).tolist() == [3, 7, 11]
+    assert any("progress bar's counts" in w for w in log.warnings)
+
+
+def test_without_a_bar_count_before_every_dict_the_step_is_the_order(tmp_path):
+    """tqdm off, a dict without a count of its own, or counts that restart (a resumed run
+    printed twice): the dicts' order, and the warning says so."""
+    cases = {
+        "no_bars": [_printed(s) for s in range(1, 13)],
+        "one_missing": [
+            _bar(s, 12) + "\n" + _printed(s) if s != 7 else _printed(s) for s in range(1, 13)
+        ],  # fmt: skip
+        "restarts": [_bar(s % 6 + 1, 12) + "\n" + _printed(s) for s in range(12)],
+    }
+    for name, lines in cases.items():
+        path = tmp_path / f"{name}.log"
+        path.write_text("\n".join(lines) + "\n")
+        log = read_log(path)
+        assert log.step.tolist() == [float(s) for s in range(1, 13)], name
+        assert any("carry no step" in w for w in log.warnings), name

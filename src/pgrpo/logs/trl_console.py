@@ -4,8 +4,13 @@ around them). What a user has when the run kept no trainer_state.json and no W&B
 no reader, and the error sent them through --format values that could not read it (review,
 2026-12-05).
 
-The dicts carry no step: the step is their order (1, 2, ...), in logging calls, and the reader
-says so (`--step-column` cannot help; multiply by `logging_steps` for optimizer steps). An eval
+The dicts carry no step. The training progress bar does: tqdm prints `50/500 [` with the
+optimizer step before each training dict, so the step is the last bar count before the dict,
+where every training dict has one, the counts rise and share one total (the bar of the
+training loop; an eval bar comes after its training dict and has its own total). Otherwise
+(tqdm off, bars cut from the log) the step is the dicts' order (1, 2, ...), in logging calls,
+and the reader says so (`--step-column` cannot help; multiply by `logging_steps` for optimizer
+steps). An eval
 dict (`eval_*` keys) is put at the step of the training dict before it, under `eval/<name>`
 (`logs.repairs.eval_rows` reads it there); the summary dict (`train_runtime`) is left out.
 Values are parsed as Python literals (`ast.literal_eval`, nothing executed), numpy and torch
@@ -31,6 +36,8 @@ _SCALAR = re.compile(
     r"\b(?:np\.)?(?:float|int)\d*\(\s*([^()]*?)\s*\)|\btensor\(\s*([^(),]*)[^()]*\)"
 )
 _BARE = re.compile(r":\s*(-?nan|-?inf)\b")
+_BAR = re.compile(r"\b(\d+)/(\d+) \[")
+"""A tqdm bar's count: `50/500 [00:10<01:30, ...`."""
 _TRAIN_KEYS = ("reward", "rewards/", "train/reward")
 
 
@@ -63,34 +70,66 @@ def detect_trl_console(path: Path) -> bool:
 
 
 def _records(path: Path, live: bool = False) -> Iterator[dict[str, Any]]:
-    """A record per printed training dict (step = its order) and per eval dict (at the step of
-    the training dict before it, keys as eval/<name>)."""
+    """A record per printed training dict and per eval dict (at the step of the training dict
+    before it, keys as eval/<name>), in order; a training record's `_order` is its place among
+    them (1, 2, ...) and `_bar` the last tqdm count before it, (count, total) or None."""
     try:
         fh = path.open(encoding="utf-8", errors="replace")
     except OSError as exc:
         raise cannot_read(path, exc) from None
-    step = 0
+    order, bar = 0, None
     with fh:
         for line in complete_lines(fh) if live else fh:
+            end = 0
             for m in _DICT.finditer(line):
+                bars = _BAR.findall(line, end, m.start())
+                bar = (int(bars[-1][0]), int(bars[-1][1])) if bars else bar
+                end = m.end()
                 rec = _literal(m.group(0))
                 if rec is None or "train_runtime" in rec:  # the end-of-training summary
                     continue
                 if _is_train(rec):
-                    step += 1
-                    yield {"step": step, **rec}
-                elif step and any(str(k).startswith("eval_") for k in rec):
-                    yield {"step": step, **{f"eval/{str(k)[5:]}": v for k, v in rec.items()
-                                            if str(k).startswith("eval_")}}  # fmt: skip
+                    order += 1
+                    yield {"_order": order, "_bar": bar, **rec}
+                    bar = None  # each training dict needs a count of its own
+                elif order and any(str(k).startswith("eval_") for k in rec):
+                    yield {"_order": order, **{f"eval/{str(k)[5:]}": v for k, v in rec.items()
+                                               if str(k).startswith("eval_")}}  # fmt: skip
+            bars = _BAR.findall(line, end)
+            bar = (int(bars[-1][0]), int(bars[-1][1])) if bars else bar
+
+
+def _with_steps(records: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], str]:
+    """The records with a `step`: the progress bar's count where every training record has one,
+    they rise and share one total; else the order. And the warning to give."""
+    bars = [r["_bar"] for r in records if "_bar" in r]
+    counts = [b[0] for b in bars if b is not None]
+    by_bar = (
+        bars
+        and len(counts) == len(bars)
+        and len({b[1] for b in bars}) == 1
+        and all(a < b for a, b in zip(counts, counts[1:], strict=False))
+    )
+    step_of = {}
+    for r in records:
+        if "_bar" in r:
+            step_of[r["_order"]] = r["_bar"][0] if by_bar else r["_order"]
+    out = [{"step": step_of[r["_order"]], **{k: v for k, v in r.items() if k[0] != "_"}}
+           for r in records]  # fmt: skip
+    if by_bar:
+        return out, ("a TRL console log: the steps are the training progress bar's counts before "
+                     "each printed dict")  # fmt: skip
+    return out, ("a TRL console log: its dicts carry no step and no training progress bar count "
+                 "before each, so the step is their order (logging calls); multiply by "
+                 "logging_steps for optimizer steps")  # fmt: skip
 
 
 def read_trl_console(path: Path, **options: Any) -> RewardLog:
     if not path.is_file():
         raise LogNotReadyError(f"{path}: not a file", "give the console log of the run")
-    warns = ["a TRL console log: its dicts carry no step, so the step is their order (logging "
-             "calls); multiply by logging_steps for optimizer steps"]  # fmt: skip
-    records = store_of(_records(path, options.get("live", False)))
-    return assemble(records, fmt="trl_console", source=str(path), warnings=warns, **options)
+    records, warning = _with_steps(list(_records(path, options.get("live", False))))
+    return assemble(store_of(records), fmt="trl_console", source=str(path), warnings=[warning],
+                    **options)  # fmt: skip
 
 
 LOG_READERS.add(
