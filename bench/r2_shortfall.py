@@ -19,7 +19,10 @@ flat mean, (1 - ceiling) / (window - 1) of R^2 (`smooth_penalty`); `smooth_short
 shortfall less that. If the smooth curve gets to the ceiling (net) and the model does not, the
 model misses a shape the data show; if the smooth curve falls as short as the model, no smooth
 curve does better on that log, and the ceiling (white noise assumed) asks for more than the
-data give. Writes bench/results/r2_shortfall.json.
+data give. `noise_rho`: the noise's lag-1 autocorrelation read off the first differences (1 + 2
+corr(dy_t, dy_t-1), which is 0 for white noise); with it, var(dy) / 2 = sigma^2 (1 - rho) and
+the ceiling reads about rho (1 - ceiling) too high (`ceiling_over`). Writes
+bench/results/r2_shortfall.json.
 """
 
 from __future__ import annotations
@@ -87,6 +90,9 @@ def rows_of(folder: Path) -> list[dict]:
         row["smooth_short"] = row["ceiling"] - row["smooth"]
         row["smooth_penalty"] = (1.0 - row["ceiling"]) / (window - 1)
         row["smooth_short_net"] = row["smooth_short"] - row["smooth_penalty"]
+        d = np.diff(y)
+        row["noise_rho"] = 1.0 + 2.0 * float(np.corrcoef(d[1:], d[:-1])[0, 1])
+        row["ceiling_over"] = row["noise_rho"] * (1.0 - row["ceiling"])
         rows.append(row)
     return rows
 
@@ -98,12 +104,13 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     rows = [r for folder in args.folders for r in rows_of(folder)]
     print("| run | n | model R^2 | smooth R^2 (window) | ceiling | model short | smooth short, "
-          "net of its penalty |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|")
+          "net of its penalty | noise rho | ceiling over |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['run']} | {r['n']} | {r['model']:.3f} | {r['smooth']:.3f} "
               f"({r['smooth_window']}) | {r['ceiling']:.3f} | {r['model_short']:+.3f} | "
-              f"{r['smooth_short']:+.3f}, {r['smooth_short_net']:+.3f} |")  # fmt: skip
+              f"{r['smooth_short']:+.3f}, {r['smooth_short_net']:+.3f} | {r['noise_rho']:+.3f} | "
+              f"{r['ceiling_over']:+.3f} |")  # fmt: skip
     out = {
         "command": " ".join(
             ["python bench/r2_shortfall.py", *(sys.argv[1:] if argv is None else argv)]
