@@ -12,6 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from pgrpo.cli import _load_commands, app
+from pgrpo.logs import read_log
 
 _load_commands()
 runner = CliRunner()
@@ -133,6 +134,24 @@ def test_eval_values_on_rows_of_their_own_are_read(tmp_path):
     assert modes[0]["reward_hacking"] == modes[1]["reward_hacking"]
     assert modes[1]["reward_hacking"][0] is True
     assert any("eval value(s) on rows without a reward" in w for w in docs[1]["warnings"])
+
+
+def test_a_wandb_export_s_eval_rows_are_not_dropped_training_rows(tmp_path):
+    """A W&B export of an HF/TRL run has eval rows whose train/reward cell is empty: they are
+    read as eval values and not counted as training rows with a missing reward (they were, with
+    a warning, before 2026-12-05); an empty reward on a row with no eval value still is."""
+    rows = ["_step,train/global_step,train/reward,eval/accuracy"]
+    for s in range(1, 61):
+        rows.append(f"{2 * s},{s},{0.3 + 0.005 * s},")
+        if s % 10 == 0:
+            rows.append(f"{2 * s + 1},{s},,{0.5 + s / 1000}")
+    rows.append("200,61,,")  # a training row that lost its reward
+    path = tmp_path / "wandb_export.csv"
+    path.write_text("\n".join(rows) + "\n")
+    log = read_log(path, step_key="train/global_step")
+    assert np.isfinite(log.columns["eval/accuracy"]).sum() == 6
+    assert log.metrics["dropped_missing"] == 1.0
+    assert any("1 row(s) with a missing or non-numeric reward" in w for w in log.warnings)
 
 
 def test_a_reward_column_of_text_fails_at_once_even_under_watch(tmp_path):

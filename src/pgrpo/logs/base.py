@@ -194,12 +194,16 @@ def assemble(
     missing = r_present & good_step & ~r_number
     nan = r_present & good_step & r_number & ~np.isfinite(reward)
     ok = r_present & good_step & r_number & np.isfinite(reward)
-    counts = {"missing": int(missing.sum()), "nan": int(nan.sum()), "bad_step": int(bad_step.sum())}
+    # a row with no reward number but an eval value is an eval row (a W&B export's empty
+    # train/reward cell there): `eval_rows` reads it, and it is no dropped training row
+    evals = _eval_values(store)
+    counts = {"missing": int((missing & ~evals).sum()), "nan": int(nan.sum()),
+              "bad_step": int(bad_step.sum())}  # fmt: skip
     _count_warnings(counts, warns)
-    if counts["missing"] >= TEXT_ROWS and counts["missing"] == int(r_present.sum()):
+    if int(missing.sum()) >= TEXT_ROWS and int(missing.sum()) == int(r_present.sum()):
         raise LogFormatError(  # text in every reward cell: no wait makes it numbers
             f"{source}: the reward column {rkey!r} holds no numbers in any of its "
-            f"{counts['missing']} rows ({fmt} format)",
+            f"{int(missing.sum())} rows ({fmt} format)",
             "name the reward column with --reward-column (reward_key= in Python), or fix "
             "the values (a decimal comma? write 0.5, not 0,5)",
         )
@@ -325,6 +329,15 @@ def _column_keys(all_keys: list[str]) -> dict[str, str]:
         if (m := OLD_REWARD_PATTERN.match(c)) and m.group(1) not in ("mean", "std", "min", "max"):
             found.setdefault(f"rewards/{m.group(1)}/mean", key)
     return found
+
+
+def _eval_values(store: ColumnStore) -> np.ndarray:
+    """[n] rows holding a number under an eval key (`eval/...`, `eval_...`)."""
+    out = np.zeros(store.n, dtype=bool)
+    for key in store.keys:
+        if _canon(key).startswith("eval"):
+            out |= store.column(key)[1] == NUMBER
+    return out
 
 
 def _count_warnings(counts: dict[str, int], warns: list[str]) -> None:
