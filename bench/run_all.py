@@ -268,6 +268,25 @@ KNOWN_COMMANDS = {
 }
 
 
+def _file_time(path: Path) -> str:
+    """When a result file without a date of its own was made: its last commit's time when git
+    has it unchanged (the same in every clone; the file's mtime is the checkout's), else the
+    time it was written."""
+    git = ["git", "-C", str(path.parent)]
+    try:
+        clean = subprocess.run([*git, "diff", "--quiet", "HEAD", "--", path.name],
+                               capture_output=True).returncode == 0  # fmt: skip
+        when = subprocess.run([*git, "log", "-1", "--format=%ct", "--", path.name],
+                              capture_output=True, text=True).stdout.strip()  # fmt: skip
+    except OSError:
+        clean, when = False, ""
+    if clean and when:
+        stamp = dt.datetime.fromtimestamp(int(when), dt.UTC).strftime("%Y-%m-%d %H:%M")
+        return f"result file committed {stamp} UTC"
+    stamp = dt.datetime.fromtimestamp(path.stat().st_mtime, dt.UTC).strftime("%Y-%m-%d %H:%M")
+    return f"result file written {stamp} UTC"
+
+
 def render_one(path: Path, data: Any, bench_dir: Path, outcome: RunOutcome | None) -> list[str]:
     """The section of one result file `path` (parsed: `data`)."""
     name = path.stem
@@ -278,8 +297,7 @@ def render_one(path: Path, data: Any, bench_dir: Path, outcome: RunOutcome | Non
         lines += [desc, ""]
     command = meta.get("command", KNOWN_COMMANDS.get(name, "not recorded"))
     lines.append(f"- command: `{command}`")
-    written = dt.datetime.fromtimestamp(path.stat().st_mtime, dt.UTC).strftime("%Y-%m-%d %H:%M")
-    lines.append(f"- date: {meta.get('date', f'not recorded (result file written {written} UTC)')}")
+    lines.append(f"- date: {meta.get('date', f'not recorded ({_file_time(path)})')}")
     machine = meta.get("machine", "2-core CPU, 24 GiB, no GPU" if name in KNOWN_COMMANDS else None)
     lines.append(f"- machine: {fmt(machine or 'not recorded')}")
     other = {k: v for k, v in meta.items() if k not in META_KEYS and _is_scalar(v)}

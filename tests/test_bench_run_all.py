@@ -144,3 +144,28 @@ def test_meta_from_rows_and_wide_tables(tmp_path):
     assert "| name | one | two |" in differ_part
     assert "| command | python bench/t.py --x 1 | python bench/t.py --x 2 |" in differ_part
     assert "| c19 | 19 | 19 |" in differ_part
+
+
+def test_a_result_without_a_date_gets_its_commit_time_not_the_checkout_time(tmp_path):
+    """A result file that records no date is dated by its last commit while git has it
+    unchanged (a fresh clone's mtimes are the checkout's, so docs/benchmarks.md changed with
+    every clone), and by its mtime once it is edited or untracked."""
+    import subprocess
+
+    def git(*args):
+        subprocess.run(["git", "-C", str(tmp_path), *args], check=True, capture_output=True,
+                       env={"GIT_AUTHOR_DATE": "2026-01-02T03:04:00+00:00",
+                            "GIT_COMMITTER_DATE": "2026-01-02T03:04:00+00:00",
+                            "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
+                            "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t",
+                            "PATH": "/usr/bin:/bin"})  # fmt: skip
+
+    path = tmp_path / "r.json"
+    path.write_text('{"rows": []}')
+    assert run_all._file_time(path).startswith("result file written")  # not in git
+    git("init", "-q")
+    git("add", "r.json")
+    git("commit", "-qm", "r")
+    assert run_all._file_time(path) == "result file committed 2026-01-02 03:04 UTC"
+    path.write_text('{"rows": [1]}')
+    assert run_all._file_time(path).startswith("result file written")
