@@ -114,7 +114,8 @@ def _with_steps(records: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], st
     for r in records:
         if "_bar" in r:
             step_of[r["_order"]] = r["_bar"][0] if by_bar else r["_order"]
-    out = [{"step": step_of[r["_order"]], **{k: v for k, v in r.items() if k[0] != "_"}}
+    out = [{"step": step_of[r["_order"]], **{k: v for k, v in r.items()
+                                             if k not in ("_order", "_bar")}}
            for r in records]  # fmt: skip
     if by_bar:
         return out, ("a TRL console log: the steps are the training progress bar's counts before "
