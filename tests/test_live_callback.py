@@ -195,3 +195,40 @@ def test_resumed_run_starts_from_the_trainer_history(tmp_path):
     state.log_history.append({**logs, "step": 31})
     cb.on_log(args, state, control, logs=logs)
     assert logs["pgrpo/points"] == 31 and "pgrpo/forecast_plateau" in state.log_history[-1]
+
+
+def test_one_callback_given_to_a_second_trainer_is_moved_there_too(tmp_path):
+    """Review, 2026-12-05: the move before the reporting callbacks was done once per callback
+    object, so a sweep that reuses its callbacks list left it after W&B / TensorBoard in the
+    second trainer, which then got no pgrpo key (0 of 13 logs)."""
+    cb = PgrpoCallback(every=2, stop_on=None)
+    for k in range(2):
+        recorder = Recorder()
+        _run(tmp_path / str(k), _counting_reward(lambda n: 0.5), cb, recorder)
+        assert any("pgrpo/forecast_plateau" in e for e in recorder.logs), k
+
+
+def test_a_reward_that_turns_nan_stops_the_run_as_collapsed(tmp_path):
+    """TRL logs a metric that is NaN on every process as None; the callback, and the readers of
+    trainer_state.json, read it as NaN, so the run reads `collapsed` and the collapse rule
+    stops it (review, 2026-12-05: it read `plateau` to the end)."""
+    level = _counting_reward(lambda n: 0.5 + 0.004 * min(n, 25))
+
+    def reward(completions, **kwargs):
+        out = level(completions, **kwargs)
+        return [float("nan")] * len(out) if reward.calls >= 30 else out
+
+    def counted(completions, **kwargs):
+        reward.calls += 1
+        return reward(completions, **kwargs)
+
+    reward.calls = 0
+    counted.__name__ = "reward"
+    cb = PgrpoCallback(every=1, stop_on=("collapse",))
+    trainer, state = _run(tmp_path, counted, cb)
+    assert any(e.get("reward", 0.0) is None for e in state["log_history"])  # TRL's spelling
+    assert trainer.state.global_step < MAX_STEPS and "collapse" in cb.stopped, cb.stopped
+    from pgrpo.logs import read_log
+
+    log = read_log(tmp_path / "out" / "trainer_state.json")
+    assert log.metrics["nonfinite_tail"] >= 3

@@ -133,6 +133,10 @@ def watch_cmd(
             raise typer.BadParameter(str(exc), param_hint="--format") from None
     if stop_file is not None:
         _check_stop_file(stop_file)
+        if stop_file.is_file():  # left by an earlier watch: a loop that polls it would stop now
+            stop_file.unlink()
+            typer.echo(f"note: removed {stop_file}, left by an earlier watch; it is touched again "
+                       "when a stop rule holds", err=True)  # fmt: skip
 
     told: set[str] = set()  # the kinds of the reader's repairs, each said once as the log grows
 
@@ -171,7 +175,7 @@ def watch_cmd(
         typer.echo(f"stop: {result.status.reason} at step {result.status.step:g}{where}", err=True)
         typer.echo(result.status.summary, err=True)
         raise typer.Exit(EXIT_STOP)
-    typer.echo(f"watch ended ({result.ended}) after {result.points} points, no stop condition",
+    typer.echo(f"watch ended ({result.ended}) after {result.points} logged rows, no stop condition",
                err=True)  # fmt: skip
     if result.status is not None and result.status.summary:  # why not, e.g. "Probably plateaued"
         typer.echo(result.status.summary, err=True)

@@ -2,7 +2,8 @@
 
 `watch_log(path, config)` re-reads the log (any `pgrpo.logs` format: pgrpo JSONL, TRL
 trainer_state.json, verl JSONL or console log, W&B CSV, TensorBoard events) whenever it changes,
-runs `assess_live` every `every` new points and calls `on_status` with each `LiveStatus`. It
+runs `assess_live` every `every` new rows (points, and NaN / inf rewards after the last, `rows`)
+and calls `on_status` with each `LiveStatus`. It
 returns when a stop rule holds (`stop=True`), when `timeout_s` has passed, when the log has not
 grown for `idle_s`, or after one assessment with `once=True`.
 
@@ -37,8 +38,9 @@ from pgrpo.logs import LogFormatError, LogNotReadyError, RewardLog, read_log
 @dataclass(frozen=True)
 class WatchResult:
     """How following ended. ended: stop | timeout | idle | once | error; status: the last
-    assessment (None when the log never had a usable point); points: the points it was made on
-    (of the newest run, after a restart); error: the last read error."""
+    assessment (None when the log never had a usable point); points: the rows (`rows`: points,
+    and NaN / inf rewards after the last) it was made on (of the newest run, after a restart);
+    error: the last read error."""
 
     ended: str
     status: LiveStatus | None
@@ -108,10 +110,10 @@ def watch_log(
                 if on_note is not None:
                     on_note(news)
             latest = log
-            if len(log) >= assessed_at + every:
+            if rows(log) >= assessed_at + every:
                 if once:  # replay the assessments the patience needs, ending at the last point
                     history = _replay(log, cfg, every)
-                assessed_at = len(log)
+                assessed_at = rows(log)
                 last = assess_live(log, cfg, history)
                 history = (*history, last)
                 if on_status is not None:
@@ -124,8 +126,8 @@ def watch_log(
         if idle_s is not None and now - last_growth >= idle_s:
             ended = "idle"
         if ended is not None:
-            if latest is not None and len(latest) > assessed_at:  # the points since the last one
-                assessed_at = len(latest)
+            if latest is not None and rows(latest) > assessed_at:  # the rows since the last one
+                assessed_at = rows(latest)
                 last = assess_live(latest, cfg, _replay(latest, cfg, every) if once else history)
                 if on_status is not None:
                     on_status(last, latest)
@@ -164,17 +166,34 @@ def _news(before: RewardLog | None, log: RewardLog) -> str:
     )
 
 
+def rows(log: RewardLog) -> int:
+    """The rows a watcher has seen: the points, and the NaN / inf rewards logged after the last
+    of them (`nonfinite_tail`). A run that diverged logs only those, and they are what makes it
+    read `collapsed`: counting points alone, its watch never assessed again and never stopped
+    (review, 2026-12-05)."""
+    return len(log) + int(log.metrics.get("nonfinite_tail", 0))
+
+
 def _prefix(log: RewardLog, k: int) -> RewardLog:
-    """The first k points of a log (what a watcher would have seen then)."""
+    """The log as its first k rows (`rows`) were (what a watcher would have seen then): k
+    points and no non-finite tail (it came after them), or every point and the first k -
+    len(log) rewards of the tail."""
+    metrics = {
+        m: v for m, v in log.metrics.items() if m not in ("nonfinite_tail", "nonfinite_from")
+    }
+    if k > len(log):
+        metrics.update(nonfinite_tail=float(k - len(log)),
+                       nonfinite_from=log.metrics["nonfinite_from"])  # fmt: skip
+        return replace(log, metrics=metrics)
     cols = {name: col[:k] for name, col in log.columns.items()}
-    return replace(log, step=log.step[:k], reward=log.reward[:k], columns=cols)
+    return replace(log, step=log.step[:k], reward=log.reward[:k], columns=cols, metrics=metrics)
 
 
 def _replay(log: RewardLog, cfg: LiveConfig, every: int) -> tuple[LiveStatus, ...]:
-    """Assessments at the patience - 1 earlier sizes (every `every` points) before the last
-    (the longest patience of the stop rules)."""
+    """Assessments at the patience - 1 earlier sizes (every `every` rows) before the last (the
+    longest patience of the stop rules)."""
     need = max(rule_patience(cfg, r) for r in STOP_RULES)
-    sizes = [len(log) - j * every for j in range(need - 1, 0, -1)]
+    sizes = [rows(log) - j * every for j in range(need - 1, 0, -1)]
     history: tuple[LiveStatus, ...] = ()
     for k in sizes:
         if k >= 1:

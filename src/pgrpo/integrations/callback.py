@@ -11,6 +11,7 @@ import math
 import os
 import sys
 import warnings
+import weakref
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
@@ -73,36 +74,40 @@ class PgrpoCallback(TrainerCallback):
         self.hyperparameters: dict[str, float] = {}
         self.stopped: str = ""
         self.errors: list[str] = []
-        self._ordered = False
+        self._ordered: Any = None  # a weak reference to the CallbackHandler it was moved in
 
     def _move_first(self) -> None:
         """Put this callback right after DefaultFlowCallback in the caller's CallbackHandler, so
-        W&B / TensorBoard callbacks (which come before user callbacks) log the pgrpo keys."""
-        self._ordered = True
+        W&B / TensorBoard callbacks (which come before user callbacks) log the pgrpo keys. Per
+        handler: one callback object given to a second trainer (a sweep that reuses its
+        `callbacks=[...]` list) was left after them there, and they got no pgrpo key (review,
+        2026-12-05)."""
         frame = sys._getframe(2)  # CallbackHandler.call_event -> on_* -> here
         handler = frame.f_locals.get("self")
         if not isinstance(handler, CallbackHandler) or self not in handler.callbacks:
             return
+        if self._ordered is not None and self._ordered() is handler:
+            return
+        self._ordered = weakref.ref(handler)
         rest = [c for c in handler.callbacks if c is not self]
         i = next((j + 1 for j, c in enumerate(rest) if isinstance(c, DefaultFlowCallback)), 0)
         handler.callbacks = [*rest[:i], self, *rest[i:]]  # a new list: the loop running is safe
 
     def on_init_end(self, args, state, control, **kwargs):  # noqa: ANN001, ANN201
-        if not self._ordered:
-            self._move_first()
+        self._move_first()
 
     def on_train_begin(self, args, state, control, **kwargs):  # noqa: ANN001, ANN201
         from pgrpo.logs.base import hyperparameters_from_config
+        from pgrpo.logs.trl_state import none_as_nan
 
-        if not self._ordered:
-            self._move_first()
+        self._move_first()
         # world_size is a property, not in to_dict(): B needs it
         cfg = {**args.to_dict(), "world_size": getattr(args, "world_size", None)}
         self.hyperparameters = hyperparameters_from_config(cfg)
         # a resumed run (or a second train() call) starts from the history the trainer holds,
         # and replays the last assessments so the stop rules' patience counts go on as in an
         # uninterrupted run (they restarted from 0, and the report listed the new ones only)
-        self.records = [dict(e) for e in state.log_history if _has_reward(e)]
+        self.records = [none_as_nan(e) for e in state.log_history if _has_reward(e)]
         self.history, self.stopped = (), ""
         c = self.config
         keep = max(c.patience, c.plateau_patience) + 1
@@ -110,10 +115,12 @@ class PgrpoCallback(TrainerCallback):
             self._assess(self.records[:end])
 
     def on_log(self, args, state, control, logs=None, **kwargs):  # noqa: ANN001, ANN201
+        from pgrpo.logs.trl_state import none_as_nan
+
         logs = logs if logs is not None else {}
         if not _has_reward(logs):
             return control  # an eval or a summary entry
-        self.records.append({**logs, "step": state.global_step})
+        self.records.append({**none_as_nan(logs), "step": state.global_step})
         if len(self.records) % self.every:
             return control
         status = self._assess(self.records)

@@ -85,7 +85,7 @@ COLUMN_KEYS: dict[str, tuple[str, ...]] = {
     "degeneracy/all_pass": ("degeneracy/all_pass",),
     "degeneracy/all_fail": ("degeneracy/all_fail",),
     "degeneracy/iid_prediction": ("degeneracy/iid_prediction",),
-    "frac_gradient_tokens": ("frac_gradient_tokens",),
+    "frac_gradient_tokens": ("frac_gradient_tokens", "actor/pgrpo/frac_gradient_tokens"),
 }
 REWARD_KEYS = ("reward", "rewards/mean", "critic/score/mean", "critic/rewards/mean", "score")
 REWARD_PATTERN = re.compile(r"^rewards/.+/mean$")
@@ -96,6 +96,10 @@ STEP_KEYS = ("step", "global_step", "train/global_step", "trainer/global_step", 
 and comes after the trainer's step (`trainer/global_step`: Lightning / HF in W&B)."""
 HYPER_NAMES = ("lr", "beta1", "refresh_interval", "group_size", "batch_prompts")
 TEXT_ROWS = 5
+NONFINITE_ROWS = 3
+"""NaN / inf rewards, with no finite one before them, that make a log a final error (a run that
+diverged from its start) rather than one whose first numbers are still to come; the same count
+as the progress verdict's `NONFINITE_TAIL`."""
 """Rows whose reward cell holds something other than a number (and none that holds one) that
 make the reward column a final error, not a log still being written: a CSV's empty cells read
 as such, and a few first rows without a reward must not end `pgrpo watch`."""
@@ -206,6 +210,13 @@ def assemble(
             f"{int(missing.sum())} rows ({fmt} format)",
             "name the reward column with --reward-column (reward_key= in Python), or fix "
             "the values (a decimal comma? write 0.5, not 0,5)",
+        )
+    if not ok.any() and int(nan.sum()) >= NONFINITE_ROWS:  # every reward NaN / inf: diverged
+        raise LogFormatError(
+            f"{source}: every logged reward ({int(nan.sum())} rows) is NaN or inf: the run "
+            "diverged from its first logged step, or the reward column is not the reward",
+            "stop the run and look for an inf or NaN in its loss and rewards; name the reward "
+            "column with --reward-column if it is another one",
         )
     if not ok.any():  # a reward column with no number yet (NaN first rows): may still come
         raise LogNotReadyError(

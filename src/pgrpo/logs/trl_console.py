@@ -27,6 +27,7 @@ from typing import Any
 from pgrpo.logs.base import LogNotReadyError, LogReader, RewardLog, assemble
 from pgrpo.logs.columns import store_of
 from pgrpo.logs.readers import LOG_READERS, cannot_read, complete_lines
+from pgrpo.logs.trl_state import none_as_nan
 
 SUFFIXES = (".log", ".txt", ".out", "")
 SCAN_BYTES = 4 << 20
@@ -90,7 +91,7 @@ def _records(path: Path, live: bool = False) -> Iterator[dict[str, Any]]:
                     continue
                 if _is_train(rec):
                     order += 1
-                    yield {"_order": order, "_bar": bar, **rec}
+                    yield {"_order": order, "_bar": bar, **none_as_nan(rec)}
                     bar = None  # each training dict needs a count of its own
                 elif order and any(str(k).startswith("eval_") for k in rec):
                     yield {"_order": order, **{f"eval/{str(k)[5:]}": v for k, v in rec.items()

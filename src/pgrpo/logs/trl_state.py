@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 import stat
 from pathlib import Path
@@ -84,7 +85,7 @@ def read_trl(path: Path, **options: Any) -> RewardLog:
             f"read {f.parent.name}/{f.name}: the top-level {f.name} is older than it (left by "
             "an earlier run into this folder?)"
         )
-    records = [r for r in history if isinstance(r, dict)]
+    records = [none_as_nan(r) for r in history if isinstance(r, dict)]
     if len(records) < len(history):
         warns.append(f"{len(history) - len(records)} non-object log_history entries skipped")
     if options.get("reward_key") is None and records and not any(map(_train_entry, records)):
@@ -98,6 +99,14 @@ def read_trl(path: Path, **options: Any) -> RewardLog:
     return assemble(
         records, fmt="trl", source=str(f), warnings=warns, hyperparameters=hyper, **options
     )
+
+
+def none_as_nan(record: dict) -> dict:
+    """A TRL log entry with its `None` values as NaN: TRL's `GRPOTrainer.log` writes a metric
+    that is NaN on every process as None (JSON null; `'reward': None` on the console), so a
+    run whose reward turned NaN logged nulls, which read as a missing reward, and its NaN tail
+    never read `collapsed` (review, 2026-12-05)."""
+    return {k: math.nan if v is None else v for k, v in record.items()}
 
 
 _BOOKKEEPING = frozenset({"step", "epoch", "total_flos"})
