@@ -96,13 +96,13 @@ STEP_KEYS = ("step", "global_step", "train/global_step", "trainer/global_step", 
 and comes after the trainer's step (`trainer/global_step`: Lightning / HF in W&B)."""
 HYPER_NAMES = ("lr", "beta1", "refresh_interval", "group_size", "batch_prompts")
 TEXT_ROWS = 5
+"""Rows whose reward cell holds something other than a number (and none that holds one) that
+make the reward column a final error, not a log still being written: a CSV's empty cells read
+as such, and a few first rows without a reward must not end `pgrpo watch`."""
 NONFINITE_ROWS = 3
 """NaN / inf rewards, with no finite one before them, that make a log a final error (a run that
 diverged from its start) rather than one whose first numbers are still to come; the same count
 as the progress verdict's `NONFINITE_TAIL`."""
-"""Rows whose reward cell holds something other than a number (and none that holds one) that
-make the reward column a final error, not a log still being written: a CSV's empty cells read
-as such, and a few first rows without a reward must not end `pgrpo watch`."""
 
 
 def _twin(key: str, keys: Iterable[str]) -> str | None:
