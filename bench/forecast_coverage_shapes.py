@@ -22,8 +22,6 @@ and the median band width. Writes bench/results/forecast_coverage_shapes.json.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
-import json
 import sys
 import time
 import warnings
@@ -32,6 +30,9 @@ from pathlib import Path
 import numpy as np
 
 from pgrpo.dynamics import forecast
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _results import write_results  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "bench" / "results" / "forecast_coverage_shapes.json"
@@ -99,13 +100,8 @@ def main(argv: list[str] | None = None) -> int:
             out.append(res)
             print(f"{name:22s} {shape:12s} {c:4.1f} {res['covers_observed']:10.2f} "
                   f"{res['covers_true']:11.2f} {res['median_width']:6.3f}", flush=True)  # fmt: skip
-    cmd = "python bench/forecast_coverage_shapes.py " + " ".join(sys.argv[1:] if argv is None
-                                                                  else argv)  # fmt: skip
-    doc = {"command": cmd.strip(), "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-           "seconds": round(time.time() - t0, 1), "level": 0.9, "rows": out}  # fmt: skip
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(doc, indent=1))
-    print(f"wrote {args.out} ({doc['seconds']} s)")
+    write_results(args.out, "forecast_coverage_shapes.py", argv, seconds=round(time.time() - t0, 1),
+                  level=0.9, rows=out)  # fmt: skip
     return 0
 
 

@@ -16,7 +16,6 @@ is drift after the cut. Writes bench/results/forecast_floor.json.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import sys
 from pathlib import Path
@@ -25,6 +24,9 @@ import numpy as np
 
 from pgrpo.diagnose.curvestats import noise_sd
 from pgrpo.logs import read_log
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _results import write_results  # noqa: E402
 
 OUT = Path(__file__).resolve().parents[1] / "bench" / "results" / "forecast_floor.json"
 DRAWS = 4000
@@ -68,17 +70,7 @@ def main(argv: list[str] | None = None) -> int:
         summary[str(folder)] = {"runs": len(got), "perfect": perfect, "level10": level10}
         print(f"| {folder} | {len(got)} | {perfect[0]:.3f} ({perfect[1][0]:.3f}-"
               f"{perfect[1][1]:.3f}) | {level10[0]:.3f} |")  # fmt: skip
-    out = {
-        "command": " ".join(
-            ["python bench/forecast_floor.py", *(sys.argv[1:] if argv is None else argv)]
-        ),  # fmt: skip
-        "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "cut": args.cut,
-        "summary": summary,
-        "rows": rows,
-    }
-    args.out.write_text(json.dumps(out, indent=1) + "\n")
-    print(f"wrote {args.out}")
+    write_results(args.out, "forecast_floor.py", argv, cut=args.cut, summary=summary, rows=rows)
     return 0
 
 

@@ -15,8 +15,6 @@ half's mean where it reads `plateau`). Writes bench/results/forecast_gate.json.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
-import json
 import statistics
 import sys
 import warnings
@@ -28,6 +26,7 @@ from pgrpo.diagnose import assess_progress
 from pgrpo.dynamics import forecast
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _results import write_results  # noqa: E402
 from corpus_entry import n_rollouts  # noqa: E402
 from forecast_real import load_corpus  # noqa: E402
 
@@ -82,16 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     for g, s in summary.items():
         cells = [f"{s[k]['median_err']:.3f}, {s[k]['wins_vs_last10']}" for k in PREDICTIONS]
         print(f"| {g} | {s['consensus']['runs']} | " + " | ".join(cells) + " |")
-    out = {
-        "command": " ".join(
-            ["python bench/forecast_gate.py", *(sys.argv[1:] if argv is None else argv)]
-        ),  # fmt: skip
-        "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "summary": summary,
-        "rows": rows,
-    }
-    args.out.write_text(json.dumps(out, indent=1) + "\n")
-    print(f"wrote {args.out}")
+    write_results(args.out, "forecast_gate.py", argv, summary=summary, rows=rows)
     return 0
 
 

@@ -14,8 +14,6 @@ PYTHONPATH (a git worktree) to compare versions. Writes bench/results/jump_verdi
 from __future__ import annotations
 
 import argparse
-import datetime as dt
-import json
 import sys
 import time
 from collections import Counter
@@ -26,6 +24,9 @@ from scipy.signal import lfilter
 
 import pgrpo
 from pgrpo.diagnose import assess_progress
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _results import write_results  # noqa: E402
 
 OUT = Path(__file__).resolve().parents[1] / "bench" / "results" / "jump_verdicts.json"
 
@@ -77,17 +78,9 @@ def main(argv: list[str] | None = None) -> int:
             rows.append({"kind": "ar1", "rho": rho, "n": n, "curves": args.null_curves,
                          "not_flat": share, "labels": dict(got)})  # fmt: skip
             print(f"| {rho} | {n} | {share:.3f} | {dict(got.most_common())} |")
-    out = {
-        "command": " ".join(
-            ["python bench/jump_verdicts.py", *(sys.argv[1:] if argv is None else argv)]
-        ),
-        "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "pgrpo": str(Path(pgrpo.__file__).resolve().parent),
-        "seconds": round(time.perf_counter() - t0, 1),
-        "rows": rows,
-    }
-    args.out.write_text(json.dumps(out, indent=1) + "\n")
-    print(f"wrote {args.out} ({out['seconds']} s)")
+    where = str(Path(pgrpo.__file__).resolve().parent)
+    write_results(args.out, "jump_verdicts.py", argv, pgrpo=where,
+                  seconds=round(time.perf_counter() - t0, 1), rows=rows)  # fmt: skip
     return 0
 
 

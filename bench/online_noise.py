@@ -18,8 +18,6 @@ earlier commit (a git worktree on PYTHONPATH) to compare.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
-import json
 import subprocess
 import sys
 import warnings
@@ -29,6 +27,9 @@ import numpy as np
 
 from pgrpo.train.config import load_config
 from pgrpo.train.online import OnlineForecaster
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _results import write_results  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "bench" / "results" / "online_noise.json"
@@ -84,12 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
                           text=True, cwd=Path(sys.modules[OnlineForecaster.__module__].__file__)
                           .parent).stdout.strip()  # fmt: skip
-    cmd = "python bench/online_noise.py " + " ".join(sys.argv[1:] if argv is None else argv)
-    doc = {"command": cmd, "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-           "library_commit": head, "rows": rows}  # fmt: skip
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(doc, indent=1))
-    print(f"wrote {args.out}")
+    write_results(args.out, "online_noise.py", argv, library_commit=head, rows=rows)
     return 0
 
 

@@ -28,7 +28,6 @@ bench/results/r2_shortfall.json.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import sys
 from pathlib import Path
@@ -39,6 +38,7 @@ from pgrpo.dynamics.logfit import fit_log, noise_ceiling
 from pgrpo.logs import read_log
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _results import write_results  # noqa: E402
 from corpus_entry import RESEARCH_ROLLOUTS, n_rollouts, references, with_metadata  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -111,15 +111,7 @@ def main(argv: list[str] | None = None) -> int:
               f"({r['smooth_window']}) | {r['ceiling']:.3f} | {r['model_short']:+.3f} | "
               f"{r['smooth_short']:+.3f}, {r['smooth_short_net']:+.3f} | {r['noise_rho']:+.3f} | "
               f"{r['ceiling_over']:+.3f} |")  # fmt: skip
-    out = {
-        "command": " ".join(
-            ["python bench/r2_shortfall.py", *(sys.argv[1:] if argv is None else argv)]
-        ),  # fmt: skip
-        "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "rows": rows,
-    }
-    args.out.write_text(json.dumps(out, indent=1) + "\n")
-    print(f"wrote {args.out}")
+    write_results(args.out, "r2_shortfall.py", argv, rows=rows)
     return 0
 
 
