@@ -25,7 +25,7 @@ from pgrpo.core.rewardrange import checked_reward_range
 from pgrpo.errors import UserError
 from pgrpo.logs.columns import ABSENT, NUMBER, ColumnStore, as_number, store_of
 from pgrpo.logs.repairs import canon as _canon
-from pgrpo.logs.repairs import check_settings, eval_rows
+from pgrpo.logs.repairs import check_settings, eval_rows, eval_values
 from pgrpo.logs.rewind import newest_run, rewind_warnings, superseded  # noqa: F401 (re-exported)
 
 
@@ -200,7 +200,7 @@ def assemble(
     ok = r_present & good_step & r_number & np.isfinite(reward)
     # a row with no reward number but an eval value is an eval row (a W&B export's empty
     # train/reward cell there): `eval_rows` reads it, and it is no dropped training row
-    evals = _eval_values(store)
+    evals = eval_values(store)
     counts = {"missing": int((missing & ~evals).sum()), "nan": int(nan.sum()),
               "bad_step": int(bad_step.sum())}  # fmt: skip
     _count_warnings(counts, warns)
@@ -340,15 +340,6 @@ def _column_keys(all_keys: list[str]) -> dict[str, str]:
         if (m := OLD_REWARD_PATTERN.match(c)) and m.group(1) not in ("mean", "std", "min", "max"):
             found.setdefault(f"rewards/{m.group(1)}/mean", key)
     return found
-
-
-def _eval_values(store: ColumnStore) -> np.ndarray:
-    """[n] rows holding a number under an eval key (`eval/...`, `eval_...`)."""
-    out = np.zeros(store.n, dtype=bool)
-    for key in store.keys:
-        if _canon(key).startswith("eval"):
-            out |= store.column(key)[1] == NUMBER
-    return out
 
 
 def _count_warnings(counts: dict[str, int], warns: list[str]) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pgrpo.logs.columns import ColumnStore
+from pgrpo.logs.columns import NUMBER, ColumnStore
 
 
 def canon(key: str) -> str:
@@ -52,6 +52,19 @@ def check_settings(cols: dict[str, np.ndarray], warns: list[str]) -> None:
             cols[name] = np.full_like(col, np.nan)
 
 
+def eval_keys(store: ColumnStore) -> list[str]:
+    """The store's eval keys (`eval/...`, `eval_...`, after `canon`)."""
+    return [key for key in store.keys if canon(key).startswith("eval")]
+
+
+def eval_values(store: ColumnStore) -> np.ndarray:
+    """[n] rows holding a number under an eval key: eval rows, where they hold no reward."""
+    out = np.zeros(store.n, dtype=bool)
+    for key in eval_keys(store):
+        out |= store.column(key)[1] == NUMBER
+    return out
+
+
 def eval_rows(store: ColumnStore, lone, step_all, step, cols, columns, warns) -> None:
     """Eval values logged on rows of their own (a W&B export of an HF/TRL run: eval/* on rows
     without a reward), put on the kept row of the training step logged with or just before
@@ -59,9 +72,9 @@ def eval_rows(store: ColumnStore, lone, step_all, step, cols, columns, warns) ->
     they were dropped with their rows, and diagnose asked for the eval accuracy the log held
     (review, 2026-12-05). lone: [rows] rows with no reward and a step; step: the kept steps."""
     moved = 0
-    for key in store.keys:
+    for key in eval_keys(store):
         name = canon(key)
-        if not name.startswith("eval") or (columns is not None and name not in columns):
+        if columns is not None and name not in columns:
             continue
         vals = store.column(key)[0]
         extra = lone & np.isfinite(vals)
