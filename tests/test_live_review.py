@@ -116,3 +116,177 @@ def test_a_log_whose_every_reward_is_nan_says_the_run_diverged(tmp_path):
     assert res.exit_code == 2 and "diverged" in res.output, res.output
     res = runner.invoke(app, ["watch", str(path), "--timeout", "5"])
     assert res.exit_code == 2 and "diverged" in res.output, res.output
+
+
+# --- the findings left on 2026-12-05 (F7, F8, F11), fixed the next session --------------------
+
+
+def _flat_rows(n: int, seed: int = 3) -> list[dict]:
+    rng = np.random.default_rng(seed)
+    return [{"step": s, "reward": 0.5 + 0.05 * rng.standard_normal()} for s in range(1, n + 1)]
+
+
+def test_a_log_written_in_chunks_stops_live_where_once_does(tmp_path):
+    """F7: a trainer_state.json rewritten at each checkpoint (20 logged steps each). The live
+    watch made one assessment per read, so `--stop-on flat --every 5` (patience 8) never
+    stopped in 4 reads, where `--once` on the 60-row file stops; now a read that brings 20 rows
+    makes the assessments in between, and the live watch stops at the same step."""
+    from pgrpo.diagnose.watch import watch_log
+
+    rows_ = _flat_rows(80)
+    path = tmp_path / "trainer_state.json"
+    chunks = [rows_[:n] for n in (20, 40, 60, 80)]
+
+    def write(hist):
+        path.write_text(json.dumps({"log_history": hist, "global_step": hist[-1]["step"]}))
+
+    def on_status(status, log):
+        if chunks:
+            write(chunks.pop(0))
+
+    write(chunks.pop(0))
+    cfg = LiveConfig(stop_on=("flat",))
+    live = watch_log(path, cfg, every=5, poll_s=0.01, idle_s=0.5, on_status=on_status)
+    once = tmp_path / "once.json"
+    once.write_text(json.dumps({"log_history": rows_[:60], "global_step": 60}))
+    res = runner.invoke(app, ["watch", str(once), "--once", "--stop-on", "flat"])
+    assert res.exit_code == 3 and "at step 60" in res.output, res.output
+    assert live.ended == "stop" and live.status.step == 60, (live.ended, live.points)
+
+
+def test_a_degeneracy_rule_the_log_cannot_trigger_is_said_once(tmp_path):
+    """F8: with no zero-spread column (every verl log) `--stop-on degeneracy` could never fire,
+    and nothing said so. It is said once; a log with reward_std but no share now stops on a
+    run of steps whose reward_std is 0 (every group without spread: the lower bound that
+    `pgrpo diagnose` reads too)."""
+    bare = tmp_path / "bare.jsonl"
+    bare.write_text("".join(json.dumps(r) + "\n" for r in _flat_rows(60)))
+    res = runner.invoke(app, ["watch", str(bare), "--once", "--stop-on", "degeneracy"])
+    assert res.exit_code == 0 and res.output.count("degeneracy stop rule cannot fire") == 1
+    res = runner.invoke(app, ["watch", str(bare), "--once", "--stop-on", "plateau"])
+    assert "cannot fire" not in res.output
+    rows_ = [{**r, "reward_std": 0.3536 if r["step"] <= 30 else 0.0} for r in _flat_rows(60)]
+    for r in rows_[30:]:
+        r["reward"] = 1.0  # every group all-pass
+    std = tmp_path / "std.jsonl"
+    std.write_text("".join(json.dumps(r) + "\n" for r in rows_))
+    res = runner.invoke(app, ["watch", str(std), "--once", "--stop-on", "degeneracy"])
+    assert res.exit_code == 3 and "degeneracy" in res.output and "cannot" not in res.output
+    status = assess_live(read_log(std), LiveConfig())
+    assert "pgrpo/degeneracy" not in status.metrics  # a lower bound is no share to log
+
+
+def test_an_empty_stop_rule_list_is_refused_not_read_as_none(tmp_path):
+    """F11: `--stop-on "$RULES"` with RULES unset meant no stop, without a word."""
+    path = tmp_path / "m.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in _flat_rows(40)))
+    for value in ("", " , ", "none,plateau"):
+        res = runner.invoke(app, ["watch", str(path), "--once", "--stop-on", value])
+        assert res.exit_code == 2 and "--stop-on" in res.output, (value, res.output)
+    assert runner.invoke(app, ["watch", str(path), "--once", "--stop-on", "none"]).exit_code == 0
+
+
+def test_a_reward_outside_the_given_range_is_warned_once(tmp_path):
+    """F11: `pgrpo diagnose --reward-range` warned that the reward leaves the range; `watch` and
+    the callback did not, though the verdict then ignores the range."""
+    import warnings
+
+    from pgrpo.integrations.callback import PgrpoCallback
+
+    rows_ = [{"step": s, "reward": 0.3 + 0.02 * s} for s in range(1, 61)]
+    path = tmp_path / "m.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows_))
+    res = runner.invoke(app, ["watch", str(path), "--once", "--every", "20",
+                              "--reward-range", "0,1"])  # fmt: skip
+    assert res.output.count("leaves the stated range [0, 1]") == 1, res.output
+    res = runner.invoke(app, ["watch", str(path), "--once", "--reward-range", "0,2"])
+    assert "leaves the stated range" not in res.output
+    cb = PgrpoCallback(every=20, reward_range=(0, 1))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for end in (40, 50, 60):
+            cb._assess(rows_[:end])
+    said = [w for w in caught if "leaves the stated range" in str(w.message)]
+    assert len(said) == 1 and cb.report()["warnings"] == [str(said[0].message)[15:]]
+
+
+def _chunked_watch(tmp_path, rows_, chunk: int, every: int, cfg):
+    """A live watch of a trainer_state.json rewritten `chunk` rows at a time; returns the
+    result and the chunk sizes written."""
+    from pgrpo.diagnose.watch import watch_log
+
+    path = tmp_path / "trainer_state.json"
+    sizes = list(range(chunk, len(rows_) + 1, chunk))
+    todo = list(sizes)
+
+    def write(n):
+        path.write_text(json.dumps({"log_history": rows_[:n], "global_step": n}))
+
+    def on_status(status, log):
+        if todo:
+            write(todo.pop(0))
+
+    write(todo.pop(0))
+    return watch_log(path, cfg, every=every, poll_s=0.01, idle_s=0.5, on_status=on_status), sizes
+
+
+def test_a_read_a_little_over_every_rows_counts_as_the_rows_it_brings(tmp_path):
+    """Review of the F7 fix: reads of 19 rows at `--every 10` (or 39 at 20) were still one
+    assessment each, since the catch-up only ran for reads of twice `--every` or more: the live
+    watch stopped at row 171 (never, in 300 rows, at 39 / 20) where `--once` first stops at
+    row 95 (195). The watch now assesses at the multiples of `every` (the last at the newest
+    row), so the live stop comes at the first chunk where `--once` stops."""
+    from pgrpo.diagnose.watch import watch_log
+
+    rows_ = _flat_rows(300, seed=5)
+    cfg = LiveConfig(stop_on=("flat",))
+    for chunk, every in ((19, 10), (39, 20)):
+        live, sizes = _chunked_watch(tmp_path, rows_, chunk, every, cfg)
+        first = None
+        for n in sizes:  # --once on each file the live watch saw
+            (tmp_path / "once.json").write_text(json.dumps({"log_history": rows_[:n]}))
+            once = watch_log(tmp_path / "once.json", cfg, every=every, once=True)
+            if once.ended == "stop":
+                first = n
+                break
+        assert first is not None and live.ended == "stop", (chunk, live.ended, first)
+        assert live.points == first, (chunk, every, live.points, first)
+
+
+def test_degeneracy_reads_only_the_newest_rows_and_no_rounded_zero(tmp_path):
+    """Review: (a) zeros of reward_std logged long ago, then no reward_std, made a run of
+    degenerate points (the run skipped rows without the column) and stopped a rising run;
+    (b) a console that prints 3 decimals logs a continuous reward's spread of 0.0004 as 0.000,
+    and those zeros stopped a run; the watch now says why the rule cannot fire."""
+    rising = [{"step": s, "reward": 0.3 + 0.01 * s} for s in range(1, 61)]
+    old_zeros = [{**r, "reward_std": 0.0} if r["step"] <= 6 else r for r in rising]
+    path = tmp_path / "old.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in old_zeros))
+    res = runner.invoke(app, ["watch", str(path), "--once", "--stop-on", "degeneracy"])
+    assert res.exit_code == 0, res.output
+    rng = np.random.default_rng(2)
+    rounded = [{"step": s, "reward": 0.5 + 0.01 * rng.standard_normal(),
+                "reward_std": round(abs(0.002 * rng.standard_normal()), 3)}
+               for s in range(1, 61)]  # fmt: skip
+    for r in rounded[-8:]:  # eight spreads under 0.0005 in a row at the end
+        r["reward_std"] = 0.0
+    path = tmp_path / "rounded.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rounded))
+    res = runner.invoke(app, ["watch", str(path), "--once", "--stop-on", "degeneracy"])
+    assert res.exit_code == 0 and "rounded to steps of 0.001" in res.output, res.output
+
+
+def test_warnings_with_signs_and_exponents_are_one_kind_and_none_is_not_a_rule(tmp_path):
+    """Review: the warning kind kept '-' and 'e-', so the range warning was said again when the
+    minimum turned negative; `--stop-on none,plateau` said "unknown stop rule(s) none ... or
+    'none'"; `PgrpoCallback(stop_on="none")` raised where the CLI takes `none`."""
+    from pgrpo.diagnose.live import warning_kind
+    from pgrpo.integrations.callback import PgrpoCallback
+
+    a = warning_kind("the logged reward (0.32 to 1.6) leaves the stated range [0, 1]")
+    assert a == warning_kind("the logged reward (-0.439 to 1.7e-05) leaves the stated range [0, 1]")
+    path = tmp_path / "m.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in _flat_rows(40)))
+    res = runner.invoke(app, ["watch", str(path), "--once", "--stop-on", "none,plateau"])
+    assert res.exit_code == 2 and "cannot be listed with others" in res.output, res.output
+    assert PgrpoCallback(stop_on="none").config.stop_on == ()

@@ -20,8 +20,7 @@ from typer.testing import CliRunner
 
 import pgrpo.diagnose.watch as watch_mod
 from pgrpo.cli import _load_commands, app
-from pgrpo.cli.watch import warning_kind
-from pgrpo.diagnose.live import LiveConfig
+from pgrpo.diagnose.live import LiveConfig, warning_kind
 from pgrpo.diagnose.watch import watch_log
 from pgrpo.logs import LogFormatError, LogNotReadyError, read_log
 from pgrpo.logs.base import newest_run

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 from pathlib import Path
 
 import typer
@@ -44,24 +43,21 @@ def status_line(status, log) -> str:  # noqa: ANN001
     return text + (f"  alerts {','.join(status.alerts)}" if status.alerts else "")
 
 
-def warning_kind(text: str) -> str:
-    """A reader's warning without its numbers, so that one said once is not said again as the
-    log grows ("3 malformed line(s) skipped (first at line 7)" then 4, at line 9)."""
-    return re.sub(r"\d+(\.\d+)?", "#", text)
-
-
 def _stop_rules(value: str) -> tuple[str, ...]:
     from pgrpo.diagnose.live import STOP_RULES
 
-    rules = tuple(r.strip() for r in value.split(",") if r.strip() and r.strip() != "none")
-    bad = [r for r in rules if r not in STOP_RULES]
-    if bad:
-        raise typer.BadParameter(
-            f"unknown stop rule(s) {', '.join(bad)}; use a comma list of {', '.join(STOP_RULES)} "
-            "or 'none'",
-            param_hint="--stop-on",
-        )
-    return rules
+    names = [r.strip() for r in value.split(",") if r.strip()]
+    hint = f"use a comma list of {', '.join(STOP_RULES)}, or 'none' alone for no stop"
+    if names == ["none"]:
+        return ()
+    bad = [r for r in names if r not in STOP_RULES]
+    if bad or not names:  # '' (an unset variable in a launcher) is no rule, not 'none'
+        if "none" in names:
+            what = f"'none' names no rule and cannot be listed with others in {value!r}"
+        else:
+            what = f"unknown stop rule(s) {', '.join(bad)}" if bad else f"no stop rule in {value!r}"
+        raise typer.BadParameter(f"{what}; {hint}", param_hint="--stop-on")
+    return tuple(names)
 
 
 def _check_stop_file(path: Path) -> None:
@@ -106,7 +102,7 @@ def watch_cmd(
     (0 when the watch ends without one, 2 on bad input). verl: point it at the file logger's
     JSONL or the console log; TRL: prefer `PgrpoCallback` (trainer_state.json is written only
     at checkpoints)."""
-    from pgrpo.diagnose.live import LiveConfig
+    from pgrpo.diagnose.live import LiveConfig, warning_kind
     from pgrpo.diagnose.watch import watch_log
 
     bounds = None if reward_range is None else _runopts.parse_reward_range(reward_range)
@@ -141,15 +137,15 @@ def watch_cmd(
     told: set[str] = set()  # the kinds of the reader's repairs, each said once as the log grows
 
     def show(status, reward_log) -> None:  # noqa: ANN001
-        for w in reward_log.warnings:
+        warned = [*reward_log.warnings, *status.warnings]  # the reader's, the assessment's
+        for w in warned:
             if warning_kind(w) not in told:
                 told.add(warning_kind(w))
                 typer.echo(f"warning: {w}", err=True)
         if as_json:
             typer.echo(json.dumps({"step": status.step, "reward": status.reward,
                                    "verdict": status.verdict, "summary": status.summary,
-                                   "alerts": list(status.alerts),
-                                   "warnings": list(reward_log.warnings),
+                                   "alerts": list(status.alerts), "warnings": warned,
                                    **status.metrics}, allow_nan=False))  # fmt: skip
         else:
             typer.echo(status_line(status, reward_log))

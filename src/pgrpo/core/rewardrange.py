@@ -45,3 +45,21 @@ def range_holding(
     if r.size and (float(r.min()) < lo - tol or float(r.max()) > hi + tol):
         return None
     return reward_range
+
+
+def range_warning(
+    reward: np.ndarray, reward_range: tuple[float, float] | None, fix: str = "--reward-range"
+) -> str:
+    """'' when `range_holding` keeps `reward_range` for `reward` ([n]) or there is none; else the
+    warning that the logged reward leaves it, so everything that used it ignores it, ending
+    "check <fix>" (the option or argument that gave the range)."""
+    r = np.asarray(reward, dtype=float)
+    r = r[np.isfinite(r)]
+    if reward_range is None or not r.size or range_holding(r, reward_range) is not None:
+        return ""
+    lo, hi = reward_range
+    return (
+        f"the logged reward ({r.min():.4g} to {r.max():.4g}) leaves the stated range "
+        f"[{lo:g}, {hi:g}]: the fits, the verdict and (when its points before the cut leave it "
+        f"too) the forecast ignore the range; check {fix}"
+    )

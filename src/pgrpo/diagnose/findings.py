@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from pgrpo.diagnose.nullmodel import GROWTH_MIN, fmt_p, fmt_share
+from pgrpo.diagnose.starvation import ZERO_STD_SOURCE
 
 
 def _f(v: Any, fmt: str = ".3g") -> str:
@@ -41,7 +42,7 @@ def _degeneracy(ev: dict) -> str:
         how = "at least, by the i.i.d. lower bound p^G + (1-p)^G of the mean reward"
         if source:
             how += f"; {ev['degeneracy']:.0%} of steps had reward_std == 0"
-    elif source.startswith("steps with"):
+    elif source == ZERO_STD_SOURCE:
         level, how = ev["degeneracy"], "at least: the share of steps with reward_std == 0"
     else:
         level, how = ev.get("degeneracy"), f"from {source or 'the log'}"

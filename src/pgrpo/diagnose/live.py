@@ -16,7 +16,10 @@ The alerts follow from the verdict, decided in one small function, `_decide`:
   rise (measured premature-stop rates of both in docs/integrations.md);
 - collapse: the verdict is `collapsed`;
 - degeneracy: at least `degeneracy_threshold` of the groups have zero reward std on each of the
-  last `degeneracy_patience` logged points (a transient streak is not enough).
+  last `degeneracy_patience` logged points (a transient streak is not enough); the share is
+  `starvation.zero_spread_share`, the reading `pgrpo diagnose` makes (from reward_std alone, a
+  lower bound). `LiveStatus.warnings` says when a rule asked for cannot fire on the log, or the
+  reward leaves its stated range; the callers say each kind once.
 A rule in `stop_on` requests a stop once its alert has held for `plateau_patience` (plateau,
 flat) or `patience` (collapse, degeneracy) consecutive assessments; for the plateau rule the
 earlier assessments count when their verdict is `plateau` or `saturated`, confirmed or not,
@@ -30,15 +33,17 @@ from __future__ import annotations
 
 import math
 import numbers
+import re
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from pgrpo.core.rewardrange import checked_reward_range
+from pgrpo.core.rewardrange import checked_reward_range, range_warning
 from pgrpo.core.stats import iid_degeneracy
 from pgrpo.diagnose.nullmodel import lag1_autocorr, maybe_binary_mean, unit_scale
 from pgrpo.diagnose.progress import ProgressVerdict, assess_progress
 from pgrpo.diagnose.signals import MAX_POINTS, thin_log
+from pgrpo.diagnose.starvation import ZERO_STD_SOURCE, zero_spread_share
 from pgrpo.dynamics.forecast import Forecast, forecast
 from pgrpo.dynamics.runfit import reward_range
 from pgrpo.errors import check_magnitude
@@ -82,7 +87,8 @@ class LiveConfig:
     verdict's `plateau_stopped` 1: "has stopped", "has turned down" or "still creeping"; or
     `saturated`), not on a "probably plateaued" one, whose action is to train on; such a one
     still counts towards `plateau_patience` (False: on any `plateau`, the rule before
-    2026-12-05: on the real logs 7 of 19 plateau stops premature, against 3 of 10; on 480
+    2026-12-05: on the real logs 7 of 19 plateau stops premature when it was chosen (6 of 18
+    since the rho estimate of 9bf2f9b), against 3 of 10; on 480
     simulated rises 51 of 300 against 1 of 197; docs/integrations.md)."""
     degeneracy_threshold: float = 0.9
     """Share of zero-std groups that counts as degenerate at one logged point, in (0, 1]."""
@@ -129,7 +135,7 @@ class LiveConfig:
             object.__setattr__(self, "reward_range", checked_reward_range(self.reward_range))
         stop_on = self.stop_on
         if stop_on is None or isinstance(stop_on, str):  # None: never stop; "plateau": one rule
-            stop_on = () if stop_on is None else (stop_on,)
+            stop_on = () if stop_on in (None, "none") else (stop_on,)  # "none" as the CLI's
         object.__setattr__(self, "stop_on", tuple(stop_on))
         bad = [r for r in self.stop_on if r not in STOP_RULES]
         if bad:
@@ -153,6 +159,8 @@ class LiveStatus:
     summary: str = ""
     held: tuple[str, ...] = ()
     """The rules of config.stop_on whose stop condition holds (stop is True when any does)."""
+    warnings: tuple[str, ...] = ()
+    """What this assessment cannot do as configured (`_warnings`), for the caller to say once."""
 
 
 def noise_sd(reward: np.ndarray) -> float:
@@ -202,19 +210,21 @@ def _plateau_forecast(log: RewardLog, level: float) -> Forecast:
     )
 
 
-def _degeneracy(log: RewardLog, cfg: LiveConfig) -> tuple[float, float, int]:
+def _degeneracy(log: RewardLog, cfg: LiveConfig) -> tuple[float, float, int, str]:
     """(last logged share of zero-std groups, its i.i.d. prediction, consecutive degenerate
-    points at the end); NaN where the log lacks the column / G / binary rewards."""
-    col = log.columns.get("frac_reward_zero_std")
+    points at the end, the share's source: `starvation.zero_spread_share`); the share is NaN where
+    the log lacks it or gives only the lower bound from reward_std == 0 (which counts towards
+    the run of degenerate points but is no share to report), the prediction NaN without G or
+    0/1 rewards, the source '' where the log has no zero-spread signal at all."""
+    col, source = zero_spread_share(log.columns)
     if col is None:
-        a, b = log.columns.get("degeneracy/all_pass"), log.columns.get("degeneracy/all_fail")
-        col = a + b if a is not None and b is not None else None
-    if col is None or not np.isfinite(col).any():
-        return math.nan, math.nan, 0
+        return math.nan, math.nan, 0, ""
     fin = col[np.isfinite(col)]
-    run = 0
-    for v in fin[::-1]:
-        if v < cfg.degeneracy_threshold:
+    if not fin.size:
+        return math.nan, math.nan, 0, source
+    run = 0  # the last rows in a row: a row without the share ends the run, as one below it
+    for v in col[::-1]:  # (zeros logged long ago, then none, stopped a rising run; review)
+        if not v >= cfg.degeneracy_threshold:
             break
         run += 1
     g, b = log.hyperparameters.get("group_size"), log.hyperparameters.get("batch_prompts")
@@ -224,7 +234,35 @@ def _degeneracy(log: RewardLog, cfg: LiveConfig) -> tuple[float, float, int]:
     # the i.i.d. prediction is for 0/1 rewards: NaN when the means cannot be of 0/1 rewards
     binary = maybe_binary_mean(unit, float(g) * float(b) if g and b else None)
     iid = float(iid_degeneracy(p, g, strict=False)) if g and binary else math.nan
-    return float(fin[-1]), float(iid), run
+    share = float(fin[-1]) if source != ZERO_STD_SOURCE else math.nan
+    return share, float(iid), run, source
+
+
+def warning_kind(text: str) -> str:
+    """A warning without its numbers, so that one said once is not said again as the log grows
+    ("3 malformed line(s) skipped (first at line 7)" then 4, at line 9; a reward range left by
+    0.3 to 1.6, then to 1.7): `pgrpo watch` and `PgrpoCallback` say each kind once."""
+    return re.sub(r"[-+]?\d+(\.\d+)?([eE][-+]?\d+)?", "#", text)
+
+
+def _warnings(log: RewardLog, cfg: LiveConfig) -> tuple[str, ...]:
+    """What the assessment cannot do as asked: a degeneracy stop rule on a log with no
+    zero-spread signal (it could never fire, and nothing said so; review, 2026-12-05), a reward
+    range (given, or in the log's config) that the logged reward leaves (the verdict and the
+    forecast then ignore it)."""
+    out = []
+    share, why = zero_spread_share(log.columns)
+    if "degeneracy" in cfg.stop_on and share is None:
+        why = why or ("it has no zero-spread column (frac_reward_zero_std, degeneracy/all_pass "
+                      "and all_fail, or reward_std)")  # fmt: skip
+        out.append(f"the degeneracy stop rule cannot fire on this log: {why}; the other rules "
+                   "still apply")  # fmt: skip
+    left = range_warning(
+        log.reward,
+        reward_range(log.hyperparameters),
+        "the range given (--reward-range, reward_range=, the run's config)",
+    )
+    return (*out, left) if left else tuple(out)
 
 
 def progress_of(log: RewardLog, fit: bool = True) -> ProgressVerdict:
@@ -291,21 +329,22 @@ def assess_live(
                                             "reward_max": hi})  # fmt: skip
     step, reward = float(log.step[-1]), float(log.reward[-1])
     metrics: dict[str, float] = {"pgrpo/points": float(len(log))}
+    notes = _warnings(log, cfg)  # on every point, before any thinning
     log = thin_log(log, cfg.max_points)
-    deg, iid, run = _degeneracy(log, cfg)
+    deg, iid, run, _ = _degeneracy(log, cfg)
     if math.isfinite(deg):
         metrics["pgrpo/degeneracy"] = deg
     if math.isfinite(iid):
         metrics["pgrpo/degeneracy_iid"] = iid
     if len(log) < cfg.min_points:
-        return _status(step, reward, ("too_short", (), False), cfg, history, metrics, "")
+        return _status(step, reward, ("too_short", (), False), cfg, history, metrics, "", notes)
     progress = progress_of(log, fit=not decision_only)
     for key in ("plateau_stopped", "plateau_creeping"):  # what kind of plateau (decides nothing)
         if key in progress.evidence:
             metrics[f"pgrpo/{key}"] = float(progress.evidence[key])
     decided = _decide(progress, run, len(log), cfg)
     if decision_only:
-        return _status(step, reward, decided, cfg, history, metrics, progress.summary)
+        return _status(step, reward, decided, cfg, history, metrics, progress.summary, notes)
     metrics.update(_level_metrics(log))
     try:
         fc = _plateau_forecast(log, cfg.confidence)
@@ -313,7 +352,7 @@ def assess_live(
         fc = None
     if fc is not None:  # a gain and its timing only for a reward that has moved (as the trainer)
         metrics.update(_forecast_metrics(log, fc, progress.label not in ("flat", "too_short")))
-    return _status(step, reward, decided, cfg, history, metrics, progress.summary)
+    return _status(step, reward, decided, cfg, history, metrics, progress.summary, notes)
 
 
 def _window_se(reward: np.ndarray) -> tuple[float, float]:
@@ -376,7 +415,7 @@ def _held(rule: str, alerts: tuple, cfg: LiveConfig, history: tuple) -> bool:
     return rule in alerts and len(recent) >= need - 1 and all(_standing(rule, h) for h in recent)
 
 
-def _status(step, reward, decided, cfg, history, metrics, summary) -> LiveStatus:  # noqa: ANN001
+def _status(step, reward, decided, cfg, history, metrics, summary, notes) -> LiveStatus:  # noqa: ANN001
     verdict, alerts, certain = decided
     held = [r for r in cfg.stop_on if (certain and r in alerts) or _held(r, alerts, cfg, history)]
     metrics = dict(metrics)
@@ -391,4 +430,4 @@ def _status(step, reward, decided, cfg, history, metrics, summary) -> LiveStatus
     )
     reason = f"{held[0]} ({verdict}) held {times}" if held else ""
     return LiveStatus(step, reward, verdict, tuple(alerts), bool(held), reason, metrics, summary,
-                      tuple(held))  # fmt: skip
+                      tuple(held), notes)  # fmt: skip

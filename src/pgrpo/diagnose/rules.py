@@ -21,9 +21,11 @@ from pgrpo.diagnose import nullmodel as nm
 from pgrpo.diagnose.curvestats import window_mean_sd
 from pgrpo.diagnose.signals import Signals, finite, smooth, window_bounds, window_mean
 from pgrpo.diagnose.starvation import (
+    ZERO_STD_SOURCE,
     degeneracy_action,
     lower_bounds,
     mean_se,
+    zero_spread_share,
     zero_spread_split,
 )
 from pgrpo.diagnose.verdict import DIAGNOSTIC_RULES, ModeVerdict, cannot_judge, confidence, verdict
@@ -256,22 +258,6 @@ def _maybe_binary(s: Signals, reward: np.ndarray) -> bool:
     return nm.maybe_binary_mean(reward, n_rollouts(s))
 
 
-def _degeneracy_series(s: Signals) -> tuple[np.ndarray | None, str]:
-    """The per-step share of zero-spread groups and where it comes from: the logged fraction,
-    all_pass + all_fail, or the share of steps with reward_std == 0 (a step whose reward_std
-    is 0 had no spread in any group: a lower bound on the zero-variance share)."""
-    if s.has("frac_reward_zero_std", 4):
-        return s.get("frac_reward_zero_std"), "frac_reward_zero_std"
-    if s.has("degeneracy/all_pass", 4) and s.has("degeneracy/all_fail", 4):
-        return s.get("degeneracy/all_pass") + s.get("degeneracy/all_fail"), "all_pass + all_fail"
-    if s.has("reward_std", 4):
-        sd = s.get("reward_std")
-        return np.where(np.isfinite(sd), (np.abs(sd) <= 1e-12).astype(float), np.nan), (
-            "steps with reward_std == 0 (lower bound)"
-        )
-    return None, ""
-
-
 def _live_steps(reward: np.ndarray) -> np.ndarray:
     """Steps judged for starvation: for a reward in [0, 1], those whose smoothed reward is
     below SATURATED (saturation is success, not starvation); every step on any other scale."""
@@ -297,7 +283,7 @@ def advantage_degeneracy(s: Signals) -> ModeVerdict:
     name = "advantage_degeneracy"
     g = s.hyper("group_size")
     missing = [] if g is not None else ["group_size"]
-    deg, source = _degeneracy_series(s)
+    deg, source = zero_spread_share(s.columns, 4)
     # on the 0/1 scale of the reward's known range: a -1/+1 reward is a mean of 0/1 rewards
     reward = s.unit_reward() if s.has("reward") else np.full_like(s.steps, np.nan)
     ok = np.isfinite(reward)
@@ -309,10 +295,10 @@ def advantage_degeneracy(s: Signals) -> ModeVerdict:
             else iid_degeneracy(reward, g, strict=False)
         )
         iid = iid if np.isfinite(iid).any() else None
-    if deg is None:
+    if deg is None:  # source: why a reward_std column gives no bound (rounded), or ''
         missing.append(
             f"{_lack(s, 'frac_reward_zero_std', 4)} (or degeneracy/all_pass + all_fail, or "
-            "reward_std)"
+            f"reward_std{'; ' + source if source else ''})"
         )
         if iid is None or not nm.is_binary_mean(reward[ok], n_rollouts(s)):
             # the i.i.d. bound alone needs a reward known to be a mean of N 0/1 rewards
@@ -333,10 +319,10 @@ def advantage_degeneracy(s: Signals) -> ModeVerdict:
     if deg is not None:
         ev["degeneracy"] = level = float(np.nanmean(deg[live]))
         ev["degeneracy_source"] = source
-        if "iid_prediction" in ev and not source.startswith("steps with"):
+        if "iid_prediction" in ev and not source == ZERO_STD_SOURCE:
             ev["jensen_gap"] = level - float(ev["iid_prediction"])  # not from a lower bound
         vals = deg[live][np.isfinite(deg[live])]
-        if source.startswith("steps with") and iid is not None and level < ev["iid_prediction"]:
+        if source == ZERO_STD_SOURCE and iid is not None and level < ev["iid_prediction"]:
             # two lower bounds (zero-spread steps; Jensen for 0/1 rewards): take the larger
             if nm.is_binary_mean(reward[ok], n_rollouts(s)):
                 level = ev["degeneracy_lower_bound"] = float(ev["iid_prediction"])
@@ -360,7 +346,7 @@ def advantage_degeneracy(s: Signals) -> ModeVerdict:
         # SE of the whole run's mean; review, 2026-12-05)
         ev["degeneracy_late_se"] = late_se = mean_se(late)
         strength = max(strength, confidence(late_level - DEGENERACY_MAX - Z95 * late_se, 0.0, 0.1))
-    if (deg is None or source.startswith("steps with")) and strength <= 0.5:
+    if (deg is None or source == ZERO_STD_SOURCE) and strength <= 0.5:
         # lower bounds only (zero-spread steps, the i.i.d. prediction): above the threshold they
         # show degeneracy, below it they rule nothing out (a "no" read confidence 1.00 on a
         # bound of 0.02 under a 0.15 i.i.d. bound; review, 2026-12-04)

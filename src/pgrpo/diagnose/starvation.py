@@ -1,15 +1,71 @@
-"""What the `advantage_degeneracy` rule (`pgrpo.diagnose.rules`) reads beside the zero-spread
-share: all-pass vs all-fail (`zero_spread_split`), the standard error of a mean of
-autocorrelated per-step shares (`mean_se`), the lower bounds it was given (`lower_bounds`) and
-the action (`degeneracy_action`)."""
+"""What the `advantage_degeneracy` rule (`pgrpo.diagnose.rules`) reads: the zero-spread share
+(`zero_spread_share`, which the live degeneracy stop rule reads too), all-pass vs all-fail
+(`zero_spread_split`), the standard error of a mean of autocorrelated per-step shares
+(`mean_se`), the lower bounds it was given (`lower_bounds`) and the action
+(`degeneracy_action`)."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 import numpy as np
 
 from pgrpo.diagnose.signals import Signals
+
+ZERO_STD_SOURCE = "steps with reward_std == 0 (lower bound)"
+"""`zero_spread_share`'s source when it reads reward_std alone: a lower bound on the share."""
+ROUNDING_GAP = 20.0
+"""A reward_std column rounded to steps of 10^-d (`rounding_step`) whose smallest nonzero value
+is below this many steps gives no lower bound: a console that prints 3 decimals logs a spread
+of 0.0004 as 0.000 (review, 2026-12-05). A spread of 0/1 rewards is never that small, so
+their zeros stay real however the column was rounded (the shared corpus's 4-decimal CSVs)."""
+
+
+def rounding_step(values: np.ndarray, max_decimals: int = 6) -> float | None:
+    """10^-d for the fewest decimals d <= max_decimals that every finite value of `values` has
+    (to 1e-6 of a step), or None: a column printed or stored rounded."""
+    v = np.asarray(values, dtype=float)
+    v = v[np.isfinite(v)]
+    for d in range(max_decimals + 1):
+        scaled = v * 10.0**d
+        if np.all(np.abs(scaled - np.round(scaled)) < 1e-6):
+            return 10.0**-d
+    return None
+
+
+def zero_spread_share(
+    columns: Mapping[str, np.ndarray], min_points: int = 1
+) -> tuple[np.ndarray | None, str]:
+    """The per-step share of groups whose rewards had no spread ([S], NaN where not logged) and
+    its source: the logged `frac_reward_zero_std`; `degeneracy/all_pass` + `degeneracy/all_fail`;
+    or, from `reward_std` alone, 1 where it is 0 and 0 elsewhere (a step whose reward std is 0
+    had no spread in any group, so this is a lower bound on the share: `ZERO_STD_SOURCE`;
+    not where the column is rounded so coarsely that a small spread reads 0, `ROUNDING_GAP`).
+    (None, why) when the columns hold none of these with `min_points` finite values (why: ''
+    or the rounding). The one reading of `pgrpo diagnose`'s advantage_degeneracy (min_points 4)
+    and of the live degeneracy stop rule (1)."""
+
+    def has(name: str) -> bool:
+        col = columns.get(name)
+        return col is not None and int(np.isfinite(col).sum()) >= min_points
+
+    if has("frac_reward_zero_std"):
+        return np.asarray(columns["frac_reward_zero_std"], dtype=float), "frac_reward_zero_std"
+    if has("degeneracy/all_pass") and has("degeneracy/all_fail"):
+        share = np.asarray(columns["degeneracy/all_pass"]) + columns["degeneracy/all_fail"]
+        return share.astype(float), "all_pass + all_fail"
+    if has("reward_std"):
+        sd = np.asarray(columns["reward_std"], dtype=float)
+        step = rounding_step(sd)
+        nonzero = np.abs(sd[np.isfinite(sd) & (sd != 0)])
+        if step is not None and nonzero.size and nonzero.min() < ROUNDING_GAP * step:
+            why = f"its reward_std is rounded to steps of {step:g} and takes values as small as"
+            return None, f"{why} a few of them, so a logged 0 may be a small spread"
+        return np.where(np.isfinite(sd), (np.abs(sd) <= 1e-12).astype(float), np.nan), (
+            ZERO_STD_SOURCE
+        )
+    return None, ""
 
 
 def zero_spread_split(

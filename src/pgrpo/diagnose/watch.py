@@ -3,7 +3,11 @@
 `watch_log(path, config)` re-reads the log (any `pgrpo.logs` format: pgrpo JSONL, TRL
 trainer_state.json, verl JSONL or console log, W&B CSV, TensorBoard events) whenever it changes,
 runs `assess_live` every `every` new rows (points, and NaN / inf rewards after the last, `rows`)
-and calls `on_status` with each `LiveStatus`. It
+and calls `on_status` with each `LiveStatus`: it assesses when the log reaches a new multiple of
+`every` rows, at its newest row. A read that passes several multiples (a log written in chunks)
+first makes, decisions only and without `on_status`, the assessments at the multiples in
+between that the stop rules' patience needs (`_replay`, as `once` does from the start), so the
+patience counts `every` rows, not reads. It
 returns when a stop rule holds (`stop=True`), when `timeout_s` has passed, when the log has not
 grown for `idle_s`, or after one assessment with `once=True`.
 
@@ -80,7 +84,7 @@ def watch_log(
     opts = {**(read_options or {}), "live": True}
     start = last_growth = clock()
     seen = sig = None  # the log's signature at the last poll / at the last read
-    assessed_at, history, error = 0, (), ""
+    assessed_at, grid, history, error = 0, 0, (), ""  # grid: the multiples of `every` assessed
     told: set[str] = set()  # the not-ready reasons told to on_note
     last: LiveStatus | None = None
     latest: RewardLog | None = None
@@ -106,14 +110,18 @@ def watch_log(
         if log is not None:
             news = _news(latest, log)
             if news:  # not the points read before: start afresh on the new ones
-                history, assessed_at = (), 0
+                history, assessed_at, grid = (), 0, 0
                 if on_note is not None:
                     on_note(news)
             latest = log
-            if rows(log) >= assessed_at + every:
-                if once:  # replay the assessments the patience needs, ending at the last point
-                    history = _replay(log, cfg, every)
-                assessed_at = rows(log)
+            if rows(log) // every > grid:
+                # the assessments a watcher reading every row would have made since the last
+                # one, at the multiples of `every` (as many as the patience needs), the last of
+                # them at the newest row: a log written in chunks (a trainer_state.json at
+                # checkpoints) grows by many rows at a read, and one assessment per read left
+                # the patience counting reads (review, 2026-12-05)
+                history = _replay(log, cfg, every, grid=grid, history=history)
+                assessed_at, grid = rows(log), rows(log) // every
                 last = assess_live(log, cfg, history)
                 history = (*history, last)
                 if on_status is not None:
@@ -189,15 +197,25 @@ def _prefix(log: RewardLog, k: int) -> RewardLog:
     return replace(log, step=log.step[:k], reward=log.reward[:k], columns=cols, metrics=metrics)
 
 
-def _replay(log: RewardLog, cfg: LiveConfig, every: int) -> tuple[LiveStatus, ...]:
-    """Assessments at the patience - 1 earlier sizes (every `every` rows) before the last (the
-    longest patience of the stop rules)."""
+def _replay(
+    log: RewardLog,
+    cfg: LiveConfig,
+    every: int,
+    grid: int = 0,
+    history: tuple[LiveStatus, ...] = (),
+) -> tuple[LiveStatus, ...]:
+    """`history` and the assessments (decisions only) a watcher reading every row would have
+    made before the one at the log's last row (`rows`): at the multiples of `every` past the
+    `grid`-th and below the last row's, at most the longest patience of the stop rules - 1 of
+    them (none without a stop rule: nothing then reads them). A stop that one of them would have
+    requested is not reported by itself: the decision is the last row's, as a watcher that
+    read the rows only now can take it."""
+    if not cfg.stop_on:
+        return history
     need = max(rule_patience(cfg, r) for r in STOP_RULES)
-    sizes = [rows(log) - j * every for j in range(need - 1, 0, -1)]
-    history: tuple[LiveStatus, ...] = ()
-    for k in sizes:
-        if k >= 1:
-            history = (*history, assess_live(_prefix(log, k), cfg, history))
+    for g in range(grid + 1, rows(log) // every)[-(need - 1) :] if need > 1 else ():
+        history = (*history, assess_live(_prefix(log, g * every), cfg, history,
+                                         decision_only=True))  # fmt: skip
     return history
 
 

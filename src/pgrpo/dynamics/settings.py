@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from pgrpo.core.rewardrange import range_holding
+from pgrpo.core.rewardrange import range_warning
 from pgrpo.dynamics.optimizers import (
     DEFAULT_OPTIMIZER,
     FRAMEWORK_BETA1,
@@ -199,16 +199,12 @@ def _assume_beta1(values: dict, sources: dict, reduction: str, notes: list[str])
 
 
 def _range_note(log: RewardLog, values: dict, warnings: list[str]) -> None:
-    """A warning when the logged reward leaves its stated range (`rewardrange.range_holding`: the
-    fits, the forecast and the verdict then ignore the range)."""
+    """A warning when the logged reward leaves its stated range (`rewardrange.range_warning`:
+    the fits, the forecast and the verdict then ignore the range)."""
     lo, hi = values.get("reward_min"), values.get("reward_max")
-    r = np.asarray(log.reward, dtype=float)
-    r = r[np.isfinite(r)]
-    if lo is None or hi is None or not r.size or range_holding(r, (lo, hi)) is not None:
-        return
-    warnings.append(f"the logged reward ({r.min():.4g} to {r.max():.4g}) leaves the stated range "
-                 f"[{lo:g}, {hi:g}]: the fits, the verdict and (when its points before the cut "
-                 "leave it too) the forecast ignore the range; check --reward-range")  # fmt: skip
+    left = range_warning(log.reward, None if lo is None or hi is None else (lo, hi))
+    if left:
+        warnings.append(left)
 
 
 def _constant_reward(log: RewardLog, notes: list[str]) -> bool:

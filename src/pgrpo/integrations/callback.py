@@ -42,7 +42,9 @@ class PgrpoCallback(TrainerCallback):
     the keys in the same entry. `stop_on` (plateau, flat, collapse, degeneracy; default none) sets
     `control.should_training_stop` once a rule has held for its patience (`plateau_patience` for
     plateau and flat, `patience` for collapse and degeneracy) in assessments. At train end
-    it writes `output_dir/pgrpo_live_report.json`.
+    it writes `output_dir/pgrpo_live_report.json`. What an assessment cannot do as configured
+    (`LiveStatus.warnings`: a degeneracy rule the log cannot trigger, a reward outside
+    `reward_range`) is a RuntimeWarning once per kind and the report's `warnings`.
 
     Options: every (assess every N logged rewards), report (path or None for the default), and
     the `pgrpo.diagnose.live.LiveConfig` fields (confidence, min_points, patience,
@@ -74,6 +76,8 @@ class PgrpoCallback(TrainerCallback):
         self.hyperparameters: dict[str, float] = {}
         self.stopped: str = ""
         self.errors: list[str] = []
+        self.notes: list[str] = []  # the assessments' warnings, each kind once
+        self.warned: set[str] = set()
         self._ordered: Any = None  # a weak reference to the CallbackHandler it was moved in
 
     def _move_first(self) -> None:
@@ -135,7 +139,7 @@ class PgrpoCallback(TrainerCallback):
         return control
 
     def _assess(self, records: list[dict[str, Any]]) -> Any:
-        from pgrpo.diagnose.live import assess_live
+        from pgrpo.diagnose.live import assess_live, warning_kind
         from pgrpo.logs.base import assemble
 
         try:
@@ -145,6 +149,12 @@ class PgrpoCallback(TrainerCallback):
         except (ValueError, ArithmeticError, RuntimeError) as exc:  # never break the user's run
             self.errors.append(f"{type(exc).__name__}: {exc}")
             return None
+        for text in status.warnings:  # each kind once (its numbers change as the log grows)
+            kind = warning_kind(text)
+            if kind not in self.warned:
+                self.warned.add(kind)
+                self.notes.append(text)
+                warnings.warn(f"PgrpoCallback: {text}", RuntimeWarning, stacklevel=2)
         self.history = (*self.history, status)
         return status
 
@@ -179,4 +189,5 @@ class PgrpoCallback(TrainerCallback):
                 for h in self.history
             ],  # fmt: skip
             "errors": self.errors[-5:],
+            "warnings": self.notes,
         }
