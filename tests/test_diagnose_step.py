@@ -66,3 +66,40 @@ def test_a_jump_with_no_batch_size_given_is_not_flat():
             for y in _jump_curves(64, at, 30, rng)
         ]
         assert labels.count("flat") <= 2, (at, labels)
+
+
+def test_a_jump_in_the_first_steps_with_the_batch_size_given_is_not_flat():
+    """N = 32 stated, 24 points, 0.2 -> 0.8 after the first 3 or 2: the jump's one large
+    difference made the curve look overdispersed (`nullmodel.overdispersed`), the AR(1) bound
+    judged it instead of the binomial null, and 11 of 60 (after 3) and 30 of 40 (after 2) read
+    'flat' ("Flat: start 0.18, end 0.77"). The noise is now read with the step taken out. A
+    single first point off the level is still no rise (the verdict's windows do not see it)."""
+    rng = np.random.default_rng(7)
+    step = np.arange(1.0, 25.0)
+    for first, most_flat in ((3, 0), (2, 10)):
+        curves = rng.binomial(32, np.where(np.arange(24) < first, 0.2, 0.8), (40, 24)) / 32.0
+        assert sum(nm.overdispersed(y, 32) for y in curves) == 0
+        labels = [assess_progress(step, y, n_rollouts=32, fit=False).label for y in curves]
+        assert labels.count("flat") <= most_flat, (first, labels)
+
+
+def test_noise_from_unequal_prompts_is_still_overdispersed():
+    """Batch means over 4 prompts x 8 rollouts whose success rates differ (drawn per step from
+    Beta(0.5, 0.5)): about 4.5 times the variance of 32 independent draws, and every such curve
+    is overdispersed; taking the largest step out moves that ratio by under 10% (median), with
+    or without a real step in the curve."""
+    rng = np.random.default_rng(8)
+    for step in (0.0, 0.3):
+        ratios = []
+        for _ in range(40):
+            q = (
+                rng.beta(0.5, 0.5, size=(60, 4)) * (1 - step)
+                + step * (np.arange(60) >= 20)[:, None]
+            )
+            y = rng.binomial(8, q).sum(axis=1) / 32.0
+            whole = cs.noise_sd(y[None])
+            less = cs.noise_sd(cs.without_largest_step(y[None], min_segment=1))
+            ratios.append(float(less[0] / whole[0]) ** 2)
+            if step == 0.0:
+                assert nm.overdispersed(y, 32)
+        assert 0.9 < np.median(ratios) <= 1.0, (step, np.median(ratios))

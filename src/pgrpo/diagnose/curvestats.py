@@ -122,17 +122,18 @@ STEP_MIN_SEGMENT = 3
 step)."""
 
 
-def without_largest_step(y: np.ndarray) -> np.ndarray:
+def without_largest_step(y: np.ndarray, min_segment: int = STEP_MIN_SEGMENT) -> np.ndarray:
     """Curves y [M, n] less their largest single step in level: the one break (at least
-    STEP_MIN_SEGMENT points either side) that a two-segment mean fits best, its jump
-    subtracted from the points after it; [M, n] -> [M, n] (unchanged below 2 STEP_MIN_SEGMENT
-    + 2 points). One of the two curves `lag1_estimate` reads."""
+    `min_segment` points either side) that a two-segment mean fits best, its jump subtracted
+    from the points after it; [M, n] -> [M, n] (unchanged below 2 min_segment + 2 points). One
+    of the two curves `lag1_estimate` reads; `nullmodel.overdispersed` reads the noise of the
+    curve less its largest step anywhere (min_segment 1)."""
     y = np.atleast_2d(np.asarray(y, dtype=float))
     m, n = y.shape
-    if n < 2 * STEP_MIN_SEGMENT + 2:
+    if n < 2 * min_segment + 2:
         return y
     c = np.cumsum(y, axis=1)
-    b = np.arange(STEP_MIN_SEGMENT, n - STEP_MIN_SEGMENT + 1)  # segments [0, b) and [b, n)
+    b = np.arange(min_segment, n - min_segment + 1)  # segments [0, b) and [b, n)
     jump = (c[:, -1:] - c[:, b - 1]) / (n - b) - c[:, b - 1] / b  # [M, len(b)]
     best = np.argmax(b * (n - b) * jump**2, axis=1)  # the largest drop in squared error
     after = np.arange(n)[None, :] >= b[best][:, None]

@@ -37,6 +37,7 @@ from pgrpo.diagnose.curvestats import (  # noqa: F401  (re-exported: nm.curve_st
     level_statistics,
     noise_sd,
     window_size,
+    without_largest_step,
 )
 
 N_NULL = 2000
@@ -177,13 +178,22 @@ OVERDISPERSION = 2.0
 
 
 def overdispersed(reward: np.ndarray, n_rollouts: float) -> bool:
-    """Batch noise variance (from first differences) above OVERDISPERSION x the binomial
-    p (1 - p) / N: prompts of unequal difficulty make the batch mean far noisier than N
-    independent draws, and the binomial shape is then the wrong null."""
+    """Batch noise variance above OVERDISPERSION x the binomial p (1 - p) / N at the curve's
+    mean p: prompts of unequal difficulty make the batch mean far noisier than N independent
+    draws, and the binomial shape is then the wrong null. The variance is from first
+    differences, the lower of the curve's and of the curve less its largest step anywhere
+    (`without_largest_step` with segments of 1 point or more), as `lag1_estimate` takes the
+    lower of its two readings: a rise done within a step is no noise (its one large difference
+    made 24-point curves at N = 32 that jump 0.2 -> 0.8 after their first 2 or 3 points
+    overdispersed, so the AR(1) bound judged them and most read `flat`; 2026-12-05,
+    docs/diagnostics.md, "A jump in the first steps with the batch stated"), and a step taken
+    out of a smooth rise leaves a jump in it."""
     r = np.asarray(reward, dtype=float)
     p = float(np.mean(r))
     binom = p * (1 - p) / float(n_rollouts)
-    return binom > 0 and float(noise_sd(r[None, :])[0]) ** 2 > OVERDISPERSION * binom
+    both = np.vstack([r, without_largest_step(r[None, :], min_segment=1)[0]])
+    noise = float(noise_sd(both).min())
+    return binom > 0 and noise**2 > OVERDISPERSION * binom
 
 
 LATTICE_MAX = 64
