@@ -89,7 +89,7 @@ class LiveConfig:
     still counts towards `plateau_patience` (False: on any `plateau`, the rule before
     2026-12-05: on the real logs 7 of 19 plateau stops premature when it was chosen (6 of 18
     since the rho estimate of 9bf2f9b), against 3 of 10; on 480
-    simulated rises 51 of 300 against 1 of 197; docs/integrations.md)."""
+    simulated rises 53 of 302 against 1 of 198; docs/integrations.md)."""
     degeneracy_threshold: float = 0.9
     """Share of zero-std groups that counts as degenerate at one logged point, in (0, 1]."""
     degeneracy_patience: int = 5
