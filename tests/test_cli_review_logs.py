@@ -103,7 +103,7 @@ def test_watch_takes_step_column_and_once_says_one_line(tmp_path):
     log = _curve(tmp_path / "log.csv", step="iteration")
     res = runner.invoke(app, ["watch", str(log), "--once", "--step-column", "iteration", "--json"])
     assert res.exit_code in (0, 3), res.output
-    assert json.loads(res.output.strip().splitlines()[0])["step"] == 100
+    assert json.loads(res.stdout.strip().splitlines()[0])["step"] == 100  # warnings: stderr
     empty = tmp_path / "empty.csv"
     empty.write_text("")
     res = runner.invoke(app, ["watch", str(empty), "--once"])

@@ -20,6 +20,9 @@ ROUNDING_GAP = 20.0
 is below this many steps gives no lower bound: a console that prints 3 decimals logs a spread
 of 0.0004 as 0.000 (review, 2026-12-05). A spread of 0/1 rewards is never that small, so
 their zeros stay real however the column was rounded (the shared corpus's 4-decimal CSVs)."""
+ROUNDING_MIN_VALUES = 5
+"""The distinct nonzero reward_std values needed to call a column rounded: a few values (a
+constant 0.5, the population std of groups of two 0/1 rewards) say nothing of a rounding."""
 
 
 def rounding_step(values: np.ndarray, max_decimals: int = 6) -> float | None:
@@ -57,9 +60,9 @@ def zero_spread_share(
         return share.astype(float), "all_pass + all_fail"
     if has("reward_std"):
         sd = np.asarray(columns["reward_std"], dtype=float)
-        step = rounding_step(sd)
         nonzero = np.abs(sd[np.isfinite(sd) & (sd != 0)])
-        if step is not None and nonzero.size and nonzero.min() < ROUNDING_GAP * step:
+        step = rounding_step(nonzero) if np.unique(nonzero).size >= ROUNDING_MIN_VALUES else None
+        if step is not None and nonzero.min() < ROUNDING_GAP * step:
             why = f"its reward_std is rounded to steps of {step:g} and takes values as small as"
             return None, f"{why} a few of them, so a logged 0 may be a small spread"
         return np.where(np.isfinite(sd), (np.abs(sd) <= 1e-12).astype(float), np.nan), (
