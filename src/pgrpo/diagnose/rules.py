@@ -319,7 +319,7 @@ def advantage_degeneracy(s: Signals) -> ModeVerdict:
     if deg is not None:
         ev["degeneracy"] = level = float(np.nanmean(deg[live]))
         ev["degeneracy_source"] = source
-        if "iid_prediction" in ev and not source == ZERO_STD_SOURCE:
+        if "iid_prediction" in ev and source != ZERO_STD_SOURCE:
             ev["jensen_gap"] = level - float(ev["iid_prediction"])  # not from a lower bound
         vals = deg[live][np.isfinite(deg[live])]
         if source == ZERO_STD_SOURCE and iid is not None and level < ev["iid_prediction"]:
