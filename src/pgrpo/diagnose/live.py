@@ -210,18 +210,15 @@ def _plateau_forecast(log: RewardLog, level: float) -> Forecast:
     )
 
 
-def _degeneracy(log: RewardLog, cfg: LiveConfig) -> tuple[float, float, int, str]:
+def _degeneracy(log: RewardLog, cfg: LiveConfig) -> tuple[float, float, int]:
     """(last logged share of zero-std groups, its i.i.d. prediction, consecutive degenerate
-    points at the end, the share's source: `starvation.zero_spread_share`); the share is NaN where
+    points at the end), the share read by `starvation.zero_spread_share`; the share is NaN where
     the log lacks it or gives only the lower bound from reward_std == 0 (which counts towards
     the run of degenerate points but is no share to report), the prediction NaN without G or
-    0/1 rewards, the source '' where the log has no zero-spread signal at all."""
-    col, source = zero_spread_share(log.columns)
+    0/1 rewards."""
+    col, source = zero_spread_share(log.columns)  # at least one finite value when not None
     if col is None:
-        return math.nan, math.nan, 0, ""
-    fin = col[np.isfinite(col)]
-    if not fin.size:
-        return math.nan, math.nan, 0, source
+        return math.nan, math.nan, 0
     run = 0  # the last rows in a row: a row without the share ends the run, as one below it
     for v in col[::-1]:  # (zeros logged long ago, then none, stopped a rising run; review)
         if not v >= cfg.degeneracy_threshold:
@@ -234,8 +231,8 @@ def _degeneracy(log: RewardLog, cfg: LiveConfig) -> tuple[float, float, int, str
     # the i.i.d. prediction is for 0/1 rewards: NaN when the means cannot be of 0/1 rewards
     binary = maybe_binary_mean(unit, float(g) * float(b) if g and b else None)
     iid = float(iid_degeneracy(p, g, strict=False)) if g and binary else math.nan
-    share = float(fin[-1]) if source != ZERO_STD_SOURCE else math.nan
-    return share, float(iid), run, source
+    last = float(col[np.isfinite(col)][-1])
+    return (last if source != ZERO_STD_SOURCE else math.nan), float(iid), run
 
 
 def warning_kind(text: str) -> str:
@@ -331,7 +328,7 @@ def assess_live(
     metrics: dict[str, float] = {"pgrpo/points": float(len(log))}
     notes = _warnings(log, cfg)  # on every point, before any thinning
     log = thin_log(log, cfg.max_points)
-    deg, iid, run, _ = _degeneracy(log, cfg)
+    deg, iid, run = _degeneracy(log, cfg)
     if math.isfinite(deg):
         metrics["pgrpo/degeneracy"] = deg
     if math.isfinite(iid):
