@@ -46,6 +46,9 @@ def _degeneracy(ev: dict) -> str:
         level, how = ev["degeneracy"], "at least: the share of steps with reward_std == 0"
     else:
         level, how = ev.get("degeneracy"), f"from {source or 'the log'}"
+    logged, judged = ev.get("degeneracy_steps_logged"), ev.get("unsaturated_steps")
+    if isinstance(logged, float) and isinstance(judged, float) and logged < judged:
+        how += f"; on the {logged:.0f} of {judged:.0f} judged steps that log it"
     how = f"({how})"
     split = ""
     if isinstance(ev.get("all_fail"), float) and isinstance(ev.get("all_pass"), float):

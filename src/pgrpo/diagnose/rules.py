@@ -25,7 +25,8 @@ from pgrpo.diagnose.starvation import (
     degeneracy_action,
     lower_bounds,
     mean_se,
-    zero_spread_share,
+    second_half,
+    zero_spread_now,
     zero_spread_split,
 )
 from pgrpo.diagnose.verdict import DIAGNOSTIC_RULES, ModeVerdict, cannot_judge, confidence, verdict
@@ -283,7 +284,6 @@ def advantage_degeneracy(s: Signals) -> ModeVerdict:
     name = "advantage_degeneracy"
     g = s.hyper("group_size")
     missing = [] if g is not None else ["group_size"]
-    deg, source = zero_spread_share(s.columns, 4)
     # on the 0/1 scale of the reward's known range: a -1/+1 reward is a mean of 0/1 rewards
     reward = s.unit_reward() if s.has("reward") else np.full_like(s.steps, np.nan)
     ok = np.isfinite(reward)
@@ -295,18 +295,24 @@ def advantage_degeneracy(s: Signals) -> ModeVerdict:
             else iid_degeneracy(reward, g, strict=False)
         )
         iid = iid if np.isfinite(iid).any() else None
-    if deg is None:  # source: why a reward_std column gives no bound (rounded), or ''
+    live = _live_steps(reward)
+    deg, source, passed = zero_spread_now(s.columns, live, s.steps)
+    if passed:  # logged early only: it says nothing of the run now
+        missing.append(f"the zero-spread share in the run's second half ({'; '.join(passed)})")
+    if deg is None and not passed:  # source: why a reward_std gives no bound (rounded), or ''
         missing.append(
             f"{_lack(s, 'frac_reward_zero_std', 4)} (or degeneracy/all_pass + all_fail, or "
             f"reward_std{'; ' + source if source else ''})"
         )
-        if iid is None or not nm.is_binary_mean(reward[ok], n_rollouts(s)):
-            # the i.i.d. bound alone needs a reward known to be a mean of N 0/1 rewards
-            if iid is not None:
-                missing.append("batch_prompts (to tell a mean of 0/1 rewards from a [0, 1] score)")
-            why = "no degeneracy signal, and the reward is not known to be a mean of 0/1 rewards"
-            return cannot_judge(name, missing + ["reward"] * (not s.has("reward")), why)
-    live = _live_steps(reward)
+    if deg is None and (iid is None or not nm.is_binary_mean(reward[ok], n_rollouts(s))):
+        # the i.i.d. bound alone needs a reward known to be a mean of N 0/1 rewards
+        if iid is not None:
+            missing.append("batch_prompts (to tell a mean of 0/1 rewards from a [0, 1] score)")
+        why = (
+            f"no degeneracy signal{' in the second half' * bool(passed)}, and the reward is "
+            "not known to be a mean of 0/1 rewards"
+        )
+        return cannot_judge(name, missing + ["reward"] * (not s.has("reward")), why)
     ev: dict[str, float | str] = {"unsaturated_steps": float(live.sum())}
     if iid is not None:
         ev["iid_prediction"] = float(np.nanmean(iid[live]))
@@ -319,6 +325,7 @@ def advantage_degeneracy(s: Signals) -> ModeVerdict:
     if deg is not None:
         ev["degeneracy"] = level = float(np.nanmean(deg[live]))
         ev["degeneracy_source"] = source
+        ev["degeneracy_steps_logged"] = float((live & np.isfinite(deg)).sum())
         if "iid_prediction" in ev and source != ZERO_STD_SOURCE:
             ev["jensen_gap"] = level - float(ev["iid_prediction"])  # not from a lower bound
         vals = deg[live][np.isfinite(deg[live])]
@@ -339,11 +346,11 @@ def advantage_degeneracy(s: Signals) -> ModeVerdict:
     raw = s.get("reward") if s.has("reward") else reward
     ev["reward_mean"] = float(np.nanmean(raw[live])) if ok.any() else math.nan  # its own units
     strength = confidence(level - DEGENERACY_MAX - Z95 * se, 0.0, 0.1)
-    late = vals[vals.size // 2 :]  # the second half alone: starved now, whatever it was before
     measured = deg is not None and "degeneracy_lower_bound" not in ev  # (not the i.i.d. bound,
+    late = deg[second_half(live) & np.isfinite(deg)] if deg is not None else np.empty(0)
     if measured and late.size >= 3:  # read at the pooled mean; a share 0 -> 1 read "no" at 0.91:
-        ev["degeneracy_late"] = late_level = float(np.mean(late))  # the step inflated the lag-1
-        # SE of the whole run's mean; review, 2026-12-05)
+        # the step inflated the lag-1 SE of the whole run's mean; review, 2026-12-05). The
+        ev["degeneracy_late"] = late_level = float(np.mean(late))  # second half: starved now
         ev["degeneracy_late_se"] = late_se = mean_se(late)
         strength = max(strength, confidence(late_level - DEGENERACY_MAX - Z95 * late_se, 0.0, 0.1))
     if (deg is None or source == ZERO_STD_SOURCE) and strength <= 0.5:

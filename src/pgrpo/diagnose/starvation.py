@@ -71,6 +71,55 @@ def zero_spread_share(
     return None, ""
 
 
+MIN_LATE_POINTS = 3
+"""Logged zero-spread values the second half of the judged steps must hold for a source to
+judge the run (the rule is about the run now): a reward_std logged on the first 6 of 120 steps
+read "100% of groups have no reward spread" at confidence 1.00 (2026-12-05, session 27)."""
+SOURCE_COLUMNS = {
+    "frac_reward_zero_std": ("frac_reward_zero_std",),
+    "all_pass + all_fail": ("degeneracy/all_pass", "degeneracy/all_fail"),
+    ZERO_STD_SOURCE: ("reward_std",),
+}
+"""The columns each source of `zero_spread_share` reads."""
+
+
+def second_half(judged: np.ndarray) -> np.ndarray:
+    """[S] bool: the later half, by position, of the judged steps ([S] bool)."""
+    idx = np.flatnonzero(judged)
+    late = np.zeros(judged.shape, dtype=bool)
+    late[idx[idx.size // 2 :]] = True
+    return late
+
+
+def zero_spread_now(
+    columns: Mapping[str, np.ndarray], judged: np.ndarray, steps: np.ndarray, min_points: int = 4
+) -> tuple[np.ndarray | None, str, list[str]]:
+    """`zero_spread_share`'s first source that is logged on at least MIN_LATE_POINTS of the
+    judged steps ([S] bool; steps [S]) of the run's second half: (share, source, passed over),
+    passed over saying, per source logged too early only, on which steps it is. (None, why,
+    passed over) when none is: why as `zero_spread_share` gives it."""
+    cols, passed = dict(columns), []
+    late = second_half(judged)
+    while True:
+        share, source = zero_spread_share(cols, min_points)
+        if share is None:
+            return None, source, passed
+        logged = judged & np.isfinite(share)
+        n_late = int((logged & late).sum())
+        if n_late >= MIN_LATE_POINTS:
+            return share, source, passed
+        where = ""
+        if logged.any():
+            first, last = (float(steps[i]) for i in np.flatnonzero(logged)[[0, -1]])
+            where = f" (steps {first:g}-{last:g})"
+        passed.append(
+            f"{' + '.join(SOURCE_COLUMNS[source])} is logged on {int(logged.sum())} of the "
+            f"{int(judged.sum())} judged steps{where}, {n_late} of them in the second half"
+        )
+        for name in SOURCE_COLUMNS[source]:
+            cols.pop(name, None)
+
+
 def zero_spread_split(
     s: Signals, deg: np.ndarray | None, live: np.ndarray, reward: np.ndarray
 ) -> dict:
