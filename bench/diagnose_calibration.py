@@ -10,6 +10,7 @@ Writes bench/results/diagnose_calibration.json.
 
 from __future__ import annotations
 
+import argparse
 import datetime as dt
 import json
 import time
@@ -41,6 +42,9 @@ def show(title: str, table: dict) -> None:
 
 
 def main() -> None:
+    argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0]
+    ).parse_args()  # no options: --help only
     t0 = time.time()
     tuned = calibration_table(tuple(range(5)))
     held = calibration_table(tuple(range(10, 30)))

@@ -9,6 +9,7 @@ Writes bench/results/probe_bandit.json.
 
 from __future__ import annotations
 
+import argparse
 import datetime as dt
 import json
 from pathlib import Path
@@ -32,6 +33,9 @@ def slope(model: ForceModel, d: float) -> float:
 
 
 def main() -> None:
+    argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0]
+    ).parse_args()  # no options: --help only
     torch.set_num_threads(1)
     rows = []
     print(

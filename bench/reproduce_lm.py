@@ -39,8 +39,15 @@ PARTS: dict[str, Callable[[Sequence[str]], int]] = {
 
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], add_help=False)
-    p.add_argument("--part", required=True, choices=sorted(PARTS))
+    p.add_argument(
+        "--part", choices=sorted(PARTS), help="the experiment; --part NAME --help: its options"
+    )
     args, rest = p.parse_known_args(argv)
+    if args.part is None:
+        if {"-h", "--help"} & set(rest):
+            p.print_help()
+            return 0
+        p.error("the following arguments are required: --part")
     return PARTS[args.part](rest)
 
 

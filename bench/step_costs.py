@@ -16,11 +16,11 @@ Each run replaces its label's row in bench/results/step_costs.json (label `curre
 
 from __future__ import annotations
 
+import argparse
 import datetime
 import json
 import os
 import statistics
-import sys
 import time
 
 import torch
@@ -45,8 +45,16 @@ FIELDS = (
 
 
 def main() -> None:
-    label = sys.argv[1] if len(sys.argv) > 1 else "current"
-    overrides = sys.argv[2:]
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        epilog="Each run replaces its label's row in bench/results/step_costs.json.",
+    )
+    parser.add_argument("label", nargs="?", default="current", help="the row's label")
+    parser.add_argument("overrides", nargs="*", help="config key=value overrides")
+    args = parser.parse_args()
+    label, overrides = args.label, args.overrides
+    if label.startswith("-") or "=" in label:
+        parser.error(f"{label!r} is no label: give the label first, then key=value overrides")
     path = os.environ.get("PGRPO_BENCH_ROLLOUT", "/tmp/rollout.pt")
     torch.set_num_threads(1)
     cfg = demo_config(4, "/tmp/pgrpo-step-costs", ["run.name=ab", *overrides])
