@@ -49,16 +49,18 @@ def value(row: dict, part: str) -> float:
 
 
 def score(rows: list[dict], rule: tuple[str, tuple[str, ...]]) -> dict:
-    """The rule's median |error| / std and its wins over the last-10 mean (ties not wins)."""
+    """The rule's median |error| / std, its wins over the last-10 mean (ties not wins), and the
+    runs whose observed mean after the cut is above its forecast (a bias: half if none)."""
     how, parts = rule
-    err, base = [], []
+    err, base, above = [], [], 0
     for r in rows:
         pred = float(COMBINE[how]([value(r, p) for p in parts]))
         err.append(abs(pred - r["observed"]) / r["std"])
         base.append(abs(r["last10"] - r["observed"]) / r["std"])
+        above += r["observed"] > pred
     err_a, base_a = np.asarray(err), np.asarray(base)
     return {"median_err": float(np.median(err_a)), "wins": int(np.sum(err_a < base_a)),
-            "runs": len(rows)}  # fmt: skip
+            "runs": len(rows), "observed_above": int(above)}  # fmt: skip
 
 
 def name(rule: tuple[str, tuple[str, ...]]) -> str:
@@ -94,6 +96,10 @@ def main(argv: list[str] | None = None) -> None:
     ranks = sorted(table, key=lambda t: (-t["seen"]["wins"], t["seen"]["median_err"]))
     place = [t["rule"] for t in ranks].index(name(DEFAULT)) + 1
     print(f"the default ranks {place} of {len(table)} rules by wins on the seen runs")
+    d = by_name[name(DEFAULT)]
+    print(f"the observed mean after the cut is above the default's forecast on "
+          f"{d['seen']['observed_above']}/{len(seen)} seen and "
+          f"{d['later']['observed_above']}/{len(later)} later runs")  # fmt: skip
     write_results(args.out, "forecast_combos.py", argv, cut=args.cut, seen_runs=len(seen),
                   later_runs=len(later), picks=picks, default_rank_by_seen_wins=place,
                   table=table)  # fmt: skip
