@@ -141,6 +141,10 @@ def _print(data: dict, console: Console) -> None:
             label = f"{name} (baseline)"  # `exponential`: its fitted curve's own mean
             t.add_row(label, fmt(b["predicted_mean"]), fmt(fc["observed_mean"]), fmt(b["error"]))
         console.print(t)
+        if fc.get("measured_skill") and fc.get("informative", True):
+            from pgrpo.dynamics.forecast import ForecastSkill
+
+            console.print(escape(ForecastSkill(**fc["measured_skill"]).sentence()))
         if not fc.get("informative", True):
             console.print(
                 f"[yellow]forecast:[/] {escape(fc['not_informative_because'])}: not enough "

@@ -59,6 +59,54 @@ class Forecast:
 DEFAULT_METHOD = "consensus"
 """`forecast`'s method unless told (level_gain until held-back round 3: bench/holdout3/)."""
 
+
+@dataclass(frozen=True)
+class ForecastSkill:
+    """How a forecast method did on real runs that no choice of it saw: `runs` from
+    `repositories`, cut at `cut` of each; the median over runs of |predicted - observed mean
+    after the cut| / std of the whole run (`median_error`; the last-10 mean's:
+    `last10_median_error`), the runs on which it beat the last-10 mean (`wins`), and those
+    whose observed mean its 90% band held (`band_covered`). `source`: the results it is read
+    from (tests/test_dynamics_forecast_skill.py checks it against them)."""
+
+    method: str
+    runs: int
+    repositories: int
+    cut: float
+    median_error: float
+    last10_median_error: float
+    wins: int
+    band_covered: int
+    source: str
+
+    def sentence(self) -> str:
+        return (
+            f"How far to trust it: on {self.runs} real runs ({self.repositories} repositories) "
+            f"held back after this forecaster was chosen, cut at {self.cut:.0%} of each, its "
+            f"median error was {self.median_error:.2f} of the run's reward std (the mean of the "
+            f"last 10 points before the cut: {self.last10_median_error:.2f}); it beat that mean "
+            f"on {self.wins} of {self.runs}, and its 90% band held the observed mean on "
+            f"{self.band_covered} (docs/dynamics.md)."
+        )
+
+
+MEASURED_SKILL: dict[str, ForecastSkill] = {
+    "consensus": ForecastSkill(
+        method="consensus",
+        runs=40,
+        repositories=17,
+        cut=0.5,
+        median_error=0.270,
+        last10_median_error=0.386,
+        wins=23,
+        band_covered=37,
+        source="bench/results/forecast_holdout67891011.json: held-back rounds 8-11, the runs "
+        "collected after the fourth member was chosen on 210 runs (2026-12-05)",
+    ),
+}
+"""Out-of-sample skill of the methods measured so (the default); what `pgrpo fit` and the
+report say beside a forecast."""
+
 MIN_FORECAST_POINTS = 6
 """The fewest points before the cut a forecast fits (the fits' own minimum)."""
 

@@ -11,7 +11,11 @@ from typing import Any
 
 import numpy as np
 
-from pgrpo.dynamics.forecast import informative, uninformative_reason  # noqa: F401  (re-exported)
+from pgrpo.dynamics.forecast import (  # noqa: F401  (informative, uninformative_reason: re-exported)
+    MEASURED_SKILL,
+    informative,
+    uninformative_reason,
+)
 from pgrpo.report import plots
 
 CSS = """
@@ -114,10 +118,11 @@ def forecast_text(fc: Any, reward: np.ndarray, bin_size: int = 1) -> str:
             f"; {words['observed']}, {inside} the band (the mean of the last 10 {unit} before "
             f"the cut was {last10:.3g})"
         )
+    skill = MEASURED_SKILL.get(str(getattr(fc, "metrics", {}).get("method")))  # duck-typed: none
     return (
         f"<p>Backtest: {_e(words['line'])} ({prefix.size} {unit}) predicts the mean reward "
         f"over steps {fc.future_step[0]:g} to {fc.future_step[-1]:g}: {_e(words['band'])}"
-        f"{_e(tail)}.</p>"
+        f"{_e(tail)}.{' ' + _e(skill.sentence()) if skill else ''}</p>"
     )
 
 

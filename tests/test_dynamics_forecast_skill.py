@@ -1,0 +1,66 @@
+"""What `pgrpo fit` and the report say of the default forecast's out-of-sample skill is what the
+stored held-back results give (rounds 8-11, the 40 runs collected after the fourth member was
+chosen), and it is said only for the method it was measured for."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+from typer.testing import CliRunner
+
+from pgrpo.cli import _load_commands, app
+from pgrpo.dynamics.forecast import DEFAULT_METHOD, MEASURED_SKILL, forecast
+from pgrpo.report.page import forecast_text
+
+ROOT = Path(__file__).resolve().parents[1]
+_load_commands()
+runner = CliRunner()
+
+
+def test_the_default_has_a_measured_skill_and_it_is_the_stored_results():
+    skill = MEASURED_SKILL[DEFAULT_METHOD]
+    path = ROOT / skill.source.split(":")[0]
+    later = ("holdout8/", "holdout9/", "holdout10/", "holdout11/")
+    rows = [r for r in json.loads(path.read_text())["rows"]
+            if r["cut"] == skill.cut and any(k in r["folder"] for k in later)]  # fmt: skip
+    obs, sd = np.array([r["observed"] for r in rows]), np.array([r["std"] for r in rows])
+    err = np.abs(np.array([r[f"pred_{skill.method}"] for r in rows]) - obs) / sd
+    base = np.abs(np.array([r["last10"] for r in rows]) - obs) / sd
+    assert skill.runs == len(rows) == 40
+    assert skill.repositories == len({r["repo"] for r in rows})
+    assert round(float(np.median(err)), 3) == skill.median_error
+    assert round(float(np.median(base)), 3) == skill.last10_median_error
+    assert skill.wins == int(np.sum(err < base))
+    assert skill.band_covered == sum(r[f"covered_{skill.method}"] for r in rows)
+
+
+def _log(tmp_path: Path) -> Path:
+    rng = np.random.default_rng(0)
+    t = np.arange(1, 201)  # long enough for a band narrower than the run's range
+    y = 0.2 + 0.6 * (1 - np.exp(-t / 40)) + rng.normal(0, 0.05, t.size)
+    path = tmp_path / "log.csv"
+    path.write_text("step,reward\n" + "".join(f"{s},{v:.4f}\n" for s, v in zip(t, y, strict=True)))
+    return path
+
+
+def test_fit_says_the_skill_beside_the_default_forecast_only(tmp_path):
+    log = _log(tmp_path)
+    shown = runner.invoke(app, ["fit", str(log), "--forecast-from", "0.5", "--no-plot"])
+    assert shown.exit_code == 0, shown.output
+    assert "How far to trust it: on 40 real runs" in " ".join(shown.stdout.split())
+    data = runner.invoke(app, ["fit", str(log), "--forecast-from", "0.5", "--no-plot", "--json"])
+    assert json.loads(data.stdout)["forecast"]["measured_skill"]["wins"] == 23
+    other = ["--forecast-method", "level_gain", "--json"]
+    got = runner.invoke(app, ["fit", str(log), "--forecast-from", "0.5", "--no-plot", *other])
+    assert json.loads(got.stdout)["forecast"]["measured_skill"] is None
+
+
+def test_the_reports_forecast_words_carry_it_for_the_default_only():
+    rng = np.random.default_rng(1)
+    t = np.arange(1.0, 201.0)
+    y = 0.2 + 0.6 * (1 - np.exp(-t / 40)) + rng.normal(0, 0.05, t.size)
+    assert "How far to trust it" in forecast_text(forecast(t, y, 0.5), y[:100])
+    other = forecast(t, y, 0.5, method="level_gain")
+    assert "How far to trust it" not in forecast_text(other, y[:100])
