@@ -207,8 +207,28 @@ def binary_curve_statistics(y: np.ndarray) -> dict[str, np.ndarray]:
     return curve_statistics(y, binary=True)
 
 
-LEVEL_STATISTICS = ("trend_t", "recent_t", "gain_z", "drop_z", "rise_z", "late_drop_z", "noise_sd")
+LEVEL_STATISTICS = (
+    "trend_t", "recent_t", "gain_z", "drop_z", "rise_z", "late_drop_z", "head_rise_z", "noise_sd"
+)  # fmt: skip
 """The statistics of `curve_statistics` that the progress verdict reads (`level_statistics`)."""
+
+
+def head_rise(y: np.ndarray, sd: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A rise within the start window (`window_size`), which its mean dilutes: the largest, over
+    k = 2 .. w - 1, of (mean of the points after the first k - mean of the first k) / (sd
+    sqrt(1/k + 1/(n - k))), and the k that gives it. y: [M, n]; sd: [M] the noise sd (inf: no
+    noise, no rise). A jump after the first 2 of 200 points moved the start window's mean by
+    1% of it and read `flat` (2026-12-05, session 27). From 2 points: a single first point off
+    the level is as likely an outlier of heavy-tailed noise (6 of the 8 t(3) curves of 1,000
+    that it made a rise at k from 1) or a row logged before training: ([M], [M] ints)."""
+    n = y.shape[1]
+    k = np.arange(2, window_size(n))
+    c = np.cumsum(y, axis=1)
+    head = c[:, k - 1] / k
+    rest = (c[:, -1:] - c[:, k - 1]) / (n - k)
+    z = (rest - head) / (sd[:, None] * np.sqrt(1.0 / k + 1.0 / (n - k)))
+    best = np.argmax(z, axis=1)
+    return z[np.arange(y.shape[0]), best], k[best]
 
 
 def level_statistics(y: np.ndarray) -> dict[str, np.ndarray]:
@@ -236,6 +256,7 @@ def level_statistics(y: np.ndarray) -> dict[str, np.ndarray]:
         "drop_z": (mw.max(axis=1) - mw[:, -1]) / se_w,
         "rise_z": (mw[:, -1] - mw.min(axis=1)) / se_w,
         "late_drop_z": (y[:, :m].mean(axis=1) - mw[:, -1]) / se_m,
+        "head_rise_z": head_rise(y, safe)[0],
         "noise_sd": sd,
     }
 

@@ -382,7 +382,7 @@ def _simulated(n: int, null: NullModel, statistics) -> dict[str, np.ndarray]:  #
 def _sorted_null(stats: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     # a null curve with no variation at all (binomial at p = 0 or 1) is never significant
     flat = stats["noise_sd"] <= 0
-    for key in ("trend_t", "recent_t", "gain_z", "drop_z", "rise_z"):
+    for key in ("trend_t", "recent_t", "gain_z", "drop_z", "rise_z", "head_rise_z"):
         stats[key] = np.where(flat, 0.0, stats[key])
     return {k: np.sort(v) for k, v in stats.items()}
 

@@ -41,7 +41,7 @@ from scipy.special import ndtr
 
 from pgrpo.core.rewardrange import range_holding
 from pgrpo.diagnose import nullmodel as nm
-from pgrpo.diagnose.curvestats import change_bounds
+from pgrpo.diagnose.curvestats import change_bounds, head_rise
 from pgrpo.diagnose.fitevidence import fit_evidence
 
 PROGRESS_LABELS = (
@@ -59,6 +59,13 @@ NONFINITE_TAIL = 3
 diverged): one or two can be a last row caught mid-write or a step whose rewards all failed."""
 ALPHA = 0.005
 ALPHA_RECENT = 0.05
+HEAD_SHARE = 0.2
+"""The head test's level (`curvestats.head_rise`: a rise within the start window) is this share
+of the verdict's (0.001 at ALPHA), as it adds to the other rise tests: at the full level it
+alone made a rise of 0.5-0.7% of AR(1) null curves, at a fifth 0-0.4%, and it still finds
+83-87% of jumps 0.2 -> 0.8 after the first 2 of 24-200 points at N = 8 and 97-100% after 3
+(2026-12-05, session 27, 1,000 AR(1) and 30 jump curves a cell; `bench/jump_verdicts.py` and
+`bench/null_rates.py` measure the verdict with it)."""
 ZERO_SPREAD_SHARE = 0.8
 PLATEAU_SHARE = 0.25
 """A plateau has stopped (`plateau_stopped` 1) when the largest rise over its second half that
@@ -175,6 +182,7 @@ def _tests(
         "recent_p_up": nm.p_value(st["recent_t"], ns["recent_t"]),
         "recent_p_down": nm.p_value(-st["recent_t"], np.sort(-ns["recent_t"])),
         "gain_p": nm.p_value(st["gain_z"], ns["gain_z"]),
+        "head_p": nm.p_value(st["head_rise_z"], ns["head_rise_z"]),
         "drop_p": nm.p_value(st["drop_z"], ns["drop_z"]),
         "late_drop_p": nm.late_drop_p(x if unit is None else unit, st["late_drop_z"], n_rollouts),
         "_trend_t": st["trend_t"],
@@ -245,6 +253,13 @@ def assess_progress(
     if ev.get("zero_spread_end", 0.0) >= ZERO_SPREAD_SHARE and np.ptp(tail) == 0:
         if tail[0] <= x.min():
             ev["stuck_p"] = _stuck_p(u, w, n_rollouts)
+    if (
+        ev["head_p"] < HEAD_SHARE * alpha
+        and ev["gain_p"] >= alpha
+        and not (ev["_trend_t"] > 0 and ev["trend_p"] < alpha)
+    ):  # it rose within the start window, which hides it: the start is the points before
+        k = int(head_rise(x[None, :], np.array([ev["noise_sd"]]))[1][0])
+        ev["start_points"], ev["start_level"] = k, float(np.mean(x[:k]))
     if fit:
         ev.update(fit_evidence(s, x, reward_range))
     label = _label(ev, u, n_rollouts, alpha, reward_range)
@@ -267,6 +282,7 @@ def _label(
 ) -> str:
     se_w = ev["noise_sd"] / math.sqrt(ev["window"])
     rose = (ev["_trend_t"] > 0 and ev["trend_p"] < alpha) or ev["gain_p"] < alpha
+    rose = rose or ev["head_p"] < HEAD_SHARE * alpha  # a rise the start window hides
     fell = ev["_trend_t"] < 0 and ev["trend_p"] < alpha
     dropped = ev["drop_p"] < alpha or ev["late_drop_p"] < alpha
     at_top = ev["end_level"] >= ev["best_level"] - se_w
@@ -327,9 +343,16 @@ def _share(part: float, whole: float) -> str:
     return f"{nm.fmt_share(part / whole)} of" if whole > 0 else "more than"
 
 
+def _start(ev: dict[str, Any]) -> str:
+    """The start level in words: of the first points when the rise came within them."""
+    k = ev.get("start_points")
+    return _g(ev["start_level"]) + (f" (its first {k} logged point{'s' * (k > 1)})" if k else "")
+
+
 def _words(label: str, ev: dict[str, Any]) -> tuple[str, str]:
     a, b, best = ev["start_level"], ev["end_level"], ev["best_level"]
     p, ps = ev["trend_p"], ev["best_step"]
+    pr = min(p, ev["gain_p"], ev["head_p"] / HEAD_SHARE)  # the rise's p, at the verdict's level
     if label == "learning":
         rem, t90 = ev.get("remaining_gain", math.nan), ev.get("steps_to_90pct", math.nan)
         more = (
@@ -343,14 +366,14 @@ def _words(label: str, ev: dict[str, Any]) -> tuple[str, str]:
             else "; the fit cannot yet tell how much more to expect"
         )
         return (
-            f"Still learning: reward went from {_g(a)} to {_g(b)} (trend {nm.fmt_p(p)}) and is "
-            f"still rising over the second half ({nm.fmt_p(ev['recent_p_up'])}){more}.",
+            f"Still learning: reward went from {_start(ev)} to {_g(b)} (trend {nm.fmt_p(p)}) and "
+            f"is still rising over the second half ({nm.fmt_p(ev['recent_p_up'])}){more}.",
             "keep training"
             + (f": about {t90:.0f} more steps should bring 90% of the rest" if math.isfinite(t90)
                else " and check again later"),
         )  # fmt: skip
     if label == "plateau":
-        rose = f"reward rose from {_g(a)} to {_g(b)} ({nm.fmt_p(min(p, ev['gain_p']))})"
+        rose = f"reward rose from {_start(ev)} to {_g(b)} ({nm.fmt_p(pr)})"
         hi, gain = ev["recent_rise_hi"], b - a
         rejected = f"rises of more than {hi:+.3g} over it are rejected at the 5% level"
         if ev["plateau_creeping"]:
