@@ -60,12 +60,9 @@ diverged): one or two can be a last row caught mid-write or a step whose rewards
 ALPHA = 0.005
 ALPHA_RECENT = 0.05
 HEAD_SHARE = 0.2
-"""The head test's level (`curvestats.head_rise`: a rise within the start window) is this share
-of the verdict's (0.001 at ALPHA), as it adds to the other rise tests: at the full level it
-alone made a rise of 0.5-0.7% of AR(1) null curves, at a fifth 0-0.4%, and it still finds
-83-87% of jumps 0.2 -> 0.8 after the first 2 of 24-200 points at N = 8 and 97-100% after 3
-(2026-12-05, session 27, 1,000 AR(1) and 30 jump curves a cell; `bench/jump_verdicts.py` and
-`bench/null_rates.py` measure the verdict with it)."""
+"""The head test's level (`curvestats.head_rise`, a rise within the start window) is this share
+of the verdict's, as it adds to the other rise tests (docs/diagnostics.md, "A rise within the
+start window": AR(1) nulls made a rise 0.5-0.7% of the time at the full level, 0-0.4% here)."""
 ZERO_SPREAD_SHARE = 0.8
 PLATEAU_SHARE = 0.25
 """A plateau has stopped (`plateau_stopped` 1) when the largest rise over its second half that
