@@ -68,8 +68,8 @@ def test_learning_is_a_significant_rise_over_the_second_half_that_is_not_bounded
     step, y = _creep(seed, n, creep)
     v = assess_progress(step, y, n_rollouts=N_ROLL, fit=False)
     ev = v.evidence
-    gain = ev["end_level"] - ev["start_level"]
-    bounded = gain > 0 and ev["recent_rise_hi"] <= PLATEAU_SHARE * gain
+    gain = ev["end_level"] - ev.get("head_level", ev["start_level"])  # from the head where the
+    bounded = gain > 0 and ev["recent_rise_hi"] <= PLATEAU_SHARE * gain  # rise started in it
     if v.label == "learning":
         assert ev["recent_p_up"] < ALPHA_RECENT and not bounded
     if v.label == "plateau":

@@ -97,3 +97,16 @@ def test_the_cli_reads_a_reward_std_logged_on_the_first_rows_as_no_evidence(tmp_
     assert not mode["detected"]
     assert any("logged on 6 of the 120 judged steps (steps 1-6)" in m for m in mode["missing"])
     assert not any("Advantage degeneracy" in f["sentence"] for f in out["findings"])
+
+
+def test_a_passed_over_source_keeps_the_next_ones_reason():
+    """frac_reward_zero_std on the first 6 rows, then a reward_std rounded to 0.001: both reasons
+    are named (the rounding's was dropped once a source had been passed over; a review)."""
+    n, rng = 120, np.random.default_rng(0)
+    cols = _cols(n) | {
+        "frac_reward_zero_std": _only(n, slice(0, 6), 1.0),
+        "reward_std": np.round(np.abs(rng.normal(0.002, 0.01, n)), 3),
+    }
+    missing = " ".join(diagnose(cols).mode("advantage_degeneracy").missing)
+    assert "frac_reward_zero_std is logged on 6 of the 120" in missing
+    assert "rounded to steps of 0.001" in missing

@@ -64,3 +64,32 @@ def test_the_reports_forecast_words_carry_it_for_the_default_only():
     assert "How far to trust it" in forecast_text(forecast(t, y, 0.5), y[:100])
     other = forecast(t, y, 0.5, method="level_gain")
     assert "How far to trust it" not in forecast_text(other, y[:100])
+
+
+def test_the_skill_is_said_only_where_it_was_measured(tmp_path):
+    """Not for a cut far from 0.5 (it was measured at 0.5), not for a forecast from fewer than
+    10 points (it was compared with the last-10 mean), not for one that is not informative (the
+    text and the report hide those; the JSON did not: a review, 2026-12-05)."""
+    log = _log(tmp_path)
+
+    def skill(path: Path, cut: str):
+        got = runner.invoke(app, ["fit", str(path), "--forecast-from", cut, "--no-plot", "--json"])
+        return json.loads(got.stdout)["forecast"]["measured_skill"]
+
+    assert skill(log, "0.5") is not None and skill(log, "0.45") is not None
+    assert skill(log, "0.9") is None and skill(log, "0.2") is None
+    short = tmp_path / "short.csv"
+    short.write_text("step,reward\n" + "".join(f"{s},{0.1 * s:.2f}\n" for s in range(1, 13)))
+    assert skill(short, "0.5") is None
+    rng = np.random.default_rng(0)  # 80 points: a band wider than the run's range
+    y = 0.2 + 0.6 * (1 - np.exp(-np.arange(1, 81) / 25)) + rng.normal(0, 0.05, 80)
+    wide = tmp_path / "wide.csv"
+    wide.write_text("step,reward\n" + "".join(f"{s},{v:.4f}\n" for s, v in enumerate(y, 1)))
+    got = runner.invoke(app, ["fit", str(wide), "--forecast-from", "0.5", "--no-plot", "--json"])
+    assert json.loads(got.stdout)["forecast"]["informative"] is False
+    assert skill(wide, "0.5") is None
+
+
+def test_the_sentence_says_whether_the_wins_are_more_than_chance():
+    words = MEASURED_SKILL[DEFAULT_METHOD].sentence()
+    assert "23 of 40 (a sign test p 0.43: not significantly more than half)" in words

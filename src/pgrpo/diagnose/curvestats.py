@@ -213,22 +213,24 @@ LEVEL_STATISTICS = (
 """The statistics of `curve_statistics` that the progress verdict reads (`level_statistics`)."""
 
 
-def head_rise(y: np.ndarray, sd: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def head_rise(y: np.ndarray, sd: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """A rise within the start window (`window_size`), which its mean dilutes: the largest, over
-    k = 2 .. w - 1, of (mean of the points after the first k - mean of the first k) / (sd
-    sqrt(1/k + 1/(n - k))), and the k that gives it. y: [M, n]; sd: [M] the noise sd (inf: no
-    noise, no rise). A jump after the first 2 of 200 points moved the start window's mean by
-    1% of it and read `flat` (2026-12-05, session 27). From 2 points: a single first point off
-    the level is as likely an outlier of heavy-tailed noise (6 of the 8 t(3) curves of 1,000
-    that it made a rise at k from 1) or a row logged before training: ([M], [M] ints)."""
+    k = 2 .. w - 1, of (mean of the points after the first k - the head) / (sd sqrt(1/(k - 1) +
+    1/(n - k))), the head being the mean of the first k points less their lowest, so that one
+    point off the level (an outlier of heavy-tailed noise, a row logged before training) makes
+    no rise: ([M], [M] ints, [M]) the statistic, its k and its head. y: [M, n]; sd: [M] the
+    noise sd (inf: no noise, no rise). A jump after the first 2 of 200 points moved the start
+    window's mean by 1% of it and read `flat` (2026-12-05, session 27)."""
     n = y.shape[1]
     k = np.arange(2, window_size(n))
     c = np.cumsum(y, axis=1)
-    head = c[:, k - 1] / k
+    low = np.minimum.accumulate(y, axis=1)
+    head = (c[:, k - 1] - low[:, k - 1]) / (k - 1)
     rest = (c[:, -1:] - c[:, k - 1]) / (n - k)
-    z = (rest - head) / (sd[:, None] * np.sqrt(1.0 / k + 1.0 / (n - k)))
+    z = (rest - head) / (sd[:, None] * np.sqrt(1.0 / (k - 1) + 1.0 / (n - k)))
     best = np.argmax(z, axis=1)
-    return z[np.arange(y.shape[0]), best], k[best]
+    rows = np.arange(y.shape[0])
+    return z[rows, best], k[best], head[rows, best]
 
 
 def level_statistics(y: np.ndarray) -> dict[str, np.ndarray]:

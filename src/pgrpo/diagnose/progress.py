@@ -250,18 +250,15 @@ def assess_progress(
     if ev.get("zero_spread_end", 0.0) >= ZERO_SPREAD_SHARE and np.ptp(tail) == 0:
         if tail[0] <= x.min():
             ev["stuck_p"] = _stuck_p(u, w, n_rollouts)
-    if (
-        ev["head_p"] < HEAD_SHARE * alpha
-        and ev["gain_p"] >= alpha
-        and not (ev["_trend_t"] > 0 and ev["trend_p"] < alpha)
-    ):  # it rose within the start window, which hides it: the start is the points before
-        k = int(head_rise(x[None, :], np.array([ev["noise_sd"]]))[1][0])
-        ev["start_points"], ev["start_level"] = k, float(np.mean(x[:k]))
+    if ev["head_p"] < HEAD_SHARE * alpha:  # a rise within the start window: where it came
+        _, k, head = head_rise(x[None, :], np.array([ev["noise_sd"]]))  # in its first half and
+        if k[0] <= w // 2 and head[0] < ev["start_level"]:  # below the window, the rise starts
+            ev["head_points"], ev["head_level"] = int(k[0]), float(head[0])  # there (not a fall)
     if fit:
         ev.update(fit_evidence(s, x, reward_range))
     label = _label(ev, u, n_rollouts, alpha, reward_range)
     if label == "plateau":  # the second half's rise bounded to a quarter of the gain, or below 0
-        gain = ev["end_level"] - ev["start_level"]
+        gain = ev["end_level"] - _rise_start(ev)
         ev["plateau_stopped"] = float(ev["recent_rise_hi"] <= PLATEAU_SHARE * max(gain, 0.0))
         ev["plateau_creeping"] = float(ev["recent_p_up"] < ALPHA_RECENT)  # `_small_rise`
     summary, action = _words(label, ev)
@@ -327,8 +324,13 @@ def _small_rise(ev: dict[str, Any]) -> bool:
     """The largest rise over the second half that the one-sided 5% test does not reject is at
     most PLATEAU_SHARE of a positive gain (end window - start window): most of the rise is
     behind the run, however significant its creep."""
-    gain = ev["end_level"] - ev["start_level"]
+    gain = ev["end_level"] - _rise_start(ev)
     return gain > 0 and ev["recent_rise_hi"] <= PLATEAU_SHARE * gain
+
+
+def _rise_start(ev: dict[str, Any]) -> float:
+    """Where a rise started: its head (`head_rise`) if there, else the start window."""
+    return float(ev.get("head_level", ev["start_level"]))
 
 
 def _g(v: float) -> str:
@@ -341,9 +343,9 @@ def _share(part: float, whole: float) -> str:
 
 
 def _start(ev: dict[str, Any]) -> str:
-    """The start level in words: of the first points when the rise came within them."""
-    k = ev.get("start_points")
-    return _g(ev["start_level"]) + (f" (its first {k} logged point{'s' * (k > 1)})" if k else "")
+    """The rise's start in words."""
+    k = ev.get("head_points")
+    return _g(_rise_start(ev)) + (f" (its first {k} logged points, less the lowest)" if k else "")
 
 
 def _words(label: str, ev: dict[str, Any]) -> tuple[str, str]:
@@ -371,7 +373,7 @@ def _words(label: str, ev: dict[str, Any]) -> tuple[str, str]:
         )  # fmt: skip
     if label == "plateau":
         rose = f"reward rose from {_start(ev)} to {_g(b)} ({nm.fmt_p(pr)})"
-        hi, gain = ev["recent_rise_hi"], b - a
+        hi, gain = ev["recent_rise_hi"], b - _rise_start(ev)
         rejected = f"rises of more than {hi:+.3g} over it are rejected at the 5% level"
         if ev["plateau_creeping"]:
             return (

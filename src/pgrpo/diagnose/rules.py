@@ -297,7 +297,8 @@ def advantage_degeneracy(s: Signals) -> ModeVerdict:
         iid = iid if np.isfinite(iid).any() else None
     live = _live_steps(reward)
     deg, source, passed = zero_spread_now(s.columns, live, s.steps)
-    if passed:  # logged early only: it says nothing of the run now
+    if passed:  # logged early only: it says nothing of the run now (and a rounding kept)
+        passed += [f"reward_std: {source}"] * bool(deg is None and source)
         missing.append(f"the zero-spread share in the run's second half ({'; '.join(passed)})")
     if deg is None and not passed:  # source: why a reward_std gives no bound (rounded), or ''
         missing.append(

@@ -79,14 +79,30 @@ class ForecastSkill:
     band_covered: int
     source: str
 
+    def applies(self, fc: Forecast) -> bool:
+        """Measured for this forecast: its method, a cut within 0.1 of `cut` (as a share of the
+        points), at least 10 points before it (the last-10 mean it was compared with)."""
+        before, after = np.asarray(fc.fit.reward).size, np.asarray(fc.future_step).size
+        share = before / max(before + after, 1)
+        return (
+            fc.metrics.get("method") == self.method
+            and abs(share - self.cut) <= 0.1
+            and (before >= 10)
+        )
+
     def sentence(self) -> str:
+        # two-sided sign test of the wins against half (exact binomial)
+        tail = sum(math.comb(self.runs, i) for i in range(max(self.wins, self.runs - self.wins),
+                                                          self.runs + 1))  # fmt: skip
+        p = min(1.0, 2.0 * tail / 2.0**self.runs)
         return (
             f"How far to trust it: on {self.runs} real runs ({self.repositories} repositories) "
             f"held back after this forecaster was chosen, cut at {self.cut:.0%} of each, its "
             f"median error was {self.median_error:.2f} of the run's reward std (the mean of the "
             f"last 10 points before the cut: {self.last10_median_error:.2f}); it beat that mean "
-            f"on {self.wins} of {self.runs}, and its 90% band held the observed mean on "
-            f"{self.band_covered} (docs/dynamics.md)."
+            f"on {self.wins} of {self.runs} (a sign test p {p:.2g}: "
+            f"{'not ' * (p >= 0.05)}significantly more than half), and its 90% band held the "
+            f"observed mean on {self.band_covered} (docs/dynamics.md)."
         )
 
 
@@ -105,7 +121,14 @@ MEASURED_SKILL: dict[str, ForecastSkill] = {
     ),
 }
 """Out-of-sample skill of the methods measured so (the default); what `pgrpo fit` and the
-report say beside a forecast."""
+report say beside a forecast it `applies` to."""
+
+
+def measured_skill(fc: Forecast) -> ForecastSkill | None:
+    """The measured skill that applies to this forecast (`ForecastSkill.applies`), or None."""
+    skill = MEASURED_SKILL.get(str(getattr(fc, "metrics", {}).get("method")))
+    return skill if skill is not None and skill.applies(fc) else None
+
 
 MIN_FORECAST_POINTS = 6
 """The fewest points before the cut a forecast fits (the fits' own minimum)."""

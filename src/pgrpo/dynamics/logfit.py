@@ -303,11 +303,11 @@ def _fit_dict(r: FitResult) -> dict[str, Any]:
 def _forecast_dict(fc: Forecast, reward: np.ndarray) -> dict[str, Any]:
     from dataclasses import asdict
 
-    from pgrpo.dynamics.forecast import MEASURED_SKILL, informative, uninformative_reason
+    from pgrpo.dynamics.forecast import informative, measured_skill, uninformative_reason
 
     obs = fc.observed_mean
     shown = informative(fc, reward)
-    skill = MEASURED_SKILL.get(str(fc.metrics.get("method")))
+    skill = measured_skill(fc) if shown else None
     return {
         "informative": shown,  # band narrower than the run's range, from a prefix that moved
         "not_informative_because": None if shown else uninformative_reason(fc),
@@ -328,7 +328,7 @@ def _forecast_dict(fc: Forecast, reward: np.ndarray) -> dict[str, Any]:
         "baselines": {
             name: {"predicted_mean": v, "error": abs(v - obs)} for name, v in fc.baselines.items()
         },
-        "measured_skill": None if skill is None else asdict(skill),  # out of sample, real runs
+        "measured_skill": None if skill is None else asdict(skill),  # where it was measured
     }
 
 

@@ -12,8 +12,8 @@ from typing import Any
 import numpy as np
 
 from pgrpo.dynamics.forecast import (  # noqa: F401  (informative, uninformative_reason: re-exported)
-    MEASURED_SKILL,
     informative,
+    measured_skill,
     uninformative_reason,
 )
 from pgrpo.report import plots
@@ -118,7 +118,7 @@ def forecast_text(fc: Any, reward: np.ndarray, bin_size: int = 1) -> str:
             f"; {words['observed']}, {inside} the band (the mean of the last 10 {unit} before "
             f"the cut was {last10:.3g})"
         )
-    skill = MEASURED_SKILL.get(str(getattr(fc, "metrics", {}).get("method")))  # duck-typed: none
+    skill = measured_skill(fc)  # where it was measured (method, cut, length)
     return (
         f"<p>Backtest: {_e(words['line'])} ({prefix.size} {unit}) predicts the mean reward "
         f"over steps {fc.future_step[0]:g} to {fc.future_step[-1]:g}: {_e(words['band'])}"
