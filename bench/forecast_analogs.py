@@ -102,17 +102,23 @@ def _ranks(x: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
     return transform
 
 
+def _features(train: list[Row], row: Row, rank: bool) -> tuple[np.ndarray, ...]:
+    """The training rows' features [R, F] and the row's [F] (rank-transformed when asked), and
+    the training features' mean and sd [F]."""
+    x, z = np.array([r["x"] for r in train]), row["x"]
+    if rank:
+        tr = _ranks(x)
+        x, z = tr(x), tr(z)[0]
+    return (x, z, *_standardise(x))
+
+
 def _drift(rows: list[Row], base: str) -> np.ndarray:
     return np.clip(np.array([(r["obs"] - r[base]) / r["sp"] for r in rows]), -CLIP, CLIP)
 
 
 def knn(k: int, base: str, agg: str = "idw", rank: bool = False) -> Variant:
     def predict(train: list[Row], row: Row) -> float:
-        x, z = np.array([r["x"] for r in train]), row["x"]
-        if rank:
-            tr = _ranks(x)
-            x, z = tr(x), tr(z)[0]
-        mu, sd = _standardise(x)
+        x, z, mu, sd = _features(train, row, rank)
         d = np.sqrt((((x - mu) / sd - (z - mu) / sd) ** 2).sum(1))
         near = np.argsort(d)[:k]
         y, w = _drift(train, base)[near], 1.0 / (d[near] + 0.25)
@@ -131,11 +137,7 @@ def fixed_bias(base: str) -> Variant:
 
 def ridge(alpha: float, huber: bool = False, rank: bool = False) -> Variant:
     def predict(train: list[Row], row: Row) -> float:
-        x, z = np.array([r["x"] for r in train]), row["x"]
-        if rank:
-            tr = _ranks(x)
-            x, z = tr(x), tr(z)[0]
-        mu, sd = _standardise(x)
+        x, z, mu, sd = _features(train, row, rank)
         a, y = np.c_[np.ones(len(train)), (x - mu) / sd], _drift(train, "cons")
         pen = alpha * np.eye(a.shape[1])
         pen[0, 0] = 0.0
