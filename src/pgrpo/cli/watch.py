@@ -102,7 +102,7 @@ def watch_cmd(
     (0 when the watch ends without one, 2 on bad input). verl: point it at the file logger's
     JSONL or the console log; TRL: prefer `PgrpoCallback` (trainer_state.json is written only
     at checkpoints)."""
-    from pgrpo.diagnose.live import LiveConfig, warning_kind
+    from pgrpo.diagnose.live import LiveConfig, unsaid
     from pgrpo.diagnose.watch import watch_log
 
     bounds = None if reward_range is None else _runopts.parse_reward_range(reward_range)
@@ -138,10 +138,8 @@ def watch_cmd(
 
     def show(status, reward_log) -> None:  # noqa: ANN001
         warned = [*reward_log.warnings, *status.warnings]  # the reader's, the assessment's
-        for w in warned:
-            if warning_kind(w) not in told:
-                told.add(warning_kind(w))
-                typer.echo(f"warning: {w}", err=True)
+        for w in unsaid(warned, told):
+            typer.echo(f"warning: {w}", err=True)
         if as_json:
             typer.echo(json.dumps({"step": status.step, "reward": status.reward,
                                    "verdict": status.verdict, "summary": status.summary,

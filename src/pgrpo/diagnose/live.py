@@ -242,6 +242,17 @@ def warning_kind(text: str) -> str:
     return re.sub(r"[-+]?\d+(\.\d+)?([eE][-+]?\d+)?", "#", text)
 
 
+def unsaid(texts: tuple[str, ...] | list[str], said: set[str]) -> list[str]:
+    """The warnings of `texts` whose kind (`warning_kind`) is not in `said`, which it updates:
+    what `pgrpo watch` and `PgrpoCallback` say, each kind once."""
+    new = []
+    for text in texts:
+        if (kind := warning_kind(text)) not in said:
+            said.add(kind)
+            new.append(text)
+    return new
+
+
 def _warnings(log: RewardLog, cfg: LiveConfig) -> tuple[str, ...]:
     """What the assessment cannot do as asked: a degeneracy stop rule on a log with no
     zero-spread signal (it could never fire, and nothing said so; review, 2026-12-05), a reward

@@ -139,7 +139,7 @@ class PgrpoCallback(TrainerCallback):
         return control
 
     def _assess(self, records: list[dict[str, Any]]) -> Any:
-        from pgrpo.diagnose.live import assess_live, warning_kind
+        from pgrpo.diagnose.live import assess_live, unsaid
         from pgrpo.logs.base import assemble
 
         try:
@@ -149,12 +149,9 @@ class PgrpoCallback(TrainerCallback):
         except (ValueError, ArithmeticError, RuntimeError) as exc:  # never break the user's run
             self.errors.append(f"{type(exc).__name__}: {exc}")
             return None
-        for text in status.warnings:  # each kind once (its numbers change as the log grows)
-            kind = warning_kind(text)
-            if kind not in self.warned:
-                self.warned.add(kind)
-                self.notes.append(text)
-                warnings.warn(f"PgrpoCallback: {text}", RuntimeWarning, stacklevel=2)
+        for text in unsaid(status.warnings, self.warned):  # each kind once (its numbers
+            self.notes.append(text)  # change as the log grows)
+            warnings.warn(f"PgrpoCallback: {text}", RuntimeWarning, stacklevel=2)
         self.history = (*self.history, status)
         return status
 
