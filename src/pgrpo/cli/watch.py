@@ -134,7 +134,7 @@ def watch_cmd(
             typer.echo(f"note: removed {stop_file}, left by an earlier watch; it is touched again "
                        "when a stop rule holds", err=True)  # fmt: skip
 
-    told: set[str] = set()  # the kinds of the reader's repairs, each said once as the log grows
+    told: dict[str, str] = {}  # warning kind -> text: each said once, withdrawn once (`unsaid`)
 
     def show(status, reward_log) -> None:  # noqa: ANN001
         warned = [*reward_log.warnings, *status.warnings]  # the reader's, the assessment's

@@ -35,6 +35,14 @@ def _hacking(ev: dict) -> str:
     )
 
 
+def _logged_on(ev: dict) -> str:
+    """'; on the N of M judged steps that log it' where the share is logged on part of them."""
+    logged, judged = ev.get("degeneracy_steps_logged"), ev.get("unsaturated_steps")
+    if isinstance(logged, float) and isinstance(judged, float) and logged < judged:
+        return f"; on the {logged:.0f} of {judged:.0f} judged steps that log it"
+    return ""
+
+
 def _degeneracy(ev: dict) -> str:
     source = str(ev.get("degeneracy_source", ""))
     if "degeneracy_lower_bound" in ev:
@@ -46,10 +54,7 @@ def _degeneracy(ev: dict) -> str:
         level, how = ev["degeneracy"], "at least: the share of steps with reward_std == 0"
     else:
         level, how = ev.get("degeneracy"), f"from {source or 'the log'}"
-    logged, judged = ev.get("degeneracy_steps_logged"), ev.get("unsaturated_steps")
-    if isinstance(logged, float) and isinstance(judged, float) and logged < judged:
-        how += f"; on the {logged:.0f} of {judged:.0f} judged steps that log it"
-    how = f"({how})"
+    how = f"({how}{_logged_on(ev)})"
     split = ""
     if isinstance(ev.get("all_fail"), float) and isinstance(ev.get("all_pass"), float):
         split = f"; all-fail {ev['all_fail']:.0%}, all-pass {ev['all_pass']:.0%}"
@@ -113,6 +118,25 @@ def _instability(ev: dict) -> str:
     )
 
 
+def _degeneracy_ended(ev: dict) -> str:
+    return (
+        f"Advantage degeneracy has ended: over the run {_f(ev.get('degeneracy'), '.0%')} of "
+        f"groups had no reward spread (from {ev.get('degeneracy_source', 'the log')}"
+        f"{_logged_on(ev)}), in its second half {_f(ev.get('degeneracy_late'), '.0%')} "
+        f"(significantly below the {_f(ev.get('degeneracy_threshold'), '.0%')} the mode needs), "
+        "so the early steps gave little gradient and the later ones do not starve."
+    )
+
+
+ENDED_ACTION = (
+    "nothing to change in this run; in the next, an easier start (a curriculum or easier "
+    "prompts first) or a larger group lets the first steps learn"
+)
+ENDED: dict[str, tuple[str, Callable[[dict], str]]] = {
+    # a mode that held early and is measured not to hold now: (evidence key, sentence)
+    "advantage_degeneracy": ("degeneracy_ended", _degeneracy_ended),
+}
+
 SENTENCES: dict[str, Callable[[dict], str]] = {
     "reward_hacking": _hacking,
     "advantage_degeneracy": _degeneracy,
@@ -133,6 +157,9 @@ def findings(diagnosis: Any) -> list[dict[str, str]]:
         if v.detected:
             out.append({"about": v.name, "sentence": SENTENCES[v.name](v.evidence),
                         "action": v.action})  # fmt: skip
+        elif v.name in ENDED and v.evidence.get(ENDED[v.name][0]):
+            out.append({"about": f"{v.name} (ended)", "sentence": ENDED[v.name][1](v.evidence),
+                        "action": ENDED_ACTION})  # fmt: skip
     judged = [v.name for v in modes if v.judged and not v.detected]
     unjudged = [v.name for v in modes if not v.judged]
     if judged and not any(v.detected for v in modes):

@@ -242,15 +242,22 @@ def warning_kind(text: str) -> str:
     return re.sub(r"[-+]?\d+(\.\d+)?([eE][-+]?\d+)?", "#", text)
 
 
-def unsaid(texts: tuple[str, ...] | list[str], said: set[str]) -> list[str]:
-    """The warnings of `texts` whose kind (`warning_kind`) is not in `said`, which it updates:
-    what `pgrpo watch` and `PgrpoCallback` say, each kind once."""
-    new = []
-    for text in texts:
-        if (kind := warning_kind(text)) not in said:
-            said.add(kind)
-            new.append(text)
-    return new
+WITHDRAWN = "no longer so: "
+
+
+def unsaid(texts: tuple[str, ...] | list[str], said: dict[str, str]) -> list[str]:
+    """What `pgrpo watch` and `PgrpoCallback` say of the warnings `texts` of one assessment,
+    given `said` (kind -> text, `warning_kind`), which it updates: each kind once while it holds;
+    a kind said before that no longer holds, once, prefixed WITHDRAWN (a degeneracy stop rule
+    that could not fire could once a zero-spread column appeared, and the warning stood), and
+    again if it comes back."""
+    now = {warning_kind(text): text for text in texts}
+    out = [WITHDRAWN + said.pop(kind) for kind in list(said) if kind not in now]
+    for kind, text in now.items():
+        if kind not in said:
+            said[kind] = text
+            out.append(text)
+    return out
 
 
 def _warnings(log: RewardLog, cfg: LiveConfig) -> tuple[str, ...]:

@@ -353,7 +353,15 @@ def advantage_degeneracy(s: Signals) -> ModeVerdict:
         # the step inflated the lag-1 SE of the whole run's mean; review, 2026-12-05). The
         ev["degeneracy_late"] = late_level = float(np.mean(late))  # second half: starved now
         ev["degeneracy_late_se"] = late_se = mean_se(late)
-        strength = max(strength, confidence(late_level - DEGENERACY_MAX - Z95 * late_se, 0.0, 0.1))
+        late_strength = confidence(late_level - DEGENERACY_MAX - Z95 * late_se, 0.0, 0.1)
+        ended = late_level + Z95 * late_se < DEGENERACY_MAX and source != ZERO_STD_SOURCE
+        if strength > 0.5 and ended:
+            # starved early, not now: the share itself (not a lower bound on it) is measured
+            # below the threshold in the second half (one-sided 5%), so the alarm and its action
+            # would be stale; the finding says it ended
+            ev["degeneracy_ended"], ev["degeneracy_threshold"] = 1.0, DEGENERACY_MAX
+            strength = late_strength
+        strength = max(strength, late_strength)
     if (deg is None or source == ZERO_STD_SOURCE) and strength <= 0.5:
         # lower bounds only (zero-spread steps, the i.i.d. prediction): above the threshold they
         # show degeneracy, below it they rule nothing out (a "no" read confidence 1.00 on a

@@ -77,7 +77,7 @@ class PgrpoCallback(TrainerCallback):
         self.stopped: str = ""
         self.errors: list[str] = []
         self.notes: list[str] = []  # the assessments' warnings, each kind once
-        self.warned: set[str] = set()
+        self.warned: dict[str, str] = {}  # warning kind -> text (`live.unsaid`)
         self._ordered: Any = None  # a weak reference to the CallbackHandler it was moved in
 
     def _move_first(self) -> None:
@@ -150,7 +150,7 @@ class PgrpoCallback(TrainerCallback):
             self.errors.append(f"{type(exc).__name__}: {exc}")
             return None
         for text in unsaid(status.warnings, self.warned):  # each kind once (its numbers
-            self.notes.append(text)  # change as the log grows)
+            self.notes.append(text)  # change as the log grows), withdrawn once it no longer holds
             warnings.warn(f"PgrpoCallback: {text}", RuntimeWarning, stacklevel=2)
         self.history = (*self.history, status)
         return status
