@@ -7,11 +7,14 @@ CountSketch D = 4096) vs the random-advantage control; writes bench/results/grad
 from __future__ import annotations
 
 import argparse
-import json
+import sys
 import time
 from pathlib import Path
 
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _results import write_results  # noqa: E402
 
 from pgrpo.measure.gradrank import GradRankConfig, measure_gradrank
 from pgrpo.train.config import ModelConfig
@@ -71,8 +74,7 @@ def main() -> None:
         print(f"{'advantage':<16}" + "".join(f"{k.replace('rank/', ''):>20}" for k in SHOWN))
         for name, m in res.ranks.items():
             print(f"{name:<16}" + "".join(f"{m[k]:>20.2f}" for k in SHOWN))
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps({"args": vars(args), "runs": runs}, indent=1))
+    write_results(Path(args.out), "gradrank_smollm2.py", None, args=vars(args), runs=runs)
 
 
 if __name__ == "__main__":
