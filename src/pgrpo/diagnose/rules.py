@@ -360,8 +360,7 @@ def advantage_degeneracy(s: Signals) -> ModeVerdict:
             # below the threshold in the second half (one-sided 5%), so the alarm and its action
             # would be stale; the finding says it ended
             ev["degeneracy_ended"], ev["degeneracy_threshold"] = 1.0, DEGENERACY_MAX
-            strength = late_strength
-        strength = max(strength, late_strength)
+        strength = late_strength if "degeneracy_ended" in ev else max(strength, late_strength)
     if (deg is None or source == ZERO_STD_SOURCE) and strength <= 0.5:
         # lower bounds only (zero-spread steps, the i.i.d. prediction): above the threshold they
         # show degeneracy, below it they rule nothing out (a "no" read confidence 1.00 on a

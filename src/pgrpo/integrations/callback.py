@@ -76,7 +76,7 @@ class PgrpoCallback(TrainerCallback):
         self.hyperparameters: dict[str, float] = {}
         self.stopped: str = ""
         self.errors: list[str] = []
-        self.notes: list[str] = []  # the assessments' warnings, each kind once
+        self.notes: list[str] = []  # the assessments' warnings, each kind once (`live.unsaid`)
         self.warned: dict[str, str] = {}  # warning kind -> text (`live.unsaid`)
         self._ordered: Any = None  # a weak reference to the CallbackHandler it was moved in
 
