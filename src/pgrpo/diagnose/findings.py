@@ -167,7 +167,8 @@ def findings(diagnosis: Any) -> list[dict[str, str]]:
         out.append({
             "about": "healthy" if healthy else "no failure mode found",
             "sentence": f"No failure mode found among the {len(judged)} the log lets us judge "
-            f"({', '.join(judged)}); each reward test fires on at most 0.5% of noise curves.",
+            f"({', '.join(judged)}); each reward test is set to fire on 0.5% of noise curves "
+            "(measured on the noise docs/diagnostics.md lists: any alarm on at most 3.5%).",
             "action": "",
         })  # fmt: skip
     if unjudged:
