@@ -39,6 +39,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import re
 import sys
 import warnings
 from itertools import product
@@ -76,6 +77,16 @@ OUT_WEIGHTED = ROOT / "bench" / "results" / "forecast_real_weighted.json"
 RESEARCH = "ShibukiZero/assignment5-alignment"  # 32 prompts x 8 = 256 rollouts per step
 
 
+def _number(value) -> float | None:  # noqa: ANN001
+    """A number, or the first number in a collector's words ("warmup_ratio 0.03 (lr reaches 1e-4
+    at step 9)" -> 0.03; round 12's entries stated the warmup so, and the float() of it stopped
+    the benchmark), or None."""
+    if isinstance(value, int | float):
+        return float(value)
+    found = re.search(r"\d+(\.\d+)?([eE][-+]?\d+)?", str(value))
+    return float(found.group()) if found else None
+
+
 def stated_lr(meta: dict, step: np.ndarray) -> np.ndarray | None:
     """The lr schedule index.json states ([n] at the logged steps) for a run that does not log
     its lr: TRL's linear decay or cosine over max_steps after a linear warmup (a fraction of
@@ -84,7 +95,9 @@ def stated_lr(meta: dict, step: np.ndarray) -> np.ndarray | None:
         "max_steps")  # fmt: skip
     if not peak or not total or not ("linear decay" in sched or "cosine" in sched):
         return None
-    warm = float(meta.get("warmup") or 0.0)
+    warm = _number(meta.get("warmup") or 0.0)
+    if warm is None:  # a warmup stated in words without a number: the schedule is not known
+        return None
     warm = warm * total if warm < 1 else warm
     t = np.asarray(step, dtype=float)
     prog = np.clip((t - warm) / max(total - warm, 1.0), 0.0, 1.0)
