@@ -173,13 +173,13 @@ def test_the_executable_ends_without_teardown_but_keeps_output_and_exit_codes(tm
 DIAGNOSE_PROBE = """
 import json, sys
 import numpy as np
-import pgrpo.diagnose.progress as progress
+import pgrpo.diagnose.floorstats as floorstats
 from pgrpo.diagnose import diagnose
 from pgrpo.diagnose.checks import CheckOptions, run_checks
 from pgrpo.logs import RewardLog
 calls = []
-stay = progress.hypergeom_none
-progress.hypergeom_none = lambda *a: calls.append(a) or stay(*a)  # the 0/1-floor branch ran
+stay = floorstats.hypergeom_none
+floorstats.hypergeom_none = lambda *a: calls.append(a) or stay(*a)  # the 0/1-floor branch ran
 rng = np.random.default_rng(1)
 step = np.arange(1.0, 301.0)
 gb = {"lr": 1e-6, "group_size": 8, "batch_prompts": 8}
@@ -208,7 +208,7 @@ def test_a_diagnosis_and_its_checks_skip_scipy_stats_and_scipy_signal():
     """`pgrpo diagnose` answers a 200,000-step log in <= 3 s (bench/cli_speed.py); importing
     scipy.stats and scipy.signal was ~0.35-0.45 s of that, for a normal quantile, a rank and an
     AR(1) filter that scipy.special and numpy give (`nullmodel.ar1_filter`,
-    `curvestats.average_ranks`, `progress.hypergeom_none`; tests/test_diagnose_nofilter.py)."""
+    `curvestats.average_ranks`, `floorstats.hypergeom_none`; tests/test_diagnose_nofilter.py)."""
     out = subprocess.run(
         [sys.executable, "-c", DIAGNOSE_PROBE], capture_output=True, text=True,
         env={"PYTHONPATH": str(ROOT / "src"), "PATH": "/usr/bin:/bin"}, timeout=300,

@@ -15,8 +15,8 @@ from scipy.signal import lfilter
 from scipy.stats import hypergeom, rankdata
 
 from pgrpo.diagnose.curvestats import average_ranks
+from pgrpo.diagnose.floorstats import hypergeom_none
 from pgrpo.diagnose.nullmodel import LOOP_MIN_ROWS, NullModel, ar1_filter, null_curves
-from pgrpo.diagnose.progress import hypergeom_none
 
 
 @settings(max_examples=60, deadline=None)

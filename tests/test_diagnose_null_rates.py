@@ -74,7 +74,7 @@ def test_sparse_successes_are_noise(p, n, big, known):
 def test_a_short_run_at_zero_by_chance_is_not_collapsed():
     """A run of rare successes whose last window happens to have none was 'collapsed' (stuck at
     its floor with no spread, below its start) on 9-23% of such 15-step curves; the stay at the
-    floor must now be unlikely at the run's own rate of success (`progress._stuck_p`)."""
+    floor must now be unlikely at the run's own rate of success (`floorstats.stuck_p`)."""
     rng = np.random.default_rng(7)
     labels = [diagnose(_log(*_groups(rng, 15, 0.02))).progress.label for _ in range(80)]
     assert labels.count("collapsed") <= 3

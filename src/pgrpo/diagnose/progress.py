@@ -10,7 +10,8 @@
 - `collapsed`: a significant fall from the best window, ending at or below the start level, or
   a run that ends stuck at its floor (the end window constant at the run's minimum, no spread
   within groups) below where it started.
-- `declining`: a significant fall from the best window, or a significant negative trend.
+- `declining`: a significant fall from the best window, or a significant negative trend, unless
+  the fall has stopped with most of the gain kept (`_fall_held`: then `plateau`, below its best).
   "A fall" is either the best window over the end window against the whole curve's null, or
   the end window below the mean of the points before the last third against a null chosen on
   those points alone (`late_drop_p`: a collapse at the end widens the whole curve's noise and
@@ -19,7 +20,8 @@
   a flat second half reads "learning" 5% of the time, a stated cost of not missing a creep),
   unless that second half's rise is bounded (one-sided 5%) at a quarter of the gain or less.
 - `plateau`: a significant rise that has stopped, or that only creeps on (a significant rise
-  over the second half bounded at PLATEAU_SHARE of the gain: `plateau_creeping`).
+  over the second half bounded at PLATEAU_SHARE of the gain: `plateau_creeping`), or a rise that
+  fell from its best and held there (`plateau_below_best`).
 - `flat`: none of these beyond batch noise.
 
 "Significant" is against null curves of the same length (`pgrpo.diagnose.nullmodel`): binomial
@@ -37,12 +39,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from scipy.special import ndtr
 
 from pgrpo.core.rewardrange import range_holding
 from pgrpo.diagnose import nullmodel as nm
 from pgrpo.diagnose.curvestats import change_bounds, head_rise
 from pgrpo.diagnose.fitevidence import fit_evidence
+from pgrpo.diagnose.floorstats import stuck_p
 
 PROGRESS_LABELS = (
     "learning",
@@ -64,6 +66,7 @@ HEAD_SHARE = 0.2
 of the verdict's, as it adds to the other rise tests (docs/diagnostics.md, "A rise within the
 start window": AR(1) nulls made a rise 0.5-0.7% of the time at the full level, 0-0.4% here)."""
 ZERO_SPREAD_SHARE = 0.8
+FALL_KEPT = 0.5  # a fall has stopped (`_fall_held`) only if the end keeps this share of the rise
 PLATEAU_SHARE = 0.25
 """A plateau has stopped (`plateau_stopped` 1) when the largest rise over its second half that
 the one-sided 5% test does not reject is at most this share of its gain (end window - start
@@ -120,43 +123,6 @@ def _windows(step: np.ndarray, x: np.ndarray) -> dict[str, float]:
 
 def _slope(step: np.ndarray, x: np.ndarray) -> float:
     return float(np.polyfit(step, x, 1)[0]) if np.ptp(step) > 0 else 0.0
-
-
-def hypergeom_none(total: int, successes: int, draws: int) -> float:
-    """P(no success in `draws` drawn without replacement from `total` holding `successes`):
-    C(total - successes, draws) / C(total, draws) = prod_{k < m} (1 - a / (total - k)) with
-    (m, a) the smaller and the larger of successes and draws (the two are interchangeable), as
-    a sum of log1p terms: within ~1e-14 of the exact ratio also at totals of millions (a
-    log-gamma difference lost 6e-9 there, scipy.stats.hypergeom's pmf(0) up to 2e-9), without
-    importing scipy.stats."""
-    if draws > total - successes:
-        return 0.0
-    m, a = sorted((int(successes), int(draws)))
-    if m == 0:
-        return 1.0
-    k = np.arange(m, dtype=float)
-    return float(np.exp(np.sum(np.log1p(-a / (total - k)))))
-
-
-def _stuck_p(x: np.ndarray, w: int, n_rollouts: float | None) -> float:
-    """p-value of a last window of w steps stuck at the run's floor, were the run's rate the same
-    throughout. x: [n], on the 0/1 scale of the reward's range when known (`nm.unit_scale`).
-    For means of N 0/1 rewards (N stated or read off the values) with the
-    floor at 0: the chance that none of the run's K successes falls in the window's N w of its
-    N n rollouts (hypergeometric, exact under i.i.d. steps); on any other scale: the mean before
-    the window over the floor, in units of its standard error (one-sided normal)."""
-    n_eff = nm.rollouts(x, n_rollouts)[0]
-    floor = float(x.min())
-    if n_eff and nm.is_binary_mean(x, n_eff) and floor == 0.0:
-        big = int(round(n_eff))
-        successes = int(round(float(x.sum()) * big))
-        return hypergeom_none(big * x.size, successes, big * w)
-    head = x[:-w]
-    sd = float(nm.noise_sd(x[None, :])[0])
-    if head.size == 0 or sd <= 0:
-        return 1.0
-    z = (float(head.mean()) - floor) / (sd * math.sqrt(1.0 / head.size + 1.0 / w))
-    return float(ndtr(-z))  # the normal upper tail, as scipy.stats.norm.sf computes it
 
 
 def _tests(
@@ -249,7 +215,7 @@ def assess_progress(
     tail = x[-w:]
     if ev.get("zero_spread_end", 0.0) >= ZERO_SPREAD_SHARE and np.ptp(tail) == 0:
         if tail[0] <= x.min():
-            ev["stuck_p"] = _stuck_p(u, w, n_rollouts)
+            ev["stuck_p"] = stuck_p(u, w, n_rollouts)
     if ev["head_p"] < HEAD_SHARE * alpha:  # a rise within the start window: where it came
         _, k, head = head_rise(x[None, :], np.array([ev["noise_sd"]]))  # in its first half and
         if k[0] <= w // 2 and head[0] < ev["start_level"]:  # below the window, the rise starts
@@ -293,8 +259,8 @@ def _label(
     if ceiling or (no_spread and all_pass and at_top and rose):
         return "saturated"
     # stuck at the floor, every group scoring the same, below the start, and too long there for
-    # the run's own rate of success (`_stuck_p`; without it a short run of rare successes read
-    # 'collapsed' on 9-23% of null curves)
+    # the run's own rate of success (`floorstats.stuck_p`; without it a short run of rare
+    # successes read 'collapsed' on 9-23% of null curves)
     stuck = no_spread and ev.get("stuck_p", 1.0) < alpha
     if stuck and ev["start_level"] > ev["end_level"] + se_w:
         return "collapsed"
@@ -307,6 +273,9 @@ def _label(
         lost_all = ev["end_level"] <= ev["start_level"] and gained
         if dropped and (lost_all or (no_spread and at_floor)):
             return "collapsed"
+        if not fell and _fall_held(ev, alpha):
+            ev["plateau_below_best"] = 1.0
+            return "plateau"
         return "declining"
     if rose or ev["recent_p_up"] < alpha:
         # one-sided at ALPHA_RECENT: a flat second half reads "learning" 5% of the time. Not
@@ -318,6 +287,25 @@ def _label(
         learning = ev["recent_p_up"] < ALPHA_RECENT and not _small_rise(ev)
         return "learning" if learning else "plateau"
     return "flat"
+
+
+def _fall_held(ev: dict[str, Any], alpha: float) -> bool:
+    """A fall from the best window that has stopped, most of the gain kept: the end keeps at
+    least FALL_KEPT of the rise to the best window; the second half shows no fall (one-sided
+    5%), and any fall there is bounded at PLATEAU_SHARE of that rise (`recent_rise_lo`, as a
+    creep is bounded for a plateau); the end is not below the points before the last third
+    (`late_drop_p`). The verdict is of the run now: a held-back run that rose 0.685 -> 0.718 and
+    held at 0.707 over its second half read 'declining', with the advice to roll back (round
+    12, 2026-12-05)."""
+    start = _rise_start(ev)
+    gain = ev["best_level"] - start
+    return bool(
+        gain > 0
+        and ev["end_level"] - start >= FALL_KEPT * gain
+        and ev["recent_p_down"] >= ALPHA_RECENT
+        and ev["recent_rise_lo"] >= -PLATEAU_SHARE * gain
+        and ev["late_drop_p"] >= alpha
+    )
 
 
 def _small_rise(ev: dict[str, Any]) -> bool:
@@ -375,6 +363,18 @@ def _words(label: str, ev: dict[str, Any]) -> tuple[str, str]:
         rose = f"reward rose from {_start(ev)} to {_g(b)} ({nm.fmt_p(pr)})"
         hi, gain = ev["recent_rise_hi"], b - _rise_start(ev)
         rejected = f"rises of more than {hi:+.3g} over it are rejected at the 5% level"
+        if ev.get("plateau_below_best"):
+            fall, gained = min(ev["drop_p"], ev["late_drop_p"]), ev["best_level"] - _rise_start(ev)
+            return (
+                f"Plateaued below its best: reward rose from {_start(ev)} to {_g(best)} near step "
+                f"{ps:g} ({nm.fmt_p(pr)}), fell to {_g(b)} (fall {nm.fmt_p(fall)}) and held: over "
+                f"the second half it changed by {ev['recent_rise']:+.3g} (falls of more than "
+                f"{-ev['recent_rise_lo']:.3g} are rejected at the 5% level); it kept "
+                f"{nm.fmt_share((b - _rise_start(ev)) / gained)} of the rise to its best.",
+                f"more steps at this setting are unlikely to help; the best checkpoint is near "
+                f"step {ps:g}: keep it, or change something (a lower learning rate, harder "
+                "prompts, a larger group)",
+            )
         if ev["plateau_creeping"]:
             return (
                 f"Plateaued, still creeping: {rose}, and over the second half it rose only "
