@@ -43,17 +43,45 @@ def _early_then(n: int, k_late: int, late: float) -> np.ndarray:
 def test_starvation_that_ended_is_not_an_alarm(n, data):
     k = data.draw(st.integers(MIN_LATE_POINTS, n // 2))
     late = data.draw(st.floats(0.0, 0.3))
-    d = diagnose(_cols(n, seed=k) | {"frac_reward_zero_std": _early_then(n, k, late)})
+    share = _early_then(n, k, late)
+    d = diagnose(_cols(n, seed=k) | {"frac_reward_zero_std": share})
     mode, ev = d.mode("advantage_degeneracy"), d.mode("advantage_degeneracy").evidence
-    assert not mode.detected and mode.action == ""
-    assert not any(f["about"] == "advantage_degeneracy" for f in d.findings())
     ended = [f for f in d.findings() if f["about"] == "advantage_degeneracy (ended)"]
     # said to have ended where the whole run alone would fire (its share significantly above
-    # the threshold: a short run's step from 1 to 0 inflates the lag-1 SE past that)
+    # the threshold: a short run's step from 1 to 0 inflates the lag-1 SE past that) and the
+    # second half is below the threshold by 1.645 errors, the error no smaller than the logged
+    # shares' spread / sqrt(k) (equal late values have a lag-1 error of 0)
     whole_fires = ev["degeneracy"] - DEGENERACY_MAX - 1.6449 * ev["degeneracy_se"] > 0
-    assert whole_fires == bool(ended) == ("degeneracy_ended" in ev)
+    logged = share[np.isfinite(share)]
+    se = max(ev["degeneracy_late_se"], float(np.std(logged)) / np.sqrt(k))
+    low_now = late + 1.6449 * se < DEGENERACY_MAX
+    assert (whole_fires and low_now) == bool(ended) == ("degeneracy_ended" in ev)
     if ended:
+        assert not mode.detected and mode.action == ""
+        assert not any(f["about"] == "advantage_degeneracy" for f in d.findings())
         assert f"in its second half {fmt_share(late)} " in ended[0]["sentence"]
+    elif whole_fires:
+        assert mode.detected  # not shown to have ended: the alarm stands
+
+
+def test_three_late_zeros_against_an_iid_bound_of_85_percent_have_not_ended():
+    """Review: 0/1 rewards at a 2% rate with G = 8 and B = 16 stated (the i.i.d. bound puts 85%
+    of groups at zero spread), the share 1 on steps 1-60 and logged as 0 at 3 later steps: it
+    read 'has ended ... the later ones do not starve' at confidence 0.99995."""
+    from types import SimpleNamespace
+
+    rng = np.random.default_rng(1)
+    n, g, b = 120, 8, 16
+    share = np.full(n, np.nan)
+    share[:60], share[[80, 100, 119]] = 1.0, 0.0
+    log = SimpleNamespace(
+        step=np.arange(1.0, n + 1),
+        columns={"reward": rng.binomial(g * b, 0.02, n) / (g * b), "frac_reward_zero_std": share},
+        hyperparameters={"group_size": g, "batch_prompts": b},
+    )
+    mode = diagnose(log).mode("advantage_degeneracy")
+    assert mode.evidence["iid_prediction"] > 0.8
+    assert "degeneracy_ended" not in mode.evidence and mode.detected
 
 
 def test_the_reviewed_case_reads_ended():

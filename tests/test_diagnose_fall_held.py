@@ -72,3 +72,28 @@ def test_plateau_below_best_only_where_the_fall_has_stopped_with_most_of_the_gai
         assert ev["recent_rise_lo"] >= -PLATEAU_SHARE * gain
     if keep < 0.4 and dip_at >= 150:  # a best window wholly at the top that lost over half
         assert v.label in ("declining", "collapsed")
+
+
+def test_a_run_climbing_back_after_a_fall_reads_learning_not_held():
+    """Review: a fall from the best, then a significant climb over the second half read
+    'Plateaued below its best ... held ... (falls of more than -0.0508 are rejected)' with the
+    advice that more steps are unlikely to help."""
+    t = np.arange(200)
+    level = np.where(t < 40, 0.8 * t / 40, 0.8)
+    level[70:] = 0.4 + 0.1 * (t[70:] - 70) / 130  # down to 0.4, then back up to 0.5
+    v = assess_progress(*_curve(level, seed=3, sd=0.03))
+    assert v.label == "learning" and "plateau_below_best" not in v.evidence
+    assert v.evidence["recent_p_up"] < ALPHA_RECENT
+
+
+def test_a_crash_in_the_last_points_is_not_a_fall_that_held():
+    """Review: a run held below its best whose last 2 of 400 rewards crash to 0 read 'held'
+    on 6 of 20 seeds: 2 points move the 80-point end window by 2%. The end window's last
+    points are now tested against the rest of it (`tail_drop_z`)."""
+    t = np.arange(400)
+    level = np.where(t < 40, 0.1 + 0.7 * t / 40, 0.8)
+    level[160:], level[-2:] = 0.65, 0.0
+    for seed in range(20):
+        v = assess_progress(*_curve(level, seed, sd=0.08), fit=False)
+        assert "plateau_below_best" not in v.evidence, (seed, v.summary)
+        assert v.label in ("declining", "collapsed")

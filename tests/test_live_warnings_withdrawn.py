@@ -93,3 +93,30 @@ def test_the_watch_withdraws_it_when_the_column_appears(tmp_path):
     assert res.exit_code == 0, res.output
     assert res.output.count(CANNOT) == 2, res.output
     assert f"warning: {WITHDRAWN}{CANNOT}" in res.output
+
+
+def test_the_readers_repairs_are_said_once_and_never_withdrawn(tmp_path):
+    """Review: a reward that is NaN at a few isolated steps made the reader's warning ("the last
+    1 logged reward(s) are NaN or inf") come and go with the newest row, and the watch said it
+    and withdrew it at each NaN. The reader's repairs are said once, as before."""
+    path = tmp_path / "log.jsonl"
+    rows = _rows(120)
+    for i in (40, 70, 100):
+        rows[i]["reward"] = float("nan")
+    chunks = [rows[:41], rows[41:42], rows[42:71], rows[71:72], rows[72:101], rows[101:]]
+    path.write_text("")
+
+    def grow():
+        for chunk in chunks:
+            with path.open("a") as fh:
+                fh.write("".join(json.dumps(r) + "\n" for r in chunk))
+            time.sleep(0.4)
+
+    writer = threading.Thread(target=grow)
+    writer.start()
+    res = runner.invoke(app, ["watch", str(path), "--every", "1", "--poll", "0.05",
+                              "--idle", "2.5"])  # fmt: skip
+    writer.join()
+    assert res.exit_code == 0, res.output
+    assert WITHDRAWN not in res.output
+    assert res.output.count("NaN or inf") <= 1, res.output

@@ -134,11 +134,13 @@ def watch_cmd(
             typer.echo(f"note: removed {stop_file}, left by an earlier watch; it is touched again "
                        "when a stop rule holds", err=True)  # fmt: skip
 
-    told: dict[str, str] = {}  # warning kind -> text: each said once, withdrawn once (`unsaid`)
+    told: dict[str, str] = {}  # the assessment's warnings: each said once, withdrawn once
+    repairs: dict[str, str] = {}  # the reader's: each kind once (`unsaid`)
 
     def show(status, reward_log) -> None:  # noqa: ANN001
         warned = [*reward_log.warnings, *status.warnings]  # the reader's, the assessment's
-        for w in unsaid(warned, told):
+        said = unsaid(reward_log.warnings, repairs, withdraw=False) + unsaid(status.warnings, told)
+        for w in said:
             typer.echo(f"warning: {w}", err=True)
         if as_json:
             typer.echo(json.dumps({"step": status.step, "reward": status.reward,

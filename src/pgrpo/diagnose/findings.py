@@ -129,8 +129,9 @@ def _degeneracy_ended(ev: dict) -> str:
 
 
 ENDED_ACTION = (
-    "nothing to change in this run; in the next, an easier start (a curriculum or easier "
-    "prompts first) or a larger group lets the first steps learn"
+    "the starvation itself needs nothing now (the progress verdict says whether the run learns); "
+    "in the next run, an easier start (a curriculum or easier prompts first) or a larger group "
+    "lets the first steps learn"
 )
 ENDED: dict[str, tuple[str, Callable[[dict], str]]] = {
     # a mode that held early and is measured not to hold now: (evidence key, sentence)
@@ -167,8 +168,8 @@ def findings(diagnosis: Any) -> list[dict[str, str]]:
         out.append({
             "about": "healthy" if healthy else "no failure mode found",
             "sentence": f"No failure mode found among the {len(judged)} the log lets us judge "
-            f"({', '.join(judged)}); each reward test is set to fire on 0.5% of noise curves "
-            "(measured on the noise docs/diagnostics.md lists: any alarm on at most 3.5%).",
+            f"({', '.join(judged)}); each test is set to fire on 0.5% of noise curves, and on "
+            "the noise curves measured no alarm fired on more than 3.5% of them.",
             "action": "",
         })  # fmt: skip
     if unjudged:

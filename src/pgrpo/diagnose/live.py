@@ -245,14 +245,19 @@ def warning_kind(text: str) -> str:
 WITHDRAWN = "no longer so: "
 
 
-def unsaid(texts: tuple[str, ...] | list[str], said: dict[str, str]) -> list[str]:
+def unsaid(
+    texts: tuple[str, ...] | list[str], said: dict[str, str], withdraw: bool = True
+) -> list[str]:
     """What `pgrpo watch` and `PgrpoCallback` say of the warnings `texts` of one assessment,
     given `said` (kind -> text, `warning_kind`), which it updates: each kind once while it holds;
-    a kind said before that no longer holds, once, prefixed WITHDRAWN (a degeneracy stop rule
-    that could not fire could once a zero-spread column appeared, and the warning stood), and
-    again if it comes back."""
+    with `withdraw`, a kind said before that no longer holds, once, prefixed WITHDRAWN (a
+    degeneracy stop rule that could not fire could once a zero-spread column appeared, and the
+    warning stood), and again if it comes back. The reader's repairs come and go with the
+    newest rows (a NaN last reward, then a finite one): `pgrpo watch` says them with
+    `withdraw=False`, each kind once (review, 2026-12-05: each isolated NaN said two lines)."""
     now = {warning_kind(text): text for text in texts}
-    out = [WITHDRAWN + said.pop(kind) for kind in list(said) if kind not in now]
+    gone = [kind for kind in said if kind not in now] if withdraw else []
+    out = [WITHDRAWN + said.pop(kind) for kind in gone]
     for kind, text in now.items():
         if kind not in said:
             said[kind] = text

@@ -39,12 +39,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from scipy.special import ndtri
 
 from pgrpo.core.rewardrange import range_holding
 from pgrpo.diagnose import nullmodel as nm
 from pgrpo.diagnose.curvestats import change_bounds, head_rise
 from pgrpo.diagnose.fitevidence import fit_evidence
 from pgrpo.diagnose.floorstats import stuck_p
+from pgrpo.diagnose.progresstext import rise_start as _rise_start
+from pgrpo.diagnose.progresstext import words
 
 PROGRESS_LABELS = (
     "learning",
@@ -220,6 +223,10 @@ def assess_progress(
         _, k, head = head_rise(x[None, :], np.array([ev["noise_sd"]]))  # in its first half and
         if k[0] <= w // 2 and head[0] < ev["start_level"]:  # below the window, the rise starts
             ev["head_points"], ev["head_level"] = int(k[0]), float(head[0])  # there (not a fall)
+    k = max(2, w // 10)  # the end window's last points against the rest of it (`_after_fall`)
+    se_tail = ev["noise_sd"] * math.sqrt(1.0 / k + 1.0 / (w - k)) if w > k else 0.0
+    if se_tail > 0:
+        ev["tail_drop_z"] = float(np.mean(x[-w:-k]) - np.mean(x[-k:])) / se_tail
     if fit:
         ev.update(fit_evidence(s, x, reward_range))
     label = _label(ev, u, n_rollouts, alpha, reward_range)
@@ -227,7 +234,7 @@ def assess_progress(
         gain = ev["end_level"] - _rise_start(ev)
         ev["plateau_stopped"] = float(ev["recent_rise_hi"] <= PLATEAU_SHARE * max(gain, 0.0))
         ev["plateau_creeping"] = float(ev["recent_p_up"] < ALPHA_RECENT)  # `_small_rise`
-    summary, action = _words(label, ev)
+    summary, action = words(label, ev, ALPHA, HEAD_SHARE)
     metrics = {k: float(v) for k, v in ev.items() if isinstance(v, int | float)}
     evidence = {k: v for k, v in ev.items() if not k.startswith("_")}
     return ProgressVerdict(label, summary, evidence, action, metrics)
@@ -273,10 +280,9 @@ def _label(
         lost_all = ev["end_level"] <= ev["start_level"] and gained
         if dropped and (lost_all or (no_spread and at_floor)):
             return "collapsed"
-        if not fell and _fall_held(ev, alpha):
-            ev["plateau_below_best"] = 1.0
-            return "plateau"
-        return "declining"
+        after = "declining" if fell else _after_fall(ev, alpha, rose)
+        if after is not None:
+            return after
     if rose or ev["recent_p_up"] < alpha:
         # one-sided at ALPHA_RECENT: a flat second half reads "learning" 5% of the time. Not
         # overruled by the exponential fit: real runs creep on after a fast rise, which an
@@ -289,23 +295,33 @@ def _label(
     return "flat"
 
 
-def _fall_held(ev: dict[str, Any], alpha: float) -> bool:
-    """A fall from the best window that has stopped, most of the gain kept: the end keeps at
-    least FALL_KEPT of the rise to the best window; the second half shows no fall (one-sided
-    5%), and any fall there is bounded at PLATEAU_SHARE of that rise (`recent_rise_lo`, as a
-    creep is bounded for a plateau); the end is not below the points before the last third
-    (`late_drop_p`). The verdict is of the run now: a held-back run that rose 0.685 -> 0.718 and
-    held at 0.707 over its second half read 'declining', with the advice to roll back (round
-    12, 2026-12-05)."""
+def _after_fall(ev: dict[str, Any], alpha: float, rose: bool) -> str | None:
+    """What a fall from the best window (no significant whole-run fall) reads now: `plateau`
+    (`plateau_below_best`) where it has stopped with most of the gain kept, None (the rise
+    tests read it: learning) where the run climbs back significantly over its second half
+    (one-sided 5%) after a significant rise, else `declining`. Stopped: the end keeps at least
+    FALL_KEPT of the rise to the best window, is not below the points before the last third
+    (`late_drop_p`), and its last points are not below the rest of the end window
+    (`tail_drop_z`, one-sided at alpha: a crash in the last 2 of 400 points moved the window by
+    2%); held: besides, no fall over the second half (one-sided 5%), and any fall there bounded
+    at PLATEAU_SHARE of that rise (`recent_rise_lo`, as a creep is bounded for a plateau). The
+    verdict is of the run now: a held-back run that rose 0.685 -> 0.718 and held at 0.707 over
+    its second half read 'declining', with the advice to roll back (round 12, 2026-12-05)."""
     start = _rise_start(ev)
     gain = ev["best_level"] - start
-    return bool(
+    stopped = (
         gain > 0
         and ev["end_level"] - start >= FALL_KEPT * gain
-        and ev["recent_p_down"] >= ALPHA_RECENT
-        and ev["recent_rise_lo"] >= -PLATEAU_SHARE * gain
         and ev["late_drop_p"] >= alpha
+        and ev.get("tail_drop_z", 0.0) < -ndtri(alpha)
     )
+    if stopped and rose and ev["recent_p_up"] < ALPHA_RECENT:
+        return None  # climbing back
+    if stopped and ev["recent_p_down"] >= ALPHA_RECENT and ev["recent_p_up"] >= ALPHA_RECENT:
+        if ev["recent_rise_lo"] >= -PLATEAU_SHARE * gain:
+            ev["plateau_below_best"] = 1.0
+            return "plateau"
+    return "declining"
 
 
 def _small_rise(ev: dict[str, Any]) -> bool:
@@ -314,170 +330,6 @@ def _small_rise(ev: dict[str, Any]) -> bool:
     behind the run, however significant its creep."""
     gain = ev["end_level"] - _rise_start(ev)
     return gain > 0 and ev["recent_rise_hi"] <= PLATEAU_SHARE * gain
-
-
-def _rise_start(ev: dict[str, Any]) -> float:
-    """Where a rise started: its head (`head_rise`) if there, else the start window."""
-    return float(ev.get("head_level", ev["start_level"]))
-
-
-def _g(v: float) -> str:
-    return "-" if not math.isfinite(v) else f"{v:.3g}"
-
-
-def _share(part: float, whole: float) -> str:
-    """'40% of', or 'more than' when the whole is not positive."""
-    return f"{nm.fmt_share(part / whole)} of" if whole > 0 else "more than"
-
-
-def _start(ev: dict[str, Any]) -> str:
-    """The rise's start in words."""
-    k = ev.get("head_points")
-    return _g(_rise_start(ev)) + (f" (its first {k} logged points, less the lowest)" if k else "")
-
-
-def _words(label: str, ev: dict[str, Any]) -> tuple[str, str]:
-    a, b, best = ev["start_level"], ev["end_level"], ev["best_level"]
-    p, ps = ev["trend_p"], ev["best_step"]
-    pr = min(p, ev["gain_p"], ev["head_p"] / HEAD_SHARE)  # the rise's p, at the verdict's level
-    if label == "learning":
-        rem, t90 = ev.get("remaining_gain", math.nan), ev.get("steps_to_90pct", math.nan)
-        more = (
-            f"; the fit runs into the reward's bound {ev['reward_bound']:g}: {rem:+.3g} more to "
-            f"it, 90% of that within ~{t90:.0f} steps if the approach stays exponential"
-            if ev.get("fit_gain_at_bound") == 1.0
-            else f"; the fit expects {rem:+.3g} more, 90% of it within ~{t90:.0f} steps"
-            if math.isfinite(t90)
-            else "; no saturation within the data: the gain is not identified"
-            if ev.get("fit_gain_identified") == 0.0
-            else "; the fit cannot yet tell how much more to expect"
-        )
-        return (
-            f"Still learning: reward went from {_start(ev)} to {_g(b)} (trend {nm.fmt_p(p)}) and "
-            f"is still rising over the second half ({nm.fmt_p(ev['recent_p_up'])}){more}.",
-            "keep training"
-            + (f": about {t90:.0f} more steps should bring 90% of the rest" if math.isfinite(t90)
-               else " and check again later"),
-        )  # fmt: skip
-    if label == "plateau":
-        rose = f"reward rose from {_start(ev)} to {_g(b)} ({nm.fmt_p(pr)})"
-        hi, gain = ev["recent_rise_hi"], b - _rise_start(ev)
-        rejected = f"rises of more than {hi:+.3g} over it are rejected at the 5% level"
-        if ev.get("plateau_below_best"):
-            fall, gained = min(ev["drop_p"], ev["late_drop_p"]), ev["best_level"] - _rise_start(ev)
-            return (
-                f"Plateaued below its best: reward rose from {_start(ev)} to {_g(best)} near step "
-                f"{ps:g} ({nm.fmt_p(pr)}), fell to {_g(b)} (fall {nm.fmt_p(fall)}) and held: over "
-                f"the second half it changed by {ev['recent_rise']:+.3g} (falls of more than "
-                f"{-ev['recent_rise_lo']:.3g} are rejected at the 5% level); it kept "
-                f"{nm.fmt_share((b - _rise_start(ev)) / gained)} of the rise to its best.",
-                f"more steps at this setting are unlikely to help; the best checkpoint is near "
-                f"step {ps:g}: keep it, or change something (a lower learning rate, harder "
-                "prompts, a larger group)",
-            )
-        if ev["plateau_creeping"]:
-            return (
-                f"Plateaued, still creeping: {rose}, and over the second half it rose only "
-                f"{ev['recent_rise']:+.3g} ({nm.fmt_p(ev['recent_p_up'])}), "
-                f"{_share(ev['recent_rise'], gain)} that gain: most of the rise is behind it.",
-                "more steps bring little at this rate: stop when the creep is not worth the "
-                "compute, or change something (harder prompts, a larger group, the learning "
-                "rate)",
-            )
-        if ev["plateau_stopped"] and hi < 0:
-            return (
-                f"Plateaued: {rose} and has turned down: over the second half it changed by "
-                f"{ev['recent_rise']:+.3g} ({rejected}; a fall at the 95% level, not at the "
-                f"{1 - ALPHA:.1%} a declining verdict asks for).",
-                "more steps at this setting are unlikely to help and may lose some of the gain: "
-                "stop here, or change something (harder prompts, a larger group, the learning "
-                "rate)",
-            )
-        if ev["plateau_stopped"]:
-            return (
-                f"Plateaued: {rose} and has stopped: over the second half it changed by "
-                f"{ev['recent_rise']:+.3g}, and {rejected}, at most a quarter of that gain.",
-                "more steps at this setting are unlikely to help: stop here, or change "
-                "something (harder prompts, a larger group, the learning rate)",
-            )
-        if 0 < hi <= gain:
-            return (
-                f"Probably plateaued: {rose} and has not risen significantly over the second "
-                f"half ({nm.fmt_p(ev['recent_p_up'])}), but only {rejected} ("
-                f"{_share(hi, gain)} the gain so far).",
-                "not yet clear that it has stopped: train on and diagnose again (more steps "
-                "narrow the bound), or stop if the gain so far is enough",
-            )
-        return (
-            f"Rose, then no significant rise: {rose}, and not significantly over the second "
-            f"half ({nm.fmt_p(ev['recent_p_up'])}); too noisy to tell whether it has stopped: "
-            f"only {rejected} ({_share(hi, gain)} the gain so far).",
-            "cannot tell yet whether it has stopped: train on and diagnose again, or log more "
-            "rollouts per step to lower the noise",
-        )
-    if label == "flat" and ev["noise_sd"] == 0 and ev["floor_level"] == ev["best_level"]:
-        return (
-            f"Flat: the reward never changed ({_g(a)} at all {ev['n']} logged steps).",
-            "nothing is being learned: a reward that never moves is usually a constant score "
-            "(truncated completions, a broken verifier, a reward that ignores the answer): "
-            "check that it varies within groups",
-        )
-    if label == "flat":
-        lo, hi = ev["trend_change_lo"], ev["trend_change_hi"]
-        drift = (
-            ""
-            if lo <= 0 <= hi
-            else f": a slow {'rise' if lo > 0 else 'fall'} at the 95% level, not at the "
-            f"{1 - ALPHA:.1%} this verdict asks for"
-        )
-        return (
-            f"Flat: no change beyond batch noise (start {_g(a)}, end {_g(b)}, trend {nm.fmt_p(p)}, "
-            f"noise sd {_g(ev['noise_sd'])} per logged point; null: {ev['null_model']}); the "
-            f"change over the run is {lo:+.3g} to {hi:+.3g} (95%){drift}.",
-            "nothing is being learned: check that rewards vary within groups (advantage "
-            "degeneracy), that the learning rate is not too small, and that the reward scores "
-            "what you intend"
-            + ("; log more steps or more rollouts per step to tell the drift from noise"
-               if drift else ""),
-        )  # fmt: skip
-    if label == "declining":
-        # a run that rose over the whole log and fell back from its best at the end: its trend
-        # p is a rise's, not evidence of the decline (round 6: "trend p<0.001" on 0.1 -> 0.87)
-        if ev["_trend_t"] <= 0:
-            trend = f"trend {nm.fmt_p(p)}"
-        elif p < ALPHA:
-            trend = f"after a rise from {_g(a)} over the run, trend {nm.fmt_p(p)} upward"
-        else:
-            trend = f"no trend over the whole run, {nm.fmt_p(p)}"
-        return (
-            f"Declining: reward fell from its best, {_g(best)} near step {ps:g}, to {_g(b)} "
-            f"(fall {nm.fmt_p(min(ev['drop_p'], ev['late_drop_p']))}, {trend}).",
-            f"roll back to the checkpoint near step {ps:g}; lower the learning rate, add a KL "
-            "penalty or use fewer inner updates (num_iterations)",
-        )
-    if label == "collapsed":
-        fall = min(ev["drop_p"], ev["late_drop_p"])
-        how = (
-            f" (fall {nm.fmt_p(fall)})"
-            if fall < ALPHA
-            else f", and stays at its floor with no spread within groups on "
-            f"{ev.get('zero_spread_end', math.nan):.0%} of the last steps "
-            f"({nm.fmt_p(ev.get('stuck_p', math.nan))} for so long a stay at its rate)"
-        )
-        return (
-            f"Collapsed: reward fell from {_g(best)} near step {ps:g} to {_g(b)}, at or below "
-            f"where it started ({_g(a)}){how}.",
-            f"restart from the checkpoint near step {ps:g} with a lower learning rate, fewer "
-            "off-policy epochs (num_iterations) or a KL penalty",
-        )
-    share = ev.get("zero_spread_end", math.nan)
-    return (
-        f"Saturated: reward sits at its ceiling ({_g(b)})"
-        + (f" with no spread within groups on {share:.0%} of the last steps." if
-           math.isfinite(share) else "."),
-        "the task is solved at this difficulty and no gradient is left: stop, or move to "
-        "harder prompts",
-    )  # fmt: skip
 
 
 def assess_signals(signals: Any) -> ProgressVerdict:

@@ -274,6 +274,27 @@ def _live_steps(reward: np.ndarray) -> np.ndarray:
     return live
 
 
+def _ended(s: Signals, ev: dict, late: np.ndarray, vals: np.ndarray, source: str,
+           reward: np.ndarray, live: np.ndarray, g: float | None) -> bool:  # fmt: skip
+    """Whether a degeneracy that held over the run has ended: its share itself (not a lower
+    bound) is below DEGENERACY_MAX in the second half by Z95 standard errors, the error no
+    smaller than the logged shares' spread over the run / sqrt(second-half values) (3 equal
+    values have a lag-1 error of 0), and, for a reward known to be a mean of 0/1 rewards, the
+    i.i.d. lower bound at the second half's success rate not above DEGENERACY_MAX either (a
+    share logged as 0 three times at a 2% rate, G = 8, read 'ended' against a bound of 85%;
+    review, 2026-12-05)."""
+    if source == ZERO_STD_SOURCE:
+        return False
+    se = max(mean_se(late), float(np.std(vals)) / math.sqrt(late.size))
+    if float(np.mean(late)) + Z95 * se >= DEGENERACY_MAX:
+        return False
+    ok = np.isfinite(reward)
+    if g is None or not nm.is_binary_mean(reward[ok], n_rollouts(s)):
+        return True
+    rate = float(np.nanmean(reward[second_half(live)]))
+    return bool(iid_degeneracy(rate, g, strict=False) <= DEGENERACY_MAX)
+
+
 @DIAGNOSTIC_RULES.register("advantage_degeneracy")
 def advantage_degeneracy(s: Signals) -> ModeVerdict:
     """Most groups carry no advantage (all-equal rewards): gradient starvation (arXiv
@@ -354,8 +375,7 @@ def advantage_degeneracy(s: Signals) -> ModeVerdict:
         ev["degeneracy_late"] = late_level = float(np.mean(late))  # second half: starved now
         ev["degeneracy_late_se"] = late_se = mean_se(late)
         late_strength = confidence(late_level - DEGENERACY_MAX - Z95 * late_se, 0.0, 0.1)
-        ended = late_level + Z95 * late_se < DEGENERACY_MAX and source != ZERO_STD_SOURCE
-        if strength > 0.5 and ended:
+        if strength > 0.5 and _ended(s, ev, late, vals, source, reward, live, g):
             # starved early, not now: the share itself (not a lower bound on it) is measured
             # below the threshold in the second half (one-sided 5%), so the alarm and its action
             # would be stale; the finding says it ended
