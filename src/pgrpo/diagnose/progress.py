@@ -11,7 +11,7 @@
   a run that ends stuck at its floor (the end window constant at the run's minimum, no spread
   within groups) below where it started.
 - `declining`: a significant fall from the best window, or a significant negative trend, unless
-  the fall has stopped with most of the gain kept (`_fall_held`: then `plateau`, below its best).
+  the fall has stopped with most of the gain kept (`_after_fall`: then `plateau`, below its best).
   "A fall" is either the best window over the end window against the whole curve's null, or
   the end window below the mean of the points before the last third against a null chosen on
   those points alone (`late_drop_p`: a collapse at the end widens the whole curve's noise and
@@ -69,7 +69,7 @@ HEAD_SHARE = 0.2
 of the verdict's, as it adds to the other rise tests (docs/diagnostics.md, "A rise within the
 start window": AR(1) nulls made a rise 0.5-0.7% of the time at the full level, 0-0.4% here)."""
 ZERO_SPREAD_SHARE = 0.8
-FALL_KEPT = 0.5  # a fall has stopped (`_fall_held`) only if the end keeps this share of the rise
+FALL_KEPT = 0.5  # a fall has stopped (`_after_fall`) only if the end keeps this share of the rise
 PLATEAU_SHARE = 0.25
 """A plateau has stopped (`plateau_stopped` 1) when the largest rise over its second half that
 the one-sided 5% test does not reject is at most this share of its gain (end window - start

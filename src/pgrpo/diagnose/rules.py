@@ -274,7 +274,7 @@ def _live_steps(reward: np.ndarray) -> np.ndarray:
     return live
 
 
-def _ended(s: Signals, ev: dict, late: np.ndarray, vals: np.ndarray, source: str,
+def _ended(s: Signals, late: np.ndarray, vals: np.ndarray, source: str,
            reward: np.ndarray, live: np.ndarray, g: float | None) -> bool:  # fmt: skip
     """Whether a degeneracy that held over the run has ended: its share itself (not a lower
     bound) is below DEGENERACY_MAX in the second half by Z95 standard errors, the error no
@@ -375,7 +375,7 @@ def advantage_degeneracy(s: Signals) -> ModeVerdict:
         ev["degeneracy_late"] = late_level = float(np.mean(late))  # second half: starved now
         ev["degeneracy_late_se"] = late_se = mean_se(late)
         late_strength = confidence(late_level - DEGENERACY_MAX - Z95 * late_se, 0.0, 0.1)
-        if strength > 0.5 and _ended(s, ev, late, vals, source, reward, live, g):
+        if strength > 0.5 and _ended(s, late, vals, source, reward, live, g):
             # starved early, not now: the share itself (not a lower bound on it) is measured
             # below the threshold in the second half (one-sided 5%), so the alarm and its action
             # would be stale; the finding says it ended
