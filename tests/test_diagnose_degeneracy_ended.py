@@ -8,9 +8,8 @@ proves nothing and the whole-run reading stands."""
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
+from cli_checks import csv_log, diagnose_json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
@@ -128,18 +127,8 @@ def test_a_lower_bound_source_cannot_show_that_it_ended():
 
 def test_the_cli_says_it_ended(tmp_path):
     n = 120
-    cols = _cols(n)
-    share = _early_then(n, 3, 0.0)
-    rows = ["step,reward,frac_reward_zero_std"] + [
-        f"{int(s)},{r},{'' if np.isnan(f) else f}"
-        for s, r, f in zip(cols["step"], cols["reward"], share, strict=True)
-    ]
-    log = tmp_path / "log.csv"
-    log.write_text("\n".join(rows) + "\n")
-    result = runner.invoke(app, ["diagnose", str(log), "--json"])
-    assert result.exit_code == 0, result.output
-    out = json.loads(result.stdout)
-    mode = next(m for m in out["modes"] if m["name"] == "advantage_degeneracy")
+    log = csv_log(tmp_path, _cols(n) | {"frac_reward_zero_std": _early_then(n, 3, 0.0)})
+    out, mode = diagnose_json(runner, app, log, "advantage_degeneracy")
     assert not mode["detected"]
     sentence = next(f["sentence"] for f in out["findings"] if f["about"].endswith("(ended)"))
     assert "over the run 95% of groups had no reward spread" in sentence

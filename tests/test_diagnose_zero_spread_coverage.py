@@ -7,9 +7,8 @@ the second half of the logged values."""
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
+from cli_checks import csv_log, diagnose_json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
@@ -83,17 +82,8 @@ def test_the_late_share_is_of_the_runs_second_half():
 
 def test_the_cli_reads_a_reward_std_logged_on_the_first_rows_as_no_evidence(tmp_path):
     n = 120
-    cols = _cols(n)
-    rows = ["step,reward,reward_std"] + [
-        f"{int(s)},{r},{'0.0' if i < 6 else ''}"
-        for i, (s, r) in enumerate(zip(cols["step"], cols["reward"], strict=True))
-    ]
-    log = tmp_path / "log.csv"
-    log.write_text("\n".join(rows) + "\n")
-    result = runner.invoke(app, ["diagnose", str(log), "--json"])
-    assert result.exit_code == 0, result.output
-    out = json.loads(result.stdout)
-    mode = next(m for m in out["modes"] if m["name"] == "advantage_degeneracy")
+    log = csv_log(tmp_path, _cols(n) | {"reward_std": _only(n, slice(0, 6), 0.0)})
+    out, mode = diagnose_json(runner, app, log, "advantage_degeneracy")
     assert not mode["detected"]
     assert any("logged on 6 of the 120 judged steps (steps 1-6)" in m for m in mode["missing"])
     assert not any("Advantage degeneracy" in f["sentence"] for f in out["findings"])

@@ -223,10 +223,10 @@ def assess_progress(
         _, k, head = head_rise(x[None, :], np.array([ev["noise_sd"]]))  # in its first half and
         if k[0] <= w // 2 and head[0] < ev["start_level"]:  # below the window, the rise starts
             ev["head_points"], ev["head_level"] = int(k[0]), float(head[0])  # there (not a fall)
-    k = max(2, w // 10)  # the end window's last points against the rest of it (`_after_fall`)
-    se_tail = ev["noise_sd"] * math.sqrt(1.0 / k + 1.0 / (w - k)) if w > k else 0.0
+    last = max(2, w // 10)  # the end window's last points against the rest of it (`_after_fall`)
+    se_tail = ev["noise_sd"] * math.sqrt(1.0 / last + 1.0 / (w - last)) if w > last else 0.0
     if se_tail > 0:
-        ev["tail_drop_z"] = float(np.mean(x[-w:-k]) - np.mean(x[-k:])) / se_tail
+        ev["tail_drop_z"] = float(np.mean(x[-w:-last]) - np.mean(x[-last:])) / se_tail
     if fit:
         ev.update(fit_evidence(s, x, reward_range))
     label = _label(ev, u, n_rollouts, alpha, reward_range)
