@@ -16,7 +16,9 @@ last-10 mean (k 3, 5, 10; inverse-distance weights or the median), the median dr
 runs (a fixed bias), ridge and Huber-ridge regressions, a median regression on the gain and the
 slope, the consensus's gain scaled by a learned factor, the consensus plus a learned share of the
 late slope. The four marked `AFTER_LOOK` were added after the first table at cut 0.5 was seen
-(2026-12-05, a helper's study): their figures carry that selection. Scores as
+(2026-12-05, a helper's study): their figures carry that selection. The three marked
+`AFTER_ROUND13` are not corrections but another forecast: the local-linear level at the cut
+(`local_level`), alone or blended with the consensus. Scores as
 bench/forecast_pooled.py: |predicted - observed mean after the cut| / std of the whole run, and a
 win is a strictly smaller error than the last-10 mean's; per folder and over all, with a sign
 test of each variant against the consensus run by run. Writes bench/results/forecast_analogs.json.
@@ -43,6 +45,13 @@ OUT = Path(__file__).resolve().parents[1] / "bench" / "results" / "forecast_anal
 FEATURES = ("slope", "l10_minus_mean", "gain", "pos", "lr_left", "log_len")
 CLIP = 3.0
 AFTER_LOOK = ("knn_cons_k5_rank", "knn_cons_k10_rank", "huber_ridge_a10_rank", "huber_ridge_a100")
+LEVEL_FRACS = (0.25, 0.5, 0.6, 0.75, 0.9, 1.0)
+"""The shares of the prefix a local-linear level is fitted on (`local_level`)."""
+AFTER_ROUND13 = ("local_level_f75", "local_level_loro", "blend_cons_level_loro")
+"""Added after round 13 was judged (2026-12-05, session 29), frozen before round 14: the
+local-linear level at the cut, its share chosen on the shared corpus and rounds 10-13
+(`local_level_f75`) or leave-one-repository-out (`local_level_loro`), and its blend with the
+consensus (weight leave-one-repository-out). Their figures on those runs carry that choice."""
 
 Row = dict
 Variant = Callable[[list[Row], Row], float]
@@ -79,7 +88,20 @@ def prefix_row(run: dict, folder: str, cut: float) -> Row:
     meta = run["meta"]
     return {"folder": folder, "run": meta["name"], "repo": meta["repo"], "l10": last10,
             "x": np.array([x[f] for f in FEATURES]), "sp": sp, "std": float(np.std(y)) or 1.0,
-            "obs": float(fc.observed_mean), "cons": float(fc.predicted_mean)}  # fmt: skip
+            "obs": float(fc.observed_mean), "cons": float(fc.predicted_mean),
+            "levels": {f: local_level(p, f) for f in LEVEL_FRACS}}  # fmt: skip
+
+
+def local_level(p: np.ndarray, frac: float) -> float:
+    """The level at the cut of a straight line fitted by least squares to the last `frac` of
+    the prefix p [m] (at least 8 points, at most m): the recent level without the lag of a
+    moving mean on a run that still moves, and with less noise than 10 points where the window
+    is longer; no extrapolation past the cut."""
+    k = min(p.size, max(8, int(frac * p.size)))
+    if k < 3:
+        return float(np.mean(p))
+    t = np.arange(k, dtype=float)
+    return float(np.polyval(np.polyfit(t, p[-k:], 1), k - 1))
 
 
 def _standardise(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -192,6 +214,24 @@ def late_slope(train: list[Row], row: Row) -> float:
     return pred(row, _grid_fit("late_slope", np.linspace(-0.5, 1.0, 61), pred, train))
 
 
+def local_level_f75(train: list[Row], row: Row) -> float:
+    return row["levels"][0.75]
+
+
+def local_level_loro(train: list[Row], row: Row) -> float:
+    def pred(r: Row, f: float) -> float:
+        return r["levels"][float(f)]
+
+    return pred(row, _grid_fit("local_level_loro", np.array(LEVEL_FRACS), pred, train))
+
+
+def blend_cons_level_loro(train: list[Row], row: Row) -> float:
+    def pred(r: Row, w: float) -> float:
+        return w * r["cons"] + (1.0 - w) * r["levels"][0.75]
+
+    return pred(row, _grid_fit("blend_cons_level_loro", np.linspace(0.0, 1.0, 21), pred, train))
+
+
 VARIANTS: dict[str, Variant] = {
     "knn_cons_k3": knn(3, "cons"),
     "knn_cons_k5": knn(5, "cons"),
@@ -212,6 +252,9 @@ VARIANTS: dict[str, Variant] = {
     "knn_cons_k10_rank": knn(10, "cons", rank=True),
     "huber_ridge_a10_rank": ridge(10.0, huber=True, rank=True),
     "huber_ridge_a100": ridge(100.0, huber=True),
+    "local_level_f75": local_level_f75,
+    "local_level_loro": local_level_loro,
+    "blend_cons_level_loro": blend_cons_level_loro,
 }
 
 
@@ -259,14 +302,15 @@ def main(argv: list[str] | None = None) -> int:
         summary[str(cut)] = {"scores": cell, "learned": {k: [float(np.median(v)), min(v), max(v)]
                                                          for k, v in LEARNED.items()}}  # fmt: skip
         print(f"\ncut {cut}: median |error| / std, wins vs the last-10 mean; all runs: better /"
-              " worse than the consensus, sign-test p; * added after the first look")  # fmt: skip
+              " worse than the consensus, sign-test p; * added after the first look, ** after"
+              " round 13")  # fmt: skip
         print("| variant | " + " | ".join(f"{s} ({int(k.sum())})" for s, k in sets.items())
               + " | vs consensus |")  # fmt: skip
         print("|---|" + "---|" * (len(sets) + 1))
         for name, by_set in cell.items():
             a = by_set["all"]
             cells = " | ".join(f"{c['median']:.3f}, {c['wins']}" for c in by_set.values())
-            star = "*" * (name in AFTER_LOOK)
+            star = "*" * (name in AFTER_LOOK) + "**" * (name in AFTER_ROUND13)
             print(f"| {name}{star} | {cells} | {a['better_than_consensus']}/"
                   f"{a['worse_than_consensus']}, p {a['sign_p']:.2f} |")  # fmt: skip
         for k, (med, lo, hi) in summary[str(cut)]["learned"].items():
@@ -277,7 +321,7 @@ def main(argv: list[str] | None = None) -> int:
                       **{f"pred_{n}": p[j] for n, p in preds.items()}}
                      for j, r in enumerate(rows)]  # fmt: skip
     write_results(args.out, "forecast_analogs.py", argv, after_look=list(AFTER_LOOK),
-                  summary=summary, rows=out_rows)  # fmt: skip
+                  after_round13=list(AFTER_ROUND13), summary=summary, rows=out_rows)  # fmt: skip
     return 0
 
 
