@@ -51,7 +51,9 @@ AFTER_ROUND13 = ("local_level_f75", "local_level_loro", "blend_cons_level_loro")
 """Added after round 13 was judged (2026-12-05, session 29), frozen before round 14: the
 local-linear level at the cut, its share chosen on the shared corpus and rounds 10-13
 (`local_level_f75`) or leave-one-repository-out (`local_level_loro`), and its blend with the
-consensus (weight leave-one-repository-out). Their figures on those runs carry that choice."""
+consensus (weight leave-one-repository-out). Their figures on those runs carry that choice.
+On round 14 all three did worse than the consensus (0.49 against 0.36, 4 wins of 13 against 7):
+dropped as pre-registered (bench/holdout14/README.md); kept here as a record."""
 
 Row = dict
 Variant = Callable[[list[Row], Row], float]
