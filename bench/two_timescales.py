@@ -11,7 +11,10 @@ ceiling (`fit_quality`: a perfect mean curve's R^2 under the log's own noise), t
 baseline's, and the R^2 of a sum of two exponentials, R_inf - b1 exp(-t / tau1) - b2 exp(-t /
 tau2) (least squares from a grid of starts), with its two time constants: a curve with two
 timescales that the one-oscillator model cannot follow is one where the two-exponential fit
-reaches the ceiling and the model does not. Writes bench/results/two_timescales.json.
+reaches the ceiling and the model does not. Beside it, `rom_v0`: the same closed form with a free
+initial velocity (x'(0) = u x(0); two free mode weights), an optional model that `fit_log` does
+not select, fitted with its starts of 2026-12-05 (a grid of two rising modes). Writes
+bench/results/two_timescales.json.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from pathlib import Path
 import numpy as np
 from scipy.optimize import curve_fit
 
+from pgrpo.dynamics.fit import fit_curve
 from pgrpo.dynamics.logfit import fit_log, fit_quality
 from pgrpo.logs import read_log
 
@@ -75,11 +79,15 @@ def run_row(path: Path, meta: dict) -> dict:
     y = np.asarray(log.reward, dtype=float)
     ok = np.isfinite(t) & np.isfinite(y)
     two = fit_two(t[ok] - t[ok][0], y[ok])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        v0 = fit_curve(t[ok], y[ok], "rom_v0")
     exp = lf.baselines.get("exponential") if isinstance(lf.baselines, dict) else None
     return {"run": meta["name"], "repo": meta["repo"], "n": int(ok.sum()),
             "n_rollouts": n_rollouts(meta), "model": lf.rom.model, "r2": float(lf.rom.r2),
             "noise_ceiling": float(q.get("noise_ceiling", float("nan"))),
-            "r2_exponential": None if exp is None else float(exp.r2), "two": two}  # fmt: skip
+            "r2_exponential": None if exp is None else float(exp.r2), "two": two,
+            "r2_rom_v0": float(v0.r2)}  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -101,15 +109,15 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             rows.append({"folder": str(d), **run_row(d / meta["csv"], meta)})
     print("| folder | run | points | fit | R^2 | noise ceiling | exponential | two exponentials "
-          "| tau fast, slow |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|---|---|")
+          "| tau fast, slow | rom_v0 |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         two = r["two"]
         taus = f"{two['tau_fast']:.1f}, {two['tau_slow']:.0f}" if "tau_fast" in two else "-"
         exp = "-" if r["r2_exponential"] is None else f"{r['r2_exponential']:.3f}"
         print(f"| {Path(r['folder']).parent.parent.name or r['folder']} | {r['run']} | {r['n']} | "
               f"{r['model']} | {r['r2']:.3f} | {r['noise_ceiling']:.3f} | {exp} | "
-              f"{two['r2']:.3f} | {taus} |")  # fmt: skip
+              f"{two['r2']:.3f} | {taus} | {r['r2_rom_v0']:.3f} |")  # fmt: skip
     write_results(args.out, "two_timescales.py", argv, min_rollouts=args.min_rollouts, rows=rows)
     return 0
 
