@@ -99,7 +99,8 @@ def blup_weights(m: int, h: int, rho: float = 0.0) -> np.ndarray:
 
 def flat_win_ceiling(m: int, h: int, rho: float = 0.0, last: int = LAST) -> float:
     """The most any forecast from the prefix wins against L on a flat run of Gaussian AR(1)
-    noise about an unknown level: 1/2 + arctan(sd(D) / s) / pi, D = w.x - L (w:
+    noise about an unknown level (any forecast that moves with the run when the run is shifted,
+    as one that does not know the level must): 1/2 + arctan(sd(D) / s) / pi, D = w.x - L (w:
     `blup_weights`) and s the sd of the mean after less w.x, which is independent of D (a
     contrast of the prefix). Given the prefix, a forecast f wins when the mean after lies beyond
     (f + L) / 2 on f's side: at most P(sign(mean after - L) = sign(D) | prefix) = Phi(|D| / s),
