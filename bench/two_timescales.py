@@ -13,8 +13,10 @@ tau2) (least squares from a grid of starts), with its two time constants: a curv
 timescales that the one-oscillator model cannot follow is one where the two-exponential fit
 reaches the ceiling and the model does not. Beside it, `rom_v0`: the same closed form with a free
 initial velocity (x'(0) = u x(0); two free mode weights), an optional model that `fit_log` does
-not select, fitted with its starts of 2026-12-05 (a grid of two rising modes). Writes
-bench/results/two_timescales.json.
+not select, fitted with its starts of 2026-12-05 (a grid of two rising modes), and the AICc of
+the reported fit less `rom_v0`'s (> 2: the free start is preferred). `--all-runs`: every run of
+the folders, not only the research-scale learning ones, with the count of runs where `rom_v0`
+is preferred. Writes bench/results/two_timescales.json.
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ from _results import write_results  # noqa: E402
 from corpus_entry import RESEARCH_ROLLOUTS, n_rollouts, references, with_metadata  # noqa: E402
 
 OUT = Path(__file__).resolve().parents[1] / "bench" / "results" / "two_timescales.json"
+PREFERRED = 2.0
+"""An AICc lower by more than this prefers `rom_v0` (the usual 'substantially better')."""
 FAST = (1.0, 3.0, 10.0)
 SLOW = (30.0, 100.0, 300.0, 1000.0)
 
@@ -71,6 +75,11 @@ def fit_two(t: np.ndarray, y: np.ndarray) -> dict:
     return best
 
 
+def aicc(sse: float, n: int, k: int) -> float:
+    """AICc of a least-squares fit: n log(SSE / n) + 2k + 2k(k + 1) / (n - k - 1)."""
+    return n * np.log(max(sse, 1e-300) / n) + 2 * k + 2 * k * (k + 1) / max(n - k - 1, 1)
+
+
 def run_row(path: Path, meta: dict) -> dict:
     log = with_metadata(read_log(path), meta)
     lf = fit_log(log)
@@ -83,17 +92,22 @@ def run_row(path: Path, meta: dict) -> dict:
         warnings.simplefilter("ignore")
         v0 = fit_curve(t[ok], y[ok], "rom_v0")
     exp = lf.baselines.get("exponential") if isinstance(lf.baselines, dict) else None
+    n = int(ok.sum())
+    gain = aicc(lf.rom.sse, n, len(lf.rom.varying)) - aicc(v0.sse, n, len(v0.varying))
     return {"run": meta["name"], "repo": meta["repo"], "n": int(ok.sum()),
             "n_rollouts": n_rollouts(meta), "model": lf.rom.model, "r2": float(lf.rom.r2),
             "noise_ceiling": float(q.get("noise_ceiling", float("nan"))),
             "r2_exponential": None if exp is None else float(exp.r2), "two": two,
-            "r2_rom_v0": float(v0.r2)}  # fmt: skip
+            "r2_rom_v0": float(v0.r2),
+            "aicc_gain_rom_v0": float(gain)}  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("folders", type=Path, nargs="+", help="corpus folders (index.json + CSVs)")
     ap.add_argument("--min-rollouts", type=int, default=RESEARCH_ROLLOUTS)
+    ap.add_argument("--all-runs", action="store_true",
+                    help="every run, not only research-scale learning ones")  # fmt: skip
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args(argv)
     for d in args.folders:
@@ -105,20 +119,25 @@ def main(argv: list[str] | None = None) -> int:
     for d in args.folders:
         for meta in json.loads((d / "index.json").read_text())["runs"]:
             accepted, _ = references(meta)
-            if (n_rollouts(meta) or 0) < args.min_rollouts or "learning" not in (accepted or ()):
+            research = (n_rollouts(meta) or 0) >= args.min_rollouts
+            if not args.all_runs and not (research and "learning" in (accepted or ())):
                 continue
             rows.append({"folder": str(d), **run_row(d / meta["csv"], meta)})
     print("| folder | run | points | fit | R^2 | noise ceiling | exponential | two exponentials "
-          "| tau fast, slow | rom_v0 |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          "| tau fast, slow | rom_v0 | AICc gain |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         two = r["two"]
         taus = f"{two['tau_fast']:.1f}, {two['tau_slow']:.0f}" if "tau_fast" in two else "-"
         exp = "-" if r["r2_exponential"] is None else f"{r['r2_exponential']:.3f}"
         print(f"| {Path(r['folder']).parent.parent.name or r['folder']} | {r['run']} | {r['n']} | "
               f"{r['model']} | {r['r2']:.3f} | {r['noise_ceiling']:.3f} | {exp} | "
-              f"{two['r2']:.3f} | {taus} | {r['r2_rom_v0']:.3f} |")  # fmt: skip
-    write_results(args.out, "two_timescales.py", argv, min_rollouts=args.min_rollouts, rows=rows)
+              f"{two['r2']:.3f} | {taus} | {r['r2_rom_v0']:.3f} | "
+              f"{r['aicc_gain_rom_v0']:.1f} |")  # fmt: skip
+    preferred = sum(r["aicc_gain_rom_v0"] > PREFERRED for r in rows)
+    print(f"rom_v0 preferred (AICc lower by more than {PREFERRED:g}) on {preferred} of {len(rows)}")
+    write_results(args.out, "two_timescales.py", argv, min_rollouts=args.min_rollouts,
+                  all_runs=args.all_runs, preferred=preferred, rows=rows)  # fmt: skip
     return 0
 
 
