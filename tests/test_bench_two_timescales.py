@@ -32,7 +32,8 @@ def test_two_time_constants_are_recovered(tau1, tau2, seed):
     clean = two_exponentials(t, 0.8, 0.3, tau1, 0.2, tau2)
     y = clean + np.random.default_rng(seed).normal(0, 0.005, t.size)
     got = fit_two(t, y)
-    assert got["r2"] > 0.99
+    ceiling = 1 - np.sum((y - clean) ** 2) / np.sum((y - y.mean()) ** 2)  # the true curve's R^2
+    assert got["r2"] >= ceiling - 1e-3
     assert got["tau_fast"] == pytest.approx(tau1, rel=0.25)
     assert got["tau_slow"] == pytest.approx(tau2, rel=0.25)
 
