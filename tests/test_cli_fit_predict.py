@@ -44,7 +44,7 @@ def test_fit_json_with_forecast(tmp_path):
     data = json.loads(res.stdout)
     assert 0.0 < data["r2"] <= 1.0
     assert "R_inf" in data["params"] and 0.0 <= data["params"]["R_inf"] <= 1.0
-    for name in ("exponential", "logistic"):
+    for name in ("exponential", "logistic", "rom_v0"):
         assert "r2" in data["baselines"][name]
     assert data["r2"] >= data["baselines"]["exponential"]["r2"]
     fc = data["forecast"]
@@ -259,3 +259,22 @@ def test_a_prefix_that_never_moved_gives_no_band_of_zero_width(tmp_path, method)
     assert res.exit_code == 0, res.output
     fc_doc = json.loads(res.output)["forecast"]
     assert fc_doc["informative"] is False and "never moved" in fc_doc["not_informative_because"]
+
+
+def test_fit_shows_a_free_start_beside_the_rom_where_the_run_moved_fast_at_once(tmp_path):
+    """A fast first rise and a slow creep (time constants 3 and 150 steps, as held-back verl
+    runs): the rom from rest cannot follow both, `rom_v0` (a free initial velocity) can, and
+    `pgrpo fit` prints it under the rom with its lower AIC; the rom stays the fit reported."""
+    t = np.arange(1, 301)
+    mean = 0.8 - 0.5 * (0.5 * np.exp(-t / 3.0) + 0.5 * np.exp(-t / 150.0))
+    y = mean + np.random.default_rng(3).normal(0, 0.01, t.size)
+    log = tmp_path / "two.csv"
+    log.write_text("step,reward\n" + "".join(f"{s},{v:.5f}\n" for s, v in zip(t, y, strict=True)))
+    res = runner.invoke(app, ["fit", str(log), "--no-plot", "--json"])
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    free = data["baselines"]["rom_v0"]
+    assert data["model"] != "rom_v0"
+    assert free["r2"] > data["r2"] + 0.02 and free["aic"] < data["aic"] - 10
+    shown = runner.invoke(app, ["fit", str(log), "--no-plot"])
+    assert shown.exit_code == 0 and "rom_v0" in shown.stdout

@@ -32,7 +32,13 @@ from pgrpo.logs.thin import bin_counts, bin_means, bin_plan
 if TYPE_CHECKING:  # forecast is imported only when a forecast is asked for
     from pgrpo.dynamics.forecast import Forecast
 
-BASELINES = ("exponential", "logistic")
+BASELINES = ("exponential", "logistic", "rom_v0")
+"""The curves `fit_log` fits beside the rom, never in its place: `pgrpo fit` prints their R^2
+and AIC under the rom's. `rom_v0` (since 2026-12-05, session 29) is the oscillator with a free
+initial velocity, at a constant lr (the rom reported may follow the lr schedule): where it wins
+by AIC, the run's first steps moved faster than a start from rest allows (two held-back verl
+runs: R^2 0.963 and 0.960 against the rom's 0.843 and 0.812; docs/diagnostics.md, "Runs held
+back, round 13")."""
 FIT_COLUMNS = ("learning_rate", "optimizer_step", "group_size", "refresh_interval", "beta1",
                "batch_prompts")  # fmt: skip
 """The columns `fit_log` reads (the lr schedule, the clock, the constant hyperparameter columns):
