@@ -278,3 +278,14 @@ def test_fit_shows_a_free_start_beside_the_rom_where_the_run_moved_fast_at_once(
     assert free["r2"] > data["r2"] + 0.02 and free["aic"] < data["aic"] - 10
     shown = runner.invoke(app, ["fit", str(log), "--no-plot"])
     assert shown.exit_code == 0 and "rom_v0" in shown.stdout
+
+
+def test_a_log_too_short_for_the_free_start_is_fitted_without_it(tmp_path):
+    """Six points: the rom and the 3- and 4-parameter baselines fit, rom_v0 (5 parameters, 7
+    points) is left out instead of stopping the fit (a TRL example run of 6 logged steps did)."""
+    log = tmp_path / "six.csv"
+    log.write_text("step,reward\n" + "".join(f"{s},{0.1 + 0.1 * s:.2f}\n" for s in range(1, 7)))
+    res = runner.invoke(app, ["fit", str(log), "--no-plot", "--json"])
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    assert "rom_v0" not in data["baselines"] and "exponential" in data["baselines"]

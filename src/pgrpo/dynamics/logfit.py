@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from pgrpo.dynamics.curves import FIT_MODELS
 from pgrpo.dynamics.fit import FitResult, fit_curve
 from pgrpo.dynamics.runfit import fit_run, run_inputs
 from pgrpo.logs import RewardLog
@@ -38,7 +39,8 @@ and AIC under the rom's. `rom_v0` (since 2026-12-05, session 29) is the oscillat
 initial velocity, at a constant lr (the rom reported may follow the lr schedule): where it wins
 by AIC, the run's first steps moved faster than a start from rest allows (two held-back verl
 runs: R^2 0.963 and 0.960 against the rom's 0.843 and 0.812; docs/diagnostics.md, "Runs held
-back, round 13")."""
+back, round 13"). A baseline is fitted where the log has 2 points more than its parameters
+(rom_v0: 7)."""
 FIT_COLUMNS = ("learning_rate", "optimizer_step", "group_size", "refresh_interval", "beta1",
                "batch_prompts")  # fmt: skip
 """The columns `fit_log` reads (the lr schedule, the clock, the constant hyperparameter columns):
@@ -378,6 +380,7 @@ def fit_log(
             reward_range=kw.get("reward_range"),
         )  # bounded as the rom is
         for name in BASELINES
+        if len(log) >= len(FIT_MODELS.get(name).param_names) + 2  # rom_v0's 5 need 7 points
     }
     fc, metrics = None, {}
     if forecast_from is not None:
