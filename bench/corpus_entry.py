@@ -1,12 +1,15 @@
 """What a corpus entry (one run of an index.json, bench/real_runs.py's layout) says beside its
 CSV: the progress labels its note allows (`references`: the `verdict` field where the entry has
 one, else the note's keywords), its rollouts per step, and its log with the stated
-hyperparameters added (`with_metadata`), and the research-scale threshold. Used by
+hyperparameters added (`with_metadata`), the research-scale threshold, and the one-line check
+that a corpus folder has its index (`missing_index`). Used by
 bench/real_runs.py, bench/forecast_pooled.py and bench/live_checks.py."""
 
 from __future__ import annotations
 
+import sys
 from dataclasses import replace
+from pathlib import Path
 
 
 def reference(note: str) -> set[str] | None:
@@ -64,6 +67,17 @@ def strict_reference(note: str) -> set[str] | None:
 RESEARCH_ROLLOUTS = 128
 """Rollouts per step from which a run counts as research scale (the bar's R^2 >= 0.91; the
 forecast's split by scale)."""
+
+
+def missing_index(folders) -> bool:
+    """Whether a corpus folder lacks its index.json; if so, says which in one line on stderr
+    (the benches that read corpus folders then exit 2)."""
+    for d in folders:
+        if not (Path(d) / "index.json").is_file():
+            print(f"error: {d} has no index.json; pass folders in the corpus layout "
+                  "(index.json with `runs`, one CSV per run)", file=sys.stderr)  # fmt: skip
+            return True
+    return False
 
 
 def n_rollouts(meta: dict) -> int | None:

@@ -43,6 +43,7 @@ from pgrpo.dynamics import forecast
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _results import write_results  # noqa: E402
+from corpus_entry import missing_index  # noqa: E402
 from forecast_real import load_corpus  # noqa: E402
 
 OUT = Path(__file__).resolve().parents[1] / "bench" / "results" / "forecast_ceiling.json"
@@ -194,11 +195,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cut", type=float, default=0.5)
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args(argv)
-    for d in args.folders:
-        if not (d / "index.json").is_file():
-            print(f"error: {d} has no index.json; pass folders in the corpus layout "
-                  "(index.json with `runs`, one CSV per run)", file=sys.stderr)  # fmt: skip
-            return 2
+    if missing_index(args.folders):
+        return 2
     if not 0.0 < args.cut < 1.0:
         ap.error(f"--cut {args.cut}: the cut must be a fraction in (0, 1)")
     warnings.filterwarnings("ignore", category=RuntimeWarning)

@@ -55,7 +55,7 @@ from pgrpo.dynamics import forecast
 from pgrpo.dynamics.levelgain import CORPUS_PRIOR, ForecastPrior
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from corpus_entry import RESEARCH_ROLLOUTS, n_rollouts  # noqa: E402
+from corpus_entry import RESEARCH_ROLLOUTS, missing_index, n_rollouts  # noqa: E402
 from forecast_real import load_corpus  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -175,11 +175,8 @@ def main(argv: list[str] | None = None) -> int:
     from forecast_prior import EARLIER_PRIOR  # forecast_prior imports this module
 
     prior = EARLIER_PRIOR if args.prior == "earlier" else CORPUS_PRIOR
-    for d in args.folders:
-        if not (d / "index.json").is_file():
-            print(f"error: {d} has no index.json; pass folders in the corpus layout "
-                  "(index.json with `runs`, one CSV per run)", file=sys.stderr)  # fmt: skip
-            return 2
+    if missing_index(args.folders):
+        return 2
     if bad := [c for c in args.cuts if not 0.0 < c < 1.0]:
         ap.error(f"--cuts {bad}: each cut must be a fraction in (0, 1)")
     try:

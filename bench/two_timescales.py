@@ -30,13 +30,20 @@ from pathlib import Path
 import numpy as np
 from scipy.optimize import curve_fit
 
+from pgrpo.dynamics.constrained import aicc
 from pgrpo.dynamics.fit import fit_curve
 from pgrpo.dynamics.logfit import fit_log, fit_quality
 from pgrpo.logs import read_log
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _results import write_results  # noqa: E402
-from corpus_entry import RESEARCH_ROLLOUTS, n_rollouts, references, with_metadata  # noqa: E402
+from corpus_entry import (  # noqa: E402
+    RESEARCH_ROLLOUTS,
+    missing_index,
+    n_rollouts,
+    references,
+    with_metadata,
+)
 
 OUT = Path(__file__).resolve().parents[1] / "bench" / "results" / "two_timescales.json"
 PREFERRED = 2.0
@@ -75,11 +82,6 @@ def fit_two(t: np.ndarray, y: np.ndarray) -> dict:
     return best
 
 
-def aicc(sse: float, n: int, k: int) -> float:
-    """AICc of a least-squares fit: n log(SSE / n) + 2k + 2k(k + 1) / (n - k - 1)."""
-    return n * np.log(max(sse, 1e-300) / n) + 2 * k + 2 * k * (k + 1) / max(n - k - 1, 1)
-
-
 def run_row(path: Path, meta: dict) -> dict:
     log = with_metadata(read_log(path), meta)
     lf = fit_log(log)
@@ -92,8 +94,7 @@ def run_row(path: Path, meta: dict) -> dict:
         warnings.simplefilter("ignore")
         v0 = fit_curve(t[ok], y[ok], "rom_v0")
     exp = lf.baselines.get("exponential") if isinstance(lf.baselines, dict) else None
-    n = int(ok.sum())
-    gain = aicc(lf.rom.sse, n, len(lf.rom.varying)) - aicc(v0.sse, n, len(v0.varying))
+    gain = aicc(lf.rom) - aicc(v0)  # the small-sample AIC the free/constrained comparison uses
     return {"run": meta["name"], "repo": meta["repo"], "n": int(ok.sum()),
             "n_rollouts": n_rollouts(meta), "model": lf.rom.model, "r2": float(lf.rom.r2),
             "noise_ceiling": float(q.get("noise_ceiling", float("nan"))),
@@ -110,11 +111,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="every run, not only research-scale learning ones")  # fmt: skip
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args(argv)
-    for d in args.folders:
-        if not (d / "index.json").is_file():
-            print(f"error: {d} has no index.json; pass folders in the corpus layout "
-                  "(index.json with `runs`, one CSV per run)", file=sys.stderr)  # fmt: skip
-            return 2
+    if missing_index(args.folders):
+        return 2
     rows = []
     for d in args.folders:
         for meta in json.loads((d / "index.json").read_text())["runs"]:
