@@ -27,8 +27,9 @@ The summary ends with `quality_bar`: each of issue #13's bars (forecast median |
 `dynamical_instability` on <= 2 runs without a collapse note; no failure mode and `flat` on >=
 95% of null curves; R^2 >= 0.91 on research-scale learning curves, i.e. runs of >= 128 rollouts
 per step whose note allows learning, per logged point and on means of 10, beside the noise
-ceiling: the R^2 a perfect mean curve gets under the log's own noise), its value and whether it
-is met.
+ceiling: the R^2 a perfect mean curve gets under the log's own noise; and the same for the fit
+that describes the run, `LogFit.described`: rom_v0 where a free start is preferred, since
+2026-12-05), its value and whether it is met.
 
 A "sensible" progress verdict is judged against the corpus note, a first opinion, not ground
 truth: a note that says COLLAPSED (in capitals) accepts collapsed / declining; one that says
@@ -103,6 +104,8 @@ def forecast_row(log) -> dict:
     except (ValueError, RuntimeError, np.linalg.LinAlgError) as exc:
         return {**out, "fit_error": f"{type(exc).__name__}: {exc}"}
     out["r2"] = _defined(lf.rom.r2)  # None: undefined (a reward that never changed)
+    out["start"] = None if lf.start is None else lf.start["preferred"]
+    out["r2_described"] = _defined(lf.described.r2)  # rom_v0 where a free start is preferred
     q = fit_quality(lf.rom, bin_size=int(lf.log.metrics.get("bin_size", 1)))
     out["r2_ceiling"] = _defined(q.get("noise_ceiling", float("nan")))
     out["r2_block10"] = _defined(q.get("r2_block_means", float("nan")))
@@ -369,6 +372,10 @@ def quality_bar(rows: list[dict], s: dict, prior_sample: str = "in sample") -> l
             and (r.get("r2_ceiling_block10") or 0.0) >= 0.91]  # fmt: skip
     with_ceiling = [r for r in research if r.get("r2") is not None and r.get("r2_ceiling")]
     reached = sum(r["r2"] >= _r2_needed(r["r2_ceiling"]) for r in with_ceiling)
+    described = [r.get("r2_described") for r in research if r.get("r2_described") is not None]
+    reached_described = sum(r["r2_described"] >= _r2_needed(r["r2_ceiling"])
+                            for r in with_ceiling if r.get("r2_described") is not None)  # fmt: skip
+    free = sum(r.get("start") == "free" for r in research)
 
     def rng(v):
         return f"{min(v):.3f}-{max(v):.3f}" if v else "-"
@@ -401,6 +408,12 @@ def quality_bar(rows: list[dict], s: dict, prior_sample: str = "in sample") -> l
         _bar(f"  R^2 per point >= 0.91, or within {AT_CEILING} of a ceiling below 0.91 "
              "(round 5's reading)", f"{reached}/{len(with_ceiling)}", "all",
              None if not with_ceiling else reached == len(with_ceiling)),
+        _bar(f"  R^2 per point of the fit that describes the run (rom_v0 where a free start "
+             f"is preferred: {free} of {len(research)})", rng(described), ">= 0.91",
+             None if not described else min(described) >= 0.91),
+        _bar("  the same, >= 0.91 or within 0.02 of a ceiling below 0.91",
+             f"{reached_described}/{len(with_ceiling)}", "all",
+             None if not with_ceiling else reached_described == len(with_ceiling)),
         _bar("  R^2 on means of 10 logged points, same runs", rng(r2_10), ">= 0.91",
              None if not r2_10 else min(r2_10) >= 0.91),
         _bar("  noise ceiling of those means", rng(ceil_10), "(what it can reach)", None),

@@ -276,8 +276,32 @@ def test_fit_shows_a_free_start_beside_the_rom_where_the_run_moved_fast_at_once(
     free = data["baselines"]["rom_v0"]
     assert data["model"] != "rom_v0"
     assert free["r2"] > data["r2"] + 0.02 and free["aic"] < data["aic"] - 10
+    start = data["start"]  # the comparison that says which start describes the run
+    assert start["preferred"] == "free" and start["lr_test_p"] < 0.05
+    assert start["r2_free"] == pytest.approx(free["r2"]) and start["r2_rest"] == data["r2"]
+    assert start["fit_quality"]["r2"] == pytest.approx(free["r2"])
     shown = runner.invoke(app, ["fit", str(log), "--no-plot"])
     assert shown.exit_code == 0 and "rom_v0" in shown.stdout
+    assert "faster than a start from rest allows" in " ".join(shown.stdout.split())
+
+
+def test_fit_keeps_the_start_from_rest_for_a_run_that_starts_from_rest(tmp_path):
+    """The closed form from rest (m 10, c 1, k 1/60) under white noise of sd 0.03: the free
+    start is fitted and printed as a baseline, but the comparison keeps the start from rest and
+    `pgrpo fit` prints no "Start:" line."""
+    from pgrpo.dynamics.model import _unit_response
+
+    t = np.arange(1, 201, dtype=float)
+    mean = 0.8 - 0.6 * _unit_response(t - 1.0, 10.0, 1.0, 1.0 / 60.0, 1.0, 0.0)
+    y = mean + np.random.default_rng(5).normal(0, 0.03, t.size)
+    log = tmp_path / "rest.csv"
+    log.write_text("step,reward\n" + "".join(f"{s:g},{v:.5f}\n" for s, v in zip(t, y, strict=True)))
+    res = runner.invoke(app, ["fit", str(log), "--no-plot", "--json"])
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    assert "rom_v0" in data["baselines"] and data["start"]["preferred"] == "rest"
+    shown = runner.invoke(app, ["fit", str(log), "--no-plot"])
+    assert shown.exit_code == 0 and "Start:" not in shown.stdout
 
 
 def test_a_log_too_short_for_the_free_start_is_fitted_without_it(tmp_path):
@@ -289,3 +313,4 @@ def test_a_log_too_short_for_the_free_start_is_fitted_without_it(tmp_path):
     assert res.exit_code == 0, res.output
     data = json.loads(res.stdout)
     assert "rom_v0" not in data["baselines"] and "exponential" in data["baselines"]
+    assert "start" not in data  # no free start fitted, nothing to compare

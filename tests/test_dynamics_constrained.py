@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pgrpo._registry import UnknownNameError
 from pgrpo.dynamics import fit_curve, lr_schedule, rom_coefficients, simulate_recursion, trajectory
@@ -83,3 +85,82 @@ def test_no_constrained_fit_without_lr_or_beta1():
     assert "preferred" not in fit_curve(t, reward, beta1=0.9).metrics
     with pytest.raises(ValueError, match="beta1"):
         fit_curve(t, reward, "rom_fixed", lr=lr)
+
+
+# --- the free start (rom_v0) against the start from rest: `compare_start` ----------------------
+
+
+def _fake_fit(sse: float, n: int, k: int, rho: float = 0.0, model: str = "rom"):
+    """What `aicc`, `likelihood_ratio` and `compare_start` read of a FitResult: a Gaussian fit's
+    AIC n log(SSE / n) + 2 k, its free parameters, n, SSE, residual lag-1 autocorrelation."""
+    from types import SimpleNamespace
+
+    return SimpleNamespace(sse=sse, n=n, varying=tuple(range(k)), residual_autocorr=rho,
+                           aic=n * np.log(sse / n) + 2 * k, r2=1.0 - sse, values={"u": 0.1},
+                           model=model)  # fmt: skip
+
+
+@given(
+    sse=st.floats(0.01, 1.0),
+    shrink=st.floats(0.0, 0.5),
+    n=st.integers(10, 2000),
+    rho=st.floats(-0.5, 0.99),
+)
+@settings(max_examples=200, deadline=None)
+def test_the_likelihood_ratio_shrinks_the_sample_by_the_rho_it_is_given(sse, shrink, n, rho):
+    """Property: n_eff log(SSE_narrow / SSE_wide), n_eff = n (1 - r) / (1 + r) with r the given
+    rho (else the wide fit's residual rho) clipped to [0, 0.95], against chi2 with 1 degree of
+    freedom; a larger rho never gives more evidence."""
+    from scipy.stats import chi2
+
+    from pgrpo.dynamics.constrained import likelihood_ratio
+
+    rest, free = _fake_fit(sse, n, 4), _fake_fit(sse * (1.0 - shrink), n, 5, rho)
+    r = min(max(rho, 0.0), 0.95)
+    stat = max(n * (1 - r) / (1 + r) * np.log(sse / (sse * (1.0 - shrink))), 0.0)
+    for got in (likelihood_ratio(free, rest), likelihood_ratio(_fake_fit(free.sse, n, 5), rest,
+                                                                rho=rho)):  # fmt: skip
+        assert got[0] == pytest.approx(stat, rel=1e-9, abs=1e-12)
+        assert got[1] == pytest.approx(chi2.sf(stat, 1), rel=1e-6, abs=1e-12)
+    assert likelihood_ratio(free, rest, rho=0.0)[0] >= likelihood_ratio(free, rest)[0] - 1e-9
+
+
+@given(seed=st.integers(0, 10_000), shrink=st.floats(0.0, 0.5), n=st.integers(10, 400))
+@settings(max_examples=50, deadline=None)
+def test_a_free_start_is_preferred_only_on_both_aicc_and_the_test_at_the_noise_bound(
+    seed, shrink, n
+):
+    """Property: "free" exactly when AICc(rest) - AICc(free) > FREE_START_AICC and the
+    likelihood-ratio p < FREE_START_P, the test's rho being the diagnosis' upper bound
+    (`lag1_autocorr`) on the free fit's residuals, which is never below 0."""
+    from pgrpo.diagnose.nullmodel import lag1_autocorr
+    from pgrpo.dynamics.constrained import (
+        FREE_START_AICC,
+        FREE_START_P,
+        aicc,
+        compare_start,
+        likelihood_ratio,
+    )
+
+    resid = np.random.default_rng(seed).normal(size=n)
+    sse = float(resid @ resid)
+    rest = _fake_fit(sse, n, 4)
+    free = _fake_fit(sse * (1.0 - shrink), n, 5)
+    free.reward, free.fitted = resid, np.zeros(n)
+    out = compare_start(rest, free)
+    rho = lag1_autocorr(resid)
+    assert out["rho_bound"] == rho >= 0.0
+    assert (out["lr_test_stat"], out["lr_test_p"]) == likelihood_ratio(free, rest, rho=rho)
+    d = aicc(rest) - aicc(free)
+    assert out["delta_aicc"] == pytest.approx(d)
+    assert (out["preferred"] == "free") == (d > FREE_START_AICC and out["lr_test_p"] < FREE_START_P)
+
+
+def test_a_free_start_that_fits_no_better_is_never_preferred():
+    from pgrpo.dynamics.constrained import compare_start
+
+    for n in (8, 30, 300):
+        rest, free = _fake_fit(0.5, n, 4), _fake_fit(0.5, n, 5)
+        free.reward, free.fitted = np.random.default_rng(n).normal(size=n), np.zeros(n)
+        out = compare_start(rest, free)
+        assert out["preferred"] == "rest" and out["lr_test_p"] == 1.0 and out["delta_aicc"] < 0

@@ -118,6 +118,8 @@ def _print(data: dict, console: Console) -> None:
             f"closed form {m['closed_form']} (p {fmt(m['lr_test_p'], '.2g')}); kappa "
             f"{fmt(m['kappa_constrained'])} [{fmt(m['kappa_lo'])}, {fmt(m['kappa_hi'])}]"
         )
+    if (line := _start_words(data.get("start"))) is not None:
+        console.print(escape(line))
     if data.get("forecast_skipped"):
         console.print(f"[yellow]forecast:[/] {escape(data['forecast_skipped'])}")
     fc = data.get("forecast")
@@ -159,3 +161,9 @@ def _quality_words(q: dict, model: str) -> str | None:
     from pgrpo.dynamics.logfit import quality_words  # the report's wording too
 
     return quality_words(q, model)
+
+
+def _start_words(start: dict | None) -> str | None:
+    from pgrpo.dynamics.logfit import start_words
+
+    return start_words(start)

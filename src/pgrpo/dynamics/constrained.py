@@ -10,7 +10,8 @@ continuum closed form has no schedule). Time is the optimizer step (`physical_ti
 
 `kappa_interval` gives kappa's profile-likelihood interval: the levels are profiled out, so the
 profile is a 1-D scan over k, with the sample size shrunk for lag-1 residual autocorrelation.
-`compare_constrained` compares a free rom fit with the rom_fixed one (AICc, likelihood ratio).
+`compare_constrained` compares a free rom fit with the rom_fixed one (AICc, likelihood ratio);
+`compare_start` compares the rom reported with the free-start `rom_v0` the same way.
 """
 
 from __future__ import annotations
@@ -139,6 +140,66 @@ def aicc(result) -> float:
     return result.aic + 2 * p * (p + 1) / (n - p - 1) if n > p + 1 else math.inf
 
 
+def likelihood_ratio(wide, narrow, *, rho: float | None = None) -> tuple[float, float]:
+    """(statistic, p-value) of the likelihood-ratio test of the fit `narrow` against the fit
+    `wide` with more free parameters: n_eff log(SSE_narrow / SSE_wide) against chi2 with
+    max(p_wide - p_narrow, 1) degrees of freedom, n_eff = n (1 - rho) / (1 + rho) for rho the
+    wide fit's lag-1 residual autocorrelation unless given, clipped to [0, 0.95]: noise that
+    is not white carries fewer independent points than the log has, and a test that counted
+    every point would prefer the wider fit on autocorrelated noise. Exact for nested Gaussian
+    fits with white residuals; an approximation otherwise."""
+    r = min(max(wide.residual_autocorr if rho is None else rho, 0.0), 0.95)
+    n_eff = wide.n * (1.0 - r) / (1.0 + r)
+    stat = max(n_eff * math.log(max(narrow.sse, 1e-300) / max(wide.sse, 1e-300)), 0.0)
+    dof = max(len(wide.varying) - len(narrow.varying), 1)
+    return stat, float(chdtrc(dof, stat))  # chi2.sf, without importing scipy.stats
+
+
+FREE_START_AICC = 2.0
+"""A free start (`rom_v0`) describes a run only when its AICc is lower than the rom's by more than
+this (the usual 'substantially better') ..."""
+FREE_START_P = 0.01
+"""... and the likelihood-ratio test (`likelihood_ratio`) rejects the start from rest at this
+level, with the sample size shrunk by the residuals' AR(1) rho taken as the diagnosis' upper
+confidence bound (`diagnose.nullmodel.lag1_autocorr`), not the point estimate. Set on null
+curves (bench/free_start.py; curves from rest and pure noise, 30 to 300 points, AR(1) rho 0 to
+0.8, 60 a cell, seed 1): with the residuals' point estimate and the nominal 0.05, a free start
+was read on up to 25% of a cell (pure noise, 30 points, rho 0.8: a fit that follows the noise's
+wander leaves residuals whose lag-1 estimate falls far below the noise's rho); with the bound
+and 0.05 on up to 12% (white noise, 300 points: under pure noise the fast mode's rate is not
+identified, so the statistic is not chi2 with 1 degree of freedom); with the bound and 0.01 on
+at most 3%. The bench's fresh draws (seed 0, 100 a cell) are its check."""
+
+
+def compare_start(rest, free) -> dict:
+    """Whether a run is described better by the closed form with a free initial velocity
+    (`free`: a `rom_v0` FitResult, x'(0) = u x(0)) than from rest (`rest`: the rom that `fit_log`
+    reports: rom, rom_schedule or rom_starved): {preferred: "free" | "rest", delta_aicc =
+    AICc(rest) - AICc(free), lr_test_stat, lr_test_p, r2_rest, r2_free, u (1 / step)}.
+    "free" needs delta_aicc > FREE_START_AICC and lr_test_p < FREE_START_P. A free start is the
+    same equation with the from-rest assumption dropped: a run whose first steps moved faster
+    than a start from rest allows (a fast first rise, such as a format reward learned in a few
+    steps, then a slow creep; two held-back verl runs of round 13). Against rom_schedule or
+    rom_starved the two fits are not nested and the test is an approximation."""
+    from pgrpo.diagnose.nullmodel import lag1_autocorr  # the diagnosis' bound on the noise's rho
+
+    d = aicc(rest) - aicc(free)
+    rho = lag1_autocorr(np.asarray(free.reward, dtype=float) - np.asarray(free.fitted, dtype=float))
+    stat, p_value = likelihood_ratio(free, rest, rho=rho)
+    preferred = "free" if d > FREE_START_AICC and p_value < FREE_START_P else "rest"
+    return {
+        "preferred": preferred,
+        "delta_aicc": d,
+        "lr_test_stat": stat,
+        "lr_test_p": p_value,
+        "rho_bound": rho,
+        "r2_rest": rest.r2,
+        "r2_free": free.r2,
+        "u": free.values.get("u", math.nan),
+        "rest_model": rest.model,
+    }
+
+
 def compare_constrained(free, fixed, level: float = 0.9) -> dict:
     """AICc of the free fit vs the optimizer-constrained one, and kappa with its interval.
 
@@ -155,11 +216,7 @@ def compare_constrained(free, fixed, level: float = 0.9) -> dict:
     k_hat = fixed.values["k"] / ctx.clock
     lo, hi = kappa_interval(t, fixed.reward, ctx, k_hat, peak_lr=peak, level=level, autocorr=rho)
     d = aicc(fixed) - aicc(free)
-    r = min(max(free.residual_autocorr, 0.0), 0.95)
-    n_eff = free.n * (1.0 - r) / (1.0 + r)
-    stat = max(n_eff * math.log(max(fixed.sse, 1e-300) / max(free.sse, 1e-300)), 0.0)
-    dof = max(len(free.varying) - len(fixed.varying), 1)
-    p_value = float(chdtrc(dof, stat))  # chi2.sf, without importing scipy.stats
+    stat, p_value = likelihood_ratio(free, fixed)
     return {
         "lr_test_stat": stat,
         "lr_test_p": p_value,

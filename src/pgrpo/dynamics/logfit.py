@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from pgrpo.dynamics.constrained import compare_start
 from pgrpo.dynamics.curves import FIT_MODELS
 from pgrpo.dynamics.fit import FitResult, fit_curve
 from pgrpo.dynamics.runfit import fit_run, run_inputs
@@ -37,10 +38,11 @@ BASELINES = ("exponential", "logistic", "rom_v0")
 """The curves `fit_log` fits beside the rom, never in its place: `pgrpo fit` prints their R^2
 and AIC under the rom's. `rom_v0` (since 2026-12-05, session 29) is the oscillator with a free
 initial velocity, at a constant lr (the rom reported may follow the lr schedule): where it wins
-by AIC, the run's first steps moved faster than a start from rest allows (two held-back verl
-runs: R^2 0.963 and 0.960 against the rom's 0.843 and 0.812; docs/diagnostics.md, "Runs held
-back, round 13"). A baseline is fitted where the log has 2 points more than its parameters
-(rom_v0: 7)."""
+(`LogFit.start`, `constrained.compare_start`: by AICc and a likelihood-ratio test, since
+session 30), the run's first steps moved faster than a start from rest allows, and
+`LogFit.described` is rom_v0 (two held-back verl runs: R^2 0.963 and 0.960 against the rom's
+0.843 and 0.812; docs/diagnostics.md, "Runs held back, round 13"). A baseline is fitted where
+the log has 2 points more than its parameters (rom_v0: 7)."""
 FIT_COLUMNS = ("learning_rate", "optimizer_step", "group_size", "refresh_interval", "beta1",
                "batch_prompts")  # fmt: skip
 """The columns `fit_log` reads (the lr schedule, the clock, the constant hyperparameter columns):
@@ -241,6 +243,20 @@ def quality_words(q: dict, model: str) -> str | None:
     return "; ".join(parts) + "." if parts else None
 
 
+def start_words(start: dict) -> str | None:
+    """One line for a run that a free start describes better than a start from rest
+    (`constrained.compare_start`'s dict, or its JSON form); None when the start from rest
+    stands. One wording for `pgrpo fit` and its JSON readers."""
+    if start is None or start.get("preferred") != "free":
+        return None
+    return (
+        f"Start: the first steps moved faster than a start from rest allows. With a free initial "
+        f"velocity (rom_v0) R^2 {start['r2_free']:.3f} against {start['r2_rest']:.3f} from rest "
+        f"({start['rest_model']}), AICc lower by {start['delta_aicc']:.1f}, likelihood-ratio p "
+        f"{start['lr_test_p']:.2g} (the rom and its closed-form check above start from rest)."
+    )
+
+
 def bin_weights(log: RewardLog) -> np.ndarray | None:
     """Inverse-variance weights of a thinned log's points (count / b: [m]), None when every
     point carries the same number of steps (an unweighted fit is then exact)."""
@@ -264,6 +280,17 @@ class LogFit:
     forecast: Forecast | None
     constrained: FitResult | None = None
     metrics: dict[str, float | str] = field(default_factory=dict)
+    start: dict[str, Any] | None = None
+    """`constrained.compare_start(rom, baselines["rom_v0"])`: whether a free initial velocity
+    describes the run better than a start from rest (None where rom_v0 was not fitted)."""
+
+    @property
+    def described(self) -> FitResult:
+        """The closed form that describes the run: the rom from rest, or `rom_v0` where
+        `start` prefers a free start. Forecasts and `diagnose` never read it."""
+        if self.start is not None and self.start["preferred"] == "free":
+            return self.baselines["rom_v0"]
+        return self.rom
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready (non-finite numbers become None)."""
@@ -285,6 +312,13 @@ class LogFit:
                 bin_size=int(self.log.metrics.get("bin_size", 1)),
             ),
         }
+        if self.start is not None:
+            out["start"] = {
+                **self.start,
+                "fit_quality": fit_quality(
+                    self.described, bin_size=int(self.log.metrics.get("bin_size", 1))
+                ),
+            }
         if self.forecast is not None:
             out["forecast"] = _forecast_dict(self.forecast, self.log.reward)
         elif "forecast_skipped" in self.metrics:  # asked for, but the cut leaves too little
@@ -382,6 +416,7 @@ def fit_log(
         for name in BASELINES
         if len(log) >= len(FIT_MODELS.get(name).param_names) + 2  # rom_v0's 5 need 7 points
     }
+    start = compare_start(rom, baselines["rom_v0"]) if "rom_v0" in baselines else None
     fc, metrics = None, {}
     if forecast_from is not None:
         from pgrpo.dynamics.forecast import (
@@ -405,4 +440,4 @@ def fit_log(
         else:
             method = method or DEFAULT_METHOD
             fc = forecast(log.step, log.reward, forecast_from, level=level, method=method, **kw)
-    return LogFit(log, rom, baselines, fc, constrained, metrics)
+    return LogFit(log, rom, baselines, fc, constrained, metrics, start)
