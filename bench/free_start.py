@@ -120,17 +120,21 @@ def real_rows(folders: list[Path]) -> list[dict]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("folders", nargs="*", type=Path, default=[CURVES])
-    ap.add_argument("--curves", type=int, default=100, help="synthetic curves per cell")
+    ap.add_argument("--curves", type=int, default=100,
+                    help="synthetic curves per cell (0: the real runs only)")  # fmt: skip
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args()
     if missing_index(args.folders):
         sys.exit(2)
     t0 = time.time()
-    print("curves that start from rest (false free-start rate):")
-    synth = synthetic_rates(args.curves, args.seed)
-    worst = max(synth, key=lambda r: r["rate"])
-    print(f"  worst cell: {worst['shape']} n {worst['n']} rho {worst['rho']}: {worst['rate']:.1%}")
+    synth, worst = [], None
+    if args.curves > 0:  # --curves 0: the real runs only
+        print("curves that start from rest (false free-start rate):")
+        synth = synthetic_rates(args.curves, args.seed)
+        worst = max(synth, key=lambda r: r["rate"])
+        print(f"  worst cell: {worst['shape']} n {worst['n']} rho {worst['rho']}: "
+              f"{worst['rate']:.1%}")  # fmt: skip
     rows = real_rows([f.resolve() for f in args.folders])
     print("\nreal runs: | run | n | rollouts | rom | R^2 rest | R^2 free | dAICc | p | described |"
           " R^2 described | ceiling |")  # fmt: skip
@@ -152,7 +156,8 @@ def main() -> None:
           + "; ceilings "
           + ", ".join(f"{r['noise_ceiling']:.3f}" for r in research))  # fmt: skip
     write_results(args.out, "free_start.py", None, synthetic=synth,
-                  worst_synthetic_rate=worst["rate"], runs=rows, free_runs=free,
+                  worst_synthetic_rate=None if worst is None else worst["rate"], runs=rows,
+                  free_runs=free,
                   seconds=round(time.time() - t0, 1))  # fmt: skip
 
 
