@@ -4,16 +4,18 @@ that start from rest.
     python bench/free_start.py [DIR ...] [--curves 100] [--out PATH]
 
 `fit_log` fits the rom (from rest: x'(0) = 0) and, beside it, `rom_v0` (x'(0) = u x(0)), and
-`constrained.compare_start` prefers the free start only when its AICc is lower by more than
-FREE_START_AICC and the likelihood-ratio test, with the sample size shrunk for the residuals'
-lag-1 autocorrelation, rejects the start from rest at FREE_START_P. Two tables:
+`constrained.compare_start` prefers the free start only when its AICc is lower than the reported
+rom's by more than FREE_START_AICC and the likelihood-ratio test of the constant-lr rom from
+rest (nested in rom_v0), with the sample size shrunk by the diagnosis' upper bound on the
+residuals' lag-1 rho, rejects the start from rest at FREE_START_P. Two tables:
 
 - **Curves that start from rest** (the false-selection rate): the closed form from rest, or pure
   noise, at n in {30, 100, 300} logged points with Gaussian AR(1) noise at rho in {0, 0.5, 0.8}.
   A from-rest curve has R_0 0.2, R_inf 0.7, m drawn log-uniform in [0.5, 20] and k such that
   the slow timescale is a fifth to a half of the run; the noise sd is 0.1 (the rise is 5 sd).
   The share of curves read as a free start is the rate at which `pgrpo fit` would tell a user
-  "the first steps moved faster than a start from rest allows" when they did not.
+  that the first steps moved otherwise than a start from rest allows when they did not; beside
+  the rule, two weaker ones (RULES) that the rule replaced.
 - **Real runs** (each DIR a corpus folder with index.json; default ../shared/data/curves): per
   run, the rom's and rom_v0's R^2, delta AICc, the test's p and the description chosen; the
   research-scale learning runs (>= RESEARCH_ROLLOUTS rollouts a step) with the described fit's
@@ -33,6 +35,7 @@ from pathlib import Path
 import numpy as np
 from scipy.signal import lfilter
 
+from pgrpo.dynamics.constrained import FREE_START_AICC, likelihood_ratio
 from pgrpo.dynamics.logfit import fit_log, fit_quality
 from pgrpo.dynamics.model import _unit_response
 from pgrpo.logs import read_log
@@ -71,24 +74,44 @@ def from_rest(n: int, rng: np.random.Generator) -> np.ndarray:
     return 0.7 - 0.5 * x
 
 
+RULES = ("point_0.05", "bound_0.05", "rule")
+"""The free-start rules the null table compares: AICc lower by > FREE_START_AICC and the
+likelihood-ratio p < 0.05 with the sample shrunk by the free fit's residual lag-1 point
+estimate (`point_0.05`) or by the diagnosis' upper bound on it (`bound_0.05`), and the rule
+`fit_log` uses (`rule`: the bound, p < FREE_START_P, u inside its bound)."""
+
+
+def rule_decisions(lf) -> dict[str, bool]:
+    """Each of RULES' decision on one fit of a log without an lr schedule or G (its rom is the
+    constant-lr rom from rest, the model nested in rom_v0)."""
+    s, free, rom = lf.start, lf.baselines["rom_v0"], lf.rom
+    assert rom.model == "rom", rom.model  # the synthetic logs state neither lr nor G
+    beats = s.delta_aicc > FREE_START_AICC
+    point = likelihood_ratio(free, rom)[1]  # rho: the residuals' point estimate
+    return {"point_0.05": bool(beats and point < 0.05),
+            "bound_0.05": bool(beats and s.lr_test_p < 0.05), "rule": lf.free_start}  # fmt: skip
+
+
 def synthetic_rates(curves: int, seed: int) -> list[dict]:
-    """Per (shape, n, rho): the share of `curves` curves `fit_log` describes with a free start."""
+    """Per (shape, n, rho): how many of `curves` curves each of RULES reads as a free start."""
     rng = np.random.default_rng(seed)
     rows = []
     for shape in ("from_rest", "noise"):
         for n in LENGTHS:
             for rho in RHOS:
-                free = 0
+                free = dict.fromkeys(RULES, 0)
                 for _ in range(curves):
                     mean = from_rest(n, rng) if shape == "from_rest" else np.full(n, 0.5)
                     y = mean + NOISE_SD * ar1(n, rho, rng)
                     step = np.arange(1, n + 1, dtype=float)
                     log = RewardLog(step, y, {}, {}, (), "synthetic", "synthetic", "reward")
-                    start = fit_log(log).start
-                    free += start is not None and start["preferred"] == "free"
+                    for rule, said in rule_decisions(fit_log(log)).items():
+                        free[rule] += said
                 rows.append({"shape": shape, "n": n, "rho": rho, "curves": curves,
-                             "free": free, "rate": free / curves})  # fmt: skip
-                print(f"  {shape:9s} n {n:4d} rho {rho:.1f}: free start on {free}/{curves}",
+                             "free": free["rule"], "rate": free["rule"] / curves,
+                             "free_by_rule": free})  # fmt: skip
+                print(f"  {shape:9s} n {n:4d} rho {rho:.1f}: free start on "
+                      + ", ".join(f"{free[r]}/{curves} ({r})" for r in RULES),
                       flush=True)  # fmt: skip
     return rows
 
@@ -101,7 +124,7 @@ def real_rows(folders: list[Path]) -> list[dict]:
             log = with_metadata(read_log(folder / meta["csv"]), meta)
             accepted, _ = references(meta)
             lf = fit_log(log)
-            s = lf.start
+            s = None if lf.start is None else lf.start.to_dict()
             q = fit_quality(lf.described, bin_size=int(lf.log.metrics.get("bin_size", 1)))
             rows.append({
                 "folder": str(folder), "run": meta["name"], "repo": meta.get("repo"),
@@ -133,8 +156,10 @@ def main() -> None:
         print("curves that start from rest (false free-start rate):")
         synth = synthetic_rates(args.curves, args.seed)
         worst = max(synth, key=lambda r: r["rate"])
-        print(f"  worst cell: {worst['shape']} n {worst['n']} rho {worst['rho']}: "
-              f"{worst['rate']:.1%}")  # fmt: skip
+        for rule in RULES:
+            w = max(synth, key=lambda r, rule=rule: r["free_by_rule"][rule])
+            print(f"  worst cell, {rule}: {w['shape']} n {w['n']} rho {w['rho']}: "
+                  f"{w['free_by_rule'][rule] / w['curves']:.1%}")  # fmt: skip
     rows = real_rows([f.resolve() for f in args.folders])
     print("\nreal runs: | run | n | rollouts | rom | R^2 rest | R^2 free | dAICc | p | described |"
           " R^2 described | ceiling |")  # fmt: skip
@@ -155,8 +180,11 @@ def main() -> None:
           + ", ".join(f"{r['r2_described']:.3f}" for r in research)
           + "; ceilings "
           + ", ".join(f"{r['noise_ceiling']:.3f}" for r in research))  # fmt: skip
+    worst_by_rule = {rule: max(r["free_by_rule"][rule] / r["curves"] for r in synth)
+                     for rule in RULES} if synth else None  # fmt: skip
     write_results(args.out, "free_start.py", None, synthetic=synth,
-                  worst_synthetic_rate=None if worst is None else worst["rate"], runs=rows,
+                  worst_synthetic_rate=None if worst is None else worst["rate"],
+                  worst_synthetic_rate_by_rule=worst_by_rule, runs=rows,
                   free_runs=free,
                   seconds=round(time.time() - t0, 1))  # fmt: skip
 

@@ -104,7 +104,7 @@ def forecast_row(log) -> dict:
     except (ValueError, RuntimeError, np.linalg.LinAlgError) as exc:
         return {**out, "fit_error": f"{type(exc).__name__}: {exc}"}
     out["r2"] = _defined(lf.rom.r2)  # None: undefined (a reward that never changed)
-    out["start"] = None if lf.start is None else lf.start["preferred"]
+    out["start"] = None if lf.start is None else lf.start.preferred
     out["r2_described"] = _defined(lf.described.r2)  # rom_v0 where a free start is preferred
     q = fit_quality(lf.rom, bin_size=int(lf.log.metrics.get("bin_size", 1)))
     out["r2_ceiling"] = _defined(q.get("noise_ceiling", float("nan")))
@@ -411,7 +411,7 @@ def quality_bar(rows: list[dict], s: dict, prior_sample: str = "in sample") -> l
         _bar(f"  R^2 per point of the fit that describes the run (rom_v0 where a free start "
              f"is preferred: {free} of {len(research)})", rng(described), ">= 0.91",
              None if not described else min(described) >= 0.91),
-        _bar("  the same, >= 0.91 or within 0.02 of a ceiling below 0.91",
+        _bar(f"  the same, >= 0.91 or within {AT_CEILING} of a ceiling below 0.91",
              f"{reached_described}/{len(with_ceiling)}", "all",
              None if not with_ceiling else reached_described == len(with_ceiling)),
         _bar("  R^2 on means of 10 logged points, same runs", rng(r2_10), ">= 0.91",

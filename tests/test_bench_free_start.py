@@ -42,7 +42,7 @@ def test_real_rows_give_the_described_fit(tmp_path):
     (tmp_path / "index.json").write_text(json.dumps({"runs": [
         {"name": "two", "csv": "two.csv", "repo": "x/y", "G": 8, "prompts_per_step": 32,
          "verdict": "learning"}]}))  # fmt: skip
-    (row,) = real_rows([tmp_path])
+    (row,) = real_rows([tmp_path])  # G 8 x 32 prompts: the reported rom is rom_starved
     assert row["preferred"] == "free" and row["r2_described"] == row["r2_free"] > row["r2_rest"]
     assert row["n_rollouts"] == 256 and row["reference"]
 
@@ -52,3 +52,18 @@ def test_a_folder_without_an_index_is_one_line_and_exit_2(tmp_path):
                           capture_output=True, text=True, timeout=120, cwd=ROOT)  # fmt: skip
     assert proc.returncode == 2
     assert proc.stderr.strip().count("\n") == 0 and "index.json" in proc.stderr
+
+
+def test_the_rule_reads_few_free_starts_on_long_white_noise():
+    """A seeded slice of the null table: 20 pure-noise curves of 300 points (the cell where the
+    nominal test at 0.05 read 12%); the rule reads at most 2 (the stored table: 1 of 100)."""
+    from pgrpo.dynamics.logfit import fit_log
+    from pgrpo.logs.base import RewardLog
+
+    rng = np.random.default_rng(11)
+    step = np.arange(1, 301, dtype=float)
+    said = sum(
+        fit_log(RewardLog(step, 0.5 + 0.1 * ar1(300, 0.0, rng), {}, {}, (), "n", "n", "reward"))
+        .free_start for _ in range(20)
+    )  # fmt: skip
+    assert said <= 2

@@ -285,6 +285,23 @@ def test_fit_shows_a_free_start_beside_the_rom_where_the_run_moved_fast_at_once(
     assert "faster than a start from rest allows" in " ".join(shown.stdout.split())
 
 
+def test_fit_says_a_run_that_dipped_first_did_not_move_faster(tmp_path):
+    """The closed form with x'(0) = +0.08 x(0) (the reward first moves away from where it heads):
+    the free start describes it, and the Start: line says the run moved away first (a review
+    found it said "moved faster" whatever the sign)."""
+    from pgrpo.dynamics.model import _unit_response
+
+    t = np.arange(1, 201, dtype=float)
+    mean = 0.8 - 0.6 * _unit_response(t - 1.0, 10.0, 1.0, 1.0 / 30.0, 1.0, 0.08)
+    y = mean + np.random.default_rng(7).normal(0, 0.02, t.size)
+    log = tmp_path / "dip.csv"
+    log.write_text("step,reward\n" + "".join(f"{s:g},{v:.5f}\n" for s, v in zip(t, y, strict=True)))
+    data = json.loads(runner.invoke(app, ["fit", str(log), "--no-plot", "--json"]).stdout)
+    assert data["start"]["preferred"] == "free" and data["start"]["u"] > 0
+    shown = " ".join(runner.invoke(app, ["fit", str(log), "--no-plot"]).stdout.split())
+    assert "first moved away" in shown and "faster than a start" not in shown
+
+
 def test_fit_keeps_the_start_from_rest_for_a_run_that_starts_from_rest(tmp_path):
     """The closed form from rest (m 10, c 1, k 1/60) under white noise of sd 0.03: the free
     start is fitted and printed as a baseline, but the comparison keeps the start from rest and

@@ -164,6 +164,10 @@ def _quality_words(q: dict, model: str) -> str | None:
 
 
 def _start_words(start: dict | None) -> str | None:
-    from pgrpo.dynamics.logfit import start_words
+    """The `Start:` line from fit's JSON `start` (None where there is none to print)."""
+    from pgrpo.dynamics.constrained import StartComparison
 
-    return start_words(start)
+    if not start or start.get("preferred") != "free":
+        return None
+    fields = StartComparison.__dataclass_fields__
+    return StartComparison(**{k: start[k] for k in fields}).sentence()

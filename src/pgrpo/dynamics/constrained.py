@@ -17,6 +17,8 @@ profile is a 1-D scan over k, with the sample size shrunk for lag-1 residual aut
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 from scipy.special import chdtrc, gammaincinv
@@ -34,6 +36,9 @@ from pgrpo.dynamics.curves import (
 )
 from pgrpo.dynamics.model import _unit_response
 from pgrpo.dynamics.optimizers import fit_reduction, max_stable_rate
+
+if TYPE_CHECKING:
+    from pgrpo.dynamics.fit import FitResult
 
 
 def fixed_rate_bounds(t: np.ndarray, ctx: FitContext) -> tuple[float, float]:
@@ -156,48 +161,102 @@ def likelihood_ratio(wide, narrow, *, rho: float | None = None) -> tuple[float, 
 
 
 FREE_START_AICC = 2.0
-"""A free start (`rom_v0`) describes a run only when its AICc is lower than the rom's by more than
-this (the usual 'substantially better') ..."""
+"""A free start (`rom_v0`) describes a run only when its AICc is lower than the reported rom's by
+more than this (the usual 'substantially better') ..."""
 FREE_START_P = 0.01
-"""... and the likelihood-ratio test (`likelihood_ratio`) rejects the start from rest at this
-level, with the sample size shrunk by the residuals' AR(1) rho taken as the diagnosis' upper
-confidence bound (`diagnose.nullmodel.lag1_autocorr`), not the point estimate. Set on null
-curves (bench/free_start.py; curves from rest and pure noise, 30 to 300 points, AR(1) rho 0 to
-0.8, 60 a cell, seed 1): with the residuals' point estimate and the nominal 0.05, a free start
+"""... and the likelihood-ratio test (`likelihood_ratio`) of the constant-lr rom from rest, the
+model nested in rom_v0, rejects the start from rest at this level, with the sample size shrunk
+by the residuals' AR(1) rho taken as the diagnosis' upper confidence bound
+(`diagnose.nullmodel.lag1_autocorr`), not the point estimate. Set on null curves
+(bench/free_start.py, `RULES`; curves from rest and pure noise, 30 to 300 points, AR(1) rho 0
+to 0.8, 60 a cell, seed 1): with the residuals' point estimate and the nominal 0.05 a free start
 was read on up to 25% of a cell (pure noise, 30 points, rho 0.8: a fit that follows the noise's
 wander leaves residuals whose lag-1 estimate falls far below the noise's rho); with the bound
 and 0.05 on up to 12% (white noise, 300 points: under pure noise the fast mode's rate is not
 identified, so the statistic is not chi2 with 1 degree of freedom); with the bound and 0.01 on
-at most 3%. The bench's fresh draws (seed 0, 100 a cell) are its check."""
+at most 3%."""
+U_BOUND = 2.0
+"""|u| (1 / step) at which `rom_v0`'s initial velocity sits at its bound (curves.rom_v0_guess): a
+jump within the first step, i.e. the first point alone, which is no evidence about a start."""
+
+START_WORDS = {
+    -1: "moved towards the level the run heads for faster than a start from rest allows (a fast "
+        "first rise, then a slower one)",
+    1: "first moved away from the level the run heads for (a dip or a slow start before the "
+       "rise), which a start from rest does not allow",
+}  # fmt: skip
+"""How the start differs from rest, by the sign of u (x'(0) = u x(0), x the distance to R_inf)."""
 
 
-def compare_start(rest, free) -> dict:
+@dataclass(frozen=True)
+class StartComparison:
+    """`compare_start`'s result. preferred: "free" or "rest"; delta_aicc = AICc(reported rom) -
+    AICc(rom_v0); lr_test_stat, lr_test_p: the constant-lr rom from rest against rom_v0 (nested);
+    rho_bound: the AR(1) rho bound on rom_v0's residuals the test used; r2_rest (the reported
+    rom's), r2_free (rom_v0's); u: rom_v0's x'(0) / x(0) (1 / step); rest_model: the reported
+    rom's model; reason: why "rest" where the numbers alone would say "free" (u at its bound,
+    a robust loss), else ""."""
+
+    preferred: str
+    delta_aicc: float
+    lr_test_stat: float
+    lr_test_p: float
+    rho_bound: float
+    r2_rest: float
+    r2_free: float
+    u: float
+    rest_model: str
+    reason: str = ""
+
+    def to_dict(self) -> dict[str, float | str]:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+    def sentence(self) -> str | None:
+        """One line for a run that a free start describes better than a start from rest; None
+        when the start from rest stands. One wording for `pgrpo fit` and its JSON readers."""
+        if self.preferred != "free":
+            return None
+        return (
+            f"Start: the first steps {START_WORDS[1 if self.u > 0 else -1]}. With a free initial "
+            f"velocity (rom_v0) R^2 {self.r2_free:.3f} against {self.r2_rest:.3f} from rest "
+            f"({self.rest_model}), AICc lower by {self.delta_aicc:.1f}, likelihood-ratio p "
+            f"{self.lr_test_p:.2g} (the rom and its closed-form check above start from rest)."
+        )
+
+
+def compare_start(rest: FitResult, free: FitResult, nested: FitResult,
+                  loss: str = "linear") -> StartComparison:  # fmt: skip
     """Whether a run is described better by the closed form with a free initial velocity
-    (`free`: a `rom_v0` FitResult, x'(0) = u x(0)) than from rest (`rest`: the rom that `fit_log`
-    reports: rom, rom_schedule or rom_starved): {preferred: "free" | "rest", delta_aicc =
-    AICc(rest) - AICc(free), lr_test_stat, lr_test_p, r2_rest, r2_free, u (1 / step)}.
-    "free" needs delta_aicc > FREE_START_AICC and lr_test_p < FREE_START_P. A free start is the
-    same equation with the from-rest assumption dropped: a run whose first steps moved faster
-    than a start from rest allows (a fast first rise, such as a format reward learned in a few
-    steps, then a slow creep; two held-back verl runs of round 13). Against rom_schedule or
-    rom_starved the two fits are not nested and the test is an approximation."""
+    (`free`: a `rom_v0` fit, x'(0) = u x(0), constant lr) than from rest. rest: the rom that
+    `fit_log` reports (rom, rom_schedule or rom_starved); nested: the constant-lr rom from rest
+    on the same points (`rest` itself when it is that rom), which rom_v0 holds at u = 0. "free"
+    needs AICc(rest) - AICc(free) > FREE_START_AICC (better than what is reported) and the
+    likelihood-ratio test of `nested` against `free` at p < FREE_START_P (a test between nested
+    fits, so an lr schedule or starvation that the reported rom models and rom_v0 does not is
+    not read as a start); and u inside its bound, and the least-squares loss (the statistic
+    assumes Gaussian residuals; a robust loss gives "rest"). A free start is the same equation
+    with the from-rest assumption dropped: a run whose first steps moved faster than a start
+    from rest allows (u < 0: two held-back verl runs of round 13 rise within 4 steps and then
+    creep), or that dipped first (u > 0)."""
     from pgrpo.diagnose.nullmodel import lag1_autocorr  # the diagnosis' bound on the noise's rho
 
-    d = aicc(rest) - aicc(free)
-    rho = lag1_autocorr(np.asarray(free.reward, dtype=float) - np.asarray(free.fitted, dtype=float))
-    stat, p_value = likelihood_ratio(free, rest, rho=rho)
-    preferred = "free" if d > FREE_START_AICC and p_value < FREE_START_P else "rest"
-    return {
-        "preferred": preferred,
-        "delta_aicc": d,
-        "lr_test_stat": stat,
-        "lr_test_p": p_value,
-        "rho_bound": rho,
-        "r2_rest": rest.r2,
-        "r2_free": free.r2,
-        "u": free.values.get("u", math.nan),
-        "rest_model": rest.model,
-    }
+    resid = np.asarray(free.reward, dtype=float) - np.asarray(free.fitted, dtype=float)
+    rho = lag1_autocorr(resid) if np.all(np.isfinite(resid)) else 0.95
+    d = float(aicc(rest) - aicc(free))
+    stat, p_value = likelihood_ratio(free, nested, rho=rho)
+    u = float(free.values.get("u", math.nan))
+    reason = ""
+    if abs(u) >= U_BOUND * (1 - 1e-6):
+        reason = "u at its bound: the first point alone"
+    elif loss != "linear":
+        reason = f"loss {loss}: the test assumes least squares"
+    free_start = d > FREE_START_AICC and p_value < FREE_START_P
+    return StartComparison(
+        preferred="free" if free_start and not reason else "rest",
+        delta_aicc=d, lr_test_stat=float(stat), lr_test_p=float(p_value), rho_bound=float(rho),
+        r2_rest=float(rest.r2), r2_free=float(free.r2), u=u, rest_model=rest.model,
+        reason=reason if free_start else "",
+    )  # fmt: skip
 
 
 def compare_constrained(free, fixed, level: float = 0.9) -> dict:

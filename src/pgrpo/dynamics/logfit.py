@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from pgrpo.dynamics.constrained import compare_start
+from pgrpo.dynamics.constrained import StartComparison, compare_start
 from pgrpo.dynamics.curves import FIT_MODELS
 from pgrpo.dynamics.fit import FitResult, fit_curve
 from pgrpo.dynamics.runfit import fit_run, run_inputs
@@ -243,20 +243,6 @@ def quality_words(q: dict, model: str) -> str | None:
     return "; ".join(parts) + "." if parts else None
 
 
-def start_words(start: dict) -> str | None:
-    """One line for a run that a free start describes better than a start from rest
-    (`constrained.compare_start`'s dict, or its JSON form); None when the start from rest
-    stands. One wording for `pgrpo fit` and its JSON readers."""
-    if start is None or start.get("preferred") != "free":
-        return None
-    return (
-        f"Start: the first steps moved faster than a start from rest allows. With a free initial "
-        f"velocity (rom_v0) R^2 {start['r2_free']:.3f} against {start['r2_rest']:.3f} from rest "
-        f"({start['rest_model']}), AICc lower by {start['delta_aicc']:.1f}, likelihood-ratio p "
-        f"{start['lr_test_p']:.2g} (the rom and its closed-form check above start from rest)."
-    )
-
-
 def bin_weights(log: RewardLog) -> np.ndarray | None:
     """Inverse-variance weights of a thinned log's points (count / b: [m]), None when every
     point carries the same number of steps (an unweighted fit is then exact)."""
@@ -280,17 +266,20 @@ class LogFit:
     forecast: Forecast | None
     constrained: FitResult | None = None
     metrics: dict[str, float | str] = field(default_factory=dict)
-    start: dict[str, Any] | None = None
-    """`constrained.compare_start(rom, baselines["rom_v0"])`: whether a free initial velocity
-    describes the run better than a start from rest (None where rom_v0 was not fitted)."""
+    start: StartComparison | None = None
+    """`constrained.compare_start`: whether a free initial velocity describes the run better
+    than a start from rest (None where rom_v0 was not fitted)."""
+
+    @property
+    def free_start(self) -> bool:
+        """Whether `start` prefers the free start."""
+        return self.start is not None and self.start.preferred == "free"
 
     @property
     def described(self) -> FitResult:
         """The closed form that describes the run: the rom from rest, or `rom_v0` where
         `start` prefers a free start. Forecasts and `diagnose` never read it."""
-        if self.start is not None and self.start["preferred"] == "free":
-            return self.baselines["rom_v0"]
-        return self.rom
+        return self.baselines["rom_v0"] if self.free_start else self.rom
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready (non-finite numbers become None)."""
@@ -314,7 +303,7 @@ class LogFit:
         }
         if self.start is not None:
             out["start"] = {
-                **self.start,
+                **self.start.to_dict(),
                 "fit_quality": fit_quality(
                     self.described, bin_size=int(self.log.metrics.get("bin_size", 1))
                 ),
@@ -416,7 +405,13 @@ def fit_log(
         for name in BASELINES
         if len(log) >= len(FIT_MODELS.get(name).param_names) + 2  # rom_v0's 5 need 7 points
     }
-    start = compare_start(rom, baselines["rom_v0"]) if "rom_v0" in baselines else None
+    start = None
+    if "rom_v0" in baselines:  # rom_v0 holds the constant-lr rom from rest at u = 0
+        nested = rom if rom.model == "rom" else fit_curve(
+            log.step, log.reward, "rom", loss=loss, weights=weights,
+            reward_range=kw.get("reward_range"),
+        )  # fmt: skip
+        start = compare_start(rom, baselines["rom_v0"], nested, loss=loss)
     fc, metrics = None, {}
     if forecast_from is not None:
         from pgrpo.dynamics.forecast import (
