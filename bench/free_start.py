@@ -135,6 +135,7 @@ def real_rows(folders: list[Path]) -> list[dict]:
                 "delta_aicc": None if s is None else s["delta_aicc"],
                 "lr_test_p": None if s is None else s["lr_test_p"],
                 "preferred": None if s is None else s["preferred"],
+                "reason": None if s is None else s["reason"],
                 "r2_described": lf.described.r2, "noise_ceiling": q["noise_ceiling"],
             })  # fmt: skip
     return rows

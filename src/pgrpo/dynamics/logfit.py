@@ -39,8 +39,9 @@ BASELINES = ("exponential", "logistic", "rom_v0")
 and AIC under the rom's. `rom_v0` (since 2026-12-05, session 29) is the oscillator with a free
 initial velocity, at a constant lr (the rom reported may follow the lr schedule): where it wins
 (`LogFit.start`, `constrained.compare_start`: by AICc and a likelihood-ratio test, since
-session 30), the run's first steps moved faster than a start from rest allows, and
-`LogFit.described` is rom_v0 (two held-back verl runs: R^2 0.963 and 0.960 against the rom's
+session 30), the run's first steps moved otherwise than a start from rest allows (faster
+towards its level, or away from it first), and `LogFit.described` is rom_v0 (two held-back
+verl runs: R^2 0.963 and 0.960 against the rom's
 0.843 and 0.812; docs/diagnostics.md, "Runs held back, round 13"). A baseline is fitted where
 the log has 2 points more than its parameters (rom_v0: 7)."""
 FIT_COLUMNS = ("learning_rate", "optimizer_step", "group_size", "refresh_interval", "beta1",
