@@ -160,7 +160,7 @@ def test_the_forecast_drawn_is_the_forecast_reported(tmp_path):
     run_dir = write_run(build("healthy", 1), tmp_path / "run")
     res = build_report(run_dir)
     log = read_log(run_dir)
-    fit, fc, _ = _fits(log)
+    fit, fc, _, _ = _fits(log)
     ax = _Axes()
     plots.reward_panel(ax, log.step, log.reward, fit, fc, ())
     bands = [a for name, a, _ in ax.calls if name == "fill_between"]
@@ -217,6 +217,34 @@ def test_the_report_compares_the_closed_form_with_the_free_fit(tmp_path):
     line = page[page.index("Closed form") :][:400]
     assert f"{m['preferred']} preferred" in line and f"closed form {m['closed_form']}" in line
     assert f"{m['kappa_constrained']:.4g}" in line
+
+
+def test_the_report_says_the_start_line_pgrpo_fit_prints(tmp_path):
+    """A fast first rise and a slow creep: `pgrpo fit` prints a Start: line (a free start
+    describes the run); the report said nothing of it. Now the same line, and none for a run
+    that starts from rest."""
+    from typer.testing import CliRunner
+
+    from pgrpo.cli import _load_commands, app
+
+    _load_commands()
+    t = np.arange(1, 301)
+    y = 0.8 - 0.5 * (0.5 * np.exp(-t / 3.0) + 0.5 * np.exp(-t / 150.0))
+    y = y + np.random.default_rng(3).normal(0, 0.01, t.size)
+    log = tmp_path / "two.csv"
+    log.write_text("step,reward\n" + "".join(f"{s},{v:.5f}\n" for s, v in zip(t, y, strict=True)))
+    shown = CliRunner().invoke(app, ["fit", str(log), "--no-plot"])
+    said = " ".join(shown.stdout.split())
+    line = said[said.index("Start:") : said.index("start from rest).") + len("start from rest).")]
+    res = CliRunner().invoke(app, ["report", str(log), "--out", str(tmp_path / "rep")])
+    assert res.exit_code == 0, res.output
+    page = re.sub(r"<[^>]+>", "", (tmp_path / "rep" / "report.html").read_text())
+    assert line in " ".join(page.replace("&#x27;", "'").split())
+    rest = tmp_path / "rest.csv"
+    z = 0.8 - 0.6 * np.exp(-t / 60.0) + np.random.default_rng(5).normal(0, 0.03, t.size)
+    rest.write_text("step,reward\n" + "".join(f"{s},{v:.5f}\n" for s, v in zip(t, z, strict=True)))
+    res = CliRunner().invoke(app, ["report", str(rest), "--out", str(tmp_path / "rep2")])
+    assert res.exit_code == 0 and "Start:" not in (tmp_path / "rep2" / "report.html").read_text()
 
 
 def test_report_json_carries_the_verdict_and_the_forecast_it_states(tmp_path):

@@ -376,6 +376,32 @@ def _clean(x: Any) -> Any:
     return x
 
 
+def fit_start(
+    step: np.ndarray,
+    reward: np.ndarray,
+    rom: FitResult,
+    *,
+    v0: FitResult | None = None,
+    loss: str = "linear",
+    weights: np.ndarray | None = None,
+    reward_range: tuple[float, float] | None = None,
+) -> tuple[StartComparison | None, FitResult | None]:
+    """(`constrained.compare_start` of the run's rom against `rom_v0`, the rom_v0 fit) for the
+    points step, reward: [n] the rom was fitted to. v0: rom_v0 already fitted (fitted here when
+    None); the nested constant-lr rom from rest is `rom` itself when it is that model, else
+    fitted here. (None, None) when the log has fewer than rom_v0's parameters + 2 points. The one
+    path for `fit_log` and the report."""
+    if v0 is None:
+        if len(step) < len(FIT_MODELS.get("rom_v0").param_names) + 2:
+            return None, None
+        v0 = fit_curve(step, reward, "rom_v0", loss=loss, weights=weights,
+                       reward_range=reward_range)  # fmt: skip
+    nested = rom if rom.model == "rom" else fit_curve(
+        step, reward, "rom", loss=loss, weights=weights, reward_range=reward_range
+    )  # fmt: skip  # rom_v0 holds the constant-lr rom from rest at u = 0
+    return compare_start(rom, v0, nested, loss=loss), v0
+
+
 def fit_log(
     log: RewardLog,
     *,
@@ -406,13 +432,8 @@ def fit_log(
         for name in BASELINES
         if len(log) >= len(FIT_MODELS.get(name).param_names) + 2  # rom_v0's 5 need 7 points
     }
-    start = None
-    if "rom_v0" in baselines:  # rom_v0 holds the constant-lr rom from rest at u = 0
-        nested = rom if rom.model == "rom" else fit_curve(
-            log.step, log.reward, "rom", loss=loss, weights=weights,
-            reward_range=kw.get("reward_range"),
-        )  # fmt: skip
-        start = compare_start(rom, baselines["rom_v0"], nested, loss=loss)
+    start, _ = fit_start(log.step, log.reward, rom, v0=baselines.get("rom_v0"), loss=loss,
+                         weights=weights, reward_range=kw.get("reward_range"))  # fmt: skip
     fc, metrics = None, {}
     if forecast_from is not None:
         from pgrpo.dynamics.forecast import (

@@ -46,6 +46,9 @@ class ReportResult:
     warnings: tuple[str, ...] = ()
     """What the log reader repaired (malformed lines, dropped rewards, repeated steps), as the
     page lists them."""
+    start: Any = None
+    """Whether a free start describes the run better than the fit's start from rest
+    (`constrained.StartComparison`, as `pgrpo fit` prints it; None where not compared)."""
 
 
 def _safe(fn: Any, *args: Any, **kwargs: Any) -> tuple[Any, str]:
@@ -56,24 +59,33 @@ def _safe(fn: Any, *args: Any, **kwargs: Any) -> tuple[Any, str]:
         return None, f"{type(exc).__name__}: {exc}"
 
 
-def _fits(log: Any) -> tuple[Any, Any, list[str]]:
+def _fits(log: Any) -> tuple[Any, Any, list[str], Any]:
+    """(the rom fit, the forecast from the midpoint, notes on what failed, the free-start
+    comparison `pgrpo fit` prints: `logfit.fit_start`, None where it was not made)."""
     from pgrpo.dynamics import forecast
-    from pgrpo.dynamics.logfit import bin_weights, thin_log
+    from pgrpo.dynamics.logfit import bin_weights, fit_start, thin_log
     from pgrpo.dynamics.runfit import fit_run, run_inputs
 
     log = thin_log(log)  # bin means past 4,000 steps, as `pgrpo fit` does
     opts, err = _safe(run_inputs, log.step, log.columns, log.hyperparameters)
     if err:
-        return None, None, [f"fit failed ({err})"]
+        return None, None, [f"fit failed ({err})"], None
     opts["weights"] = bin_weights(log)
     notes = []
     fit, err = _safe(fit_run, log.step, log.reward, **opts)
     if err:
         notes.append(f"fit failed ({err})")
+    start = None
+    if fit is not None:
+        both, err = _safe(fit_start, log.step, log.reward, fit, weights=opts["weights"],
+                          reward_range=opts.get("reward_range"))  # fmt: skip
+        start = None if both is None else both[0]
+        if err:
+            notes.append(f"free-start fit failed ({err})")
     fc, err = _safe(forecast, log.step, log.reward, 0.5, **opts)
     if err:  # the report's cut is the midpoint: no "move it later" the reader cannot act on
         notes.append(f"forecast failed ({err.replace('; move it later', ' at the midpoint')})")
-    return fit, fc, notes
+    return fit, fc, notes, start
 
 
 def kappa_estimate(diagnosis: Any) -> tuple[float | None, str]:
@@ -311,7 +323,7 @@ def build_report(
         from pgrpo.diagnose.signals import read_eval_points
 
         points, _ = _safe(read_eval_points, eval_log)
-    fit, fc, notes = _fits(fit_input)
+    fit, fc, notes, start = _fits(fit_input)
     from pgrpo.dynamics.logfit import thin_log
 
     seen = thin_log(fit_input)  # what the forecast saw: bin means past 4,000 steps, as in fit
@@ -334,8 +346,8 @@ def build_report(
             (out / f"{name}.png").unlink(missing_ok=True)
     page = out / "report.html"
     page.write_text(render_html(log, diagnosis, panels, eval_doc, notes, fit, fc, run_settings,
-                                seen))  # fmt: skip
+                                seen, start))  # fmt: skip
     missing = {name: why for name, (png, why) in panels.items() if png is None}
     metrics = {"panels": float(len(pngs)), "forecast_drawn": float(drawn is not None)}
     return ReportResult(page, pngs, missing, metrics, fit, fc, tuple(notes), diagnosis,
-                        run_settings, tuple(log.warnings))  # fmt: skip
+                        run_settings, tuple(log.warnings), start)  # fmt: skip

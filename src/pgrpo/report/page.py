@@ -93,6 +93,13 @@ def _constrained_html(m: dict[str, Any]) -> str:
     )
 
 
+def _start_html(start: Any) -> str:
+    """The `Start:` line `pgrpo fit` prints (`StartComparison.sentence`), where a free start
+    describes the run better than a start from rest; nothing otherwise."""
+    line = None if start is None else start.sentence()
+    return f"<p>{_e(line)}</p>" if line else ""
+
+
 def forecast_text(fc: Any, reward: np.ndarray, bin_size: int = 1) -> str:
     """The forecast in words: the same object, and the same words, as the reward panel draws;
     a band wider than the run's range is "not enough evidence" and is not drawn. reward: the
@@ -198,9 +205,11 @@ def render_html(
     fc: Any = None,
     settings: Any = None,
     seen: Any = None,
+    start: Any = None,
 ) -> str:
     """The page. seen: the log the fit and forecast were made on (bin means of a long log;
-    default `log`): the forecast's words are about its points."""
+    default `log`): the forecast's words are about its points. start: the free-start comparison
+    (`logfit.fit_start`), whose line follows the fit's."""
     seen = log if seen is None else seen
     bins = int(seen.metrics.get("bin_size", 1))
     hp = ", ".join(f"{_e(k)}={_num(v)}" for k, v in log.hyperparameters.items()) or "none found"
@@ -226,6 +235,7 @@ def render_html(
             f"residual std {fit.residual_std:.3g}.</p>"
             f"{'' if fit.metrics.get('r2_undefined') else _quality(fit, bins)}"
             f"{_constrained_html(fit.metrics)}"
+            f"{_start_html(start)}"
         )
     backtest = forecast_text(fc, seen.reward, bins)
     given = settings.warnings if settings is not None else ()  # the data against them
