@@ -35,6 +35,7 @@ from pathlib import Path
 import numpy as np
 from scipy.signal import lfilter
 
+from pgrpo.diagnose.nullmodel import lag1_autocorr
 from pgrpo.dynamics.constrained import FREE_START_AICC, likelihood_ratio
 from pgrpo.dynamics.logfit import fit_log, fit_quality
 from pgrpo.dynamics.model import _unit_response
@@ -105,7 +106,7 @@ def synthetic_rates(curves: int, seed: int) -> list[dict]:
                     y = mean + NOISE_SD * ar1(n, rho, rng)
                     step = np.arange(1, n + 1, dtype=float)
                     log = RewardLog(step, y, {}, {}, (), "synthetic", "synthetic", "reward")
-                    for rule, said in rule_decisions(fit_log(log)).items():
+                    for rule, said in rule_decisions(fit_log(log, noise_rho=lag1_autocorr)).items():
                         free[rule] += said
                 rows.append({"shape": shape, "n": n, "rho": rho, "curves": curves,
                              "free": free["rule"], "rate": free["rule"] / curves,
@@ -123,7 +124,7 @@ def real_rows(folders: list[Path]) -> list[dict]:
         for meta in json.loads((folder / "index.json").read_text())["runs"]:
             log = with_metadata(read_log(folder / meta["csv"]), meta)
             accepted, _ = references(meta)
-            lf = fit_log(log)
+            lf = fit_log(log, noise_rho=lag1_autocorr)
             s = None if lf.start is None else lf.start.to_dict()
             q = fit_quality(lf.described, bin_size=int(lf.log.metrics.get("bin_size", 1)))
             rows.append({

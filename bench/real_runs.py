@@ -66,6 +66,7 @@ from pathlib import Path
 import numpy as np
 
 from pgrpo.diagnose import MODES, diagnose
+from pgrpo.diagnose.nullmodel import lag1_autocorr
 from pgrpo.dynamics.logfit import AT_CEILING, fit_log, fit_quality
 from pgrpo.logs import read_log
 
@@ -100,7 +101,7 @@ def forecast_row(log) -> dict:
     """R^2 of the fit on the whole log and the forecast of the second half from the first."""
     out: dict = {"r2": None, "r2_constrained": None}
     try:
-        lf = fit_log(log, forecast_from=0.5)
+        lf = fit_log(log, forecast_from=0.5, noise_rho=lag1_autocorr)
     except (ValueError, RuntimeError, np.linalg.LinAlgError) as exc:
         return {**out, "fit_error": f"{type(exc).__name__}: {exc}"}
     out["r2"] = _defined(lf.rom.r2)  # None: undefined (a reward that never changed)

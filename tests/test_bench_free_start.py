@@ -57,13 +57,15 @@ def test_a_folder_without_an_index_is_one_line_and_exit_2(tmp_path):
 def test_the_rule_reads_few_free_starts_on_long_white_noise():
     """A seeded slice of the null table: 20 pure-noise curves of 300 points (the cell where the
     nominal test at 0.05 read 12%); the rule reads at most 2 (the stored table: 1 of 100)."""
+    from pgrpo.diagnose.nullmodel import lag1_autocorr
     from pgrpo.dynamics.logfit import fit_log
     from pgrpo.logs.base import RewardLog
 
     rng = np.random.default_rng(11)
     step = np.arange(1, 301, dtype=float)
     said = sum(
-        fit_log(RewardLog(step, 0.5 + 0.1 * ar1(300, 0.0, rng), {}, {}, (), "n", "n", "reward"))
+        fit_log(RewardLog(step, 0.5 + 0.1 * ar1(300, 0.0, rng), {}, {}, (), "n", "n", "reward"),
+                noise_rho=lag1_autocorr)
         .free_start for _ in range(20)
     )  # fmt: skip
     assert said <= 2

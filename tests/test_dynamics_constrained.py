@@ -138,7 +138,7 @@ def test_a_free_start_needs_aicc_against_the_reported_rom_and_the_test_against_t
     likelihood-ratio test of the nested constant-lr rom against rom_v0 (rho: the diagnosis'
     upper bound on rom_v0's residuals, never below 0) gives p < FREE_START_P, and u is inside its
     bound; the reported rom (here a variant with a lower SSE than the nested one) enters only
-    the AICc."""
+    the AICc. (`logfit.fit_start` passes that bound in: `dynamics` may not import `diagnose`.)"""
     from pgrpo.diagnose.nullmodel import lag1_autocorr
     from pgrpo.dynamics.constrained import (
         FREE_START_AICC,
@@ -154,8 +154,8 @@ def test_a_free_start_needs_aicc_against_the_reported_rom_and_the_test_against_t
     free = _fake_fit(sse, n, 5, u=u, resid=resid)
     nested = _fake_fit(sse / (1.0 - shrink), n, 4)
     rest = _fake_fit(sse / (1.0 - shrink) / (1.0 + extra), n, 4, model="rom_schedule")
-    out = compare_start(rest, free, nested)
     rho = lag1_autocorr(resid)
+    out = compare_start(rest, free, nested, rho)
     assert out.rho_bound == rho >= 0.0
     assert (out.lr_test_stat, out.lr_test_p) == likelihood_ratio(free, nested, rho=rho)
     d = aicc(rest) - aicc(free)
@@ -175,12 +175,13 @@ def test_the_free_start_thresholds_are_the_ones_the_null_bench_set():
 
 
 def _start(rest_sse, free_sse, n, seed=0, **kw):
+    from pgrpo.diagnose.nullmodel import lag1_autocorr
     from pgrpo.dynamics.constrained import compare_start
 
     resid = np.random.default_rng(seed).normal(size=n)
     free = _fake_fit(free_sse, n, 5, resid=resid, **kw)
     rest = _fake_fit(rest_sse, n, 4)
-    return compare_start(rest, free, rest)
+    return compare_start(rest, free, rest, lag1_autocorr(resid))
 
 
 def test_each_condition_of_the_free_start_is_needed():
@@ -201,13 +202,33 @@ def test_each_condition_of_the_free_start_is_needed():
         assert out.preferred == "rest" and why in out.reason
     resid = np.random.default_rng(1).normal(size=n)
     rest, free = _fake_fit(1.0, n, 4), _fake_fit(0.5, n, 5, resid=resid)
-    robust = compare_start(rest, free, rest, loss="soft_l1")
+    robust = compare_start(rest, free, rest, 0.0, loss="soft_l1")
     assert robust.preferred == "rest" and "soft_l1" in robust.reason
-    free.reward = np.where(np.arange(n) == 3, np.nan, resid)
-    assert compare_start(rest, free, rest).rho_bound == 0.95  # the most cautious
     for m in (8, 30, 300):
-        same = compare_start(_fake_fit(0.5, m, 4), _fake_fit(0.5, m, 5), _fake_fit(0.5, m, 4))
+        same = compare_start(_fake_fit(0.5, m, 4), _fake_fit(0.5, m, 5), _fake_fit(0.5, m, 4), 0.0)
         assert same.preferred == "rest" and same.lr_test_p == 1.0 and same.delta_aicc < 0
+
+
+def test_fit_start_takes_the_rho_bound_of_the_free_fits_residuals_from_its_caller():
+    """`logfit.fit_start` hands rom_v0's residuals to the noise_rho it is given (the diagnosis'
+    bound: `dynamics` may not import `diagnose`) and uses what it returns; residuals that are
+    not finite give 0.95, the most cautious, without calling it."""
+    from pgrpo.dynamics.logfit import fit_start
+
+    n = 200
+    resid = np.random.default_rng(1).normal(size=n)
+    rest, free = _fake_fit(1.0, n, 4), _fake_fit(0.5, n, 5, resid=resid)
+    seen = []
+
+    def noise_rho(r):
+        seen.append(np.array(r))
+        return 0.37
+
+    out, v0 = fit_start(np.arange(n), resid, rest, noise_rho, v0=free)
+    assert v0 is free and out.rho_bound == 0.37 and np.array_equal(seen[0], resid)
+    free.reward = np.where(np.arange(n) == 3, np.nan, resid)
+    out, _ = fit_start(np.arange(n), resid, rest, noise_rho, v0=free)
+    assert out.rho_bound == 0.95 and len(seen) == 1
 
 
 def test_the_start_line_says_which_way_the_start_differs():

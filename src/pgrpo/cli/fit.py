@@ -73,8 +73,10 @@ def fit_cmd(
         out_dir(out)
         reward_log = read_log(log, format=log_format, columns=FIT_COLUMNS, **opts)
         reward_log, settings = resolve_settings(reward_log, given)
-        result = fit_log(reward_log, forecast_from=forecast_from, loss=loss,
-                         method=method)  # fmt: skip
+        from pgrpo.diagnose.nullmodel import lag1_autocorr  # the free start's noise bound
+
+        result = fit_log(reward_log, forecast_from=forecast_from, loss=loss, method=method,
+                         noise_rho=lag1_autocorr)  # fmt: skip
     png = None
     if plot:
         from pgrpo.cli._mpl import import_quietly  # matplotlib only once the fit succeeded

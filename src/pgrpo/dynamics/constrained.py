@@ -224,7 +224,7 @@ class StartComparison:
         )
 
 
-def compare_start(rest: FitResult, free: FitResult, nested: FitResult,
+def compare_start(rest: FitResult, free: FitResult, nested: FitResult, rho: float,
                   loss: str = "linear") -> StartComparison:  # fmt: skip
     """Whether a run is described better by the closed form with a free initial velocity
     (`free`: a `rom_v0` fit, x'(0) = u x(0), constant lr) than from rest. rest: the rom that
@@ -237,11 +237,9 @@ def compare_start(rest: FitResult, free: FitResult, nested: FitResult,
     assumes Gaussian residuals; a robust loss gives "rest"). A free start is the same equation
     with the from-rest assumption dropped: a run whose first steps moved faster than a start
     from rest allows (u < 0: two held-back verl runs of round 13 rise within 4 steps and then
-    creep), or that dipped first (u > 0)."""
-    from pgrpo.diagnose.nullmodel import lag1_autocorr  # the diagnosis' bound on the noise's rho
-
-    resid = np.asarray(free.reward, dtype=float) - np.asarray(free.fitted, dtype=float)
-    rho = lag1_autocorr(resid) if np.all(np.isfinite(resid)) else 0.95
+    creep), or that dipped first (u > 0). rho: the AR(1) rho the test shrinks the sample by, the
+    diagnosis' upper bound on rom_v0's residuals (`logfit.fit_start` takes it from its caller:
+    the bound lives in `diagnose`, a layer above)."""
     d = float(aicc(rest) - aicc(free))
     stat, p_value = likelihood_ratio(free, nested, rho=rho)
     u = float(free.values.get("u", math.nan))

@@ -19,6 +19,7 @@ optimizer step are binned the same way.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -376,10 +377,17 @@ def _clean(x: Any) -> Any:
     return x
 
 
+NoiseRho = Callable[[np.ndarray], float]
+"""residuals [n] -> an AR(1) rho to shrink a likelihood-ratio test's sample by: the diagnosis'
+upper bound, `pgrpo.diagnose.nullmodel.lag1_autocorr`, which the callers above `diagnose` pass
+in (`dynamics` sits below it and may not import it)."""
+
+
 def fit_start(
     step: np.ndarray,
     reward: np.ndarray,
     rom: FitResult,
+    noise_rho: NoiseRho,
     *,
     v0: FitResult | None = None,
     loss: str = "linear",
@@ -389,8 +397,9 @@ def fit_start(
     """(`constrained.compare_start` of the run's rom against `rom_v0`, the rom_v0 fit) for the
     points step, reward: [n] the rom was fitted to. v0: rom_v0 already fitted (fitted here when
     None); the nested constant-lr rom from rest is `rom` itself when it is that model, else
-    fitted here. (None, None) when the log has fewer than rom_v0's parameters + 2 points. The one
-    path for `fit_log` and the report."""
+    fitted here; noise_rho: the rho bound of rom_v0's residuals (non-finite residuals: 0.95, the
+    most cautious). (None, None) when the log has fewer than rom_v0's parameters + 2 points. The
+    one path for `fit_log` and the report."""
     if v0 is None:
         if len(step) < len(FIT_MODELS.get("rom_v0").param_names) + 2:
             return None, None
@@ -399,7 +408,9 @@ def fit_start(
     nested = rom if rom.model == "rom" else fit_curve(
         step, reward, "rom", loss=loss, weights=weights, reward_range=reward_range
     )  # fmt: skip  # rom_v0 holds the constant-lr rom from rest at u = 0
-    return compare_start(rom, v0, nested, loss=loss), v0
+    resid = np.asarray(v0.reward, dtype=float) - np.asarray(v0.fitted, dtype=float)
+    rho = float(noise_rho(resid)) if np.all(np.isfinite(resid)) else 0.95
+    return compare_start(rom, v0, nested, rho, loss=loss), v0
 
 
 def fit_log(
@@ -409,10 +420,13 @@ def fit_log(
     loss: str = "linear",
     level: float = 0.9,
     method: str | None = None,
+    noise_rho: NoiseRho | None = None,
 ) -> LogFit:
     """Fit the rom (with the log's lr schedule and beta1 / K when known) and the baselines;
     forecast the rest of the log from its first `forecast_from` fraction (0 < f < 1) with the
-    forecast method `method` (`forecast.FORECAST_METHODS`; default `forecast.DEFAULT_METHOD`)."""
+    forecast method `method` (`forecast.FORECAST_METHODS`; default `forecast.DEFAULT_METHOD`).
+    noise_rho: the rho bound `fit_start` needs (`pgrpo fit` and the report pass the diagnosis'
+    `nullmodel.lag1_autocorr`); None: no free-start comparison (`start` None)."""
     if forecast_from is not None and not 0.0 < forecast_from < 1.0:
         raise ValueError(f"forecast_from must be a fraction in (0, 1), got {forecast_from!r}")
     log = thin_log(log)  # bin means past MAX_FIT_POINTS steps (lr and optimizer steps alike)
@@ -432,8 +446,11 @@ def fit_log(
         for name in BASELINES
         if len(log) >= len(FIT_MODELS.get(name).param_names) + 2  # rom_v0's 5 need 7 points
     }
-    start, _ = fit_start(log.step, log.reward, rom, v0=baselines.get("rom_v0"), loss=loss,
-                         weights=weights, reward_range=kw.get("reward_range"))  # fmt: skip
+    start = None
+    if noise_rho is not None and "rom_v0" in baselines:
+        start, _ = fit_start(log.step, log.reward, rom, noise_rho, v0=baselines["rom_v0"],
+                             loss=loss, weights=weights,
+                             reward_range=kw.get("reward_range"))  # fmt: skip
     fc, metrics = None, {}
     if forecast_from is not None:
         from pgrpo.dynamics.forecast import (

@@ -77,7 +77,10 @@ def _fits(log: Any) -> tuple[Any, Any, list[str], Any]:
         notes.append(f"fit failed ({err})")
     start = None
     if fit is not None:
-        both, err = _safe(fit_start, log.step, log.reward, fit, weights=opts["weights"],
+        from pgrpo.diagnose.nullmodel import lag1_autocorr
+
+        both, err = _safe(fit_start, log.step, log.reward, fit, lag1_autocorr,
+                          weights=opts["weights"],
                           reward_range=opts.get("reward_range"))  # fmt: skip
         start = None if both is None else both[0]
         if err:
