@@ -33,11 +33,10 @@ import time
 from pathlib import Path
 
 import numpy as np
-from scipy.signal import lfilter
 
 from pgrpo.diagnose.nullmodel import lag1_autocorr
 from pgrpo.dynamics.constrained import FREE_START_AICC, likelihood_ratio
-from pgrpo.dynamics.logfit import fit_log, fit_quality
+from pgrpo.dynamics.logfit import fit_log, noise_ceiling
 from pgrpo.dynamics.model import _unit_response
 from pgrpo.logs import read_log
 from pgrpo.logs.base import RewardLog
@@ -51,6 +50,7 @@ from corpus_entry import (  # noqa: E402
     references,
     with_metadata,
 )
+from null_rates import _ar1_unit as ar1  # noqa: E402  (the null table's AR(1) noise)
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "bench" / "results" / "free_start.json"
@@ -58,11 +58,6 @@ CURVES = ROOT.parent / "shared" / "data" / "curves"
 LENGTHS = (30, 100, 300)
 RHOS = (0.0, 0.5, 0.8)
 NOISE_SD = 0.1
-
-
-def ar1(n: int, rho: float, rng: np.random.Generator) -> np.ndarray:
-    """Stationary Gaussian AR(1) noise at lag-1 autocorrelation rho, marginal sd 1: [n]."""
-    return lfilter([1.0], [1.0, -rho], rng.standard_normal(n + 300))[300:] * np.sqrt(1 - rho**2)
 
 
 def from_rest(n: int, rng: np.random.Generator) -> np.ndarray:
@@ -126,7 +121,6 @@ def real_rows(folders: list[Path]) -> list[dict]:
             accepted, _ = references(meta)
             lf = fit_log(log, noise_rho=lag1_autocorr)
             s = None if lf.start is None else lf.start.to_dict()
-            q = fit_quality(lf.described, bin_size=int(lf.log.metrics.get("bin_size", 1)))
             rows.append({
                 "folder": str(folder), "run": meta["name"], "repo": meta.get("repo"),
                 "n": len(log), "n_rollouts": n_rollouts(meta),
@@ -137,7 +131,7 @@ def real_rows(folders: list[Path]) -> list[dict]:
                 "lr_test_p": None if s is None else s["lr_test_p"],
                 "preferred": None if s is None else s["preferred"],
                 "reason": None if s is None else s["reason"],
-                "r2_described": lf.described.r2, "noise_ceiling": q["noise_ceiling"],
+                "r2_described": lf.described.r2, "noise_ceiling": noise_ceiling(lf.log.reward),
             })  # fmt: skip
     return rows
 

@@ -261,6 +261,13 @@ def test_a_prefix_that_never_moved_gives_no_band_of_zero_width(tmp_path, method)
     assert fc_doc["informative"] is False and "never moved" in fc_doc["not_informative_because"]
 
 
+def _curve_csv(path: Path, step: np.ndarray, reward: np.ndarray) -> Path:
+    """A step,reward CSV of the curve (reward to 5 decimals)."""
+    rows = "".join(f"{s:g},{v:.5f}\n" for s, v in zip(step, reward, strict=True))
+    path.write_text("step,reward\n" + rows)
+    return path
+
+
 def test_fit_shows_a_free_start_beside_the_rom_where_the_run_moved_fast_at_once(tmp_path):
     """A fast first rise and a slow creep (time constants 3 and 150 steps, as held-back verl
     runs): the rom from rest cannot follow both, `rom_v0` (a free initial velocity) can, and
@@ -268,8 +275,7 @@ def test_fit_shows_a_free_start_beside_the_rom_where_the_run_moved_fast_at_once(
     t = np.arange(1, 301)
     mean = 0.8 - 0.5 * (0.5 * np.exp(-t / 3.0) + 0.5 * np.exp(-t / 150.0))
     y = mean + np.random.default_rng(3).normal(0, 0.01, t.size)
-    log = tmp_path / "two.csv"
-    log.write_text("step,reward\n" + "".join(f"{s},{v:.5f}\n" for s, v in zip(t, y, strict=True)))
+    log = _curve_csv(tmp_path / "two.csv", t, y)
     res = runner.invoke(app, ["fit", str(log), "--no-plot", "--json"])
     assert res.exit_code == 0, res.output
     data = json.loads(res.stdout)
@@ -294,8 +300,7 @@ def test_fit_says_a_run_that_dipped_first_did_not_move_faster(tmp_path):
     t = np.arange(1, 201, dtype=float)
     mean = 0.8 - 0.6 * _unit_response(t - 1.0, 10.0, 1.0, 1.0 / 30.0, 1.0, 0.08)
     y = mean + np.random.default_rng(7).normal(0, 0.02, t.size)
-    log = tmp_path / "dip.csv"
-    log.write_text("step,reward\n" + "".join(f"{s:g},{v:.5f}\n" for s, v in zip(t, y, strict=True)))
+    log = _curve_csv(tmp_path / "dip.csv", t, y)
     data = json.loads(runner.invoke(app, ["fit", str(log), "--no-plot", "--json"]).stdout)
     assert data["start"]["preferred"] == "free" and data["start"]["u"] > 0
     shown = " ".join(runner.invoke(app, ["fit", str(log), "--no-plot"]).stdout.split())
@@ -311,8 +316,7 @@ def test_fit_keeps_the_start_from_rest_for_a_run_that_starts_from_rest(tmp_path)
     t = np.arange(1, 201, dtype=float)
     mean = 0.8 - 0.6 * _unit_response(t - 1.0, 10.0, 1.0, 1.0 / 60.0, 1.0, 0.0)
     y = mean + np.random.default_rng(5).normal(0, 0.03, t.size)
-    log = tmp_path / "rest.csv"
-    log.write_text("step,reward\n" + "".join(f"{s:g},{v:.5f}\n" for s, v in zip(t, y, strict=True)))
+    log = _curve_csv(tmp_path / "rest.csv", t, y)
     res = runner.invoke(app, ["fit", str(log), "--no-plot", "--json"])
     assert res.exit_code == 0, res.output
     data = json.loads(res.stdout)

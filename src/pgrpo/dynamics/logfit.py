@@ -377,6 +377,11 @@ def _clean(x: Any) -> Any:
     return x
 
 
+def _enough_points(model: str, n: int) -> bool:
+    """Whether n points fit a baseline: 2 more than its parameters (rom_v0's 5 need 7)."""
+    return n >= len(FIT_MODELS.get(model).param_names) + 2
+
+
 NoiseRho = Callable[[np.ndarray], float]
 """residuals [n] -> an AR(1) rho to shrink a likelihood-ratio test's sample by: the diagnosis'
 upper bound, `pgrpo.diagnose.nullmodel.lag1_autocorr`, which the callers above `diagnose` pass
@@ -401,7 +406,7 @@ def fit_start(
     most cautious). (None, None) when the log has fewer than rom_v0's parameters + 2 points. The
     one path for `fit_log` and the report."""
     if v0 is None:
-        if len(step) < len(FIT_MODELS.get("rom_v0").param_names) + 2:
+        if not _enough_points("rom_v0", len(step)):
             return None, None
         v0 = fit_curve(step, reward, "rom_v0", loss=loss, weights=weights,
                        reward_range=reward_range)  # fmt: skip
@@ -444,7 +449,7 @@ def fit_log(
             reward_range=kw.get("reward_range"),
         )  # bounded as the rom is
         for name in BASELINES
-        if len(log) >= len(FIT_MODELS.get(name).param_names) + 2  # rom_v0's 5 need 7 points
+        if _enough_points(name, len(log))
     }
     start = None
     if noise_rho is not None and "rom_v0" in baselines:
