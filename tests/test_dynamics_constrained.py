@@ -235,3 +235,36 @@ def test_the_start_line_says_which_way_the_start_differs():
     up, dip = _start(1.0, 0.5, 200, seed=1, u=-0.1), _start(1.0, 0.5, 200, seed=1, u=0.1)
     assert "faster than a start from rest" in up.sentence()
     assert "first moved away" in dip.sentence() and "faster" not in dip.sentence()
+
+
+def test_the_closed_form_test_shrinks_its_sample_by_the_rho_it_is_given():
+    """`compare_constrained` with noise_rho (what `pgrpo fit` and the report pass: the diagnosis'
+    bound) hands the free fit's residuals to it and tests at that rho; without it, at the
+    residuals' point estimate (`fit_curve`'s default). The p-value is the likelihood ratio's at
+    that rho, and "rejected" is p < CLOSED_FORM_P."""
+    from pgrpo.dynamics.constrained import CLOSED_FORM_P, likelihood_ratio
+
+    t, reward, lr = _closed_form_run(beta1=0.9, k=0.03, n=120, seed=4)
+    seen = []
+
+    def noise_rho(r):
+        seen.append(np.array(r))
+        return 0.6
+
+    res = fit_curve(t, reward, lr=lr, beta1=0.5, noise_rho=noise_rho)  # beta1 0.5: off the truth
+    m = res.metrics
+    assert np.allclose(seen[0], res.reward - res.fitted) and len(seen) == 1
+    assert m["lr_test_rho"] == 0.6 and m["lr_test_rho_source"] == "bound"
+    assert m["lr_test_p"] == pytest.approx(likelihood_ratio(res, res.constrained, rho=0.6)[1])
+    assert m["closed_form"] == ("rejected" if m["lr_test_p"] < CLOSED_FORM_P else "consistent")
+    point = fit_curve(t, reward, lr=lr, beta1=0.5).metrics
+    assert point["lr_test_rho_source"] == "point"
+    assert point["lr_test_rho"] == pytest.approx(res.residual_autocorr)
+    assert point["lr_test_p"] == pytest.approx(likelihood_ratio(res, res.constrained)[1])
+    assert point["lr_test_p"] != pytest.approx(m["lr_test_p"])  # the rho moved the test
+
+
+def test_the_closed_form_level_is_the_one_the_bench_measured():
+    from pgrpo.dynamics.constrained import CLOSED_FORM_P
+
+    assert CLOSED_FORM_P == 0.05  # bench/closed_form_check.py: the bound's rate at this level

@@ -331,3 +331,27 @@ def test_report_json_says_whether_the_forecast_is_drawn(tmp_path):
         fc = json.loads(res.output[res.output.index("{") :])["forecast"]
         assert fc["informative"] is drawn and (fc["not_informative_because"] is None) == drawn
         assert (tmp_path / f"report-{name}" / "report.html").is_file()
+
+
+def test_the_report_fits_the_rom_pgrpo_fit_reports(tmp_path):
+    """The report fitted the rom without the log's G, so where `pgrpo fit` described a run by
+    rom_starved the page showed the plain rom (11 of the 33 shared runs state G; the synthetic
+    starved run below read 'rom' before 2026-12-05). One path now (`logfit.log_rom`): the same
+    model, R^2 and closed-form test, the latter at the diagnosis' rho bound in both."""
+    from pgrpo.diagnose.nullmodel import lag1_autocorr
+    from pgrpo.dynamics.logfit import fit_log
+    from pgrpo.logs.base import RewardLog
+    from pgrpo.report.build import _fits
+
+    t = np.arange(1, 121.0)
+    p = 0.05 + 0.75 / (1 + np.exp(-(t - 50) / 10))
+    y = np.random.default_rng(0).binomial(64, p) / 64
+    hyper = {"group_size": 8, "lr": 1e-5, "beta1": 0.9}
+    log = RewardLog(t, y, {}, hyper, (), "synthetic", "synthetic", "reward")
+    cli = fit_log(log, noise_rho=lag1_autocorr).rom
+    page, _, notes, _ = _fits(log)
+    assert not notes and cli.model == page.model == "rom_starved"
+    assert page.r2 == pytest.approx(cli.r2, abs=1e-12)
+    for key in ("lr_test_p", "lr_test_rho", "closed_form", "preferred"):
+        assert page.metrics[key] == cli.metrics[key], key
+    assert page.metrics["lr_test_rho_source"] == "bound"

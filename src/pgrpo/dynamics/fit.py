@@ -21,6 +21,7 @@ from scipy.optimize import least_squares
 
 from pgrpo.core.rewardrange import range_holding
 from pgrpo.dynamics.constrained import (  # also registers rom_fixed
+    NoiseRho,
     aicc,  # noqa: F401  (re-exported: it lived here)
     compare_constrained,
 )
@@ -381,6 +382,7 @@ def fit_curve(
     weights: np.ndarray | None = None,
     reward_range: tuple[float, float] | None = None,
     group_size: float | None = None,
+    noise_rho: NoiseRho | None = None,
 ) -> FitResult:
     """Fit `model` (a FIT_MODELS name) to a reward curve: step, reward: [n] -> FitResult.
 
@@ -400,6 +402,8 @@ def fit_curve(
     the others are invariant to the units of step and reward.
     reward_range: the reward's known (lo, hi) bounds (a task's); R_0 and R_inf stay inside.
     group_size: G, rollouts per prompt (rom_starved; None: unknown, not fitted).
+    noise_rho: the rho the closed-form test shrinks its sample by (`compare_constrained`; None:
+    the free fit's residual point estimate).
     """
     step, reward = _check_curve(step, reward, min_points=6)
     ctx = make_context(step, lr=lr, lr_step=lr_step, beta1=beta1, clock=clock,
@@ -416,8 +420,8 @@ def fit_curve(
     if ctx.lr is None or ctx.beta1 is None or "r2_undefined" in best.metrics:
         return best  # nothing to compare: no lr / beta1, or a reward that never changed
     fixed = fit_model("rom_fixed", step, reward, ctx, **w)
-    return replace(best, metrics={**best.metrics, **compare_constrained(linear, fixed)},
-                   constrained=fixed)  # fmt: skip
+    compared = compare_constrained(linear, fixed, noise_rho=noise_rho)
+    return replace(best, metrics={**best.metrics, **compared}, constrained=fixed)
 
 
 def _fit_rom(step, reward, ctx: FitContext, exp: FitResult, w: dict) -> FitResult:

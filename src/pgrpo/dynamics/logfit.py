@@ -19,13 +19,12 @@ optimizer step are binned the same way.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from pgrpo.dynamics.constrained import StartComparison, compare_start
+from pgrpo.dynamics.constrained import NoiseRho, StartComparison, compare_start, residual_rho
 from pgrpo.dynamics.curves import FIT_MODELS
 from pgrpo.dynamics.fit import FitResult, fit_curve
 from pgrpo.dynamics.runfit import fit_run, run_inputs
@@ -382,12 +381,6 @@ def _enough_points(model: str, n: int) -> bool:
     return n >= len(FIT_MODELS.get(model).param_names) + 2
 
 
-NoiseRho = Callable[[np.ndarray], float]
-"""residuals [n] -> an AR(1) rho to shrink a likelihood-ratio test's sample by: the diagnosis'
-upper bound, `pgrpo.diagnose.nullmodel.lag1_autocorr`, which the callers above `diagnose` pass
-in (`dynamics` sits below it and may not import it)."""
-
-
 def fit_start(
     step: np.ndarray,
     reward: np.ndarray,
@@ -413,9 +406,24 @@ def fit_start(
     nested = rom if rom.model == "rom" else fit_curve(
         step, reward, "rom", loss=loss, weights=weights, reward_range=reward_range
     )  # fmt: skip  # rom_v0 holds the constant-lr rom from rest at u = 0
-    resid = np.asarray(v0.reward, dtype=float) - np.asarray(v0.fitted, dtype=float)
-    rho = float(noise_rho(resid)) if np.all(np.isfinite(resid)) else 0.95
-    return compare_start(rom, v0, nested, rho, loss=loss), v0
+    return compare_start(rom, v0, nested, residual_rho(v0, noise_rho), loss=loss), v0
+
+
+def fit_inputs(log: RewardLog, loss: str = "linear") -> dict[str, Any]:
+    """The keyword arguments of a (thinned) log's fits and forecast: `runfit.run_inputs`, the
+    loss and the bin weights (`bin_weights`)."""
+    kw: dict[str, Any] = {**run_inputs(log.step, log.columns, log.hyperparameters), "loss": loss}
+    kw["weights"] = bin_weights(log)
+    return kw
+
+
+def log_rom(log: RewardLog, kw: dict[str, Any], noise_rho: NoiseRho | None) -> FitResult:
+    """The rom a (thinned) log is described by, with its closed-form comparison: `fit_run` with
+    kw (`fit_inputs`) and the log's G (rom_starved). The one path for `fit_log` and the report
+    (until 2026-12-05 the report left G out and showed another model than `pgrpo fit` on the 11
+    shared runs that state G)."""
+    group_size = log.hyperparameters.get("group_size")
+    return fit_run(log.step, log.reward, group_size=group_size, noise_rho=noise_rho, **kw)
 
 
 def fit_log(
@@ -430,14 +438,16 @@ def fit_log(
     """Fit the rom (with the log's lr schedule and beta1 / K when known) and the baselines;
     forecast the rest of the log from its first `forecast_from` fraction (0 < f < 1) with the
     forecast method `method` (`forecast.FORECAST_METHODS`; default `forecast.DEFAULT_METHOD`).
-    noise_rho: the rho bound `fit_start` needs (`pgrpo fit` and the report pass the diagnosis'
-    `nullmodel.lag1_autocorr`); None: no free-start comparison (`start` None)."""
+    noise_rho: the rho bound `fit_start` and the closed-form test (`compare_constrained`) shrink
+    their samples by (`pgrpo fit` and the report pass the diagnosis' `nullmodel.lag1_autocorr`);
+    None: no free-start comparison (`start` None) and the closed-form test on the residuals'
+    point estimate."""
     if forecast_from is not None and not 0.0 < forecast_from < 1.0:
         raise ValueError(f"forecast_from must be a fraction in (0, 1), got {forecast_from!r}")
     log = thin_log(log)  # bin means past MAX_FIT_POINTS steps (lr and optimizer steps alike)
-    kw: dict[str, Any] = {**run_inputs(log.step, log.columns, log.hyperparameters), "loss": loss}
-    kw["weights"] = weights = bin_weights(log)
-    rom = fit_run(log.step, log.reward, group_size=log.hyperparameters.get("group_size"), **kw)
+    kw = fit_inputs(log, loss)
+    weights = kw["weights"]
+    rom = log_rom(log, kw, noise_rho)
     constrained = rom.constrained  # the rom_fixed fit the free fit was compared with
     baselines = {
         name: fit_curve(

@@ -62,23 +62,20 @@ def _safe(fn: Any, *args: Any, **kwargs: Any) -> tuple[Any, str]:
 def _fits(log: Any) -> tuple[Any, Any, list[str], Any]:
     """(the rom fit, the forecast from the midpoint, notes on what failed, the free-start
     comparison `pgrpo fit` prints: `logfit.fit_start`, None where it was not made)."""
+    from pgrpo.diagnose.nullmodel import lag1_autocorr  # the tests' noise bound, as in `fit`
     from pgrpo.dynamics import forecast
-    from pgrpo.dynamics.logfit import bin_weights, fit_start, thin_log
-    from pgrpo.dynamics.runfit import fit_run, run_inputs
+    from pgrpo.dynamics.logfit import fit_inputs, fit_start, log_rom, thin_log
 
     log = thin_log(log)  # bin means past 4,000 steps, as `pgrpo fit` does
-    opts, err = _safe(run_inputs, log.step, log.columns, log.hyperparameters)
+    opts, err = _safe(fit_inputs, log)
     if err:
         return None, None, [f"fit failed ({err})"], None
-    opts["weights"] = bin_weights(log)
     notes = []
-    fit, err = _safe(fit_run, log.step, log.reward, **opts)
+    fit, err = _safe(log_rom, log, opts, lag1_autocorr)
     if err:
         notes.append(f"fit failed ({err})")
     start = None
     if fit is not None:
-        from pgrpo.diagnose.nullmodel import lag1_autocorr
-
         both, err = _safe(fit_start, log.step, log.reward, fit, lag1_autocorr,
                           weights=opts["weights"],
                           reward_range=opts.get("reward_range"))  # fmt: skip
