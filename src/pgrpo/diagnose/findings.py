@@ -70,11 +70,25 @@ def _degeneracy(ev: dict) -> str:
     )
 
 
+REWARD_MEANWHILE = {
+    "saturated": "while the reward reached its ceiling",
+    "learning": "while the reward still rises",
+    "plateau": "and the reward has stopped rising",
+    "flat": "and the reward has not moved beyond noise",
+    "declining": "and the reward is falling",
+    "collapsed": "and the reward collapsed",
+}
+"""What the reward did beside a concentrated policy (`rules.policy_concentration`'s
+reward_progress: the progress label), in the finding's sentence."""
+
+
 def _concentration(ev: dict) -> str:
     if isinstance(ev.get("entropy_ratio"), float):
+        meanwhile = REWARD_MEANWHILE.get(str(ev.get("reward_progress", "")), "")
         return (
             f"Policy concentration: entropy fell to {ev['entropy_ratio']:.0%} of its start "
-            f"(lowest in the first quarter: {_f(ev.get('entropy_ratio_early'), '.0%')})."
+            f"(lowest in the first quarter: {_f(ev.get('entropy_ratio_early'), '.0%')})"
+            + (f" {meanwhile}." if meanwhile else ".")
         )
     if isinstance(ev.get("clip_ratio"), float):
         return f"Policy concentration: {ev['clip_ratio']:.0%} of tokens are clipped."

@@ -332,10 +332,10 @@ def _small_rise(ev: dict[str, Any]) -> bool:
     return gain > 0 and ev["recent_rise_hi"] <= PLATEAU_SHARE * gain
 
 
-def assess_signals(signals: Any) -> ProgressVerdict:
+def assess_signals(signals: Any, fit: bool = True) -> ProgressVerdict:
     """`assess_progress` on a diagnosis's Signals (reward, reward_std, frac_reward_zero_std and
     N = group_size x batch_prompts from the config when known, and the reward's range from
-    reward_min / reward_max)."""
+    reward_min / reward_max). fit: as `assess_progress`'s (False: the label alone, faster)."""
     cols = signals.columns
     g, b = signals.hyper("group_size"), signals.hyper("batch_prompts")
     n_rollouts = signals.hyper("completions_per_step") or (g * b if g and b else None)
@@ -349,4 +349,5 @@ def assess_signals(signals: Any) -> ProgressVerdict:
         reward_range=signals.reward_range(),
         nonfinite_tail=signals.hyper("nonfinite_tail") or 0.0,
         nonfinite_from=math.nan if (at := signals.hyper("nonfinite_from")) is None else at,
+        fit=fit,
     )

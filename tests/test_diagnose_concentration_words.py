@@ -1,0 +1,89 @@
+"""`policy_concentration` says what the reward did while the entropy fell, and its action
+follows: a narrow policy at the reward's ceiling is the end of a run, not a failure; beside a
+reward that still rises it warns that the gains usually stop; beside a stalled reward it is the
+likely reason. The mode's detection (the entropy thresholds) is unchanged."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from pgrpo.diagnose import diagnose
+from pgrpo.diagnose.findings import REWARD_MEANWHILE
+from pgrpo.diagnose.rules import CONCENTRATION_ACTION, CONCENTRATION_ACTIONS
+
+N = 120
+
+
+def _entropy() -> np.ndarray:
+    return 1.0 * np.exp(-np.arange(N) / 25.0) + 0.02  # falls to about 2% of its start
+
+
+def _reward(shape: str, seed: int = 0) -> tuple[np.ndarray, np.ndarray | None]:
+    """Means of 64 0/1 rewards per step (their zero-spread share where they saturate)."""
+    rng = np.random.default_rng(seed)
+    t = np.arange(N)
+    p = {
+        "saturated": np.minimum(1.0, 0.3 + 0.7 * (1 - np.exp(-t / 15.0)) + 0.02),
+        "learning": 0.1 + 0.7 * t / N,
+        "flat": np.full(N, 0.4),
+    }[shape]
+    reward = rng.binomial(64, p) / 64
+    zero = (p >= 1.0).astype(float) if shape == "saturated" else None
+    return reward, zero
+
+
+@pytest.mark.parametrize("shape", ["saturated", "learning", "flat"])
+def test_the_finding_and_action_follow_the_reward(shape):
+    reward, zero = _reward(shape)
+    cols = {"reward": reward, "entropy": _entropy(), "completions_per_step": np.full(N, 64.0)}
+    if zero is not None:
+        cols["frac_reward_zero_std"] = zero
+    d = diagnose(cols)
+    m = d.mode("policy_concentration")
+    assert m.detected and m.evidence["entropy_ratio"] < 0.1
+    label = d.progress.label
+    assert m.evidence["reward_progress"] == label == shape
+    assert m.action == CONCENTRATION_ACTIONS.get(label, CONCENTRATION_ACTION)
+    sentence = next(f["sentence"] for f in d.findings() if "Policy concentration" in f["sentence"])
+    assert sentence.endswith(f"{REWARD_MEANWHILE[label]}.")
+    if shape == "saturated":
+        assert "not a failure" in m.action and "lower the learning rate" not in m.action
+    if shape == "flat":
+        assert m.action == CONCENTRATION_ACTION
+
+
+def test_without_a_reward_the_action_is_the_collapse_one():
+    m = diagnose({"entropy": _entropy()}).mode("policy_concentration")
+    assert m.detected and m.action == CONCENTRATION_ACTION and "reward_progress" not in m.evidence
+
+
+def test_every_progress_label_but_too_short_has_words():
+    from pgrpo.diagnose import PROGRESS_LABELS
+
+    assert set(REWARD_MEANWHILE) == set(PROGRESS_LABELS) - {"too_short"}
+    assert set(CONCENTRATION_ACTIONS) <= set(PROGRESS_LABELS)
+
+
+def test_the_cli_says_it(tmp_path):
+    from typer.testing import CliRunner
+
+    from pgrpo.cli import _load_commands, app
+
+    _load_commands()
+    reward, zero = _reward("saturated")
+    path = tmp_path / "log.csv"
+    rows = zip(range(1, N + 1), reward, zero, _entropy(), strict=True)
+    path.write_text("step,reward,frac_reward_zero_std,entropy\n"
+                    + "".join(f"{s},{r},{z},{e}\n" for s, r, z, e in rows))  # fmt: skip
+    out = CliRunner().invoke(app, ["diagnose", str(path), "--json"])
+    assert out.exit_code == 0, out.output
+    doc = json.loads(out.stdout)
+    assert doc["progress"]["label"] == "saturated"
+    mode = next(m for m in doc["modes"] if m["name"] == "policy_concentration")
+    assert mode["evidence"]["reward_progress"] == "saturated"
+    assert mode["action"] == CONCENTRATION_ACTIONS["saturated"]
+    text = CliRunner().invoke(app, ["diagnose", str(path)]).stdout
+    assert "while the reward reached its ceiling" in " ".join(text.split())
