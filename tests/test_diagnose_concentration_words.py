@@ -87,3 +87,38 @@ def test_the_cli_says_it(tmp_path):
     assert mode["action"] == CONCENTRATION_ACTIONS["saturated"]
     text = CliRunner().invoke(app, ["diagnose", str(path)]).stdout
     assert "while the reward reached its ceiling" in " ".join(text.split())
+
+
+@pytest.mark.parametrize("column", ["clip_ratio/region_mean", "kl"])
+def test_on_the_clip_ratio_or_kl_alone_the_action_is_the_collapse_one(column):
+    """The reward's words speak of entropy spent: where the mode fired on the clip ratio or on
+    KL growth (entropy level or not logged) they would say what the evidence does not show."""
+    reward, _ = _reward("learning")
+    t = np.arange(N)
+    cols = {"reward": reward, "completions_per_step": np.full(N, 64.0)}
+    if column == "kl":
+        cols["kl"] = 0.01 * np.exp(t / 20.0)  # still doubling over the second half
+    else:
+        cols[column] = np.full(N, 0.35)
+        cols["entropy"] = np.full(N, 1.0)
+    d = diagnose(cols)
+    m = d.mode("policy_concentration")
+    assert d.progress.label == "learning" and m.detected
+    assert m.action == CONCENTRATION_ACTION and "reward_progress" not in m.evidence
+
+
+def test_a_plateau_under_a_known_range_is_below_its_ceiling():
+    """With the reward's range known a plateau is below the ceiling (at it the verdict reads
+    saturated), so the action is the collapse one; unknown, it leaves the ceiling to the user."""
+    rng = np.random.default_rng(2)
+    t = np.arange(N)
+    reward = rng.binomial(64, 0.2 + 0.4 * (1 - np.exp(-t / 10.0))) / 64  # levels at about 0.6
+    cols = {"reward": reward, "entropy": _entropy(), "completions_per_step": np.full(N, 64.0)}
+    unknown = diagnose(cols)
+    known = diagnose({**cols, "reward_min": np.zeros(N), "reward_max": np.ones(N)})
+    for d in (unknown, known):
+        assert d.progress.label == "plateau"
+        m = d.mode("policy_concentration")
+        assert m.detected and m.evidence["reward_progress"] == "plateau"
+    assert unknown.mode("policy_concentration").action == CONCENTRATION_ACTIONS["plateau"]
+    assert known.mode("policy_concentration").action == CONCENTRATION_ACTION

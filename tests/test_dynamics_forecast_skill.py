@@ -98,4 +98,4 @@ def test_the_skill_is_said_only_where_it_was_measured(tmp_path):
 
 def test_the_sentence_says_whether_the_wins_are_more_than_chance():
     words = MEASURED_SKILL[DEFAULT_METHOD].sentence()
-    assert "74 of 127 (a sign test p 0.076: not significantly more than half)" in words
+    assert "74 of 127 (a two-sided sign test against half: p 0.076, not significant at 5%)" in words

@@ -335,9 +335,9 @@ def test_report_json_says_whether_the_forecast_is_drawn(tmp_path):
 
 def test_the_report_fits_the_rom_pgrpo_fit_reports(tmp_path):
     """The report fitted the rom without the log's G, so where `pgrpo fit` described a run by
-    rom_starved the page showed the plain rom (11 of the 33 shared runs state G; the synthetic
-    starved run below read 'rom' before 2026-12-05). One path now (`logfit.log_rom`): the same
-    model, R^2 and closed-form test, the latter at the diagnosis' rho bound in both."""
+    rom_starved the page showed the plain rom (11 of the 30 shared runs that state G; the
+    synthetic starved run below read 'rom' before 2026-12-05). One path now (`logfit.log_rom`):
+    the same model, R^2 and closed-form test, the latter at the diagnosis' rho bound in both."""
     from pgrpo.diagnose.nullmodel import lag1_autocorr
     from pgrpo.dynamics.logfit import fit_log
     from pgrpo.logs.base import RewardLog

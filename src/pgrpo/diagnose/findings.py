@@ -73,7 +73,7 @@ def _degeneracy(ev: dict) -> str:
 REWARD_MEANWHILE = {
     "saturated": "while the reward reached its ceiling",
     "learning": "while the reward still rises",
-    "plateau": "and the reward has stopped rising",
+    "plateau": "and the reward has levelled off",
     "flat": "and the reward has not moved beyond noise",
     "declining": "and the reward is falling",
     "collapsed": "and the reward collapsed",

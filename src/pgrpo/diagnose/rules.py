@@ -433,6 +433,7 @@ def policy_concentration(s: Signals) -> ModeVerdict:
     ev: dict[str, float] = {}
     missing: list[str] = []
     strengths = []
+    e_strength = 0.0
     if s.has("entropy", MIN_STEPS):
         e_ev, e_strength = _entropy_evidence(s)
         ev.update(e_ev)
@@ -458,10 +459,12 @@ def policy_concentration(s: Signals) -> ModeVerdict:
     if not strengths:
         return cannot_judge(name, missing, "no entropy, KL or clip-ratio column")
     action = CONCENTRATION_ACTION
-    if max(strengths) > 0.5 and s.has("reward", MIN_STEPS):
-        label = assess_signals(s, fit=False).label  # what the reward did meanwhile
+    if e_strength > 0.5 and s.has("reward", MIN_STEPS):  # the entropy fell: what did the reward?
+        label = assess_signals(s, fit=False).label
         ev["reward_progress"] = label
-        action = CONCENTRATION_ACTIONS.get(label, CONCENTRATION_ACTION)
+        # under a known range a plateau is below its ceiling (at it the verdict says saturated)
+        known = label == "plateau" and s.reward_range() is not None
+        action = CONCENTRATION_ACTION if known else CONCENTRATION_ACTIONS.get(label, action)
     return verdict(
         name, max(strengths), ev, action=action, missing=missing, coverage=len(strengths) / 3
     )
@@ -488,5 +491,7 @@ CONCENTRATION_ACTIONS = {
     "stop here (give the reward's range, --reward-range, to let the verdict tell)",
 }
 """`policy_concentration`'s action by the reward's progress label (`assess_signals`) where it
-differs from CONCENTRATION_ACTION (held-back runs: entropy at 6% of its start beside a reward
-at 0.98 was told "the policy is collapsing: lower the learning rate", round 15)."""
+differs from CONCENTRATION_ACTION, when the entropy fell (not on the clip ratio or KL alone,
+which say nothing of entropy left), and for `plateau` only when the reward's range is unknown
+(held-back runs: entropy at 6% of its start beside a reward at 0.98 was told "the policy is
+collapsing: lower the learning rate", round 15)."""

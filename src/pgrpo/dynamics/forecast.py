@@ -100,8 +100,8 @@ class ForecastSkill:
             f"held back after this forecaster was chosen, cut at {self.cut:.0%} of each, its "
             f"median error was {self.median_error:.2f} of the run's reward std (the mean of the "
             f"last 10 points before the cut: {self.last10_median_error:.2f}); it beat that mean "
-            f"on {self.wins} of {self.runs} (a sign test p {p:.2g}: "
-            f"{'not ' * (p >= 0.05)}significantly more than half), and its 90% band held the "
+            f"on {self.wins} of {self.runs} (a two-sided sign test against half: p {p:.2g}, "
+            f"{'not ' * (p >= 0.05)}significant at 5%), and its 90% band held the "
             f"observed mean on {self.band_covered} (docs/dynamics.md)."
         )
 

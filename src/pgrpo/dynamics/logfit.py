@@ -420,8 +420,8 @@ def fit_inputs(log: RewardLog, loss: str = "linear") -> dict[str, Any]:
 def log_rom(log: RewardLog, kw: dict[str, Any], noise_rho: NoiseRho | None) -> FitResult:
     """The rom a (thinned) log is described by, with its closed-form comparison: `fit_run` with
     kw (`fit_inputs`) and the log's G (rom_starved). The one path for `fit_log` and the report
-    (until 2026-12-05 the report left G out and showed another model than `pgrpo fit` on the 11
-    shared runs that state G)."""
+    (until 2026-12-05 the report left G out and showed another model than `pgrpo fit` on 11 of
+    the 30 shared runs that state G: those `pgrpo fit` describes by rom_starved)."""
     group_size = log.hyperparameters.get("group_size")
     return fit_run(log.step, log.reward, group_size=group_size, noise_rho=noise_rho, **kw)
 
