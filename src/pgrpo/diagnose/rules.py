@@ -430,7 +430,7 @@ def policy_concentration(s: Signals) -> ModeVerdict:
     """The policy sharpens too fast: entropy collapse (overall or early), KL to the reference
     running away, or a large share of clipped tokens (steps too large for the trust region)."""
     name = "policy_concentration"
-    ev: dict[str, float] = {}
+    ev: dict[str, float | str] = {}
     missing: list[str] = []
     strengths = []
     e_strength = 0.0
@@ -477,7 +477,8 @@ CONCENTRATION_ACTION = (
 """The action where the reward has stopped rising below its ceiling, or fell, or is not logged:
 the concentration is then the likely reason (entropy and reward trade off: once the entropy is
 spent, the reward stops rising; Cui et al. 2025, "The Entropy Mechanism of Reinforcement
-Learning for Reasoning Language Models")."""
+Learning for Reasoning Language Models"); and where the mode fired on the clip ratio or KL
+alone."""
 CONCENTRATION_ACTIONS = {
     "saturated": "the reward is at its ceiling, so a narrow policy is the expected end of the "
     "run, not a failure: stop here; sample at a higher temperature if you need diverse answers "
