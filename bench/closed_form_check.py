@@ -24,7 +24,6 @@ Writes bench/results/closed_form_check.json (the command and date with it).
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
@@ -41,7 +40,7 @@ from pgrpo.logs import read_log
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _results import write_results  # noqa: E402
-from corpus_entry import missing_index, with_metadata  # noqa: E402
+from corpus_entry import synthetic_and_corpus_args, with_metadata  # noqa: E402
 from null_rates import _ar1_unit as ar1  # noqa: E402  (the null table's AR(1) noise)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -124,23 +123,15 @@ def real_rows(folders: list[Path]) -> list[dict]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("folders", nargs="*", type=Path, default=[CURVES])
-    ap.add_argument("--curves", type=int, default=100,
-                    help="synthetic curves per cell (0: the real runs only)")  # fmt: skip
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", type=Path, default=OUT)
-    args = ap.parse_args()
-    if missing_index(args.folders):
-        sys.exit(2)
+    args = synthetic_and_corpus_args(__doc__, OUT, CURVES)
     t0 = time.time()
     synth = synthetic_rates(args.curves, args.seed) if args.curves > 0 else []
-    worst = {shape: {rule: max((r["rejected"][rule] / r["compared"] for r in synth
-                                if r["shape"] == shape and r["compared"]), default=None)
-                     for rule in RULES} for shape in ("closed_form",)}  # fmt: skip
+    worst = {rule: max((r["rejected"][rule] / r["compared"] for r in synth
+                        if r["shape"] == "closed_form" and r["compared"]), default=None)
+             for rule in RULES}  # fmt: skip
     if synth:
         print("worst false-rejection rate: "
-              + ", ".join(f"{r} {worst['closed_form'][r]:.1%}" for r in RULES))  # fmt: skip
+              + ", ".join(f"{r} {worst[r]:.1%}" for r in RULES))  # fmt: skip
         heavy = [r for r in synth if r["shape"] == "heavier"]
         print("power on heavier runs (mean over cells): "
               + ", ".join(f"{r} {np.mean([h['rejected'][r] / h['compared'] for h in heavy]):.1%}"
@@ -158,7 +149,7 @@ def main() -> None:
     print(f"\nclosed form consistent on {consistent['point']} of {len(rows)} runs with the point "
           f"estimate, {consistent['bound']} with the bound")  # fmt: skip
     write_results(args.out, "closed_form_check.py", None, synthetic=synth,
-                  worst_false_rejection=worst["closed_form"] if synth else None,
+                  worst_false_rejection=worst if synth else None,
                   runs=rows, consistent=consistent, compared=len(rows),
                   seconds=round(time.time() - t0, 1))  # fmt: skip
 

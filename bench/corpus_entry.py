@@ -7,6 +7,7 @@ bench/real_runs.py, bench/forecast_pooled.py and bench/live_checks.py."""
 
 from __future__ import annotations
 
+import argparse
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -78,6 +79,22 @@ def missing_index(folders) -> bool:
                   "(index.json with `runs`, one CSV per run)", file=sys.stderr)  # fmt: skip
             return True
     return False
+
+
+def synthetic_and_corpus_args(doc: str, out: Path, folder: Path) -> argparse.Namespace:
+    """The command line of a bench that scores synthetic curves and corpus folders: folders
+    (default `folder`), --curves per cell (0: the real runs only), --seed, --out (default
+    `out`); a folder without index.json is one line on stderr and exit 2 (`missing_index`)."""
+    ap = argparse.ArgumentParser(description=doc.split("\n")[0])
+    ap.add_argument("folders", nargs="*", type=Path, default=[folder])
+    ap.add_argument("--curves", type=int, default=100,
+                    help="synthetic curves per cell (0: the real runs only)")  # fmt: skip
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", type=Path, default=out)
+    args = ap.parse_args()
+    if missing_index(args.folders):
+        sys.exit(2)
+    return args
 
 
 def n_rollouts(meta: dict) -> int | None:

@@ -26,7 +26,6 @@ Writes bench/results/free_start.json (the command and date with it).
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
@@ -45,9 +44,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _results import write_results  # noqa: E402
 from corpus_entry import (  # noqa: E402
     RESEARCH_ROLLOUTS,
-    missing_index,
     n_rollouts,
     references,
+    synthetic_and_corpus_args,
     with_metadata,
 )
 from null_rates import _ar1_unit as ar1  # noqa: E402  (the null table's AR(1) noise)
@@ -137,15 +136,7 @@ def real_rows(folders: list[Path]) -> list[dict]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("folders", nargs="*", type=Path, default=[CURVES])
-    ap.add_argument("--curves", type=int, default=100,
-                    help="synthetic curves per cell (0: the real runs only)")  # fmt: skip
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", type=Path, default=OUT)
-    args = ap.parse_args()
-    if missing_index(args.folders):
-        sys.exit(2)
+    args = synthetic_and_corpus_args(__doc__, OUT, CURVES)
     t0 = time.time()
     synth, worst = [], None
     if args.curves > 0:  # --curves 0: the real runs only
