@@ -54,6 +54,20 @@ def test_zero_gradient_counts_exactly_the_all_degenerate_points(fracs):
         assert res.evidence["cost"] == pytest.approx(2.0 * sum(f == 1.0 for f in fracs))
 
 
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.sampled_from([0.0, 0.1, 0.5]), min_size=1, max_size=60))
+def test_a_reward_std_of_0_is_a_step_without_gradient(stds):
+    """reward_std is 0 only where every group is all-equal (the groups' mean spread, as TRL
+    logs it, or the batch's): a one-prompt run with 150 such steps read "not enough evidence"
+    (a review, 2026-12-06)."""
+    log = _log(np.full(len(stds), 0.5), reward_std=stds)
+    mask, used = zero_gradient_mask(log)
+    assert used == ["reward_std"] and mask.sum() == sum(x == 0.0 for x in stds)
+    res = zero_gradient_steps(log, OPTS)
+    assert res.status != "not_enough_evidence"
+    assert res.evidence["zero_gradient_points"] == sum(x == 0.0 for x in stds)
+
+
 def test_zero_gradient_on_real_logs(shared_data):
     log = read_log(shared_data / "curves" / "f1_strategy_grpo_v1_flat.csv")
     res = zero_gradient_steps(log, CheckOptions(cost_per_gpu_hour=2.0, seconds_per_step=36.0))
@@ -64,7 +78,9 @@ def test_zero_gradient_on_real_logs(shared_data):
     stride = log.metrics["log_every"]
     assert res.evidence["gpu_hours"] == pytest.approx(k * stride * 36.0 / 3600)
     assert res.evidence["cost"] == pytest.approx(res.evidence["gpu_hours"] * 2.0)
-    no_col = read_log(shared_data / "curves" / "gsm8k_qwen3_1p7b_abl_baseline.csv")
+    spread = read_log(shared_data / "curves" / "gsm8k_qwen3_1p7b_abl_baseline.csv")
+    assert zero_gradient_steps(spread, OPTS).evidence["columns"] == "reward_std"
+    no_col = _log(spread.reward)  # the reward alone
     assert zero_gradient_steps(no_col, OPTS).status == "not_enough_evidence"
 
 
@@ -109,6 +125,8 @@ def test_wasted_compute_on_real_logs(shared_data):
     assert 100 <= res.evidence["plateau_step"] <= 150  # step 125 of 200
     assert not res.evidence["confirmed"] and res.evidence["wasted_steps"] == 0
     assert res.status == "ok"
+    # it says why nothing counts (was "no confirmed plateau", beside a verdict that read one)
+    assert "would fire at step 125, but the reward rose after it by +" in res.summary
 
 
 def test_wasted_compute_names_only_the_parts_it_found(shared_data):
@@ -118,6 +136,21 @@ def test_wasted_compute_names_only_the_parts_it_found(shared_data):
     res = wasted_compute(log, OPTS)
     assert "without gradient" in res.summary
     assert "plateau at step" not in res.summary and "nan" not in res.summary
+    # no plateau stop is advised for steps it would not have saved (a review, 2026-12-06:
+    # "still learning" beside "a live stop on any plateau would have stopped there")
+    assert "PgrpoCallback" not in res.summary and "no plateau stop would have saved" in res.summary
+
+
+def test_wasted_compute_says_the_reward_fell_after_the_stop():
+    """Steps after the replayed stop on a run that then collapsed are not a plateau's idling:
+    the words say the reward fell (a review, 2026-12-06: "past the plateau" on collapses)."""
+    rng = np.random.default_rng(0)
+    t = np.arange(300)
+    y = 0.8 * (1 - np.exp(-t / 20)) - 0.5 * (t > 230) + 0.02 * rng.standard_normal(300)
+    res = wasted_compute(_log(y), OPTS)
+    ev = res.evidence
+    assert ev["confirmed"] and ev["gain_after_plateau"] < 0
+    assert "the reward then fell by" in res.summary and "PgrpoCallback" in res.summary
     from pgrpo.diagnose.nullmodel import fmt_share
 
     assert [fmt_share(x) for x in (0.9969, 1.0, 0.0, 0.004, 0.5, 0.9996, 1e-6)] == [

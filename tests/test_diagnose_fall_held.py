@@ -39,7 +39,9 @@ def test_a_dip_that_holds_reads_plateau_below_its_best():
     v = assess_progress(step, r)
     assert v.label == "plateau" and v.evidence["plateau_below_best"] == 1.0
     assert v.summary.startswith("Plateaued below its best: reward rose from")
-    assert f"near step {v.evidence['best_step']:g}" in v.action
+    ev = v.evidence
+    assert ev["best_from"] <= ev["best_step"] <= ev["best_to"]
+    assert f"within steps {ev['best_from']:g}-{ev['best_to']:g}" in v.action
     assert "kept 75% of the rise to its best" in v.summary
 
 

@@ -144,6 +144,8 @@ def test_a_flat_verdict_gives_the_interval_and_names_a_drift_it_did_not_call():
     lo, hi = v.evidence["trend_change_lo"], v.evidence["trend_change_hi"]
     assert lo < 0 < hi and f"the change over the run is {lo:+.3g} to {hi:+.3g} (95%)." in v.summary
     assert "log more steps" not in v.action
+    assert v.summary.startswith("Flat: no change beyond batch noise (")
+    assert v.action.startswith("nothing is being learned")
     for seed in range(200):  # a slow rise: significant at 5%, not at 0.5%
         y = 0.5 + 0.0025 * step + np.random.default_rng(seed).normal(0, 0.1, 60)
         v = assess_progress(step, y, fit=False)
@@ -151,10 +153,12 @@ def test_a_flat_verdict_gives_the_interval_and_names_a_drift_it_did_not_call():
             break
     else:
         pytest.fail("no seed gave a flat verdict with a 95% interval above 0")
-    assert "a slow rise at the 95% level, not at the 99.5% this verdict asks for" in v.summary
-    assert v.action.endswith(
-        "log more steps or more rollouts per step to tell the drift from noise"
-    )
+    assert v.summary.startswith("Flat at the verdict's level, with a possible slow rise:")
+    assert "a rise at the 95% level, not at the 99.5% this verdict asks for" in v.summary
+    # an interval that leaves out 0 is not "no change", and a rise is not "nothing learned"
+    assert "no change beyond batch noise" not in v.summary
+    assert "nothing is being learned" not in v.action
+    assert v.action.startswith("not yet a clear rise: log more steps or more rollouts per step")
 
 
 def test_the_cli_says_how_sure_a_plateau_is(tmp_path):

@@ -1,8 +1,11 @@
 """Steps that bought nothing, and what they cost: zero-gradient steps and steps past the plateau.
 
 - `zero_gradient_steps`: logged points where every group had zero reward std
-  (`frac_reward_zero_std` = 1: every advantage is 0, so the policy-gradient term is exactly 0),
-  or where `frac_gradient_tokens` or `grad_norm` is exactly 0. Exact arithmetic, not a
+  (`frac_reward_zero_std` = 1: every advantage is 0, so the policy-gradient term is exactly 0;
+  or `reward_std` = 0, whether it is the mean of the groups' spreads, as TRL logs it, or the
+  whole batch's: either is 0 only when every group is all-equal; read since 2026-12-06, when a
+  review found "not enough evidence" beside 150 such steps of a one-prompt run), or where
+  `frac_gradient_tokens` or `grad_norm` is exactly 0. Exact arithmetic, not a
   statistic: the only false alarm is a log that rounds (a value >= 1 - 1e-9 counts). It warns
   from `ZERO_WARN_SHARE` (5%) of the logged points: below that the compute lost is marginal.
 - `wasted_compute`: the zero-gradient steps plus the steps after the point where the live
@@ -50,6 +53,7 @@ def zero_gradient_mask(log) -> tuple[np.ndarray | None, list[str]]:  # noqa: ANN
     used, mask = [], np.zeros(len(log), dtype=bool)
     for name, test in (
         ("frac_reward_zero_std", lambda c: c >= 1.0 - ZERO_EPS),
+        ("reward_std", lambda c: c <= ZERO_EPS),  # a spread of 0 over the batch or in every group
         ("frac_gradient_tokens", lambda c: c <= ZERO_EPS),
         ("grad_norm", lambda c: c == 0.0),
     ):
@@ -67,8 +71,8 @@ def zero_gradient_steps(log, options: CheckOptions) -> CheckResult:  # noqa: ANN
                f"{ZERO_WARN_SHARE:.0%} of the logged points")  # fmt: skip
     mask, used = zero_gradient_mask(log)
     if mask is None:
-        return not_enough(name, "log has none of frac_reward_zero_std, frac_gradient_tokens, "
-                          "grad_norm", control)  # fmt: skip
+        return not_enough(name, "log has none of frac_reward_zero_std, reward_std, "
+                          "frac_gradient_tokens, grad_norm", control)  # fmt: skip
     k = int(mask.sum())
     steps = k * _stride(log)
     share = k / max(len(log), 1)
@@ -169,6 +173,27 @@ def plateau_step(log, max_points: int | None = None) -> float | None:  # noqa: A
     return None
 
 
+def _past_text(ev: dict, z: float) -> str:
+    """The steps past a confirmed plateau stop, and what the reward did after it (a fall there
+    is a collapse or decline the stop would have kept the run from, not a plateau's idling)."""
+    gain, se, at = ev["gain_after_plateau"], ev["gain_se"], ev["plateau_step"]
+    did = (f"the reward then fell by {-gain:.3g}" if gain < -z * se
+           else f"the reward gained nothing significant after it ({gain:+.3g})")  # fmt: skip
+    return (f"{ev['steps_past_plateau']:g} after step {at:g}, where a replayed live plateau "
+            f"stop fires; {did}")  # fmt: skip
+
+
+def _why_none(ev: dict) -> str:
+    """Why no step counts: the replayed plateau stop never fired, or the reward rose after it."""
+    if not math.isfinite(ev["plateau_step"]):
+        return "a replayed live plateau stop on any plateau verdict never fires on this log"
+    return (
+        f"a replayed live plateau stop would fire at step {ev['plateau_step']:g}, but the "
+        f"reward rose after it by {ev['gain_after_plateau']:+.3g} (se "
+        f"{ev['gain_se']:.2g}), so the steps after it were not wasted"
+    )
+
+
 @CHECKS.register("wasted_compute")
 def wasted_compute(log, options: CheckOptions) -> CheckResult:  # noqa: ANN001
     name = "wasted_compute"
@@ -205,14 +230,19 @@ def wasted_compute(log, options: CheckOptions) -> CheckResult:  # noqa: ANN001
     cost = _price(log, total, options)
     ev.update(cost)
     if total == 0:
-        why = "no confirmed plateau" if at is None or not ev.get("confirmed") else ""
-        return CheckResult(name, "ok", f"no wasted steps found ({why or 'none'})", ev, control)
-    parts = [f"{wasted:g} past the plateau at step {at:g}"] if wasted else []
-    parts += [f"{zero_steps:g} without gradient"] if zero_steps else []
+        return CheckResult(name, "ok", f"no wasted steps found ({_why_none(ev)})", ev, control)
+    parts = [_past_text(ev, float(ndtri(options.confidence)))] if wasted else []
+    parts += [f"{zero_steps:g} without gradient (no group had a reward spread)"] * bool(zero_steps)
+    advice = (
+        "a live stop on any plateau verdict would have stopped at that step: "
+        "PgrpoCallback(stop_on=('plateau',), plateau_confirmed=False) or `pgrpo watch "
+        "--plateau-any --stop-file` (the default stop waits for a plateau whose bound says it "
+        "has stopped: later, and fewer stops too early)"
+        if wasted
+        else "steps without gradient are the advantage degeneracy's to explain (its finding "
+        "and `zero_gradient_steps`); no plateau stop would have saved them"
+    )
     text = (f"{total:g} step(s) bought no reward ({fmt_share(ev['share'])} of the run: "
-            f"{', '.join(parts)}){_cost_text(cost)}; a live stop on any plateau would have "
-            "stopped there: PgrpoCallback(stop_on=('plateau',), plateau_confirmed=False) or "
-            "`pgrpo watch --plateau-any --stop-file` (the default stop waits for a plateau "
-            "whose bound says it has stopped: later, and fewer stops too early)")  # fmt: skip
+            f"{'; '.join(parts)}){_cost_text(cost)}; {advice}")  # fmt: skip
     status = "warn" if ev["share"] >= WASTE_WARN_SHARE else "ok"
     return CheckResult(name, status, text, ev, control, {"share": ev["share"]})

@@ -10,6 +10,7 @@ from typing import Any
 
 from pgrpo.diagnose.nullmodel import GROWTH_MIN, fmt_p, fmt_share
 from pgrpo.diagnose.starvation import ZERO_STD_SOURCE
+from pgrpo.diagnose.verdict import FIRM_CONFIDENCE, NEAR_CEILING
 
 
 def _f(v: Any, fmt: str = ".3g") -> str:
@@ -72,6 +73,7 @@ def _degeneracy(ev: dict) -> str:
 
 REWARD_MEANWHILE = {
     "saturated": "while the reward reached its ceiling",
+    "near_ceiling": f"while the reward came within {NEAR_CEILING:.0%} of its ceiling",
     "learning": "while the reward still rises",
     "plateau": "and the reward has levelled off",
     "flat": "and the reward has not moved beyond noise",
@@ -92,7 +94,11 @@ def _concentration(ev: dict) -> str:
         )
     if isinstance(ev.get("clip_ratio"), float):
         return f"Policy concentration: {ev['clip_ratio']:.0%} of tokens are clipped."
-    return f"Policy concentration: KL to the reference grew x{_f(ev.get('kl_late_growth'))}."
+    return (
+        f"Policy concentration: KL to the reference grew x{_f(ev.get('kl_late_growth'))} over "
+        f"the second half ({_f(ev.get('kl_mid'))} at mid-run, {_f(ev.get('kl_last'))} over the "
+        "last tenth)."
+    )
 
 
 def _instability(ev: dict) -> str:
@@ -170,7 +176,14 @@ def findings(diagnosis: Any) -> list[dict[str, str]]:
     modes = [v for v in diagnosis.modes if v.name in SENTENCES]
     for v in modes:
         if v.detected:
-            out.append({"about": v.name, "sentence": SENTENCES[v.name](v.evidence),
+            weak = (
+                f" Weak evidence: confidence {v.confidence:.2f}, below the {FIRM_CONFIDENCE:g} "
+                "at which `--fail-on fail` fails (some of the signals this mode reads are not "
+                "logged)."
+                if v.confidence < FIRM_CONFIDENCE
+                else ""
+            )
+            out.append({"about": v.name, "sentence": SENTENCES[v.name](v.evidence) + weak,
                         "action": v.action})  # fmt: skip
         elif v.name in ENDED and v.evidence.get(ENDED[v.name][0]):
             out.append({"about": f"{v.name} (ended)", "sentence": ENDED[v.name][1](v.evidence),

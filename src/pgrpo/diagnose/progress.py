@@ -120,6 +120,8 @@ def _windows(step: np.ndarray, x: np.ndarray) -> dict[str, float]:
         "end_level": float(mw[-1]),
         "best_level": float(mw[k]),
         "best_step": float(step[k + w // 2]),
+        "best_from": float(step[k]),
+        "best_to": float(step[k + w - 1]),
         "floor_level": float(mw.min()),
     }
 

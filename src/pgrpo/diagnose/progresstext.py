@@ -24,15 +24,35 @@ def _share(part: float, whole: float) -> str:
 
 
 def _start(ev: dict[str, Any]) -> str:
-    """The rise's start in words."""
+    """The rise's start in words: every level is a window mean (`progress._windows`), and the
+    words say which (a review, 2026-12-06: "rose from 0.371" where the log began at 0.067)."""
     k = ev.get("head_points")
-    return _g(rise_start(ev)) + (f" (its first {k} logged points, less the lowest)" if k else "")
+    if k:
+        return f"{_g(rise_start(ev))} (its first {k} logged points, less the lowest)"
+    return f"{_g(rise_start(ev))} (the mean of its first {ev['window']:.0f} logged points)"
+
+
+def _best(ev: dict[str, Any]) -> str:
+    """The best window's level and where it lies."""
+    return (
+        f"{_g(ev['best_level'])} (its best {ev['window']:.0f}-point window, steps "
+        f"{ev.get('best_from', ev['best_step']):g}-{ev.get('best_to', ev['best_step']):g})"
+    )
+
+
+def _checkpoint(ev: dict[str, Any]) -> str:
+    """Where to go back to: a window's resolution, not a step's."""
+    lo, hi = ev.get("best_from", ev["best_step"]), ev.get("best_to", ev["best_step"])
+    return (
+        f"a checkpoint within steps {lo:g}-{hi:g} (the best window; the earliest of them if the "
+        "fall began inside it)"
+    )
 
 
 def words(label: str, ev: dict[str, Any], alpha: float, head_share: float) -> tuple[str, str]:
     """(summary, action) of a progress verdict in words, from its evidence (`progress`); alpha:
     the verdict's level (`progress.ALPHA`), head_share: the head test's share of it."""
-    a, b, best = ev["start_level"], ev["end_level"], ev["best_level"]
+    a, b = ev["start_level"], ev["end_level"]
     p, ps = ev["trend_p"], ev["best_step"]
     pr = min(p, ev["gain_p"], ev["head_p"] / head_share)  # the rise's p, at the verdict's level
     if label == "learning":  # the rise's p: the trend's, or the gain's or head's (below it)
@@ -62,14 +82,14 @@ def words(label: str, ev: dict[str, Any], alpha: float, head_share: float) -> tu
         if ev.get("plateau_below_best"):
             fall, gained = min(ev["drop_p"], ev["late_drop_p"]), ev["best_level"] - rise_start(ev)
             return (
-                f"Plateaued below its best: reward rose from {_start(ev)} to {_g(best)} near step "
-                f"{ps:g} ({nm.fmt_p(pr)}), fell to {_g(b)} (fall {nm.fmt_p(fall)}) and held: over "
+                f"Plateaued below its best: reward rose from {_start(ev)} to {_best(ev)} "
+                f"({nm.fmt_p(pr)}), fell to {_g(b)} (fall {nm.fmt_p(fall)}) and held: over "
                 f"the second half it changed by {ev['recent_rise']:+.3g} (falls of more than "
                 f"{max(-ev['recent_rise_lo'], 0.0):.3g} are rejected at the 5% level); it kept "
                 f"{nm.fmt_share((b - rise_start(ev)) / gained)} of the rise to its best.",
-                f"more steps at this setting are unlikely to help; the best checkpoint is near "
-                f"step {ps:g}: keep it, or change something (a lower learning rate, harder "
-                "prompts, a larger group)",
+                f"more steps at this setting are unlikely to help; the best checkpoints are "
+                f"within steps {ev.get('best_from', ps):g}-{ev.get('best_to', ps):g}: keep one, or "
+                "change something (a lower learning rate, harder prompts, a larger group)",
             )
         if ev["plateau_creeping"]:
             return (
@@ -120,21 +140,31 @@ def words(label: str, ev: dict[str, Any], alpha: float, head_share: float) -> tu
         )
     if label == "flat":
         lo, hi = ev["trend_change_lo"], ev["trend_change_hi"]
-        drift = (
-            ""
-            if lo <= 0 <= hi
-            else f": a slow {'rise' if lo > 0 else 'fall'} at the 95% level, not at the "
-            f"{1 - alpha:.1%} this verdict asks for"
+        figures = (
+            f"start {_g(a)}, end {_g(b)}, trend {nm.fmt_p(p)}, noise sd {_g(ev['noise_sd'])} per "
+            f"logged point; null: {ev['null_model']}"
         )
+        if lo <= 0 <= hi:
+            return (
+                f"Flat: no change beyond batch noise ({figures}); the change over the run is "
+                f"{lo:+.3g} to {hi:+.3g} (95%).",
+                "nothing is being learned: check that rewards vary within groups (advantage "
+                "degeneracy), that the learning rate is not too small, and that the reward "
+                "scores what you intend",
+            )
+        # the 95% interval leaves out 0: a drift the verdict's level does not confirm, so the
+        # words must not say "no change" or "nothing is being learned" (a review, 2026-12-06:
+        # "Flat: no change" beside p=0.0095 and +0.025 to +0.162)
+        way = "rise" if lo > 0 else "fall"
         return (
-            f"Flat: no change beyond batch noise (start {_g(a)}, end {_g(b)}, trend {nm.fmt_p(p)}, "
-            f"noise sd {_g(ev['noise_sd'])} per logged point; null: {ev['null_model']}); the "
-            f"change over the run is {lo:+.3g} to {hi:+.3g} (95%){drift}.",
-            "nothing is being learned: check that rewards vary within groups (advantage "
-            "degeneracy), that the learning rate is not too small, and that the reward scores "
-            "what you intend"
-            + ("; log more steps or more rollouts per step to tell the drift from noise"
-               if drift else ""),
+            f"Flat at the verdict's level, with a possible slow {way}: the change over the run "
+            f"is {lo:+.3g} to {hi:+.3g} (95%), a {way} at the 95% level, not at the "
+            f"{1 - alpha:.1%} this verdict asks for ({figures}).",
+            f"not yet a clear {way}: log more steps or more rollouts per step to tell it from "
+            "noise"
+            + ("; if learning should be faster, check the learning rate and that rewards vary "
+               "within groups (advantage degeneracy)" if lo > 0
+               else "; watch for a decline: diagnose again after more steps"),
         )  # fmt: skip
     if label == "declining":
         # a run that rose over the whole log and fell back from its best at the end: its trend
@@ -146,10 +176,11 @@ def words(label: str, ev: dict[str, Any], alpha: float, head_share: float) -> tu
         else:
             trend = f"no trend over the whole run, {nm.fmt_p(p)}"
         return (
-            f"Declining: reward fell from its best, {_g(best)} near step {ps:g}, to {_g(b)} "
-            f"(fall {nm.fmt_p(min(ev['drop_p'], ev['late_drop_p']))}, {trend}).",
-            f"roll back to the checkpoint near step {ps:g}; lower the learning rate, add a KL "
-            "penalty or use fewer inner updates (num_iterations)",
+            f"Declining: reward fell from {_best(ev)} to {_g(b)} (the mean of its last "
+            f"{ev['window']:.0f}; fall {nm.fmt_p(min(ev['drop_p'], ev['late_drop_p']))}, "
+            f"{trend}).",
+            f"roll back to {_checkpoint(ev)}; lower the learning rate, add a KL penalty or use "
+            "fewer inner updates (num_iterations)",
         )
     if label == "collapsed":
         fall = min(ev["drop_p"], ev["late_drop_p"])
@@ -161,10 +192,11 @@ def words(label: str, ev: dict[str, Any], alpha: float, head_share: float) -> tu
             f"({nm.fmt_p(ev.get('stuck_p', math.nan))} for so long a stay at its rate)"
         )
         return (
-            f"Collapsed: reward fell from {_g(best)} near step {ps:g} to {_g(b)}, at or below "
-            f"where it started ({_g(a)}){how}.",
-            f"restart from the checkpoint near step {ps:g} with a lower learning rate, fewer "
-            "off-policy epochs (num_iterations) or a KL penalty",
+            f"Collapsed: reward fell from {_best(ev)} to {_g(b)} (the mean of its last "
+            f"{ev['window']:.0f}), at or below the mean of its first {ev['window']:.0f} ({_g(a)})"
+            f"{how}.",
+            f"restart from {_checkpoint(ev)} with a lower learning rate, fewer off-policy epochs "
+            "(num_iterations) or a KL penalty",
         )
     share = ev.get("zero_spread_end", math.nan)
     return (

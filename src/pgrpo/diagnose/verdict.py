@@ -94,6 +94,20 @@ def _jsonable(value: Any) -> Any:
 DIAGNOSTIC_RULES: Registry[Callable[..., ModeVerdict]] = Registry("diagnostic rule")
 
 
+FIRM_CONFIDENCE = 0.5
+"""A detected mode at or above this confidence is firm: `pgrpo diagnose --fail-on fail` fails
+on it (`cli._checks`); below it (a mode read from few of its signals) the finding says the
+evidence is weak."""
+
+
+NEAR_CEILING = 0.05
+"""A reward whose last tenth is within this share of its known range below the top is near its
+ceiling: a narrow policy is then what solving the task looks like, not a collapse to fix
+(`rules.policy_concentration`'s action and `findings`' words). Not tuned on runs: the share of
+a range below which lowering the learning rate could buy little and costs the rest of the run.
+"""
+
+
 def confidence(value: float, threshold: float, scale: float) -> float:
     """Probability-like strength that `value` exceeds `threshold`: 0.5 at the threshold, towards
     1 (or 0) `scale` units above (below) it."""
