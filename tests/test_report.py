@@ -72,9 +72,12 @@ def test_report_is_self_contained_with_every_panel(full_report):
 def test_missing_signals_are_named(tmp_path):
     run_dir = write_run(build("refresh_above_threshold", 0), tmp_path / "run")
     res = build_report(run_dir, out_dir=tmp_path / "out")
-    assert set(res.missing) == {"entropy", "kl", "lengths", "pass_at_k"}
+    assert set(res.missing) == {"degeneracy", "entropy", "kl", "lengths", "pass_at_k"}
     page = res.html_path.read_text()
     assert "not shown: no entropy column" in page
+    # the ROM recursion's reward is no mean of 0/1 rewards: the verdict cannot judge
+    # degeneracy, so the page draws no i.i.d. prediction either (it did until 2026-12-06)
+    assert "not multiples of 1/512" in res.missing["degeneracy"]
     assert "stability_margin" in res.pngs  # kappa from config.yaml, K = 250 > K*
 
 

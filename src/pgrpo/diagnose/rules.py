@@ -24,8 +24,10 @@ from pgrpo.diagnose.signals import Signals, finite, smooth, window_bounds, windo
 from pgrpo.diagnose.starvation import (
     ZERO_STD_SOURCE,
     degeneracy_action,
+    iid_prediction,
     lower_bounds,
     mean_se,
+    n_rollouts,
     second_half,
     zero_spread_now,
     zero_spread_split,
@@ -132,12 +134,6 @@ def _window_gain_se(x: np.ndarray, points: tuple[int, int]) -> float:
     autocorrelation (`nullmodel.lag1_autocorr`), from its first-difference noise sd."""
     rho, noise = nm.lag1_autocorr(x), float(nm.noise_sd(x[None, :])[0])
     return math.hypot(*(window_mean_sd(noise, k, rho) for k in points))
-
-
-def n_rollouts(s: Signals) -> float | None:
-    """Rollouts per step N = group_size x batch_prompts when both are known."""
-    g, b = s.hyper("group_size"), s.hyper("batch_prompts")
-    return s.hyper("completions_per_step") or (g * b if g and b else None)
 
 
 def reward_rises(s: Signals) -> bool:
@@ -261,12 +257,6 @@ def reward_hacking(s: Signals) -> ModeVerdict:
 # ---------------------------------------------------------------------------------------------
 
 
-def _maybe_binary(s: Signals, reward: np.ndarray) -> bool:
-    """Whether the reward can be a mean of 0/1 rewards (`nullmodel.maybe_binary_mean`, N = B x G
-    when known)."""
-    return nm.maybe_binary_mean(reward, n_rollouts(s))
-
-
 def _live_steps(reward: np.ndarray) -> np.ndarray:
     """Steps judged for starvation: for a reward in [0, 1], those whose smoothed reward is
     below SATURATED (saturation is success, not starvation); every step on any other scale."""
@@ -282,25 +272,24 @@ def _live_steps(reward: np.ndarray) -> np.ndarray:
     return live
 
 
-def _ended(s: Signals, late: np.ndarray, vals: np.ndarray, source: str,
-           reward: np.ndarray, live: np.ndarray, g: float | None) -> bool:  # fmt: skip
+def _ended(late: np.ndarray, vals: np.ndarray, source: str, reward: np.ndarray,
+           live: np.ndarray, binary_g: float | None) -> bool:  # fmt: skip
     """Whether a degeneracy that held over the run has ended: its share itself (not a lower
     bound) is below DEGENERACY_MAX in the second half by Z95 standard errors, the error no
     smaller than the logged shares' spread over the run / sqrt(second-half values) (3 equal
     values have a lag-1 error of 0), and, for a reward known to be a mean of 0/1 rewards, the
     i.i.d. lower bound at the second half's success rate not above DEGENERACY_MAX either (a
     share logged as 0 three times at a 2% rate, G = 8, read 'ended' against a bound of 85%;
-    review, 2026-12-05)."""
+    review, 2026-12-05). binary_g: G when the reward is known to be such a mean, else None."""
     if source == ZERO_STD_SOURCE:
         return False
     se = max(mean_se(late), float(np.std(vals)) / math.sqrt(late.size))
     if float(np.mean(late)) + Z95 * se >= DEGENERACY_MAX:
         return False
-    ok = np.isfinite(reward)
-    if g is None or not nm.is_binary_mean(reward[ok], n_rollouts(s)):
+    if binary_g is None:
         return True
     rate = float(np.nanmean(reward[second_half(live)]))
-    return bool(iid_degeneracy(rate, g, strict=False) <= DEGENERACY_MAX)
+    return bool(iid_degeneracy(rate, binary_g, strict=False) <= DEGENERACY_MAX)
 
 
 @DIAGNOSTIC_RULES.register("advantage_degeneracy")
@@ -316,14 +305,8 @@ def advantage_degeneracy(s: Signals) -> ModeVerdict:
     # on the 0/1 scale of the reward's known range: a -1/+1 reward is a mean of 0/1 rewards
     reward = s.unit_reward() if s.has("reward") else np.full_like(s.steps, np.nan)
     ok = np.isfinite(reward)
-    iid = None
-    if g is not None and ok.any() and _maybe_binary(s, reward):
-        iid = (
-            s.get("degeneracy/iid_prediction")
-            if s.has("degeneracy/iid_prediction")
-            else iid_degeneracy(reward, g, strict=False)
-        )
-        iid = iid if np.isfinite(iid).any() else None
+    prediction = iid_prediction(s)  # the report draws the same one
+    iid, binary = prediction.values, prediction.alone
     live = _live_steps(reward)
     deg, source, passed = zero_spread_now(s.columns, live, s.steps)
     if passed:  # logged early only: it says nothing of the run now (and a rounding kept)
@@ -334,7 +317,7 @@ def advantage_degeneracy(s: Signals) -> ModeVerdict:
             f"{_lack(s, 'frac_reward_zero_std', 4)} (or degeneracy/all_pass + all_fail, or "
             f"reward_std{'; ' + source if source else ''})"
         )
-    if deg is None and (iid is None or not nm.is_binary_mean(reward[ok], n_rollouts(s))):
+    if deg is None and (iid is None or not binary):
         # the i.i.d. bound alone needs a reward known to be a mean of N 0/1 rewards
         if iid is not None:
             missing.append("batch_prompts (to tell a mean of 0/1 rewards from a [0, 1] score)")
@@ -346,7 +329,7 @@ def advantage_degeneracy(s: Signals) -> ModeVerdict:
     ev: dict[str, float | str] = {"unsaturated_steps": float(live.sum())}
     if iid is not None:
         ev["iid_prediction"] = float(np.nanmean(iid[live]))
-        if nm.is_binary_mean(reward[ok], n_rollouts(s)):
+        if binary:
             # at the pooled mean: f_G is convex, so f_G at each step's noisy batch mean is
             # biased upward and its average was no lower bound (a true 40% read 57% at B = 1,
             # G = 4); f_G(pooled p) <= the mean over steps and prompts of f_G(p) (Jensen)
@@ -361,7 +344,7 @@ def advantage_degeneracy(s: Signals) -> ModeVerdict:
         vals = deg[live][np.isfinite(deg[live])]
         if source == ZERO_STD_SOURCE and iid is not None and level < ev["iid_prediction"]:
             # two lower bounds (zero-spread steps; Jensen for 0/1 rewards): take the larger
-            if nm.is_binary_mean(reward[ok], n_rollouts(s)):
+            if binary:
                 level = ev["degeneracy_lower_bound"] = float(ev["iid_prediction"])
                 vals = iid[live][np.isfinite(iid[live])]
     else:  # the i.i.d. prediction is a lower bound on the true rate (Jensen)
@@ -383,7 +366,7 @@ def advantage_degeneracy(s: Signals) -> ModeVerdict:
         ev["degeneracy_late"] = late_level = float(np.mean(late))  # second half: starved now
         ev["degeneracy_late_se"] = late_se = mean_se(late)
         late_strength = confidence(late_level - DEGENERACY_MAX - Z95 * late_se, 0.0, 0.1)
-        if strength > 0.5 and _ended(s, late, vals, source, reward, live, g):
+        if strength > 0.5 and _ended(late, vals, source, reward, live, g if binary else None):
             # starved early, not now: the share itself (not a lower bound on it) is measured
             # below the threshold in the second half (one-sided 5%), so the alarm and its action
             # would be stale; the finding says it ended

@@ -1,5 +1,6 @@
 """What the `advantage_degeneracy` rule (`pgrpo.diagnose.rules`) reads: the zero-spread share
-(`zero_spread_share`, which the live degeneracy stop rule reads too), all-pass vs all-fail
+(`zero_spread_share`, which the live degeneracy stop rule reads too), the i.i.d. prediction
+(`iid_prediction`, which `pgrpo report` draws too), all-pass vs all-fail
 (`zero_spread_split`), the standard error of a mean of autocorrelated per-step shares
 (`mean_se`), the lower bounds it was given (`lower_bounds`) and the action
 (`degeneracy_action`)."""
@@ -8,10 +9,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import numpy as np
 
-from pgrpo.diagnose.signals import Signals
+from pgrpo.core.stats import iid_degeneracy
+from pgrpo.diagnose import nullmodel as nm
+from pgrpo.diagnose.signals import Signals, finite
 
 ZERO_STD_SOURCE = "steps with reward_std == 0 (lower bound)"
 """`zero_spread_share`'s source when it reads reward_std alone: a lower bound on the share."""
@@ -69,6 +73,78 @@ def zero_spread_share(
             ZERO_STD_SOURCE
         )
     return None, ""
+
+
+def n_rollouts(s: Signals) -> float | None:
+    """Rollouts per step N = group_size x batch_prompts when both are known."""
+    g, b = s.hyper("group_size"), s.hyper("batch_prompts")
+    return s.hyper("completions_per_step") or (g * b if g and b else None)
+
+
+@dataclass(frozen=True)
+class IidPrediction:
+    """The i.i.d. share of zero-spread groups p^G + (1-p)^G as `advantage_degeneracy` reads it
+    (`iid_prediction`); `pgrpo report` draws the same one, so the page and the verdict agree."""
+
+    values: np.ndarray | None
+    """[S] per step: the logged degeneracy/iid_prediction, else f_G of the reward on its 0/1
+    scale; None when G is unknown or the reward cannot be a mean of 0/1 rewards."""
+    alone: bool
+    """The reward is known to be a mean of N = B x G 0/1 rewards (`nullmodel.is_binary_mean`):
+    the prediction may judge the run without a logged zero-spread share."""
+    reason: str
+    """Why `values` is None, or (values given) why it cannot judge alone; '' when alone."""
+
+
+def iid_prediction(s: Signals) -> IidPrediction:
+    """The one decision of whether the reward is read as a mean of 0/1 rewards for the i.i.d.
+    degeneracy prediction (docs/diagnostics.md, advantage degeneracy): it needs G and a reward
+    that can be such a mean on its 0/1 scale (`nullmodel.maybe_binary_mean`: in [0, 1], and
+    multiples of 1/N when N = B x G is known), and it stands alone only for a known one
+    (`nullmodel.is_binary_mean`). A stated range [0, 1] says where the reward lies, not that
+    each rollout's reward is 0 or 1."""
+    g = s.hyper("group_size")
+    reward = s.unit_reward() if s.has("reward") else None
+    ok = np.isfinite(reward) if reward is not None else None
+    if g is None or reward is None or not ok.any():
+        return IidPrediction(None, False, "no group_size" if g is None else "no reward")
+    n = n_rollouts(s)
+    if not nm.maybe_binary_mean(reward, n):
+        return IidPrediction(None, False, _not_binary_mean(s, reward[ok], n))
+    iid = (
+        s.get("degeneracy/iid_prediction")
+        if s.has("degeneracy/iid_prediction")
+        else iid_degeneracy(reward, g, strict=False)
+    )
+    if not np.isfinite(iid).any():
+        return IidPrediction(None, False, "the logged degeneracy/iid_prediction is never finite")
+    if nm.is_binary_mean(reward[ok], n):
+        return IidPrediction(iid, True, "")
+    why = (
+        "N = group_size x batch_prompts is unknown (no batch_prompts), so a reward in [0, 1] "
+        "may be a score, not a mean of 0/1 rewards"
+    )
+    return IidPrediction(iid, False, why)
+
+
+def _not_binary_mean(s: Signals, unit: np.ndarray, n: float | None) -> str:
+    """Why the reward (finite, on its 0/1 scale) cannot be a mean of 0/1 rewards."""
+    if unit.min() < 0.0 or unit.max() > 1.0:
+        raw = finite(s.get("reward"))
+        where = (
+            "and no reward range (--reward-range) puts it on a 0/1 scale"
+            if s.reward_range() is None
+            else "and leaves its stated range too"
+        )
+        return f"the reward leaves [0, 1] ({raw.min():.4g} to {raw.max():.4g}) {where}"
+    why = (
+        f"the reward is not known to be a mean of N = {n:g} 0/1 rewards (the rollouts per "
+        f"step): its values are not multiples of 1/{n:g}"
+    )
+    step = rounding_step(finite(s.get("reward")))
+    if step is not None and step * n > 1.0:  # 3 decimals at N = 5,120: no lattice to see
+        return f"{why}, and logged to steps of {step:g} they cannot show it"
+    return f"{why} (a score in [0, 1])"
 
 
 MIN_LATE_POINTS = 3

@@ -17,7 +17,6 @@ from typing import Any
 
 import numpy as np
 
-from pgrpo.core.stats import iid_degeneracy
 from pgrpo.report import plots
 from pgrpo.report.page import (  # forecast_text, informative: re-exported (they lived here)
     forecast_text,  # noqa: F401
@@ -144,21 +143,23 @@ def stability_margin(log: Any, kappa: float | None) -> np.ndarray | None:
 THUMB_EXACT = 500.0
 
 
-def _iid(log: Any) -> np.ndarray | None:
-    """The i.i.d. degeneracy p^G + (1-p)^G, only for a reward in [0, 1] (read as 0/1) or on the
-    0/1 scale of its known range (`nullmodel.unit_scale`, as `diagnose` reads it)."""
-    from pgrpo.diagnose.nullmodel import unit_scale
-    from pgrpo.dynamics.runfit import reward_range
+def _iid(log: Any, diagnosis: Any) -> tuple[np.ndarray | None, str]:
+    """The i.i.d. degeneracy p^G + (1-p)^G the diagnosis read (`starvation.iid_prediction`, the
+    one decision of whether the reward is a mean of 0/1 rewards) and ''; or None and why. It
+    is drawn only where `advantage_degeneracy` read it, so the page never draws a prediction
+    for a reward the verdict does not treat as such a mean (review, 2026-12-06: one was drawn
+    for a 3-decimal reward at N = 5,120 beside "not enough evidence to judge")."""
+    from pgrpo.diagnose.signals import signals_from_log
+    from pgrpo.diagnose.starvation import iid_prediction
 
-    col = log.columns.get("degeneracy/iid_prediction")
-    if col is not None and np.isfinite(col).any():
-        return col
-    g = log.hyperparameters.get("group_size")
-    unit = unit_scale(log.reward, reward_range(log.hyperparameters))
-    r = unit[np.isfinite(unit)]
-    if g is None or r.size == 0 or r.min() < 0 or r.max() > 1:
-        return None
-    return iid_degeneracy(unit, g, strict=False)
+    prediction = iid_prediction(signals_from_log(log))
+    if prediction.values is None:
+        return None, prediction.reason
+    evidence = diagnosis.mode("advantage_degeneracy").evidence
+    if "iid_prediction" in evidence:
+        return prediction.values, ""
+    because = evidence.get("reason", "the diagnosis did not read it")
+    return None, f"{because}: {prediction.reason}" if prediction.reason else str(because)
 
 
 def _figure(draw: Any, *args: Any) -> bytes | None:
@@ -238,13 +239,14 @@ def _panels(
     log: Any, diagnosis: Any, fit: Any, fc: Any, eval_doc: dict | None, points: tuple
 ) -> dict:
     kappa, source = kappa_estimate(diagnosis)
-    step, reward, cols, margin, iid = _drawn(log, stability_margin(log, kappa), _iid(log))
+    iid, no_iid = _iid(log, diagnosis)
+    step, reward, cols, margin, iid = _drawn(log, stability_margin(log, kappa), iid)
     curves = _curves(eval_doc)
     return {
         "reward": (_figure(plots.reward_panel, step, reward, fit, fc, points), "no reward"),
         "degeneracy": (
             _figure(plots.degeneracy_panel, step, cols, iid),
-            "no frac_reward_zero_std / degeneracy columns and no group_size",
+            f"no frac_reward_zero_std / degeneracy columns, and no i.i.d. prediction: {no_iid}",
         ),
         "entropy": (
             _figure(plots.series_panel, step, cols.get("entropy"), "Entropy", "nats / token"),
