@@ -96,17 +96,17 @@ def _print(data: dict, console: Console) -> None:
         table.add_column(col, overflow="fold")
     rows = [data, *data["baselines"].values()]
     for r in rows:
-        params = ", ".join(
-            f"{k}={fmt(v)}"
-            + (f"+-{fmt(r['stderr'][k], '.2g')}" if r["stderr"].get(k) is not None else "")
-            for k, v in r["params"].items()
-        )
+        params = ", ".join(_param_text(r, k) for k in r["params"])
         r2, aic, bic = (
             "n/a" if r[k] is None else fmt(r[k], f)
             for k, f in (("r2", ".4f"), ("aic", ".1f"), ("bic", ".1f"))
         )  # None: no variance
         table.add_row(r["model"], r2, aic, bic, params)
     console.print(table)
+    from pgrpo.dynamics.curves import legend  # what the models and parameters shown mean
+
+    for line in legend([r["model"] for r in rows]):
+        console.print(escape(line), style="dim")
     if "r2_undefined" in data["metrics"]:
         console.print(f"[yellow]R^2 n/a:[/] {escape(data['metrics']['r2_undefined'])}")
     elif (line := _quality_words(data["fit_quality"], data["model"])) is not None:
@@ -157,6 +157,16 @@ def _print(data: dict, console: Console) -> None:
             )
     if data["png"]:
         console.print(f"figure: {escape(data['png'])}")
+
+
+def _param_text(r: dict, name: str) -> str:
+    """`name=value+-stderr`; `name=value (at its bound)` for a parameter the fit left at a
+    bound (JSON `at_bound`), whose stderr means nothing."""
+    text = f"{name}={fmt(r['params'][name])}"
+    if name in r.get("at_bound", ()):
+        return f"{text} (at its bound)"
+    err = r["stderr"].get(name)
+    return text + (f"+-{fmt(err, '.2g')}" if err is not None else "")
 
 
 def _quality_words(q: dict, model: str) -> str | None:

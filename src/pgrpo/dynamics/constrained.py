@@ -27,6 +27,7 @@ from scipy.special import chdtrc, gammaincinv
 from pgrpo.dynamics.binned_recursion import schedule_response
 from pgrpo.dynamics.curves import (
     FIT_MODELS,
+    ROM_MEANINGS,
     CurveModel,
     FitContext,
     Parameter,
@@ -91,6 +92,8 @@ FIT_MODELS.add(
         rom_fixed_guess,
         time_power={"k": -1},
         physical_time=True,
+        description="m x'' + c x' + k x = 0 from rest, m and c fixed by beta1 and K",
+        meanings=ROM_MEANINGS,
     ),
 )
 

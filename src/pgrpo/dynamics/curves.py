@@ -19,7 +19,7 @@ levels (the fit profiles them out: variable projection); `rom_starved` gives R(t
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -28,6 +28,13 @@ from pgrpo._registry import Registry
 from pgrpo.dynamics.model import _unit_response
 from pgrpo.dynamics.optimizers import DEFAULT_OPTIMIZER
 from pgrpo.dynamics.recursion import at_times as _at_times
+
+AT_BOUND_RTOL = 1e-5
+"""A fitted value this close to a bound, relative to the bound (to the box's width for a bound
+at 0), is at it (`Parameter.at_bound`): least_squares stops within about its xtol (1e-6,
+relative) of a bound it presses against (m = 281.99999995 against 282 steps, u = 1.99999999
+against 2 on real runs), while an interior optimum near a small bound stays clear of it (k =
+1.5e-4 against 1.0e-4)."""
 
 
 @dataclass(frozen=True)
@@ -46,6 +53,20 @@ class Parameter:
             raise ValueError(
                 f"parameter {self.name}: value {self.value} outside [{self.min}, {self.max}]"
             )
+
+    @property
+    def at_bound(self) -> bool:
+        """Whether the fit left this varying parameter at (within AT_BOUND_RTOL of) one of its
+        bounds: the data would take it past the box, so its value is the box's and a stderr
+        from the curvature there means nothing."""
+        if not self.vary:
+            return False
+        width = self.max - self.min
+        for bound in (self.min, self.max):
+            scale = abs(bound) if bound != 0 else (width if math.isfinite(width) else 0.0)
+            if math.isfinite(bound) and abs(self.value - bound) <= AT_BOUND_RTOL * scale:
+                return True
+        return False
 
 
 @dataclass(frozen=True)
@@ -116,6 +137,9 @@ class CurveModel:
     optimizer step (an lr schedule on the integer step grid, beta1 per step): never rescaled.
     path: R(t) itself for a model whose shape depends on its levels (`rom_starved`); its levels
     are then fitted, not profiled out, and `basis` is not used.
+    description: what the model is, in a phrase (x = R - R_inf, t in steps since the first
+    logged one); meanings: parameter name -> what it is, in a few words (its unit comes from
+    time_power). `legend` prints both under `pgrpo fit`'s table.
     """
 
     name: str
@@ -126,6 +150,16 @@ class CurveModel:
     time_power: dict[str, int] = field(default_factory=dict)
     physical_time: bool = False
     path: PathFunc | None = None
+    description: str = ""
+    meanings: dict[str, str] = field(default_factory=dict)
+
+    def unit(self, name: str) -> str:
+        """The unit of parameter `name` as fitted, in words ("per step"; the log's steps and
+        reward)."""
+        if name in LEVEL_MEANINGS:
+            return "in reward units"
+        power = self.time_power.get(name, 0)
+        return {0: "without unit", 1: "in steps", -1: "per step"}.get(power, f"in steps^{power}")
 
     def func(self, t: np.ndarray, p: dict[str, float], ctx: FitContext) -> np.ndarray:
         """R(t): [n] for t: [n] (user step units since ctx.step0, parameters in user units)."""
@@ -144,6 +178,29 @@ def to_internal(spec: CurveModel, p: dict[str, float], time_scale: float) -> dic
 
 
 FIT_MODELS: Registry[CurveModel] = Registry("fit model")
+
+LEVEL_MEANINGS = {"R_0": "start level", "R_inf": "level it heads for"}
+"""`CurveModel.meanings` of the two levels every model has (one wording for all)."""
+ROM_MEANINGS = {**LEVEL_MEANINGS, "k": "pull towards R_inf", "m": "inertia"}
+"""`CurveModel.meanings` of the rom family's parameters (rom, rom_v0, rom_schedule, ...)."""
+
+
+def legend(models: Sequence[str]) -> tuple[str, str]:
+    """Two lines saying what the named FIT_MODELS are and what their parameters mean, grouped
+    by unit, from the registry (`CurveModel.description`, `meanings`, `unit`): `pgrpo fit`'s
+    legend under its table. A parameter is described once, by the first model that has it."""
+    specs = [FIT_MODELS.get(name) for name in dict.fromkeys(models)]
+    shown = "; ".join(f"{s.name}: {s.description}" for s in specs)
+    by_unit: dict[str, dict[str, str]] = {}
+    for s in specs:
+        for name in s.param_names:
+            if not any(name in group for group in by_unit.values()):
+                by_unit.setdefault(s.unit(name), {})[name] = f"{name} {s.meanings.get(name, '')}"
+    units = "; ".join(f"{unit}: {', '.join(group.values())}" for unit, group in by_unit.items())
+    return (
+        f"models (x = R - R_inf, t in steps since the first logged one): {shown}.",
+        f"parameters, {units} (a step: one unit of the log's step axis).",
+    )
 
 
 # --- shared bounds and the profile (variable projection) helper ------------------------------
@@ -286,6 +343,8 @@ FIT_MODELS.add(
         exponential_guess,
         time_power={"tau": 1},
         priors=timescale_prior,
+        description="R_inf + (R_0 - R_inf) exp(-t / tau)",
+        meanings={**LEVEL_MEANINGS, "tau": "time constant"},
     ),
 )
 
@@ -347,6 +406,8 @@ FIT_MODELS.add(
         rom_guess,
         rom_priors,
         time_power={"k": -1, "m": 1},
+        description="m x'' + x' + k x = 0 from rest",
+        meanings=ROM_MEANINGS,
     ),
 )
 
@@ -383,6 +444,8 @@ FIT_MODELS.add(
         logistic_basis,
         logistic_guess,
         time_power={"t_mid": 1, "width": 1},
+        description="S-curve from R_0 to R_inf",
+        meanings={**LEVEL_MEANINGS, "t_mid": "midpoint", "width": "rise width"},
     ),
 )
 
@@ -448,6 +511,8 @@ FIT_MODELS.add(
         rom_v0_guess,
         rom_priors,
         time_power={"k": -1, "m": 1, "u": -1},
+        description="m x'' + x' + k x = 0 with a start velocity x'(0) = u x(0)",
+        meanings={**ROM_MEANINGS, "u": "start velocity"},
     ),
 )
 

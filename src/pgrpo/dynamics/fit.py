@@ -78,6 +78,12 @@ class FitResult:
         return {name: p.value for name, p in self.params.items()}
 
     @property
+    def at_bound(self) -> tuple[str, ...]:
+        """The varying parameters the fit left at a bound (`Parameter.at_bound`): their values
+        are the box's, and their stderr means nothing."""
+        return tuple(name for name, p in self.params.items() if p.at_bound)
+
+    @property
     def n(self) -> int:
         return int(self.reward.size)
 
@@ -111,7 +117,7 @@ class FitResult:
             "[[Variables]]",
         ]
         for p in self.params.values():
-            err = "(fixed)" if not p.vary else _fmt_err(p)
+            err = "(fixed)" if not p.vary else "(at its bound)" if p.at_bound else _fmt_err(p)
             lines.append(f"    {p.name:<6} = {p.value:< 12.6g} {err}  [{p.min:.3g}, {p.max:.3g}]")
         derived = {k: v for k, v in self.metrics.items() if isinstance(v, float)}
         if derived:

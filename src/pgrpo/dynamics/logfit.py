@@ -143,7 +143,8 @@ def fit_quality(
     bin_size: int = 1,
 ) -> dict[str, float]:
     """R^2 read against what the noise allows: {r2, r2_adjusted, parameters, noise_ceiling,
-    noise_ceiling_holds, r2_block_means, noise_ceiling_block_means, block, bin_size} (and
+    noise_ceiling_holds, r2_block_means, noise_ceiling_block_means,
+    noise_ceiling_block_means_holds, block, blocks, bin_size} (and
     r2_linear, group_size for the rom_starved variant) of `fit` on
     its own points (nan where undefined; bin_size: logged steps per point, > 1 for a thinned
     log, whose points are bin means), and r2_block_means_constrained of the closed-form fit to
@@ -154,19 +155,26 @@ def fit_quality(
     mean that moves between consecutive points) and the ceiling is no guide (20 of the corpus'
     33 runs had R^2 above it, 8 still with the adjusted R^2 beyond the slack; review,
     2026-12-04); except where the ceiling is below 0.05 and the adjusted R^2 below 0.1: the
-    noise is then about all of the variance either way (`quality_words` says so)."""
+    noise is then about all of the variance either way (`quality_words` says so).
+    noise_ceiling_block_means_holds: the same for the means of `block` points (`blocks` of
+    them): 0 when their R^2 exceeds their ceiling by more than CEILING_SLACK, except where that
+    ceiling is below NOISE_ONLY_CEILING (their noise is then about all of their variance)."""
     n, k = int(fit.reward.size), len(fit.varying)
     adjusted = 1.0 - (1.0 - fit.r2) * (n - 1) / (n - k) if n > k + 1 else math.nan
     ceiling = noise_ceiling(fit.reward)
+    r2_blocks = block_r2(fit.reward, fit.fitted, block)
+    ceiling_blocks = noise_ceiling(fit.reward, block)
     out = {
         "r2": fit.r2,
         "r2_adjusted": adjusted,
         "parameters": float(k),
         "noise_ceiling": ceiling,
         "noise_ceiling_holds": float(_ceiling_holds(adjusted, ceiling)),
-        "r2_block_means": block_r2(fit.reward, fit.fitted, block),
-        "noise_ceiling_block_means": noise_ceiling(fit.reward, block),
+        "r2_block_means": r2_blocks,
+        "noise_ceiling_block_means": ceiling_blocks,
+        "noise_ceiling_block_means_holds": float(_block_ceiling_holds(r2_blocks, ceiling_blocks)),
         "block": float(block),
+        "blocks": float(n // block),
         "bin_size": float(bin_size),
     }
     if constrained is not None:
@@ -190,6 +198,13 @@ def _noise_only(adjusted: float | None, ceiling: float | None) -> bool:
 
 def _ceiling_holds(adjusted: float, ceiling: float) -> bool:
     return _noise_only(adjusted, ceiling) or not adjusted > ceiling + CEILING_SLACK
+
+
+def _block_ceiling_holds(r2: float, ceiling: float) -> bool:
+    """`_ceiling_holds` for the block means: any R^2 counts as noise-only below the noise-only
+    ceiling (the R^2 of k parameters on a few means of pure noise is about (k - 1) / (means -
+    1), 0.43 for 4 on 8)."""
+    return ceiling < NOISE_ONLY_CEILING or not r2 > ceiling + CEILING_SLACK
 
 
 def quality_words(q: dict, model: str) -> str | None:
@@ -228,20 +243,43 @@ def quality_words(q: dict, model: str) -> str | None:
             f"{near}"
         )
     if q.get("r2_block_means") is not None:
-        closed = q.get("r2_block_means_constrained")
-        extra = f", closed form {closed:.3f}" if closed is not None else ""
-        steps = f" ({int(q['block']) * b} logged points)" if b > 1 else ""
-        top = q.get("noise_ceiling_block_means")
-        top = f" (their noise ceiling about {top:.3f})" if top is not None else ""
-        parts.append(
-            f"on means of {int(q['block'])} points{steps} R^2 {q['r2_block_means']:.3f}{extra}{top}"
-        )
+        parts.append(_block_words(q, b))
     if q.get("r2_linear") is not None:
         parts.append(
             f"{model}: the rom with its force through the groups that have a reward spread "
             f"(G {int(q['group_size'])}; the linear rom reads R^2 {q['r2_linear']:.3f})"
         )
     return "; ".join(parts) + "." if parts else None
+
+
+def _block_words(q: dict, bin_size: int) -> str:
+    """The block-means part of `quality_words` (q: its dict, None for NaN): their R^2 beside
+    their noise ceiling where that ceiling is a guide; in words where it is not: too few or too
+    flat means to estimate it, their noise about all of their variance (nothing for a curve to
+    explain), or an R^2 above it by more than CEILING_SLACK."""
+    closed = q.get("r2_block_means_constrained")
+    extra = f", closed form {closed:.3f}" if closed is not None else ""
+    steps = f" ({int(q['block']) * bin_size} logged points)" if bin_size > 1 else ""
+    head = f"on means of {int(q['block'])} points{steps} R^2 {q['r2_block_means']:.3f}{extra}"
+    top = q.get("noise_ceiling_block_means")
+    if top is None:
+        return f"{head} (their noise ceiling cannot be estimated)"
+    if top < NOISE_ONLY_CEILING:
+        fitted = ""
+        if q.get("blocks") is not None and q.get("parameters") is not None:
+            fitted = (
+                f", and {int(q['parameters'])} parameters on {int(q['blocks'])} means fit noise too"
+            )
+        return (
+            f"{head}, but their noise is about all of their variance (noise ceiling about 0, "
+            f"from first differences): the noise leaves nothing for a curve to explain{fitted}"
+        )
+    if not q.get("noise_ceiling_block_means_holds", 1.0):
+        return (
+            f"{head}, above the noise ceiling first differences give for them ({top:.3f}), "
+            "so that ceiling is no guide there"
+        )
+    return f"{head} (their noise ceiling about {top:.3f})"
 
 
 def bin_weights(log: RewardLog) -> np.ndarray | None:
@@ -328,6 +366,7 @@ def _fit_dict(r: FitResult) -> dict[str, Any]:
         "residual_autocorr": r.residual_autocorr,
         "params": r.values,
         "stderr": {n: p.stderr for n, p in r.params.items() if p.vary},
+        "at_bound": list(r.at_bound),  # their stderr means nothing: `pgrpo fit` does not print it
         "metrics": dict(r.metrics),
     }
 

@@ -19,6 +19,8 @@ import numpy as np
 from pgrpo.dynamics.binned_recursion import binned_path, schedule_response
 from pgrpo.dynamics.curves import (
     FIT_MODELS,
+    LEVEL_MEANINGS,
+    ROM_MEANINGS,
     CurveModel,
     FitContext,
     Parameter,
@@ -112,6 +114,8 @@ FIT_MODELS.add(
         rom_schedule_priors,
         time_power={"k": -1, "m": 1},
         physical_time=True,
+        description="m x'' + x' + k x = 0 from rest, k scaled by the logged lr / its peak",
+        meanings=ROM_MEANINGS,
     ),
 )
 
@@ -140,5 +144,7 @@ FIT_MODELS.add(
         timescale_prior,
         time_power={"tau": 1},
         physical_time=True,
+        description="R_inf + (R_0 - R_inf) exp(-T / tau), T the steps weighted by lr / its peak",
+        meanings={**LEVEL_MEANINGS, "tau": "time constant"},
     ),
 )

@@ -36,6 +36,7 @@ import numpy as np
 
 from pgrpo.dynamics.curves import (
     FIT_MODELS,
+    ROM_MEANINGS,
     CurveModel,
     FitContext,
     Parameter,
@@ -155,6 +156,9 @@ FIT_MODELS.add(
         time_power={"k": -1, "m": 1},
         physical_time=True,
         path=rom_starved_path,
+        description="m x'' + x' + k x = 0 from rest, the force through the groups with a "
+        "reward spread only",
+        meanings=ROM_MEANINGS,
     ),
 )
 

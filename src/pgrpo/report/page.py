@@ -30,7 +30,7 @@ th{background:#f4f4f4}.yes{color:#b00;font-weight:600}.ok{color:#070;font-weight
 .grid figure{margin:0;border:1px solid #eee;padding:6px}.grid img{width:100%;height:auto}
 .missing{color:#888;font-style:italic;font-size:13px}code{background:#f4f4f4;padding:1px 4px}
 .findings{font-size:15px;line-height:1.5}.finding{margin:4px 0}details{margin:8px 0}
-summary{cursor:pointer;color:#444}
+summary{cursor:pointer;color:#444}.legend{color:#666;font-size:13px}
 """
 
 
@@ -228,11 +228,17 @@ def render_html(
             )
     fit_txt = ""
     if fit is not None:
-        params = ", ".join(f"{k}={p.value:.4g}" for k, p in fit.params.items())
+        from pgrpo.dynamics.curves import legend
+
+        params = ", ".join(
+            f"{k}={p.value:.4g}" + (" (at its bound)" if p.at_bound else "")
+            for k, p in fit.params.items()
+        )
         fit_txt = (
             f"<p>Fit <b>{_e(fit.model)}</b>: {_e(params)}; R<sup>2</sup> {fit.format_r2('.3f')}"
             f"{_e(f' ({why})' if (why := fit.metrics.get('r2_undefined')) else '')}, "
             f"residual std {fit.residual_std:.3g}.</p>"
+            f'<p class="legend">{"<br>".join(_e(line) for line in legend([fit.model]))}</p>'
             f"{'' if fit.metrics.get('r2_undefined') else _quality(fit, bins)}"
             f"{_constrained_html(fit.metrics)}"
             f"{_start_html(start)}"
