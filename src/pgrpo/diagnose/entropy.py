@@ -25,6 +25,9 @@ from pgrpo.dynamics.forecast import forecast
 from pgrpo.dynamics.levelgain import CORPUS_PRIOR
 
 COLLAPSE_SHARE = 0.1
+RISE_SHARE = 2.0
+"""An entropy heading for at least this multiple of its start is rising: the check then says so
+instead of naming a floor."""
 MIN_POINTS = 12
 
 
@@ -77,6 +80,13 @@ def entropy_floor(log, options: CheckOptions) -> CheckResult:  # noqa: ANN001
     )  # fmt: skip
     text = (f"entropy floor {ev['floor']:.3g} [{ev['floor_lo']:.3g}, {ev['floor_hi']:.3g}] from "
             f"{ev['start']:.3g} at the start, {when}")  # fmt: skip
+    if not falling and ev["start"] > 0 and ev["floor"] >= RISE_SHARE * ev["start"]:
+        # not a floor: the entropy rose (a review, 2026-12-06: "entropy floor 5.35 ... not
+        # falling" beside an entropy that rose x7 while the reward collapsed)
+        text = (f"entropy rose: it heads for {ev['floor']:.3g} [{ev['floor_lo']:.3g}, "
+                f"{ev['floor_hi']:.3g}], x{ev['floor'] / ev['start']:.1f} its {ev['start']:.3g} at "
+                "the start, so there is no floor to reach: a policy spreading out, not "
+                "concentrating (see the progress verdict and the completion lengths)")  # fmt: skip
     if falling and ev["start"] > 0 and ev["floor_hi"] < COLLAPSE_SHARE * ev["start"]:
         when = "ahead" if ahead > 0 else "already"
         text += (f"; below 10% of the start: entropy collapse {when} (raise temperature, add an "

@@ -166,13 +166,42 @@ SENTENCES: dict[str, Callable[[dict], str]] = {
 }
 
 
+ENTROPY_SPREAD = 2.0  # instability.BLOWUP: the entropy at least doubled from its start
+SPREAD_LABELS = ("collapsed", "declining", "flat")
+"""Progress labels beside which a rising entropy is named (not beside a rise, where an entropy
+bonus or clip-higher raise it on purpose)."""
+
+
+def _entropy_spread(diagnosis: Any) -> str:
+    """Beside a fall of the reward: the entropy rose from its start (`instability.entropy_rise`,
+    in the instability mode's evidence), so the policy spread out rather than narrowed, and the
+    checkpoints worth keeping come before it first doubled. '' otherwise."""
+    try:
+        ev = diagnosis.mode("dynamical_instability").evidence
+    except KeyError:
+        return ""
+    rise = ev.get("entropy_rise")
+    if not (isinstance(rise, float) and rise >= ENTROPY_SPREAD):
+        return ""
+    at = ev.get("entropy_rise_step", math.nan)
+    when = f", first above twice it at step {at:g}" if math.isfinite(at) else ""
+    before = f": the checkpoints worth keeping come before step {at:g}" if when else ""
+    return (
+        f" Meanwhile the entropy rose x{rise:.1f} from its start ({_f(ev['entropy_start'])} to "
+        f"{_f(ev['entropy_end'])} over the last tenth{when}): the policy spread out (diverged) "
+        f"rather than narrowed{before}."
+    )
+
+
 def findings(diagnosis: Any) -> list[dict[str, str]]:
     """[{"about", "sentence", "action"}]: progress, each detected mode, then what is healthy
     or could not be judged."""
     out = []
     if diagnosis.progress is not None:
         pv = diagnosis.progress
-        out.append({"about": f"progress: {pv.label}", "sentence": pv.summary, "action": pv.action})
+        spread = _entropy_spread(diagnosis) if pv.label in SPREAD_LABELS else ""
+        out.append({"about": f"progress: {pv.label}", "sentence": pv.summary + spread,
+                    "action": pv.action})  # fmt: skip
     modes = [v for v in diagnosis.modes if v.name in SENTENCES]
     for v in modes:
         if v.detected:

@@ -162,7 +162,32 @@ def _divergence_evidence(s: Signals, x: np.ndarray, late_z: float) -> dict[str, 
         return ev
     blew = max(ev.values()) >= BLOWUP
     ev["divergence_fall_p"] = nm.late_drop_p(x, late_z, n_rollouts(s)) if blew else 1.0
+    if s.has("entropy", MIN_STEPS):
+        ev.update(entropy_rise(s.steps, s.get("entropy")))
     return ev
+
+
+def entropy_rise(step: np.ndarray, entropy: np.ndarray) -> dict[str, float]:
+    """How far the entropy rose from its start, for the words beside a collapse (`findings`):
+    entropy_start, the mean of its first max(3, n / 20) logged values (the `entropy_floor`
+    check's start, so the two agree); entropy_end, the mean of its last tenth;
+    entropy_rise, their ratio; entropy_rise_step, the first step whose entropy is above BLOWUP
+    x the start. An early blow-up that then stays (0.92 -> 4.3 by step 5 of 40, 6.9 at the end)
+    leaves the late / mid-run ratio at 1, and read 'not falling' only (a review, 2026-12-06).
+    Descriptive: it decides no verdict. {} without a positive start."""
+    ok = np.isfinite(entropy)
+    vals = entropy[ok]
+    start = float(np.mean(vals[: max(3, vals.size // 20)])) if vals.size else math.nan
+    end = window_mean(entropy, 0.9, 1.0)
+    if not start > 0:
+        return {}
+    above = np.flatnonzero(ok & (np.nan_to_num(entropy) > BLOWUP * start))
+    return {
+        "entropy_start": start,
+        "entropy_end": end,
+        "entropy_rise": end / start,
+        "entropy_rise_step": float(step[above[0]]) if above.size else math.nan,
+    }
 
 
 def _p_strength(p: float) -> float:

@@ -1,0 +1,59 @@
+"""A reward that collapses while the entropy blows up early and stays up: the words name the
+entropy's rise and the step it first doubled, and the entropy check does not call the level it
+heads for a floor (a review, 2026-12-06: "entropy floor 5.35 ... not falling" and a restart at a
+step already past the blow-up). Descriptive only: no label or mode changes."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+from typer.testing import CliRunner
+
+from pgrpo.cli import _load_commands, app
+from pgrpo.diagnose import diagnose
+from pgrpo.diagnose.instability import BLOWUP, entropy_rise
+
+N = 60
+
+
+def _cols(blowup: bool) -> dict:
+    rng = np.random.default_rng(0)
+    t = np.arange(N)
+    p = np.where(t < 6, 0.08, 0.0)  # a few successes, then every group fails
+    reward = rng.binomial(256, p) / 256
+    entropy = 0.9 + 0.02 * rng.standard_normal(N)
+    if blowup:
+        entropy = entropy + np.clip(t - 3, 0, 4) * 1.5  # x7 by step 8, and it stays
+    return {"reward": reward, "entropy": entropy, "completions_per_step": np.full(N, 256.0)}
+
+
+def test_entropy_rise_reads_an_early_blowup_that_stays():
+    cols = _cols(True)
+    ev = entropy_rise(np.arange(1.0, N + 1), cols["entropy"])
+    assert ev["entropy_rise"] > 5 and ev["entropy_rise_step"] == 5.0  # t = 4: 0.9 + 1.5 > 1.8
+    assert entropy_rise(np.arange(1.0, N + 1), -np.ones(N)) == {}
+
+
+def test_the_collapse_names_the_entropy_rise_and_not_without_it():
+    with_rise, without = diagnose(_cols(True)), diagnose(_cols(False))
+    assert with_rise.progress.label == without.progress.label  # labels are unchanged
+    said = with_rise.findings()[0]["sentence"]
+    assert "Meanwhile the entropy rose x" in said and "first above twice it at step 4" in said
+    assert "the checkpoints worth keeping come before step 4" in said
+    assert "Meanwhile the entropy" not in without.findings()[0]["sentence"]
+    ev = with_rise.mode("dynamical_instability").evidence
+    assert ev["entropy_rise"] >= BLOWUP and ev["entropy_blowup"] < BLOWUP  # late / mid-run: ~1
+
+
+def test_the_entropy_check_says_it_rose(tmp_path):
+    cols = _cols(True)
+    path = tmp_path / "log.csv"
+    rows = zip(range(1, N + 1), cols["reward"], cols["entropy"], strict=True)
+    path.write_text("step,reward,entropy\n" + "".join(f"{s},{r},{e}\n" for s, r, e in rows))
+    _load_commands()
+    out = CliRunner().invoke(app, ["diagnose", str(path), "--json"])
+    assert out.exit_code == 0, out.output
+    check = next(c for c in json.loads(out.stdout)["checks"] if c["name"] == "entropy_floor")
+    assert check["summary"].startswith("entropy rose: it heads for")
+    assert "floor 5" not in check["summary"]
