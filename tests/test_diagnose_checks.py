@@ -68,6 +68,18 @@ def test_a_reward_std_of_0_is_a_step_without_gradient(stds):
     assert res.evidence["zero_gradient_points"] == sum(x == 0.0 for x in stds)
 
 
+def test_a_coarsely_rounded_reward_std_is_not_read_as_zero_gradient():
+    """A reward_std printed to 3 decimals with values of a few thousandths: a logged 0 may be a
+    small spread, as the degeneracy verdict says, so the checks do not count it (one reading,
+    `starvation.zero_spread_share`; a review, 2026-12-06)."""
+    rng = np.random.default_rng(0)
+    sd = np.round(np.abs(rng.normal(0.0015, 0.0015, 80)), 3)
+    assert (sd == 0).sum() > 5
+    log = _log(np.full(80, 0.5), reward_std=sd)
+    assert zero_gradient_mask(log) == (None, [])
+    assert zero_gradient_steps(log, OPTS).status == "not_enough_evidence"
+
+
 def test_zero_gradient_on_real_logs(shared_data):
     log = read_log(shared_data / "curves" / "f1_strategy_grpo_v1_flat.csv")
     res = zero_gradient_steps(log, CheckOptions(cost_per_gpu_hour=2.0, seconds_per_step=36.0))
@@ -134,11 +146,12 @@ def test_wasted_compute_names_only_the_parts_it_found(shared_data):
     85% of groups without spread on 99.69% of them read "100%" (review, 2026-12-04)."""
     log = read_log(shared_data / "curves" / "f1_strategy_grpo_v1_flat.csv")
     res = wasted_compute(log, OPTS)
-    assert "without gradient" in res.summary
+    assert "without policy gradient" in res.summary
     assert "plateau at step" not in res.summary and "nan" not in res.summary
     # no plateau stop is advised for steps it would not have saved (a review, 2026-12-06:
     # "still learning" beside "a live stop on any plateau would have stopped there")
     assert "PgrpoCallback" not in res.summary and "no plateau stop would have saved" in res.summary
+    assert "without policy gradient (read from frac_reward_zero_std, reward_std)" in res.summary
 
 
 def test_wasted_compute_says_the_reward_fell_after_the_stop():

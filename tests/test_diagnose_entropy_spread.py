@@ -39,8 +39,8 @@ def test_the_collapse_names_the_entropy_rise_and_not_without_it():
     with_rise, without = diagnose(_cols(True)), diagnose(_cols(False))
     assert with_rise.progress.label == without.progress.label  # labels are unchanged
     said = with_rise.findings()[0]["sentence"]
-    assert "Meanwhile the entropy rose x" in said and "first above twice it at step 4" in said
-    assert "the checkpoints worth keeping come before step 4" in said
+    assert "Meanwhile the entropy rose x" in said and "first above 2x it at step 4" in said
+    assert "the checkpoints worth keeping are from step 0 to just before 4" in said
     assert "Meanwhile the entropy" not in without.findings()[0]["sentence"]
     ev = with_rise.mode("dynamical_instability").evidence
     assert ev["entropy_rise"] >= BLOWUP and ev["entropy_blowup"] < BLOWUP  # late / mid-run: ~1
@@ -57,3 +57,21 @@ def test_the_entropy_check_says_it_rose(tmp_path):
     check = next(c for c in json.loads(out.stdout)["checks"] if c["name"] == "entropy_floor")
     assert check["summary"].startswith("entropy rose: it heads for")
     assert "floor 5" not in check["summary"]
+
+
+def test_an_entropy_that_rose_before_the_best_window_names_no_checkpoint():
+    """The entropy doubled early (a ramp, then level) while the reward rose to step ~35 and then
+    collapsed: "keep the checkpoints before step 8" would throw the rise away (a review,
+    2026-12-06), so the words name the rise and leave the rollback to the action."""
+    rng = np.random.default_rng(1)
+    t = np.arange(80)
+    p = np.where(t < 56, np.minimum(0.1 + 0.025 * t, 0.85), 0.08)
+    cols = {
+        "reward": rng.binomial(256, p) / 256,
+        "completions_per_step": np.full(80, 256.0),
+        "entropy": 0.5 * (1 + 3 * np.minimum(t / 8.0, 1.0)) + 0.01 * rng.standard_normal(80),
+    }
+    d = diagnose(cols)
+    assert d.progress.label in ("collapsed", "declining")
+    said = d.findings()[0]["sentence"]
+    assert "Meanwhile the entropy rose x" in said and "worth keeping" not in said

@@ -1,7 +1,7 @@
 """`pgrpo diagnose`'s run checks (costs, gaming, entropy floor) and its CI gate (`--fail-on`),
 kept out of cli/diagnose.py so that file stays a thin layer.
 
-Gate levels: `fail` = a failure mode is detected with confidence >= FAIL_CONFIDENCE and its rule
+Gate levels: `fail` = a failure mode is detected with confidence >= FIRM_CONFIDENCE and its rule
 does not call it the expected end of the run (evidence `expected_end`: a concentrated policy
 beside a reward at or near its ceiling); `warn` = a failure mode is detected at any confidence,
 or a run check warns. `--fail-on fail` exits
@@ -16,7 +16,7 @@ import typer
 from rich.console import Console
 
 from pgrpo.cli.common import escape, print_rows
-from pgrpo.diagnose.verdict import FIRM_CONFIDENCE as FAIL_CONFIDENCE
+from pgrpo.diagnose.verdict import FIRM_CONFIDENCE
 
 FAIL_ON = ("warn", "fail")
 EXIT_GATE = 1
@@ -49,7 +49,7 @@ def print_checks(checks: list[Any], console: Console) -> None:
 def gate_level(diagnosis: Any, checks: list[Any]) -> str:
     """'fail', 'warn' or 'ok' (see the module docstring)."""
     modes = [v for v in diagnosis.modes if v is not diagnosis.healthy and v.detected]
-    if any(v.confidence >= FAIL_CONFIDENCE and not v.evidence.get("expected_end") for v in modes):
+    if any(v.confidence >= FIRM_CONFIDENCE and not v.evidence.get("expected_end") for v in modes):
         return "fail"
     if modes or any(c.status == "warn" for c in checks):
         return "warn"

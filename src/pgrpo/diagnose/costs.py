@@ -34,6 +34,7 @@ from scipy.special import ndtri
 from pgrpo.diagnose.checks import CHECKS, CheckOptions, CheckResult, column, not_enough
 from pgrpo.diagnose.live import LiveConfig, assess_live, noise_sd
 from pgrpo.diagnose.nullmodel import fmt_share
+from pgrpo.diagnose.starvation import zero_spread_share
 
 ZERO_EPS = 1e-9
 ZERO_WARN_SHARE = 0.05
@@ -53,15 +54,26 @@ def zero_gradient_mask(log) -> tuple[np.ndarray | None, list[str]]:  # noqa: ANN
     used, mask = [], np.zeros(len(log), dtype=bool)
     for name, test in (
         ("frac_reward_zero_std", lambda c: c >= 1.0 - ZERO_EPS),
-        ("reward_std", lambda c: c <= ZERO_EPS),  # a spread of 0 over the batch or in every group
+        ("reward_std", _no_spread),  # 0 over the batch or in every group: one reading
         ("frac_gradient_tokens", lambda c: c <= ZERO_EPS),
         ("grad_norm", lambda c: c == 0.0),
     ):
         col = log.columns.get(name)
         if col is not None and np.isfinite(col).any():
+            hit = test(np.asarray(col, dtype=float))
+            if hit is None:  # a reward_std rounded so coarsely that a logged 0 may be a spread
+                continue
             used.append(name)
-            mask |= np.where(np.isfinite(col), test(np.nan_to_num(col, nan=0.5)), False)
+            mask |= np.where(np.isfinite(col), hit, False)
     return (mask if used else None), used
+
+
+def _no_spread(reward_std: np.ndarray) -> np.ndarray | None:
+    """Where a logged reward_std says no group had a spread, by the diagnosis' one reading of it
+    (`starvation.zero_spread_share`, with its guard against a column rounded so coarsely that
+    a small spread reads 0); None where that reading refuses the column."""
+    share, _ = zero_spread_share({"reward_std": reward_std})
+    return None if share is None else np.nan_to_num(share, nan=0.0) == 1.0
 
 
 @CHECKS.register("zero_gradient_steps")
@@ -187,6 +199,11 @@ def _why_none(ev: dict) -> str:
     """Why no step counts: the replayed plateau stop never fired, or the reward rose after it."""
     if not math.isfinite(ev["plateau_step"]):
         return "a replayed live plateau stop on any plateau verdict never fires on this log"
+    if ev.get("points_after", 0) < 2:
+        return (
+            f"a replayed live plateau stop would fire at step {ev['plateau_step']:g}, too "
+            "near the end of the log to tell whether the steps after it bought anything"
+        )
     return (
         f"a replayed live plateau stop would fire at step {ev['plateau_step']:g}, but the "
         f"reward rose after it by {ev['gain_after_plateau']:+.3g} (se "
@@ -204,7 +221,7 @@ def wasted_compute(log, options: CheckOptions) -> CheckResult:  # noqa: ANN001
     if len(log) < 16:
         return not_enough(name, f"{len(log)} logged points (need 16)", control)
     at = plateau_step(log, options.max_points)
-    mask, _ = zero_gradient_mask(log)
+    mask, zero_cols = zero_gradient_mask(log)
     zero_steps = float(mask.sum()) * _stride(log) if mask is not None else 0.0
     ev: dict = {"plateau_step": at if at is not None else math.nan,
                 "zero_gradient_steps": zero_steps}  # fmt: skip
@@ -219,6 +236,7 @@ def wasted_compute(log, options: CheckOptions) -> CheckResult:  # noqa: ANN001
         gain = float(np.mean(later[-w:]) - np.mean(before)) if later.size else 0.0
         z = float(ndtri(options.confidence))  # the normal quantile (scipy.stats.norm.ppf's)
         ev.update({"steps_past_plateau": past, "gain_after_plateau": gain, "gain_se": se,
+                   "points_after": float(later.size),
                    "confirmed": bool(later.size >= 2 and gain < z * se)})  # fmt: skip
     wasted = past if ev.get("confirmed") else 0.0
     if wasted and mask is not None:  # zero-gradient steps past the plateau are counted once
@@ -232,15 +250,17 @@ def wasted_compute(log, options: CheckOptions) -> CheckResult:  # noqa: ANN001
     if total == 0:
         return CheckResult(name, "ok", f"no wasted steps found ({_why_none(ev)})", ev, control)
     parts = [_past_text(ev, float(ndtri(options.confidence)))] if wasted else []
-    parts += [f"{zero_steps:g} without gradient (no group had a reward spread)"] * bool(zero_steps)
+    parts += [f"{zero_steps:g} without policy gradient (read from {', '.join(zero_cols)})"] * bool(
+        zero_steps
+    )
     advice = (
         "a live stop on any plateau verdict would have stopped at that step: "
         "PgrpoCallback(stop_on=('plateau',), plateau_confirmed=False) or `pgrpo watch "
         "--plateau-any --stop-file` (the default stop waits for a plateau whose bound says it "
         "has stopped: later, and fewer stops too early)"
         if wasted
-        else "steps without gradient are the advantage degeneracy's to explain (its finding "
-        "and `zero_gradient_steps`); no plateau stop would have saved them"
+        else "for why steps had no gradient see advantage_degeneracy and zero_gradient_steps; no "
+        "plateau stop would have saved them"
     )
     text = (f"{total:g} step(s) bought no reward ({fmt_share(ev['share'])} of the run: "
             f"{'; '.join(parts)}){_cost_text(cost)}; {advice}")  # fmt: skip

@@ -20,14 +20,12 @@ from dataclasses import replace
 import numpy as np
 
 from pgrpo.diagnose.checks import CHECKS, CheckOptions, CheckResult, column, not_enough
+from pgrpo.diagnose.instability import BLOWUP  # an entropy at BLOWUP x its start is rising
 from pgrpo.diagnose.signals import thin_log
 from pgrpo.dynamics.forecast import forecast
 from pgrpo.dynamics.levelgain import CORPUS_PRIOR
 
 COLLAPSE_SHARE = 0.1
-RISE_SHARE = 2.0
-"""An entropy heading for at least this multiple of its start is rising: the check then says so
-instead of naming a floor."""
 MIN_POINTS = 12
 
 
@@ -80,7 +78,7 @@ def entropy_floor(log, options: CheckOptions) -> CheckResult:  # noqa: ANN001
     )  # fmt: skip
     text = (f"entropy floor {ev['floor']:.3g} [{ev['floor_lo']:.3g}, {ev['floor_hi']:.3g}] from "
             f"{ev['start']:.3g} at the start, {when}")  # fmt: skip
-    if not falling and ev["start"] > 0 and ev["floor"] >= RISE_SHARE * ev["start"]:
+    if not falling and ev["start"] > 0 and ev["floor"] >= BLOWUP * ev["start"]:
         # not a floor: the entropy rose (a review, 2026-12-06: "entropy floor 5.35 ... not
         # falling" beside an entropy that rose x7 while the reward collapsed)
         text = (f"entropy rose: it heads for {ev['floor']:.3g} [{ev['floor_lo']:.3g}, "

@@ -166,26 +166,35 @@ SENTENCES: dict[str, Callable[[dict], str]] = {
 }
 
 
-ENTROPY_SPREAD = 2.0  # instability.BLOWUP: the entropy at least doubled from its start
 SPREAD_LABELS = ("collapsed", "declining", "flat")
 """Progress labels beside which a rising entropy is named (not beside a rise, where an entropy
 bonus or clip-higher raise it on purpose)."""
 
 
 def _entropy_spread(diagnosis: Any) -> str:
-    """Beside a fall of the reward: the entropy rose from its start (`instability.entropy_rise`,
-    in the instability mode's evidence), so the policy spread out rather than narrowed, and the
-    checkpoints worth keeping come before it first doubled. '' otherwise."""
+    """Beside a reward that fell or did not move: the entropy rose to at least BLOWUP x its start
+    (`instability.entropy_rise`, in the instability mode's evidence), so the policy spread out
+    rather than narrowed, and the checkpoints worth keeping come before it first did. ''
+    otherwise."""
+    from pgrpo.diagnose.instability import BLOWUP  # the rule's threshold, one definition
+
     try:
         ev = diagnosis.mode("dynamical_instability").evidence
     except KeyError:
         return ""
     rise = ev.get("entropy_rise")
-    if not (isinstance(rise, float) and rise >= ENTROPY_SPREAD):
+    if not (isinstance(rise, float) and rise >= BLOWUP):
         return ""
     at = ev.get("entropy_rise_step", math.nan)
-    when = f", first above twice it at step {at:g}" if math.isfinite(at) else ""
-    before = f": the checkpoints worth keeping come before step {at:g}" if when else ""
+    when = f", first above {BLOWUP:g}x it at step {at:g}" if math.isfinite(at) else ""
+    # a checkpoint bound only where the entropy rose inside or after the best reward window:
+    # one rising before it would send the user back before the learning (a review, 2026-12-06)
+    pv = diagnosis.progress.evidence
+    lo, hi = pv.get("best_from", math.nan), pv.get("best_to", math.nan)
+    before = ""
+    if diagnosis.progress.label != "flat" and lo < at:
+        end = f"{hi:g}" if hi < at else f"just before {at:g}"
+        before = f": the checkpoints worth keeping are from step {lo:g} to {end}"
     return (
         f" Meanwhile the entropy rose x{rise:.1f} from its start ({_f(ev['entropy_start'])} to "
         f"{_f(ev['entropy_end'])} over the last tenth{when}): the policy spread out (diverged) "

@@ -122,6 +122,8 @@ def _windows(step: np.ndarray, x: np.ndarray) -> dict[str, float]:
         "best_step": float(step[k + w // 2]),
         "best_from": float(step[k]),
         "best_to": float(step[k + w - 1]),
+        "start_to": float(step[w - 1]),
+        "end_from": float(step[-w]),
         "floor_level": float(mw.min()),
     }
 

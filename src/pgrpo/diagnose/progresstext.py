@@ -29,13 +29,13 @@ def _start(ev: dict[str, Any]) -> str:
     k = ev.get("head_points")
     if k:
         return f"{_g(rise_start(ev))} (its first {k} logged points, less the lowest)"
-    return f"{_g(rise_start(ev))} (the mean of its first {ev['window']:.0f} logged points)"
+    return f"{_g(rise_start(ev))} (its mean up to step {ev.get('start_to', math.nan):g})"
 
 
 def _best(ev: dict[str, Any]) -> str:
     """The best window's level and where it lies."""
     return (
-        f"{_g(ev['best_level'])} (its best {ev['window']:.0f}-point window, steps "
+        f"{_g(ev['best_level'])} (its best window, steps "
         f"{ev.get('best_from', ev['best_step']):g}-{ev.get('best_to', ev['best_step']):g})"
     )
 
@@ -176,9 +176,9 @@ def words(label: str, ev: dict[str, Any], alpha: float, head_share: float) -> tu
         else:
             trend = f"no trend over the whole run, {nm.fmt_p(p)}"
         return (
-            f"Declining: reward fell from {_best(ev)} to {_g(b)} (the mean of its last "
-            f"{ev['window']:.0f}; fall {nm.fmt_p(min(ev['drop_p'], ev['late_drop_p']))}, "
-            f"{trend}).",
+            f"Declining: reward fell from {_best(ev)} to {_g(b)} (its mean from step "
+            f"{ev.get('end_from', math.nan):g}; fall "
+            f"{nm.fmt_p(min(ev['drop_p'], ev['late_drop_p']))}, {trend}).",
             f"roll back to {_checkpoint(ev)}; lower the learning rate, add a KL penalty or use "
             "fewer inner updates (num_iterations)",
         )
@@ -192,9 +192,9 @@ def words(label: str, ev: dict[str, Any], alpha: float, head_share: float) -> tu
             f"({nm.fmt_p(ev.get('stuck_p', math.nan))} for so long a stay at its rate)"
         )
         return (
-            f"Collapsed: reward fell from {_best(ev)} to {_g(b)} (the mean of its last "
-            f"{ev['window']:.0f}), at or below the mean of its first {ev['window']:.0f} ({_g(a)})"
-            f"{how}.",
+            f"Collapsed: reward fell from {_best(ev)} to {_g(b)} (its mean from step "
+            f"{ev.get('end_from', math.nan):g}), at or below its mean up to step "
+            f"{ev.get('start_to', math.nan):g} ({_g(a)}){how}.",
             f"restart from {_checkpoint(ev)} with a lower learning rate, fewer off-policy epochs "
             "(num_iterations) or a KL penalty",
         )

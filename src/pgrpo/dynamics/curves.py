@@ -30,8 +30,8 @@ from pgrpo.dynamics.optimizers import DEFAULT_OPTIMIZER
 from pgrpo.dynamics.recursion import at_times as _at_times
 
 AT_BOUND_RTOL = 1e-5
-"""A fitted value this close to a bound, relative to the bound (to the box's width for a bound
-at 0), is at it (`Parameter.at_bound`): least_squares stops within about its xtol (1e-6,
+"""A fitted value this close to a bound, relative to the box's width (to the bound's size for a
+half-open box), is at it (`Parameter.at_bound`): least_squares stops within about its xtol (1e-6,
 relative) of a bound it presses against (m = 281.99999995 against 282 steps, u = 1.99999999
 against 2 on real runs), while an interior optimum near a small bound stays clear of it (k =
 1.5e-4 against 1.0e-4)."""
@@ -63,7 +63,9 @@ class Parameter:
             return False
         width = self.max - self.min
         for bound in (self.min, self.max):
-            scale = abs(bound) if bound != 0 else (width if math.isfinite(width) else 0.0)
+            # the box's width where it is finite (a reward offset by 1e6 put interior levels
+            # "at" a bound of 1e6 +- 2 by |bound|; a review, 2026-12-06), else the bound's size
+            scale = width if math.isfinite(width) else abs(bound)
             if math.isfinite(bound) and abs(self.value - bound) <= AT_BOUND_RTOL * scale:
                 return True
         return False
