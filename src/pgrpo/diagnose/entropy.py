@@ -82,8 +82,9 @@ def entropy_floor(log, options: CheckOptions) -> CheckResult:  # noqa: ANN001
         # not a floor: the entropy rose (a review, 2026-12-06: "entropy floor 5.35 ... not
         # falling" beside an entropy that rose x7 while the reward collapsed)
         text = (f"entropy rose: it heads for {ev['floor']:.3g} [{ev['floor_lo']:.3g}, "
-                f"{ev['floor_hi']:.3g}], x{ev['floor'] / ev['start']:.1f} its {ev['start']:.3g} at "
-                "the start, so there is no floor to reach: a policy spreading out, not "
+                f"{ev['floor_hi']:.3g}], {ev['floor'] / ev['start']:.1f} times its "
+                f"{ev['start']:.3g} at the start, so there is no floor to reach: a policy "
+                "spreading out, not "
                 "concentrating (see the progress verdict and the completion lengths)")  # fmt: skip
     if falling and ev["start"] > 0 and ev["floor_hi"] < COLLAPSE_SHARE * ev["start"]:
         when = "ahead" if ahead > 0 else "already"
