@@ -152,6 +152,7 @@ def test_near_the_top_of_a_known_range_it_is_not_a_collapse(tmp_path):
     assert m.detected and m.evidence["reward_progress"] == "near_ceiling"
     assert m.evidence["reward_headroom"] <= NEAR_CEILING and m.evidence["expected_end"] == 1.0
     assert m.action == CONCENTRATION_ACTIONS["near_ceiling"] and "not a collapse" in m.action
+    assert d.healthy.action == "policy_concentration: the expected end of the run, nothing to fix"
     path = tmp_path / "log.csv"
     rows = zip(range(1, N + 1), reward, _entropy(), strict=True)
     path.write_text("step,reward,entropy\n" + "".join(f"{s},{r},{e}\n" for s, r, e in rows))

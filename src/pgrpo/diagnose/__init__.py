@@ -90,7 +90,14 @@ def _healthy(modes: list[ModeVerdict], progress: ProgressVerdict | None = None) 
     missing = sorted({m for v in modes if not v.judged for m in v.missing})
     if fired:
         conf = max(v.confidence for v in modes if v.detected)
-        return ModeVerdict("healthy", False, conf, evidence, "fix: " + ", ".join(fired), missing)
+        # a mode its rule calls the expected end of the run (`expected_end`) is not one to fix
+        ends = [v.name for v in modes if v.detected and v.evidence.get("expected_end")]
+        fix = [name for name in fired if name not in ends]
+        action = "; ".join(
+            [f"fix: {', '.join(fix)}"] * bool(fix)
+            + [f"{', '.join(ends)}: the expected end of the run, nothing to fix"] * bool(ends)
+        )
+        return ModeVerdict("healthy", False, conf, evidence, action, missing)
     if len(judged) < 2:
         return ModeVerdict("healthy", False, 0.0, evidence, "", missing)
     conf = min(v.confidence for v in judged) * len(judged) / len(modes)
