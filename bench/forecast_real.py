@@ -50,8 +50,8 @@ from rich.console import Console
 from rich.table import Table
 
 from pgrpo.dynamics import forecast
+from pgrpo.dynamics.fitquality import BLOCK, block_r2, noise_ceiling
 from pgrpo.dynamics.levelgain import ForecastPrior, log_tau_ratio, timescale_centre
-from pgrpo.dynamics.logfit import BLOCK, block_r2, noise_ceiling
 from pgrpo.dynamics.runfit import fit_constrained, fit_run, noise_weights, run_inputs
 from pgrpo.logs import read_log
 

@@ -35,7 +35,8 @@ import numpy as np
 
 from pgrpo.diagnose.nullmodel import lag1_autocorr
 from pgrpo.dynamics.constrained import FREE_START_AICC, likelihood_ratio
-from pgrpo.dynamics.logfit import fit_log, noise_ceiling
+from pgrpo.dynamics.fitquality import noise_ceiling
+from pgrpo.dynamics.logfit import fit_log
 from pgrpo.dynamics.model import _unit_response
 from pgrpo.logs import read_log
 from pgrpo.logs.base import RewardLog

@@ -11,7 +11,7 @@ selection), per logged point:
 - `smooth`: R^2 of the best curve that knows nothing of the point it predicts: a centred moving
   mean without the point itself (leave-one-out), its window chosen by that leave-one-out error
   (odd windows 3 .. n/3). Not a model: a reference for what a smooth curve can reach here;
-- `ceiling`: the noise ceiling (`logfit.noise_ceiling`: 1 - sigma^2 / var, sigma^2 from first
+- `ceiling`: the noise ceiling (`fitquality.noise_ceiling`: 1 - sigma^2 / var, sigma^2 from first
   differences, white noise assumed).
 
 Leaving the point out costs the smooth curve its own estimation noise: on white noise about a
@@ -34,7 +34,8 @@ from pathlib import Path
 
 import numpy as np
 
-from pgrpo.dynamics.logfit import fit_log, noise_ceiling
+from pgrpo.dynamics.fitquality import noise_ceiling
+from pgrpo.dynamics.logfit import fit_log
 from pgrpo.logs import read_log
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

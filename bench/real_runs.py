@@ -67,7 +67,8 @@ import numpy as np
 
 from pgrpo.diagnose import MODES, diagnose
 from pgrpo.diagnose.nullmodel import lag1_autocorr
-from pgrpo.dynamics.logfit import AT_CEILING, fit_log, fit_quality
+from pgrpo.dynamics.fitquality import AT_CEILING, fit_quality
+from pgrpo.dynamics.logfit import fit_log
 from pgrpo.logs import read_log
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -32,7 +32,8 @@ from scipy.optimize import curve_fit
 
 from pgrpo.dynamics.constrained import aicc
 from pgrpo.dynamics.fit import fit_curve
-from pgrpo.dynamics.logfit import fit_log, fit_quality
+from pgrpo.dynamics.fitquality import fit_quality
+from pgrpo.dynamics.logfit import fit_log
 from pgrpo.logs import read_log
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -17,9 +17,9 @@ import pytest
 from typer.testing import CliRunner
 
 from pgrpo.cli import _load_commands, app
-from pgrpo.dynamics.curves import AT_BOUND_RTOL, FIT_MODELS, Parameter, legend
+from pgrpo.dynamics.curves import AT_BOUND_RTOL, FIT_MODELS, Parameter
 from pgrpo.dynamics.fit import fit_curve
-from pgrpo.dynamics.logfit import CEILING_SLACK, fit_quality, quality_words
+from pgrpo.dynamics.fitquality import CEILING_SLACK, fit_quality, legend, quality_words
 
 runner = CliRunner()
 CORPUS = Path(__file__).resolve().parents[2] / "shared" / "data" / "curves"

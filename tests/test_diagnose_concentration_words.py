@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from pgrpo.diagnose import diagnose
+from pgrpo.diagnose.concentration import CONCENTRATION_ACTION, CONCENTRATION_ACTIONS
 from pgrpo.diagnose.findings import REWARD_MEANWHILE
-from pgrpo.diagnose.rules import CONCENTRATION_ACTION, CONCENTRATION_ACTIONS
 
 N = 120
 

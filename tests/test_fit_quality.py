@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 
 from pgrpo.cli import _load_commands, app
 from pgrpo.dynamics.fit import fit_curve
-from pgrpo.dynamics.logfit import block_r2, fit_quality, noise_ceiling
+from pgrpo.dynamics.fitquality import block_r2, fit_quality, noise_ceiling
 
 runner = CliRunner()
 CORPUS = Path(__file__).resolve().parents[2] / "shared" / "data" / "curves"
@@ -141,7 +141,7 @@ def test_the_report_states_the_ceiling_beside_the_r2(tmp_path):
     page = re.sub(r"<[^>]+>", "", (tmp_path / "rep" / "report.html").read_text())
     line = page[page.index("Fit ") :][:900]
     assert f"noise ceiling of about {fit['fit_quality']['noise_ceiling']:.3f}" in line
-    from pgrpo.dynamics.logfit import quality_words
+    from pgrpo.dynamics.fitquality import quality_words
 
     said = " ".join(quality_words(fit["fit_quality"], fit["model"]).split())
     text = " ".join(runner.invoke(app, ["fit", str(run), "--no-plot"]).output.split())
@@ -153,7 +153,7 @@ def test_the_report_states_the_ceiling_beside_the_r2(tmp_path):
 def test_fit_and_report_read_the_ceiling_alike(tmp_path, name):
     """The report said 'above the noise ceiling ... which overstate the noise' where `pgrpo fit`
     said 'the batch noise is about all of the reward's variance' (review, 2026-12-04)."""
-    from pgrpo.dynamics.logfit import quality_words
+    from pgrpo.dynamics.fitquality import quality_words
 
     log = CORPUS / f"{name}.csv"
     fit = json.loads(runner.invoke(app, ["fit", str(log), "--no-plot", "--json"]).stdout)
@@ -196,7 +196,7 @@ def test_a_thinned_log_names_its_bin_means(tmp_path):
     res = runner.invoke(app, ["report", str(log), "--out", str(tmp_path / "rep")])
     assert res.exit_code == 0, res.output
     page = html.unescape(re.sub(r"<[^>]+>", "", (tmp_path / "rep" / "report.html").read_text()))
-    from pgrpo.dynamics.logfit import quality_words
+    from pgrpo.dynamics.fitquality import quality_words
 
     model = json.loads(runner.invoke(app, ["fit", str(log), "--no-plot", "--json"]).stdout)["model"]
     line = quality_words(q, model)
@@ -219,7 +219,7 @@ def test_adjusted_r2_and_a_ceiling_the_fit_passes():
     more than CEILING_SLACK (noise that alternates: first differences overstate it), the line
     said "at the ceiling, what is left is noise" (gsm8k num_groups_4: R^2 0.499 against 0.312;
     review, 2026-12-04); it now says the ceiling is no guide there."""
-    from pgrpo.dynamics.logfit import CEILING_SLACK
+    from pgrpo.dynamics.fitquality import CEILING_SLACK
 
     rng = np.random.default_rng(5)
     t = np.arange(1.0, 121.0)

@@ -138,7 +138,7 @@ def fit_document(fit: Any, fc: Any, notes: list[str]) -> dict[str, Any]:
     """fit.json: the report's fit of the whole curve and its backtest forecast from the first
     half (`ReportResult.fit` / `.forecast`, the same objects the report draws and states), or
     the reason they failed; "report" holds the fit's text report (fit.txt)."""
-    from pgrpo.dynamics.logfit import fit_quality
+    from pgrpo.dynamics.fitquality import fit_quality
 
     if fit is None:
         return {"error": "; ".join(notes) or "no fit"}

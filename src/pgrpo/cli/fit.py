@@ -103,7 +103,7 @@ def _print(data: dict, console: Console) -> None:
         )  # None: no variance
         table.add_row(r["model"], r2, aic, bic, params)
     console.print(table)
-    from pgrpo.dynamics.curves import legend  # what the models and parameters shown mean
+    from pgrpo.dynamics.fitquality import legend  # what the models and parameters shown mean
 
     for line in legend([r["model"] for r in rows]):
         console.print(escape(line), style="dim")
@@ -170,7 +170,7 @@ def _param_text(r: dict, name: str) -> str:
 
 
 def _quality_words(q: dict, model: str) -> str | None:
-    from pgrpo.dynamics.logfit import quality_words  # the report's wording too
+    from pgrpo.dynamics.fitquality import quality_words  # the report's wording too
 
     return quality_words(q, model)
 

@@ -19,6 +19,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from pgrpo.diagnose import concentration as _concentration  # noqa: F401  (registers its rule)
 from pgrpo.diagnose import instability as _instability  # noqa: F401  (registers its rule)
 from pgrpo.diagnose import rules as _rules  # noqa: F401  (registers the rules)
 from pgrpo.diagnose.progress import (

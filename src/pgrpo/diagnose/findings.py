@@ -80,7 +80,7 @@ REWARD_MEANWHILE = {
     "declining": "and the reward is falling",
     "collapsed": "and the reward collapsed",
 }
-"""What the reward did beside a concentrated policy (`rules.policy_concentration`'s
+"""What the reward did beside a concentrated policy (`concentration.policy_concentration`'s
 reward_progress: the progress label), in the finding's sentence."""
 
 

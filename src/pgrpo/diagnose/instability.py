@@ -13,15 +13,17 @@ from typing import Any
 import numpy as np
 
 from pgrpo.diagnose import nullmodel as nm
+from pgrpo.diagnose.concentration import KL_FLOOR
 from pgrpo.diagnose.curvestats import binomial_sd, centred_smooth, thirds
-from pgrpo.diagnose.rules import ALPHA_MODE, KL_FLOOR, MIN_STEPS, _lack, n_rollouts
+from pgrpo.diagnose.rules import ALPHA_MODE, MIN_STEPS, _lack, n_rollouts
 from pgrpo.diagnose.signals import Signals, finite, window_mean
 from pgrpo.diagnose.verdict import DIAGNOSTIC_RULES, ModeVerdict, cannot_judge, confidence, verdict
 
 GRAD_BLOWUP = 10.0
 BLOWUP = 2.0
 """Entropy or KL over the last 10% of the run at least this many times its mid-run level (KL
-above `rules.KL_FLOOR`), with a significant fall of the reward at the end: the policy diverged."""
+above `concentration.KL_FLOOR`), with a significant fall of the reward at the end: the policy
+diverged."""
 
 
 def _nonfinite_evidence(s: Signals) -> dict[str, float]:

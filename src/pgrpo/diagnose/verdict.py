@@ -103,9 +103,9 @@ evidence is weak."""
 NEAR_CEILING = 0.05
 """A reward whose last tenth is within this share of its known range below the top is near its
 ceiling: a narrow policy is then what solving the task looks like, not a collapse to fix
-(`rules.policy_concentration`'s action and `findings`' words). Not tuned on runs: the share of
-a range below which lowering the learning rate could buy little and costs the rest of the run.
-"""
+(`concentration.policy_concentration`'s action and `findings`' words). Not tuned on runs: the
+share of a range below which lowering the learning rate could buy little and costs the rest of
+the run."""
 
 
 def confidence(value: float, threshold: float, scale: float) -> float:

@@ -19,7 +19,7 @@ levels (the fit profiles them out: variable projection); `rom_starved` gives R(t
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -141,7 +141,7 @@ class CurveModel:
     are then fitted, not profiled out, and `basis` is not used.
     description: what the model is, in a phrase (x = R - R_inf, t in steps since the first
     logged one); meanings: parameter name -> what it is, in a few words (its unit comes from
-    time_power). `legend` prints both under `pgrpo fit`'s table.
+    time_power). `fitquality.legend` prints both under `pgrpo fit`'s table.
     """
 
     name: str
@@ -185,24 +185,6 @@ LEVEL_MEANINGS = {"R_0": "start level", "R_inf": "level it heads for"}
 """`CurveModel.meanings` of the two levels every model has (one wording for all)."""
 ROM_MEANINGS = {**LEVEL_MEANINGS, "k": "pull towards R_inf", "m": "inertia"}
 """`CurveModel.meanings` of the rom family's parameters (rom, rom_v0, rom_schedule, ...)."""
-
-
-def legend(models: Sequence[str]) -> tuple[str, str]:
-    """Two lines saying what the named FIT_MODELS are and what their parameters mean, grouped
-    by unit, from the registry (`CurveModel.description`, `meanings`, `unit`): `pgrpo fit`'s
-    legend under its table. A parameter is described once, by the first model that has it."""
-    specs = [FIT_MODELS.get(name) for name in dict.fromkeys(models)]
-    shown = "; ".join(f"{s.name}: {s.description}" for s in specs)
-    by_unit: dict[str, dict[str, str]] = {}
-    for s in specs:
-        for name in s.param_names:
-            if not any(name in group for group in by_unit.values()):
-                by_unit.setdefault(s.unit(name), {})[name] = f"{name} {s.meanings.get(name, '')}"
-    units = "; ".join(f"{unit}: {', '.join(group.values())}" for unit, group in by_unit.items())
-    return (
-        f"models (x = R - R_inf, t in steps since the first logged one): {shown}.",
-        f"parameters, {units} (a step: one unit of the log's step axis).",
-    )
 
 
 # --- shared bounds and the profile (variable projection) helper ------------------------------

@@ -72,7 +72,7 @@ def _settings_html(settings: Any) -> str:
 def _quality(fit: Any, bin_size: int = 1) -> str:
     """The R^2 read against the noise, in the words `pgrpo fit` prints (`quality_words`, with
     the closed-form fit and the bin size it uses)."""
-    from pgrpo.dynamics.logfit import fit_quality, quality_words
+    from pgrpo.dynamics.fitquality import fit_quality, quality_words
 
     q = fit_quality(fit, constrained=getattr(fit, "constrained", None), bin_size=bin_size)
     line = quality_words(q, fit.model)
@@ -228,7 +228,7 @@ def render_html(
             )
     fit_txt = ""
     if fit is not None:
-        from pgrpo.dynamics.curves import legend
+        from pgrpo.dynamics.fitquality import legend
 
         params = ", ".join(
             f"{k}={p.value:.4g}" + (" (at its bound)" if p.at_bound else "")
