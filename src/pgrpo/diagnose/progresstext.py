@@ -29,20 +29,17 @@ def _start(ev: dict[str, Any]) -> str:
     k = ev.get("head_points")
     if k:
         return f"{_g(rise_start(ev))} (its first {k} logged points, less the lowest)"
-    return f"{_g(rise_start(ev))} (its mean up to step {ev.get('start_to', math.nan):g})"
+    return f"{_g(rise_start(ev))} (its mean up to step {ev['start_to']:g})"
 
 
 def _best(ev: dict[str, Any]) -> str:
     """The best window's level and where it lies."""
-    return (
-        f"{_g(ev['best_level'])} (its best window, steps "
-        f"{ev.get('best_from', ev['best_step']):g}-{ev.get('best_to', ev['best_step']):g})"
-    )
+    return f"{_g(ev['best_level'])} (its best window, steps {ev['best_from']:g}-{ev['best_to']:g})"
 
 
 def _checkpoint(ev: dict[str, Any]) -> str:
     """Where to go back to: a window's resolution, not a step's."""
-    lo, hi = ev.get("best_from", ev["best_step"]), ev.get("best_to", ev["best_step"])
+    lo, hi = ev["best_from"], ev["best_to"]
     return (
         f"a checkpoint within steps {lo:g}-{hi:g} (the best window; the earliest of them if the "
         "fall began inside it)"
@@ -53,7 +50,7 @@ def words(label: str, ev: dict[str, Any], alpha: float, head_share: float) -> tu
     """(summary, action) of a progress verdict in words, from its evidence (`progress`); alpha:
     the verdict's level (`progress.ALPHA`), head_share: the head test's share of it."""
     a, b = ev["start_level"], ev["end_level"]
-    p, ps = ev["trend_p"], ev["best_step"]
+    p = ev["trend_p"]
     pr = min(p, ev["gain_p"], ev["head_p"] / head_share)  # the rise's p, at the verdict's level
     if label == "learning":  # the rise's p: the trend's, or the gain's or head's (below it)
         rise = f"trend {nm.fmt_p(p)}" if p <= pr else nm.fmt_p(pr)
@@ -88,7 +85,7 @@ def words(label: str, ev: dict[str, Any], alpha: float, head_share: float) -> tu
                 f"{max(-ev['recent_rise_lo'], 0.0):.3g} are rejected at the 5% level); it kept "
                 f"{nm.fmt_share((b - rise_start(ev)) / gained)} of the rise to its best.",
                 f"more steps at this setting are unlikely to help; the best checkpoints are "
-                f"within steps {ev.get('best_from', ps):g}-{ev.get('best_to', ps):g}: keep one, or "
+                f"within steps {ev['best_from']:g}-{ev['best_to']:g}: keep one, or "
                 "change something (a lower learning rate, harder prompts, a larger group)",
             )
         if ev["plateau_creeping"]:
@@ -177,7 +174,7 @@ def words(label: str, ev: dict[str, Any], alpha: float, head_share: float) -> tu
             trend = f"no trend over the whole run, {nm.fmt_p(p)}"
         return (
             f"Declining: reward fell from {_best(ev)} to {_g(b)} (its mean from step "
-            f"{ev.get('end_from', math.nan):g}; fall "
+            f"{ev['end_from']:g}; fall "
             f"{nm.fmt_p(min(ev['drop_p'], ev['late_drop_p']))}, {trend}).",
             f"roll back to {_checkpoint(ev)}; lower the learning rate, add a KL penalty or use "
             "fewer inner updates (num_iterations)",
@@ -193,8 +190,8 @@ def words(label: str, ev: dict[str, Any], alpha: float, head_share: float) -> tu
         )
         return (
             f"Collapsed: reward fell from {_best(ev)} to {_g(b)} (its mean from step "
-            f"{ev.get('end_from', math.nan):g}), at or below its mean up to step "
-            f"{ev.get('start_to', math.nan):g} ({_g(a)}){how}.",
+            f"{ev['end_from']:g}), at or below its mean up to step "
+            f"{ev['start_to']:g} ({_g(a)}){how}.",
             f"restart from {_checkpoint(ev)} with a lower learning rate, fewer off-policy epochs "
             "(num_iterations) or a KL penalty",
         )
