@@ -48,10 +48,11 @@ import numpy as np
 from scipy.signal import lfilter
 
 from pgrpo.diagnose import costs, diagnose, entropy  # noqa: F401  (register their run checks)
-from pgrpo.diagnose import rules as rl
 from pgrpo.diagnose.checks import CHECKS, CheckOptions, run_checks
+from pgrpo.diagnose.concentration import policy_concentration
 from pgrpo.diagnose.gaming import length_vs_reward, reward_function_divergence
 from pgrpo.diagnose.instability import dynamical_instability
+from pgrpo.diagnose.rules import reward_hacking
 from pgrpo.diagnose.signals import signals_from_log
 from pgrpo.logs.base import RewardLog
 
@@ -141,15 +142,15 @@ def _columns_log(n: int, rho: float, rng: np.random.Generator) -> RewardLog:
 
 # each alarm alone: (its rule, the columns it reads, whether the reward goes with them)
 _BRANCHES = {
-    "reward_hacking/length": (rl.reward_hacking, ("completion_length",), True),
+    "reward_hacking/length": (reward_hacking, ("completion_length",), True),
     "reward_hacking/format_share": (
-        rl.reward_hacking,
+        reward_hacking,
         ("rewards/format_reward/mean", "rewards/accuracy_reward/mean"),
         True,
     ),
-    "policy_concentration/entropy": (rl.policy_concentration, ("entropy",), False),
-    "policy_concentration/kl": (rl.policy_concentration, ("kl",), False),  # no entropy: cap 0.65
-    "policy_concentration/clip": (rl.policy_concentration, ("clip_ratio/region_mean",), False),
+    "policy_concentration/entropy": (policy_concentration, ("entropy",), False),
+    "policy_concentration/kl": (policy_concentration, ("kl",), False),  # no entropy: cap 0.65
+    "policy_concentration/clip": (policy_concentration, ("clip_ratio/region_mean",), False),
     "dynamical_instability/grad_norm": (dynamical_instability, ("grad_norm",), False),
 }
 
