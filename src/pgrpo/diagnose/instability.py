@@ -14,7 +14,14 @@ import numpy as np
 
 from pgrpo.diagnose import nullmodel as nm
 from pgrpo.diagnose.concentration import KL_FLOOR
-from pgrpo.diagnose.curvestats import binomial_sd, centred_smooth, thirds
+from pgrpo.diagnose.curvestats import (
+    LEVEL_SHIFT_Z,
+    binomial_sd,
+    centred_smooth,
+    growth_counts,
+    level_shift_z,
+    thirds,
+)
 from pgrpo.diagnose.rules import ALPHA_MODE, MIN_STEPS, _lack, n_rollouts
 from pgrpo.diagnose.signals import Signals, finite, window_mean
 from pgrpo.diagnose.verdict import DIAGNOSTIC_RULES, ModeVerdict, cannot_judge, confidence, verdict
@@ -52,12 +59,13 @@ SPREAD_COVERAGE = 0.9
 this share of the reward's steps."""
 
 
-def _spread_profile(s: Signals, ok: np.ndarray, x: np.ndarray) -> np.ndarray | None:
+def _spread_profile(s: Signals, ok: np.ndarray, x: np.ndarray) -> tuple[np.ndarray | None, bool]:
     """The batch noise's profile under the AR(1) null ([n], x: the unit-scale reward at the ok
-    steps): the logged reward_std (gaps filled linearly) when it is finite on
-    SPREAD_COVERAGE of the steps and not all 0, else sqrt(p (1 - p)) of the smoothed level
-    times `prompt_mix_ramp` for means of a stated N of 0/1 rewards whose noise is beyond
-    binomial (prompts of different difficulty), else None; smoothed by a centred moving
+    steps) and whether it bounds the noise's growth with the level: the logged reward_std (gaps
+    filled linearly) when it is finite on SPREAD_COVERAGE of the steps and not all 0 (no bound:
+    it misses the spread between prompts), else sqrt(p (1 - p)) of the smoothed level times
+    `prompt_mix_ramp` for means of a stated N of 0/1 rewards whose noise is beyond binomial
+    (prompts of different difficulty; a bound), else None; smoothed by a centred moving
     average over max(5, n / 10) steps. The sd of a batch mean moves with the spread: where
     it grows (a run leaving a floor at which every rollout failed), the swings of the mean
     grow with it and are no instability (two held-back runs rising from 0 read
@@ -68,11 +76,11 @@ def _spread_profile(s: Signals, ok: np.ndarray, x: np.ndarray) -> np.ndarray | N
     fin = np.isfinite(sd)
     if fin.sum() >= SPREAD_COVERAGE * sd.size and np.nanmax(np.abs(sd)) > 0:
         i = np.arange(sd.size)
-        return centred_smooth(np.interp(i, i[fin], np.abs(sd[fin]))[None, :], w)[0]
+        return centred_smooth(np.interp(i, i[fin], np.abs(sd[fin]))[None, :], w)[0], False
     if nm.is_binary_mean(x, n_rollouts(s)):
         ramp = prompt_mix_ramp(x, n_rollouts(s), s.hyper("group_size"))
-        return binomial_sd(centred_smooth(x[None, :], w)[0]) * ramp
-    return None
+        return binomial_sd(centred_smooth(x[None, :], w)[0]) * ramp, True
+    return None, False
 
 
 def prompt_mix_ramp(x: np.ndarray, n_rollouts: float, group_size: float | None) -> np.ndarray:
@@ -109,13 +117,16 @@ def _oscillation_evidence(s: Signals) -> tuple[dict[str, float], float]:
     (`nullmodel`: binomial at the log's N when known, AR(1) otherwise), each at level
     ALPHA_MODE: growth of the residual amplitude (last third / first third, after dividing by
     the expected noise profile: the binomial sqrt(p (1 - p)), or under AR(1) the logged
-    reward_std's, `_spread_profile`), a spectral peak of the residuals, and a collapse (a
-    significant fall from the best window to at or below the start)."""
+    reward_std's, `_spread_profile`; judged only where that profile bounds the noise's growth
+    with the level or the level held, `curvestats.LEVEL_SHIFT_Z`), a spectral peak of the
+    residuals, and a collapse (a significant fall from the best window to at or below the
+    start)."""
     ok = np.isfinite(s.get("reward"))
     x = s.unit_reward()[ok]  # the 0/1 scale of a known range (every statistic is scale-free)
     null = nm.choose_null(x, n_rollouts(s))
     binary = null.kind == "binomial"  # the noise sd then moves with the level
-    spread = None if binary else _spread_profile(s, ok, x)
+    spread, bounded = (None, True) if binary else _spread_profile(s, ok, x)
+    shift = float(level_shift_z(x)[0])
     st = {k: float(v[0]) for k, v in nm.curve_statistics(x, binary, spread).items()}
     ns = nm.null_statistics(x.size, null)
     w = nm.window_size(x.size)
@@ -127,6 +138,8 @@ def _oscillation_evidence(s: Signals) -> tuple[dict[str, float], float]:
         "oscillation_growth": st["growth"],
         "oscillation_growth_rank_z": st["growth_rank"],
         "oscillation_growth_p": nm.p_value(st["growth_rank"], ns["growth_rank"]),
+        "oscillation_growth_level_shift_z": shift,
+        "oscillation_growth_judged": float(bounded or abs(shift) < LEVEL_SHIFT_Z),
         "spectral_peak": st["spectral"],
         "spectral_peak_p": nm.p_value(st["spectral"], ns["spectral"]),
         "spectral_peak_period_points": st["peak_period"],
@@ -134,7 +147,7 @@ def _oscillation_evidence(s: Signals) -> tuple[dict[str, float], float]:
         "peak_drop": (best - end) / (best - start) if best > start else 0.0,
         "null_model": null.describe(),
     }
-    grew = st["growth_rank"] > 0 and st["growth"] >= nm.GROWTH_MIN
+    grew = growth_counts(ev)
     div = _divergence_evidence(s, x, st["late_drop_z"])
     ev.update(div)
     strength = max(
