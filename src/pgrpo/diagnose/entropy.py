@@ -20,7 +20,7 @@ from dataclasses import replace
 import numpy as np
 
 from pgrpo.diagnose.checks import CHECKS, CheckOptions, CheckResult, column, not_enough
-from pgrpo.diagnose.instability import BLOWUP  # an entropy at BLOWUP x its start is rising
+from pgrpo.diagnose.instability import BLOWUP, entropy_rise  # BLOWUP x its start: rising
 from pgrpo.diagnose.signals import thin_log
 from pgrpo.dynamics.forecast import forecast
 from pgrpo.dynamics.levelgain import CORPUS_PRIOR
@@ -81,11 +81,15 @@ def entropy_floor(log, options: CheckOptions) -> CheckResult:  # noqa: ANN001
     if not falling and ev["start"] > 0 and ev["floor"] >= BLOWUP * ev["start"]:
         # not a floor: the entropy rose (a review, 2026-12-06: "entropy floor 5.35 ... not
         # falling" beside an entropy that rose x7 while the reward collapsed)
-        text = (f"entropy rose: it heads for {ev['floor']:.3g} [{ev['floor_lo']:.3g}, "
-                f"{ev['floor_hi']:.3g}], {ev['floor'] / ev['start']:.1f} times its "
-                f"{ev['start']:.3g} at the start, so there is no floor to reach: a policy "
-                "spreading out, not "
-                "concentrating (see the progress verdict and the completion lengths)")  # fmt: skip
+        # the last tenth as the finding beside the verdict reads it (`entropy_rise`), so the
+        # two multipliers say what each compares (a review, 2026-12-06: x11.3 here, x6.9 there)
+        now = entropy_rise(*got).get("entropy_end", math.nan)
+        text = (f"entropy rose: {now / ev['start']:.1f} times its {ev['start']:.3g} at the start "
+                f"over its last tenth ({now:.3g}), and its fitted curve heads for "
+                f"{ev['floor']:.3g} [{ev['floor_lo']:.3g}, {ev['floor_hi']:.3g}], "
+                f"{ev['floor'] / ev['start']:.1f} times the start, so there is no floor to "
+                "reach: a policy spreading out, not concentrating (see the progress verdict "
+                "and the completion lengths)")  # fmt: skip
     if falling and ev["start"] > 0 and ev["floor_hi"] < COLLAPSE_SHARE * ev["start"]:
         when = "ahead" if ahead > 0 else "already"
         text += (f"; below 10% of the start: entropy collapse {when} (raise temperature, add an "

@@ -172,6 +172,17 @@ SPREAD_LABELS = ("collapsed", "declining", "flat")
 bonus or clip-higher raise it on purpose)."""
 
 
+SPREAD_FLAT_ACTION = (
+    "the reward did not move while the policy spread out: lower the learning rate or the "
+    "updates per rollout batch (num_iterations / ppo_epochs), clip gradients and check "
+    "sampler/learner log-prob agreement; then check that rewards vary within groups"
+)
+"""The action beside `flat` when the entropy rose (`_entropy_spread`), in place of the flat
+verdict's "nothing is being learned: check ... that the learning rate is not too small": a
+policy that spread out while nothing was learned points at too large an update, not too small
+(a review, 2026-12-06: the CS336 run at 16 off-policy epochs per batch, entropy x7)."""
+
+
 def _entropy_spread(diagnosis: Any) -> str:
     """Beside a reward that fell or did not move: the entropy rose to at least BLOWUP x its start
     (`instability.entropy_rise`, in the instability mode's evidence), so the policy spread out
@@ -210,8 +221,9 @@ def findings(diagnosis: Any) -> list[dict[str, str]]:
     if diagnosis.progress is not None:
         pv = diagnosis.progress
         spread = _entropy_spread(diagnosis) if pv.label in SPREAD_LABELS else ""
+        action = SPREAD_FLAT_ACTION if spread and pv.label == "flat" else pv.action
         out.append({"about": f"progress: {pv.label}", "sentence": pv.summary + spread,
-                    "action": pv.action})  # fmt: skip
+                    "action": action})  # fmt: skip
     modes = [v for v in diagnosis.modes if v.name in SENTENCES]
     for v in modes:
         if v.detected:
