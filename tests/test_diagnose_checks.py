@@ -35,7 +35,8 @@ def _log(reward, **cols):
 def test_registry_holds_every_check():
     run_checks(_log(np.zeros(20)))
     assert set(CHECKS.names()) == {"zero_gradient_steps", "wasted_compute", "length_vs_reward",
-                                   "reward_function_divergence", "entropy_floor"}  # fmt: skip
+                                   "reward_function_divergence", "entropy_floor",
+                                   "truncated_completions"}  # fmt: skip
 
 
 # --- zero-gradient steps --------------------------------------------------------------------

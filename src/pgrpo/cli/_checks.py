@@ -1,5 +1,5 @@
-"""`pgrpo diagnose`'s run checks (costs, gaming, entropy floor) and its CI gate (`--fail-on`),
-kept out of cli/diagnose.py so that file stays a thin layer.
+"""`pgrpo diagnose`'s run checks (costs, gaming, entropy floor, truncation) and its CI gate
+(`--fail-on`), kept out of cli/diagnose.py so that file stays a thin layer.
 
 Gate levels: `fail` = a failure mode is detected with confidence >= FIRM_CONFIDENCE and its rule
 does not call it the expected end of the run (evidence `expected_end`: a concentrated policy
@@ -23,13 +23,15 @@ EXIT_GATE = 1
 
 
 def check_options(cost_per_step, cost_per_gpu_hour, gpus, seconds_per_step,  # noqa: ANN001
-                  max_points: int = 2000) -> Any:  # fmt: skip
+                  max_points: int = 2000,
+                  max_completion_length: int | None = None) -> Any:  # fmt: skip
     from pgrpo.diagnose.checks import CheckOptions
 
     try:
         return CheckOptions(cost_per_step=cost_per_step, cost_per_gpu_hour=cost_per_gpu_hour,
                             gpus=gpus, seconds_per_step=seconds_per_step,
-                            max_points=max_points)  # fmt: skip
+                            max_points=max_points,
+                            max_completion_length=max_completion_length)  # fmt: skip
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
 

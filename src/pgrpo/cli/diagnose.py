@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -122,12 +123,16 @@ def diagnose_cmd(
         CHECKS, "seconds_per_step", "--seconds-per-step"
     ),
     max_points: int = config_option(CHECKS, "max_points", "--max-points", min=20),
+    max_completion_length: int | None = config_option(
+        CHECKS, "max_completion_length", "--max-completion-length"
+    ),
 ) -> None:
     """Say whether the run is learning (learning / plateau / flat / declining / saturated /
     collapsed / too_short) and detect reward hacking, advantage degeneracy, policy concentration
     and dynamical instability from whatever columns the log has; say which signal is missing
     otherwise. Run checks: zero-gradient steps, wasted compute (priced), verifier gaming,
-    entropy floor. Exit codes: 0; 1 when --fail-on trips; 2 bad input."""
+    entropy floor, completions cut at the length limit. Exit codes: 0; 1 when --fail-on trips;
+    2 bad input."""
     from pgrpo.cli import _checks
     from pgrpo.diagnose import diagnose
     from pgrpo.diagnose.checks import run_checks
@@ -136,7 +141,7 @@ def diagnose_cmd(
         eval_log = found_eval_log(log)
     _checks.validate_fail_on(fail_on)
     opts = _checks.check_options(
-        cost_per_step, cost_per_gpu_hour, gpus, seconds_per_step, max_points
+        cost_per_step, cost_per_gpu_hour, gpus, seconds_per_step, max_points, max_completion_length
     )
     from pgrpo.dynamics.settings import with_given
 
@@ -149,6 +154,9 @@ def diagnose_cmd(
         eval_points(eval_log)  # a bad file: one line naming it, exit 2
     logged = load_log(log, log_format, **_runopts.read_options(reward_column, step_column))
     run = with_given(logged, given)
+    if max_completion_length is not None:  # the degeneracy rule reads it too (its action)
+        hyper = {**run.hyperparameters, "max_completion_length": float(max_completion_length)}
+        run = replace(run, hyperparameters=hyper)
     # the path itself: the diagnosis also pairs the first and last evals by problem
     result = diagnose(run, eval_log=eval_log, max_points=max_points)
     checks = run_checks(run, opts)

@@ -1,6 +1,7 @@
 """Run-level checks beside the failure modes: zero-gradient steps, wasted compute, verifier
-gaming, entropy floor. Each is a pure function `fn(log, options) -> CheckResult` registered in
-`CHECKS` (the only dispatch path); `run_checks(log, options)` runs them all.
+gaming, entropy floor, completions cut at the length limit. Each is a pure function
+`fn(log, options) -> CheckResult` registered in `CHECKS` (the only dispatch path);
+`run_checks(log, options)` runs them all.
 
 A check's status is `ok`, `warn` or `not_enough_evidence` (the log lacks the column, or has too
 few points); `false_alarm` states how its false alarms are controlled (a null it was measured
@@ -10,6 +11,7 @@ on, or a threshold and its reason).
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,7 +29,7 @@ STATUSES = ("ok", "warn", "not_enough_evidence")
 
 @dataclass(frozen=True)
 class CheckOptions:
-    """What the user tells about the run's cost (all optional)."""
+    """What the user tells about the run: its cost, its length limit (all optional)."""
 
     cost_per_step: float | None = None
     """Cost of one optimizer step (any currency)."""
@@ -43,6 +45,10 @@ class CheckOptions:
     max_points: int = MAX_POINTS
     """Logs longer than this are checked on bin means (`pgrpo.diagnose.signals.thin_log`), as
     the diagnosis does; exact counts (zero-gradient steps) stay per step."""
+    max_completion_length: int | None = None
+    """The run's completion length limit in tokens (TRL `max_completion_length`, verl
+    `data.max_response_length`): without a logged clipped ratio, a step whose mean completion
+    length is at it had every completion cut (`truncated_completions`)."""
 
     def __post_init__(self) -> None:
         for name in ("cost_per_step", "cost_per_gpu_hour", "seconds_per_step"):
@@ -54,6 +60,11 @@ class CheckOptions:
         if self.max_points < 20:
             raise ValueError(f"max_points must be >= 20 (the live replay's min_points), got "
                              f"{self.max_points}")  # fmt: skip
+        m = self.max_completion_length
+        if m is not None and (isinstance(m, bool) or not isinstance(m, numbers.Integral) or m < 1):
+            raise ValueError(f"max_completion_length must be a whole number of tokens >= 1 (the "
+                             f"run's TRL max_completion_length or verl data.max_response_length),"
+                             f" got {m!r}")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -83,6 +94,7 @@ def run_checks(log: Any, options: CheckOptions | None = None) -> list[CheckResul
     from pgrpo.diagnose import costs as _costs  # noqa: F401  (registers)
     from pgrpo.diagnose import entropy as _entropy  # noqa: F401
     from pgrpo.diagnose import gaming as _gaming  # noqa: F401
+    from pgrpo.diagnose import truncation as _truncation  # noqa: F401
 
     opts = options or CheckOptions()
     return [CHECKS.get(name)(log, opts) for name in CHECKS.names()]

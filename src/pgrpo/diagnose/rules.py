@@ -19,6 +19,7 @@ from scipy.special import ndtri
 from pgrpo.core.stats import iid_degeneracy
 from pgrpo.diagnose import nullmodel as nm
 from pgrpo.diagnose.curvestats import window_mean_sd
+from pgrpo.diagnose.lengthstats import TRUNCATION_MAX, truncated_share_now, truncation_cause
 from pgrpo.diagnose.signals import Signals, finite, smooth, window_bounds, window_mean
 from pgrpo.diagnose.starvation import (
     ZERO_STD_SOURCE,
@@ -283,6 +284,17 @@ def _ended(late: np.ndarray, vals: np.ndarray, source: str, reward: np.ndarray,
     return bool(iid_degeneracy(rate, binary_g, strict=False) <= DEGENERACY_MAX)
 
 
+def _truncation(s: Signals, ev: dict) -> str:
+    """The clause naming completions cut at the length limit when more than TRUNCATION_MAX are
+    over the run's last tenth (the `truncated_completions` check's reading, the run's
+    `max_completion_length` setting when given), its share and source added to `ev`; else ''."""
+    cut = truncated_share_now(s.columns, s.steps, s.hyper("max_completion_length"))
+    if cut is None or cut[0] <= TRUNCATION_MAX:
+        return ""
+    ev["truncated_share"], ev["truncated_source"] = cut[0], cut[1].source
+    return truncation_cause(*cut)
+
+
 @DIAGNOSTIC_RULES.register("advantage_degeneracy")
 def advantage_degeneracy(s: Signals) -> ModeVerdict:
     """Most groups carry no advantage (all-equal rewards): gradient starvation (arXiv
@@ -375,6 +387,7 @@ def advantage_degeneracy(s: Signals) -> ModeVerdict:
         if not any(m.startswith("frac_reward_zero_std") for m in missing):
             missing.append("frac_reward_zero_std (the zero-spread share itself)")
         return ModeVerdict(name, False, 0.0, ev, "", missing)
-    action = degeneracy_action(ev, reward, float(np.nanmean(reward[live])) if ok.any() else 0.5)
+    mean = float(np.nanmean(reward[live])) if ok.any() else 0.5
+    action = degeneracy_action(ev, reward, mean, _truncation(s, ev))
     cov = 1.0 if deg is not None else 0.5
     return verdict(name, strength, ev, action=action, missing=missing, coverage=cov)

@@ -15,6 +15,7 @@ import numpy as np
 
 from pgrpo.core.stats import iid_degeneracy
 from pgrpo.diagnose import nullmodel as nm
+from pgrpo.diagnose.lengthstats import TRUNCATION_ACTION
 from pgrpo.diagnose.signals import Signals, finite
 
 ZERO_STD_SOURCE = "steps with reward_std == 0 (lower bound)"
@@ -239,8 +240,12 @@ def mean_se(vals: np.ndarray) -> float:
     return float(np.std(vals) * math.sqrt((1 + rho) / (1 - rho) / vals.size))
 
 
-def degeneracy_action(ev: dict, reward: np.ndarray, unit_mean: float) -> str:
-    """reward: [S] on the 0/1 scale of its range when known; unit_mean: its mean there."""
+def degeneracy_action(ev: dict, reward: np.ndarray, unit_mean: float, truncation: str = "") -> str:
+    """reward: [S] on the 0/1 scale of its range when known; unit_mean: its mean there;
+    truncation: the clause naming completions cut at the length limit
+    (`lengthstats.truncation_cause`) when they are above `lengthstats.TRUNCATION_MAX`: then the
+    cut is the action (too hard / too easy / bimodal difficulty would send the user to the
+    prompts, while every completion of a cut group scores the same whatever the prompt)."""
     fail = ev.get("all_fail", ev.get("zero_spread_steps_at_min"))
     pas = ev.get("all_pass", ev.get("zero_spread_steps_at_max"))
     r = reward[np.isfinite(reward)]
@@ -262,6 +267,8 @@ def degeneracy_action(ev: dict, reward: np.ndarray, unit_mean: float) -> str:
         )
     else:
         action = hard if fail > pas else easy
+    if truncation:
+        return f"{truncation}: {TRUNCATION_ACTION}, then diagnose again"
     if isinstance(ev.get("jensen_gap"), float) and ev["jensen_gap"] > 0.2:
         action += "; the rate far exceeds the i.i.d. prediction: difficulty is bimodal, filter it"
     return action

@@ -75,6 +75,15 @@ COLUMN_KEYS: dict[str, tuple[str, ...]] = {
     "entropy": ("entropy", "actor/entropy"),
     "kl": ("kl", "actor/kl_loss"),
     "completion_length": ("completions/mean_length", "completion_length", "response_length/mean"),
+    # the share of completions cut at the length limit (read by the truncated_completions check,
+    # pgrpo.diagnose.lengthstats): pgrpo's trainer and TRL GRPOTrainer (no EOS), verl
+    # (response_length == max_response_length, metric_utils.compute_data_metrics), OpenRLHF
+    # (response_length >= max_new_tokens, experience info logged under train/)
+    "completions/clipped_ratio": (
+        "completions/clipped_ratio",
+        "response_length/clip_ratio",
+        "response_clip_ratio",
+    ),
     "refresh_interval": ("refresh_interval",),
     "beta1": ("beta1",),
     "batch_prompts": ("batch_prompts",),
