@@ -109,18 +109,19 @@ class ForecastSkill:
 MEASURED_SKILL: dict[str, ForecastSkill] = {
     "consensus": ForecastSkill(
         method="consensus",
-        runs=145,
-        repositories=84,
+        runs=157,
+        repositories=90,
         cut=0.5,
         median_error=0.266,
-        last10_median_error=0.371,
-        wins=83,
-        band_covered=134,
-        source="bench/results/forecast_holdout6_19.json: held-back rounds 8-19, the runs "
-        "collected after the fourth member was chosen on 210 runs (2026-12-06; rounds 8-18, 127 "
-        "runs: 0.274, 74 wins, until round 19; rounds 8-16, 108 runs: 0.270, 65 wins, until "
-        "round 17; rounds 8-15, 93 runs: 0.274, 55 wins, until round 16; rounds 8-14, 82 runs: "
-        "0.291, 47 wins, until round 15; rounds 8-13, 69 runs: 0.287, 40 wins, until round 14; "
+        last10_median_error=0.386,
+        wins=89,
+        band_covered=144,
+        source="bench/results/forecast_holdout6_20.json: held-back rounds 8-20, the runs "
+        "collected after the fourth member was chosen on 210 runs (2026-12-06; rounds 8-19, 145 "
+        "runs: 0.266, 83 wins, until round 20; rounds 8-18, 127 runs: 0.274, 74 wins, until "
+        "round 19; rounds 8-16, 108 runs: 0.270, 65 wins, until round 17; rounds 8-15, 93 runs: "
+        "0.274, 55 wins, until round 16; rounds 8-14, 82 runs: 0.291, 47 wins, until round 15; "
+        "rounds 8-13, 69 runs: 0.287, 40 wins, until round 14; "
         "rounds 8-12, 49 runs: 0.266, 31 wins, until round 13)",
     ),
 }
