@@ -36,7 +36,7 @@ def test_registry_holds_every_check():
     run_checks(_log(np.zeros(20)))
     assert set(CHECKS.names()) == {"zero_gradient_steps", "wasted_compute", "length_vs_reward",
                                    "reward_function_divergence", "entropy_floor",
-                                   "truncated_completions"}  # fmt: skip
+                                   "truncated_completions", "kl_level"}  # fmt: skip
 
 
 # --- zero-gradient steps --------------------------------------------------------------------

@@ -1,5 +1,5 @@
 """Run-level checks beside the failure modes: zero-gradient steps, wasted compute, verifier
-gaming, entropy floor, completions cut at the length limit. Each is a pure function
+gaming, entropy floor, completions cut at the length limit, the KL's level. Each is a pure function
 `fn(log, options) -> CheckResult` registered in `CHECKS` (the only dispatch path);
 `run_checks(log, options)` runs them all.
 
@@ -94,6 +94,7 @@ def run_checks(log: Any, options: CheckOptions | None = None) -> list[CheckResul
     from pgrpo.diagnose import costs as _costs  # noqa: F401  (registers)
     from pgrpo.diagnose import entropy as _entropy  # noqa: F401
     from pgrpo.diagnose import gaming as _gaming  # noqa: F401
+    from pgrpo.diagnose import kllevel as _kllevel  # noqa: F401
     from pgrpo.diagnose import truncation as _truncation  # noqa: F401
 
     opts = options or CheckOptions()
