@@ -229,3 +229,64 @@ def test_an_offset_reward_does_not_put_interior_levels_at_a_bound():
     base = 0.2 + 0.3 * (1 - np.exp(-t / 20)) + 0.02 * rng.standard_normal(100)
     assert fit_curve(t, base, "exponential").at_bound == ()
     assert fit_curve(t, 1e6 + base, "exponential").at_bound == ()
+
+
+# --- nothing to fit, and a parameter the data do not fix (review 2, finding 12) ---------------
+
+
+def _v0_at_rest(seed: int = 1):
+    """rom_v0 on a noisy exponential whose fit leaves m at 0 (seed 1): u then drops out."""
+    from pgrpo.dynamics.fit import fit_curve
+
+    t = np.arange(1, 61.0)
+    y = 0.3 + 0.41 * (1 - np.exp(-t / 16)) + np.random.default_rng(seed).normal(0, 0.02, 60)
+    return t, y, fit_curve(t, y, "rom_v0")
+
+
+def test_a_parameter_coupled_to_one_at_its_bound_or_with_no_variance_is_not_identified():
+    """nancol.csv: `m=2.449e-11 (at its bound), u=0+-0`. u enters rom_v0 as m u, so with m at
+    0 the data do not fix it, whatever its stderr; a stderr of exactly 0 says the same."""
+    from dataclasses import replace
+
+    _, _, fit = _v0_at_rest()
+    assert fit.at_bound == ("m",) and fit.unidentified == ("u",)
+    assert FIT_MODELS.get("rom_v0").coupled == {"u": "m"}
+    loose = {**fit.params, "u": replace(fit.params["u"], stderr=5.0)}
+    assert replace(fit, params=loose).unidentified == ("u",)  # coupled: m sits at 0
+    free_m = {**fit.params, "m": replace(fit.params["m"], value=3.0)}
+    assert replace(fit, params=free_m).unidentified == ("u",)  # its stderr is 0
+    both = {**free_m, "u": replace(fit.params["u"], stderr=5.0)}
+    assert replace(fit, params=both).unidentified == ()
+    u_line = next(line for line in fit.report().splitlines() if line.strip().startswith("u "))
+    assert "(not identified)" in u_line and "+/-" not in u_line
+
+
+def test_pgrpo_fit_says_a_parameter_is_not_identified_instead_of_a_zero_stderr(tmp_path):
+    t, y, _ = _v0_at_rest()
+    log = _csv(tmp_path / "v0.csv", t, y)
+    data = json.loads(runner.invoke(app, ["fit", str(log), "--no-plot", "--json"]).stdout)
+    v0 = data["baselines"]["rom_v0"]
+    assert v0["at_bound"] == ["m"] and v0["unidentified"] == ["u"]
+    text = _text(["fit", str(log), "--no-plot"])
+    assert re.search(r"\bu=[-0-9.e]+ \(not identified\)", text)
+    assert not re.search(r"\bu=[-0-9.e]+\+-", text)  # before: u=0+-0
+    assert "(not identified): the data do not fix it" in text  # the legend says what it means
+
+
+def test_a_constant_reward_marks_no_parameter_and_says_so_once(tmp_path):
+    """const.csv: every shape parameter was printed "(at its bound)" (k=5, m=0, tau=0.2) beside
+    "R^2 n/a: ... nothing to fit": the shape of a flat line is no fit's, so no mark, and one
+    line says why."""
+    log = _csv(tmp_path / "const.csv", np.arange(1, 61), np.full(60, 0.5))
+    data = json.loads(runner.invoke(app, ["fit", str(log), "--no-plot", "--json"]).stdout)
+    for r in (data, *data["baselines"].values()):
+        assert r["at_bound"] == [] and r["unidentified"] == [], r["model"]
+        assert r["metrics"]["params_undefined"].startswith("only the levels are identified")
+    text = _text(["fit", str(log), "--no-plot"])
+    assert "(at its bound)" not in text and "(not identified)" not in text
+    assert text.count("only the levels are identified") == 1
+    assert "R^2 n/a: the reward never changed: nothing to fit; only the levels" in text
+    res = runner.invoke(app, ["report", str(log), "--out", str(tmp_path / "rep")])
+    assert res.exit_code == 0, res.output
+    page = " ".join(html.unescape((tmp_path / "rep" / "report.html").read_text()).split())
+    assert "(at its bound)" not in page and "only the levels are identified" in page

@@ -96,3 +96,54 @@ def test_the_panel_uses_the_settings_the_page_lists(tmp_path, options, says, not
     if options:
         assert doc["settings"]["sources"]["group_size"] == "command line"
         assert "group_size 4 (command line)" in doc["page"]
+
+
+def _report_std(tmp_path, name: str, reward: np.ndarray, reward_std: np.ndarray) -> dict:
+    from typer.testing import CliRunner
+
+    from pgrpo.cli import _load_commands, app
+
+    _load_commands()
+    log = tmp_path / f"{name}.csv"
+    rows = "".join(
+        f"{s},{r!r},{d!r}\n"
+        for s, r, d in zip(STEPS, reward.tolist(), reward_std.tolist(), strict=True)
+    )
+    log.write_text("step,reward,reward_std\n" + rows)
+    res = CliRunner().invoke(app, ["report", str(log), "--json"])
+    assert res.exit_code == 0, res.output
+    return json.loads(res.output[res.output.index("{") :])
+
+
+def test_the_panel_draws_the_reward_std_zero_share_the_verdict_read(tmp_path):
+    """const.csv (review 2, finding 11): reward_std 0 on every step; the verdict said "100% of
+    groups have no reward spread (at least: ... reward_std == 0)" while the panel said "no
+    frac_reward_zero_std / degeneracy columns". It now draws that share, as a lower bound."""
+    from pgrpo.diagnose.starvation import ZERO_STD_SOURCE
+
+    rng = np.random.default_rng(4)
+    sd = np.where(rng.random(STEPS.size) < 0.7, 0.0, rng.uniform(0.1, 0.4, STEPS.size))
+    doc = _report_std(tmp_path, "zero_std", 0.5 + rng.normal(0, 0.01, STEPS.size), sd)
+    assert _degeneracy(doc)["evidence"]["degeneracy_source"] == ZERO_STD_SOURCE
+    assert "degeneracy" in doc["pngs"] and "degeneracy" not in doc["missing"]
+
+
+def test_a_rounded_reward_std_is_not_drawn_and_the_reason_says_why(tmp_path):
+    """A reward_std printed to 3 decimals that takes values of a few steps gives no lower bound
+    (`starvation.zero_spread_share`): the verdict does not read it, and the panel names why."""
+    rng = np.random.default_rng(5)
+    sd = np.round(rng.choice([0.0, 0.001, 0.002, 0.003, 0.004, 0.005, 0.2], STEPS.size), 3)
+    doc = _report_std(tmp_path, "rounded_std", 0.5 + rng.normal(0, 0.01, STEPS.size), sd)
+    assert "degeneracy_source" not in _degeneracy(doc)["evidence"]
+    assert "degeneracy" not in doc["pngs"]
+    why = doc["missing"]["degeneracy"]
+    assert "reward_std gives no lower bound (its reward_std is rounded to steps of 0.001" in why
+
+
+def test_the_trailing_share_is_the_mean_over_the_last_logged_steps():
+    from pgrpo.report.build import trailing_share
+
+    x = np.array([1.0, 0.0, np.nan, 1.0, 1.0])
+    assert np.allclose(trailing_share(x, 2), [1.0, 0.5, 0.0, 1.0, 1.0])
+    assert np.allclose(trailing_share(x, 1)[[0, 1, 3]], [1, 0, 1])
+    assert np.isnan(trailing_share(x, 1)[2])

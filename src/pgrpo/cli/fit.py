@@ -71,19 +71,24 @@ def fit_cmd(
     opts = _runopts.read_options(reward_column, step_column)
     with removed_if_failed(out):  # a log that cannot be read or fitted leaves no --out folder
         out_dir(out)
-        reward_log = read_log(log, format=log_format, columns=FIT_COLUMNS, **opts)
+        from pgrpo.diagnose.fitwords import PROGRESS_COLUMNS, fit_caveats
+
+        columns = (*FIT_COLUMNS, *PROGRESS_COLUMNS)  # and the progress verdict's, for caveats
+        reward_log = read_log(log, format=log_format, columns=columns, **opts)
         reward_log, settings = resolve_settings(reward_log, given)
         from pgrpo.diagnose.nullmodel import lag1_autocorr  # the free start's noise bound
 
         result = fit_log(reward_log, forecast_from=forecast_from, loss=loss, method=method,
                          noise_rho=lag1_autocorr)  # fmt: skip
+        cut = None if result.forecast is None else result.forecast.cut_step
+        caveats = fit_caveats(reward_log, result.rom.model, result.rom.values["R_inf"], cut)
     png = None
     if plot:
         from pgrpo.cli._mpl import import_quietly  # matplotlib only once the fit succeeded
 
         plots = import_quietly("pgrpo.dynamics.plots")
         png = str(plots.plot_log_fit(result, out / "fit.png"))
-    data = {**result.to_dict(), "settings": settings.to_dict(), "png": png}
+    data = {**result.to_dict(), "settings": settings.to_dict(), "png": png, "caveats": caveats}
     data["warnings"] = [*data["warnings"], *settings.warnings]
     emit(data, as_json, lambda console: _print(data, console))
 
@@ -105,10 +110,12 @@ def _print(data: dict, console: Console) -> None:
     console.print(table)
     from pgrpo.dynamics.fitquality import legend  # what the models and parameters shown mean
 
-    for line in legend([r["model"] for r in rows]):
+    marks = [m for r in rows for k in r["params"] if (m := _mark(r, k))]
+    for line in legend([r["model"] for r in rows], marks):
         console.print(escape(line), style="dim")
-    if "r2_undefined" in data["metrics"]:
-        console.print(f"[yellow]R^2 n/a:[/] {escape(data['metrics']['r2_undefined'])}")
+    if "r2_undefined" in data["metrics"]:  # said once here, not beside every parameter
+        why = "; ".join(data["metrics"].get(k, "") for k in ("r2_undefined", "params_undefined"))
+        console.print(f"[yellow]R^2 n/a:[/] {escape(why.strip('; '))}")
     elif (line := _quality_words(data["fit_quality"], data["model"])) is not None:
         console.print(line)
     _runopts.print_settings(data["settings"], console)
@@ -120,7 +127,10 @@ def _print(data: dict, console: Console) -> None:
             f"closed form {m['closed_form']} (p {fmt(m['lr_test_p'], '.2g')}); kappa "
             f"{fmt(m['kappa_constrained'])} [{fmt(m['kappa_lo'])}, {fmt(m['kappa_hi'])}]"
         )
-    if (line := _start_words(data.get("start"))) is not None:
+    caveats = data.get("caveats") or {}
+    if caveats.get("level"):  # a run that fell: the fitted level is not where it heads
+        console.print(f"[yellow]fit:[/] {escape(caveats['level'])}")
+    elif (line := _start_words(data.get("start"))) is not None:  # "the level it heads for"
         console.print(escape(line))
     if data.get("forecast_skipped"):
         console.print(f"[yellow]forecast:[/] {escape(data['forecast_skipped'])}")
@@ -145,6 +155,8 @@ def _print(data: dict, console: Console) -> None:
             label = f"{name} (baseline)"  # `exponential`: its fitted curve's own mean
             t.add_row(label, fmt(b["predicted_mean"]), fmt(fc["observed_mean"]), fmt(b["error"]))
         console.print(t)
+        if caveats.get("band"):  # a prefix still rising with no saturation: past the band
+            console.print(f"[yellow]band:[/] {escape(caveats['band'])}")
         if fc.get("measured_skill") and fc.get("informative", True):
             from pgrpo.dynamics.forecast import ForecastSkill
 
@@ -159,12 +171,20 @@ def _print(data: dict, console: Console) -> None:
         console.print(f"figure: {escape(data['png'])}")
 
 
+def _mark(r: dict, name: str) -> str:
+    """'at its bound' (JSON `at_bound`), 'not identified' (`unidentified`) or ''."""
+    if name in r.get("at_bound", ()):
+        return "at its bound"
+    return "not identified" if name in r.get("unidentified", ()) else ""
+
+
 def _param_text(r: dict, name: str) -> str:
     """`name=value+-stderr`; `name=value (at its bound)` for a parameter the fit left at a
-    bound (JSON `at_bound`), whose stderr means nothing."""
+    bound, `name=value (not identified)` for one the data do not fix: neither stderr means
+    anything (`fitquality.MARKS`)."""
     text = f"{name}={fmt(r['params'][name])}"
-    if name in r.get("at_bound", ()):
-        return f"{text} (at its bound)"
+    if mark := _mark(r, name):
+        return f"{text} ({mark})"
     err = r["stderr"].get(name)
     return text + (f"+-{fmt(err, '.2g')}" if err is not None else "")
 

@@ -78,6 +78,7 @@ def report_cmd(
         "fit": _fit_doc(res.fit),
         "forecast": _forecast_doc(res.forecast, bool(res.metrics.get("forecast_drawn"))),
         "fit_notes": list(res.fit_notes),
+        "caveats": dict(res.caveats),  # the fit's level, the band: what the verdict says of them
         # what the reader repaired and what the data contradicts in the settings given, as
         # fit and diagnose say
         "warnings": [*res.warnings, *(res.settings.warnings if res.settings else ())],

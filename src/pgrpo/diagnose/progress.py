@@ -336,6 +336,21 @@ def _small_rise(ev: dict[str, Any]) -> bool:
     return gain > 0 and ev["recent_rise_hi"] <= PLATEAU_SHARE * gain
 
 
+def end_window(step: np.ndarray, reward: np.ndarray) -> dict[str, float]:
+    """end_level, end_from, best_level, window and noise_sd as `assess_progress`'s evidence
+    gives them for step, reward: [n] (`_windows`, `curvestats.level_statistics`), without its
+    null curves (a fraction of a second at a new length): what `fitwords` reads first; {} for
+    fewer than MIN_POINTS finite rewards."""
+    step, reward = np.asarray(step, float), np.asarray(reward, float)
+    ok = np.isfinite(reward) & np.isfinite(step)
+    if int(ok.sum()) < MIN_POINTS:
+        return {}
+    w = _windows(step[ok], reward[ok])
+    noise = float(nm.level_statistics(reward[ok])["noise_sd"][0])
+    keys = ("end_level", "end_from", "best_level", "window")
+    return {**{k: w[k] for k in keys}, "noise_sd": noise}
+
+
 def assess_signals(signals: Any, fit: bool = True) -> ProgressVerdict:
     """`assess_progress` on a diagnosis's Signals (reward, reward_std, frac_reward_zero_std and
     N = group_size x batch_prompts from the config when known, and the reward's range from

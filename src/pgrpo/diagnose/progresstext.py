@@ -14,6 +14,13 @@ def rise_start(ev: dict[str, Any]) -> float:
     return float(ev.get("head_level", ev["start_level"]))
 
 
+def gain_unidentified(ev: dict[str, Any]) -> bool:
+    """The exponential fit of the evidence does not bend within the data (`fitevidence`:
+    fit_gain_identified 0): no saturation, so the gain is not identified. The one reading for
+    the learning verdict's words and `fitwords.band_caveat`."""
+    return ev.get("fit_gain_identified") == 0.0
+
+
 def _g(v: float) -> str:
     return "-" if not math.isfinite(v) else f"{v:.3g}"
 
@@ -62,7 +69,7 @@ def words(label: str, ev: dict[str, Any], alpha: float, head_share: float) -> tu
             else f"; the fit expects {rem:+.3g} more, 90% of it within ~{t90:.0f} steps"
             if math.isfinite(t90)
             else "; no saturation within the data: the gain is not identified"
-            if ev.get("fit_gain_identified") == 0.0
+            if gain_unidentified(ev)
             else "; the fit cannot yet tell how much more to expect"
         )
         return (

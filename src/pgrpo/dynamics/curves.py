@@ -142,6 +142,8 @@ class CurveModel:
     description: what the model is, in a phrase (x = R - R_inf, t in steps since the first
     logged one); meanings: parameter name -> what it is, in a few words (its unit comes from
     time_power). `fitquality.legend` prints both under `pgrpo fit`'s table.
+    coupled: parameter name -> the parameter at whose lower bound it drops out of the model, so
+    that the data do not fix it there (`FitResult.unidentified`).
     """
 
     name: str
@@ -154,6 +156,7 @@ class CurveModel:
     path: PathFunc | None = None
     description: str = ""
     meanings: dict[str, str] = field(default_factory=dict)
+    coupled: dict[str, str] = field(default_factory=dict)
 
     def unit(self, name: str) -> str:
         """The unit of parameter `name` as fitted, in words ("per step"; the log's steps and
@@ -497,6 +500,9 @@ FIT_MODELS.add(
         time_power={"k": -1, "m": 1, "u": -1},
         description="m x'' + x' + k x = 0 with a start velocity x'(0) = u x(0)",
         meanings={**ROM_MEANINGS, "u": "start velocity"},
+        # at m = 0 the equation is first order: x' = -k x fixes the start velocity, and u (which
+        # enters as m u) drops out (nancol review, 2026-12-06: "m=2.449e-11, u=0+-0")
+        coupled={"u": "m"},
     ),
 )
 

@@ -80,8 +80,28 @@ class FitResult:
     @property
     def at_bound(self) -> tuple[str, ...]:
         """The varying parameters the fit left at a bound (`Parameter.at_bound`): their values
-        are the box's, and their stderr means nothing."""
+        are the box's, and their stderr means nothing. None on a reward that never changed
+        (metrics["params_undefined"] says once why no parameter but the level means anything)."""
+        if "params_undefined" in self.metrics:
+            return ()
         return tuple(name for name, p in self.params.items() if p.at_bound)
+
+    @property
+    def unidentified(self) -> tuple[str, ...]:
+        """The varying parameters off their bounds that the data do not fix: a stderr of exactly
+        0 (the fit's curvature is flat along it, and the pseudo-inverse gives it no variance), or
+        one `CurveModel.coupled` to a parameter at its lower bound, where it drops out of the
+        model (rom_v0's u where m is 0). None on a reward that never changed (as `at_bound`)."""
+        if "params_undefined" in self.metrics:
+            return ()
+        coupled = FIT_MODELS.get(self.model).coupled
+
+        def lost(name: str) -> bool:  # coupled to a parameter at its lower (not upper) bound
+            q = self.params.get(coupled.get(name, ""))
+            return q is not None and q.at_bound and q.value - q.min <= q.max - q.value
+
+        return tuple(name for name, p in self.params.items()
+                     if p.vary and not p.at_bound and (p.stderr == 0.0 or lost(name)))  # fmt: skip
 
     @property
     def n(self) -> int:
@@ -114,10 +134,16 @@ class FitResult:
             f"    residual std = {self.residual_std:.4g}, "
             f"lag-1 autocorrelation = {self.residual_autocorr:.3f}",
             f"    success = {self.success} ({self.message})",
-            "[[Variables]]",
-        ]
+            "[[Variables]]"
+            + (f" ({self.metrics['params_undefined']})" if "params_undefined" in self.metrics
+               else ""),
+        ]  # fmt: skip
+        at_bound, unidentified = self.at_bound, self.unidentified
         for p in self.params.values():
-            err = "(fixed)" if not p.vary else "(at its bound)" if p.at_bound else _fmt_err(p)
+            err = (
+                "(fixed)" if not p.vary else "(at its bound)" if p.name in at_bound
+                else "(not identified)" if p.name in unidentified else _fmt_err(p)
+            )  # fmt: skip
             lines.append(f"    {p.name:<6} = {p.value:< 12.6g} {err}  [{p.min:.3g}, {p.max:.3g}]")
         derived = {k: v for k, v in self.metrics.items() if isinstance(v, float)}
         if derived:
@@ -248,16 +274,25 @@ CONSTANT_AIC = (
     "and BIC, and any comparison by them, are not identified"
 )
 """metrics["aic_undefined"] of a fit to a curve without variance (log 0 is undefined)."""
+CONSTANT_PARAMS = (
+    "only the levels are identified (both are the reward): any rate, inertia, midpoint or start "
+    "velocity draws the same flat line, so the other parameters are neither marked at a bound "
+    "nor given a stderr"
+)
+"""metrics["params_undefined"] of a fit to a curve without variance: said once, not per
+parameter (`FitResult.at_bound` and `unidentified` are empty there)."""
 
 
 def _undefined_if_constant(result: FitResult) -> FitResult:
     """A curve without variance: R^2, AIC and BIC NaN (undefined, not 1 or the -2.8e4 of a
     log(1e-300) floor), no intervals (the covariance of an exact fit to a constant is 0 / 0
-    too); metrics["r2_undefined"] and metrics["aic_undefined"] say why."""
+    too); metrics["r2_undefined"], metrics["aic_undefined"] and metrics["params_undefined"]
+    say why."""
     if np.ptp(result.reward) > 0:
         return result
     params = {n: replace(p, stderr=None) for n, p in result.params.items()}
-    metrics = {**result.metrics, "r2_undefined": CONSTANT_REWARD, "aic_undefined": CONSTANT_AIC}
+    metrics = {**result.metrics, "r2_undefined": CONSTANT_REWARD, "aic_undefined": CONSTANT_AIC,
+               "params_undefined": CONSTANT_PARAMS}  # fmt: skip
     return replace(result, r2=math.nan, aic=math.nan, bic=math.nan, params=params,
                    covariance=None, metrics=metrics)  # fmt: skip
 

@@ -207,10 +207,20 @@ def _block_words(q: dict, bin_size: int) -> str:
     return f"{head} (their noise ceiling about {top:.3f})"
 
 
-def legend(models: Sequence[str]) -> tuple[str, str]:
+MARKS = {
+    "at its bound": "the data would take it past its box, so its value is the box's and it has "
+    "no stderr",
+    "not identified": "the data do not fix it (its stderr is 0, or a parameter it needs sits at "
+    "its bound: rom_v0's start velocity u drops out where the inertia m is 0)",
+}
+"""What a parameter's mark in `pgrpo fit`'s table and the report means (`legend`'s marks)."""
+
+
+def legend(models: Sequence[str], marks: Sequence[str] = ()) -> tuple[str, ...]:
     """Two lines saying what the named FIT_MODELS are and what their parameters mean, grouped
     by unit, from the registry (`CurveModel.description`, `meanings`, `unit`): `pgrpo fit`'s
-    legend under its table. A parameter is described once, by the first model that has it."""
+    legend under its table. A parameter is described once, by the first model that has it.
+    marks: the MARKS shown beside a parameter; a third line says what they mean."""
     specs = [FIT_MODELS.get(name) for name in dict.fromkeys(models)]
     shown = "; ".join(f"{s.name}: {s.description}" for s in specs)
     by_unit: dict[str, dict[str, str]] = {}
@@ -219,7 +229,9 @@ def legend(models: Sequence[str]) -> tuple[str, str]:
             if not any(name in group for group in by_unit.values()):
                 by_unit.setdefault(s.unit(name), {})[name] = f"{name} {s.meanings.get(name, '')}"
     units = "; ".join(f"{unit}: {', '.join(group.values())}" for unit, group in by_unit.items())
-    return (
+    lines = (
         f"models (x = R - R_inf, t in steps since the first logged one): {shown}.",
         f"parameters, {units} (a step: one unit of the log's step axis).",
     )
+    shown_marks = [f"({m}): {MARKS[m]}" for m in MARKS if m in marks]
+    return (*lines, "; ".join(shown_marks) + ".") if shown_marks else lines

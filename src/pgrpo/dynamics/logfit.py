@@ -177,6 +177,7 @@ def _fit_dict(r: FitResult) -> dict[str, Any]:
         "params": r.values,
         "stderr": {n: p.stderr for n, p in r.params.items() if p.vary},
         "at_bound": list(r.at_bound),  # their stderr means nothing: `pgrpo fit` does not print it
+        "unidentified": list(r.unidentified),  # nor theirs: the data do not fix them
         "metrics": dict(r.metrics),
     }
 

@@ -48,6 +48,10 @@ class ReportResult:
     start: Any = None
     """Whether a free start describes the run better than the fit's start from rest
     (`constrained.StartComparison`, as `pgrpo fit` prints it; None where not compared)."""
+    caveats: dict[str, str | None] = field(default_factory=dict)
+    """What the progress verdict says about the fit and the forecast (`fitwords`: "level", the
+    fitted level of a run that fell; "band", a forecast from points still rising with no
+    saturation), as `pgrpo fit` prints them; None where there is nothing to say."""
 
 
 def _safe(fn: Any, *args: Any, **kwargs: Any) -> tuple[Any, str]:
@@ -162,6 +166,45 @@ def _iid(log: Any, diagnosis: Any) -> tuple[np.ndarray | None, str]:
     return None, f"{because}: {prediction.reason}" if prediction.reason else str(because)
 
 
+def _zero_std(log: Any, diagnosis: Any) -> tuple[np.ndarray | None, str]:
+    """(the per-step reward_std == 0 indicator [S], '') where `advantage_degeneracy` read it
+    (its source `starvation.ZERO_STD_SOURCE`: a lower bound on the zero-spread share, through
+    `starvation.zero_spread_share`, the verdict's one reading of that column, which refuses a
+    coarsely rounded one); else (None, why the panel does not draw it). The verdict said "100%
+    of groups have no reward spread (at least: ... reward_std == 0)" beside a panel that said
+    "no frac_reward_zero_std / degeneracy columns" (review, 2026-12-06)."""
+    from pgrpo.diagnose.signals import signals_from_log
+    from pgrpo.diagnose.starvation import ZERO_STD_SOURCE, zero_spread_share
+
+    col = signals_from_log(log).columns.get("reward_std")
+    if col is None:
+        return None, "no reward_std"
+    share, why = zero_spread_share({"reward_std": col})
+    if share is None:
+        return None, f"reward_std gives no lower bound ({why})" if why else "no reward_std"
+    if diagnosis.mode("advantage_degeneracy").evidence.get("degeneracy_source") != ZERO_STD_SOURCE:
+        return None, "the verdict did not read reward_std"
+    return share, ""
+
+
+ZERO_STD_WINDOW = 20
+"""The report draws the reward_std == 0 indicator as its share over a trailing window of n /
+ZERO_STD_WINDOW steps (at least 1): a 0/1 per step is no line to read."""
+
+
+def trailing_share(x: np.ndarray, w: int) -> np.ndarray:
+    """[S] -> [S]: the mean of the finite values of x over the w logged steps up to each (NaN
+    where none is finite)."""
+    ok = np.isfinite(x)
+    csum = np.cumsum(np.r_[0.0, np.where(ok, x, 0.0)])
+    ccount = np.cumsum(np.r_[0, ok.astype(int)])
+    lo = np.maximum(np.arange(1, x.size + 1) - w, 0)
+    hi = np.arange(1, x.size + 1)
+    count = ccount[hi] - ccount[lo]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(count > 0, (csum[hi] - csum[lo]) / count, np.nan)
+
+
 def _figure(draw: Any, *args: Any) -> bytes | None:
     """One panel as PNG bytes: a Figure on its own Agg canvas (no pyplot, nothing global)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -184,11 +227,11 @@ MAX_DRAWN = 4000
 (a 770-pixel panel shows no more; the diagnosis and the fits use every step)."""
 
 
-def _drawn(log: Any, margin: np.ndarray | None, iid: np.ndarray | None) -> tuple:
-    """(step, reward, columns, margin, iid) as the panels draw them (every n-th step)."""
+def _drawn(log: Any, *series: np.ndarray | None) -> tuple:
+    """(step, reward, columns, *series) as the panels draw them (every n-th step)."""
     s = slice(None, None, max(1, -(-len(log) // MAX_DRAWN)))
     cols = {k: v[s] for k, v in log.columns.items()}
-    return log.step[s], log.reward[s], cols, *(None if x is None else x[s] for x in (margin, iid))
+    return log.step[s], log.reward[s], cols, *(None if x is None else x[s] for x in series)
 
 
 def _curves(eval_doc: dict | None) -> dict[str, dict[str, float]]:
@@ -240,13 +283,19 @@ def _panels(
 ) -> dict:
     kappa, source = kappa_estimate(diagnosis)
     iid, no_iid = _iid(log, diagnosis)
-    step, reward, cols, margin, iid = _drawn(log, stability_margin(log, kappa), iid)
+    zero_std, no_zero_std = _zero_std(log, diagnosis)
+    window = max(1, len(log) // ZERO_STD_WINDOW)
+    zero_std = None if zero_std is None else trailing_share(zero_std, window)  # before thinning
+    step, reward, cols, margin, iid, zero_std = _drawn(
+        log, stability_margin(log, kappa), iid, zero_std
+    )
     curves = _curves(eval_doc)
     return {
         "reward": (_figure(plots.reward_panel, step, reward, fit, fc, points), "no reward"),
         "degeneracy": (
-            _figure(plots.degeneracy_panel, step, cols, iid),
-            f"no frac_reward_zero_std / degeneracy columns, and no i.i.d. prediction: {no_iid}",
+            _figure(plots.degeneracy_panel, step, cols, iid, zero_std, window),
+            f"no frac_reward_zero_std / degeneracy columns, {no_zero_std}, and no i.i.d. "
+            f"prediction: {no_iid}",
         ),
         "entropy": (
             _figure(plots.series_panel, step, cols.get("entropy"), "Entropy", "nats / token"),
@@ -331,6 +380,7 @@ def build_report(
     seen = thin_log(fit_input)  # what the forecast saw: bin means past 4,000 steps, as in fit
     drawn = fc if fc is not None and informative(fc, seen.reward) else None
     panels = _panels(log, diagnosis, fit, drawn, eval_doc, points or ())
+    caveats = _caveats(log, diagnosis, fit, drawn)
     out = (
         Path(out_dir)
         if out_dir is not None
@@ -348,8 +398,24 @@ def build_report(
             (out / f"{name}.png").unlink(missing_ok=True)
     page = out / "report.html"
     page.write_text(render_html(log, diagnosis, panels, eval_doc, notes, fit, fc, run_settings,
-                                seen, start))  # fmt: skip
+                                seen, start, caveats))  # fmt: skip
     missing = {name: why for name, (png, why) in panels.items() if png is None}
     metrics = {"panels": float(len(pngs)), "forecast_drawn": float(drawn is not None)}
     return ReportResult(page, pngs, missing, metrics, fit, fc, tuple(notes), diagnosis,
-                        run_settings, tuple(log.warnings), start)  # fmt: skip
+                        run_settings, tuple(log.warnings), start, caveats)  # fmt: skip
+
+
+def _caveats(log: Any, diagnosis: Any, fit: Any, drawn: Any) -> dict[str, str | None]:
+    """`ReportResult.caveats`: the fitted level against the diagnosis' progress verdict, and the
+    drawn forecast's band against the verdict of the points before its cut (`fitwords`, the
+    words `pgrpo fit` prints)."""
+    from pgrpo.diagnose.fitwords import band_caveat, level_caveat, run_progress
+
+    progress = diagnosis.progress
+    level = None
+    if fit is not None and progress is not None:
+        level = level_caveat(progress, fit.model, fit.values["R_inf"])
+    band = None
+    if drawn is not None:
+        band = band_caveat(run_progress(log, upto=drawn.cut_step), drawn.cut_step)
+    return {"level": level, "band": band}

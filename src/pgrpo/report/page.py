@@ -100,10 +100,11 @@ def _start_html(start: Any) -> str:
     return f"<p>{_e(line)}</p>" if line else ""
 
 
-def forecast_text(fc: Any, reward: np.ndarray, bin_size: int = 1) -> str:
+def forecast_text(fc: Any, reward: np.ndarray, bin_size: int = 1, caveat: str | None = None) -> str:
     """The forecast in words: the same object, and the same words, as the reward panel draws;
     a band wider than the run's range is "not enough evidence" and is not drawn. reward: the
-    points the forecast saw (bin means of `bin_size` logged points for a long log)."""
+    points the forecast saw (bin means of `bin_size` logged points for a long log). caveat:
+    `fitwords.band_caveat`'s sentence, said beside the band."""
     if fc is None:
         return ""
     words = plots.forecast_label(fc)
@@ -129,7 +130,8 @@ def forecast_text(fc: Any, reward: np.ndarray, bin_size: int = 1) -> str:
     return (
         f"<p>Backtest: {_e(words['line'])} ({prefix.size} {unit}) predicts the mean reward "
         f"over steps {fc.future_step[0]:g} to {fc.future_step[-1]:g}: {_e(words['band'])}"
-        f"{_e(tail)}.{' ' + _e(skill.sentence()) if skill else ''}</p>"
+        f"{_e(tail)}.{' <b>' + _e(caveat) + '</b>' if caveat else ''}"
+        f"{' ' + _e(skill.sentence()) if skill else ''}</p>"
     )
 
 
@@ -206,10 +208,14 @@ def render_html(
     settings: Any = None,
     seen: Any = None,
     start: Any = None,
+    caveats: dict | None = None,
 ) -> str:
     """The page. seen: the log the fit and forecast were made on (bin means of a long log;
     default `log`): the forecast's words are about its points. start: the free-start comparison
-    (`logfit.fit_start`), whose line follows the fit's."""
+    (`logfit.fit_start`), whose line follows the fit's. caveats: `build.ReportResult.caveats`
+    (a "level" caveat replaces the free-start line, which speaks of the level the run heads
+    for; a "band" caveat is said beside the forecast's band)."""
+    caveats = caveats or {}
     seen = log if seen is None else seen
     bins = int(seen.metrics.get("bin_size", 1))
     hp = ", ".join(f"{_e(k)}={_num(v)}" for k, v in log.hyperparameters.items()) or "none found"
@@ -230,20 +236,26 @@ def render_html(
     if fit is not None:
         from pgrpo.dynamics.fitquality import legend
 
+        marks = {k: "at its bound" for k in fit.at_bound}
+        marks.update({k: "not identified" for k in fit.unidentified})
         params = ", ".join(
-            f"{k}={p.value:.4g}" + (" (at its bound)" if p.at_bound else "")
+            f"{k}={p.value:.4g}" + (f" ({marks[k]})" if k in marks else "")
             for k, p in fit.params.items()
         )
+        why = "; ".join(fit.metrics[k] for k in ("r2_undefined", "params_undefined")
+                        if k in fit.metrics)  # fmt: skip
+        lines = legend([fit.model], list(marks.values()))
         fit_txt = (
             f"<p>Fit <b>{_e(fit.model)}</b>: {_e(params)}; R<sup>2</sup> {fit.format_r2('.3f')}"
-            f"{_e(f' ({why})' if (why := fit.metrics.get('r2_undefined')) else '')}, "
+            f"{_e(f' ({why})' if why else '')}, "
             f"residual std {fit.residual_std:.3g}.</p>"
-            f'<p class="legend">{"<br>".join(_e(line) for line in legend([fit.model]))}</p>'
+            f'<p class="legend">{"<br>".join(_e(line) for line in lines)}</p>'
             f"{'' if fit.metrics.get('r2_undefined') else _quality(fit, bins)}"
             f"{_constrained_html(fit.metrics)}"
-            f"{_start_html(start)}"
-        )
-    backtest = forecast_text(fc, seen.reward, bins)
+            + (f"<p><b>{_e(caveats['level'])}</b></p>" if caveats.get("level")
+               else _start_html(start))
+        )  # fmt: skip
+    backtest = forecast_text(fc, seen.reward, bins, caveats.get("band"))
     given = settings.warnings if settings is not None else ()  # the data against them
     thinned = [w for w in seen.warnings if w not in log.warnings]  # "fitted as N means of b"
     warn = "".join(f"<li>{_e(w)}</li>" for w in (*log.warnings, *thinned, *given, *notes))

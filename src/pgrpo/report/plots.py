@@ -64,10 +64,24 @@ def reward_panel(
 
 
 def degeneracy_panel(
-    ax: Any, step: np.ndarray, cols: dict[str, np.ndarray], iid: np.ndarray | None
+    ax: Any,
+    step: np.ndarray,
+    cols: dict[str, np.ndarray],
+    iid: np.ndarray | None,
+    zero_std: np.ndarray | None = None,
+    window: int = 1,
 ) -> bool:
-    """Observed fraction of zero-spread groups (all-pass / all-fail) vs the i.i.d. prediction."""
+    """Observed fraction of zero-spread groups (all-pass / all-fail) vs the i.i.d. prediction;
+    zero_std: [S] the share of steps whose reward_std is 0 over the last `window` logged steps,
+    where the verdict read it (a lower bound on the zero-spread share: such a step had no
+    spread in any group)."""
     drawn = False
+    if zero_std is not None and np.isfinite(zero_std).any():
+        of = f"share of the last {window} logged steps" if window > 1 else "steps"
+        ax.plot(*_finite(step, zero_std), "-", lw=1.2, color="#9467bd",
+                label=f"{of} with reward_std == 0\n(a lower bound on the share of groups "
+                "without spread)")  # fmt: skip
+        drawn = True
     for name, label, color in (
         ("frac_reward_zero_std", "degenerate groups (observed)", "#9467bd"),
         ("degeneracy/all_fail", "all fail", "#8c564b"),
