@@ -5,8 +5,8 @@
 - `too_short`: fewer than MIN_POINTS finite rewards.
 - `saturated`: the reward sits at its ceiling: the end window is the best of the run and the
   groups have no spread (reward_std == 0 / frac_reward_zero_std = 1 on >= 80% of its steps, or
-  a 0/1 reward at >= 0.99, or an end level within 1% of a known reward range's top), after a
-  significant rise or at a known ceiling.
+  a 0/1 reward at >= 0.99, or an end level within 1% of a known reward range's top that no
+  longer rises there or only creeps), after a significant rise or at a known ceiling.
 - `collapsed`: a significant fall from the best window, ending at or below the start level, or
   a run that ends stuck at its floor (the end window constant at the run's minimum, no spread
   within groups) below where it started.
@@ -260,9 +260,12 @@ def _label(
     lo, hi = reward_range or (0.0, 1.0)
     unit_end = (ev["end_level"] - lo) / (hi - lo)
     ceiling = nm.is_binary_mean(unit, n_rollouts) and unit_end >= 0.99  # unit: 0/1 scale
-    if reward_range is not None:  # at the top and no longer rising there (one-sided 5%)
+    if reward_range is not None:  # at the top and no longer rising there (one-sided 5%), or
+        # rising by a creep (`_small_rise`): within 1% of the top, what is left is at most 1% of
+        # the range (a flat second half at 0.997 of it reads a creep on 5% of curves, and read
+        # 'plateau, still creeping': hypothesis found one, 2026-12-06)
         near = ev["end_level"] >= hi - 0.01 * (hi - lo)
-        ceiling = ceiling or (near and ev["recent_p_up"] >= ALPHA_RECENT)
+        ceiling = ceiling or (near and (ev["recent_p_up"] >= ALPHA_RECENT or _small_rise(ev)))
     no_spread = ev.get("zero_spread_end", 0.0) >= ZERO_SPREAD_SHARE
     # saturated: the groups without spread all pass, at or above the recent level; all failing
     # below it is a run rising from 0 (p 0 -> 0.025 at G = 8 read 'saturated' in 44% of seeds)
