@@ -47,8 +47,8 @@ from pathlib import Path
 import numpy as np
 from scipy.signal import lfilter
 
-from pgrpo.diagnose import costs, diagnose, entropy  # noqa: F401  (register their run checks)
-from pgrpo.diagnose.checks import CHECKS, CheckOptions, run_checks
+from pgrpo.diagnose import diagnose
+from pgrpo.diagnose.checks import CheckOptions, check_names, run_checks
 from pgrpo.diagnose.concentration import policy_concentration
 from pgrpo.diagnose.gaming import length_vs_reward, reward_function_divergence
 from pgrpo.diagnose.instability import dynamical_instability
@@ -226,7 +226,7 @@ def _rates(
     labels: dict[str, int] = {}
     modes: dict[str, int] = {}
     branches: dict[str, int] = dict.fromkeys(_BRANCHES, 0) if kind == "columns" else {}
-    checks: dict[str, int] = dict.fromkeys(CHECKS.names(), 0) if kind == "columns" else {}
+    checks: dict[str, int] = dict.fromkeys(check_names(), 0) if kind == "columns" else {}
     for _ in range(curves):
         if kind == "gaming":
             fired = _gaming_warnings(rng, n, arg)

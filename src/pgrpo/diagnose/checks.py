@@ -89,16 +89,23 @@ class CheckResult:
 CHECKS: Registry[Callable[..., CheckResult]] = Registry("run check")
 
 
-def run_checks(log: Any, options: CheckOptions | None = None) -> list[CheckResult]:
-    """Every registered check on a RewardLog, in registration-name order."""
+def check_names() -> list[str]:
+    """The names of every check, in registration-name order, after importing the modules that
+    register them (lazily: they import the forecast; a counter built from `CHECKS.names()`
+    before any `run_checks` call missed them)."""
     from pgrpo.diagnose import costs as _costs  # noqa: F401  (registers)
     from pgrpo.diagnose import entropy as _entropy  # noqa: F401
     from pgrpo.diagnose import gaming as _gaming  # noqa: F401
     from pgrpo.diagnose import kllevel as _kllevel  # noqa: F401
     from pgrpo.diagnose import truncation as _truncation  # noqa: F401
 
+    return CHECKS.names()
+
+
+def run_checks(log: Any, options: CheckOptions | None = None) -> list[CheckResult]:
+    """Every registered check on a RewardLog, in registration-name order."""
     opts = options or CheckOptions()
-    return [CHECKS.get(name)(log, opts) for name in CHECKS.names()]
+    return [CHECKS.get(name)(log, opts) for name in check_names()]
 
 
 def not_enough(name: str, why: str, false_alarm: str = "") -> CheckResult:
