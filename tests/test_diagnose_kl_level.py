@@ -5,6 +5,7 @@ measured on real logs (`bench/kl_levels.py`)."""
 from __future__ import annotations
 
 import json
+import math
 
 import numpy as np
 from hypothesis import given, settings
@@ -33,7 +34,7 @@ def test_it_warns_exactly_when_the_last_tenth_averages_at_least_the_level(tmp_pa
     kl = level * np.exp(0.1 * rng.standard_normal(n))
     log, _, _ = _log(tmp_path_factory.mktemp("kl"), kl)
     res = kl_level(log, CheckOptions())
-    late = float(np.mean(kl[int(0.9 * n) :]))
+    late = float(np.mean(kl[-max(5, math.ceil(0.1 * n)) :]))  # the last tenth, >= 5 points
     assert abs(res.evidence["kl_last_tenth"] - late) <= 1e-12 * late
     assert res.status == ("warn" if late >= KL_HIGH else "ok")
 
@@ -50,6 +51,15 @@ def test_a_kl_that_sits_high_from_the_start_warns_and_names_the_step(tmp_path):
 def test_no_kl_column_or_too_few_points_is_not_enough_evidence(tmp_path):
     log, _, _ = _log(tmp_path, np.full(MIN_POINTS - 1, 3.0))
     assert kl_level(log, CheckOptions()).status == "not_enough_evidence"
+    (tmp_path / "nokl.csv").write_text("step,reward\n" + "".join(f"{i},0.5\n" for i in range(40)))
+    res = kl_level(read_log(tmp_path / "nokl.csv"), CheckOptions())
+    assert res.status == "not_enough_evidence" and "no KL column" in res.summary
+
+
+def test_one_late_spike_on_a_short_log_does_not_warn(tmp_path):
+    kl = np.r_[np.full(11, 0.05), 4.0]  # 12 points: the last tenth is 5 of them (0.84), not 1
+    log, _, _ = _log(tmp_path, kl)
+    assert kl_level(log, CheckOptions()).status == "ok"
     assert "kl_level" in [c.name for c in run_checks(log, CheckOptions())]
 
 

@@ -30,6 +30,7 @@ from pgrpo.diagnose.lengthstats import (
     truncation_reading,
     window,
 )
+from pgrpo.diagnose.signals import MAX_POINTS
 from pgrpo.diagnose.truncation import truncated_completions
 from pgrpo.logs import RewardLog, read_log
 
@@ -351,3 +352,35 @@ def test_cli_refuses_a_bad_limit_in_one_line(tmp_path, bad):
     lines = [line for line in res.output.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("error: "), lines
     assert "max-completion-length" in lines[0] or "max_completion_length" in lines[0]
+
+
+# --- a review of the diff (2026-12-06) ------------------------------------------------------
+
+
+def test_a_stated_limit_below_the_lengths_is_set_aside_and_said():
+    """A limit the mean length exceeds is not the run's: the pinned reading stands, the summary
+    says the limit was set aside, and the degeneracy action keeps its cut clause (it read 'not
+    enough evidence' and the clause was gone)."""
+    n = 80
+    log = _log(np.full(n, 0.88), completion_length=np.full(n, 96.0),
+               frac_reward_zero_std=np.ones(n))  # fmt: skip
+    res = truncated_completions(log, CheckOptions(max_completion_length=64))
+    assert res.status == "warn" and res.evidence["source"] == "pinned"
+    assert "above the stated max_completion_length 64, which is set aside" in res.summary
+    mode = diagnose(_degenerate(np.full(60, 256.0), max_completion_length=128.0))
+    assert mode.mode("advantage_degeneracy").evidence["truncated_source"] == "pinned"
+
+
+def test_a_long_log_binned_for_the_rule_reads_the_share_per_step():
+    """Past MAX_POINTS steps the rules read bin means; a bin's mean length sits at the limit only
+    where all its steps did, so the rule reads the share per step, as the check does."""
+    rng = np.random.default_rng(0)
+    n = 3 * MAX_POINTS + 7
+    length = np.where(rng.random(n) < 0.3, 512.0, rng.uniform(100, 500, n).round())
+    log = _degenerate(length)
+    check = truncated_completions(log, CheckOptions())
+    mode = diagnose(log).mode("advantage_degeneracy")
+    assert diagnose(log).metrics["bin_steps"] > 1
+    assert check.evidence["source"] == "pinned" and check.status == "warn"
+    late = check.evidence["late_share"]
+    assert late > 0.2 and mode.evidence["truncated_share"] == pytest.approx(late, abs=1e-12)

@@ -1,5 +1,5 @@
-"""`pgrpo diagnose`'s run checks (costs, gaming, entropy floor, truncation) and its CI gate
-(`--fail-on`), kept out of cli/diagnose.py so that file stays a thin layer.
+"""`pgrpo diagnose`'s run checks (costs, gaming, entropy floor, truncation, KL level) and its CI
+gate (`--fail-on`), kept out of cli/diagnose.py so that file stays a thin layer.
 
 Gate levels: `fail` = a failure mode is detected with confidence >= FIRM_CONFIDENCE and its rule
 does not call it the expected end of the run (evidence `expected_end`: a concentrated policy

@@ -4,9 +4,11 @@
 a review (2026-12-06) found a run holding 1.8-5.7 per token on 74 of its 93 points read
 "policy_concentration: no".
 
-The check warns when the mean KL over the last tenth of the run is at least `KL_HIGH` per
-token. TRL (`kl`), verl (`actor/kl_loss`) and pgrpo's trainer log the mean per-token estimate;
-a framework that logs a per-sequence sum is on another scale, which the words say.
+The check warns when the mean KL over the last tenth of the run (at least 5 points, as the
+truncation check reads it: `lengthstats.window`) is at least `KL_HIGH` per token. TRL (`kl`),
+verl (`actor/kl_loss`) and pgrpo's trainer log the mean per-token estimate; a framework that
+logs a per-sequence sum is on another scale, which the words say. Like every run check, a
+warning counts for `pgrpo diagnose --fail-on warn`.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from pgrpo.diagnose.checks import CHECKS, CheckOptions, CheckResult, column, not_enough
-from pgrpo.diagnose.signals import window_bounds
+from pgrpo.diagnose.lengthstats import window
 
 KL_HIGH = 1.0
 """Per token, over the last tenth. On the 47 real logs with a KL column (the shared corpus and
@@ -35,8 +37,7 @@ def kl_level(log, options: CheckOptions) -> CheckResult:  # noqa: ANN001, ARG001
     if got is None or got[1].size < MIN_POINTS:
         return not_enough(name, f"no KL column with >= {MIN_POINTS} points", control)
     step, kl = got
-    lo, _ = window_bounds(kl.size, 0.9, 1.0)
-    late = float(np.mean(kl[lo:]))
+    late = float(np.mean(kl[-window(kl.size) :]))  # the last tenth, at least 5 points
     above = np.flatnonzero(kl >= KL_HIGH)
     ev = {"kl_last_tenth": late, "kl_max": float(np.max(kl)),
           "kl_first_above_step": float(step[above[0]]) if above.size else float("nan")}  # fmt: skip

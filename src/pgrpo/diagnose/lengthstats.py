@@ -174,7 +174,8 @@ def truncation_reading(
 ) -> tuple[TruncationReading | None, str]:
     """columns: name -> [S] (NaN = not logged); steps: [S]; max_completion_length: the run's
     limit when known. -> (the reading, '') from the strongest source the columns allow (module
-    docstring), or (None, why not)."""
+    docstring), or (None, why not); (the reading, a note) where a source was set aside (a stated
+    limit the mean length exceeds, a clipped-ratio column outside [0, 1])."""
     clipped = _first(columns, steps, COLUMN_KEYS[CLIPPED])
     bad = ""
     if clipped is not None and clipped[1].size >= MIN_POINTS:
@@ -187,12 +188,15 @@ def truncation_reading(
         return None, (f"{bad}no {CLIPPED} (or response_length/clip_ratio) and no completion "
                       f"length column with >= {MIN_POINTS} points")  # fmt: skip
     step, length, name = got
-    if max_completion_length is not None:
-        limit = float(max_completion_length)
-        if length.max() > limit + LIMIT_TOLERANCE:
-            return None, (f"{bad}the mean completion length reaches {length.max():.4g}, above "
-                          f"the stated max_completion_length {limit:g}: give the run's limit "
-                          "(or the column counts more than the completion)")  # fmt: skip
+    limit = math.nan if max_completion_length is None else float(max_completion_length)
+    if length.max() > limit + LIMIT_TOLERANCE:  # not the run's limit: set aside, and said so
+        # (a review, 2026-12-06: a stated limit below the lengths gave no evidence and took the
+        # pinned reading's clause out of the degeneracy action)
+        bad += (f"the mean completion length reaches {length.max():.4g}, above the stated "
+                f"max_completion_length {limit:g}, which is set aside: give the run's limit (or "
+                "the column counts more than the completion); ")  # fmt: skip
+        limit = math.nan
+    if math.isfinite(limit):
         cut = (length >= limit - LIMIT_TOLERANCE).astype(float)
         upper = np.minimum(length / limit, 1.0)
         near = (length >= NEAR_LIMIT * limit).astype(float)
@@ -203,11 +207,12 @@ def truncation_reading(
         return TruncationReading(step, cut, "limit", name, limit, upper, near, top, k), ""
     top = pinned_maximum(length)
     if top is None:
-        return None, (f"{bad}no {CLIPPED} column and no --max-completion-length, and the mean "
-                      f"completion length never sits at a repeated maximum of >= "
+        return None, (f"{bad}no {CLIPPED} column and no usable --max-completion-length, and "
+                      f"the mean completion length never sits at a repeated maximum of >= "
                       f"{MIN_PINNED_LENGTH:.0f} tokens (the mark of every completion cut); give "
                       "--max-completion-length or log the clipped ratio")  # fmt: skip
-    return TruncationReading(step, at_maximum(length).astype(float), "pinned", name, top), ""
+    reading = TruncationReading(step, at_maximum(length).astype(float), "pinned", name, top)
+    return reading, bad.removesuffix("; ")
 
 
 def truncated_share_now(

@@ -19,8 +19,15 @@ from scipy.special import ndtri
 from pgrpo.core.stats import iid_degeneracy
 from pgrpo.diagnose import nullmodel as nm
 from pgrpo.diagnose.curvestats import window_mean_sd
-from pgrpo.diagnose.lengthstats import TRUNCATION_MAX, truncated_share_now, truncation_cause
-from pgrpo.diagnose.signals import Signals, finite, smooth, window_bounds, window_mean
+from pgrpo.diagnose.lengthstats import TRUNCATION_MAX, truncation_cause
+from pgrpo.diagnose.signals import (
+    Signals,
+    finite,
+    smooth,
+    truncation_per_step,
+    window_bounds,
+    window_mean,
+)
 from pgrpo.diagnose.starvation import (
     ZERO_STD_SOURCE,
     degeneracy_action,
@@ -288,7 +295,7 @@ def _truncation(s: Signals, ev: dict) -> str:
     """The clause naming completions cut at the length limit when more than TRUNCATION_MAX are
     over the run's last tenth (the `truncated_completions` check's reading, the run's
     `max_completion_length` setting when given), its share and source added to `ev`; else ''."""
-    cut = truncated_share_now(s.columns, s.steps, s.hyper("max_completion_length"))
+    cut = truncation_per_step(s)  # read per step, before a long log was binned
     if cut is None or cut[0] <= TRUNCATION_MAX:
         return ""
     ev["truncated_share"], ev["truncated_source"] = cut[0], cut[1].source

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from pgrpo.diagnose.lengthstats import truncated_share_now
 from pgrpo.diagnose.nullmodel import unit_scale
 from pgrpo.errors import check_magnitude
 from pgrpo.logs.thin import bin_means, bin_plan
@@ -54,6 +55,11 @@ class Signals:
     eval_se: tuple[float, ...] = ()
     eval_gain_se: float = math.nan
     eval_gain: float = math.nan
+    truncation: tuple[float, Any] | None = None
+    """A binned log's truncation reading, taken per step before binning (`truncation_per_step`;
+    None there: none); read only where `binned` says so."""
+    binned: bool = False
+    """Whether the columns are bin means (`thin_signals`)."""
 
     def has(self, name: str, min_points: int = 1) -> bool:
         col = self.columns.get(name)
@@ -386,7 +392,20 @@ def thin_signals(signals: Signals, max_points: int = MAX_POINTS) -> Signals:
         signals.eval_se,
         signals.eval_gain_se,
         signals.eval_gain,
+        truncation_per_step(signals),
+        binned=True,
     )
+
+
+def truncation_per_step(signals: Signals) -> tuple[float, Any] | None:
+    """The share of completions cut over the last tenth and its reading
+    (`lengthstats.truncated_share_now`), read per step: what `thin_signals` keeps, since a bin
+    mean of the lengths sits at the limit only where every step of the bin did (a review,
+    2026-12-06: 30% of steps cut read 0.5% on bin means beside the check's 29.7%)."""
+    if signals.binned:
+        return signals.truncation
+    limit = signals.hyper("max_completion_length")
+    return truncated_share_now(signals.columns, signals.steps, limit)
 
 
 def thin_log(log: Any, max_points: int = MAX_POINTS, keep: tuple[str, ...] | None = None) -> Any:

@@ -130,8 +130,9 @@ def truncated_completions(log, options: CheckOptions) -> CheckResult:  # noqa: A
     share = late_share(reading)
     ev = truncation_evidence(share, reading)
     control = _control(reading.source)
+    note = f" (note: {why})" if why else ""  # a source set aside, e.g. a stated limit too low
     if share > TRUNCATION_MAX:
         text = f"{truncation_cause(share, reading)}{_rise(ev)}: {TRUNCATION_EFFECT}; "
-        text += TRUNCATION_ACTION + _pinned_below(reading)
+        text += TRUNCATION_ACTION + _pinned_below(reading) + note
         return CheckResult(name, "warn", text, ev, control)
-    return CheckResult(name, "ok", _ok_text(ev, reading) + _rise(ev), ev, control)
+    return CheckResult(name, "ok", _ok_text(ev, reading) + _rise(ev) + note, ev, control)
