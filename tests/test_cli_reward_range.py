@@ -272,3 +272,13 @@ def test_watch_checks_its_stop_file_before_watching(tmp_path):
         f"error: --stop-file {blocker / 'stop'} cannot be written (in {blocker}); give a file "
         "path in a folder you can write to"
     ]
+
+
+def test_a_creep_within_1_percent_of_the_top_is_saturated():
+    """The case hypothesis found (2026-12-06): a second half at 0.997 of the range, flat by
+    construction, reads a significant creep (p 0.041, +0.0014, 0.4% of the gain); within 1% of a
+    known top a creep is at its ceiling, not 'plateau, still creeping'."""
+    t, r = _to_ceiling(seed=559, lo=0.0, hi=1.0)
+    got = assess_progress(t, r, reward_range=(0.0, 1.0))
+    assert got.evidence["recent_p_up"] < 0.05  # the creep the test sees
+    assert got.label == "saturated", got.summary
