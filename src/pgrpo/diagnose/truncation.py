@@ -43,7 +43,8 @@ MIN_TREND_POINTS = 8
 CONTROLS = {
     "logged": "a logged count, no test",
     "limit": (f"a step counts only when its mean length is within {LIMIT_TOLERANCE} token of the "
-              "stated limit (every completion cut): a lower bound, it cannot over-count"),
+              "stated limit (every completion cut, up to a log's rounding: a completion that "
+              "ended a token or two short among many may be counted cut), nearly a lower bound"),
     "pinned": (f"a step counts only when its mean length repeats the column's maximum exactly, "
                f"a maximum of >= {MIN_PINNED_LENGTH:.0f} tokens reached on >= {MIN_PINNED_STEPS} "
                f"steps and {PILEUP:g}x as often as the {NEIGHBOURS} values below it ("
