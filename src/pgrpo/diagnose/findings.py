@@ -174,8 +174,9 @@ bonus or clip-higher raise it on purpose)."""
 
 SPREAD_FLAT_ACTION = (
     "the reward did not move while the policy spread out: lower the learning rate or the "
-    "updates per rollout batch (num_iterations / ppo_epochs), clip gradients and check "
-    "sampler/learner log-prob agreement; then check that rewards vary within groups"
+    "refresh interval K (the updates per rollout batch: TRL num_iterations, verl ppo_epochs), "
+    "clip gradients and check sampler/learner log-prob agreement; then check that rewards vary "
+    "within groups"
 )
 """The action beside `flat` when the entropy rose (`_entropy_spread`), in place of the flat
 verdict's "nothing is being learned: check ... that the learning rate is not too small": a

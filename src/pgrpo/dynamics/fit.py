@@ -80,7 +80,7 @@ class FitResult:
     @property
     def at_bound(self) -> tuple[str, ...]:
         """The varying parameters the fit left at a bound (`Parameter.at_bound`): their values
-        are the box's, and their stderr means nothing. None on a reward that never changed
+        are the box's, and their stderr means nothing. Empty on a reward that never changed
         (metrics["params_undefined"] says once why no parameter but the level means anything)."""
         if "params_undefined" in self.metrics:
             return ()
@@ -91,7 +91,7 @@ class FitResult:
         """The varying parameters off their bounds that the data do not fix: a stderr of exactly
         0 (the fit's curvature is flat along it, and the pseudo-inverse gives it no variance), or
         one `CurveModel.coupled` to a parameter at its lower bound, where it drops out of the
-        model (rom_v0's u where m is 0). None on a reward that never changed (as `at_bound`)."""
+        model (rom_v0's u where m is 0). Empty on a reward that never changed (as `at_bound`)."""
         if "params_undefined" in self.metrics:
             return ()
         coupled = FIT_MODELS.get(self.model).coupled
