@@ -5,7 +5,8 @@
 
 For every run of each corpus folder (index.json, one CSV per run; default
 ../shared/data/curves) with a KL column of at least 10 points: the mean KL over the last tenth,
-its maximum, the corpus verdict (`verdict` field, else the note's first words), and the check's
+its maximum, the corpus verdict (`verdict` field, else the note read literally:
+`corpus_entry.references`; "unread" where it gives none), and the check's
 status. Prints the table sorted by level and the counts at or above KL_HIGH by verdict; writes
 results JSON (command, date) to bench/results/kl_levels.json.
 """
@@ -23,7 +24,7 @@ from pgrpo.diagnose.kllevel import KL_HIGH, kl_level
 from pgrpo.logs import read_log
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from corpus_entry import missing_index  # noqa: E402
+from corpus_entry import missing_index, references  # noqa: E402
 
 CURVES = Path(__file__).resolve().parents[2] / "shared" / "data" / "curves"
 OUT = Path(__file__).resolve().parent / "results" / "kl_levels.json"
@@ -42,7 +43,8 @@ def main() -> None:
             res = kl_level(read_log(str(folder / meta["csv"])), CheckOptions())
             if res.status == "not_enough_evidence":
                 continue
-            verdict = meta.get("verdict") or meta.get("notes", "").split(" ")[0].strip(".,;:-")
+            _, strict = references(meta)  # the note read literally where there is no verdict
+            verdict = meta.get("verdict") or ("/".join(sorted(strict)) if strict else "unread")
             rows.append({"run": meta["name"], "repo": meta.get("repo"),
                          "verdict": verdict.lower(), "beta": meta.get("beta"),
                          "status": res.status, **res.evidence})  # fmt: skip

@@ -21,10 +21,10 @@ from pgrpo.diagnose.lengthstats import window
 KL_HIGH = 1.0
 """Per token, over the last tenth. On the 47 real logs with a KL column (the shared corpus and
 held-back rounds 15-19; `python bench/kl_levels.py`, 2026-12-06) the last tenth's mean was at
-or above 1 on 6: 5 whose reward did not learn (2 degenerate, 1 collapsed, 2 flat or nearly flat)
-and 1 learning run whose KL reached 2.4e7 (a numerical blow-up beside a rising reward); on the
-other 19 learning runs it was at most 0.31. Its false alarms are learning runs: 1 of 20, and
-that one had a KL no healthy run shows."""
+or above 1 on 6: 5 whose reward did not learn (2 degenerate, 1 collapsed, 2 flat) and 1
+learning run whose KL reached 2.4e7 (a numerical blow-up beside a rising reward); on the other
+20 learning runs it was at most 0.31. Its false alarms are learning runs: 1 of 21, and that one
+had a KL no healthy run shows."""
 MIN_POINTS = 10
 
 
