@@ -20,7 +20,7 @@ from dataclasses import replace
 import numpy as np
 
 from pgrpo.diagnose.checks import CHECKS, CheckOptions, CheckResult, column, not_enough
-from pgrpo.diagnose.instability import BLOWUP, entropy_rise  # BLOWUP x its start: rising
+from pgrpo.diagnose.instability import BLOWUP, entropy_rise, entropy_start
 from pgrpo.diagnose.signals import thin_log
 from pgrpo.dynamics.forecast import forecast
 from pgrpo.dynamics.levelgain import CORPUS_PRIOR
@@ -49,7 +49,7 @@ def entropy_floor_forecast(step: np.ndarray, entropy: np.ndarray, level: float =
         "floor": max(fc.predicted_mean, 0.0),
         "floor_lo": max(fc.mean_band[0], 0.0),
         "floor_hi": max(fc.mean_band[1], 0.0),
-        "start": float(np.mean(entropy[: max(3, entropy.size // 20)])),
+        "start": entropy_start(entropy),
         "initial": float(fc.fit.values["R_0"]),
         "tau": tau,
         "floor_step": reached,

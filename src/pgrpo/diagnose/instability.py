@@ -182,6 +182,13 @@ def _divergence_evidence(s: Signals, x: np.ndarray, late_z: float) -> dict[str, 
     return ev
 
 
+def entropy_start(entropy: np.ndarray) -> float:
+    """The entropy at the start: the mean of the first max(3, n / 20) finite values of
+    entropy: [S] (NaN without one); what `entropy_rise` and the `entropy_floor` check read."""
+    vals = entropy[np.isfinite(entropy)]
+    return float(np.mean(vals[: max(3, vals.size // 20)])) if vals.size else math.nan
+
+
 def entropy_rise(step: np.ndarray, entropy: np.ndarray) -> dict[str, float]:
     """How far the entropy rose from its start, for the words beside a collapse (`findings`):
     entropy_start, the mean of its first max(3, n / 20) logged values (the `entropy_floor`
@@ -191,8 +198,7 @@ def entropy_rise(step: np.ndarray, entropy: np.ndarray) -> dict[str, float]:
     leaves the late / mid-run ratio at 1, and read 'not falling' only (a review, 2026-12-06).
     Descriptive: it decides no verdict. {} without a positive start."""
     ok = np.isfinite(entropy)
-    vals = entropy[ok]
-    start = float(np.mean(vals[: max(3, vals.size // 20)])) if vals.size else math.nan
+    start = entropy_start(entropy)
     end = window_mean(entropy, 0.9, 1.0)
     if not start > 0:
         return {}
