@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 import pgrpo.diagnose.instability as instability
 from pgrpo.diagnose import diagnose
-from pgrpo.diagnose.curvestats import LEVEL_SHIFT_Z, curve_statistics, level_shift_z, thirds
-from pgrpo.diagnose.instability import prompt_mix_ramp
+from pgrpo.diagnose.curvestats import curve_statistics, level_shift_z, thirds
+from pgrpo.diagnose.instability import LEVEL_SHIFT_Z, prompt_mix_ramp
 from pgrpo.diagnose.rules import ALPHA_MODE
 
 B, G = 32, 8

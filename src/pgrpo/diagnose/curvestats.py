@@ -370,22 +370,12 @@ def thirds(n: int) -> tuple[slice, slice]:
     return slice(0, third), slice(n - third, n)
 
 
-LEVEL_SHIFT_Z = 1.96
-"""The growth test is judged only where the level held (|`level_shift_z`| below this, 5%
-two-sided) or where the noise's growth with the level is bounded (means of N 0/1 rewards:
-sqrt(p (1 - p)) times `instability.prompt_mix_ramp`). The batch noise of a reward moves with
-its level, and for a reward that is not a mean of 0/1 rewards nothing in the log says by how
-much (a logged within-group spread misses the spread between prompts that learning opens, the
-whole noise of a 1-prompt batch): live prefixes of 6 of 89 real runs without a collapse note
-read `dynamical_instability` on the growth test alone, every one a rise off a floor whose swings
-grew x1.9-8.1 with its level (bench/prefix_instability.py, 2026-12-06)."""
-
-
 def level_shift_z(y: np.ndarray) -> np.ndarray:
     """How far the level moved between the thirds the growth test compares: (mean of the last
     third - mean of the first) / its standard error, from each third's own first-difference noise
-    (`noise_sd`) as independent steps (autocorrelated noise makes the z larger, so the test is
-    judged less often: the safe side for its false alarms). y: [M, n] -> [M]; 0 for a constant
+    (`noise_sd`) as independent steps (autocorrelated noise makes the z larger, so the growth
+    test, `instability.LEVEL_SHIFT_Z`, is judged less often: the safe side for its false
+    alarms). y: [M, n] -> [M]; 0 for a constant
     curve, +-inf for a step between two constant thirds."""
     y = np.atleast_2d(np.asarray(y, dtype=float))
     first, last = thirds(y.shape[1])
@@ -394,17 +384,6 @@ def level_shift_z(y: np.ndarray) -> np.ndarray:
     se = np.sqrt(noise_sd(a) ** 2 / a.shape[1] + noise_sd(b) ** 2 / b.shape[1])
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(se > 0, gap / se, np.where(gap != 0, np.copysign(np.inf, gap), 0.0))
-
-
-def growth_counts(evidence: dict) -> bool:
-    """Whether the growth test's evidence counts (what `dynamical_instability` reads and its
-    finding words): judged (`oscillation_growth_judged`, `LEVEL_SHIFT_Z`), the late swings
-    ranked above the early ones and their size grown by at least GROWTH_MIN."""
-    return (
-        bool(evidence.get("oscillation_growth_judged", 1.0))
-        and evidence.get("oscillation_growth_rank_z", 0.0) > 0
-        and evidence.get("oscillation_growth", 0.0) >= GROWTH_MIN
-    )
 
 
 def _rank_growth(early: np.ndarray, late: np.ndarray) -> np.ndarray:

@@ -8,7 +8,6 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from pgrpo.diagnose.curvestats import growth_counts
 from pgrpo.diagnose.nullmodel import fmt_p, fmt_share
 from pgrpo.diagnose.starvation import ZERO_STD_SOURCE
 from pgrpo.diagnose.verdict import FIRM_CONFIDENCE, NEAR_CEILING
@@ -116,6 +115,8 @@ def _instability(ev: dict) -> str:
             f"(kappa from {ev.get('kappa_source', '?')})."
         )
     p = {k: ev.get(k, 1.0) for k in ("oscillation_growth_p", "spectral_peak_p", "peak_drop_p")}
+    from pgrpo.diagnose.instability import growth_counts  # the rule's decision, one definition
+
     if not growth_counts(ev):  # not what fired (`instability`)
         p["oscillation_growth_p"] = 1.0
     if isinstance(ev.get("grad_norm_growth"), float) and min(p.values()) >= 0.01:
