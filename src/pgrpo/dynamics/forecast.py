@@ -297,6 +297,18 @@ FORECAST_METHODS.add("consensus3", _members("median", "three"))
 FORECAST_METHODS.add("ensemble_mean", _members("mean", "three"))
 
 
+def _level_drift(step, reward, future, kw, *, model=None, combine=True, prior=CORPUS_PRIOR,
+                 weights=None):  # fmt: skip
+    """The level-and-drift forecaster (`pgrpo.dynamics.drift`) with its own DRIFT_PRIOR;
+    model, combine, prior and weights do not apply to it."""
+    from pgrpo.dynamics.drift import level_drift
+
+    return level_drift(step, reward, future, kw)
+
+
+FORECAST_METHODS.add("level_drift", _level_drift)
+
+
 def _backtest(step: np.ndarray, reward: np.ndarray, model: str, kw: dict, future: np.ndarray):
     """Structural (misspecification) variance of the forecast mean, from a backtest inside the
     prefix: fit its first 60%, forecast the mean of the rest, and keep the squared error in excess
