@@ -139,7 +139,7 @@ def _print(data: dict, console: Console) -> None:
         t = Table(title=f"forecast of the mean after step {fc['cut_step']:g}")
         for col in ("predictor", "predicted mean", "observed mean", "abs error"):
             t.add_column(col)
-        how = f"{fc['model']} fit"
+        how = fc.get("basis") or f"{fc['model']} fit"
         if fc.get("combination"):  # the consensus's members, combined
             how = f"{fc['combination']} of the members" + (
                 f": {fc['member']}" if fc.get("member") else ""

@@ -126,7 +126,8 @@ def level_drift(step, reward, future, fit_kw, *, prior: DriftPrior = DRIFT_PRIOR
     """(fit, predicted [m], var_step [m], var_mean, metrics) for `forecast`: the flat path at
     `drift_mean`; var_mean that of a normal whose 90% interval is mean +- band s sqrt(h);
     var_step adds the per-step noise s^2; fit: the exponential fitted to the prefix (what
-    `pgrpo fit` and the report draw beside it)."""
+    `pgrpo fit` and the report draw beside it; metrics["basis"] says the forecast is not
+    drawn from it)."""
     from pgrpo.dynamics.fit import fit_curve
 
     future = np.asarray(future, dtype=float)
@@ -139,6 +140,7 @@ def level_drift(step, reward, future, fit_kw, *, prior: DriftPrior = DRIFT_PRIOR
     fit = fit_curve(np.asarray(step, dtype=float), np.asarray(reward, dtype=float),
                     "exponential", **kw)  # fmt: skip
     metrics = {
+        "basis": "last-10 mean, line and drift",
         "noise": x.noise,
         "last_window_mean": x.last,
         "line_level": x.line,
