@@ -14,7 +14,6 @@ results JSON (command, date) to bench/results/kl_levels.json.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import sys
 from pathlib import Path
@@ -24,6 +23,7 @@ from pgrpo.diagnose.kllevel import KL_HIGH, kl_level
 from pgrpo.logs import read_log
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _results import write_results  # noqa: E402
 from corpus_entry import missing_index, references  # noqa: E402
 
 CURVES = Path(__file__).resolve().parents[2] / "shared" / "data" / "curves"
@@ -61,14 +61,9 @@ def main() -> None:
           "tenth, by verdict (warn / all):")  # fmt: skip
     for v, (ok, warn) in sorted(by.items()):
         print(f"  {v}: {warn} / {ok + warn}")
-    args.out.write_text(json.dumps({
-        "command": "python " + " ".join(sys.argv),
-        "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "kl_high": KL_HIGH,
-        "by_verdict": {v: {"warn": w, "logs": o + w} for v, (o, w) in by.items()},
-        "rows": rows,
-    }, indent=1) + "\n")  # fmt: skip
-    print(f"wrote {args.out}")
+    write_results(args.out, "kl_levels.py", None, kl_high=KL_HIGH,
+                  by_verdict={v: {"warn": w, "logs": o + w} for v, (o, w) in by.items()},
+                  rows=rows)  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -17,7 +17,6 @@ one table and writes results JSON (command, date) to bench/results/prefix_instab
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import sys
 import time
@@ -31,6 +30,7 @@ from pgrpo.diagnose import diagnose
 from pgrpo.logs import read_log
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _results import write_results  # noqa: E402
 from corpus_entry import missing_index, references, with_metadata  # noqa: E402
 
 CURVES = Path(__file__).resolve().parents[2] / "shared" / "data" / "curves"
@@ -109,16 +109,9 @@ def main() -> None:
     any_hit = {(r["folder"], r["run"]) for r in rows if r["detected"] and not r["collapse_note"]}
     print(f"runs without a collapse note with an alarm at any prefix: {len(any_hit)} of "
           f"{len(runs)}")  # fmt: skip
-    args.out.write_text(json.dumps({
-        "command": "python " + " ".join(sys.argv),
-        "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "seconds": round(time.time() - t0, 1),
-        "summary": summary,
-        "runs_with_any_alarm": len(any_hit),
-        "runs": len(runs),
-        "rows": rows,
-    }, indent=1) + "\n")  # fmt: skip
-    print(f"wrote {args.out} ({time.time() - t0:.0f} s)")
+    write_results(args.out, "prefix_instability.py", None, seconds=round(time.time() - t0, 1),
+                  summary=summary, runs_with_any_alarm=len(any_hit), runs=len(runs),
+                  rows=rows)  # fmt: skip
 
 
 if __name__ == "__main__":
