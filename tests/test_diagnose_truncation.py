@@ -264,6 +264,21 @@ def test_every_framework_key_reaches_the_canonical_column(tmp_path, key):
     assert res.status == "warn" and res.evidence["column"] == CLIPPED
 
 
+@pytest.mark.parametrize(
+    "key", ["completions/mean_length", "completion_length", "response_length/mean",
+            "train/response_length"],
+)  # fmt: skip
+def test_every_framework_mean_length_key_reaches_completion_length(tmp_path, key):
+    """TRL, older TRL, verl and OpenRLHF (under train/): the mean length is read, so a length
+    pinned at a stated limit is found from it."""
+    rows = ["step,reward," + key] + [f"{s},0.5,256" for s in range(1, 31)]
+    (tmp_path / "log.csv").write_text("\n".join(rows) + "\n")
+    log = read_log(tmp_path / "log.csv")
+    assert np.allclose(log.columns["completion_length"], 256.0)
+    res = truncated_completions(log, CheckOptions(max_completion_length=256))
+    assert res.status == "warn"
+
+
 def test_a_tensorboard_run_carries_the_share(tmp_path):
     pytest.importorskip("tensorboard")
     from torch.utils.tensorboard import SummaryWriter

@@ -74,7 +74,13 @@ COLUMN_KEYS: dict[str, tuple[str, ...]] = {
     "reward_std": ("reward_std", "critic/score/std"),
     "entropy": ("entropy", "actor/entropy"),
     "kl": ("kl", "actor/kl_loss"),
-    "completion_length": ("completions/mean_length", "completion_length", "response_length/mean"),
+    # TRL, older TRL, verl, OpenRLHF (its experience info's mean, logged under train/)
+    "completion_length": (
+        "completions/mean_length",
+        "completion_length",
+        "response_length/mean",
+        "response_length",
+    ),
     # the share of completions cut at the length limit (read by the truncated_completions check,
     # pgrpo.diagnose.lengthstats): pgrpo's trainer and TRL GRPOTrainer (no EOS), verl
     # (response_length == max_response_length, metric_utils.compute_data_metrics), OpenRLHF
