@@ -47,7 +47,7 @@ _LAZY = {
     "CurveModel": "pgrpo.dynamics.curves",
     "FitContext": "pgrpo.dynamics.curves",
     "Parameter": "pgrpo.dynamics.curves",
-    "FitResult": "pgrpo.dynamics.fit",
+    "FitResult": "pgrpo.dynamics.fitresult",
     "fit_curve": "pgrpo.dynamics.fit",
     "fit_model": "pgrpo.dynamics.fit",
     "make_context": "pgrpo.dynamics.fit",

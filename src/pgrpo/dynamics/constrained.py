@@ -40,7 +40,7 @@ from pgrpo.dynamics.model import _unit_response
 from pgrpo.dynamics.optimizers import fit_reduction, max_stable_rate
 
 if TYPE_CHECKING:
-    from pgrpo.dynamics.fit import FitResult
+    from pgrpo.dynamics.fitresult import FitResult
 
 
 def fixed_rate_bounds(t: np.ndarray, ctx: FitContext) -> tuple[float, float]:

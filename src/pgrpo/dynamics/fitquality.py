@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from pgrpo.dynamics.curves import FIT_MODELS
-from pgrpo.dynamics.fit import FitResult
+from pgrpo.dynamics.fitresult import FitResult
 
 BLOCK = 10
 """Points per block of `block_r2` (the smoothed curve a paper plots)."""

@@ -14,7 +14,7 @@ from pgrpo.dynamics.model import damping_ratio
 from pgrpo.dynamics.optimizers import fit_reduction
 
 if TYPE_CHECKING:
-    from pgrpo.dynamics.fit import FitResult
+    from pgrpo.dynamics.fitresult import FitResult
 
 
 def _autocorr(r: np.ndarray, lag: int = 1) -> float:

@@ -27,7 +27,8 @@ from scipy.special import ndtri
 
 from pgrpo._registry import Registry
 from pgrpo.core.rewardrange import range_holding
-from pgrpo.dynamics.fit import FitResult, fit_curve
+from pgrpo.dynamics.fit import fit_curve
+from pgrpo.dynamics.fitresult import FitResult
 from pgrpo.dynamics.levelgain import CORPUS_PRIOR, ForecastPrior, level_gain
 from pgrpo.dynamics.optimizers import DEFAULT_OPTIMIZER
 

@@ -16,7 +16,8 @@ import numpy as np
 from scipy.optimize import least_squares
 
 from pgrpo.dynamics.curves import FIT_MODELS
-from pgrpo.dynamics.fit import FitResult, fit_model, make_context, noise_scale
+from pgrpo.dynamics.fit import fit_model, make_context, noise_scale
+from pgrpo.dynamics.fitresult import FitResult
 
 
 def _loglik_term(sses: list[float], resid: list[np.ndarray]) -> float:

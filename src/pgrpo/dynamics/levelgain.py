@@ -30,7 +30,8 @@ from scipy.special import ndtri
 
 from pgrpo._registry import Registry
 from pgrpo.dynamics.curves import lr_time
-from pgrpo.dynamics.fit import FitResult, fit_model, make_context
+from pgrpo.dynamics.fit import fit_model, make_context
+from pgrpo.dynamics.fitresult import FitResult
 
 
 def _level_fit(reward: np.ndarray, fitted: np.ndarray) -> float:

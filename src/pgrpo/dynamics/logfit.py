@@ -26,8 +26,9 @@ import numpy as np
 
 from pgrpo.dynamics.constrained import NoiseRho, StartComparison, compare_start, residual_rho
 from pgrpo.dynamics.curves import FIT_MODELS
-from pgrpo.dynamics.fit import FitResult, fit_curve
+from pgrpo.dynamics.fit import fit_curve
 from pgrpo.dynamics.fitquality import fit_quality
+from pgrpo.dynamics.fitresult import FitResult
 from pgrpo.dynamics.runfit import fit_run, run_inputs
 from pgrpo.logs import RewardLog
 from pgrpo.logs.thin import bin_counts, bin_means, bin_plan

@@ -18,7 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from pgrpo.dynamics.fit import FitResult, fit_curve
+from pgrpo.dynamics.fit import fit_curve
+from pgrpo.dynamics.fitresult import FitResult
 from pgrpo.dynamics.optimizers import run_optimizer
 
 
