@@ -180,7 +180,7 @@ and 0.05 on up to 12% (white noise, 300 points: under pure noise the fast mode's
 identified, so the statistic is not chi2 with 1 degree of freedom); with the bound and 0.01 on
 at most 3%."""
 U_BOUND = 2.0
-"""|u| (1 / step) at which `rom_v0`'s initial velocity sits at its bound (curves.rom_v0_guess): a
+"""|u| (1 / step) at which `rom_v0`'s initial velocity sits at its bound (rom_v0.rom_v0_guess): a
 jump within the first step, i.e. the first point alone, which is no evidence about a start."""
 
 START_WORDS = {
