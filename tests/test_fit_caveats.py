@@ -157,3 +157,38 @@ def test_the_band_caveat_reads_the_verdict_of_the_points_before_the_cut(tmp_path
     assert band_caveat(prefix, 100.0) is not None
     assert band_caveat(_verdict("learning"), 100.0) is None  # gain identified (no flag)
     assert band_caveat(_verdict("plateau", fit_gain_identified=0.0), 100.0) is None
+
+
+# --- the caveats under fit.png -------------------------------------------------------------------
+
+
+def test_fit_png_carries_the_caveats_the_text_prints(tmp_path, monkeypatch):
+    """The figure is often looked at without the text beside it: the level caveat of a run that
+    fell is printed under the plot too (notes of `plots.plot_log_fit`)."""
+    import pgrpo.dynamics.plots as plots
+
+    seen: dict = {}
+    draw = plots.plot_log_fit
+
+    def spy(fit, path, notes=()):
+        seen["notes"] = list(notes)
+        seen["fig"] = plots.log_fit_figure(fit, notes)
+        return draw(fit, path, notes)
+
+    monkeypatch.setattr(plots, "plot_log_fit", spy)
+    out = tmp_path / "o"
+    res = runner.invoke(app, ["fit", str(_fall(tmp_path)), "--json", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    level = json.loads(res.stdout)["caveats"]["level"]
+    assert seen["notes"] == [level] and (out / "fit.png").exists()
+    texts = " ".join(" ".join(t.get_text().split()) for t in seen["fig"].texts)
+    assert f"Note: {level}" in texts
+    plain = plots.log_fit_figure(_plain_fit(tmp_path))
+    assert not plain.texts and seen["fig"].get_figheight() > plain.get_figheight()
+
+
+def _plain_fit(tmp_path: Path):
+    from pgrpo.dynamics.logfit import fit_log
+    from pgrpo.logs import read_log
+
+    return fit_log(read_log(_saturating(tmp_path)))

@@ -87,7 +87,8 @@ def fit_cmd(
         from pgrpo.cli._mpl import import_quietly  # matplotlib only once the fit succeeded
 
         plots = import_quietly("pgrpo.dynamics.plots")
-        png = str(plots.plot_log_fit(result, out / "fit.png"))
+        notes = [c for c in (caveats["level"], caveats["band"]) if c]  # what the text says too
+        png = str(plots.plot_log_fit(result, out / "fit.png", notes))
     data = {**result.to_dict(), "settings": settings.to_dict(), "png": png, "caveats": caveats}
     data["warnings"] = [*data["warnings"], *settings.warnings]
     emit(data, as_json, lambda console: _print(data, console))

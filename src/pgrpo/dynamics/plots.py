@@ -12,7 +12,9 @@ import importlib
 import importlib.util
 import math
 import sys
+import textwrap
 import types
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +72,10 @@ is ~1,000 pixels wide: more points than that change nothing visible and cost dra
 
 
 MARGINS = {"left": 0.08, "right": 0.97, "bottom": 0.1, "top": 0.93}
+NOTE_WIDTH = 150
+"""Characters per line of a note under a figure (8-point text across a 9-inch figure)."""
+NOTE_LINE_INCHES = 0.16
+"""The height one note line adds to the figure."""
 """Fixed margins: `tight_layout` draws the figure once more to measure it (a third of the cost)."""
 
 
@@ -86,17 +92,19 @@ def _figure(width: float, height: float) -> tuple[Figure, Any]:
     return fig, fig.add_subplot()
 
 
-def plot_log_fit(fit: LogFit, path: Path) -> Path:
+def plot_log_fit(fit: LogFit, path: Path, notes: Sequence[str] = ()) -> Path:
     """Data, rom fit, baselines and (when present) the forecast: its curve, the band of its mean
     after the cut (the band `pgrpo fit` prints and the report draws) and, lighter, the band of
-    one step (long series thinned)."""
-    fig = log_fit_figure(fit)
+    one step (long series thinned). notes: sentences printed under the plot (`pgrpo fit`'s
+    caveats: a fitted level the run does not head for, a band the run may rise past), so the
+    figure is not read without what the text says beside it."""
+    fig = log_fit_figure(fit, notes)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
     return path
 
 
-def log_fit_figure(fit: LogFit) -> Figure:
+def log_fit_figure(fit: LogFit, notes: Sequence[str] = ()) -> Figure:
     """`plot_log_fit`'s figure, unsaved."""
     log = fit.log
     s = thin(len(log.step))
@@ -138,7 +146,15 @@ def log_fit_figure(fit: LogFit) -> Figure:
     ax.set_ylabel(log.reward_key)
     ax.legend(fontsize=8)
     ax.set_title(Path(log.source).name)
-    fig.subplots_adjust(**MARGINS)
+    if notes:
+        text = "\n".join(textwrap.fill(f"Note: {n}", NOTE_WIDTH) for n in notes)
+        lines = text.count("\n") + 1
+        fig.set_figheight(fig.get_figheight() + NOTE_LINE_INCHES * lines)
+        bottom = MARGINS["bottom"] + NOTE_LINE_INCHES * lines / fig.get_figheight()
+        fig.text(0.01, 0.01, text, fontsize=8, va="bottom", ha="left", color="0.25")
+        fig.subplots_adjust(**{**MARGINS, "bottom": bottom})
+    else:
+        fig.subplots_adjust(**MARGINS)
     return fig
 
 
