@@ -1,6 +1,7 @@
 """What `pgrpo fit` and the report say of the default forecast's out-of-sample skill is what the
-stored held-back results give (rounds 8-20, the 157 runs collected after the fourth member was
-chosen), and it is said only for the method it was measured for."""
+stored held-back results give (rounds 8-21, the 170 runs collected after the fourth member was
+chosen; level_drift: round 21, collected after it was learned), and it is said only for the
+method it was measured for."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import re
 from pathlib import Path
 
 import numpy as np
+import pytest
 from typer.testing import CliRunner
 
 from pgrpo.cli import _load_commands, app
@@ -20,26 +22,36 @@ _load_commands()
 runner = CliRunner()
 
 
-def test_the_default_has_a_measured_skill_and_it_is_the_stored_results():
-    skill = MEASURED_SKILL[DEFAULT_METHOD]
+ROUNDS = {"consensus": range(8, 22), "level_drift": range(21, 22)}
+"""The held-back rounds each method's stored skill counts: the folder's name, not a prefix of
+it."""
+
+
+@pytest.mark.parametrize("method", sorted(MEASURED_SKILL))
+def test_each_measured_skill_is_the_stored_results(method):
+    skill = MEASURED_SKILL[method]
+    assert skill.method == method
     path = ROOT / skill.source.split(":")[0]
-    rounds = range(8, 21)  # held-back rounds 8-20: the folder's name, not a prefix of it
 
     def later(folder: str) -> bool:
         found = re.search(r"holdout(\d+)/", folder)
-        return found is not None and int(found.group(1)) in rounds
+        return found is not None and int(found.group(1)) in ROUNDS[method]
 
     rows = [r for r in json.loads(path.read_text())["rows"]
             if r["cut"] == skill.cut and later(r["folder"])]  # fmt: skip
     obs, sd = np.array([r["observed"] for r in rows]), np.array([r["std"] for r in rows])
     err = np.abs(np.array([r[f"pred_{skill.method}"] for r in rows]) - obs) / sd
     base = np.abs(np.array([r["last10"] for r in rows]) - obs) / sd
-    assert skill.runs == len(rows) == 157
+    assert skill.runs == len(rows) and rows
     assert skill.repositories == len({r["repo"] for r in rows})
     assert round(float(np.median(err)), 3) == skill.median_error
     assert round(float(np.median(base)), 3) == skill.last10_median_error
     assert skill.wins == int(np.sum(err < base))
     assert skill.band_covered == sum(r[f"covered_{skill.method}"] for r in rows)
+
+
+def test_the_default_has_a_measured_skill():
+    assert MEASURED_SKILL[DEFAULT_METHOD].runs == 170
 
 
 def _log(tmp_path: Path) -> Path:
@@ -55,9 +67,9 @@ def test_fit_says_the_skill_beside_the_default_forecast_only(tmp_path):
     log = _log(tmp_path)
     shown = runner.invoke(app, ["fit", str(log), "--forecast-from", "0.5", "--no-plot"])
     assert shown.exit_code == 0, shown.output
-    assert "How far to trust it: on 157 real runs" in " ".join(shown.stdout.split())
+    assert "How far to trust it: on 170 real runs" in " ".join(shown.stdout.split())
     data = runner.invoke(app, ["fit", str(log), "--forecast-from", "0.5", "--no-plot", "--json"])
-    assert json.loads(data.stdout)["forecast"]["measured_skill"]["wins"] == 89
+    assert json.loads(data.stdout)["forecast"]["measured_skill"]["wins"] == 99
     other = ["--forecast-method", "level_gain", "--json"]
     got = runner.invoke(app, ["fit", str(log), "--forecast-from", "0.5", "--no-plot", *other])
     assert json.loads(got.stdout)["forecast"]["measured_skill"] is None
@@ -98,4 +110,6 @@ def test_the_skill_is_said_only_where_it_was_measured(tmp_path):
 
 def test_the_sentence_says_whether_the_wins_are_more_than_chance():
     words = MEASURED_SKILL[DEFAULT_METHOD].sentence()
-    assert "89 of 157 (a two-sided sign test against half: p 0.11, not significant at 5%)" in words
+    assert "99 of 170 (a two-sided sign test against half: p 0.038, significant at 5%)" in words
+    few = MEASURED_SKILL["level_drift"].sentence()
+    assert "8 of 13 (a two-sided sign test against half: p 0.58, not significant at 5%)" in few
