@@ -17,7 +17,8 @@ Without `--learn` it runs `forecast(method="level_drift")` (the shipped DRIFT_PR
 `forecast(method="consensus")` on every run at each cut and scores both as
 bench/forecast_pooled.py does: |predicted - observed mean after the cut| / std of the whole
 run, wins against the mean of the last 10 points before the cut, and whether the 90% band of
-the mean held the observed mean.
+the mean held the observed mean; `rose` counts the runs whose mean after the cut is above that
+last-10 mean (the drift the prior learns).
 
 Writes bench/results/forecast_drift.json (or --out) with the command and date.
 """
@@ -165,11 +166,12 @@ def score(folders: list[Path], cuts: list[float]) -> dict:
                 rows.append(row)
     summary = {}
     cols = " ".join(f"{m + ' err/wins/band':>28s}" for m in METHODS)
-    print(f"{'cut':>4s} {'runs':>5s} {'last-10':>8s} {cols}")
+    print(f"{'cut':>4s} {'runs':>5s} {'rose':>5s} {'last-10':>8s} {cols}")
     for cut in cuts:
         rs = [r for r in rows if r["cut"] == cut]
         base = np.array([abs(r["last10"] - r["observed"]) / r["std"] for r in rs])
-        s = {"runs": len(rs), "median_err_last10": float(np.median(base))}
+        rose = sum(r["observed"] > r["last10"] for r in rs)  # the drift the prior learns
+        s = {"runs": len(rs), "median_err_last10": float(np.median(base)), "rose": rose}
         for m in METHODS:
             err = np.array([abs(r[f"pred_{m}"] - r["observed"]) / r["std"] for r in rs])
             s[m] = {"median_err": float(np.median(err)), "wins_vs_last10": int(np.sum(err < base)),
@@ -177,7 +179,7 @@ def score(folders: list[Path], cuts: list[float]) -> dict:
         summary[str(cut)] = s
         cells = " ".join(f"{s[m]['median_err']:14.3f} {s[m]['wins_vs_last10']:5d} "
                          f"{s[m]['band_held']:5d}   " for m in METHODS)  # fmt: skip
-        print(f"{cut:4.1f} {len(rs):5d} {s['median_err_last10']:8.3f} {cells}")
+        print(f"{cut:4.1f} {len(rs):5d} {rose:5d} {s['median_err_last10']:8.3f} {cells}")
     return {"prior": {"drift": DRIFT_PRIOR.drift, "line_weight": DRIFT_PRIOR.line_weight,
                       "band": DRIFT_PRIOR.band}, "summary": summary, "rows": rows}  # fmt: skip
 
