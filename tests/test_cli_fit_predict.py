@@ -107,20 +107,6 @@ def test_fit_forecast_method_consensus_by_default_level_gain_and_a_bad_one(tmp_p
     assert not out.exists()
 
 
-def test_fit_forecast_method_level_drift_says_what_it_reads(tmp_path):
-    run = _write_run(tmp_path)
-    args = ["fit", str(run), "--forecast-from", "0.5", "--no-plot", "--forecast-method",
-            "level_drift"]  # fmt: skip
-    res = runner.invoke(app, [*args, "--json"])
-    assert res.exit_code == 0, res.output
-    fc = json.loads(res.output)["forecast"]
-    assert fc["method"] == "level_drift" and fc["basis"] == "last-10 mean, line and drift"
-    assert fc["band"][0] < fc["predicted_mean"] < fc["band"][1]
-    table = runner.invoke(app, args, env={"COLUMNS": "200"})
-    assert table.exit_code == 0 and "level_drift (last-10 mean, line and drift;" in table.output
-    assert "exponential fit;" not in table.output  # the curve drawn did not make the forecast
-
-
 def test_predict_json_and_png(tmp_path):
     args = ["predict", "--lr", "1e-6", "--beta1", "0.9", "--refresh-interval", "4",
             "--group-size", "8", "--kappa", "2e4", "--out", str(tmp_path), "--json"]  # fmt: skip

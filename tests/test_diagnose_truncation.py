@@ -265,18 +265,29 @@ def test_every_framework_key_reaches_the_canonical_column(tmp_path, key):
 
 
 @pytest.mark.parametrize(
-    "key", ["completions/mean_length", "completion_length", "response_length/mean",
-            "train/response_length"],
-)  # fmt: skip
+    "key", ["completions/mean_length", "completion_length", "response_length/mean"]
+)
 def test_every_framework_mean_length_key_reaches_completion_length(tmp_path, key):
-    """TRL, older TRL, verl and OpenRLHF (under train/): the mean length is read, so a length
-    pinned at a stated limit is found from it."""
+    """TRL, older TRL and verl: the mean length is read, so a length pinned at a stated limit is
+    found from it."""
     rows = ["step,reward," + key] + [f"{s},0.5,256" for s in range(1, 31)]
     (tmp_path / "log.csv").write_text("\n".join(rows) + "\n")
     log = read_log(tmp_path / "log.csv")
     assert np.allclose(log.columns["completion_length"], 256.0)
     res = truncated_completions(log, CheckOptions(max_completion_length=256))
     assert res.status == "warn"
+
+
+@pytest.mark.parametrize("key", ["response_length", "train/response_length"])
+def test_a_bare_response_length_is_not_read_as_the_mean(tmp_path, key):
+    """Custom logs use `response_length` for per-step maxima and character counts: read as a
+    mean, a maximum pinned at the limit said every completion was cut (review s34)."""
+    rows = ["step,reward," + key] + [f"{s},0.5,{512 if s % 3 else 300}" for s in range(1, 61)]
+    (tmp_path / "log.csv").write_text("\n".join(rows) + "\n")
+    log = read_log(tmp_path / "log.csv")
+    assert "completion_length" not in log.columns
+    res = truncated_completions(log, CheckOptions(max_completion_length=512))
+    assert res.status != "warn"
 
 
 def test_a_tensorboard_run_carries_the_share(tmp_path):

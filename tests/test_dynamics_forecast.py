@@ -59,6 +59,19 @@ def test_forecast_shapes_band_and_known_future_schedule():
     assert far.predicted.shape == (50,) and np.isnan(far.observed_mean)
 
 
+@pytest.mark.parametrize("method", ["consensus", "level_gain"])
+@pytest.mark.parametrize("horizon", [[48.0, 60.0], [49.0, 70.0], [30.0], [60.0, np.nan]])
+def test_a_horizon_at_or_before_the_cut_is_refused(method, horizon):
+    """The cut at 0.5 of 100 steps leaves step 49 last: a horizon step at or before it (or not
+    finite) is a caller's mistake, not a forecast with a band of zero width (review s34)."""
+    rng = np.random.default_rng(0)
+    step, y = np.arange(100.0), 0.5 + 0.1 * rng.standard_normal(100)
+    with pytest.raises(ValueError, match=r"after the cut \(step 49\)"):
+        forecast(step, y, 0.5, method=method, horizon=np.array(horizon))
+    ok = forecast(step, y, 0.5, method=method, horizon=np.array([49.5, 200.0]))
+    assert ok.predicted.shape == (2,)
+
+
 def test_forecast_errors_and_last_window_mean():
     y = np.arange(100.0)
     assert last_window_mean(y) == pytest.approx(np.mean(y[-10:]))

@@ -162,33 +162,56 @@ def test_the_band_caveat_reads_the_verdict_of_the_points_before_the_cut(tmp_path
 # --- the caveats under fit.png -------------------------------------------------------------------
 
 
-def test_fit_png_carries_the_caveats_the_text_prints(tmp_path, monkeypatch):
-    """The figure is often looked at without the text beside it: the level caveat of a run that
-    fell is printed under the plot too (notes of `plots.plot_log_fit`)."""
-    import pgrpo.dynamics.plots as plots
+@pytest.fixture
+def saved_figures(monkeypatch):
+    """The matplotlib Figures `pgrpo fit` saves, as saved (Figure.savefig recorded)."""
+    from matplotlib.figure import Figure
 
-    seen: dict = {}
-    draw = plots.plot_log_fit
+    saved: list = []
+    real = Figure.savefig
 
-    def spy(fit, path, notes=()):
-        seen["notes"] = list(notes)
-        seen["fig"] = plots.log_fit_figure(fit, notes)
-        return draw(fit, path, notes)
+    def record(self, *args, **kwargs):
+        saved.append(self)
+        return real(self, *args, **kwargs)
 
-    monkeypatch.setattr(plots, "plot_log_fit", spy)
-    out = tmp_path / "o"
-    res = runner.invoke(app, ["fit", str(_fall(tmp_path)), "--json", "--out", str(out)])
+    monkeypatch.setattr(Figure, "savefig", record)
+    return saved
+
+
+def _notes(fig) -> str:
+    return " ".join(" ".join(t.get_text().split()) for t in fig.texts)
+
+
+def _png_fit(tmp_path: Path, log: Path, *options: str) -> dict:
+    out = tmp_path / f"out_{log.stem}_{len(options)}"
+    res = runner.invoke(app, ["fit", str(log), "--json", "--out", str(out), *options])
     assert res.exit_code == 0, res.output
-    level = json.loads(res.stdout)["caveats"]["level"]
-    assert seen["notes"] == [level] and (out / "fit.png").exists()
-    texts = " ".join(" ".join(t.get_text().split()) for t in seen["fig"].texts)
-    assert f"Note: {level}" in texts
-    plain = plots.log_fit_figure(_plain_fit(tmp_path))
-    assert not plain.texts and seen["fig"].get_figheight() > plain.get_figheight()
+    assert (out / "fit.png").exists()
+    return json.loads(res.stdout)
 
 
-def _plain_fit(tmp_path: Path):
-    from pgrpo.dynamics.logfit import fit_log
-    from pgrpo.logs import read_log
+def test_fit_png_carries_the_level_caveat(tmp_path, saved_figures):
+    """The figure is often looked at without the text beside it: the level caveat of a run that
+    fell is printed under the saved plot too, which grows to hold it."""
+    data = _png_fit(tmp_path, _fall(tmp_path))
+    _png_fit(tmp_path, _saturating(tmp_path))
+    fell, plain = saved_figures
+    assert f"Note: {data['caveats']['level']}" in _notes(fell)
+    assert not plain.texts and fell.get_figheight() > plain.get_figheight()
 
-    return fit_log(read_log(_saturating(tmp_path)))
+
+def test_fit_png_carries_the_band_caveat(tmp_path, saved_figures):
+    data = _png_fit(tmp_path, _convex(tmp_path), "--forecast-from", "0.5")
+    assert data["caveats"]["band"] and f"Note: {data['caveats']['band']}" in _notes(
+        saved_figures[0]
+    )
+
+
+def test_fit_png_says_a_forecast_is_not_informative(tmp_path, saved_figures):
+    """A constant prefix: the text says the forecast is not informative; so does the figure."""
+    y = [0.25] * 30 + [0.25 + 0.01 * i for i in range(30)]
+    log = tmp_path / "const.csv"
+    log.write_text("step,reward\n" + "".join(f"{i + 1},{v!r}\n" for i, v in enumerate(y)))
+    data = _png_fit(tmp_path, log, "--forecast-from", "0.5")
+    why = data["forecast"]["not_informative_because"]
+    assert why and f"Note: The forecast is not informative: {why}." in _notes(saved_figures[0])

@@ -82,16 +82,27 @@ def fit_cmd(
                          noise_rho=lag1_autocorr)  # fmt: skip
         cut = None if result.forecast is None else result.forecast.cut_step
         caveats = fit_caveats(reward_log, result.rom.model, result.rom.values["R_inf"], cut)
-    png = None
+    data = {**result.to_dict(), "settings": settings.to_dict(), "png": None, "caveats": caveats}
     if plot:
         from pgrpo.cli._mpl import import_quietly  # matplotlib only once the fit succeeded
 
         plots = import_quietly("pgrpo.dynamics.plots")
-        notes = [c for c in (caveats["level"], caveats["band"]) if c]  # what the text says too
-        png = str(plots.plot_log_fit(result, out / "fit.png", notes))
-    data = {**result.to_dict(), "settings": settings.to_dict(), "png": png, "caveats": caveats}
+        data["png"] = str(plots.plot_log_fit(result, out / "fit.png", _figure_notes(data)))
     data["warnings"] = [*data["warnings"], *settings.warnings]
     emit(data, as_json, lambda console: _print(data, console))
+
+
+def _figure_notes(data: dict) -> list[str]:
+    """What the text says beside the figure that the figure alone does not show: the caveats on
+    the fitted level and the band, why the forecast drawn is not informative, why none was made."""
+    fc = data.get("forecast") or {}
+    why = fc.get("not_informative_because")
+    return [n for n in (
+        data["caveats"].get("level"),
+        data["caveats"].get("band"),
+        f"The forecast is not informative: {why}." if why else None,
+        f"No forecast: {data['forecast_skipped']}" if data.get("forecast_skipped") else None,
+    ) if n]  # fmt: skip
 
 
 def _print(data: dict, console: Console) -> None:
@@ -140,7 +151,7 @@ def _print(data: dict, console: Console) -> None:
         t = Table(title=f"forecast of the mean after step {fc['cut_step']:g}")
         for col in ("predictor", "predicted mean", "observed mean", "abs error"):
             t.add_column(col)
-        how = fc.get("basis") or f"{fc['model']} fit"
+        how = f"{fc['model']} fit"
         if fc.get("combination"):  # the consensus's members, combined
             how = f"{fc['combination']} of the members" + (
                 f": {fc['member']}" if fc.get("member") else ""

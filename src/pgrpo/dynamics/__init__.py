@@ -24,9 +24,7 @@ Public API (see docs/dynamics.md):
 - forecast:  `forecast(step, reward, cut, method="consensus", lr=, ...)` -> Forecast
              (`FORECAST_METHODS`: consensus, the median of four, `consensus`; consensus3,
              ensemble_mean; level_gain,
-             calibrated on real runs, `levelgain.CORPUS_PRIOR`; level_drift, `drift`, the
-             last-10 mean corrected toward a line plus a learned drift; rom_blend);
-             `evaluate_forecast`.
+             calibrated on real runs, `levelgain.CORPUS_PRIOR`; rom_blend); `evaluate_forecast`.
 - predict:   `predict(lr, beta1, kappa, refresh_interval=, group_size=, ...)` -> Prediction.
 - logs:      `pgrpo.dynamics.logfit.fit_log(RewardLog, forecast_from=, method=)` (behind
              `pgrpo fit`).

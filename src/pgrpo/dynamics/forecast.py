@@ -125,23 +125,9 @@ MEASURED_SKILL: dict[str, ForecastSkill] = {
         "rounds 8-14, 82 runs: 0.291, 47 wins, until round 15; rounds 8-13, 69 runs: 0.287, 40 "
         "wins, until round 14; rounds 8-12, 49 runs: 0.266, 31 wins, until round 13)",
     ),
-    "level_drift": ForecastSkill(
-        method="level_drift",
-        runs=13,
-        repositories=11,
-        cut=0.5,
-        median_error=0.246,
-        last10_median_error=0.264,
-        wins=8,
-        band_covered=13,
-        source="bench/results/forecast_drift_holdout21.json: held-back round 21, collected "
-        "after the method was learned and frozen (2026-12-06; the consensus on the same runs: "
-        "0.151, 10 wins)",
-    ),
 }
-"""Out-of-sample skill of the methods measured so (the default, and level_drift on the one
-round held back after it was learned); what `pgrpo fit` and the report say beside a forecast it
-`applies` to."""
+"""Out-of-sample skill of the methods measured so (the default); what `pgrpo fit` and the
+report say beside a forecast it `applies` to."""
 
 
 def measured_skill(fc: Forecast) -> ForecastSkill | None:
@@ -199,7 +185,8 @@ def forecast(
     `level_gain` (the corpus-calibrated forecaster of `levelgain`, with `prior`) or `rom_blend`
     (the ROM fit of `model`, default "rom", blended with the last-window mean when `combine`;
     `loss` is its fit's loss). horizon: the future
-    steps ([m], default: the log's steps after the cut). lr / lr_step: the lr schedule, which
+    steps ([m], default: the log's steps after the cut; each finite and after the cut step, or
+    ValueError). lr / lr_step: the lr schedule, which
     may cover the future (the run's config knows it); beyond it the last lr is held. clock:
     optimizer steps per unit of step (`fit_curve`). weights: [n] inverse noise variances of the
     points (`runfit.noise_weights` from the logged reward_std and G, B), used by level_gain's
@@ -226,6 +213,11 @@ def forecast(
     future = np.array(horizon, dtype=float) if horizon is not None else step[i:]
     if future.size == 0:
         raise ValueError("nothing to forecast: the cut is at the end of the log; pass horizon")
+    if horizon is not None and not (np.all(np.isfinite(future)) and future.min() > step[i - 1]):
+        raise ValueError(
+            f"horizon steps must be finite and after the cut (step {step[i - 1]:g}); got "
+            f"{future.min():g}..{future.max():g}"
+        )
     if lr is not None and lr_step is None:
         lr_step = step
     kw = dict(lr=lr, lr_step=lr_step, beta1=beta1, refresh_interval=refresh_interval, loss=loss,
@@ -311,17 +303,6 @@ FORECAST_METHODS.add("consensus", _members("median", "four"))
 FORECAST_METHODS.add("consensus3", _members("median", "three"))
 FORECAST_METHODS.add("ensemble_mean", _members("mean", "three"))
 
-
-def _level_drift(step, reward, future, kw, *, model=None, combine=True, prior=CORPUS_PRIOR,
-                 weights=None):  # fmt: skip
-    """The level-and-drift forecaster (`pgrpo.dynamics.drift`) with its own DRIFT_PRIOR;
-    model, combine, prior and weights do not apply to it."""
-    from pgrpo.dynamics.drift import level_drift
-
-    return level_drift(step, reward, future, kw)
-
-
-FORECAST_METHODS.add("level_drift", _level_drift)
 
 
 def _backtest(step: np.ndarray, reward: np.ndarray, model: str, kw: dict, future: np.ndarray):

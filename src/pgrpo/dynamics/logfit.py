@@ -206,7 +206,6 @@ def _forecast_dict(fc: Forecast, reward: np.ndarray) -> dict[str, Any]:
         "method": fc.metrics.get("method"),
         "member": fc.metrics.get("member"),  # consensus: the median member taken
         "combination": fc.metrics.get("combination"),  # consensus: median; ensemble_mean: mean
-        "basis": fc.metrics.get("basis"),  # a forecaster not drawn from its fit: what it reads
         "model_mean": fc.metrics.get("model_mean"),
         "weight_model": fc.metrics.get("weight_model"),
         "baselines": {

@@ -72,11 +72,13 @@ is ~1,000 pixels wide: more points than that change nothing visible and cost dra
 
 
 MARGINS = {"left": 0.08, "right": 0.97, "bottom": 0.1, "top": 0.93}
+"""Fixed margins: `tight_layout` draws the figure once more to measure it (a third of the cost)."""
 NOTE_WIDTH = 150
 """Characters per line of a note under a figure (8-point text across a 9-inch figure)."""
-NOTE_LINE_INCHES = 0.16
-"""The height one note line adds to the figure."""
-"""Fixed margins: `tight_layout` draws the figure once more to measure it (a third of the cost)."""
+NOTE_LINE_INCHES = 8 * 1.25 / 72
+"""The height one line of 8-point note text takes (line spacing 1.25)."""
+NOTE_GAP_INCHES = 0.1
+"""Space between the x-axis label and the notes, and below them."""
 
 
 def thin(n: int, max_points: int = MAX_POINTS) -> slice:
@@ -96,8 +98,9 @@ def plot_log_fit(fit: LogFit, path: Path, notes: Sequence[str] = ()) -> Path:
     """Data, rom fit, baselines and (when present) the forecast: its curve, the band of its mean
     after the cut (the band `pgrpo fit` prints and the report draws) and, lighter, the band of
     one step (long series thinned). notes: sentences printed under the plot (`pgrpo fit`'s
-    caveats: a fitted level the run does not head for, a band the run may rise past), so the
-    figure is not read without what the text says beside it."""
+    caveats: a fitted level the run does not head for, a band the run may rise past, a forecast
+    not informative or not made), so the figure is not read without what the text says beside
+    it."""
     fig = log_fit_figure(fit, notes)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
@@ -146,13 +149,17 @@ def log_fit_figure(fit: LogFit, notes: Sequence[str] = ()) -> Figure:
     ax.set_ylabel(log.reward_key)
     ax.legend(fontsize=8)
     ax.set_title(Path(log.source).name)
-    if notes:
+    if notes:  # the plot keeps its size in inches; the notes get their own strip below it
         text = "\n".join(textwrap.fill(f"Note: {n}", NOTE_WIDTH) for n in notes)
-        lines = text.count("\n") + 1
-        fig.set_figheight(fig.get_figheight() + NOTE_LINE_INCHES * lines)
-        bottom = MARGINS["bottom"] + NOTE_LINE_INCHES * lines / fig.get_figheight()
-        fig.text(0.01, 0.01, text, fontsize=8, va="bottom", ha="left", color="0.25")
-        fig.subplots_adjust(**{**MARGINS, "bottom": bottom})
+        strip = NOTE_LINE_INCHES * (text.count("\n") + 1) + 2 * NOTE_GAP_INCHES
+        height = fig.get_figheight()
+        fig.set_figheight(height + strip)
+        total = height + strip
+        fig.text(0.01, NOTE_GAP_INCHES / total, text, fontsize=8, va="bottom", ha="left",
+                 color="0.25", linespacing=1.25)  # fmt: skip
+        fig.subplots_adjust(left=MARGINS["left"], right=MARGINS["right"],
+                            bottom=(MARGINS["bottom"] * height + strip) / total,
+                            top=1.0 - (1.0 - MARGINS["top"]) * height / total)  # fmt: skip
     else:
         fig.subplots_adjust(**MARGINS)
     return fig

@@ -74,13 +74,10 @@ COLUMN_KEYS: dict[str, tuple[str, ...]] = {
     "reward_std": ("reward_std", "critic/score/std"),
     "entropy": ("entropy", "actor/entropy"),
     "kl": ("kl", "actor/kl_loss"),
-    # TRL, older TRL, verl, OpenRLHF (its experience info's mean, logged under train/)
-    "completion_length": (
-        "completions/mean_length",
-        "completion_length",
-        "response_length/mean",
-        "response_length",
-    ),
+    # TRL, older TRL, verl. Not a bare `response_length` (OpenRLHF's mean, but the same name holds
+    # per-step maxima and character counts in other logs: read as a mean, a maximum pinned at the
+    # limit reads "every completion was cut"; review s34)
+    "completion_length": ("completions/mean_length", "completion_length", "response_length/mean"),
     # the share of completions cut at the length limit (read by the truncated_completions check,
     # pgrpo.diagnose.lengthstats): pgrpo's trainer and TRL GRPOTrainer (no EOS), verl
     # (response_length == max_response_length, metric_utils.compute_data_metrics), OpenRLHF
