@@ -133,6 +133,16 @@ def test_pgrpo_fit_says_the_run_may_rise_past_the_band(tmp_path):
     assert text.index("forecast of the mean after step") < before < text.index("How far")
 
 
+def test_the_measured_coverage_is_quoted_for_the_method_it_was_measured_for_only(tmp_path):
+    """bench/forecast_coverage_rising.py measured the default's band: beside another method's
+    the caveat stands without those figures (review s34)."""
+    default, _ = _fit(_convex(tmp_path), "--forecast-from", "0.5")
+    other, _ = _fit(_convex(tmp_path), "--forecast-from", "0.5", "--forecast-method",
+                    "level_gain")  # fmt: skip
+    assert "Measured where the points before the cut read so" in default["caveats"]["band"]
+    assert other["caveats"]["band"].endswith("it may rise past the band.")
+
+
 def test_the_report_says_it_beside_the_band(tmp_path):
     doc, page = _page(tmp_path, _convex(tmp_path))
     assert doc["forecast"]["informative"] and doc["caveats"]["band"]

@@ -80,8 +80,9 @@ def fit_cmd(
 
         result = fit_log(reward_log, forecast_from=forecast_from, loss=loss, method=method,
                          noise_rho=lag1_autocorr)  # fmt: skip
-        cut = None if result.forecast is None else result.forecast.cut_step
-        caveats = fit_caveats(reward_log, result.rom.model, result.rom.values["R_inf"], cut)
+        fc = result.forecast
+        cut, how = (None, None) if fc is None else (fc.cut_step, fc.metrics.get("method"))
+        caveats = fit_caveats(reward_log, result.rom.model, result.rom.values["R_inf"], cut, how)
     data = {**result.to_dict(), "settings": settings.to_dict(), "png": None, "caveats": caveats}
     if plot:
         from pgrpo.cli._mpl import import_quietly  # matplotlib only once the fit succeeded

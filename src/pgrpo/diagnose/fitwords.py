@@ -47,7 +47,11 @@ RISING_COVERAGE = (
 """The band's measured coverage where `band_caveat` speaks (`python
 bench/forecast_coverage_rising.py`, 2026-12-06 07:29 UTC: the shapes of
 bench/forecast_coverage_shapes.py, 200 runs per shape and cut, and the 96 real runs of the
-shared corpus and held-back rounds 15-19, cut 0.5)."""
+shared corpus and held-back rounds 15-19, cut 0.5), for the forecast method
+`RISING_COVERAGE_METHOD` only."""
+RISING_COVERAGE_METHOD = "consensus"
+"""The method bench/forecast_coverage_rising.py measured (`forecast`'s default); beside another
+method's band `band_caveat` says the caveat without those figures."""
 
 
 def _signals(log: Any, upto: float | None = None) -> Signals:
@@ -105,24 +109,32 @@ def level_caveat(verdict: ProgressVerdict, model: str, r_inf: float) -> str | No
     )
 
 
-def band_caveat(prefix: ProgressVerdict, cut_step: float) -> str | None:
+def band_caveat(
+    prefix: ProgressVerdict, cut_step: float, method: str | None = RISING_COVERAGE_METHOD
+) -> str | None:
     """One sentence where the points up to the forecast's cut (`prefix`: their verdict) are still
     rising with the gain not identified (`progresstext.gain_unidentified`, the words "no
     saturation within the data: the gain is not identified"): the band assumes the level fitted
-    to them, and the run may rise past it; None otherwise."""
+    to them, and the run may rise past it; None otherwise. The measured coverage
+    (`RISING_COVERAGE`) follows only for the method it was measured for (method: the
+    forecast's)."""
     if prefix.label != "learning" or not gain_unidentified(prefix.evidence):
         return None
-    return (
+    said = (
         f"The band assumes the run levels off as fitted to the points up to step {cut_step:g}, "
         "but over them it is still rising with no saturation (the gain is not identified): it "
-        f"may rise past the band. {RISING_COVERAGE}"
+        "may rise past the band."
     )
+    return f"{said} {RISING_COVERAGE}" if method == RISING_COVERAGE_METHOD else said
 
 
-def fit_caveats(log: Any, model: str, r_inf: float, cut_step: float | None = None) -> dict:
+def fit_caveats(
+    log: Any, model: str, r_inf: float, cut_step: float | None = None, method: str | None = None
+) -> dict:
     """{"level": `level_caveat` of the whole log's verdict, "band": `band_caveat` of the verdict
     of its steps up to `cut_step` (None without a forecast)}: each a sentence or None. log: the
-    log the fit was made on (a RewardLog); model, r_inf: the fit's model and fitted level."""
+    log the fit was made on (a RewardLog); model, r_inf: the fit's model and fitted level;
+    method: the forecast's method (`band_caveat`)."""
     signals, level = _signals(log), None
     # the level test first, on the windows the verdict reads: the verdict's null curves cost a
     # fraction of a second, a fit whose level is where the run ended needs none
@@ -130,5 +142,5 @@ def fit_caveats(log: Any, model: str, r_inf: float, cut_step: float | None = Non
         level = level_caveat(assess_signals(signals, fit=False), model, r_inf)
     band = None
     if cut_step is not None and np.isfinite(cut_step):
-        band = band_caveat(run_progress(log, upto=cut_step), cut_step)
+        band = band_caveat(run_progress(log, upto=cut_step), cut_step, method)
     return {"level": level, "band": band}

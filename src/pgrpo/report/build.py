@@ -417,5 +417,6 @@ def _caveats(log: Any, diagnosis: Any, fit: Any, drawn: Any) -> dict[str, str | 
         level = level_caveat(progress, fit.model, fit.values["R_inf"])
     band = None
     if drawn is not None:
-        band = band_caveat(run_progress(log, upto=drawn.cut_step), drawn.cut_step)
+        band = band_caveat(run_progress(log, upto=drawn.cut_step), drawn.cut_step,
+                           drawn.metrics.get("method"))  # fmt: skip
     return {"level": level, "band": band}
