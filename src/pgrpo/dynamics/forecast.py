@@ -305,7 +305,6 @@ FORECAST_METHODS.add("consensus3", _members("median", "three"))
 FORECAST_METHODS.add("ensemble_mean", _members("mean", "three"))
 
 
-
 def _backtest(step: np.ndarray, reward: np.ndarray, model: str, kw: dict, future: np.ndarray):
     """Structural (misspecification) variance of the forecast mean, from a backtest inside the
     prefix: fit its first 60%, forecast the mean of the rest, and keep the squared error in excess
