@@ -3,8 +3,8 @@ mean, and what a forecaster that only calls that direction scores.
 
     python bench/win_direction.py [--rows PATH] [--out PATH]
 
-Reads the per-run rows that bench/forecast_pooled.py stored (default: the held-back rounds 6-22
-at cut 0.5, bench/results/forecast_holdout6_22.json; nothing is recomputed) and scores, as
+Reads the per-run rows that bench/forecast_pooled.py stored (default: the held-back rounds 6-23
+at cut 0.5, bench/results/forecast_holdout6_23.json; nothing is recomputed) and scores, as
 forecast_pooled does (|predicted - observed mean after the cut| / std of the whole run; a win is
 a strictly smaller error than the last-10 mean's):
 
@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _results import write_results  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
-ROWS = RESULTS / "forecast_holdout6_22.json"
+ROWS = RESULTS / "forecast_holdout6_23.json"
 HAIR = 1e-6
 FLOOR_KS = (0.0, 0.05, 0.1, 0.2, 0.3)
 

@@ -110,15 +110,16 @@ class ForecastSkill:
 MEASURED_SKILL: dict[str, ForecastSkill] = {
     "consensus": ForecastSkill(
         method="consensus",
-        runs=182,
-        repositories=103,
+        runs=192,
+        repositories=107,
         cut=0.5,
         median_error=0.274,
-        last10_median_error=0.369,
-        wins=103,
-        band_covered=168,
-        source="bench/results/forecast_holdout6_22.json: held-back rounds 8-22, the runs "
-        "collected after the fourth member was chosen on 210 runs (2026-12-06; rounds 8-21, 170 "
+        last10_median_error=0.362,
+        wins=111,
+        band_covered=178,
+        source="bench/results/forecast_holdout6_23.json: held-back rounds 8-23, the runs "
+        "collected after the fourth member was chosen on 210 runs (2026-12-06; rounds 8-22, 182 "
+        "runs: 0.274, 103 wins, until round 23; rounds 8-21, 170 "
         "runs: 0.260, 99 wins, until round 22; rounds 8-20, 157 "
         "runs: 0.266, 89 wins, until round 21; rounds 8-19, 145 runs: 0.266, 83 wins, until "
         "round 20; rounds 8-18, 127 runs: 0.274, 74 wins, until round 19; rounds 8-16, 108 runs: "
