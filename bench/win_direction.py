@@ -57,15 +57,47 @@ def summarise(rows: list[dict]) -> dict:
     std = np.where(std > 0, std, 1.0)
     rose = int(np.sum(y > last10))
     below = c < last10
+    won = np.abs(c - y) / std < np.abs(last10 - y) / std
+    right = np.sign(c - last10) == np.sign(y - last10)
     out = {"runs": len(rows), "rose": rose, "rose_interval": interval(rose, len(rows)),
            "last10_median": round(float(np.median(np.abs(last10 - y) / std)), 4),
            "consensus": score(c, y, last10, std),
            "consensus_below_last10": int(below.sum()),
            "rose_where_consensus_below": int(np.sum(below & (y > last10))),
+           "consensus_direction_right": int(right.sum()),
+           "consensus_right_but_lost": int(np.sum(right & ~won)),
+           "consensus_wins_where_not_rose": int(np.sum(won & (y <= last10))),
            "hair_above": score(last10 + HAIR * std, y, last10, std)}  # fmt: skip
     for k in FLOOR_KS:
         out[f"floor_{k:g}"] = score(np.maximum(c, last10 + max(k, HAIR) * std), y, last10, std)
     return out
+
+
+KEYS = ("folder", "observed", "last10", "pred_consensus", "std")
+
+
+def read_rows(path: Path) -> list[dict]:
+    """The cut-0.5 rows of a forecast_pooled results file; ValueError names what is wrong."""
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{path} is not a JSON file ({exc.__class__.__name__})") from None
+    rows = doc.get("rows") if isinstance(doc, dict) else None
+    if not isinstance(rows, list):
+        raise ValueError(f"{path} holds no `rows` list")
+    rows = [r for r in rows if isinstance(r, dict) and r.get("cut", 0.5) == 0.5]
+    if not rows:
+        raise ValueError(f"{path} holds no rows at cut 0.5")
+    for i, r in enumerate(rows):
+        bad = [k for k in KEYS[1:] if not _finite(r.get(k))]
+        if not isinstance(r.get("folder"), str) or bad:
+            what = ", ".join(bad) if bad else "folder"
+            raise ValueError(f"{path}: row {i} ({r.get('run', '?')}) lacks a finite {what}")
+    return rows
+
+
+def _finite(v) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and bool(np.isfinite(v))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -73,12 +105,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rows", type=Path, default=ROWS, help="a forecast_pooled results file")
     ap.add_argument("--out", type=Path, default=RESULTS / "win_direction.json")
     a = ap.parse_args(argv)
-    if not a.rows.is_file():
-        print(f"error: {a.rows} not found; give --rows a results file of bench/forecast_pooled.py")
-        return 2
-    rows = [r for r in json.loads(a.rows.read_text())["rows"] if r.get("cut", 0.5) == 0.5]
-    if not rows or "pred_consensus" not in rows[0]:
-        print(f"error: {a.rows} holds no cut-0.5 rows with pred_consensus; run forecast_pooled.py")
+    try:
+        rows = read_rows(a.rows)
+    except ValueError as exc:
+        print(f"error: {exc}; give --rows a results file of bench/forecast_pooled.py",
+              file=sys.stderr)  # fmt: skip
         return 2
     by_round: dict[str, list[dict]] = {}
     for r in rows:

@@ -108,11 +108,12 @@ def test_the_skill_is_said_only_where_it_was_measured(tmp_path):
     assert skill(wide, "0.5") is None
 
 
-def test_the_sentence_says_whether_the_wins_are_more_than_chance():
+def test_the_sentence_gives_the_sign_test_as_nominal():
     words = MEASURED_SKILL[DEFAULT_METHOD].sentence()
-    said = "111 of 192 (a two-sided sign test against half: p 0.036, significant at 5%)"
-    assert said in words
+    said = "111 of 192 (58%; a two-sided sign test against half: p 0.036, nominal, as it is "
+    assert said + "recomputed after each held-back round)" in words
+    assert "significant" not in words
     earlier = replace(MEASURED_SKILL[DEFAULT_METHOD], runs=182, wins=103)  # until round 23
-    assert "103 of 182 (a two-sided sign test against half: p 0.088, not significant at 5%)" in (
+    assert "103 of 182 (57%; a two-sided sign test against half: p 0.088, nominal" in (
         earlier.sentence()
     )
