@@ -11,7 +11,9 @@ import pytest
 from typer.testing import CliRunner
 
 from pgrpo.cli import _load_commands, app
+from pgrpo.diagnose.nullmodel import fmt_p
 from pgrpo.diagnose.progress import PLATEAU_SHARE, assess_progress
+from pgrpo.diagnose.progresstext import POSSIBLE_P
 
 LENGTHS = (24, 60, 150)
 
@@ -159,6 +161,32 @@ def test_a_flat_verdict_gives_the_interval_and_names_a_drift_it_did_not_call():
     assert "no change beyond batch noise" not in v.summary
     assert "nothing is being learned" not in v.action
     assert v.action.startswith("not yet a clear rise: log more steps or more rollouts per step")
+
+
+def test_a_flat_verdict_names_a_rise_of_the_end_window_it_did_not_call():
+    """The line's 95% interval holds 0 but the end window is above the start at 5% (the gain
+    test): "no change beyond batch noise" beside that was a held-back run's words (session 35:
+    gain p 0.0095). The words name the rise and its p; the label stays `flat`."""
+    step = np.arange(40, dtype=float)
+    for seed in range(400):  # a late step up: the window test sees it, the line hardly
+        y = 0.5 + np.where(step >= 34, 0.08, 0.0) + np.random.default_rng(seed).normal(0, 0.1, 40)
+        v = assess_progress(step, y, fit=False)
+        ev = v.evidence
+        if v.label == "flat" and ev["trend_change_lo"] <= 0 <= ev["trend_change_hi"]:
+            if ev["gain_p"] < POSSIBLE_P:
+                break
+    else:
+        pytest.fail("no seed gave a flat verdict with a gain at 5% and a line holding 0")
+    assert v.summary.startswith("Flat at the verdict's level, with a possible slow rise:")
+    assert f"its end window is above its start window ({fmt_p(ev['gain_p'])})" in v.summary
+    lo, hi = ev["trend_change_lo"], ev["trend_change_hi"]
+    assert f"the straight-line change over the run is {lo:+.3g} to {hi:+.3g} (95%)" in v.summary
+    assert "no change beyond batch noise" not in v.summary
+    assert v.action.startswith("not yet a clear rise")
+    assert "check the learning rate" in v.action and "decline" not in v.action
+    quiet = assess_progress(step, 0.5 + np.random.default_rng(0).normal(0, 0.1, 40), fit=False)
+    assert quiet.label == "flat" and quiet.evidence["gain_p"] >= POSSIBLE_P
+    assert quiet.summary.startswith("Flat: no change beyond batch noise (")
 
 
 def test_the_cli_says_how_sure_a_plateau_is(tmp_path):

@@ -8,6 +8,11 @@ from typing import Any
 
 from pgrpo.diagnose import nullmodel as nm
 
+POSSIBLE_P = 0.05
+"""A `flat` verdict whose end window lies above its start window at this one-sided level (the
+gain test; the verdict asks for `progress.ALPHA`) says "a possible slow rise", as one whose 95%
+interval of the straight-line change leaves out 0 does."""
+
 
 def rise_start(ev: dict[str, Any]) -> float:
     """Where a rise started: its head (`head_rise`) if there, else the start window."""
@@ -148,7 +153,8 @@ def words(label: str, ev: dict[str, Any], alpha: float, head_share: float) -> tu
             f"start {_g(a)}, end {_g(b)}, trend {nm.fmt_p(p)}, noise sd {_g(ev['noise_sd'])} per "
             f"logged point; null: {ev['null_model']}"
         )
-        if lo <= 0 <= hi:
+        gain_p = ev.get("gain_p", 1.0)
+        if lo <= 0 <= hi and gain_p >= POSSIBLE_P:
             return (
                 f"Flat: no change beyond batch noise ({figures}); the change over the run is "
                 f"{lo:+.3g} to {hi:+.3g} (95%).",
@@ -156,18 +162,28 @@ def words(label: str, ev: dict[str, Any], alpha: float, head_share: float) -> tu
                 "degeneracy), that the learning rate is not too small, and that the reward "
                 "scores what you intend",
             )
-        # the 95% interval leaves out 0: a drift the verdict's level does not confirm, so the
-        # words must not say "no change" or "nothing is being learned" (a review, 2026-12-06:
-        # "Flat: no change" beside p=0.0095 and +0.025 to +0.162)
-        way = "rise" if lo > 0 else "fall"
+        # the 95% interval leaves out 0, or the end window is above the start at 5%: a drift
+        # the verdict's level does not confirm, so the words must not say "no change" or
+        # "nothing is being learned" (a review, 2026-12-06: "Flat: no change" beside p=0.0095
+        # and +0.025 to +0.162; session 35: beside a gain p of 0.0095 on a held-back run)
+        way = "fall" if hi < 0 else "rise"
+        if lo <= 0 <= hi:
+            what = (
+                f"its end window is above its start window ({nm.fmt_p(gain_p)}), a rise at "
+                f"the 95% level, not at the {1 - alpha:.1%} this verdict asks for; the "
+                f"straight-line change over the run is {lo:+.3g} to {hi:+.3g} (95%)"
+            )
+        else:
+            what = (
+                f"the change over the run is {lo:+.3g} to {hi:+.3g} (95%), a {way} at the 95% "
+                f"level, not at the {1 - alpha:.1%} this verdict asks for"
+            )
         return (
-            f"Flat at the verdict's level, with a possible slow {way}: the change over the run "
-            f"is {lo:+.3g} to {hi:+.3g} (95%), a {way} at the 95% level, not at the "
-            f"{1 - alpha:.1%} this verdict asks for ({figures}).",
+            f"Flat at the verdict's level, with a possible slow {way}: {what} ({figures}).",
             f"not yet a clear {way}: log more steps or more rollouts per step to tell it from "
             "noise"
             + ("; if learning should be faster, check the learning rate and that rewards vary "
-               "within groups (advantage degeneracy)" if lo > 0
+               "within groups (advantage degeneracy)" if way == "rise"
                else "; watch for a decline: diagnose again after more steps"),
         )  # fmt: skip
     if label == "declining":
