@@ -230,3 +230,37 @@ def test_the_cadence_defaults_agree_across_cli_library_and_callback():
     callback = inspect.signature(PgrpoCallback.__init__).parameters
     assert cli["every"].default.default == lib["every"].default == callback["every"].default
     assert cli["poll"].default.default == lib["poll_s"].default
+
+
+def test_watch_takes_the_sizes_diagnose_takes():
+    """Without G and B a watch read the corpus's collapse `flat`, which `pgrpo diagnose` given
+    the sizes reads `collapsed` (a hostile user's review, session 35); an alert that has not yet
+    held for its patience is said beside "no stop condition"."""
+    from conftest import SHARED_DATA
+
+    path = SHARED_DATA / "curves" / "cs336_shibuki_offpolicy_e16_tb256.csv"
+    if not path.is_file():
+        pytest.skip("needs ../shared/data/curves")
+    sizes = ["--group-size", "8", "--batch-prompts", "32"]
+    diag = runner.invoke(app, ["diagnose", str(path), *sizes, "--json"])
+    label = json.loads(diag.stdout)["progress"]["label"]
+    watched = runner.invoke(app, ["watch", str(path), "--once", "--json", *sizes])
+    assert watched.exit_code == 0, watched.output
+    last = json.loads(watched.stdout.strip().splitlines()[-1])
+    assert last["verdict"] == label == "collapsed"
+    assert "collapse" in last["alerts"] and "not yet held long enough" in watched.stderr
+    unsized = runner.invoke(app, ["watch", str(path), "--once", "--json"])
+    assert json.loads(unsized.stdout.strip().splitlines()[-1])["verdict"] != "collapsed"
+    bad = runner.invoke(app, ["watch", str(path), "--once", "--group-size", "0"])
+    assert bad.exit_code == 2
+
+
+def test_a_stop_file_in_a_folder_not_yet_made_is_said(tmp_path):
+    log = tmp_path / "log.csv"
+    log.write_text("step,reward\n" + "".join(f"{s},{0.5 + 0.01 * (s % 3)}\n" for s in range(1, 30)))
+    stop = tmp_path / "typo" / "STOP"
+    res = runner.invoke(app, ["watch", str(log), "--once", "--stop-file", str(stop)])
+    assert res.exit_code == 0, res.output
+    assert f"note: --stop-file's folder {stop.parent} does not exist yet" in res.stderr
+    here = runner.invoke(app, ["watch", str(log), "--once", "--stop-file", str(tmp_path / "S")])
+    assert "does not exist yet" not in here.stderr

@@ -69,6 +69,10 @@ def _check_stop_file(path: Path) -> None:
     if path.is_dir() or not folder.is_dir() or not os.access(folder, os.W_OK):
         fail(f"--stop-file {path} cannot be written (in {folder})",
              "give a file path in a folder you can write to")  # fmt: skip
+    if folder != path.parent:  # a mistyped folder would be made silently, and a launcher
+        # polling the intended path would never see the file (a hostile user's review)
+        typer.echo(f"note: --stop-file's folder {path.parent} does not exist yet; it is made "
+                   "when a stop rule holds", err=True)  # fmt: skip
 
 
 @command("watch")
@@ -97,6 +101,8 @@ def watch_cmd(
     step_column: str | None = _runopts.step_column_option(),
     as_json: bool = json_option("each assessment"),
     reward_range: str | None = _runopts.reward_range_option(),
+    group_size: int | None = _runopts.group_size_option(),
+    batch_prompts: int | None = _runopts.batch_prompts_option(),
 ) -> None:
     """Follow LOG, print step / reward / forecast / verdict live; exit 3 on a stop condition
     (0 when the watch ends without one, 2 on bad input). verl: point it at the file logger's
@@ -106,6 +112,10 @@ def watch_cmd(
     from pgrpo.diagnose.watch import watch_log
 
     bounds = None if reward_range is None else _runopts.parse_reward_range(reward_range)
+    # G and B as `pgrpo diagnose` takes them: without them a mean of 0/1 rewards is tested
+    # against AR(1) noise, and a watch read a collapse `flat` that diagnose, given the sizes,
+    # read `collapsed` (a hostile user's review, session 35)
+    given = _runopts.given_settings(group_size=group_size, batch_prompts=batch_prompts)
     try:
         config = LiveConfig(
             confidence=confidence,
@@ -156,7 +166,8 @@ def watch_cmd(
         typer.echo(f"note: {log}: {text}", err=True)
 
     opts = _runopts.read_options(reward_column, step_column)
-    result = watch_log(log, config, log_format=log_format, read_options=opts, every=every,
+    result = watch_log(log, config, log_format=log_format, read_options=opts, given=given,
+                       every=every,
                        poll_s=poll, timeout_s=timeout, idle_s=idle, once=once, on_status=show,
                        on_note=note)  # fmt: skip
     if result.ended == "error":
@@ -173,5 +184,14 @@ def watch_cmd(
         raise typer.Exit(EXIT_STOP)
     typer.echo(f"watch ended ({result.ended}) after {result.points} logged rows, no stop condition",
                err=True)  # fmt: skip
+    pending = [] if result.status is None else [r for r in result.status.alerts
+                                                if r in config.stop_on]  # fmt: skip
+    if pending:  # an alert shown beside "no stop": say why (a hostile user's review, session 35)
+        from pgrpo.diagnose.live import rule_patience
+
+        needs = ", ".join(f"{r} {rule_patience(config, r)}" for r in pending)
+        typer.echo(f"note: the last assessment raised {', '.join(pending)}, but a stop needs the "
+                   f"alert on consecutive assessments ({needs}; one every {every} logged rows): "
+                   "not yet held long enough", err=True)  # fmt: skip
     if result.status is not None and result.status.summary:  # why not, e.g. "Probably plateaued"
         typer.echo(result.status.summary, err=True)

@@ -43,7 +43,7 @@ from pgrpo.core.stats import iid_degeneracy
 from pgrpo.diagnose.nullmodel import lag1_autocorr, maybe_binary_mean, unit_scale
 from pgrpo.diagnose.progress import ProgressVerdict, assess_progress
 from pgrpo.diagnose.signals import MAX_POINTS, thin_log
-from pgrpo.diagnose.starvation import ZERO_STD_SOURCE, zero_spread_share
+from pgrpo.diagnose.starvation import ZERO_STD_SOURCE, rollouts_per_point, zero_spread_share
 from pgrpo.dynamics.forecast import Forecast, forecast
 from pgrpo.dynamics.runfit import reward_range
 from pgrpo.errors import check_magnitude
@@ -224,12 +224,12 @@ def _degeneracy(log: RewardLog, cfg: LiveConfig) -> tuple[float, float, int]:
         if not v >= cfg.degeneracy_threshold:
             break
         run += 1
-    g, b = log.hyperparameters.get("group_size"), log.hyperparameters.get("batch_prompts")
+    g = log.hyperparameters.get("group_size")
     w = max(5, len(log) // 10)
     unit = unit_scale(log.reward, reward_range(log.hyperparameters))  # 0/1 scale of a range
     p = float(np.mean(unit[-w:]))
     # the i.i.d. prediction is for 0/1 rewards: NaN when the means cannot be of 0/1 rewards
-    binary = maybe_binary_mean(unit, float(g) * float(b) if g and b else None)
+    binary = maybe_binary_mean(unit, _rollouts(log))
     iid = float(iid_degeneracy(p, g, strict=False)) if g and binary else math.nan
     last = float(col[np.isfinite(col)][-1])
     return (last if source != ZERO_STD_SOURCE else math.nan), float(iid), run
@@ -285,18 +285,27 @@ def _warnings(log: RewardLog, cfg: LiveConfig) -> tuple[str, ...]:
     return (*out, left) if left else tuple(out)
 
 
+def _rollouts(log: RewardLog) -> float | None:
+    """`starvation.rollouts_per_point` of a RewardLog's hyperparameters."""
+
+    def hyper(name: str) -> float | None:
+        v = log.hyperparameters.get(name)
+        return float(v) if isinstance(v, int | float) and math.isfinite(v) and v > 0 else None
+
+    return rollouts_per_point(hyper)
+
+
 def progress_of(log: RewardLog, fit: bool = True) -> ProgressVerdict:
     """`assess_progress` on a RewardLog: reward, reward_std, frac_reward_zero_std,
-    N = group_size x batch_prompts when the log's config has both and the reward's range when
-    it has reward_min / reward_max (fit: `assess_progress`)."""
+    the rollouts behind each point (`starvation.rollouts_per_point`) when the log's config gives
+    them, and the reward's range when it has reward_min / reward_max (fit: `assess_progress`)."""
     hyper = log.hyperparameters
-    g, b = hyper.get("group_size"), hyper.get("batch_prompts")
     return assess_progress(
         log.step,
         log.reward,
         reward_std=log.columns.get("reward_std"),
         frac_zero_std=log.columns.get("frac_reward_zero_std"),
-        n_rollouts=float(g) * float(b) if g and b else None,
+        n_rollouts=_rollouts(log),
         fit=fit,
         reward_range=reward_range(hyper),
         nonfinite_tail=log.metrics.get("nonfinite_tail", 0.0),

@@ -48,6 +48,7 @@ from pgrpo.diagnose.fitevidence import fit_evidence
 from pgrpo.diagnose.floorstats import stuck_p
 from pgrpo.diagnose.progresstext import rise_start as _rise_start
 from pgrpo.diagnose.progresstext import words
+from pgrpo.diagnose.starvation import n_rollouts as rollouts_per_point
 
 PROGRESS_LABELS = (
     "learning",
@@ -356,18 +357,16 @@ def end_window(step: np.ndarray, reward: np.ndarray) -> dict[str, float]:
 
 def assess_signals(signals: Any, fit: bool = True) -> ProgressVerdict:
     """`assess_progress` on a diagnosis's Signals (reward, reward_std, frac_reward_zero_std and
-    N = group_size x batch_prompts from the config when known, and the reward's range from
+    the rollouts behind each logged reward (`starvation.n_rollouts`) when known, and the range from
     reward_min / reward_max). fit: as `assess_progress`'s (False: the label alone, faster)."""
     cols = signals.columns
-    g, b = signals.hyper("group_size"), signals.hyper("batch_prompts")
-    n_rollouts = signals.hyper("completions_per_step") or (g * b if g and b else None)
     reward = cols.get("reward", np.full(signals.steps.shape, np.nan))
     return assess_progress(
         signals.steps,
         reward,
         reward_std=cols.get("reward_std"),
         frac_zero_std=cols.get("frac_reward_zero_std"),
-        n_rollouts=n_rollouts,
+        n_rollouts=rollouts_per_point(signals),
         reward_range=signals.reward_range(),
         nonfinite_tail=signals.hyper("nonfinite_tail") or 0.0,
         nonfinite_from=math.nan if (at := signals.hyper("nonfinite_from")) is None else at,

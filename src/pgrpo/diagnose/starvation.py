@@ -8,7 +8,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -76,10 +76,19 @@ def zero_spread_share(
     return None, ""
 
 
+def rollouts_per_point(hyper: Callable[[str], float | None]) -> float | None:
+    """Rollouts behind each logged reward, from a run's settings (hyper: name -> number or
+    None): N = group_size x batch_prompts (or completions_per_step) when known, times
+    steps_per_logged_point where a trainer logs the mean since its last log (TRL's logging_steps,
+    `hyperparameters_from_config`). The one reading of N for the diagnosis and the live path."""
+    g, b = hyper("group_size"), hyper("batch_prompts")
+    n = hyper("completions_per_step") or (g * b if g and b else None)
+    return None if n is None else float(n) * float(hyper("steps_per_logged_point") or 1.0)
+
+
 def n_rollouts(s: Signals) -> float | None:
-    """Rollouts per step N = group_size x batch_prompts when both are known."""
-    g, b = s.hyper("group_size"), s.hyper("batch_prompts")
-    return s.hyper("completions_per_step") or (g * b if g and b else None)
+    """`rollouts_per_point` of a diagnosis's Signals (its config, or a constant logged column)."""
+    return rollouts_per_point(s.hyper)
 
 
 @dataclass(frozen=True)

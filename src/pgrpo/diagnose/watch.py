@@ -28,7 +28,7 @@ waits instead of waiting in silence.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -69,6 +69,7 @@ def watch_log(
     *,
     log_format: str | None = None,
     read_options: dict[str, Any] | None = None,
+    given: Mapping[str, Any] | None = None,
     every: int = 5,
     poll_s: float = 2.0,
     timeout_s: float | None = None,
@@ -78,7 +79,11 @@ def watch_log(
     on_note: Callable[[str], None] | None = None,
     clock: Callable[[], float] = time.monotonic,
 ) -> WatchResult:
-    """Follow `path` until a stop rule holds or it times out (see the module docstring)."""
+    """Follow `path` until a stop rule holds or it times out (see the module docstring).
+    given: the run's settings the log does not say (`settings.with_given`: group_size,
+    batch_prompts, ...), over each read's hyperparameters, as `pgrpo diagnose` applies them."""
+    from pgrpo.dynamics.settings import with_given
+
     cfg = config or LiveConfig()
     path = Path(path)
     opts = {**(read_options or {}), "live": True}
@@ -99,7 +104,7 @@ def watch_log(
                 _tell_wait(_missing(path, None), path, told, on_note if latest is None else None)
             if new_sig is not None and new_sig != sig:
                 sig, error = new_sig, ""
-                log = read_log(path, format=log_format, **opts)
+                log = with_given(read_log(path, format=log_format, **opts), given)
         except LogNotReadyError as exc:  # not written yet / caught mid-write: next change
             error = str(exc)
             _tell_wait(error, path, told, on_note if latest is None else None)

@@ -148,6 +148,12 @@ class PgrpoCallback(TrainerCallback):
             status = assess_live(log, self.config, self.history)
         except (ValueError, ArithmeticError, RuntimeError) as exc:  # never break the user's run
             self.errors.append(f"{type(exc).__name__}: {exc}")
+            if len(self.errors) == 1:  # said once: it was silent (a hostile user's review,
+                # session 35), so a user never knew no stop rule was watching the run
+                warnings.warn(f"PgrpoCallback: the assessment at step {records[-1].get('step')} "
+                              f"failed ({self.errors[-1]}); no stop rule acts until one "
+                              "succeeds, and the report lists the errors",
+                              RuntimeWarning, stacklevel=2)  # fmt: skip
             return None
         for text in unsaid(status.warnings, self.warned):  # each kind once (its numbers
             self.notes.append(text)  # change as the log grows), withdrawn once it no longer holds

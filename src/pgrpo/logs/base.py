@@ -268,6 +268,11 @@ def assemble(
     stride = _stride(step, warns, lone.any() and skey == "_step")
     hyper = hyperparameters_from_columns(cols)
     hyper.update({k: v for k, v in (hyperparameters or {}).items() if v is not None})
+    if "steps_per_logged_point" in hyper:  # a trainer's logging_steps, as far as the logged
+        # steps bear it out: a log whose steps are rows (a console log) or 1 apart counts 1
+        every = min(float(hyper.pop("steps_per_logged_point")), float(stride))
+        if every > 1:
+            hyper["steps_per_logged_point"] = every
     metrics = {
         "n_rows": float(step.size),
         "dropped_nan": float(counts["nan"]),
@@ -416,8 +421,9 @@ def hyperparameters_from_config(cfg: Any) -> dict[str, float]:
     """Map a run config (pgrpo, TRL args, verl hydra config) to lr, beta1, refresh_interval,
     group_size, batch_prompts, and reward_min / reward_max from a `reward_range: [lo, hi]`.
     TRL: K = num_iterations x steps_per_generation / grad accum, B = per_device_train_batch_size
-    x world_size x grad accum / num_generations (when world_size is given); verl: K = ppo_epochs
-    x train_batch_size / ppo_mini_batch_size."""
+    x world_size x grad accum / num_generations (when world_size is given), and
+    steps_per_logged_point = logging_steps (an integer >= 2: each logged mean covers that many
+    steps); verl: K = ppo_epochs x train_batch_size / ppo_mini_batch_size."""
     get = lambda *names: as_number(find_key(cfg, names))  # noqa: E731
     out: dict[str, float | None] = {
         "lr": get("learning_rate", "lr"),
@@ -450,6 +456,14 @@ def hyperparameters_from_config(cfg: Any) -> dict[str, float]:
         completions = per * ws * ga
         if completions % g == 0:
             out["batch_prompts"] = completions / g
+    every = get("logging_steps")
+    if every is not None and every >= 2 and float(every).is_integer():
+        # Hugging Face Trainer / TRL: a logged reward is the mean over every generation since
+        # the last log, so a logged point holds logging_steps steps' rollouts (TRL's default is
+        # 10; a float below 1 is a share of the run, unknown here). Read by
+        # `starvation.n_rollouts` (a hostile user's review, session 35: N = G x B per point
+        # tested 320-rollout means as 32-rollout ones, and dropped the binomial null)
+        out["steps_per_logged_point"] = every
     rollout = _find_mapping(cfg, "rollout")  # verl: actor_rollout_ref.rollout.n is G
     if rollout is not None:
         if out["group_size"] is None:
