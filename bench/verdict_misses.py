@@ -9,7 +9,8 @@ it) it prints the verdict, the null model the tests used and their p-values (the
 the gain of the end window over the start, the rise over the second half, a rise within the
 start window), and sorts the misses into the reasons the verdict's rules give:
 
-- `weak`: a rise (trend or gain) significant at 5% but not at the verdict's level ALPHA (0.5%):
+- `weak`: a rise (an upward trend, or the gain) significant at 5% but not at the verdict's level
+  ALPHA (0.5%):
   the level that holds the null curves' false alarms (docs/diagnostics.md);
 - `rho_bound`: the null is AR(1) noise at the rho bound 0.9, against which a short rise that
   stops cannot be told from wander;
@@ -36,13 +37,14 @@ from pgrpo.logs import read_log  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "results" / "verdict_misses.json"
 RHO_BOUND = "rho=0.90"
-P_KEYS = ("trend_p", "gain_p", "recent_p_up", "head_p")
+P_KEYS = ("trend_slope", "trend_p", "gain_p", "recent_p_up", "head_p")
 
 
 def reason(ev: dict, label: str) -> str:
     if label == "flat" and RHO_BOUND in str(ev.get("null_model", "")):
         return "rho_bound"
-    if label == "flat" and min(ev["trend_p"], ev["gain_p"]) < 0.05:
+    rose = (ev.get("trend_slope", 0.0) > 0 and ev["trend_p"] < 0.05) or ev["gain_p"] < 0.05
+    if label == "flat" and rose:  # the trend test is two-sided: a fall at 5% is no weak rise
         return "weak"
     return "other"
 

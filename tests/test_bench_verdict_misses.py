@@ -24,6 +24,9 @@ def test_reasons():
     assert reason(weak, "flat") == "weak"
     assert reason({**weak, "gain_p": 0.06}, "flat") == "other"
     assert reason(weak, "declining") == "other"
+    up = {**weak, "gain_p": 0.5, "trend_p": 0.01, "trend_slope": 0.002}
+    assert reason(up, "flat") == "weak"
+    assert reason({**up, "trend_slope": -0.002}, "flat") == "other"  # a fall is no weak rise
 
 
 def test_no_miss_where_every_word_allows_the_verdict(tmp_path):
@@ -45,6 +48,7 @@ def test_no_miss_where_every_word_allows_the_verdict(tmp_path):
                    capture_output=True, text=True, cwd=ROOT, check=True)  # fmt: skip
     got = json.loads(out.read_text())
     assert got["misses"] == 1 and got["rows"][0]["label"] == "learning"
+    assert got["rows"][0]["reason"] == "other"
 
 
 def test_folder_without_index_is_one_line_exit_2(tmp_path):

@@ -177,7 +177,7 @@ def test_a_flat_verdict_names_a_rise_of_the_end_window_it_did_not_call():
                 break
     else:
         pytest.fail("no seed gave a flat verdict with a gain at 5% and a line holding 0")
-    assert v.summary.startswith("Flat at the verdict's level, with a possible slow rise:")
+    assert v.summary.startswith("Flat at the verdict's level, with a possible rise:")
     assert f"its end window is above its start window ({fmt_p(ev['gain_p'])})" in v.summary
     lo, hi = ev["trend_change_lo"], ev["trend_change_hi"]
     assert f"the straight-line change over the run is {lo:+.3g} to {hi:+.3g} (95%)" in v.summary

@@ -10,8 +10,8 @@ from pgrpo.diagnose import nullmodel as nm
 
 POSSIBLE_P = 0.05
 """A `flat` verdict whose end window lies above its start window at this one-sided level (the
-gain test; the verdict asks for `progress.ALPHA`) says "a possible slow rise", as one whose 95%
-interval of the straight-line change leaves out 0 does."""
+gain test; the verdict asks for `progress.ALPHA`) says "a possible rise" (one whose 95% interval
+of the straight-line change leaves out 0 says "a possible slow rise")."""
 
 
 def rise_start(ev: dict[str, Any]) -> float:
@@ -178,8 +178,9 @@ def words(label: str, ev: dict[str, Any], alpha: float, head_share: float) -> tu
                 f"the change over the run is {lo:+.3g} to {hi:+.3g} (95%), a {way} at the 95% "
                 f"level, not at the {1 - alpha:.1%} this verdict asks for"
             )
+        kind = way if lo <= 0 <= hi else f"slow {way}"  # a window's rise may be a late step
         return (
-            f"Flat at the verdict's level, with a possible slow {way}: {what} ({figures}).",
+            f"Flat at the verdict's level, with a possible {kind}: {what} ({figures}).",
             f"not yet a clear {way}: log more steps or more rollouts per step to tell it from "
             "noise"
             + ("; if learning should be faster, check the learning rate and that rewards vary "

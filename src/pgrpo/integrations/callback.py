@@ -77,6 +77,7 @@ class PgrpoCallback(TrainerCallback):
         self.stopped: str = ""
         self.errors: list[str] = []
         self.notes: list[str] = []  # the assessments' warnings, each kind once (`live.unsaid`)
+        self._error_said = False  # a failed assessment warned this train() (`on_train_begin`)
         self.warned: dict[str, str] = {}  # warning kind -> text (`live.unsaid`)
         self._ordered: Any = None  # a weak reference to the CallbackHandler it was moved in
 
@@ -107,7 +108,10 @@ class PgrpoCallback(TrainerCallback):
         self._move_first()
         # world_size is a property, not in to_dict(): B needs it
         cfg = {**args.to_dict(), "world_size": getattr(args, "world_size", None)}
+        if isinstance(every := cfg.get("logging_steps"), int | float) and 0 < every < 1:
+            cfg["logging_steps"] = getattr(state, "logging_steps", None)  # a share, resolved
         self.hyperparameters = hyperparameters_from_config(cfg)
+        self._error_said = False  # the first failed assessment of this train() is warned
         # a resumed run (or a second train() call) starts from the history the trainer holds,
         # and replays the last assessments so the stop rules' patience counts go on as in an
         # uninterrupted run (they restarted from 0, and the report listed the new ones only)
@@ -148,12 +152,13 @@ class PgrpoCallback(TrainerCallback):
             status = assess_live(log, self.config, self.history)
         except (ValueError, ArithmeticError, RuntimeError) as exc:  # never break the user's run
             self.errors.append(f"{type(exc).__name__}: {exc}")
-            if len(self.errors) == 1:  # said once: it was silent (a hostile user's review,
+            if not self._error_said:  # said once a train(): it was silent (a hostile user's review,
                 # session 35), so a user never knew no stop rule was watching the run
                 warnings.warn(f"PgrpoCallback: the assessment at step {records[-1].get('step')} "
                               f"failed ({self.errors[-1]}); no stop rule acts until one "
                               "succeeds, and the report lists the errors",
                               RuntimeWarning, stacklevel=2)  # fmt: skip
+                self._error_said = True
             return None
         for text in unsaid(status.warnings, self.warned):  # each kind once (its numbers
             self.notes.append(text)  # change as the log grows), withdrawn once it no longer holds

@@ -422,8 +422,9 @@ def hyperparameters_from_config(cfg: Any) -> dict[str, float]:
     group_size, batch_prompts, and reward_min / reward_max from a `reward_range: [lo, hi]`.
     TRL: K = num_iterations x steps_per_generation / grad accum, B = per_device_train_batch_size
     x world_size x grad accum / num_generations (when world_size is given), and
-    steps_per_logged_point = logging_steps (an integer >= 2: each logged mean covers that many
-    steps); verl: K = ppo_epochs x train_batch_size / ppo_mini_batch_size."""
+    steps_per_logged_point = logging_steps / num_iterations (logging_steps an integer >= 2 and
+    logging_strategy "steps" or unset: each logged mean covers that many steps' rollouts);
+    verl: K = ppo_epochs x train_batch_size / ppo_mini_batch_size."""
     get = lambda *names: as_number(find_key(cfg, names))  # noqa: E731
     out: dict[str, float | None] = {
         "lr": get("learning_rate", "lr"),
@@ -456,14 +457,19 @@ def hyperparameters_from_config(cfg: Any) -> dict[str, float]:
         completions = per * ws * ga
         if completions % g == 0:
             out["batch_prompts"] = completions / g
-    every = get("logging_steps")
-    if every is not None and every >= 2 and float(every).is_integer():
+    every, strategy = get("logging_steps"), find_key(cfg, ("logging_strategy",))
+    by_steps = strategy is None or str(strategy).lower().endswith("steps")
+    if every is not None and every >= 2 and float(every).is_integer() and by_steps:
         # Hugging Face Trainer / TRL: a logged reward is the mean over every generation since
-        # the last log, so a logged point holds logging_steps steps' rollouts (TRL's default is
-        # 10; a float below 1 is a share of the run, unknown here). Read by
-        # `starvation.n_rollouts` (a hostile user's review, session 35: N = G x B per point
-        # tested 320-rollout means as 32-rollout ones, and dropped the binomial null)
-        out["steps_per_logged_point"] = every
+        # the last log, and TRL generates once every num_iterations optimizer steps (at the
+        # default steps_per_generation), so a logged point holds logging_steps / num_iterations
+        # steps' worth of rollouts (TRL's default logging_steps is 10; a float below 1 is a
+        # share of the run, unknown here). Read by `starvation.rollouts_per_point` (a hostile
+        # user's review, session 35: N = G x B per point tested 320-rollout means as 32-rollout
+        # ones, and dropped the binomial null; a review of the fix: num_iterations)
+        per_point = every / max(1.0, get("num_iterations") or 1.0)
+        if per_point > 1:
+            out["steps_per_logged_point"] = per_point
     rollout = _find_mapping(cfg, "rollout")  # verl: actor_rollout_ref.rollout.n is G
     if rollout is not None:
         if out["group_size"] is None:
