@@ -167,9 +167,8 @@ def watch_cmd(
 
     opts = _runopts.read_options(reward_column, step_column)
     result = watch_log(log, config, log_format=log_format, read_options=opts, given=given,
-                       every=every,
-                       poll_s=poll, timeout_s=timeout, idle_s=idle, once=once, on_status=show,
-                       on_note=note)  # fmt: skip
+                       every=every, poll_s=poll, timeout_s=timeout, idle_s=idle, once=once,
+                       on_status=show, on_note=note)  # fmt: skip
     if result.ended == "error":
         fix = "" if ";" in str(result.error) else "; check the path and --format"
         typer.echo(f"error: {result.error}{fix}", err=True)

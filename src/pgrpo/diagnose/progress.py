@@ -48,7 +48,7 @@ from pgrpo.diagnose.fitevidence import fit_evidence
 from pgrpo.diagnose.floorstats import stuck_p
 from pgrpo.diagnose.progresstext import rise_start as _rise_start
 from pgrpo.diagnose.progresstext import words
-from pgrpo.diagnose.starvation import n_rollouts as rollouts_per_point
+from pgrpo.diagnose.starvation import n_rollouts as signals_rollouts
 
 PROGRESS_LABELS = (
     "learning",
@@ -366,7 +366,7 @@ def assess_signals(signals: Any, fit: bool = True) -> ProgressVerdict:
         reward,
         reward_std=cols.get("reward_std"),
         frac_zero_std=cols.get("frac_reward_zero_std"),
-        n_rollouts=rollouts_per_point(signals),
+        n_rollouts=signals_rollouts(signals),
         reward_range=signals.reward_range(),
         nonfinite_tail=signals.hyper("nonfinite_tail") or 0.0,
         nonfinite_from=math.nan if (at := signals.hyper("nonfinite_from")) is None else at,
