@@ -1,5 +1,5 @@
 """A trainer that logs the mean since its last log (Hugging Face Trainer / TRL, `logging_steps`)
-puts logging_steps x G x B rollouts behind each logged reward: the config says so
+puts logging_steps / num_iterations x G x B rollouts behind each logged reward: the config says so
 (`steps_per_logged_point`), and the diagnosis, the live path and the TRL callback all read the
 rollouts per point through one function (`starvation.rollouts_per_point`), so 0/1 rewards
 averaged over 10 steps are tested against their own binomial noise, as `assess_progress` given
