@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from pgrpo.dynamics.fit import fit_curve
 from pgrpo.dynamics.forecast import forecast
 from pgrpo.dynamics.runfit import reward_range, run_inputs
-from pgrpo.logs.base import hyperparameters_from_config
+from pgrpo.logs.runconfig import hyperparameters_from_config
 from pgrpo.tasks import get_task
 from pgrpo.tasks.base import FunctionTask, task_reward_range
 from pgrpo.train.config import load_config

@@ -26,7 +26,7 @@ from pgrpo.diagnose.progress import assess_progress
 from pgrpo.diagnose.signals import MAX_POINTS
 from pgrpo.diagnose.starvation import rollouts_per_point
 from pgrpo.logs import read_log
-from pgrpo.logs.base import hyperparameters_from_config
+from pgrpo.logs.runconfig import hyperparameters_from_config
 from pgrpo.logs.thin import bin_plan
 
 

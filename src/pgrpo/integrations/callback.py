@@ -102,7 +102,7 @@ class PgrpoCallback(TrainerCallback):
         self._move_first()
 
     def on_train_begin(self, args, state, control, **kwargs):  # noqa: ANN001, ANN201
-        from pgrpo.logs.base import hyperparameters_from_config
+        from pgrpo.logs.runconfig import hyperparameters_from_config
         from pgrpo.logs.trl_state import none_as_nan
 
         self._move_first()

@@ -33,13 +33,11 @@ from pgrpo.logs.base import (
     LogNotReadyError,
     LogReader,
     RewardLog,
-    _find_mapping,
     assemble,
-    find_key,
-    hyperparameters_from_config,
     wanted_keys,
 )
 from pgrpo.logs.columns import ColumnStore, store_of
+from pgrpo.logs.runconfig import _find_mapping, find_key, hyperparameters_from_config
 from pgrpo.logs.typed import TypedChunks
 
 LOG_READERS: Registry[LogReader] = Registry("log reader")

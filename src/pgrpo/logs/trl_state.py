@@ -10,15 +10,9 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from pgrpo.logs.base import (
-    LogFormatError,
-    LogNotReadyError,
-    LogReader,
-    RewardLog,
-    assemble,
-    hyperparameters_from_config,
-)
+from pgrpo.logs.base import LogFormatError, LogNotReadyError, LogReader, RewardLog, assemble
 from pgrpo.logs.readers import LOG_READERS, _config_hyper, _read_text
+from pgrpo.logs.runconfig import hyperparameters_from_config
 
 
 def _trl_files(path: Path) -> list[Path]:
@@ -104,12 +98,12 @@ def read_trl(path: Path, **options: Any) -> RewardLog:
     cands = [d / n for d in (f.parent, f.parent.parent) for n in names]
     hyper = _config_hyper(cands, warns)
     every = state.get("logging_steps")  # the trainer's own (an int: a ratio resolved)
-    if isinstance(every, int | float) and "steps_per_logged_point" not in (hyper or {}):
-        iters = (hyper or {}).get("refresh_interval")  # K = num_iterations at TRL's defaults
+    if isinstance(every, int | float) and "steps_per_logged_point" not in hyper:
+        iters = hyper.get("refresh_interval")  # K = num_iterations at TRL's defaults
         cfg = {"logging_steps": every, "num_iterations": iters}
         per_point = hyperparameters_from_config(cfg).get("steps_per_logged_point")
         if per_point is not None:  # a review: only the callback read it before
-            hyper = {**(hyper or {}), "steps_per_logged_point": per_point}
+            hyper = {**hyper, "steps_per_logged_point": per_point}
     return assemble(
         records, fmt="trl", source=str(f), warnings=warns, hyperparameters=hyper, **options
     )

@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from pgrpo.logs.base import LogFormatError, LogReader, RewardLog, assemble
-from pgrpo.logs.base import hyperparameters_from_config as _hyper
 from pgrpo.logs.readers import LOG_READERS, _first_object, _read_text
+from pgrpo.logs.runconfig import hyperparameters_from_config as _hyper
 
 
 def _api(api: Any) -> Any:
