@@ -192,5 +192,10 @@ def watch_cmd(
         typer.echo(f"note: the last assessment raised {', '.join(pending)}, but a stop needs the "
                    f"alert on consecutive assessments ({needs}; one every {every} logged rows): "
                    "not yet held long enough", err=True)  # fmt: skip
+    st = result.status
+    withheld = st is not None and st.verdict == "flat" and "flat" not in st.alerts
+    if withheld and "flat" in config.stop_on:  # `live._decide`: a possible rise
+        typer.echo("note: the verdict is flat with a possible rise (below), which does not raise "
+                   "the flat stop: it waits for a flat verdict without one", err=True)  # fmt: skip
     if result.status is not None and result.status.summary:  # why not, e.g. "Probably plateaued"
         typer.echo(result.status.summary, err=True)

@@ -11,9 +11,11 @@ logs.
 The alerts follow from the verdict, decided in one small function, `_decide`:
 - plateau: the verdict is `saturated`, or `plateau` (the reward rose and has stopped rising)
   with a bound that says so (`plateau_stopped` 1; `LiveConfig.plateau_confirmed`);
-- flat: the verdict is `flat` (no change beyond batch noise: nothing is being learned). A rule
-  of its own because it is the riskier stop: a run that starts slowly reads flat before its
-  rise (measured premature-stop rates of both in docs/integrations.md);
+- flat: the verdict is `flat` (no change beyond batch noise: nothing is being learned) and
+  shows no possible rise (`progresstext.possible_drift`: its end window above its start at 5%,
+  or a straight-line rise at 95%; the verdict's words then say to log more steps). A rule of its
+  own because it is the riskier stop: a run that starts slowly reads flat before its rise
+  (measured premature-stop rates of both in docs/integrations.md);
 - collapse: the verdict is `collapsed`;
 - degeneracy: at least `degeneracy_threshold` of the groups have zero reward std on each of the
   last `degeneracy_patience` logged points (a transient streak is not enough); the share is
@@ -42,6 +44,7 @@ from pgrpo.core.rewardrange import checked_reward_range, range_warning
 from pgrpo.core.stats import iid_degeneracy
 from pgrpo.diagnose.nullmodel import lag1_autocorr, maybe_binary_mean, unit_scale
 from pgrpo.diagnose.progress import ProgressVerdict, assess_progress
+from pgrpo.diagnose.progresstext import possible_drift
 from pgrpo.diagnose.signals import MAX_POINTS, thin_log
 from pgrpo.diagnose.starvation import ZERO_STD_SOURCE, rollouts_per_point, zero_spread_share
 from pgrpo.dynamics.forecast import Forecast, forecast
@@ -327,6 +330,8 @@ def _decide(
     unconfirmed = label == "plateau" and not progress.evidence.get("plateau_stopped", 0.0)
     if cfg.plateau_confirmed and unconfirmed:
         alerts.remove("plateau")  # "probably plateaued": its action is to train on
+    if label == "flat" and possible_drift(progress.evidence) == "rise":
+        alerts.remove("flat")  # "a possible rise": its action is to log more steps, not stop
     if degenerate_run >= cfg.degeneracy_patience:
         alerts.append("degeneracy")
     certain = "nonfinite_tail" in progress.evidence

@@ -62,7 +62,7 @@ class NullModel:
             how = f" (from the values' 1/{self.n_rollouts} steps)" if self.inferred else ""
             return f"binomial batch means, N={self.n_rollouts} rollouts{how}, p={self.p:.2f}"
         if self.n_rollouts:  # `choose_null`'s white batch noise: a stated N, fresh every step
-            return f"independent batch noise, N={self.n_rollouts} rollouts per step"
+            return f"independent batch noise, N={self.n_rollouts} rollouts per logged point"
         return f"AR(1) noise, rho={self.rho:.2f}"
 
 

@@ -14,6 +14,20 @@ gain test; the verdict asks for `progress.ALPHA`) says "a possible rise" (one wh
 of the straight-line change leaves out 0 says "a possible slow rise")."""
 
 
+def possible_drift(ev: dict[str, Any]) -> str | None:
+    """A `flat` verdict's drift short of the verdict's level: "rise" when its end window lies
+    above its start window at `POSSIBLE_P` (the gain test) or the 95% interval of the
+    straight-line change lies above 0, "fall" when that interval lies below 0, else None. The
+    one reading for the flat words and the live flat alert (`live._decide`: a possible rise
+    withholds the flat stop)."""
+    lo, hi = ev.get("trend_change_lo", math.nan), ev.get("trend_change_hi", math.nan)
+    if hi < 0:
+        return "fall"
+    if lo > 0 or ev.get("gain_p", 1.0) < POSSIBLE_P:
+        return "rise"
+    return None
+
+
 def rise_start(ev: dict[str, Any]) -> float:
     """Where a rise started: its head (`head_rise`) if there, else the start window."""
     return float(ev.get("head_level", ev["start_level"]))
@@ -154,7 +168,8 @@ def words(label: str, ev: dict[str, Any], alpha: float, head_share: float) -> tu
             f"logged point; null: {ev['null_model']}"
         )
         gain_p = ev.get("gain_p", 1.0)
-        if lo <= 0 <= hi and gain_p >= POSSIBLE_P:
+        way = possible_drift(ev)
+        if way is None:
             return (
                 f"Flat: no change beyond batch noise ({figures}); the change over the run is "
                 f"{lo:+.3g} to {hi:+.3g} (95%).",
@@ -166,7 +181,6 @@ def words(label: str, ev: dict[str, Any], alpha: float, head_share: float) -> tu
         # the verdict's level does not confirm, so the words must not say "no change" or
         # "nothing is being learned" (a review, 2026-12-06: "Flat: no change" beside p=0.0095
         # and +0.025 to +0.162; session 35: beside a gain p of 0.0095 on a held-back run)
-        way = "fall" if hi < 0 else "rise"
         if lo <= 0 <= hi:
             what = (
                 f"its end window is above its start window ({nm.fmt_p(gain_p)}), a rise at "
