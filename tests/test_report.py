@@ -191,6 +191,7 @@ def test_a_forecast_wider_than_the_run_is_not_enough_evidence():
         observed_mean=0.85,
         future_step=np.arange(7.0, 13.0),
         fit=SimpleNamespace(step=np.arange(1.0, 7.0), reward=np.linspace(0.16, 0.6, 6)),
+        baselines={"last_10_mean": 0.38},  # the 6 points before the cut
     )
     reward = np.linspace(0.16, 0.91, 12)
     assert not informative(fc, reward)

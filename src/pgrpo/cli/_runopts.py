@@ -16,7 +16,10 @@ from pgrpo.cli.common import escape, fail, fmt, print_hanging
 
 def group_size_option() -> Any:
     return typer.Option(
-        None, "--group-size", min=1, help="G, when the log does not say (overrides it)."
+        None,
+        "--group-size",
+        min=2,  # GRPO's group-relative advantage needs G >= 2, as predict
+        help="G (>= 2), when the log does not say (overrides it).",
     )
 
 

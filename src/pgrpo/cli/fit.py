@@ -108,7 +108,9 @@ def _figure_notes(data: dict) -> list[str]:
 
 def _print(data: dict, console: Console) -> None:
     print_warnings(data["warnings"], console)
-    title = f"fit of {escape(data['log'])} ({data['format']}, {data['n']} points)"
+    robust = data.get("loss", "linear") != "linear"
+    loss = f", loss {data['loss']}" if robust else ""
+    title = f"fit of {escape(data['log'])} ({data['format']}, {data['n']} points{loss})"
     table = Table(title=title)
     for col in ("model", "R^2", "AIC", "BIC", "parameters (+- stderr)"):
         table.add_column(col, overflow="fold")
@@ -121,6 +123,10 @@ def _print(data: dict, console: Console) -> None:
         )  # None: no variance
         table.add_row(r["model"], r2, aic, bic, params)
     console.print(table)
+    if robust:  # a review, session 36: nothing said which loss the table's fits minimised
+        console.print(f"loss {data['loss']}: every fit minimised this robust cost; R^2, AIC and "
+                      "BIC are computed from the plain residuals, so they rank fits made with "
+                      "the same loss, not fits made with another one")  # fmt: skip
     from pgrpo.dynamics.fitquality import legend  # what the models and parameters shown mean
 
     marks = [m for r in rows for k in r["params"] if (m := _mark(r, k))]

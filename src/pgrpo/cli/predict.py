@@ -9,7 +9,16 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from pgrpo.cli.common import command, config_option, emit, escape, fmt, json_option, out_dir
+from pgrpo.cli.common import (
+    command,
+    config_option,
+    emit,
+    escape,
+    fail,
+    fmt,
+    json_option,
+    out_dir,
+)
 
 OPTIMIZER = "pgrpo.dynamics.optimizers:OptimizerSettings"
 
@@ -53,8 +62,13 @@ def predict_cmd(
 ) -> None:
     """Regime (from the exact recursion), damping ratio, tau, exact K*, oscillation onset and
     stationary std."""
+    from pgrpo.dynamics.optimizers import run_optimizer
     from pgrpo.dynamics.predict import predict
 
+    try:  # adamw / AdamW / sgd as fit, diagnose and report read them (a review, session 36)
+        optimizer = run_optimizer(optimizer)
+    except ValueError as exc:
+        fail(f"--optimizer: {exc}".split("; ")[0], "give --optimizer sgd_momentum or adam (adamw)")
     pred = predict(
         lr,
         beta1,
@@ -91,9 +105,12 @@ def _notes(optimizer: str, beta2: float) -> list[str]:
             "RMS (probe the run's own G and B with `pgrpo probe`); stationary_std is the "
             "second-moment closure's RMS deviation"
         ]
+    noise = ("stationary_std assumes a per-sample force variance of 0.25 kappa^2 (a 0/1 reward "
+             "at p = 1/2, the largest), whatever --r0 and --r-inf: the spread of the reward "
+             "around its mean from batch noise at G x B rollouts a step")  # fmt: skip
     if beta2 != OptimizerSettings.beta2:
-        return [f"--beta2 {beta2:g} is unused by {optimizer} (Adam's second moment only)"]
-    return []
+        return [f"--beta2 {beta2:g} is unused by {optimizer} (Adam's second moment only)", noise]
+    return [noise]
 
 
 def _print(data: dict, title: str, k: int, console: Console) -> None:

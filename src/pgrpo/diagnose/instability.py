@@ -284,16 +284,22 @@ def fitted_kappa(s: Signals) -> float | None:
 
 
 def _margin_evidence(s: Signals) -> tuple[dict[str, float], list[str]]:
-    """K / K* from the run's hyperparameters, its optimizer's reduction and kappa (config, e.g.
-    `pgrpo probe`, else a ROM fit of the reward curve with the logged learning rate). Empty, with
-    nothing missing, when the reduction predicts no threshold (AdamW, the default)."""
+    """K / K* from the run's hyperparameters, its optimizer's reduction and kappa (the run's
+    settings or the command line, e.g. `pgrpo probe`'s, else a ROM fit of the reward curve with
+    the logged learning rate). K = 1 when no K is known, as `pgrpo fit` assumes
+    (`dynamics.settings`; `refresh_interval_assumed` in the evidence): the smallest K, so an
+    alarm on it holds for any K the run took (a review, session 36: a --kappa given without
+    --refresh-interval was dropped without a word, beside settings that said "K 1 (assumed)").
+    Empty, with nothing missing, when the reduction predicts no threshold (AdamW, the
+    default)."""
     k_int, lr, beta1 = s.hyper("refresh_interval"), s.hyper("learning_rate"), s.hyper("beta1")
-    missing = [n for n, v in (("refresh_interval", k_int), ("learning_rate", lr)) if v is None]
-    if missing:
-        return {}, missing
+    if lr is None:
+        return {}, ["learning_rate"]
+    assumed = {} if k_int is not None else {"refresh_interval_assumed": 1.0}
+    k_int = 1.0 if k_int is None else k_int
     if not _predicts_threshold(s, beta1 or 0.0, k_int):  # adam: nothing to say about K*
         return {}, []
-    kappa, source = s.hyper("kappa"), "config"
+    kappa, source = s.hyper("kappa"), "given"
     if kappa is None:
         kappa, source = fitted_kappa(s), "reward fit"
     if kappa is None:
@@ -311,6 +317,7 @@ def _margin_evidence(s: Signals) -> tuple[dict[str, float], list[str]]:
         "kappa_source": source,
         "k_star": float(k_star),
         "stability_margin": k_int / k_star,
+        **assumed,
     }
     return ev, []
 

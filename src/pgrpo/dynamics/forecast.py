@@ -40,7 +40,7 @@ class Forecast:
     future_step, predicted, band_lo, band_hi: [m] (per-step band for one new observation);
     predicted_mean / mean_band: the mean over the future steps and its band; observed_mean: the
     data's mean after the cut (nan when the log ends at the cut); baselines: name -> predicted
-    mean (last_window_mean, exponential).
+    mean (last_window_mean; last_10_mean, the quality bar's; exponential).
     """
 
     cut_step: float
@@ -247,6 +247,10 @@ def forecast(
     exp = fit_curve(step[:i], reward[:i], "exponential", loss=loss, reward_range=reward_range)
     baselines = {
         "last_window_mean": last_window_mean(reward[:i]),
+        # the naive forecast of the quality bar and of MEASURED_SKILL's wins: the mean of the
+        # last 10 points before the cut (the report's backtest sentence names it; a review,
+        # session 36, found the fit table offering only last_window_mean, max(5, 10%) points)
+        "last_10_mean": float(np.mean(reward[max(0, i - 10) : i])),
         "exponential": float(np.mean(exp.predict(future))),
     }
     return Forecast(

@@ -139,6 +139,7 @@ class LogFit:
             "reward_key": self.log.reward_key,
             "n": len(self.log),
             "n_logged": int(self.log.metrics.get("n_logged", len(self.log))),
+            "loss": self.metrics.get("loss", "linear"),  # every fit's (`fit_log`)
             "bin_size": int(self.log.metrics.get("bin_size", 1)),
             "warnings": list(self.log.warnings),
             "hyperparameters": self.log.hyperparameters,
@@ -176,9 +177,15 @@ def _fit_dict(r: FitResult) -> dict[str, Any]:
         "residual_std": r.residual_std,
         "residual_autocorr": r.residual_autocorr,
         "params": r.values,
-        "stderr": {n: p.stderr for n, p in r.params.items() if p.vary},
-        "at_bound": list(r.at_bound),  # their stderr means nothing: `pgrpo fit` does not print it
-        "unidentified": list(r.unidentified),  # nor theirs: the data do not fix them
+        # null for a parameter at its bound or not identified: its stderr means nothing, and
+        # `pgrpo fit` does not print it (JSON gave one beside "at its bound": review, session 36)
+        "stderr": {
+            n: None if n in r.at_bound or n in r.unidentified else p.stderr
+            for n, p in r.params.items()
+            if p.vary
+        },  # fmt: skip
+        "at_bound": list(r.at_bound),
+        "unidentified": list(r.unidentified),
         "metrics": dict(r.metrics),
     }
 
@@ -340,4 +347,4 @@ def fit_log(
         else:
             method = method or DEFAULT_METHOD
             fc = forecast(log.step, log.reward, forecast_from, level=level, method=method, **kw)
-    return LogFit(log, rom, baselines, fc, constrained, metrics, start)
+    return LogFit(log, rom, baselines, fc, constrained, {**metrics, "loss": loss}, start)

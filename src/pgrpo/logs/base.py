@@ -195,6 +195,12 @@ def assemble(
             f"give one of the columns present: {shown}",
         )
     skey = step_key or next((k for k in STEP_KEYS if k in set(all_keys)), None)
+    if skey is not None and skey in _as_list(rkey):  # a review, session 36: a fit of the reward
+        raise LogFormatError(  # against itself read R^2 0.999
+            f"{source}: the step column and the reward column are both {skey!r}",
+            "give --step-column the column that counts steps (step, global_step) and "
+            "--reward-column the reward",
+        )
     if skey is None:
         warns.append("no step column: using the record order as the step")
     reward, r_present, r_number = _reward_column(store, rkey)
@@ -244,12 +250,22 @@ def assemble(
     kept = superseded(step[rows])
     rewind_warnings(step[rows], kept, restart, live, warns)
     n_rep = int(np.sum(~kept))
+    if not live and rows.size >= 3 and np.all(step[rows] == step[rows[0]]):  # not "need more
+        # points" (a review, session 36); a live log may just have restarted
+        raise LogFormatError(
+            f"{source}: all {rows.size} rows with a reward have the same step "
+            f"{step[rows[0]]:g} (step column {skey!r})",
+            "give --step-column the column that counts the steps",
+        )
     rows = rows[kept]
     order = np.argsort(step[rows], kind="stable")
     if np.any(np.diff(order) < 0):
         warns.append("steps out of order in the file: sorted by step")
     rows = rows[order]
     step, reward = step[rows], reward[rows]
+    if step_key is not None and (frac := step[step != np.round(step)]).size:
+        warns.append(f"the step column {skey!r} holds numbers that are not whole (e.g. "
+                     f"{frac[0]:g}): check that --step-column names the steps")  # fmt: skip
     col_keys = _column_keys(store.keys)
     if columns is not None:
         col_keys = {name: key for name, key in col_keys.items() if name in columns}

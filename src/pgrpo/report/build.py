@@ -24,6 +24,45 @@ from pgrpo.report.page import (  # forecast_text, informative: re-exported (they
     render_html,
 )
 
+PANELS = ("reward", "degeneracy", "entropy", "kl", "lengths", "stability_margin", "pass_at_k")
+"""The panels a report draws (`_panels`), each as NAME.png beside report.html."""
+MANIFEST = ".pgrpo-report.json"
+"""The files a report wrote in its folder: a later report overwrites or removes only these."""
+
+
+def _owned(out: Path) -> set[str]:
+    """The names in `out` that an earlier `pgrpo report` wrote: its manifest's, or, in a folder
+    written before the manifest (2026-12-06), report.html and the panel PNGs when report.html's
+    title says pgrpo."""
+    try:
+        return {str(n) for n in json.loads((out / MANIFEST).read_text())["files"]}
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    try:
+        head = (out / "report.html").read_text(errors="replace")[:512]
+    except (OSError, ValueError):
+        return set()
+    ours = "<title>pgrpo report:" in head
+    return {"report.html", *(f"{n}.png" for n in PANELS)} if ours else set()
+
+
+def check_out_folder(out: Path) -> None:
+    """Raise UserError, before anything is read or written, when `out` holds a file a report
+    would overwrite or remove (report.html, a panel's PNG) that no earlier report wrote: a
+    report sent to a folder of the user's own deleted its kl.png and replaced its report.html
+    without a word (a hostile user's review, session 36)."""
+    from pgrpo.errors import UserError
+
+    names = ["report.html", *(f"{n}.png" for n in PANELS)]
+    owned = _owned(out) if out.is_dir() else set()
+    foreign = [n for n in names if (out / n).exists() and n not in owned]
+    if foreign:
+        raise UserError(
+            f"the report folder {out} holds {', '.join(foreign)}, which pgrpo report did not "
+            "write and would overwrite or remove",
+            "give --out a new or empty folder, or move those files",
+        )
+
 
 @dataclass(frozen=True)
 class ReportResult:
@@ -110,7 +149,7 @@ def stability_margin(log: Any, kappa: float | None) -> np.ndarray | None:
     from pgrpo.dynamics.optimizers import OptimizerSettings, reduce_optimizer, run_optimizer
 
     hp = log.hyperparameters
-    if kappa is None or not hp.get("refresh_interval"):
+    if kappa is None:
         return None
     lr = log.learning_rate
     lr = np.full(log.step.shape, hp["lr"]) if lr is None and hp.get("lr") else lr
@@ -121,7 +160,7 @@ def stability_margin(log: Any, kappa: float | None) -> np.ndarray | None:
     except ValueError:
         return None
     beta1 = float(hp.get("beta1", 0.0))
-    K = int(hp["refresh_interval"])
+    K = int(hp.get("refresh_interval") or 1)  # none given: K = 1, as the diagnosis assumes
     a = np.where(np.isfinite(lr) & (lr > 0), lr * kappa, np.nan)
     ok = np.isfinite(a) & (a > 0)
     out = np.full(lr.shape, np.nan)
@@ -266,15 +305,16 @@ def _margin_why(log: Any, kappa: float | None) -> str:
     except (ValueError, TypeError, ArithmeticError):  # a beta1 the reduction cannot take
         predicts = True
     if not predicts:
-        shown = given or "adamw (assumed: the log names no optimizer)"
-        return (f"the run's optimizer, {shown}, predicts no refresh threshold K*, so there is "
-                "no margin K/K*; give --optimizer sgd_momentum if the run used SGD with "
-                "momentum")  # fmt: skip
-    missing = [need for need, ok in (("refresh_interval", hp.get("refresh_interval")),
-               ("lr", log.learning_rate is not None or hp.get("lr")),
+        # no optimizer named: the margin takes AdamW's reduction, as the diagnosis does; the
+        # fit's settings assume none (its closed form needs beta1), hence the wording
+        shown = (f"the run's optimizer, {given}," if given else "AdamW (taken for the margin: "
+                 "the log names no optimizer)")  # fmt: skip
+        return (f"{shown} predicts no refresh threshold K*, so there is no margin K/K*; give "
+                "--optimizer sgd_momentum if the run used SGD with momentum")  # fmt: skip
+    missing = [need for need, ok in (("lr", log.learning_rate is not None or hp.get("lr")),
                ("kappa", kappa is not None or hp.get("kappa") is not None))
                if not ok]  # fmt: skip
-    return (f"needs {', '.join(missing) or 'refresh_interval, lr and kappa'} (config.yaml kappa "
+    return (f"needs {', '.join(missing) or 'lr and kappa'} (config.yaml kappa "
             "from `pgrpo probe`, or a fit with a known lr)")  # fmt: skip
 
 
@@ -347,7 +387,9 @@ def build_report(
     read_options: Mapping[str, str] | None = None,
 ) -> ReportResult:
     """Write RUN_DIR/report/report.html (self-contained) and one PNG per panel drawn; the PNG
-    of a panel this run cannot draw, left in the folder by an earlier report, is removed.
+    of a panel this run cannot draw, left in the folder by an earlier report, is removed. A
+    folder that holds such a file not written by a report raises UserError before anything is
+    read (`check_out_folder`); the files written are listed in the folder's `MANIFEST`.
 
     settings: the run's settings given by the user (lr, beta1, refresh_interval, group_size,
     batch_prompts, optimizer, kappa; they override the log's): the diagnosis reads them as
@@ -360,6 +402,14 @@ def build_report(
     from pgrpo.logs import read_log
 
     run_dir = Path(run_dir)
+    out = (
+        Path(out_dir)
+        if out_dir is not None
+        else run_dir / "report"
+        if run_dir.is_dir()
+        else run_dir.parent / f"report-{run_dir.stem}"  # two logs side by side: two reports
+    )
+    check_out_folder(out)
     logged = read_log(run_dir, format=log_format, **dict(read_options or {}))
     fit_input, run_settings = resolve_settings(logged, settings)
     log = with_given(logged, settings)
@@ -381,13 +431,7 @@ def build_report(
     drawn = fc if fc is not None and informative(fc, seen.reward) else None
     panels = _panels(log, diagnosis, fit, drawn, eval_doc, points or ())
     caveats = _caveats(log, diagnosis, fit, drawn)
-    out = (
-        Path(out_dir)
-        if out_dir is not None
-        else run_dir / "report"
-        if run_dir.is_dir()
-        else run_dir.parent / f"report-{run_dir.stem}"  # two logs side by side: two reports
-    )
+    check_out_folder(out)  # again: the folder may have changed while the fits ran
     out.mkdir(parents=True, exist_ok=True)
     pngs = {}
     for name, (png, _) in panels.items():
@@ -395,10 +439,12 @@ def build_report(
             pngs[name] = out / f"{name}.png"
             pngs[name].write_bytes(png)
         else:  # an earlier report's figure of this panel would now describe another run
-            (out / f"{name}.png").unlink(missing_ok=True)
+            (out / f"{name}.png").unlink(missing_ok=True)  # ours: `check_out_folder`
     page = out / "report.html"
     page.write_text(render_html(log, diagnosis, panels, eval_doc, notes, fit, fc, run_settings,
                                 seen, start, caveats))  # fmt: skip
+    files = sorted([page.name, *(p.name for p in pngs.values())])
+    (out / MANIFEST).write_text(json.dumps({"written_by": "pgrpo report", "files": files}) + "\n")
     missing = {name: why for name, (png, why) in panels.items() if png is None}
     metrics = {"panels": float(len(pngs)), "forecast_drawn": float(drawn is not None)}
     return ReportResult(page, pngs, missing, metrics, fit, fc, tuple(notes), diagnosis,

@@ -121,7 +121,7 @@ def forecast_text(fc: Any, reward: np.ndarray, bin_size: int = 1, caveat: str | 
     tail = ""
     if math.isfinite(obs):
         inside = "inside" if fc.mean_band[0] <= obs <= fc.mean_band[1] else "outside"
-        last10 = float(np.mean(prefix[-10:])) if prefix.size else math.nan
+        last10 = fc.baselines.get("last_10_mean", math.nan)  # the fit table's row
         tail = (
             f"; {words['observed']}, {inside} the band (the mean of the last 10 {unit} before "
             f"the cut was {last10:.3g})"

@@ -140,7 +140,8 @@ def margin_panel(
     ax.set_ylim(0, top)
     ax.set_xlabel("step")
     ax.set_ylabel("K / K*")
-    ax.set_title(f"Stability margin (K={k:g}, kappa from {source})")
+    kk = f"K={k:g}" if k else "K=1 assumed"  # no K given: the diagnosis' K = 1
+    ax.set_title(f"Stability margin ({kk}, kappa from {source})")
     ax.legend(fontsize=8, loc="best")
     return True
 
