@@ -13,7 +13,8 @@ import pytest
 from typer.testing import CliRunner
 
 from pgrpo.cli import _load_commands, app
-from pgrpo.report.build import MANIFEST, PANELS, _panels, check_out_folder
+from pgrpo.report.build import _panels
+from pgrpo.report.folder import MANIFEST, PANELS, check_out_folder
 
 _load_commands()
 runner = CliRunner()
@@ -87,3 +88,52 @@ def test_an_unreadable_manifest_owns_nothing(tmp_path):
     with pytest.raises(ValueError, match="did not write"):
         check_out_folder(out)
     check_out_folder(tmp_path / "new")  # a folder that does not exist yet: nothing to refuse
+
+
+def test_links_and_folders_at_a_report_s_names_are_refused_and_nothing_is_written_through(tmp_path):
+    """A link at reward.png was written through (a PNG appeared at its target outside --out) and
+    a dangling link at kl.png was deleted: `exists()` is False for a dangling link (a review of
+    the first fix, session 36)."""
+    log, out, elsewhere = _csv(tmp_path / "run.csv"), tmp_path / "rep", tmp_path / "elsewhere"
+    out.mkdir()
+    elsewhere.mkdir()
+    (out / "reward.png").symlink_to(elsewhere / "precious.png")  # dangling
+    (out / "kl.png").symlink_to(elsewhere / "gone.png")
+    res = _report(log, out)
+    assert res.exit_code == 2 and "reward.png (a link)" in res.output, res.output
+    assert not list(elsewhere.iterdir()) and (out / "kl.png").is_symlink()
+    for link in ("reward.png", "kl.png"):
+        (out / link).unlink()
+    (out / "entropy.png").mkdir()
+    res = _report(log, out)
+    assert res.exit_code == 2 and "entropy.png (not a file)" in res.output, res.output
+
+
+def test_a_listed_file_the_user_replaced_since_is_refused(tmp_path):
+    log, out = _csv(tmp_path / "run.csv"), tmp_path / "rep"
+    assert _report(log, out).exit_code == 0
+    (out / "reward.png").write_text("the user's own figure, saved over the report's")
+    res = _report(log, out)
+    assert res.exit_code == 2 and "reward.png (changed since a report wrote it)" in res.output
+    assert (out / "reward.png").read_text().startswith("the user's own")
+
+
+def test_a_report_stopped_half_way_does_not_lock_its_folder(tmp_path, monkeypatch):
+    """The manifest is claimed before the first PNG: a report stopped after writing some PNGs
+    (no manifest then, no report.html) made the next run refuse its own files."""
+    import pgrpo.report.build as build
+
+    log, out = _csv(tmp_path / "run.csv"), tmp_path / "rep"
+    real = build.folder.record
+
+    def stop(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(build.folder, "record", stop)
+    with pytest.raises(KeyboardInterrupt):
+        build.build_report(log, out_dir=out)
+    assert (out / "reward.png").exists()
+    monkeypatch.setattr(build.folder, "record", real)
+    assert _report(log, out).exit_code == 0
+    files = json.loads((out / MANIFEST).read_text())["files"]
+    assert all(isinstance(v, str) and len(v) == 64 for v in files.values())  # hashes now

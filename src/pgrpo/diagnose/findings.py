@@ -109,12 +109,14 @@ def _instability(ev: dict) -> str:
     if ev.get("nonfinite_reward_rows"):
         return f"Dynamical instability: {ev['nonfinite_reward_rows']:.0f} rewards were NaN/inf."
     if isinstance(ev.get("stability_margin"), float) and ev["stability_margin"] >= 1.0:
-        assumed = " (assumed: no K given)" if ev.get("refresh_interval_assumed") else ""
-        source = {"given": "the run's settings"}.get(ev.get("kappa_source"), ev.get("kappa_source"))
+        from pgrpo.diagnose.instability import kappa_words
+
+        assumed = (" (assumed: no K given, and every K is at least 1)"
+                   if ev.get("refresh_interval_assumed") else "")  # fmt: skip
         return (
             f"Dynamical instability: the refresh interval K={_f(ev['refresh_interval'], 'g')}"
             f"{assumed} is at or above the threshold K*={_f(ev['k_star'], '.0f')} "
-            f"(kappa from {source or '?'})."
+            f"(kappa from {kappa_words(ev.get('kappa_source'))})."
         )
     p = {k: ev.get(k, 1.0) for k in ("oscillation_growth_p", "spectral_peak_p", "peak_drop_p")}
     from pgrpo.diagnose.instability import growth_counts  # the rule's decision, one definition

@@ -283,6 +283,15 @@ def fitted_kappa(s: Signals) -> float | None:
     return kappa if math.isfinite(kappa) and kappa > 0 else None
 
 
+KAPPA_SOURCES = {"given": "the run's settings", "reward fit": "a fit of the reward curve"}
+"""`kappa_source` in the evidence -> the words the finding and the report's panel print."""
+
+
+def kappa_words(source: str | None) -> str:
+    """Where kappa came from, in words (`KAPPA_SOURCES`; an unknown source as it is)."""
+    return KAPPA_SOURCES.get(source or "", source or "?")
+
+
 def _margin_evidence(s: Signals) -> tuple[dict[str, float], list[str]]:
     """K / K* from the run's hyperparameters, its optimizer's reduction and kappa (the run's
     settings or the command line, e.g. `pgrpo probe`'s, else a ROM fit of the reward curve with
@@ -335,7 +344,11 @@ def dynamical_instability(s: Signals) -> ModeVerdict:
     margin_ev, missing = _margin_evidence(s)
     ev.update(margin_ev)
     if margin_ev:
-        strengths.append(confidence(margin_ev["stability_margin"], 1.0, 0.1))
+        # K and K* are whole numbers and K >= K* diverges (`OptimizerReduction.diverges`): the
+        # threshold sits halfway between K* - 1 and K*, so K = K* fires (at 1.0 itself the
+        # strength was 0.5, "no", beside words that say "at or above": a review, session 36)
+        k_star = margin_ev["k_star"]
+        strengths.append(confidence(margin_ev["stability_margin"], 1.0 - 0.5 / k_star, 0.1))
     if s.has("reward", MIN_STEPS):
         o_ev, o_strength = _oscillation_evidence(s)
         ev.update(o_ev)

@@ -250,13 +250,14 @@ def assemble(
     kept = superseded(step[rows])
     rewind_warnings(step[rows], kept, restart, live, warns)
     n_rep = int(np.sum(~kept))
-    if not live and rows.size >= 3 and np.all(step[rows] == step[rows[0]]):  # not "need more
-        # points" (a review, session 36); a live log may just have restarted
-        raise LogFormatError(
-            f"{source}: all {rows.size} rows with a reward have the same step "
-            f"{step[rows[0]]:g} (step column {skey!r})",
-            "give --step-column the column that counts the steps",
-        )
+    if rows.size >= 3 and np.all(step[rows] == step[rows[0]]):  # not "need more points" (a
+        # review, session 36); a live log (`pgrpo watch`) is warned and read on
+        problem = (f"all {rows.size} rows with a reward have the same step {step[rows[0]]:g} "
+                   f"(step column {skey!r})")  # fmt: skip
+        fix = "give --step-column the column that counts the steps"
+        if not live:
+            raise LogFormatError(f"{source}: {problem}", fix)
+        warns.append(f"{problem}: {fix}")
     rows = rows[kept]
     order = np.argsort(step[rows], kind="stable")
     if np.any(np.diff(order) < 0):

@@ -17,51 +17,13 @@ from typing import Any
 
 import numpy as np
 
-from pgrpo.report import plots
+from pgrpo.report import folder, plots
+from pgrpo.report.folder import check_out_folder
 from pgrpo.report.page import (  # forecast_text, informative: re-exported (they lived here)
     forecast_text,  # noqa: F401
     informative,
     render_html,
 )
-
-PANELS = ("reward", "degeneracy", "entropy", "kl", "lengths", "stability_margin", "pass_at_k")
-"""The panels a report draws (`_panels`), each as NAME.png beside report.html."""
-MANIFEST = ".pgrpo-report.json"
-"""The files a report wrote in its folder: a later report overwrites or removes only these."""
-
-
-def _owned(out: Path) -> set[str]:
-    """The names in `out` that an earlier `pgrpo report` wrote: its manifest's, or, in a folder
-    written before the manifest (2026-12-06), report.html and the panel PNGs when report.html's
-    title says pgrpo."""
-    try:
-        return {str(n) for n in json.loads((out / MANIFEST).read_text())["files"]}
-    except (OSError, ValueError, KeyError, TypeError):
-        pass
-    try:
-        head = (out / "report.html").read_text(errors="replace")[:512]
-    except (OSError, ValueError):
-        return set()
-    ours = "<title>pgrpo report:" in head
-    return {"report.html", *(f"{n}.png" for n in PANELS)} if ours else set()
-
-
-def check_out_folder(out: Path) -> None:
-    """Raise UserError, before anything is read or written, when `out` holds a file a report
-    would overwrite or remove (report.html, a panel's PNG) that no earlier report wrote: a
-    report sent to a folder of the user's own deleted its kl.png and replaced its report.html
-    without a word (a hostile user's review, session 36)."""
-    from pgrpo.errors import UserError
-
-    names = ["report.html", *(f"{n}.png" for n in PANELS)]
-    owned = _owned(out) if out.is_dir() else set()
-    foreign = [n for n in names if (out / n).exists() and n not in owned]
-    if foreign:
-        raise UserError(
-            f"the report folder {out} holds {', '.join(foreign)}, which pgrpo report did not "
-            "write and would overwrite or remove",
-            "give --out a new or empty folder, or move those files",
-        )
 
 
 @dataclass(frozen=True)
@@ -131,11 +93,14 @@ def _fits(log: Any) -> tuple[Any, Any, list[str], Any]:
 
 
 def kappa_estimate(diagnosis: Any) -> tuple[float | None, str]:
-    """kappa as the diagnosis used it (config / `pgrpo probe`, else the reward fit)."""
+    """kappa as the diagnosis used it (the run's settings, e.g. `pgrpo probe`'s, else the reward
+    fit) and where it came from in words (`instability.kappa_words`)."""
+    from pgrpo.diagnose.instability import kappa_words
+
     ev = diagnosis.mode("dynamical_instability").evidence
     if ev.get("kappa") is None:
         return None, ""
-    return float(ev["kappa"]), str(ev.get("kappa_source", ""))
+    return float(ev["kappa"]), kappa_words(ev.get("kappa_source"))
 
 
 def stability_margin(log: Any, kappa: float | None) -> np.ndarray | None:
@@ -431,8 +396,11 @@ def build_report(
     drawn = fc if fc is not None and informative(fc, seen.reward) else None
     panels = _panels(log, diagnosis, fit, drawn, eval_doc, points or ())
     caveats = _caveats(log, diagnosis, fit, drawn)
+    html = render_html(log, diagnosis, panels, eval_doc, notes, fit, fc, run_settings, seen,
+                       start, caveats)  # fmt: skip
     check_out_folder(out)  # again: the folder may have changed while the fits ran
     out.mkdir(parents=True, exist_ok=True)
+    folder.claim(out, list(folder.NAMES))  # before any file: a stopped report keeps its folder
     pngs = {}
     for name, (png, _) in panels.items():
         if png is not None:
@@ -441,10 +409,8 @@ def build_report(
         else:  # an earlier report's figure of this panel would now describe another run
             (out / f"{name}.png").unlink(missing_ok=True)  # ours: `check_out_folder`
     page = out / "report.html"
-    page.write_text(render_html(log, diagnosis, panels, eval_doc, notes, fit, fc, run_settings,
-                                seen, start, caveats))  # fmt: skip
-    files = sorted([page.name, *(p.name for p in pngs.values())])
-    (out / MANIFEST).write_text(json.dumps({"written_by": "pgrpo report", "files": files}) + "\n")
+    page.write_text(html)
+    folder.record(out, [page, *pngs.values()])
     missing = {name: why for name, (png, why) in panels.items() if png is None}
     metrics = {"panels": float(len(pngs)), "forecast_drawn": float(drawn is not None)}
     return ReportResult(page, pngs, missing, metrics, fit, fc, tuple(notes), diagnosis,
