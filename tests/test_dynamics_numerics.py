@@ -168,7 +168,8 @@ def test_no_inflection_says_why(tmp_path):
     )
     assert res.exit_code == 0, res.output
     text = " ".join(res.output.split())
-    assert "no inflection_time" in text and "r-inf" not in text and "horizon" in text
+    # not the R0 = R_inf reason (the noise note names --r-inf since session 36)
+    assert "no inflection_time" in text and "--r0 equals" not in text and "horizon" in text
     same = _predict(tmp_path, "--lr", "0.02", "--kappa", "1", "--r0", "0.5", "--r-inf", "0.5")
     assert "--r0 equals --r-inf" in " ".join(same.output.split())
     ok = json.loads(_predict(tmp_path, "--lr", "0.02", "--kappa", "1", "--json").stdout)
