@@ -50,6 +50,8 @@ def test_thousands_of_unclosed_boxes_are_read_in_linear_time():
         ("The answer isn't 17; it's 18.", 17),
         ("The answer is \u20135", 5),
         ("\\boxed{3 + 15}", 15),
+        ("\\boxed{18 \\text{ and } 20}", 1820),  # two numbers, not one glued together
+        ("\\boxed{18 \\text{ and } 20}", 20),
     ],
 )
 def test_a_wrong_answer_is_not_rewarded(completion, gold):
@@ -75,6 +77,12 @@ def test_a_wrong_answer_is_not_rewarded(completion, gold):
         ("The answer is \u20135", -5),
         ("#### 18" + " " * 300, 18),
         ("\\boxed{18} \\boxed{}", 18),  # a box with no digit: the one before
+        ("\\boxed{(18)}", 18),
+        ("\\boxed{\\left(18\\right)}", 18),
+        ("\\boxed{18 \\text{ ft}^2}", 18),
+        ("\\boxed{18\\,\\mathrm{m}}", 18),
+        ("\\boxed{2 \\frac{1}{2}}", 2.5),
+        ("\\boxed{\\$ 18}", 18),
     ],
 )
 def test_a_right_answer_is_rewarded(completion, gold):

@@ -114,30 +114,36 @@ def _boxed_contents(text: str) -> list[str]:
     return [text[b : close.get(b, len(text))] for b in starts]
 
 
-_TEXT_GROUP = re.compile(r"\\(?:text|textbf|mathbf|mathrm|mbox|operatorname)\s*\{([^{}]*)\}")
+_TEXT_GROUP = re.compile(
+    r"\\(?:text|textbf|mathbf|mathrm|mbox|operatorname)\s*\{([^{}]*)\}(?:\^\{?\d+\}?)?"
+)
 _SPACING = re.compile(r"\\(?:[,!;:> ]|q?quad)|\\?[$%]|\\left|\\right|\s+")
+_UNIT_WORD = re.compile(r"(?<=[\d}])\s*[a-zA-Z]+(?:\^\{?\d+\}?)?$")
 _BOX_FRAC = re.compile(
-    rf"(?P<sign>[{_MINUS}]?)(?P<whole>\d+)?\\[dt]?frac\{{(?P<a>\d+)\}}\{{(?P<b>\d+)\}}"
+    rf"(?P<sign>[{_MINUS}]?)\s*(?P<whole>\d+)?\s*\\[dt]?frac\s*\{{\s*(?P<a>\d+)\s*\}}"
+    r"\s*\{\s*(?P<b>\d+)\s*\}"
 )
 
 
 def _box_value(content: str) -> str | None | bool:
     """The number a box holds: one number, a fraction (a/b or \\frac{a}{b}), a mixed number
-    (2\\frac{1}{2}) or the right-hand side of "x = ...", with units (\\text{...}, trailing
-    words), $, % and LaTeX spacing ignored; False when it holds no digit at all (look at the box
-    before), None when it holds another expression (a root, a power, a sum: no number). The last
-    digit run of such a box was taken before ("\\boxed{2\\frac{1}{2}}" read 2, "\\boxed{\\sqrt{18}}"
-    18; a review, session 36)."""
+    (2\\frac{1}{2}) or the right-hand side of "x = ...", with units (\\text{...}, a trailing
+    word, either with a power), $, % , LaTeX spacing and one pair of outer brackets ignored;
+    False when it holds no digit at all (look at the box before), None when it holds another
+    expression (a root, a power, a sum, two numbers: no number). The last digit run of such a
+    box was taken before ("\\boxed{2\\frac{1}{2}}" read 2, "\\boxed{\\sqrt{18}}" 18; a review,
+    session 36)."""
     if not re.search(r"\d", content):
         return False
-    # \\text{18} is 18, \\text{ apples} a unit
-    text = _TEXT_GROUP.sub(lambda m: m.group(1) if re.search(r"\d", m.group(1)) else "", content)
-    body = _SPACING.sub("", text).rstrip(".")  # "18." ends a sentence
-    body = body.rsplit("=", 1)[-1].replace("{,}", ",")  # "x = 18": the value stated
-    body = re.sub(r"(?<=[\d}])[a-zA-Z]+$", "", body)  # a trailing unit written as a word
-    nums = _numbers(body)
-    if len(nums) == 1 and _NUMBER.fullmatch(body.replace("\u2212", "-")):
-        return nums[0]
+    # \\text{18} is 18, \\text{ apples} a unit: a space, so "18 \\text{ and } 20" stays two numbers
+    text = _TEXT_GROUP.sub(lambda m: m.group(1) if re.search(r"\d", m.group(1)) else " ", content)
+    body = _SPACING.sub(" ", text).strip().rstrip(".").strip()  # "18." ends a sentence
+    body = body.rsplit("=", 1)[-1].strip()  # "x = 18": the value stated
+    body = _UNIT_WORD.sub("", body).strip()
+    if len(body) > 1 and body[0] + body[-1] in ("()", "[]", "{}"):
+        body = body[1:-1].strip()
+    if _NUMBER.fullmatch(body):
+        return _numbers(body)[0] if _numbers(body) else None
     frac = _BOX_FRAC.fullmatch(body)
     if frac and int(frac.group("b")) != 0:
         value = Decimal(int(frac.group("whole") or 0)) + Decimal(int(frac.group("a"))) / Decimal(
