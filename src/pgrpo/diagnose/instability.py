@@ -301,11 +301,13 @@ def _margin_evidence(s: Signals) -> tuple[dict[str, float], list[str]]:
     --refresh-interval was dropped without a word, beside settings that said "K 1 (assumed)").
     Empty, with nothing missing, when the reduction predicts no threshold (AdamW, the
     default)."""
+    from pgrpo.dynamics.settings import ASSUMED_REFRESH_INTERVAL
+
     k_int, lr, beta1 = s.hyper("refresh_interval"), s.hyper("learning_rate"), s.hyper("beta1")
     if lr is None:
         return {}, ["learning_rate"]
     assumed = {} if k_int is not None else {"refresh_interval_assumed": 1.0}
-    k_int = 1.0 if k_int is None else k_int
+    k_int = float(ASSUMED_REFRESH_INTERVAL) if k_int is None else k_int
     if not _predicts_threshold(s, beta1 or 0.0, k_int):  # adam: nothing to say about K*
         return {}, []
     kappa, source = s.hyper("kappa"), "given"

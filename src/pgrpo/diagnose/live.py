@@ -49,6 +49,7 @@ from pgrpo.diagnose.signals import MAX_POINTS, thin_log
 from pgrpo.diagnose.starvation import ZERO_STD_SOURCE, rollouts_per_point, zero_spread_share
 from pgrpo.dynamics.forecast import Forecast, forecast
 from pgrpo.dynamics.runfit import reward_range
+from pgrpo.dynamics.settings import ASSUMED_REFRESH_INTERVAL
 from pgrpo.errors import check_magnitude
 from pgrpo.logs import RewardLog
 
@@ -207,7 +208,7 @@ def _plateau_forecast(log: RewardLog, level: float) -> Forecast:
         lr=lr,
         lr_step=step if lr is not None else None,
         beta1=hyper.get("beta1"),
-        refresh_interval=int(hyper.get("refresh_interval", 1) or 1),
+        refresh_interval=int(hyper.get("refresh_interval") or ASSUMED_REFRESH_INTERVAL),
         level=level,
         reward_range=reward_range(hyper),
     )

@@ -38,6 +38,9 @@ SETTINGS = (
     "reward_max",
 )
 """The settings a run's fit reads, in the order they are reported."""
+ASSUMED_REFRESH_INTERVAL = 1
+"""K when neither the log nor the user gives one (one optimizer step per rollout batch): the fit,
+the diagnosis' stability margin, the report's K/K* panel and the live forecast take it."""
 COMMAND_LINE, LOG_COLUMN, LOG_CONFIG, ASSUMED = (
     "command line",
     "log column",
@@ -110,7 +113,8 @@ def resolve_settings(
     else:
         _assume_beta1(values, sources, reduction, notes)
     if "refresh_interval" not in values:
-        values["refresh_interval"], sources["refresh_interval"] = 1, ASSUMED
+        values["refresh_interval"] = ASSUMED_REFRESH_INTERVAL
+        sources["refresh_interval"] = ASSUMED
         notes.append("K = 1 assumed (one optimizer step per rollout batch); give "
                      "--refresh-interval if the run took more")  # fmt: skip
     constant = _constant_reward(log, notes)

@@ -112,6 +112,7 @@ def stability_margin(log: Any, kappa: float | None) -> np.ndarray | None:
     schedule that decays to lr ~ 0 would otherwise scan for hours. a is evaluated on <= 200
     log-spaced values across its range (each step takes the nearest: <= 1% in a per decade)."""
     from pgrpo.dynamics.optimizers import OptimizerSettings, reduce_optimizer, run_optimizer
+    from pgrpo.dynamics.settings import ASSUMED_REFRESH_INTERVAL
 
     hp = log.hyperparameters
     if kappa is None:
@@ -125,7 +126,7 @@ def stability_margin(log: Any, kappa: float | None) -> np.ndarray | None:
     except ValueError:
         return None
     beta1 = float(hp.get("beta1", 0.0))
-    K = int(hp.get("refresh_interval") or 1)  # none given: K = 1, as the diagnosis assumes
+    K = int(hp.get("refresh_interval") or ASSUMED_REFRESH_INTERVAL)  # as the diagnosis
     a = np.where(np.isfinite(lr) & (lr > 0), lr * kappa, np.nan)
     ok = np.isfinite(a) & (a > 0)
     out = np.full(lr.shape, np.nan)
@@ -400,7 +401,7 @@ def build_report(
                        start, caveats)  # fmt: skip
     check_out_folder(out)  # again: the folder may have changed while the fits ran
     out.mkdir(parents=True, exist_ok=True)
-    folder.claim(out, list(folder.NAMES))  # before any file: a stopped report keeps its folder
+    folder.claim(out)  # before any file: a stopped report keeps its folder
     pngs = {}
     for name, (png, _) in panels.items():
         if png is not None:

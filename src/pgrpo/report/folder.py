@@ -83,10 +83,11 @@ def check_out_folder(out: Path) -> None:
         )
 
 
-def claim(out: Path, names: list[str]) -> None:
-    """Write the manifest before the files: the names about to be written or removed, with no
-    hash, beside the earlier report's, so a report stopped half-way does not lock its folder."""
-    pending = {**owned(out), **dict.fromkeys(names)}
+def claim(out: Path) -> None:
+    """Write the manifest before the files: every name a report writes or removes (`NAMES`),
+    with no hash, beside the earlier report's, so a report stopped half-way does not lock its
+    folder."""
+    pending = {**owned(out), **dict.fromkeys(NAMES)}
     _write(out, pending)
 
 

@@ -143,7 +143,8 @@ def _box_value(content: str) -> str | None | bool:
     if len(body) > 1 and body[0] + body[-1] in ("()", "[]", "{}"):
         body = body[1:-1].strip()
     if _NUMBER.fullmatch(body):
-        return _numbers(body)[0] if _numbers(body) else None
+        nums = _numbers(body)  # empty for a zero denominator: no number
+        return nums[0] if nums else None
     frac = _BOX_FRAC.fullmatch(body)
     if frac and int(frac.group("b")) != 0:
         value = Decimal(int(frac.group("whole") or 0)) + Decimal(int(frac.group("a"))) / Decimal(
