@@ -118,6 +118,37 @@ def test_the_level_caveat_needs_a_fall_and_a_level_away_from_the_end():
     assert held is not None and "fell from its best and held" in held
 
 
+def test_the_level_caveat_of_a_run_still_rising_above_its_fitted_level():
+    """Session 37: a run the verdict reads `learning` (still rising over its second half) that
+    is already above the fitted level by more than FAR_SE window standard errors (0.01 here):
+    that level is not where it heads; near the end, above it, or on a run that is not rising:
+    nothing."""
+    rising = {"end_level": 0.5, "best_level": 0.5}
+    said = level_caveat(_verdict("learning", **rising), "rom_schedule", 0.47)  # 3 SE below
+    assert said is not None and said.startswith("This run is still rising (progress: learning;")
+    assert "above the rom_schedule fit's level R_inf=0.47" in said
+    assert "not where the run heads" in said
+    assert level_caveat(_verdict("learning", **rising), "rom", 0.485) is None  # 1.5 SE
+    assert level_caveat(_verdict("learning", **rising), "rom", 0.6) is None  # where it heads
+    for label in ("plateau", "flat", "saturated"):  # not rising: a level below is the fit's
+        assert level_caveat(_verdict(label, **rising), "rom", 0.47) is None
+
+
+def test_pgrpo_fit_and_the_report_say_it_on_the_real_run_that_showed_it(shared_data, tmp_path):
+    """watchdog_qwen3_8b_lora (shared corpus): still rising to 0.152 at its end, and the
+    underdamped rom_schedule fit, frozen by the lr's decay, put "R_inf level it heads for" at
+    -0.31, 4.7 window errors below, without a word."""
+    log = shared_data / "curves" / "watchdog_qwen3_8b_lora.csv"
+    data, text = _fit(log)
+    level = data["caveats"]["level"]
+    assert level is not None and "This run is still rising (progress: learning;" in level
+    assert f"R_inf={data['params']['R_inf']:.4g}" in level and data["params"]["R_inf"] < 0
+    assert "fit: This run is still rising" in text
+    doc, page = _page(tmp_path, log)
+    assert doc["progress"]["label"] == "learning"
+    assert doc["caveats"]["level"] and doc["caveats"]["level"] in page
+
+
 # --- the band of a forecast from points still rising ------------------------------------------
 
 

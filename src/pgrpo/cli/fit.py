@@ -147,7 +147,7 @@ def _print(data: dict, console: Console) -> None:
             f"{fmt(m['kappa_constrained'])} [{fmt(m['kappa_lo'])}, {fmt(m['kappa_hi'])}]"
         )
     caveats = data.get("caveats") or {}
-    if caveats.get("level"):  # a run that fell: the fitted level is not where it heads
+    if caveats.get("level"):  # a fall, or a rise above it: R_inf is not where it heads
         console.print(f"[yellow]fit:[/] {escape(caveats['level'])}")
     elif (line := _start_words(data.get("start"))) is not None:  # "the level it heads for"
         console.print(escape(line))

@@ -5,7 +5,9 @@ of the same run, in the words `pgrpo fit` and the report print beside them:
   then fell (the verdict collapsed or declining, or fell from its best and held there), a fitted
   level well above where the run ended, towards its best, is not where it heads (review s32,
   finding 8: "Fit rom: R_inf=0.2028" and "the level the run heads for" on a run that ended at
-  0.075).
+  0.075); nor, on a run still rising (`learning`), is a fitted level below where it already is
+  (session 37: `watchdog_qwen3_8b_lora`, still rising to 0.152 at its end, read "R_inf level it
+  heads for" -0.31, an underdamped fit frozen by the lr's decay).
 - `band_caveat`: the forecast's band assumes the level fitted to the points before the cut; where
   the verdict of those points is still rising with the gain not identified (no saturation within
   them), the run may rise past it (review s32, finding 9: a flat band of width 0.04 beside "the
@@ -85,6 +87,18 @@ def _away(ev: dict, r_inf: float) -> bool:
     return off > FAR_SE * se and off > FAR_SHARE * fall
 
 
+def _below(ev: dict, r_inf: float) -> bool:
+    """The fitted level r_inf sits below the end window's level by more than FAR_SE of the
+    window mean's standard error: on a run the verdict reads still rising (`learning`), a level
+    it is already above, in the direction it is moving away from. No share rule: the verdict's
+    rise over the second half is itself beyond the noise, so a level below the end contradicts
+    it at any size beyond the window's error."""
+    if "end_level" not in ev or not math.isfinite(r_inf):
+        return False
+    se = float(ev["noise_sd"]) / math.sqrt(float(ev["window"]))
+    return float(ev["end_level"]) - r_inf > FAR_SE * se
+
+
 def fell(verdict: ProgressVerdict) -> bool:
     """Whether the verdict says the run fell from its best: collapsed, declining, or a plateau
     below its best (it fell and held)."""
@@ -93,13 +107,21 @@ def fell(verdict: ProgressVerdict) -> bool:
 
 def level_caveat(verdict: ProgressVerdict, model: str, r_inf: float) -> str | None:
     """One sentence where a run that fell (`fell`) ended away from the fitted level `r_inf` of
-    `model`, which sits towards the level it fell from (`_away`): the model describes a rise to
-    a level, so that level is not where the run heads; None otherwise. Where it is given, the
-    fit's sentences about "the level the run heads for" (the free-start line) are not."""
+    `model`, which sits towards the level it fell from (`_away`), or where a run still rising
+    (`learning`) is already above it (`_below`): that level is not where the run heads; None
+    otherwise. Where it is given, the fit's sentences about "the level the run heads for" (the
+    free-start line) are not."""
     ev = verdict.evidence
+    end = float(ev.get("end_level", math.nan))
+    if verdict.label == "learning" and _below(ev, r_inf):
+        return (
+            f"This run is still rising (progress: learning; it ended at {end:.3g}, its mean from "
+            f"step {ev['end_from']:g}), above the {model} fit's level R_inf={r_inf:.4g}: the "
+            "fitted level is not where the run heads (the fit bends over too early, or a "
+            "decaying lr froze its curve below the data)."
+        )
     if not fell(verdict) or not _away(ev, r_inf):
         return None
-    end = float(ev["end_level"])
     how = "fell from its best and held" if verdict.label == "plateau" else "fell"
     return (
         f"The {model} fit describes a rise to a level, and this run {how} (progress: "
@@ -136,9 +158,10 @@ def fit_caveats(
     log the fit was made on (a RewardLog); model, r_inf: the fit's model and fitted level;
     method: the forecast's method (`band_caveat`)."""
     signals, level = _signals(log), None
-    # the level test first, on the windows the verdict reads: the verdict's null curves cost a
+    # the level tests first, on the windows the verdict reads: the verdict's null curves cost a
     # fraction of a second, a fit whose level is where the run ended needs none
-    if _away(end_window(signals.steps, signals.columns["reward"]), r_inf):
+    ends = end_window(signals.steps, signals.columns["reward"])
+    if _away(ends, r_inf) or _below(ends, r_inf):
         level = level_caveat(assess_signals(signals, fit=False), model, r_inf)
     band = None
     if cut_step is not None and np.isfinite(cut_step):
