@@ -222,7 +222,8 @@ def test_a_bad_eval_json_found_in_the_run_folder_is_skipped_with_a_warning(tmp_p
     ("column", "value", "option"),
     [("learning_rate", "inf", "--lr"), ("learning_rate", "-1e-06", "--lr"),
      ("refresh_interval", "2.5", "--refresh-interval"), ("refresh_interval", "0",
-     "--refresh-interval"), ("group_size", "0", "--group-size"), ("beta1", "1.5", "--beta1")],
+     "--refresh-interval"), ("group_size", "0", "--group-size"),
+     ("group_size", "1", "--group-size"), ("beta1", "1.5", "--beta1")],
 )  # fmt: skip
 def test_a_setting_column_that_is_not_what_the_setting_must_be_is_not_read(
     tmp_path, column, value, option
@@ -243,6 +244,37 @@ def test_a_setting_column_that_is_not_what_the_setting_must_be_is_not_read(
     assert doc["settings"]["values"].get(column if column != "learning_rate" else "lr") != float(
         value
     )
+
+
+def test_a_run_config_setting_that_is_not_what_the_setting_must_be_is_not_read(tmp_path):
+    """Session 37: a run config's settings were read unchecked (columns were checked since
+    2026-12-05): a group_size 1 (verl PPO's rollout.n = 1) read "100% of groups have no reward
+    spread ... too hard: most groups are all-wrong" on a run at p = 0.4; lr 0 and beta1 1.2
+    were taken as the run's. Each is a warning naming its option, and not read."""
+    run = tmp_path / "run"
+    run.mkdir()
+    rng = np.random.default_rng(0)
+    reward = rng.binomial(32, 0.4, 60) / 32
+    (run / "metrics.jsonl").write_text(
+        "".join(
+            json.dumps({"step": i + 1, "reward": float(r)}) + "\n" for i, r in enumerate(reward)
+        )
+    )
+    (run / "config.yaml").write_text("grpo:\n  group_size: 1\n  batch_prompts: 32\n"
+                                     "optim:\n  lr: 0.0\n  betas: [1.2, 0.99]\n")  # fmt: skip
+    res = runner.invoke(app, ["diagnose", str(run), "--json"])
+    assert res.exit_code == 0, res.output
+    for name, value, option in (("group_size", "1", "--group-size"), ("lr", "0", "--lr"),
+                                ("beta1", "1.2", "--beta1")):  # fmt: skip
+        assert f"the run's config gives {name} {value}, not" in res.output
+        assert f"give {option} for the run's value" in res.output
+    doc = json.loads(res.output[res.output.index("{") :])
+    assert doc["settings"]["values"]["group_size"] is None
+    assert doc["settings"]["values"]["batch_prompts"] == 32
+    degeneracy = next(m for m in doc["modes"] if m["name"] == "advantage_degeneracy")
+    assert not degeneracy["detected"]
+    given = runner.invoke(app, ["diagnose", str(run), "--json", "--group-size", "8"])
+    assert given.exit_code == 0 and '"group_size": 8' in given.output
 
 
 def test_an_lr_column_of_zeros_is_no_lr(tmp_path):

@@ -23,7 +23,7 @@ import numpy as np
 from pgrpo.errors import UserError
 from pgrpo.logs.columns import ABSENT, NUMBER, ColumnStore, store_of
 from pgrpo.logs.repairs import canon as _canon
-from pgrpo.logs.repairs import check_settings, eval_rows, eval_values
+from pgrpo.logs.repairs import check_config, check_settings, eval_rows, eval_values
 from pgrpo.logs.rewind import newest_run, rewind_warnings, superseded  # noqa: F401 (re-exported)
 
 
@@ -281,8 +281,10 @@ def assemble(
                      "optimizer steps: give --step-column NAME if the export has the trainer's "
                      "step (trainer/global_step, train/global_step)")  # fmt: skip
     stride = _stride(step, warns, lone.any() and skey == "_step")
+    config = {k: v for k, v in (hyperparameters or {}).items() if v is not None}
+    check_config(config, warns)
     hyper = hyperparameters_from_columns(cols)
-    hyper.update({k: v for k, v in (hyperparameters or {}).items() if v is not None})
+    hyper.update(config)
     if "steps_per_logged_point" in hyper:  # a trainer's logging_steps, as far as the logged
         # steps bear it out: a log whose steps are rows (a console log) or 1 apart counts 1
         every = min(float(hyper.pop("steps_per_logged_point")), float(stride))
