@@ -4,8 +4,10 @@ uninterrupted run, whether the run crashes in-process or is SIGKILLed at a rando
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -307,3 +309,67 @@ def test_resume_of_a_finished_run_says_what_it_does_and_never_shortens_it(tmp_pa
     )
     assert [r["step"] for r in more.history] == [1, 2, 3]
     assert any("run.steps 2 -> 3" in n and "config.yaml is updated" in n for n in notes)
+
+
+def _final_weights(run_dir):
+    from safetensors.torch import load_file
+
+    return {k: v.clone() for f in sorted((run_dir / "final").glob("*.safetensors"))
+            for k, v in load_file(f).items()}  # fmt: skip
+
+
+def test_ending_an_unfinished_run_at_its_checkpoint_says_so(tmp_path):
+    """A hostile user (session 37): `--resume run.steps=S` on a 4-step run stopped with its
+    checkpoint at step S = 2 said "already has its 2 steps: nothing to do", while config.yaml
+    went from 4 to 2 steps and final/ was written, so the run's own resume line never trained
+    steps 3..4. It now says what it does; steps 3..4 can still be trained after."""
+    _, run = _crashed_run(tmp_path, "stopped")
+    notes = []
+    ended = train(cfg(tmp_path, "stopped", "steps=2"), resume=True, on_note=notes.append)
+    assert [r["step"] for r in ended.history] == [1, 2]
+    said = " ".join(notes)
+    assert "nothing to do" not in said
+    assert "run.steps 4 -> 2: the run ends at its checkpoint at step 2" in said
+    assert "(steps 3..4 are not trained)" in said and "run.steps=4" in said
+    assert "steps: 2" in (run / "config.yaml").read_text()
+    assert json.loads((run / "final" / "pgrpo_final.json").read_text()) == {"step": 2}
+    more = train(cfg(tmp_path, "stopped", "steps=4"), resume=True)
+    assert [r["step"] for r in more.history] == [1, 2, 3, 4]
+
+
+def test_a_final_model_of_another_step_is_not_taken_for_the_run_s(tmp_path):
+    """A finished run (final/ at step 2) resumed to 4 keeps final/ of step 2 until step 4, and
+    says so when the resume starts; a run stopped between them leaves that final/ beside a
+    later checkpoint, and a `--resume` with nothing to train returned it as complete. final/
+    records its step (`pgrpo_final.json`): one of another step, or without the record (written
+    before it existed), is rewritten from the checkpoint."""
+    run = tmp_path / "grown"
+    train(cfg(tmp_path, "grown", "steps=2"))
+    assert json.loads((run / "final" / "pgrpo_final.json").read_text()) == {"step": 2}
+    shutil.copytree(run / "final", tmp_path / "final_at_2")
+    at2 = _final_weights(run)
+    notes = []
+    grow = ("steps=4", "optim.schedule=constant")
+    train(cfg(tmp_path, "grown", *grow), resume=True, on_note=notes.append)
+    assert any("final/ holds the model at step 2 until the run reaches step 4" in n
+               for n in notes)  # fmt: skip
+    assert json.loads((run / "final" / "pgrpo_final.json").read_text()) == {"step": 4}
+    at4 = _final_weights(run)
+    assert any(not torch.equal(at4[k], at2[k]) for k in at2)
+    for old in ("step 2", "no record"):  # what a run stopped between steps 2 and 4 leaves
+        shutil.rmtree(run / "final")
+        shutil.copytree(tmp_path / "final_at_2", run / "final")
+        if old == "no record":
+            (run / "final" / "pgrpo_final.json").unlink()
+        notes.clear()
+        again = train(cfg(tmp_path, "grown", *grow), resume=True, on_note=notes.append)
+        assert [r["step"] for r in again.history] == [1, 2, 3, 4]
+        assert any("of another step: writing it from the checkpoint at step 4" in n
+                   for n in notes), old  # fmt: skip
+        assert json.loads((run / "final" / "pgrpo_final.json").read_text()) == {"step": 4}
+        now = _final_weights(run)
+        assert all(torch.equal(now[k], at4[k]) for k in at4), old
+    notes.clear()
+    train(cfg(tmp_path, "grown", *grow), resume=True, on_note=notes.append)  # complete now
+    assert any("nothing to do" in n for n in notes)
+    assert not any("writing it" in n for n in notes)

@@ -50,7 +50,8 @@ class Start:
     resumed: tuple[str, ...] = ()
 
 
-def _step_of(path: Path) -> int:
+def step_of(path: Path) -> int:
+    """The step of a checkpoint folder (`step-<n>`)."""
     return int(path.name.split("-", 1)[1])
 
 
@@ -166,13 +167,22 @@ def plan_start(cfg: RunConfig, run_dir: Path, *, resume: bool, overwrite: bool) 
         notes.append(f"{run_dir} has no checkpoint yet: the run starts again at step 1")
         return Start(None, notes=tuple(notes + resumed))
     check_checkpoint_config(saved_cfg, latest, run_dir)
-    done, saved = _step_of(latest), saved_cfg.run.steps
+    done, saved = step_of(latest), saved_cfg.run.steps
     wanted = cfg.run.steps
     if wanted < done:
         raise ValueError(
             f"run.steps={wanted} is below the checkpoint of {run_dir} at step {done}: a run "
             f"cannot be shortened; pass run.steps >= {done} (the log has steps 1..{done})"
         )
+    if wanted == done and saved > done:  # an unfinished run ended at its checkpoint: said
+        # (a hostile user, session 37: "nothing to do" while config.yaml went 40 -> 4 and
+        # final/ was written, so the run's own resume line no longer trained steps 5..40)
+        resumed.append(
+            f"run.steps {saved} -> {wanted}: the run ends at its checkpoint at step {done} "
+            f"(steps {done + 1}..{saved} are not trained); final/ is written from it and "
+            f"config.yaml is updated (resume with run.steps={saved} to train them after all)"
+        )
+        return Start(latest, done=True, notes=tuple(notes), resumed=tuple(resumed))
     if wanted == done:
         notes.append(
             f"{run_dir} already has its {done} steps: nothing to do (pass run.steps=N > {done} "
@@ -190,6 +200,9 @@ def plan_start(cfg: RunConfig, run_dir: Path, *, resume: bool, overwrite: bool) 
                 f"from step {done + 1} on follows the {wanted}-step schedule (not the same run "
                 f"as one started with run.steps={wanted})"
             )
+        if (run_dir / "final").is_dir():  # the finished run's model until this one ends
+            text += (f"; final/ holds the model at step {done} until the run reaches step "
+                     f"{wanted} and writes it again")  # fmt: skip
         resumed.append(text)
     return Start(latest, notes=tuple(notes), resumed=tuple(resumed))
 

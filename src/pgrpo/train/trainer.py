@@ -15,6 +15,7 @@ parameters, same log (up to the timing fields).
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import shutil
@@ -36,7 +37,7 @@ from pgrpo.train.generation import Rollout
 from pgrpo.train.interrupts import StopFlag, interrupted, stop_on_signals
 from pgrpo.train.log import CONFIG_FILE, MetricsLog, Reporters, read_metrics
 from pgrpo.train.online import OnlineForecaster
-from pgrpo.train.resume import plan_start, restore_log
+from pgrpo.train.resume import plan_start, restore_log, step_of
 from pgrpo.train.rollout import batch_advantages, collect
 from pgrpo.train.runlock import run_lock
 from pgrpo.train.setup import _resolve, _Run, build_run, release_freed_memory
@@ -266,10 +267,13 @@ def train(
         start = plan_start(cfg, run_dir, resume=resume, overwrite=overwrite)
         for text in start.notes:
             note(text)
-        if start.done and final_complete(run_dir):
+        at = step_of(start.checkpoint) if start.checkpoint is not None else None
+        if start.done and final_complete(run_dir, at):
             return TrainResult(run_dir, read_metrics(run_dir), tuple(notes))
-        if start.done:  # a run whose final/ was not written (disk full, killed while saving)
-            note(f"{run_dir}/final is missing or incomplete: writing it from the last checkpoint")
+        if start.done and not start.resumed:  # final/ not written (disk full, killed while
+            # saving), or written at another step (a finished run resumed further, stopped)
+            note(f"{run_dir}/final is missing, incomplete or of another step: writing it from "
+                 f"the checkpoint at step {at}")  # fmt: skip
         reporters = Reporters(cfg.run.report_to, run_dir, cfg.to_dict())  # fails before the model
         run = build_run(cfg, resume=start.checkpoint is not None)
         base = ckpt.frozen_digest(run.policy.model)
@@ -355,13 +359,29 @@ def _save_final(run: _Run, run_dir: Path) -> None:
     try:
         run.policy.model.save_pretrained(str(tmp))
         run.policy.tokenizer.save_pretrained(tmp)
+        (tmp / FINAL_STEP_FILE).write_text(json.dumps({"step": run.config.run.steps}) + "\n")
         shutil.rmtree(final, ignore_errors=True)
         tmp.rename(final)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def final_complete(run_dir: Path) -> bool:
-    """Whether run_dir/final holds a model's (or an adapter's) weights."""
+FINAL_STEP_FILE = "pgrpo_final.json"
+"""In final/: {"step": n}, the step whose model it holds (`final_complete`)."""
+
+
+def final_complete(run_dir: Path, step: int | None = None) -> bool:
+    """Whether run_dir/final holds a model's (or an adapter's) weights, and, given `step`, the
+    model of that step by its FINAL_STEP_FILE (a final/ without one, written before session 37,
+    is read as another step's and rewritten from the checkpoint: a finished run resumed further
+    and stopped kept the earlier final/ beside a later checkpoint, and a later resume that had
+    nothing to train called it complete)."""
     final = Path(run_dir) / "final"
-    return final.is_dir() and (any(final.glob("*.safetensors")) or any(final.glob("*.bin")))
+    if not (final.is_dir() and (any(final.glob("*.safetensors")) or any(final.glob("*.bin")))):
+        return False
+    if step is None:
+        return True
+    try:
+        return json.loads((final / FINAL_STEP_FILE).read_text()).get("step") == step
+    except (OSError, ValueError, AttributeError):
+        return False
