@@ -42,6 +42,12 @@ def test_the_collapse_names_the_entropy_rise_and_not_without_it():
     said = with_rise.findings()[0]["sentence"]
     assert "Meanwhile the entropy rose x" in said and "first above 2x it at step 4" in said
     assert "the checkpoints worth keeping are from step 0 to just before 4" in said
+    # the action goes back to those (session 37: "restart from a checkpoint within steps 1-8"
+    # beside "worth keeping ... to just before 4"); without the rise, from the best window
+    act = with_rise.findings()[0]["action"]
+    assert "a checkpoint from step 0 to just before 4 (in the best window" in act
+    assert "within steps" not in act
+    assert "a checkpoint within steps" in without.findings()[0]["action"]
     assert "Meanwhile the entropy" not in without.findings()[0]["sentence"]
     ev = with_rise.mode("dynamical_instability").evidence
     assert ev["entropy_rise"] >= BLOWUP and ev["entropy_blowup"] < BLOWUP  # late / mid-run: ~1
@@ -99,3 +105,4 @@ def test_an_entropy_that_rose_before_the_best_window_names_no_checkpoint():
     assert d.progress.label in ("collapsed", "declining")
     said = d.findings()[0]["sentence"]
     assert "Meanwhile the entropy rose x" in said and "worth keeping" not in said
+    assert d.findings()[0]["action"] == d.progress.action  # the best window's, unchanged

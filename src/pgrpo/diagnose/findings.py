@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from pgrpo.diagnose.nullmodel import fmt_p, fmt_share
+from pgrpo.diagnose.progresstext import checkpoint_words
 from pgrpo.diagnose.starvation import ZERO_STD_SOURCE
 from pgrpo.diagnose.verdict import FIRM_CONFIDENCE, NEAR_CEILING
 
@@ -189,34 +190,36 @@ policy that spread out while nothing was learned points at too large an update, 
 (a review, 2026-12-06: the CS336 run at 16 off-policy epochs per batch, entropy x7)."""
 
 
-def _entropy_spread(diagnosis: Any) -> str:
+def _entropy_spread(diagnosis: Any) -> tuple[str, str]:
     """Beside a reward that fell or did not move: the entropy rose to at least BLOWUP x its start
     (`instability.entropy_rise`, in the instability mode's evidence), so the policy spread out
-    rather than narrowed, and the checkpoints worth keeping come before it first did. ''
-    otherwise."""
+    rather than narrowed, and the checkpoints worth keeping come before it first did. (sentence,
+    the steps worth keeping as "from step A to B"), each '' where not said."""
     from pgrpo.diagnose.instability import BLOWUP  # the rule's threshold, one definition
 
     try:
         ev = diagnosis.mode("dynamical_instability").evidence
     except KeyError:
-        return ""
+        return "", ""
     rise = ev.get("entropy_rise")
     if not (isinstance(rise, float) and rise >= BLOWUP):
-        return ""
+        return "", ""
     at = ev.get("entropy_rise_step", math.nan)
     when = f", first above {BLOWUP:g}x it at step {at:g}" if math.isfinite(at) else ""
     # a checkpoint bound only where the entropy rose inside or after the best reward window:
     # one rising before it would send the user back before the learning (a review, 2026-12-06)
     pv = diagnosis.progress.evidence
     lo, hi = pv.get("best_from", math.nan), pv.get("best_to", math.nan)
-    before = ""
+    keep = ""
     if diagnosis.progress.label != "flat" and lo < at:
         end = f"{hi:g}" if hi < at else f"just before {at:g}"
-        before = f": the checkpoints worth keeping are from step {lo:g} to {end}"
+        keep = f"from step {lo:g} to {end}"
+    before = f": the checkpoints worth keeping are {keep}" if keep else ""
     return (
         f" Meanwhile the entropy rose x{rise:.1f} from its start ({_f(ev['entropy_start'])} to "
         f"{_f(ev['entropy_end'])} over the last tenth{when}): the policy spread out (diverged) "
-        f"rather than narrowed{before}."
+        f"rather than narrowed{before}.",
+        keep,
     )
 
 
@@ -226,8 +229,14 @@ def findings(diagnosis: Any) -> list[dict[str, str]]:
     out = []
     if diagnosis.progress is not None:
         pv = diagnosis.progress
-        spread = _entropy_spread(diagnosis) if pv.label in SPREAD_LABELS else ""
+        spread, keep = _entropy_spread(diagnosis) if pv.label in SPREAD_LABELS else ("", "")
         action = SPREAD_FLAT_ACTION if spread and pv.label == "flat" else pv.action
+        if keep:  # the action's checkpoint is the sentence's (session 37: "worth keeping are
+            # from step 1 to just before 4" beside "restart from a checkpoint within steps 1-8")
+            action = action.replace(
+                checkpoint_words(pv.evidence),
+                f"a checkpoint {keep} (in the best window, before the policy spread out)",
+            )
         out.append({"about": f"progress: {pv.label}", "sentence": pv.summary + spread,
                     "action": action})  # fmt: skip
     modes = [v for v in diagnosis.modes if v.name in SENTENCES]

@@ -386,7 +386,7 @@ def assess_live(
     except (ValueError, FloatingPointError, RuntimeError, np.linalg.LinAlgError):
         fc = None
     if fc is not None:  # a gain and its timing only for a reward that has moved (as the trainer)
-        metrics.update(_forecast_metrics(log, fc, progress.label not in ("flat", "too_short")))
+        metrics.update(_forecast_metrics(log, fc, _timed(progress)))
     return _status(step, reward, decided, cfg, history, metrics, progress.summary, notes)
 
 
@@ -401,6 +401,19 @@ def _level_metrics(log: RewardLog) -> dict[str, float]:
     half = len(log) // 2
     out = {"pgrpo/level": level, "pgrpo/slope_t": slope_t(log.step[half:], log.reward[half:])}
     return {k: float(v) for k, v in out.items() if math.isfinite(v)}
+
+
+def _timed(progress: ProgressVerdict) -> bool:
+    """Whether the plateau forecast's share of the gain and steps to 90% may be given beside the
+    verdict: not for a reward that has not moved (flat, too short), nor for a run still rising
+    whose verdict's fit cannot tell how much more to expect (no finite `steps_to_90pct`: "the
+    gain is not identified", "cannot yet tell"): a docs audit (session 37) read `to90 0` and
+    progress 0.98 beside those words on a real run still rising at its end."""
+    if progress.label in ("flat", "too_short"):
+        return False
+    return progress.label != "learning" or math.isfinite(
+        float(progress.evidence.get("steps_to_90pct", math.nan))
+    )
 
 
 def _forecast_metrics(log: RewardLog, fc: Forecast, moved: bool = True) -> dict[str, float]:

@@ -63,8 +63,9 @@ def _best(ev: dict[str, Any]) -> str:
     return f"{_g(ev['best_level'])} (its best window, steps {ev['best_from']:g}-{ev['best_to']:g})"
 
 
-def _checkpoint(ev: dict[str, Any]) -> str:
-    """Where to go back to: a window's resolution, not a step's."""
+def checkpoint_words(ev: dict[str, Any]) -> str:
+    """Where to go back to: a window's resolution, not a step's (`findings` narrows it where
+    the entropy says which of the window's checkpoints to keep)."""
     lo, hi = ev["best_from"], ev["best_to"]
     return (
         f"a checkpoint within steps {lo:g}-{hi:g} (the best window; the earliest of them if the "
@@ -214,8 +215,8 @@ def words(label: str, ev: dict[str, Any], alpha: float, head_share: float) -> tu
             f"Declining: reward fell from {_best(ev)} to {_g(b)} (its mean from step "
             f"{ev['end_from']:g}; fall "
             f"{nm.fmt_p(min(ev['drop_p'], ev['late_drop_p']))}, {trend}).",
-            f"roll back to {_checkpoint(ev)}; lower the learning rate, add a KL penalty or use "
-            "fewer inner updates (num_iterations)",
+            f"roll back to {checkpoint_words(ev)}; lower the learning rate, add a KL penalty or "
+            "use fewer inner updates (num_iterations)",
         )
     if label == "collapsed":
         fall = min(ev["drop_p"], ev["late_drop_p"])
@@ -230,8 +231,8 @@ def words(label: str, ev: dict[str, Any], alpha: float, head_share: float) -> tu
             f"Collapsed: reward fell from {_best(ev)} to {_g(b)} (its mean from step "
             f"{ev['end_from']:g}), at or below its mean up to step "
             f"{ev['start_to']:g} ({_g(a)}){how}.",
-            f"restart from {_checkpoint(ev)} with a lower learning rate, fewer off-policy epochs "
-            "(num_iterations) or a KL penalty",
+            f"restart from {checkpoint_words(ev)} with a lower learning rate, fewer off-policy "
+            "epochs (num_iterations) or a KL penalty",
         )
     share = ev.get("zero_spread_end", math.nan)
     return (
