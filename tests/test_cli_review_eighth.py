@@ -178,6 +178,14 @@ def test_json_help_says_what_it_prints_and_flags_take_no_value(name):
     assert "<bool>" not in text
 
 
+def test_the_top_level_help_draws_no_value_for_its_flags():
+    """`pgrpo --help` drew `--version <bool>` and `--help <bool>` (a docs audit, session 37);
+    the subcommands' flags had lost it since 2026-12-02."""
+    res = runner.invoke(app, ["--help"])
+    assert res.exit_code == 0, res.output
+    assert "--version" in res.output and "<bool>" not in res.output
+
+
 # --- 9. a config key given twice --------------------------------------------------------------
 
 

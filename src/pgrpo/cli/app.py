@@ -42,6 +42,9 @@ class OneLineErrors(TyperGroup):
         except _CLICK_ERROR as exc:
             _one_line(exc, f"{ctx.command_path} {ctx.invoked_subcommand or ''}".strip())
 
+    def get_params(self, ctx: Any) -> list[Any]:
+        return _flags_without_type(super().get_params(ctx))  # `pgrpo --help`: --version, --help
+
 
 def _one_line(exc: Any, where: str = "") -> Any:
     """Print click's exception `exc` as one line and exit with its code; `pgrpo` with no
@@ -116,11 +119,16 @@ class PgrpoCommand(TyperCommand):
         return super().parse_args(ctx, args)
 
     def get_params(self, ctx: Any) -> list[Any]:
-        params = super().get_params(ctx)
-        for param in params:
-            if getattr(param, "is_flag", False) and param.metavar is None:
-                param.metavar = ""  # typer draws a flag's type as `<bool>`: no value to give
-        return params
+        return _flags_without_type(super().get_params(ctx))
+
+
+def _flags_without_type(params: list[Any]) -> list[Any]:
+    """params, with no value type drawn for a flag: typer draws a flag's as `<bool>`, while a
+    flag takes no value (the subcommands' since 2026-12-02, the group's own since session 37)."""
+    for param in params:
+        if getattr(param, "is_flag", False) and param.metavar is None:
+            param.metavar = ""
+    return params
 
 
 app = typer.Typer(

@@ -53,8 +53,8 @@ def predict_cmd(
     optimizer: str = typer.Option(
         "sgd_momentum",
         "--optimizer",
-        help="Optimizer reduction: sgd_momentum (heavy-ball K*) or adam (kappa preconditioned: "
-        "kappa / grad RMS; no divergence threshold).",
+        help="Optimizer reduction: sgd_momentum (heavy-ball K*), or adam / adamw (kappa "
+        "preconditioned: kappa / grad RMS; no divergence threshold).",
     ),
     beta2: float = config_option(OPTIMIZER, "beta2", "--beta2"),
     out: Path = typer.Option(Path("."), "--out", help="Directory for predict.png."),
