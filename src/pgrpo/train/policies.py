@@ -347,8 +347,12 @@ def load_policy(
     model.eval()  # no dropout: sampling and scoring see the same network
     attention = use_attention(model, cfg.attention)
     reference = None
-    if cfg.lora_rank:
-        model = _add_lora(model, cfg)
+    if cfg.lora_rank:  # the adapter's init (peft draws lora_A from torch's global RNG) from
+        # the seed alone: the RNG's state here depended on whether the tiny model's warm-up ran
+        # or came from its cache, so the same LoRA run started from two adapters (review37)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            model = _add_lora(model, cfg)
     elif need_reference:
         reference = copy.deepcopy(model).eval()
         reference.requires_grad_(False)
