@@ -70,7 +70,8 @@ def fit_cmd(
     )  # fmt: skip
     opts = _runopts.read_options(reward_column, step_column)
     with removed_if_failed(out):  # a log that cannot be read or fitted leaves no --out folder
-        out_dir(out)
+        if plot:  # --no-plot writes nothing there: no empty folder (a docs audit, session 37)
+            out_dir(out)
         from pgrpo.diagnose.fitwords import PROGRESS_COLUMNS, fit_caveats
 
         columns = (*FIT_COLUMNS, *PROGRESS_COLUMNS)  # and the progress verdict's, for caveats

@@ -89,9 +89,9 @@ def gradrank_cmd(
 
 def _print(result: Any, title: str, projection_dim: int, console: Console) -> None:
     table = Table(title=title)
-    table.add_column("advantage")
+    table.add_column("advantage", overflow="fold")
     for key in _SHOWN:
-        table.add_column(key.replace("rank/", ""))
+        table.add_column(key.replace("rank/", ""), overflow="fold")
     counts = ("rank/energy_90", "rank/energy_95", "rank/energy_99", "nonzero_rows")
     for name, metrics in result.ranks.items():
         table.add_row(name, *(f"{metrics[k]:.0f}" if k in counts else f"{metrics[k]:.2f}"

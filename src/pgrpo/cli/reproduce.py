@@ -62,7 +62,7 @@ def reproduce_command(
         return
     table = Table(title=f"pgrpo reproduce {experiment}")
     for c in result.columns:
-        table.add_column(c, justify="right")
+        table.add_column(c, justify="right", overflow="fold")
     for row in rows:
         table.add_row(*(_fmt(row[c]) for c in result.columns))
     console = Console()
