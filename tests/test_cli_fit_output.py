@@ -293,3 +293,16 @@ def test_a_constant_reward_marks_no_parameter_and_says_so_once(tmp_path):
     assert res.exit_code == 0, res.output
     page = " ".join(html.unescape((tmp_path / "rep" / "report.html").read_text()).split())
     assert "(at its bound)" not in page and "only the levels are identified" in page
+
+
+def test_fit_without_a_plot_creates_no_out_folder(tmp_path):
+    """A docs audit (session 37): `fit --no-plot --out DIR` created an empty DIR."""
+    step = np.arange(1, 61)
+    log = _csv(tmp_path / "log.csv", step, 0.2 + 0.6 * (1 - np.exp(-step / 15.0)))
+    out = tmp_path / "never" / "made"
+    res = runner.invoke(app, ["fit", str(log), "--no-plot", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    assert not (tmp_path / "never").exists()
+    res = runner.invoke(app, ["fit", str(log), "--out", str(out)])  # with the figure: made
+    assert res.exit_code == 0, res.output
+    assert (out / "fit.png").is_file()
