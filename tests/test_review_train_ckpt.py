@@ -86,7 +86,7 @@ def test_a_missing_final_model_is_written_by_a_resume(base_run, tmp_path):
     (run / "final").mkdir()  # as a disk that filled left it: configs, no weights
     out = _resume(run, "run.steps=2")
     assert out.exit_code == 0, out.output
-    assert "final is missing, incomplete or of another step" in " ".join(out.output.split())
+    assert "final is missing, incomplete, of another step" in " ".join(out.output.split())
     assert final_complete(run)
 
 

@@ -333,8 +333,36 @@ def test_ending_an_unfinished_run_at_its_checkpoint_says_so(tmp_path):
     assert "(steps 3..4 are not trained)" in said and "run.steps=4" in said
     assert "steps: 2" in (run / "config.yaml").read_text()
     assert json.loads((run / "final" / "pgrpo_final.json").read_text()) == {"step": 2}
-    more = train(cfg(tmp_path, "stopped", "steps=4"), resume=True)
+    assert "dropped 1 line(s)" in said and "the run ends at it" in said  # step 3's, not trained
+    assert "trained again" not in said
+    notes.clear()
+    more = train(cfg(tmp_path, "stopped", "steps=4"), resume=True, on_note=notes.append)
     assert [r["step"] for r in more.history] == [1, 2, 3, 4]
+    said = " ".join(notes)  # back to its first plan: its first (decaying) schedule, no warning
+    assert "run.steps 2 -> 4" in said and "not the same run" not in said
+    assert "final/ holds the model at step 2 until the run reaches step 4" in said
+
+
+def test_ending_at_a_checkpoint_whose_final_model_is_already_written_says_so(tmp_path):
+    """A review of the fix above: a finished 2-step run resumed to 4 and stopped after step 3
+    (final/ and the checkpoint both at step 2, config.yaml at 4), then `--resume run.steps=2`:
+    the trainer returned at once, since final/ held step 2, without a word and with config.yaml
+    still at 4, so the next plain resume trained to 4."""
+    run = tmp_path / "twice"
+    train(cfg(tmp_path, "twice", "steps=2"))
+
+    def crash(metrics):
+        if metrics["step"] == 3:
+            raise _Crash
+
+    with pytest.raises(_Crash):
+        train(cfg(tmp_path, "twice", "steps=4"), resume=True, on_step=crash)
+    assert "steps: 4" in (run / "config.yaml").read_text()
+    notes = []
+    train(cfg(tmp_path, "twice", "steps=2"), resume=True, on_note=notes.append)
+    assert any("run.steps 4 -> 2: the run ends at its checkpoint at step 2" in n for n in notes)
+    assert "steps: 2" in (run / "config.yaml").read_text()
+    assert json.loads((run / "final" / "pgrpo_final.json").read_text()) == {"step": 2}
 
 
 def test_a_final_model_of_another_step_is_not_taken_for_the_run_s(tmp_path):
@@ -364,8 +392,11 @@ def test_a_final_model_of_another_step_is_not_taken_for_the_run_s(tmp_path):
         notes.clear()
         again = train(cfg(tmp_path, "grown", *grow), resume=True, on_note=notes.append)
         assert [r["step"] for r in again.history] == [1, 2, 3, 4]
-        assert any("of another step: writing it from the checkpoint at step 4" in n
-                   for n in notes), old  # fmt: skip
+        assert any(
+            "of another step or without the record of its step" in n
+            and "writing it from the checkpoint at step 4" in n
+            for n in notes
+        ), old
         assert json.loads((run / "final" / "pgrpo_final.json").read_text()) == {"step": 4}
         now = _final_weights(run)
         assert all(torch.equal(now[k], at4[k]) for k in at4), old

@@ -352,6 +352,22 @@ def read_state(path: Path) -> dict[str, Any]:
 CONFIG_COPY = "config.yaml"
 """The run's config.yaml, copied into each checkpoint folder (`resume.check_checkpoint_config`)."""
 
+FINAL_STEP_FILE = "pgrpo_final.json"
+"""In RUN_DIR/final: {"step": n}, the step whose model final/ holds (since session 37)."""
+
+
+def final_step(run_dir: Path) -> int | None:
+    """The step whose model RUN_DIR/final holds, from its FINAL_STEP_FILE; None without one (no
+    final/, or one written before pgrpo recorded its step)."""
+    import json
+
+    try:
+        step = json.loads((Path(run_dir) / "final" / FINAL_STEP_FILE).read_text()).get("step")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return step if isinstance(step, int) else None
+
+
 STATE_KEYS = (
     "model",
     "base_digest",

@@ -128,6 +128,16 @@ def check_checkpoint_config(saved: RunConfig, latest: Path, run_dir: Path) -> No
         )
 
 
+def _schedule_steps(latest: Path, saved: RunConfig) -> int:
+    """The run.steps the lr schedule of checkpoint `latest` was built for: its copy of
+    config.yaml's (a run ended early and resumed to its first plan follows its first schedule,
+    bit for bit), else the run's config.yaml's."""
+    try:
+        return load_config(latest / ckpt.CONFIG_COPY).run.steps
+    except (OSError, yaml.YAMLError, ValueError, TypeError, KeyError):
+        return saved.run.steps
+
+
 def plan_start(cfg: RunConfig, run_dir: Path, *, resume: bool, overwrite: bool) -> Start:
     if resume and overwrite:
         raise ValueError(
@@ -194,15 +204,17 @@ def plan_start(cfg: RunConfig, run_dir: Path, *, resume: bool, overwrite: bool) 
             f"run.steps {saved} -> {wanted}: training steps {done + 1}..{wanted}; config.yaml "
             "is updated"
         )
-        if decays(cfg.optim.schedule):
+        if decays(cfg.optim.schedule) and wanted != _schedule_steps(latest, saved_cfg):
             text += (
                 f"; optim.schedule={cfg.optim.schedule} spans run.steps, so the learning rate "
                 f"from step {done + 1} on follows the {wanted}-step schedule (not the same run "
                 f"as one started with run.steps={wanted})"
             )
         if (run_dir / "final").is_dir():  # the finished run's model until this one ends
-            text += (f"; final/ holds the model at step {done} until the run reaches step "
-                     f"{wanted} and writes it again")  # fmt: skip
+            at = ckpt.final_step(run_dir)
+            held = f"the model at step {at}" if at is not None else "an earlier model"
+            text += (f"; final/ holds {held} until the run reaches step {wanted} and writes "
+                     "it again")  # fmt: skip
         resumed.append(text)
     return Start(latest, notes=tuple(notes), resumed=tuple(resumed))
 
@@ -211,19 +223,23 @@ def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def restore_log(run_dir: Path, state: ckpt.Checkpoint) -> tuple[MetricsLog, list[str]]:
+def restore_log(
+    run_dir: Path, state: ckpt.Checkpoint, ends: bool = False
+) -> tuple[MetricsLog, list[str]]:
     """metrics.jsonl cut or restored to exactly the checkpoint's steps; returns the log opened
-    for appending and the notes on what was changed."""
+    for appending and the notes on what was changed (ends: the run ends at the checkpoint, so
+    the lines dropped are not trained again)."""
     log, copy = run_dir / METRICS_FILE, state.path / ckpt.LOG_COPY
     off, name = state.metrics_offset, state.path.name
     data = log.read_bytes() if log.exists() else b""
     if len(data) >= off and _sha256(data[:off]) == state.metrics_sha256:
         dropped = data[off:].count(b"\n") + (0 if data.endswith(b"\n") or len(data) == off else 1)
         notes = []
-        if dropped:
+        if dropped:  # ends: the run ends at the checkpoint, so they are not trained again
+            again = "the run ends at it" if ends else "those steps are trained again"
             notes.append(
                 f"dropped {dropped} line(s) of metrics.jsonl logged after checkpoint {name}; "
-                "those steps are trained again"
+                f"{again}"
             )
         return MetricsLog(run_dir, truncate_at=off), notes
     if not log.exists():

@@ -268,12 +268,15 @@ def train(
         for text in start.notes:
             note(text)
         at = step_of(start.checkpoint) if start.checkpoint is not None else None
-        if start.done and final_complete(run_dir, at):
-            return TrainResult(run_dir, read_metrics(run_dir), tuple(notes))
+        if start.done and not start.resumed and final_complete(run_dir, at):
+            return TrainResult(run_dir, read_metrics(run_dir), tuple(notes))  # nothing to do
+        # (a resume that ends the run at its checkpoint goes on: its notes, config.yaml and
+        # final/ are written below even where final/ already holds that step's model)
         if start.done and not start.resumed:  # final/ not written (disk full, killed while
             # saving), or written at another step (a finished run resumed further, stopped)
-            note(f"{run_dir}/final is missing, incomplete or of another step: writing it from "
-                 f"the checkpoint at step {at}")  # fmt: skip
+            note(f"{run_dir}/final is missing, incomplete, of another step or without the "
+                 f"record of its step (written before pgrpo kept one): writing it from the "
+                 f"checkpoint at step {at}")  # fmt: skip
         reporters = Reporters(cfg.run.report_to, run_dir, cfg.to_dict())  # fails before the model
         run = build_run(cfg, resume=start.checkpoint is not None)
         base = ckpt.frozen_digest(run.policy.model)
@@ -288,7 +291,7 @@ def train(
             )
             run.stream.restore(state.data_position)
             run.optimizer_steps = state.step * cfg.grpo.refresh_interval
-            log, repaired = restore_log(run_dir, state)
+            log, repaired = restore_log(run_dir, state, ends=start.done)
             for text in (*start.resumed, *repaired):  # once the checkpoint is known to load
                 note(text)
             was = next((r.get("precision") for r in reversed(read_metrics(run_dir))), None)
@@ -359,29 +362,21 @@ def _save_final(run: _Run, run_dir: Path) -> None:
     try:
         run.policy.model.save_pretrained(str(tmp))
         run.policy.tokenizer.save_pretrained(tmp)
-        (tmp / FINAL_STEP_FILE).write_text(json.dumps({"step": run.config.run.steps}) + "\n")
+        step = {"step": run.config.run.steps}
+        (tmp / ckpt.FINAL_STEP_FILE).write_text(json.dumps(step) + "\n")
         shutil.rmtree(final, ignore_errors=True)
         tmp.rename(final)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-FINAL_STEP_FILE = "pgrpo_final.json"
-"""In final/: {"step": n}, the step whose model it holds (`final_complete`)."""
-
-
 def final_complete(run_dir: Path, step: int | None = None) -> bool:
     """Whether run_dir/final holds a model's (or an adapter's) weights, and, given `step`, the
-    model of that step by its FINAL_STEP_FILE (a final/ without one, written before session 37,
-    is read as another step's and rewritten from the checkpoint: a finished run resumed further
-    and stopped kept the earlier final/ beside a later checkpoint, and a later resume that had
-    nothing to train called it complete)."""
+    model of that step by its record (`checkpoint.final_step`; a final/ without one, written
+    before session 37, is read as another step's and rewritten from the checkpoint: a finished
+    run resumed further and stopped kept the earlier final/ beside a later checkpoint, and a
+    later resume that had nothing to train called it complete)."""
     final = Path(run_dir) / "final"
     if not (final.is_dir() and (any(final.glob("*.safetensors")) or any(final.glob("*.bin")))):
         return False
-    if step is None:
-        return True
-    try:
-        return json.loads((final / FINAL_STEP_FILE).read_text()).get("step") == step
-    except (OSError, ValueError, AttributeError):
-        return False
+    return step is None or ckpt.final_step(run_dir) == step
