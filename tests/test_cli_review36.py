@@ -76,11 +76,22 @@ def test_rows_that_all_share_one_step_are_named_as_such(tmp_path):
 
 
 @pytest.mark.parametrize("cmd", ["fit", "diagnose", "report", "watch"])
-def test_a_group_of_one_is_refused_by_every_command_as_by_predict(tmp_path, cmd):
+def test_a_group_of_one_is_a_setting_and_zero_is_refused(tmp_path, cmd):
+    """Session 36 refused --group-size 1 everywhere, as predict (a model of GRPO's groups);
+    session 37: one completion per prompt is a run's setting (pgrpo's sign advantage, a
+    critic's PPO), which the log-analysis commands take, the degeneracy mode not applying."""
     log = _csv(tmp_path / "run.csv")
-    extra = {"fit": ["--no-plot"], "watch": ["--once"]}.get(cmd, [])
+    extra = {"fit": ["--no-plot"], "watch": ["--once"],
+             "report": ["--out", str(tmp_path / "rep")]}.get(cmd, [])  # fmt: skip
     res = runner.invoke(app, [cmd, str(log), *extra, "--group-size", "1"])
-    assert res.exit_code == 2 and "greater than or equal to 2" in res.output, res.output
+    assert res.exit_code == 0, res.output
+    res = runner.invoke(app, [cmd, str(log), *extra, "--group-size", "0"])
+    assert res.exit_code == 2 and "greater than or equal to 1" in res.output, res.output
+
+
+def test_predict_still_needs_a_group_of_two(tmp_path):
+    res = runner.invoke(app, ["predict", "--group-size", "1", "--out", str(tmp_path)])
+    assert res.exit_code == 2, res.output
 
 
 def test_the_loss_is_stated_in_the_json_and_the_text(tmp_path):

@@ -222,8 +222,7 @@ def test_a_bad_eval_json_found_in_the_run_folder_is_skipped_with_a_warning(tmp_p
     ("column", "value", "option"),
     [("learning_rate", "inf", "--lr"), ("learning_rate", "-1e-06", "--lr"),
      ("refresh_interval", "2.5", "--refresh-interval"), ("refresh_interval", "0",
-     "--refresh-interval"), ("group_size", "0", "--group-size"),
-     ("group_size", "1", "--group-size"), ("beta1", "1.5", "--beta1")],
+     "--refresh-interval"), ("group_size", "0", "--group-size"), ("beta1", "1.5", "--beta1")],
 )  # fmt: skip
 def test_a_setting_column_that_is_not_what_the_setting_must_be_is_not_read(
     tmp_path, column, value, option
@@ -248,33 +247,43 @@ def test_a_setting_column_that_is_not_what_the_setting_must_be_is_not_read(
 
 def test_a_run_config_setting_that_is_not_what_the_setting_must_be_is_not_read(tmp_path):
     """Session 37: a run config's settings were read unchecked (columns were checked since
-    2026-12-05): a group_size 1 (verl PPO's rollout.n = 1) read "100% of groups have no reward
-    spread ... too hard: most groups are all-wrong" on a run at p = 0.4; lr 0 and beta1 1.2
-    were taken as the run's. Each is a warning naming its option, and not read."""
+    2026-12-05): lr 0 and beta1 1.2 were taken as the run's. Each is a warning, and not read;
+    a group_size of 1 is a run's setting (one completion per prompt), read, and advantage
+    degeneracy does not apply to it (it read "100% of groups have no reward spread ... switch
+    to advantage='sign'" on a sign run with G = 1, from its logged zero-spread share of 1)."""
     run = tmp_path / "run"
     run.mkdir()
     rng = np.random.default_rng(0)
     reward = rng.binomial(32, 0.4, 60) / 32
     (run / "metrics.jsonl").write_text(
         "".join(
-            json.dumps({"step": i + 1, "reward": float(r)}) + "\n" for i, r in enumerate(reward)
+            json.dumps({"step": i + 1, "reward": float(r), "frac_reward_zero_std": 1.0}) + "\n"
+            for i, r in enumerate(reward)
         )
     )
     (run / "config.yaml").write_text("grpo:\n  group_size: 1\n  batch_prompts: 32\n"
                                      "optim:\n  lr: 0.0\n  betas: [1.2, 0.99]\n")  # fmt: skip
     res = runner.invoke(app, ["diagnose", str(run), "--json"])
     assert res.exit_code == 0, res.output
-    for name, value, option in (("group_size", "1", "--group-size"), ("lr", "0", "--lr"),
-                                ("beta1", "1.2", "--beta1")):  # fmt: skip
-        assert f"the run's config gives {name} {value}, not" in res.output
-        assert f"give {option} for the run's value" in res.output
+    assert "the run's config gives lr 0: no lr is read" in res.output
+    assert "the run's config gives beta1 1.2, not in [0, 1)" in res.output
+    assert "give --beta1 for the run's value" in res.output
+    assert "group_size" not in res.output.split("{")[0]  # no warning about G = 1
     doc = json.loads(res.output[res.output.index("{") :])
-    assert doc["settings"]["values"]["group_size"] is None
-    assert doc["settings"]["values"]["batch_prompts"] == 32
+    assert doc["settings"]["values"]["group_size"] == 1
+    assert doc["settings"]["values"]["lr"] is None and doc["settings"]["values"]["beta1"] is None
     degeneracy = next(m for m in doc["modes"] if m["name"] == "advantage_degeneracy")
-    assert not degeneracy["detected"]
-    given = runner.invoke(app, ["diagnose", str(run), "--json", "--group-size", "8"])
-    assert given.exit_code == 0 and '"group_size": 8' in given.output
+    assert not degeneracy["detected"] and degeneracy["evidence"]["not_applicable"] == 1.0
+    about = [f["about"] for f in doc["findings"]]
+    assert "advantage_degeneracy (does not apply)" in about
+    assert not any("advantage_degeneracy" in f["sentence"] for f in doc["findings"]
+                   if f["about"] == "not judged")  # fmt: skip
+    text = runner.invoke(app, ["diagnose", str(run)]).output
+    assert "Groups of one completion (group_size 1)" in text and "switch to" not in text
+    watched = runner.invoke(app, ["watch", str(run), "--once"])  # it alerted on degeneracy
+    assert watched.exit_code == 0, watched.output
+    alerts = [ln for ln in watched.output.splitlines() if ln.startswith("step ")]
+    assert alerts and "degenera" not in alerts[-1]
 
 
 def test_an_lr_column_of_zeros_is_no_lr(tmp_path):

@@ -18,8 +18,10 @@ def group_size_option() -> Any:
     return typer.Option(
         None,
         "--group-size",
-        min=2,  # GRPO's group-relative advantage needs G >= 2, as predict
-        help="G (>= 2), when the log does not say (overrides it).",
+        min=1,  # 1: one completion per prompt (a sign advantage, a critic), which a run may
+        # use; the degeneracy mode then does not apply (predict, a model of GRPO, needs 2)
+        help="G (>= 1), when the log does not say (overrides it); 1: one completion per prompt "
+        "(advantage degeneracy does not apply).",
     )
 
 

@@ -255,7 +255,8 @@ def findings(diagnosis: Any) -> list[dict[str, str]]:
             out.append({"about": f"{v.name} (ended)", "sentence": ENDED[v.name][1](v.evidence),
                         "action": ENDED_ACTION})  # fmt: skip
     judged = [v.name for v in modes if v.judged and not v.detected]
-    unjudged = [v.name for v in modes if not v.judged]
+    moot = [v for v in modes if v.evidence.get("not_applicable")]  # ruled out by the settings
+    unjudged = [v.name for v in modes if not v.judged and v not in moot]
     if judged and not any(v.detected for v in modes):
         healthy = diagnosis.healthy is not None and diagnosis.healthy.detected  # >= 2 judged
         out.append({
@@ -265,6 +266,10 @@ def findings(diagnosis: Any) -> list[dict[str, str]]:
             "the noise curves measured no alarm fired on more than 3.5% of them.",
             "action": "",
         })  # fmt: skip
+    for v in moot:
+        out.append({"about": f"{v.name} (does not apply)",
+                    "sentence": f"{v.evidence['reason'][0].upper()}{v.evidence['reason'][1:]}.",
+                    "action": ""})  # fmt: skip
     if unjudged:
         out.append({
             "about": "not judged",

@@ -221,14 +221,14 @@ def _degeneracy(log: RewardLog, cfg: LiveConfig) -> tuple[float, float, int]:
     the run of degenerate points but is no share to report), the prediction NaN without G or
     0/1 rewards."""
     col, source = zero_spread_share(log.columns)  # at least one finite value when not None
-    if col is None:
+    g = log.hyperparameters.get("group_size")
+    if col is None or (g is not None and g < 2):  # groups of one: degeneracy does not apply
         return math.nan, math.nan, 0
     run = 0  # the last rows in a row: a row without the share ends the run, as one below it
     for v in col[::-1]:  # (zeros logged long ago, then none, stopped a rising run; review)
         if not v >= cfg.degeneracy_threshold:
             break
         run += 1
-    g = log.hyperparameters.get("group_size")
     w = max(5, len(log) // 10)
     unit = unit_scale(log.reward, reward_range(log.hyperparameters))  # 0/1 scale of a range
     p = float(np.mean(unit[-w:]))

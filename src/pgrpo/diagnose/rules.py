@@ -44,6 +44,7 @@ from pgrpo.diagnose.verdict import (
     ModeVerdict,
     cannot_judge,
     confidence,
+    not_applicable,
     verdict,
 )
 
@@ -302,6 +303,16 @@ def _truncation(s: Signals, ev: dict) -> str:
     return truncation_cause(*cut)
 
 
+GROUPS_OF_ONE = (
+    "groups of one completion (group_size 1): no group-relative advantage to lose, so advantage "
+    "degeneracy does not apply (a sign advantage or a critic needs no spread within a group)"
+)
+"""Why `advantage_degeneracy` does not apply at G = 1: a group of one never has a reward spread
+(its logged zero-spread share is 1 and p^G + (1-p)^G is 1 by construction), which read "100% of
+groups have no reward spread ... raise group_size, switch to advantage='sign'" on a run that
+used the sign advantage (a review, session 37)."""
+
+
 @DIAGNOSTIC_RULES.register("advantage_degeneracy")
 def advantage_degeneracy(s: Signals) -> ModeVerdict:
     """Most groups carry no advantage (all-equal rewards): gradient starvation (arXiv
@@ -311,6 +322,8 @@ def advantage_degeneracy(s: Signals) -> ModeVerdict:
     rewards. Nothing assumes a reward scale."""
     name = "advantage_degeneracy"
     g = s.hyper("group_size")
+    if g is not None and g < 2:  # pgrpo's sign advantage, a critic's PPO: one per prompt
+        return not_applicable(name, GROUPS_OF_ONE)
     missing = [] if g is not None else ["group_size"]
     # on the 0/1 scale of the reward's known range: a -1/+1 reward is a mean of 0/1 rewards
     reward = s.unit_reward() if s.has("reward") else np.full_like(s.steps, np.nan)

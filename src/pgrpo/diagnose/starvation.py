@@ -118,6 +118,8 @@ def iid_prediction(s: Signals) -> IidPrediction:
     ok = np.isfinite(reward) if reward is not None else None
     if g is None or reward is None or not ok.any():
         return IidPrediction(None, False, "no group_size" if g is None else "no reward")
+    if g < 2:  # p + (1 - p) = 1: a group of one has no spread by construction
+        return IidPrediction(None, False, "group_size 1: a group of one never has a spread")
     n = n_rollouts(s)
     if not nm.maybe_binary_mean(reward, n):
         return IidPrediction(None, False, _not_binary_mean(s, reward[ok], n))

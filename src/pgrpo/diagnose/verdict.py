@@ -133,3 +133,9 @@ def verdict(
 
 def cannot_judge(name: str, missing: list[str], why: str) -> ModeVerdict:
     return ModeVerdict(name, False, 0.0, {"reason": why}, "", missing)
+
+
+def not_applicable(name: str, why: str) -> ModeVerdict:
+    """A mode the run's settings rule out (not a signal the log lacks): not judged, nothing to
+    log; `findings` says why it does not apply instead of asking for signals."""
+    return ModeVerdict(name, False, 0.0, {"reason": why, "not_applicable": 1.0}, "", [])

@@ -18,9 +18,8 @@ SETTING_COLUMNS = {
     "learning_rate": ("a number >= 0", lambda v: v >= 0, "--lr"),
     "refresh_interval": ("a whole number >= 1", lambda v: (v >= 1) & (v == np.round(v)),
                          "--refresh-interval"),
-    "group_size": ("a whole number >= 2 (a group of one has no reward spread: no "
-                   "group-relative advantage)",
-                   lambda v: (v >= 2) & (v == np.round(v)), "--group-size"),
+    "group_size": ("a whole number >= 1", lambda v: (v >= 1) & (v == np.round(v)),
+                   "--group-size"),
     "batch_prompts": ("a whole number >= 1", lambda v: (v >= 1) & (v == np.round(v)),
                       "--batch-prompts"),
     "beta1": ("in [0, 1)", lambda v: (v >= 0) & (v < 1), "--beta1"),
@@ -28,8 +27,9 @@ SETTING_COLUMNS = {
 """Columns the dynamics fit reads as run settings: what a value must be, and the option that
 gives it instead. A value that is not (inf, a negative lr, K = 2.5 or 0) is read as not logged
 with a warning: they were taken as the run's settings unchecked, shown as read and used as
-something else (K 2.5 as 2, 0 as 1; review, 2026-12-05). G = 1 was read as data until session
-37: "100% of groups have no reward spread ... too hard: most groups are all-wrong" at p = 0.4."""
+something else (K 2.5 as 2, 0 as 1; review, 2026-12-05). G = 1 is a run's setting (pgrpo's
+`advantage=sign` or a critic's PPO take one completion per prompt): it is read, and the
+degeneracy mode says it does not apply there (`rules.advantage_degeneracy`)."""
 CONFIG_SETTINGS = {"lr": "learning_rate", "refresh_interval": "refresh_interval",
                    "group_size": "group_size", "batch_prompts": "batch_prompts",
                    "beta1": "beta1"}  # fmt: skip
@@ -39,8 +39,9 @@ entry: a config's value is checked as a column's is (`check_config`)."""
 
 def check_config(hyper: dict[str, float], warns: list[str]) -> None:
     """Drop from `hyper` (a run config's settings, read by `assemble`) the values that are not
-    what SETTING_COLUMNS says the setting must be, and say so: a verl PPO run's rollout.n = 1
-    or a config's lr 0 were taken as the run's G and lr. A config lr must be above 0."""
+    what SETTING_COLUMNS says the setting must be, and say so (session 37: a config's lr 0,
+    beta1 1.2 or K 2.5 were taken as the run's). A config lr must be above 0: at 0 the run
+    does not learn, and no lr is read (`--lr` takes the lr of a run that used one)."""
     for name, column in CONFIG_SETTINGS.items():
         value = hyper.get(name)
         if value is None:
@@ -50,9 +51,13 @@ def check_config(hyper: dict[str, float], warns: list[str]) -> None:
             must, ok = "a number > 0", (lambda v: v > 0)
         with np.errstate(invalid="ignore"):
             good = bool(np.isfinite(value) and ok(np.asarray(float(value))))
-        if not good:
+        if not good and name == "lr" and value == 0:
+            warns.append("the run's config gives lr 0: no lr is read (a run at lr 0 does not "
+                         "learn; give --lr if it used another)")  # fmt: skip
+        elif not good:
             warns.append(f"the run's config gives {name} {value:g}, not {must}: read as not "
                          f"given; give {option} for the run's value")  # fmt: skip
+        if not good:
             del hyper[name]
 
 
