@@ -48,6 +48,9 @@ def test_the_collapse_names_the_entropy_rise_and_not_without_it():
     assert "a checkpoint from step 0 to just before 4 (in the best window" in act
     assert "within steps" not in act
     assert "a checkpoint within steps" in without.findings()[0]["action"]
+    # one action everywhere: the verdict's own (JSON progress.action) and the healthy row's
+    assert with_rise.progress.action == act  # (they said "within steps 0-11": a review)
+    assert "within steps" not in with_rise.healthy.action
     assert "Meanwhile the entropy" not in without.findings()[0]["sentence"]
     ev = with_rise.mode("dynamical_instability").evidence
     assert ev["entropy_rise"] >= BLOWUP and ev["entropy_blowup"] < BLOWUP  # late / mid-run: ~1

@@ -22,6 +22,7 @@ from typing import Any
 from pgrpo.diagnose import concentration as _concentration  # noqa: F401  (registers its rule)
 from pgrpo.diagnose import instability as _instability  # noqa: F401  (registers its rule)
 from pgrpo.diagnose import rules as _rules  # noqa: F401  (registers the rules)
+from pgrpo.diagnose.findings import spread_progress
 from pgrpo.diagnose.progress import (
     PROGRESS_LABELS,
     ProgressVerdict,
@@ -71,6 +72,7 @@ def diagnose(log: Any, eval_log: Any = None, max_points: int = MAX_POINTS) -> Di
     modes = [DIAGNOSTIC_RULES.get(name)(signals) for name in MODES]
     modes += [DIAGNOSTIC_RULES.get(n)(signals) for n in DIAGNOSTIC_RULES.names() if n not in MODES]
     progress = assess_signals(signals) if "reward" in signals.columns else None
+    progress = spread_progress(progress, modes)  # the action the entropy's words call for
     return Diagnosis(
         modes=[*modes, _healthy(modes, progress)],
         metrics={

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from pgrpo.diagnose.nullmodel import fmt_p, fmt_share
@@ -190,17 +191,18 @@ policy that spread out while nothing was learned points at too large an update, 
 (a review, 2026-12-06: the CS336 run at 16 off-policy epochs per batch, entropy x7)."""
 
 
-def _entropy_spread(diagnosis: Any) -> tuple[str, str]:
-    """Beside a reward that fell or did not move: the entropy rose to at least BLOWUP x its start
-    (`instability.entropy_rise`, in the instability mode's evidence), so the policy spread out
-    rather than narrowed, and the checkpoints worth keeping come before it first did. (sentence,
-    the steps worth keeping as "from step A to B"), each '' where not said."""
+def _entropy_spread(progress: Any, modes: list[Any]) -> tuple[str, str]:
+    """Beside a reward that fell or did not move (`progress`: its verdict, SPREAD_LABELS): the
+    entropy rose to at least BLOWUP x its start (`instability.entropy_rise`, in the instability
+    mode's evidence, of `modes`), so the policy spread out rather than narrowed, and the
+    checkpoints worth keeping come before it first did. (sentence, the steps worth keeping as
+    "from step A to B"), each '' where not said."""
     from pgrpo.diagnose.instability import BLOWUP  # the rule's threshold, one definition
 
-    try:
-        ev = diagnosis.mode("dynamical_instability").evidence
-    except KeyError:
+    inst = [v for v in modes if v.name == "dynamical_instability"]
+    if progress.label not in SPREAD_LABELS or not inst:
         return "", ""
+    ev = inst[0].evidence
     rise = ev.get("entropy_rise")
     if not (isinstance(rise, float) and rise >= BLOWUP):
         return "", ""
@@ -208,10 +210,10 @@ def _entropy_spread(diagnosis: Any) -> tuple[str, str]:
     when = f", first above {BLOWUP:g}x it at step {at:g}" if math.isfinite(at) else ""
     # a checkpoint bound only where the entropy rose inside or after the best reward window:
     # one rising before it would send the user back before the learning (a review, 2026-12-06)
-    pv = diagnosis.progress.evidence
+    pv = progress.evidence
     lo, hi = pv.get("best_from", math.nan), pv.get("best_to", math.nan)
     keep = ""
-    if diagnosis.progress.label != "flat" and lo < at:
+    if progress.label != "flat" and lo < at:
         end = f"{hi:g}" if hi < at else f"just before {at:g}"
         keep = f"from step {lo:g} to {end}"
     before = f": the checkpoints worth keeping are {keep}" if keep else ""
@@ -223,22 +225,33 @@ def _entropy_spread(diagnosis: Any) -> tuple[str, str]:
     )
 
 
+def spread_progress(progress: Any, modes: list[Any]) -> Any:
+    """`progress` with the action its entropy sentence calls for (`_entropy_spread`): beside a
+    flat reward, SPREAD_FLAT_ACTION; beside a fall, the checkpoint narrowed to the ones worth
+    keeping. `diagnose` applies it once, so the verdict's action, the `healthy` row's, the
+    findings and the report agree (session 37: the findings said "from step 1 to just before
+    4" beside a progress action and a healthy row that said "within steps 1-8")."""
+    if progress is None:
+        return None
+    spread, keep = _entropy_spread(progress, modes)
+    action = SPREAD_FLAT_ACTION if spread and progress.label == "flat" else progress.action
+    if keep:
+        action = action.replace(
+            checkpoint_words(progress.evidence),
+            f"a checkpoint {keep} (in the best window, before the policy spread out)",
+        )
+    return progress if action == progress.action else replace(progress, action=action)
+
+
 def findings(diagnosis: Any) -> list[dict[str, str]]:
     """[{"about", "sentence", "action"}]: progress, each detected mode, then what is healthy
     or could not be judged."""
     out = []
     if diagnosis.progress is not None:
-        pv = diagnosis.progress
-        spread, keep = _entropy_spread(diagnosis) if pv.label in SPREAD_LABELS else ("", "")
-        action = SPREAD_FLAT_ACTION if spread and pv.label == "flat" else pv.action
-        if keep:  # the action's checkpoint is the sentence's (session 37: "worth keeping are
-            # from step 1 to just before 4" beside "restart from a checkpoint within steps 1-8")
-            action = action.replace(
-                checkpoint_words(pv.evidence),
-                f"a checkpoint {keep} (in the best window, before the policy spread out)",
-            )
+        pv = spread_progress(diagnosis.progress, diagnosis.modes)  # as `diagnose` gave it
+        spread, _ = _entropy_spread(pv, diagnosis.modes)
         out.append({"about": f"progress: {pv.label}", "sentence": pv.summary + spread,
-                    "action": action})  # fmt: skip
+                    "action": pv.action})  # fmt: skip
     modes = [v for v in diagnosis.modes if v.name in SENTENCES]
     for v in modes:
         if v.detected:
