@@ -48,9 +48,9 @@ import signal
 
 import pytest
 import torch
-import transformers
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from train_checks import DECODER_KINDS, tiny_decoder
 
 import pgrpo.train.trainer as trainer_module
 import pgrpo.train.update as pgrpo_update
@@ -75,7 +75,7 @@ from pgrpo.train.update import (
     sequence_scores,
 )
 
-KINDS = ("llama", "qwen2", "qwen3", "gemma")
+KINDS = DECODER_KINDS
 VOCAB = 97
 EOS, PAD = 1, 0
 FAST = dict(deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
@@ -93,29 +93,9 @@ def _cache(tmp_path_factory, monkeypatch):
 
 def _decoder(kind: str, seed: int, vocab: int = VOCAB) -> torch.nn.Module:
     """A 2-layer decoder of `kind`, grouped-query (2 query heads on 1 key/value head), eval."""
-    torch.manual_seed(seed)
-    common = dict(
-        vocab_size=vocab,
-        hidden_size=16,
-        intermediate_size=24,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        max_position_embeddings=64,
-        pad_token_id=PAD,
-        bos_token_id=None,
-        eos_token_id=EOS,
-        initializer_range=0.2,
-    )
-    if kind == "llama":
-        model = transformers.LlamaForCausalLM(transformers.LlamaConfig(**common))
-    elif kind == "qwen2":
-        model = transformers.Qwen2ForCausalLM(transformers.Qwen2Config(**common))
-    elif kind == "qwen3":
-        model = transformers.Qwen3ForCausalLM(transformers.Qwen3Config(head_dim=8, **common))
-    else:
-        model = transformers.GemmaForCausalLM(transformers.GemmaConfig(head_dim=8, **common))
-    return model.eval()
+    return tiny_decoder(kind, seed, vocab_size=vocab, hidden_size=16, intermediate_size=24,
+                        pad_token_id=PAD, bos_token_id=None, eos_token_id=EOS,
+                        initializer_range=0.2).eval()  # fmt: skip
 
 
 def _models(kind, lora, seed, precision="fp32", reference=False):

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import pytest
 import torch
-import transformers
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_train_checkpointing import UPDATE_CASES, _config, assert_switch_changes_no_update
+from train_checks import tiny_decoder
 
 from pgrpo.train.lean import lean_layers
 from pgrpo.train.logprobs import completion_scores
@@ -39,24 +39,8 @@ def test_lean_layers_change_no_loss_metric_or_gradient(
 
 
 def _decoder(kind: str, hidden: int, inter: int, layers: int, seed: int) -> torch.nn.Module:
-    torch.manual_seed(seed)
-    common = dict(
-        vocab_size=97,
-        hidden_size=hidden,
-        intermediate_size=inter,
-        num_hidden_layers=layers,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        max_position_embeddings=64,
-        pad_token_id=0,
-    )
-    if kind == "llama":
-        return transformers.LlamaForCausalLM(transformers.LlamaConfig(**common))
-    if kind == "qwen2":
-        return transformers.Qwen2ForCausalLM(transformers.Qwen2Config(**common))
-    if kind == "qwen3":
-        return transformers.Qwen3ForCausalLM(transformers.Qwen3Config(head_dim=8, **common))
-    return transformers.GemmaForCausalLM(transformers.GemmaConfig(head_dim=8, **common))
+    return tiny_decoder(kind, seed, vocab_size=97, hidden_size=hidden, intermediate_size=inter,
+                        num_hidden_layers=layers, pad_token_id=0)  # fmt: skip
 
 
 def _scores(model, ids, lean, autocast):

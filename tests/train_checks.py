@@ -52,3 +52,25 @@ def tiny_llama(kind: str, vocab: int, seed: int) -> torch.nn.Module:
         lora = LoraConfig(r=4, target_modules=["q_proj", "v_proj"], init_lora_weights=False)
         model = get_peft_model(model, lora)
     return model.eval()
+
+
+DECODER_KINDS = ("llama", "qwen2", "qwen3", "gemma")
+
+
+def tiny_decoder(kind: str, seed: int, **config) -> torch.nn.Module:
+    """A grouped-query decoder of `kind` (DECODER_KINDS: 2 layers unless `config` says, 2 query
+    heads on 1 key/value head; Qwen3 and Gemma with head_dim 8), seeded; `config`: vocab_size,
+    hidden_size, intermediate_size and any other field of the family's config. Train mode, as
+    built. The one builder of test_train_lean.py and test_review37_exactness.py."""
+    import transformers
+
+    torch.manual_seed(seed)
+    common = {"num_hidden_layers": 2, "num_attention_heads": 2, "num_key_value_heads": 1,
+              "max_position_embeddings": 64, **config}  # fmt: skip
+    model_cls, config_cls, extra = {
+        "llama": (transformers.LlamaForCausalLM, transformers.LlamaConfig, {}),
+        "qwen2": (transformers.Qwen2ForCausalLM, transformers.Qwen2Config, {}),
+        "qwen3": (transformers.Qwen3ForCausalLM, transformers.Qwen3Config, {"head_dim": 8}),
+        "gemma": (transformers.GemmaForCausalLM, transformers.GemmaConfig, {"head_dim": 8}),
+    }[kind]
+    return model_cls(config_cls(**extra, **common))
