@@ -248,7 +248,7 @@ def findings(diagnosis: Any) -> list[dict[str, str]]:
     or could not be judged."""
     out = []
     if diagnosis.progress is not None:
-        pv = spread_progress(diagnosis.progress, diagnosis.modes)  # as `diagnose` gave it
+        pv = diagnosis.progress  # its action follows the entropy already (`diagnose`)
         spread, _ = _entropy_spread(pv, diagnosis.modes)
         out.append({"about": f"progress: {pv.label}", "sentence": pv.summary + spread,
                     "action": pv.action})  # fmt: skip

@@ -74,6 +74,12 @@ def run_progress(log: Any, upto: float | None = None, fit: bool = True) -> Progr
     return assess_signals(_signals(log, upto), fit=fit)
 
 
+def _end_se(ev: dict) -> float:
+    """The standard error of the end window's mean, as the verdict reads it (noise_sd /
+    sqrt(window)): the yardstick of `_away` and `_below`."""
+    return float(ev["noise_sd"]) / math.sqrt(float(ev["window"]))
+
+
 def _away(ev: dict, r_inf: float) -> bool:
     """The fitted level r_inf sits away from the end window's level towards the best window's
     (FAR_SE, FAR_SHARE; ev: a verdict's evidence, or `progress.end_window`): the fit keeps
@@ -81,10 +87,9 @@ def _away(ev: dict, r_inf: float) -> bool:
     fall heads."""
     if "end_level" not in ev or not math.isfinite(r_inf):
         return False
-    se = float(ev["noise_sd"]) / math.sqrt(float(ev["window"]))
     fall = float(ev["best_level"]) - float(ev["end_level"])  # >= 0: the best window's excess
     off = r_inf - float(ev["end_level"])
-    return off > FAR_SE * se and off > FAR_SHARE * fall
+    return off > FAR_SE * _end_se(ev) and off > FAR_SHARE * fall
 
 
 def _below(ev: dict, r_inf: float) -> bool:
@@ -95,8 +100,7 @@ def _below(ev: dict, r_inf: float) -> bool:
     it at any size beyond the window's error."""
     if "end_level" not in ev or not math.isfinite(r_inf):
         return False
-    se = float(ev["noise_sd"]) / math.sqrt(float(ev["window"]))
-    return float(ev["end_level"]) - r_inf > FAR_SE * se
+    return float(ev["end_level"]) - r_inf > FAR_SE * _end_se(ev)
 
 
 def fell(verdict: ProgressVerdict) -> bool:
