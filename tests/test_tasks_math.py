@@ -125,6 +125,24 @@ def test_percentages_and_repeated_boxes_follow_math_verify(task, gold, completio
     assert task.reward(completion, {"problem": "Compute it.", "answer": gold}) == reward
 
 
+
+# A numeral written as text parses as a symbol named by it (math-verify accepts it for the
+# number); `simplified_enough` read that symbol as an expression and scored 0 (until session 38).
+@pytest.mark.parametrize(
+    ("gold", "completion", "reward"),
+    [
+        ("3", "\\boxed{\\text{3}}", 1.0),  # was 0
+        ("3", "\\boxed{\\mathrm{3}}", 1.0),  # was 0
+        ("3", "\\boxed{\\textbf{3}}", 1.0),  # was 0
+        ("12", "\\boxed{\\text{12}}", 1.0),
+        ("3", "\\boxed{\\text{4}}", 0.0),
+        ("3", "\\boxed{\\text{x}}", 0.0),
+        ("7", "\\boxed{\\text{3+4}}", 0.0),  # an expression in text is still not the number
+    ],
+)
+def test_a_numeral_in_text_is_a_number(task, gold, completion, reward):
+    assert task.reward(completion, {"problem": "Compute it.", "answer": gold}) == reward
+
 @needs_data
 def test_real_math500_reference_solutions_with_percent_and_two_boxes_score_one():
     task = get_task("math", data=str(DATA / "math500"))

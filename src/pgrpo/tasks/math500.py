@@ -82,11 +82,14 @@ def _is_number(value: Any) -> bool:
     """A number literal as math-verify parses one: a Number, `x = <number>`, a percentage
     (`10\\%` and "10 percent" parse as 10 * UnevaluatedExpr(1/100); math-verify then accepts it
     for gold 10 and for gold 0.1, so do we), or a set of those (two boxes with one answer,
-    `\\boxed{15\\frac{39}{40}}` or `\\boxed{\\frac{639}{40}}`, parse as {639/40})."""
+    `\\boxed{15\\frac{39}{40}}` or `\\boxed{\\frac{639}{40}}`, parse as {639/40}), or a numeral
+    in text (`\\text{3}`, a symbol named 3: `_NUMERAL`)."""
     if getattr(value, "is_Relational", False):
         value = value.rhs
     if getattr(value, "is_FiniteSet", False):
         return len(value.args) > 0 and all(_is_number(v) for v in value.args)
+    if getattr(value, "is_Symbol", False):  # `\\text{3}`, `\\mathrm{3}`: a symbol named 3
+        return _NUMERAL.fullmatch(value.name.strip()) is not None
     if getattr(value, "is_Mul", False) and len(value.args) == 2:
         from sympy import Rational, UnevaluatedExpr
 
@@ -95,6 +98,11 @@ def _is_number(value: Any) -> bool:
         return len(rest) == 1 and getattr(rest[0], "is_Number", False)
     return bool(getattr(value, "is_Number", False))
 
+
+_NUMERAL = re.compile(r"[-+]?(\d+(\.\d*)?|\.\d+)")
+"""A number written as text, which math-verify parses as a symbol of that name: until session
+38 `\\boxed{\\text{3}}` scored 0 for the gold answer 3, which math-verify's own comparison
+accepts."""
 
 _COMMAND = re.compile(r"\\([A-Za-z]+)")
 _NUMBER_COMMANDS = {"frac", "dfrac", "tfrac", "left", "right", "text", "textbf", "mathrm",

@@ -1,0 +1,100 @@
+"""The live plateau replay of `wasted_compute` (`costs.plateau_step`) searches its polls for the
+first run of plateau verdicts instead of assessing every poll: the same step as the replay that
+assesses them all, with the history it carries, and each poll's prefix seen as a watcher saw
+it then (a NaN tail of the whole log is not yet there)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pgrpo.diagnose.costs import DECISION_COLUMNS, first_run, plateau_step, replay_prefixes
+from pgrpo.diagnose.live import LiveConfig, assess_live
+from pgrpo.logs import RewardLog, read_log
+
+
+def _brute_first_run(bits: list[bool], length: int) -> int | None:
+    for end in range(length - 1, len(bits)):
+        if all(bits[end - length + 1 : end + 1]):
+            return end
+    return None
+
+
+@settings(max_examples=300, deadline=None)
+@given(bits=st.lists(st.booleans(), max_size=60), length=st.integers(1, 10))
+def test_first_run_is_the_first_window_of_hits_and_asks_each_index_once(bits, length):
+    asked: list[int] = []
+
+    def hit(i: int) -> bool:
+        asked.append(i)
+        return bits[i]
+
+    assert first_run(hit, len(bits), length) == _brute_first_run(bits, length)
+    assert len(asked) == len(set(asked)) <= len(bits)
+
+
+def test_first_run_skips_polls_where_no_run_is_near():
+    asked: list[int] = []
+    assert first_run(lambda i: asked.append(i) or False, 100, 8) is None
+    assert len(asked) == 12  # one poll in 8, each the end of a window: 7, 15, ..., 95
+
+
+def _full_replay(log: RewardLog, max_points: int | None = None) -> float | None:
+    """Every poll assessed in order with its history, as a watcher would: the decision that
+    `plateau_step` must reproduce (its LiveConfig; prefixes without the whole log's NaN tail)."""
+    cfg = LiveConfig(stop_on=("plateau",), plateau_confirmed=False)
+    if max_points is not None:
+        cfg = replace(cfg, max_points=max_points)
+    history: tuple = ()
+    for k in replay_prefixes(len(log), cfg.min_points, cfg.max_points):
+        cols = {c: v[:k] for c, v in log.columns.items() if c in DECISION_COLUMNS}
+        metrics = log.metrics if k == len(log) else {"log_every": 1.0}
+        sub = replace(log, step=log.step[:k], reward=log.reward[:k], columns=cols,
+                      metrics=metrics)  # fmt: skip
+        status = assess_live(sub, cfg, history, decision_only=True)
+        history = (*history, status)
+        if status.stop:
+            return float(log.step[k - 1])
+    return None
+
+
+def _log(reward: np.ndarray, **cols: np.ndarray) -> RewardLog:
+    step = np.arange(1.0, reward.size + 1)
+    return RewardLog(step, reward, cols, {"group_size": 8.0, "batch_prompts": 4.0}, (), "test",
+                     "test", "reward", {"log_every": 1.0})  # fmt: skip
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    n=st.integers(20, 320),
+    tau=st.floats(2.0, 200.0),
+    noise=st.floats(0.0, 0.1),
+    max_points=st.sampled_from([None, 40, 97]),
+    seed=st.integers(0, 2**16),
+)
+def test_the_search_stops_where_the_full_replay_stops(n, tau, noise, max_points, seed):
+    rng = np.random.default_rng(seed)
+    t = np.arange(n, dtype=float)
+    reward = np.round((0.2 + 0.6 * (1 - np.exp(-t / tau)) + noise * rng.standard_normal(n)) * 32)
+    log = _log(reward / 32, reward_std=np.full(n, 0.3))
+    assert plateau_step(log, max_points) == _full_replay(log, max_points)
+
+
+def test_a_nan_tail_is_seen_only_by_the_last_poll(tmp_path):
+    """A run that plateaued, then diverged into NaN rewards: each earlier poll saw the plateau,
+    not the divergence (before, every poll read the whole log's NaN tail, `collapsed`, and the
+    replayed stop never fired)."""
+    rng = np.random.default_rng(0)
+    t = np.arange(1, 201)
+    reward = 0.8 - 0.6 * np.exp(-t / 10) + 0.02 * rng.standard_normal(200)
+    rows = [f"{s},{r:.4f}" for s, r in zip(t, reward, strict=True)]
+    rows += [f"{s},nan" for s in range(201, 211)]
+    path = tmp_path / "diverged.csv"
+    path.write_text("step,reward\n" + "\n".join(rows) + "\n")
+    log = read_log(path)
+    assert log.metrics["nonfinite_tail"] == 10 and len(log) == 200
+    at = plateau_step(log)
+    assert at is not None and 30 <= at <= 100 and at == _full_replay(log)
