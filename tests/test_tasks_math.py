@@ -125,7 +125,6 @@ def test_percentages_and_repeated_boxes_follow_math_verify(task, gold, completio
     assert task.reward(completion, {"problem": "Compute it.", "answer": gold}) == reward
 
 
-
 # A numeral written as text parses as a symbol named by it (math-verify accepts it for the
 # number); `simplified_enough` read that symbol as an expression and scored 0 (until session 38).
 @pytest.mark.parametrize(
@@ -142,6 +141,7 @@ def test_percentages_and_repeated_boxes_follow_math_verify(task, gold, completio
 )
 def test_a_numeral_in_text_is_a_number(task, gold, completion, reward):
     assert task.reward(completion, {"problem": "Compute it.", "answer": gold}) == reward
+
 
 @needs_data
 def test_real_math500_reference_solutions_with_percent_and_two_boxes_score_one():
