@@ -3,6 +3,10 @@ is one, nothing elsewhere; `read_log` calls it only past RELEASE_ROWS rows."""
 
 from __future__ import annotations
 
+import platform
+
+import pytest
+
 import pgrpo._memory as memory
 import pgrpo.logs.readers as readers
 from pgrpo.logs import read_log
@@ -17,6 +21,20 @@ def test_release_calls_malloc_trim_where_the_c_library_has_it(monkeypatch):
     calls = []
     monkeypatch.setattr(memory, "_trim", lambda: calls.append)
     assert memory.release_free_heap() is True and calls == [0]
+
+
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="malloc_trim is glibc's")
+def test_glibc_has_malloc_trim_found_without_find_library(monkeypatch):
+    """Looked up in the loaded symbols first: ctypes.util.find_library needs ldconfig or a
+    compiler, which slim images lack (a review, session 38: the release never ran there)."""
+    import ctypes.util
+
+    monkeypatch.setattr(ctypes.util, "find_library", lambda name: None)
+    memory._trim.cache_clear()
+    try:
+        assert memory._trim() is not None and memory.release_free_heap() is True
+    finally:
+        memory._trim.cache_clear()
 
 
 def _csv(path, n):

@@ -11,7 +11,13 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pgrpo.diagnose.costs import DECISION_COLUMNS, first_run, plateau_step, replay_prefixes
+from pgrpo.diagnose.costs import (
+    DECISION_COLUMNS,
+    _prefix,
+    first_run,
+    plateau_step,
+    replay_prefixes,
+)
 from pgrpo.diagnose.live import LiveConfig, assess_live
 from pgrpo.logs import RewardLog, read_log
 
@@ -98,3 +104,33 @@ def test_a_nan_tail_is_seen_only_by_the_last_poll(tmp_path):
     assert log.metrics["nonfinite_tail"] == 10 and len(log) == 200
     at = plateau_step(log)
     assert at is not None and 30 <= at <= 100 and at == _full_replay(log)
+
+
+def test_a_saturated_run_stops_on_saturated_verdicts():
+    """A reward at its known ceiling with no spread reads `saturated`, which the plateau stop
+    counts as a plateau: the search must too (it stops at the 8th such poll, as the full
+    replay does)."""
+    n = 200
+    t = np.arange(n)
+    noise = 0.05 * np.random.default_rng(0).standard_normal(n)
+    reward = np.where(t < 30, np.clip(0.2 + 0.8 * t / 30 + noise, 0.0, 1.0), 1.0)
+    hyper = {"group_size": 8.0, "batch_prompts": 4.0, "reward_min": 0.0, "reward_max": 1.0}
+    cols = {"reward_std": np.where(t < 30, 0.3, 0.0)}
+    log = RewardLog(np.arange(1.0, n + 1), reward, cols, hyper, (), "test", "test", "reward",
+                    {"log_every": 1.0})  # fmt: skip
+    cfg = LiveConfig(stop_on=("plateau",), plateau_confirmed=False)
+    at = plateau_step(log)
+    assert at == _full_replay(log) == 75.0
+    k = int(at)  # the stopping poll's verdict is `saturated`, not `plateau`
+    assert assess_live(_prefix(log, log.columns, k), cfg, decision_only=True).verdict == "saturated"
+
+
+def test_only_the_whole_log_poll_carries_the_nan_tail(tmp_path):
+    rows = [f"{s},{0.5 + 0.01 * (s % 3):.3f}" for s in range(1, 41)] + ["41,nan", "42,inf"]
+    path = tmp_path / "tail.csv"
+    path.write_text("step,reward\n" + "\n".join(rows) + "\n")
+    log = read_log(path)
+    assert log.metrics["nonfinite_tail"] == 2 and len(log) == 40
+    assert _prefix(log, {}, 40).metrics["nonfinite_tail"] == 2  # the whole log: as read
+    part = _prefix(log, {}, 39).metrics
+    assert not any(key.startswith("nonfinite_") for key in part) and part["log_every"] == 1.0

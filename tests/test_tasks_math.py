@@ -137,10 +137,25 @@ def test_percentages_and_repeated_boxes_follow_math_verify(task, gold, completio
         ("3", "\\boxed{\\text{4}}", 0.0),
         ("3", "\\boxed{\\text{x}}", 0.0),
         ("7", "\\boxed{\\text{3+4}}", 0.0),  # an expression in text is still not the number
+        ("\\frac{1}{2}", "\\boxed{\\text{1/2}}", 1.0),  # was 0
     ],
 )
 def test_a_numeral_in_text_is_a_number(task, gold, completion, reward):
     assert task.reward(completion, {"problem": "Compute it.", "answer": gold}) == reward
+
+
+def test_only_a_numeral_named_symbol_passes_the_simplified_gate():
+    """math-verify's verify rejects most symbols for a numeric gold by their name alone, so the
+    gate itself is checked here: a symbol named by a numeral is a number, one named by an
+    expression, a word or a non-ASCII digit is not."""
+    from sympy import Symbol
+
+    from pgrpo.tasks.math500 import _is_number
+
+    for name in ("3", "-2.5", ".5", "1/2", "18."):
+        assert _is_number(Symbol(name)), name
+    for name in ("3+4", "x", "3 cm", "\u0663", "1/2/3", "", "3^2"):
+        assert not _is_number(Symbol(name)), name
 
 
 @needs_data

@@ -184,7 +184,8 @@ def plateau_step(log, max_points: int | None = None) -> float | None:  # noqa: A
     cols = {c: v for c, v in log.columns.items() if c in DECISION_COLUMNS}
     ks = replay_prefixes(len(log), cfg.min_points, cfg.max_points)
 
-    def standing(i: int) -> bool:
+    def standing(i: int) -> bool:  # the alert that stops is the verdict itself only while
+        # plateau_confirmed is False (else the stopping poll needs a confirmed plateau as well)
         status = assess_live(_prefix(log, cols, ks[i]), cfg, decision_only=True)
         return status.verdict in ALERT_VERDICTS["plateau"]
 

@@ -99,10 +99,10 @@ def _is_number(value: Any) -> bool:
     return bool(getattr(value, "is_Number", False))
 
 
-_NUMERAL = re.compile(r"[-+]?(\d+(\.\d*)?|\.\d+)")
-"""A number written as text, which math-verify parses as a symbol of that name: until session
-38 `\\boxed{\\text{3}}` scored 0 for the gold answer 3, which math-verify's own comparison
-accepts."""
+_NUMERAL = re.compile(r"[-+]?(\d+(\.\d*)?|\.\d+|\d+/\d+)", re.ASCII)
+"""A number written as text (a decimal or a fraction a/b, ASCII digits), which math-verify
+parses as a symbol of that name: until session 38 `\\boxed{\\text{3}}` scored 0 for the gold
+answer 3 and `\\boxed{\\text{1/2}}` for 1/2, which math-verify's own comparison accepts."""
 
 _COMMAND = re.compile(r"\\([A-Za-z]+)")
 _NUMBER_COMMANDS = {"frac", "dfrac", "tfrac", "left", "right", "text", "textbf", "mathrm",
