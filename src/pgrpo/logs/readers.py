@@ -399,8 +399,8 @@ RELEASE_ROWS = 20_000
 
 def _released(log: RewardLog) -> RewardLog:
     """The log, after `release_free_heap` where it was long enough for its parse to leave
-    tens of MB of freed pages behind (a 200,000-step log: ~70 MB, the margin of `pgrpo report`'s
-    300 MB target; a short log, read again and again by `pgrpo watch`, skips the call)."""
+    tens of MB of freed pages behind (a 200,000-step log: ~70 MB; a short log, read again and
+    again by `pgrpo watch`, skips the call)."""
     if len(log) >= RELEASE_ROWS:
         release_free_heap()
     return log
