@@ -11,7 +11,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "pgrpo"
 # Bottom to top; packages in one tuple are one layer (they may import each other).
 # `pgrpo` is the package root's `__init__` (its public re-exports).
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("_registry", "errors"),
+    ("_registry", "errors", "_memory"),
     ("core", "tasks"),
     ("pgrpo",),
     ("logs",),
