@@ -300,8 +300,8 @@ WARMUP_THREADS = 2
 OMP_NUM_THREADS): the thread count changes the float sums, so a warm-up under one thread built
 another model than under two, and the cache, keyed without it, kept whichever ran first (a docs
 audit, session 37: the gradrank table's seed drew 2 correct completions of 32 from the one and
-0 from the other). 2, this machine's default, under which every figure measured on the tiny
-model was."""
+0 from the other). 2, this machine's default, under which the figures quoted from the tiny
+model reproduce (docs/trainer.md "Policies")."""
 
 
 @contextlib.contextmanager
