@@ -5,21 +5,19 @@ it then (a NaN tail of the whole log is not yet there)."""
 
 from __future__ import annotations
 
-from dataclasses import replace
+import sys
+from pathlib import Path
 
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pgrpo.diagnose.costs import (
-    DECISION_COLUMNS,
-    _prefix,
-    first_run,
-    plateau_step,
-    replay_prefixes,
-)
+from pgrpo.diagnose.costs import _prefix, first_run, plateau_step
 from pgrpo.diagnose.live import LiveConfig, assess_live
 from pgrpo.logs import RewardLog, read_log
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+from replay_search import every_poll  # noqa: E402  (the replay that assesses every poll)
 
 
 def _brute_first_run(bits: list[bool], length: int) -> int | None:
@@ -48,25 +46,6 @@ def test_first_run_skips_polls_where_no_run_is_near():
     assert len(asked) == 12  # one poll in 8, each the end of a window: 7, 15, ..., 95
 
 
-def _full_replay(log: RewardLog, max_points: int | None = None) -> float | None:
-    """Every poll assessed in order with its history, as a watcher would: the decision that
-    `plateau_step` must reproduce (its LiveConfig; prefixes without the whole log's NaN tail)."""
-    cfg = LiveConfig(stop_on=("plateau",), plateau_confirmed=False)
-    if max_points is not None:
-        cfg = replace(cfg, max_points=max_points)
-    history: tuple = ()
-    for k in replay_prefixes(len(log), cfg.min_points, cfg.max_points):
-        cols = {c: v[:k] for c, v in log.columns.items() if c in DECISION_COLUMNS}
-        metrics = log.metrics if k == len(log) else {"log_every": 1.0}
-        sub = replace(log, step=log.step[:k], reward=log.reward[:k], columns=cols,
-                      metrics=metrics)  # fmt: skip
-        status = assess_live(sub, cfg, history, decision_only=True)
-        history = (*history, status)
-        if status.stop:
-            return float(log.step[k - 1])
-    return None
-
-
 def _log(reward: np.ndarray, **cols: np.ndarray) -> RewardLog:
     step = np.arange(1.0, reward.size + 1)
     return RewardLog(step, reward, cols, {"group_size": 8.0, "batch_prompts": 4.0}, (), "test",
@@ -86,7 +65,7 @@ def test_the_search_stops_where_the_full_replay_stops(n, tau, noise, max_points,
     t = np.arange(n, dtype=float)
     reward = np.round((0.2 + 0.6 * (1 - np.exp(-t / tau)) + noise * rng.standard_normal(n)) * 32)
     log = _log(reward / 32, reward_std=np.full(n, 0.3))
-    assert plateau_step(log, max_points) == _full_replay(log, max_points)
+    assert plateau_step(log, max_points) == every_poll(log, max_points)
 
 
 def test_a_nan_tail_is_seen_only_by_the_last_poll(tmp_path):
@@ -103,7 +82,7 @@ def test_a_nan_tail_is_seen_only_by_the_last_poll(tmp_path):
     log = read_log(path)
     assert log.metrics["nonfinite_tail"] == 10 and len(log) == 200
     at = plateau_step(log)
-    assert at is not None and 30 <= at <= 100 and at == _full_replay(log)
+    assert at is not None and 30 <= at <= 100 and at == every_poll(log, None)
 
 
 def test_a_saturated_run_stops_on_saturated_verdicts():
@@ -120,7 +99,7 @@ def test_a_saturated_run_stops_on_saturated_verdicts():
                     {"log_every": 1.0})  # fmt: skip
     cfg = LiveConfig(stop_on=("plateau",), plateau_confirmed=False)
     at = plateau_step(log)
-    assert at == _full_replay(log) == 75.0
+    assert at == every_poll(log, None) == 75.0
     k = int(at)  # the stopping poll's verdict is `saturated`, not `plateau`
     assert assess_live(_prefix(log, log.columns, k), cfg, decision_only=True).verdict == "saturated"
 

@@ -235,7 +235,7 @@ def restore_log(
     if len(data) >= off and _sha256(data[:off]) == state.metrics_sha256:
         dropped = data[off:].count(b"\n") + (0 if data.endswith(b"\n") or len(data) == off else 1)
         notes = []
-        if dropped:  # ends: the run ends at the checkpoint, so they are not trained again
+        if dropped:
             again = "the run ends at it" if ends else "those steps are trained again"
             notes.append(
                 f"dropped {dropped} line(s) of metrics.jsonl logged after checkpoint {name}; "
