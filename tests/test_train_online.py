@@ -22,7 +22,10 @@ def test_forecast_recovers_plateau_and_time_to_90_percent():
     cfg = load_config(None, ["steps=40", "forecast_every=5"])
     out = forecast_metrics(_curve(30), [1e-6] * 30, cfg)
     assert out["forecast/plateau"] == pytest.approx(0.8, abs=0.03)
-    assert out["forecast/steps_to_90"] == pytest.approx(1 + 6.0 * math.log(10), abs=2.0)
+    assert out["forecast/steps_to_90"] == 0.0  # 90% of the way at step 1 + 6 ln 10 = 14.8: past
+    assert out["forecast/withheld"] is None
+    early = forecast_metrics(_curve(10), [1e-6] * 10, cfg)  # steps from the latest, step 10
+    assert early["forecast/steps_to_90"] == pytest.approx(1 + 6.0 * math.log(10) - 10, abs=2.0)
     assert out["forecast/regime"] in ("overdamped", "critical", "underdamped")
     assert out["forecast/r2"] > 0.9
 

@@ -27,14 +27,23 @@ def _f(metrics: dict[str, float], key: str, spec: str = ".3g") -> str:
 
 
 def status_line(status, log) -> str:  # noqa: ANN001
-    """step, reward, recent level, forecast plateau [band], steps to 90%, verdict ("plateau (not
-    confirmed)" while its bound does not say the rise has stopped), alerts."""
+    """step, reward, recent level, forecast plateau [band], steps to 90% (or why the forecast is
+    withheld), verdict ("plateau (not confirmed)" while its bound does not say the rise has
+    stopped), alerts."""
     m = status.metrics
-    text = (
-        f"step {status.step:g}  reward {status.reward:.3g}  level {_f(m, 'pgrpo/level')}  "
+    shown = (
         f"forecast {_f(m, 'pgrpo/forecast_plateau')} "
         f"[{_f(m, 'pgrpo/forecast_lo')}, {_f(m, 'pgrpo/forecast_hi')}]  "
-        f"to90 {_f(m, 'pgrpo/steps_to_90', '.0f')}  verdict {status.verdict}"
+        f"to90 {_f(m, 'pgrpo/steps_to_90', '.0f')}"
+    )
+    if m.get("pgrpo/forecast_withheld") == 1.0:  # its level is not where the verdict says
+        shown = "forecast withheld (" + (
+            "below the reward, still rising)" if status.verdict == "learning"
+            else "back towards the level the reward fell from)"
+        )  # fmt: skip
+    text = (
+        f"step {status.step:g}  reward {status.reward:.3g}  level {_f(m, 'pgrpo/level')}  "
+        f"{shown}  verdict {status.verdict}"
     )
     if m.get("pgrpo/plateau_stopped") == 0.0:  # "probably plateaued": no plateau stop by default
         text += " (not confirmed)"

@@ -114,22 +114,35 @@ def fell(verdict: ProgressVerdict) -> bool:
     return verdict.label in FELL_LABELS or bool(verdict.evidence.get("plateau_below_best"))
 
 
+def contradiction(verdict: ProgressVerdict, level: float) -> str | None:
+    """How a level a fit or forecast gives for where the run heads contradicts the verdict:
+    "below" where a run still rising (`learning`) is already above it (`_below`), "fell" where
+    a run that fell (`fell`) ended away from it, towards the level it fell from (`_away`); None
+    where it does not. The one rule behind `level_caveat` (fit, report) and the level-derived
+    forecast keys the live assessment and the trainer withhold."""
+    ev = verdict.evidence
+    if verdict.label == "learning" and _below(ev, level):
+        return "below"
+    return "fell" if fell(verdict) and _away(ev, level) else None
+
+
 def level_caveat(verdict: ProgressVerdict, model: str, r_inf: float) -> str | None:
     """One sentence where a run that fell (`fell`) ended away from the fitted level `r_inf` of
     `model`, which sits towards the level it fell from (`_away`), or where a run still rising
     (`learning`) is already above it (`_below`): that level is not where the run heads; None
-    otherwise. Where it is given, the fit's sentences about "the level the run heads for" (the
-    free-start line) are not."""
+    otherwise (`contradiction`). Where it is given, the fit's sentences about "the level the
+    run heads for" (the free-start line) are not."""
     ev = verdict.evidence
     end = float(ev.get("end_level", math.nan))
-    if verdict.label == "learning" and _below(ev, r_inf):
+    kind = contradiction(verdict, r_inf)
+    if kind == "below":
         return (
             f"This run is still rising (progress: learning; it ended at {end:.3g}, its mean from "
             f"step {ev['end_from']:g}), above the {model} fit's level R_inf={r_inf:.4g}: the "
             "fitted level is not where the run heads (the fit bends over too early, or a "
             "decaying lr froze its curve below the data)."
         )
-    if not fell(verdict) or not _away(ev, r_inf):
+    if kind is None:
         return None
     how = "fell from its best and held" if verdict.label == "plateau" else "fell"
     return (

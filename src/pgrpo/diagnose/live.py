@@ -5,8 +5,9 @@
 label `pgrpo diagnose` prints: learning / plateau / flat / declining / saturated / collapsed /
 too_short, null-calibrated); the forecast (`pgrpo.dynamics.forecast.forecast`, the code of
 `pgrpo fit`, on the log's lr schedule, beta1 and K) only supplies the logged `pgrpo/forecast_*`
-keys and `pgrpo/steps_to_90`. `LiveStatus.metrics` holds the stable `pgrpo/*` keys the callback
-logs.
+keys and `pgrpo/steps_to_90`, withheld (`pgrpo/forecast_withheld` 1) where the forecast's level
+contradicts the verdict (`fitwords.contradiction`: below a run still rising, or back towards the
+level a run fell from). `LiveStatus.metrics` holds the stable `pgrpo/*` keys the callback logs.
 
 The alerts follow from the verdict, decided in one small function, `_decide`:
 - plateau: the verdict is `saturated`, or `plateau` (the reward rose and has stopped rising)
@@ -42,6 +43,7 @@ import numpy as np
 
 from pgrpo.core.rewardrange import checked_reward_range, range_warning
 from pgrpo.core.stats import iid_degeneracy
+from pgrpo.diagnose.fitwords import contradiction
 from pgrpo.diagnose.nullmodel import lag1_autocorr, maybe_binary_mean, unit_scale
 from pgrpo.diagnose.progress import ProgressVerdict, assess_progress
 from pgrpo.diagnose.progresstext import possible_drift
@@ -386,7 +388,10 @@ def assess_live(
     except (ValueError, FloatingPointError, RuntimeError, np.linalg.LinAlgError):
         fc = None
     if fc is not None:  # a gain and its timing only for a reward that has moved (as the trainer)
-        metrics.update(_forecast_metrics(log, fc, _timed(progress)))
+        withheld = contradiction(progress, fc.predicted_mean)  # not where the verdict says it goes
+        metrics["pgrpo/forecast_withheld"] = float(withheld is not None)
+        if withheld is None:
+            metrics.update(_forecast_metrics(log, fc, _timed(progress)))
     return _status(step, reward, decided, cfg, history, metrics, progress.summary, notes)
 
 
@@ -432,15 +437,10 @@ def _forecast_metrics(log: RewardLog, fc: Forecast, moved: bool = True) -> dict[
     gain = rinf - r0
     if moved and abs(gain) > _window_se(log.reward)[1]:
         out["pgrpo/progress"] = float(np.clip((now - r0) / gain, 0.0, 1.0))
-        target = r0 + 0.9 * gain
         last = float(log.step[-1])
-        if (now - target) * np.sign(gain) >= 0:
-            out["pgrpo/steps_to_90"] = 0.0
-        else:
-            grid = last + np.arange(1.0, 20.0 * max(last - float(log.step[0]), 1.0) + 1.0)
-            hit = np.nonzero((fit.predict(grid) - target) * np.sign(gain) >= 0)[0]
-            if hit.size:
-                out["pgrpo/steps_to_90"] = float(grid[hit[0]] - last)
+        out["pgrpo/steps_to_90"] = fit.steps_to_fraction(
+            last + 20.0 * max(last - float(log.step[0]), 1.0)
+        )
     return {k: float(v) for k, v in out.items() if math.isfinite(v)}
 
 

@@ -80,6 +80,26 @@ class FitResult:
         t = np.asarray(step, dtype=float) - self.context.step0
         return FIT_MODELS.get(self.model).func(t, values or self.values, self.context)
 
+    def steps_to_fraction(self, horizon: float, fraction: float = 0.9) -> float:
+        """Steps after the fit's last step until the fitted curve has covered `fraction` of the
+        way from R_0 to R_inf (a curve that overshoots has covered it): 0.0 where the fitted
+        value at the last step already has, inf where no whole step up to `horizon` (a step,
+        not a count) gets there, NaN without a gain (R_inf = R_0). The one reading of "steps to
+        90%" of the trainer's `forecast/steps_to_90` and the live `pgrpo/steps_to_90`; the
+        trainer logged the step at which the curve got there, a past step on a run that had
+        (session 39)."""
+        r0, r_inf = self.values["R_0"], self.values["R_inf"]
+        gain = r_inf - r0
+        if not math.isfinite(gain) or gain == 0.0:
+            return math.nan
+        target, sign = r0 + fraction * gain, math.copysign(1.0, gain)
+        if (float(self.fitted[-1]) - target) * sign >= 0:
+            return 0.0
+        last = float(self.step[-1])
+        grid = last + np.arange(1.0, max(math.floor(horizon - last), 0) + 1.0)
+        hit = np.nonzero((self.predict(grid) - target) * sign >= 0)[0]
+        return float(grid[hit[0]] - last) if hit.size else math.inf
+
     def prediction_jacobian(self, step: np.ndarray) -> np.ndarray:
         """d predict(step) / d theta over the varying parameters: [m, p] (central differences)."""
         return _jacobian(FIT_MODELS.get(self.model).func, self, np.asarray(step, dtype=float))

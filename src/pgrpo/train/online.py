@@ -6,7 +6,10 @@ Only a reward that has moved beyond its batch noise is fitted: while the progres
 (`pgrpo.diagnose.progress`, the same test `pgrpo diagnose` uses, <= 5% false alarms on noise)
 reads the curve `flat` or `too_short`, a fit's stiffness, timescale and K* are whatever the
 optimizer stopped at, so they are logged as None, the plateau is the recent level, and no K*
-warning is raised.
+warning is raised. `forecast/steps_to_90` counts the steps from the latest one (0 once the
+fitted curve has covered 90% of the way from R_0 to R_inf; before session 39 it was the step at
+which it had). Where the fitted level contradicts the verdict (`WITHHELD`), the plateau and the
+steps to 90% are withheld (None) and `forecast/withheld` says why.
 """
 
 from __future__ import annotations
@@ -25,6 +28,15 @@ is logged as `too_short`, with the level so far."""
 
 UNMOVED = ("flat", "too_short")
 """Progress labels under which the curve has not moved beyond noise: nothing to fit."""
+
+WITHHELD = {
+    "below": "the fitted level sits below the reward, which is still rising",
+    "fell": "the fitted level sits towards the level the reward fell from",
+}
+"""Why `forecast/plateau` and `forecast/steps_to_90` are withheld (None), by the verdict's
+`fitwords.contradiction` of the fitted level, not where the run heads: the rule behind the
+level caveat of `pgrpo fit` and the report, and the live assessment's withheld forecast
+(session 39)."""
 
 
 class OnlineForecaster:
@@ -72,17 +84,6 @@ def _level(reward: np.ndarray) -> float | None:
     return float(np.mean(reward)) if reward.size else None
 
 
-def steps_to_fraction(fit: Any, start: float, horizon: float, fraction: float = 0.9) -> float:
-    """First step at which the fitted curve has covered `fraction` of the way from R_0 to R_inf
-    (searched up to `horizon`); inf when it does not get there."""
-    values = fit.values
-    r0, r_inf = values["R_0"], values["R_inf"]
-    grid = np.arange(start, horizon + 1.0)
-    pred = fit.predict(grid)
-    reached = np.abs(pred - r_inf) <= (1.0 - fraction) * abs(r_inf - r0)
-    return float(grid[np.argmax(reached)]) if reached.any() else math.inf
-
-
 def forecast_metrics(rewards: list[Any], lrs: list[Any], config: RunConfig) -> dict[str, Any]:
     """Fit the reduced-order model to the per-step rewards so far and summarise its forecast.
 
@@ -92,6 +93,7 @@ def forecast_metrics(rewards: list[Any], lrs: list[Any], config: RunConfig) -> d
     of the run optimizer's reduction at the fitted stiffness a = k (per optimizer step) and the
     run's beta1 (None above max(10 K, 200), and None under AdamW, which predicts no threshold).
     """
+    from pgrpo.diagnose.fitwords import contradiction
     from pgrpo.diagnose.progress import assess_progress
     from pgrpo.dynamics import regime
     from pgrpo.dynamics.optimizers import OptimizerSettings, reduce_optimizer
@@ -115,6 +117,7 @@ def forecast_metrics(rewards: list[Any], lrs: list[Any], config: RunConfig) -> d
             "forecast/progress": verdict.label,
             "forecast/plateau": verdict.evidence.get("end_level", _level(reward[keep])),
             "forecast/steps_to_90": None,
+            "forecast/withheld": None,
             "forecast/regime": "flat",
             "forecast/tau": None,
             "forecast/kappa": None,
@@ -130,8 +133,9 @@ def forecast_metrics(rewards: list[Any], lrs: list[Any], config: RunConfig) -> d
     inputs = run_inputs(log_step, columns, hyper, optimizer=reduction)
     fit = fit_run(log_step, reward[keep], **inputs)
     k, m = float(fit.metrics["k"]), float(fit.metrics["m"])  # per optimizer step
-    horizon = 100.0 * max(config.run.steps, reward.size)
-    reach = steps_to_fraction(fit, log_step[0], horizon)
+    r_inf = float(fit.values["R_inf"])
+    withheld = WITHHELD.get(contradiction(verdict, r_inf))  # a level the verdict contradicts
+    reach = fit.steps_to_fraction(100.0 * max(config.run.steps, reward.size))
     k_star = k_linear = None
     if k > 0:  # the reduction of the run's optimizer: adam predicts no K*, and then none is said
         red = reduce_optimizer(
@@ -149,8 +153,9 @@ def forecast_metrics(rewards: list[Any], lrs: list[Any], config: RunConfig) -> d
         k_star, k_linear = red.K_star, red.metrics["linear_threshold"]
     return {
         "forecast/progress": verdict.label,
-        "forecast/plateau": float(fit.values["R_inf"]),
-        "forecast/steps_to_90": reach,
+        "forecast/plateau": None if withheld else r_inf,
+        "forecast/steps_to_90": None if withheld else reach,
+        "forecast/withheld": withheld,
         "forecast/regime": regime(m, 1.0, k) if k > 0 else "flat",
         "forecast/tau": float(fit.metrics.get("tau", math.nan)),
         "forecast/kappa": float(fit.metrics.get("kappa", math.nan)),
