@@ -104,3 +104,18 @@ def test_watch_says_why_the_forecast_is_withheld(shared_data):
     res = CliRunner().invoke(app, ["watch", str(log), "--once", "--json"])
     last = [line for line in res.output.splitlines() if line.startswith("{")][-1]
     assert '"pgrpo/forecast_withheld": 1.0' in last and "pgrpo/forecast_plateau" not in last
+
+
+def test_train_summary_and_progress_line_show_the_latest_forecast_withheld():
+    from pgrpo.cli.train import progress_description, summary
+
+    row = {"reward": 0.5, "frac_reward_zero_std": 0.0, "degeneracy/all_pass": 0.0,
+           "degeneracy/all_fail": 0.0}  # fmt: skip
+    earlier = {**row, "step": 10, "forecast/progress": "learning", "forecast/plateau": 0.4,
+               "forecast/withheld": None}  # fmt: skip
+    latest = {**row, "step": 20, "forecast/progress": "learning", "forecast/plateau": None,
+              "forecast/withheld": WITHHELD["below"]}  # fmt: skip
+    out = summary([earlier, {**row, "step": 15}, latest])
+    assert out["forecast/plateau"] is None and out["forecast/withheld"] == WITHHELD["below"]
+    assert progress_description(latest).endswith("forecast withheld")
+    assert "forecast 0.4" in progress_description(earlier)

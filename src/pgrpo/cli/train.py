@@ -36,7 +36,9 @@ def progress_description(metrics: dict[str, Any]) -> str:
         f"reward {metrics['reward']:.3f}  degenerate {metrics['frac_reward_zero_std']:.2f} "
         f"(pass {metrics['degeneracy/all_pass']:.2f} / fail {metrics['degeneracy/all_fail']:.2f})"
     )
-    if metrics.get("forecast/plateau") is not None:
+    if metrics.get("forecast/withheld"):  # the fitted level is not where the verdict says
+        text += "  forecast withheld"
+    elif metrics.get("forecast/plateau") is not None:
         text += (
             f"  forecast {_fmt(metrics['forecast/plateau'])} "
             f"({metrics.get('forecast/regime', '?')})"
@@ -85,8 +87,8 @@ def summary(history: list[dict[str, Any]]) -> dict[str, Any]:
         "reward_errors": sum(h.get("reward_errors", 0) for h in history),
         "reward_timeouts": sum(h.get("reward_timeouts", 0) for h in history),
     }
-    for h in reversed(history):
-        if h.get("forecast/plateau") is not None:
+    for h in reversed(history):  # the latest forecast, withheld or failed (an earlier one
+        if any(k.startswith("forecast/") for k in h):  # describes the run as it was then)
             out.update({k: v for k, v in h.items() if k.startswith("forecast/")})
             break
     return out
