@@ -231,10 +231,11 @@ def train_command(
     cfg = load_run_config(config, list(overrides or []), resume=resume)
     from pgrpo.train.checkpoint import DiskFullError
     from pgrpo.train.interrupts import RunInterrupted
-    from pgrpo.train.runlock import RunLockedError
+    from pgrpo.train.runlock import RunLockedError, check_unlocked
 
     console = Console(stderr=True)
     try:
+        check_unlocked(cfg.run_dir)  # before the progress bar: the error is the only line
         result = run_with_progress(cfg, resume=resume, overwrite=overwrite, console=console)
     except RunInterrupted as exc:  # a checkpoint is written; the message names --resume
         typer.echo(f"stopped: {exc}", err=True)

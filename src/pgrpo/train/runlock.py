@@ -81,3 +81,13 @@ def run_lock(run_dir: str | Path) -> Iterator[Path]:
         if key is not None:
             _HELD.pop(key, None)
         os.close(fd)  # releases the lock
+
+
+def check_unlocked(run_dir: str | Path) -> None:
+    """RunLockedError now if another process (or this one) holds `run_dir`'s lock; nothing is
+    created where the folder or its lock file does not exist. For a caller that wants to say so
+    before it prints anything; `run_lock` still decides (another process may take the lock in
+    between)."""
+    if (Path(run_dir) / LOCK_FILE).is_file():
+        with run_lock(run_dir):
+            pass
