@@ -1,23 +1,230 @@
 """Review 39 (2026-12-06): defects a hostile review found in the GRPO math and reward handling.
-Each test of a defect failed on the code before its fix (docs/core.md); one guards what had to
-stay and passes on both: `test_ids_of_one_kind_keep_their_dense_ids`.
+Each test of a defect failed on the code before its fix (docs/core.md); three guard what had to
+stay and pass on both: `test_positive_eps_is_bit_identical_where_every_group_has_spread`,
+`test_eps_zero_and_alpha_at_the_ends_are_accepted`, `test_ids_of_one_kind_keep_their_dense_ids`.
 
+1. A zero-spread group's normalised advantage is exactly 0 whatever eps (eps = 0 gave NaN, a NaN
+   loss); eps < 0, alpha outside [0, 1] and other values outside an estimator's documented
+   domain are refused in one line, through the config and `pgrpo train` too.
 3. Group ids are told apart by exact equality (1 and '1' were merged; tuple ids crashed).
 """
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 import torch
+from cli_checks import one_line_error
+from conftest import TINY_CLI_ARGS
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
+from typer.testing import CliRunner
 
 from pgrpo import compute_advantages
+from pgrpo.cli import _load_commands, app
 from pgrpo.core.degeneracy import group_stats
-from pgrpo.core.groups import _dense_ids, make_groups
+from pgrpo.core.groups import _dense_ids, group_moments, make_groups, scale_by_group
+from pgrpo.core.losses import LossConfig, policy_loss
+from pgrpo.train.config import GRPOConfig
 
+_load_commands()
+runner = CliRunner()
 SETTINGS = settings(max_examples=80, deadline=None)
+SCALED = ("grpo", "batch_std", "dual_anchor")  # the estimators with an eps
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path_factory, monkeypatch):
+    monkeypatch.setenv("PGRPO_CACHE", str(tmp_path_factory.getbasetemp() / "pgrpo-cache"))
+
+
+# ---------------------------------------------------------------------------------------------
+# 1. eps: exact zeros on zero-spread groups, bit-identical elsewhere, domains refused
+# ---------------------------------------------------------------------------------------------
+
+
+@st.composite
+def batches(draw, spread_everywhere=False):
+    """(rewards [B * G], group_ids or None, G): B groups of G, some constant (unless
+    `spread_everywhere`), float32 or float64, contiguous or shuffled with arbitrary ids."""
+    g = draw(st.integers(2, 9))
+    b = draw(st.integers(1, 6))
+    dtype = draw(st.sampled_from([np.float32, np.float64]))
+    seed = draw(st.integers(0, 2**32 - 1))
+    rng = np.random.default_rng(seed)
+    level = draw(st.floats(-1e3, 1e3, allow_nan=False))
+    r = (level + rng.normal(size=(b, g)) * draw(st.sampled_from([1e-3, 1.0, 50.0]))).astype(dtype)
+    if not spread_everywhere:
+        constant = rng.random(b) < 0.5
+        r[constant] = r[constant][:, :1]  # all-equal groups (an all-pass or all-fail group)
+    ids = None
+    if draw(st.booleans()):
+        ids = np.repeat(rng.permutation(1000)[:b] * 3 - 50, g)
+        order = rng.permutation(b * g)
+        return r.reshape(-1)[order], ids[order], g
+    return r.reshape(-1), ids, g
+
+
+def _groups_kw(ids, g):
+    return {"group_size": g} if ids is None else {"group_ids": ids}
+
+
+def _zero_spread(r, ids, g):
+    """[N] bool: the rollout's group has all rewards equal."""
+    dense = np.repeat(np.arange(r.size // g), g) if ids is None else _dense_ids(ids)[0]
+    lo = np.full(dense.max() + 1, np.inf)
+    hi = np.full(dense.max() + 1, -np.inf)
+    np.minimum.at(lo, dense, r.astype(np.float64))
+    np.maximum.at(hi, dense, r.astype(np.float64))
+    return (lo == hi)[dense]
+
+
+@SETTINGS
+@given(batches(), st.sampled_from([0.0, 1e-6, 1e-4]))
+def test_a_zero_spread_group_gets_exactly_zero_whatever_eps(batch, eps):
+    """eps = 0 gave 0/0 = NaN on every all-equal group (grpo, dual_anchor) and on a batch of
+    equal rewards (batch_std)."""
+    r, ids, g = batch
+    flat = _zero_spread(r, ids, g)
+    kw = _groups_kw(ids, g)
+    for name in ("grpo", "dual_anchor"):
+        opts = {"num_constraints": 3, "transform": None} if name == "dual_anchor" else {}
+        a = compute_advantages(name, r, eps=eps, **kw, **opts).advantages
+        assert np.all(np.isfinite(a))
+        if name == "grpo":
+            assert np.all(a[flat] == 0.0)
+        else:  # z = 0: only the absolute anchor, alpha (r - 1/2) / sigma_goal, is left
+            delta = (r[flat].astype(np.float64) - 0.5) * 2 * math.sqrt(3)
+            np.testing.assert_allclose(a[flat], 0.2 * delta, rtol=1e-5, atol=1e-6)
+    same = np.full_like(r, r[0])
+    b = compute_advantages("batch_std", same, eps=eps, **kw).advantages
+    assert np.all(b == 0.0)
+
+
+@SETTINGS
+@given(batches(), st.floats(0.05, 20.0), st.floats(-100.0, 100.0))
+def test_eps_zero_is_shift_and_scale_invariant_beside_zero_spread_groups(batch, scale, shift):
+    """docs/core.md: grpo with eps = 0 is shift and scale invariant; the old test kept to
+    batches without an all-equal group, where eps = 0 did not give NaN."""
+    r, ids, g = batch
+    r = r.astype(np.float64)
+    kw = _groups_kw(ids, g)
+    spread = ~_zero_spread(r, ids, g)
+    a = compute_advantages("grpo", r, eps=0.0, **kw).advantages
+    b = compute_advantages("grpo", scale * r + shift, eps=0.0, **kw).advantages
+    assert np.all(a[~spread] == 0.0) and np.all(b[~spread] == 0.0)
+    np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6)
+
+
+def _old_standardised(r, ids, g, eps, unbiased):
+    """The formula before the fix, (r - mu) * (1 / (sigma + eps)), from the unchanged groups
+    module."""
+    t = torch.from_numpy(r.copy())
+    groups = make_groups(t.numel(), **_groups_kw(ids, g))
+    m = group_moments(t, groups, unbiased=unbiased)
+    return scale_by_group(m.centered, 1.0 / (m.std + eps), groups, inplace=True).numpy()
+
+
+@SETTINGS
+@given(batches(spread_everywhere=True), st.floats(1e-9, 1.0), st.booleans())
+def test_positive_eps_is_bit_identical_where_every_group_has_spread(batch, eps, unbiased):
+    r, ids, g = batch
+    assume(not _zero_spread(r, ids, g).any())
+    kw = _groups_kw(ids, g)
+    got = compute_advantages("grpo", r, eps=eps, unbiased=unbiased, **kw).advantages
+    assert np.array_equal(got, _old_standardised(r, ids, g, eps, unbiased))
+    # dual_anchor's relative anchor: alpha = 0 and no transform leave z alone, bit for bit
+    z = compute_advantages(
+        "dual_anchor", r, eps=eps, alpha=0.0, transform=None, num_constraints=2, **kw
+    ).advantages
+    assert np.array_equal(z, _old_standardised(r, ids, g, eps, unbiased=False))
+    t = torch.from_numpy(r.copy())
+    m = group_moments(t, make_groups(t.numel(), **kw), with_std=False)
+    sigma = t.std(correction=1 if unbiased else 0)
+    old_batch = (m.centered / (sigma + eps)).numpy()
+    new_batch = compute_advantages("batch_std", r, eps=eps, unbiased=unbiased, **kw).advantages
+    assert np.array_equal(new_batch, old_batch)
+
+
+def test_eps_zero_with_an_all_pass_group_gives_a_finite_loss():
+    """The review's case: one all-pass group made the loss NaN."""
+    r = np.array([0.8, 0.8, 0.8, 1.0, 1, 1, 1, 1], dtype=np.float32)
+    a = compute_advantages("grpo", r, group_size=4, eps=0).advantages
+    np.testing.assert_allclose(a, [-0.5, -0.5, -0.5, 1.5, 0, 0, 0, 0], atol=1e-6)
+    lp = torch.zeros(8, 3, requires_grad=True)
+    loss = policy_loss(lp, lp.detach(), torch.from_numpy(a), torch.ones(8, 3), LossConfig()).loss
+    loss.backward()
+    assert math.isfinite(float(loss.detach())) and bool(torch.isfinite(lp.grad).all())
+
+
+@pytest.mark.parametrize(
+    ("name", "options", "needle"),
+    [
+        ("grpo", {"eps": -1e-4}, "eps must be a finite number >= 0"),
+        ("batch_std", {"eps": -1e-4}, "eps must be a finite number >= 0"),
+        ("dual_anchor", {"eps": -1e-6}, "eps must be a finite number >= 0"),
+        ("grpo", {"eps": math.nan}, "eps must be a finite number >= 0"),
+        ("grpo", {"eps": math.inf}, "eps must be a finite number >= 0"),
+        ("grpo", {"eps": True}, "eps must be a finite number >= 0"),
+        ("grpo", {"unbiased": "no"}, "unbiased must be true or false"),
+        ("dual_anchor", {"alpha": 1.5}, "alpha must be a number in [0, 1]"),
+        ("dual_anchor", {"alpha": -0.1}, "alpha must be a number in [0, 1]"),
+        ("dual_anchor", {"goal_mean": math.nan}, "goal_mean must be a finite number or 'max_mu'"),
+        ("sign", {"reward_range": (1, 1)}, "reward_range must be (lo, hi)"),
+    ],
+)
+def test_values_outside_an_option_domain_are_refused(name, options, needle):
+    """eps = -1e-4 flipped the sign of the advantages of groups with std < 1e-4; alpha = 1.5
+    gave a negative weight to the relative anchor; both ran silently."""
+    r = np.array([0.0, 0.0, 0.0, 1e-5, 0.0, 1.0, 0.0, 1.0])
+    extra = {"num_constraints": 1} if name == "dual_anchor" else {}
+    with pytest.raises(ValueError, match=f"advantage estimator {name!r}: ") as info:
+        compute_advantages(name, r, group_size=4, **options, **extra)
+    assert needle in str(info.value) and "got " in str(info.value)
+    with pytest.raises(ValueError, match="grpo.advantage_options=.* is invalid: "):
+        GRPOConfig(advantage=name, advantage_options=options, group_size=4)
+
+
+def test_eps_zero_and_alpha_at_the_ends_are_accepted():
+    for name in SCALED:
+        GRPOConfig(advantage=name, advantage_options={"eps": 0})
+    GRPOConfig(advantage="dual_anchor", advantage_options={"alpha": 0})
+    GRPOConfig(advantage="dual_anchor", advantage_options={"alpha": 1.0})
+
+
+@pytest.mark.parametrize(
+    ("overrides", "needle"),
+    [
+        (["grpo.advantage_options.eps=-1e-4"], "eps must be a finite number >= 0"),
+        (["grpo.advantage=dual_anchor", "grpo.advantage_options.alpha=1.5"],
+         "alpha must be a number in [0, 1]"),
+        (["grpo.advantage=batch_std", "grpo.advantage_options.eps=.nan"],
+         "eps must be a finite number >= 0"),
+    ],
+)  # fmt: skip
+def test_pgrpo_train_refuses_a_bad_option_value_in_one_line(tmp_path, overrides, needle):
+    args = ["train", *TINY_CLI_ARGS, *overrides, "steps=1", f"run.output_dir={tmp_path}"]
+    line = one_line_error(runner.invoke(app, args), needle, "grpo.advantage_options")
+    assert "got " in line
+    assert list(tmp_path.iterdir()) == []  # refused before anything was written
+
+
+def test_pgrpo_train_with_eps_zero_trains_through_zero_spread_groups(tmp_path):
+    """eps = 0 made every zero-spread group's advantages NaN, so the loss was NaN."""
+    args = [
+        "train", *TINY_CLI_ARGS, "grpo.advantage_options.eps=0", "steps=2", "forecast_every=0",
+        f"run.output_dir={tmp_path}", "run.name=eps0", "--json",
+    ]  # fmt: skip
+    res = runner.invoke(app, args)
+    assert res.exit_code == 0, res.output
+    from pgrpo.train.log import read_metrics
+
+    log = read_metrics(tmp_path / "eps0")
+    assert any(row["frac_reward_zero_std"] > 0 for row in log)  # the case that gave NaN
+    assert all(math.isfinite(row["loss"]) for row in log)
+    assert all(math.isfinite(row["advantages/abs_max"]) for row in log)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -27,8 +27,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from pgrpo.core.advantages import _as_tensor, _check_finite
 from pgrpo.core.groups import group_mean_std, make_groups
+from pgrpo.core.rewardinput import as_reward_tensor, check_finite
 from pgrpo.core.stats import iid_degeneracy as iid_degeneracy  # re-exported: torch-free home
 from pgrpo.core.stats import pass_at_k
 
@@ -86,12 +86,12 @@ def group_stats(
     """
     if atol < 0:
         raise ValueError(f"atol must be >= 0, got {atol}")
-    r, _ = _as_tensor(rewards)
+    r, _ = as_reward_tensor(rewards)
     r = r.double()
     groups = make_groups(r.numel(), group_size=group_size, group_ids=group_ids)
     if groups.n_groups == 0:
         raise ValueError("group_stats needs at least one reward; got an empty batch")
-    valid, _ = _check_finite(r, nan)
+    valid, _ = check_finite(r, nan)
     r_clean = r if valid is None else torch.where(valid, r, torch.zeros_like(r))
     mean, std, count = group_mean_std(r_clean, groups, unbiased=True, mask=valid)
     zero = std <= atol

@@ -221,7 +221,7 @@ class GRPOConfig:
             ADVANTAGE_TRANSFORMS.get(self.transform)
         try:  # option names are checked here, before any model is loaded
             check_options(self.advantage, self.advantage_options, transform=None)
-        except TypeError as exc:
+        except (TypeError, ValueError) as exc:  # an unknown option, or a value outside its domain
             _fail("grpo.advantage_options", self.advantage_options, str(exc))
         try:
             check_options(self.advantage, transform=self.transform,
