@@ -1,17 +1,23 @@
 """Review 39 (2026-12-06): defects a hostile review found in the GRPO math and reward handling.
-Each test of a defect failed on the code before its fix (docs/core.md); three guard what had to
-stay and pass on both: `test_positive_eps_is_bit_identical_where_every_group_has_spread`,
+Each test of a defect failed on the code before its fix (docs/core.md, docs/trainer.md,
+docs/tasks.md); three guard what had to stay and pass on both:
+`test_positive_eps_is_bit_identical_where_every_group_has_spread`,
 `test_eps_zero_and_alpha_at_the_ends_are_accepted`, `test_ids_of_one_kind_keep_their_dense_ids`.
 
 1. A zero-spread group's normalised advantage is exactly 0 whatever eps (eps = 0 gave NaN, a NaN
    loss); eps < 0, alpha outside [0, 1] and other values outside an estimator's documented
    domain are refused in one line, through the config and `pgrpo train` too.
+2. A completion that cannot be scored gets the low end of the run's reward range (it scored 0,
+   above a wrong answer of a -1/+1 task); the trainer passes the range to `sign` and to the
+   all-pass / all-fail split of `group_stats`.
 3. Group ids are told apart by exact equality (1 and '1' were merged; tuple ids crashed).
 """
 
 from __future__ import annotations
 
 import math
+import time
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -27,7 +33,11 @@ from pgrpo.cli import _load_commands, app
 from pgrpo.core.degeneracy import group_stats
 from pgrpo.core.groups import _dense_ids, group_moments, make_groups, scale_by_group
 from pgrpo.core.losses import LossConfig, policy_loss
-from pgrpo.train.config import GRPOConfig
+from pgrpo.tasks import TASKS, score_completions
+from pgrpo.tasks.arithmetic import ArithmeticTask
+from pgrpo.train import rollout
+from pgrpo.train.config import GRPOConfig, load_config
+from pgrpo.train.rollout import ScoredBatch, batch_advantages, estimator_options
 
 _load_commands()
 runner = CliRunner()
@@ -225,6 +235,178 @@ def test_pgrpo_train_with_eps_zero_trains_through_zero_spread_groups(tmp_path):
     assert any(row["frac_reward_zero_std"] > 0 for row in log)  # the case that gave NaN
     assert all(math.isfinite(row["loss"]) for row in log)
     assert all(math.isfinite(row["advantages/abs_max"]) for row in log)
+
+
+# ---------------------------------------------------------------------------------------------
+# 2. Rewards outside [0, 1]: failures at the range's low end, the range passed to sign and to
+#    the all-pass / all-fail split
+# ---------------------------------------------------------------------------------------------
+
+
+class SignedArithmetic(ArithmeticTask):
+    """Arithmetic with rewards -1 (wrong) / +1 (right); the reward raises on a completion with a
+    '9' in it and returns NaN for one with a '7' (so a batch has failures)."""
+
+    name = "arithmetic_signed_review39"
+    reward_range = (-1.0, 1.0)
+
+    def reward(self, completion, example):
+        if "9" in completion:
+            raise RuntimeError("checker failed")
+        if "7" in completion:
+            return math.nan
+        return 2.0 * super().reward(completion, example) - 1.0
+
+
+if SignedArithmetic.name not in TASKS:
+    TASKS.add(SignedArithmetic.name, SignedArithmetic)
+
+
+class _PlusMinus:
+    """The review's task: +1 for '42', -1 otherwise; 'crash' raises, 'nan' gives NaN, 'none'
+    a non-number, 'slow' sleeps past the timeout."""
+
+    name = "pm1"
+    reward_range = (-1.0, 1.0)
+    reward_is_fast = True  # scored in a forked child, not the worker (this module is no package)
+
+    def prompt(self, example):
+        return "What is 6 x 7?"
+
+    def reward(self, completion, example):
+        if completion == "crash":
+            raise RuntimeError("checker failed")
+        if completion == "slow":
+            time.sleep(5)
+        return {"nan": math.nan, "none": None}.get(completion, 1.0 if completion == "42" else -1.0)
+
+
+class _Unranged(_PlusMinus):
+    reward_range = None
+
+
+@pytest.mark.parametrize("isolation", ["inline", "signal", "fork"])
+def test_a_completion_that_cannot_be_scored_gets_the_low_end_of_the_range(isolation):
+    """A crash scored 0.0 on a -1/+1 task, above the wrong answers: grpo advantages
+    [-0.783, -0.783, 0.261, 1.305] for rewards [-1, -1, crash, 1] reinforced the crash."""
+    texts = ["7", "13", "crash", "42", "nan", "none"]
+    s = score_completions(_PlusMinus(), texts, [{}] * 6, isolation=isolation)
+    assert s.rewards == [-1.0, -1.0, -1.0, 1.0, -1.0, -1.0] and s.errors == 3
+    a = compute_advantages("grpo", np.array(s.rewards[:4]), group_size=4).advantages
+    np.testing.assert_allclose(a, [-0.5, -0.5, -0.5, 1.5], atol=1e-3)
+    timed = score_completions(_PlusMinus(), ["slow", "42"], [{}] * 2, isolation=isolation,
+                              timeout_s=0.3) if isolation != "inline" else None  # fmt: skip
+    if timed is not None:
+        assert timed.rewards == [-1.0, 1.0] and timed.timeouts == 1
+    # the run's range wins over the task's; a task that declares none: 0.0, as before
+    run = score_completions(
+        _PlusMinus(), ["crash"], [{}], isolation=isolation, reward_range=(-2, 1)
+    )
+    assert run.rewards == [-2.0]
+    assert score_completions(_Unranged(), ["crash"], [{}], isolation=isolation).rewards == [0.0]
+
+
+def test_an_empty_completion_scores_the_low_end_of_the_run_range(monkeypatch):
+    texts = ["7", "", "crash", "42"]
+    monkeypatch.setattr(rollout, "sample", lambda *a, **k: SimpleNamespace(texts=list(texts)))
+    kw = {"group_size": 4, "temperatures": [1.0] * 4, "max_new_tokens": 4, "reward_timeout_s": 5}
+    batch = rollout.sample_and_score(None, _PlusMinus(), [{}], **kw)
+    assert batch.rewards.tolist() == [-1.0, -1.0, -1.0, 1.0]
+    assert batch.empty.tolist() == [False, True, False, False] and batch.score.errors == 1
+    assert batch.reward_range == (-1.0, 1.0)
+    wider = rollout.sample_and_score(None, _PlusMinus(), [{}], reward_range=(-3.0, 1.0), **kw)
+    assert wider.rewards.tolist() == [-1.0, -3.0, -3.0, 1.0]
+    plain = rollout.sample_and_score(None, _Unranged(), [{}], **kw)
+    assert plain.rewards.tolist() == [-1.0, 0.0, 0.0, 1.0] and plain.reward_range is None
+
+
+def _batch(rewards, reward_range):
+    r = torch.tensor(rewards, dtype=torch.float32)
+    n = r.numel()
+    return ScoredBatch(None, [{}], [{}] * n, r, torch.zeros(n, dtype=torch.bool), None, n,
+                       reward_range)  # fmt: skip
+
+
+def test_sign_gets_the_run_range_through_the_registry_unless_the_options_give_one():
+    """The trainer called sign with its default range (0, 1): a -1/+1 task trained on
+    A in {-3, +1}."""
+    batch = _batch([-1.0, 1.0, 1.0, -1.0], (-1.0, 1.0))
+    adv = batch_advantages(batch, _PlusMinus(), GRPOConfig(advantage="sign", group_size=4))
+    np.testing.assert_array_equal(adv.advantages.numpy(), [-1.0, 1.0, 1.0, -1.0])
+    given = GRPOConfig(advantage="sign", group_size=4,
+                       advantage_options={"reward_range": [-3, 1]})  # fmt: skip
+    np.testing.assert_array_equal(
+        batch_advantages(batch, _PlusMinus(), given).advantages.numpy(), [0.0, 1.0, 1.0, 0.0]
+    )
+    task = _PlusMinus()
+    assert estimator_options("sign", {}, task, [{}], reward_range=(-1, 1)) == {
+        "reward_range": (-1, 1)
+    }
+    assert estimator_options("grpo", {}, task, [{}], reward_range=(-1, 1)) == {}
+    assert estimator_options("sign", {}, task, [{}]) == {}  # no range known: sign's (0, 1)
+
+
+@SETTINGS
+@given(
+    st.integers(2, 8),
+    st.integers(1, 30),
+    st.floats(-50, 50),
+    st.floats(0.01, 100),
+    st.integers(0, 2**32 - 1),
+)
+def test_all_pass_and_all_fail_are_relative_to_the_range(g, b, lo, width, seed):
+    """On -1/+1 rewards all_fail read 0 and on 0/10 rewards the two were swapped; with the range
+    the split equals that of the same outcomes written as 0/1."""
+    rng = np.random.default_rng(seed)
+    hit = rng.random((b, g)) < rng.beta(0.3, 0.3, size=(b, 1))
+    hi = lo + width
+    unit = group_stats(hit.astype(float).reshape(-1), group_size=g).metrics
+    stats = group_stats(np.where(hit, hi, lo).reshape(-1), group_size=g, reward_range=(lo, hi))
+    for key in ("degeneracy/all_pass", "degeneracy/all_fail", "frac_reward_zero_std"):
+        assert stats.metrics[key] == unit[key], key
+    assert np.array_equal(stats.all_pass, hit.all(1))
+    assert np.array_equal(stats.all_fail, ~hit.any(1))
+
+
+def test_all_pass_and_all_fail_on_the_reviews_signed_and_scaled_rewards():
+    r = np.array([1, 1, 1, 1, 0, 0, 0, 0, 1, 0, 1, 1], dtype=float)
+    signed = group_stats(2 * r - 1, group_size=4, reward_range=(-1, 1)).metrics
+    scaled = group_stats(10 * r, group_size=4, reward_range=(0, 10)).metrics
+    for m in (signed, scaled):
+        assert (m["degeneracy/all_pass"], m["degeneracy/all_fail"]) == (1 / 3, 1 / 3)
+    bare = group_stats(2 * r - 1, group_size=4).metrics  # no range: the 0/1 reading (docs)
+    assert (bare["degeneracy/all_pass"], bare["degeneracy/all_fail"]) == (1 / 3, 0.0)
+
+
+def test_the_trainer_scores_trains_and_counts_a_signed_task_on_its_range(tmp_path):
+    """A -1/+1 task under sign: failures (raise, NaN) scored -1 and counted, A = r in {-1, +1},
+    and every zero-spread group is all-pass or all-fail."""
+    from pgrpo.train.setup import build_run, resolve_config
+    from pgrpo.train.trainer import train_step
+
+    overrides = [a for a in TINY_CLI_ARGS if not a.startswith("task.options")]
+    cfg = resolve_config(load_config(None, [
+        *overrides, f"task.name={SignedArithmetic.name}", "task.options={levels: [1], n: 200}",
+        "grpo.advantage=sign", "batch_prompts=8", f"run.output_dir={tmp_path}",
+    ]))  # fmt: skip
+    run = build_run(cfg, resume=False)
+    torch.manual_seed(0)
+    m = train_step(run, 1)
+    assert m["reward_errors"] > 0 and m["advantages/nonfinite_rewards"] == 0
+    assert m["advantages/abs_max"] == 1.0 and m["advantages/frac_zero"] == 0.0
+    assert m["frac_reward_zero_std"] > 0
+    split = m["degeneracy/all_pass"] + m["degeneracy/all_fail"]
+    assert split == pytest.approx(m["frac_reward_zero_std"])
+
+
+def test_the_nan_rule_message_says_what_pgrpo_train_masks():
+    """It said grpo.nan_rewards=mask leaves NaN rewards out in `pgrpo train`, where scoring has
+    already given a reward function's NaN a number."""
+    with pytest.raises(ValueError, match="nan='mask'") as info:
+        compute_advantages("grpo", [1.0, math.nan], group_size=2)
+    text = str(info.value)
+    assert "only a reward beyond float32's ~3.4e38" in text
+    assert "low end of the task's reward range" in text
 
 
 # ---------------------------------------------------------------------------------------------

@@ -62,6 +62,9 @@ class AdvantageEstimator:
     domains: Mapping[str, dom.Domain] = field(default_factory=dict)
     """Option name -> its domain (`pgrpo.core.domains`); `check_options` refuses a value outside
     it in one line (eps < 0, alpha outside [0, 1], ...)."""
+    takes_reward_range: bool = False
+    """True when the estimator takes `reward_range=(lo, hi)`, the bounds of one reward: the
+    trainer passes the run's range (the task's declared one) unless the options give it."""
 
 
 @dataclass(frozen=True)
@@ -89,6 +92,7 @@ def register_advantage(
     unscaled_variant: str | None = None,
     binary_force_limit: Callable[[np.ndarray], np.ndarray] | None = None,
     domains: Mapping[str, dom.Domain] | None = None,
+    takes_reward_range: bool = False,
 ) -> Callable[[Callable[..., torch.Tensor]], Callable[..., torch.Tensor]]:
     """Decorator registering an estimator `fn(rewards, groups, *, valid, transform, **options)`;
     the keywords are its metadata (see the fields of `AdvantageEstimator`)."""
@@ -103,6 +107,7 @@ def register_advantage(
             unscaled_variant,
             binary_force_limit,
             dict(domains or {}),
+            takes_reward_range,
         )
         ADVANTAGE_ESTIMATORS.add(name, entry)
         return fn
@@ -219,6 +224,7 @@ def batch_std(
     needs_group_stats=False,
     binary_force_limit=lambda p: 2.0 * p * (1.0 - p),
     domains={"reward_range": dom.reward_range},
+    takes_reward_range=True,
 )
 def sign(
     rewards: torch.Tensor,
@@ -234,7 +240,8 @@ def sign(
 
     The formula is affine: rewards outside [0, 1] are first mapped by `reward_range=(lo, hi)` to
     (r - lo) / (hi - lo); with the default range a reward of 2 gives A = 3 and a reward of -1 gives
-    A = -3 (no clipping). Graded rewards in [0, 1] give A in [-1, 1], zero at r = 0.5.
+    A = -3 (no clipping). Graded rewards in [0, 1] give A in [-1, 1], zero at r = 0.5. The trainer
+    passes the run's reward range (the task's declared one) unless the options give one.
     """
     lo, hi = (float(v) for v in reward_range)
     unit = (rewards - lo) / (hi - lo)

@@ -67,8 +67,10 @@ def check_finite(r: torch.Tensor, nan: str) -> tuple[torch.Tensor | None, float]
     if nan == "error":
         raise ValueError(
             f"{int((~finite).sum())} reward(s) are NaN or infinite (first positions: {bad}); "
-            "fix the reward function, or pass nan='mask' (grpo.nan_rewards=mask in `pgrpo "
-            "train`) to leave them out of the group statistics with advantage 0"
+            "fix the reward function, or pass nan='mask' to leave them out of the group statistics "
+            "with advantage 0 (`pgrpo train`: grpo.nan_rewards=mask, its default; only a reward "
+            "beyond float32's ~3.4e38 gets here there, since scoring gives a reward function's "
+            "NaN, inf or error the low end of the task's reward range)"
         )
     kept = r[finite]
     return finite, float(kept.abs().max()) if kept.numel() else 0.0
