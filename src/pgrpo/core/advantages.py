@@ -17,21 +17,25 @@ Transforms (`ADVANTAGE_TRANSFORMS`): fn(values: [N], **options) -> [N].
 
 NaN/inf rewards: `nan="error"` (default) raises naming the bad positions; `nan="mask"` leaves them
 out of every group statistic, gives them advantage 0 and reports `advantages/nonfinite_rewards`.
+Option values outside an estimator's declared domains (`pgrpo.core.domains`: eps >= 0, alpha in
+[0, 1], ...) fail in `check_options`, which `compute_advantages` and the trainer's config call.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import torch
 
 from pgrpo._registry import Registry, check_keywords
+from pgrpo.core import domains as dom
 from pgrpo.core.groups import Groups, broadcast, group_moments, make_groups, scale_by_group
-from pgrpo.errors import MAX_ABS_VALUE, check_magnitude
+from pgrpo.core.rewardinput import as_reward_tensor, check_finite, work_dtype
+from pgrpo.core.rewardinput import result_dtype as result_dtype  # re-exported (docs name it)
 
 Transform = Callable[[torch.Tensor], torch.Tensor]
 
@@ -55,6 +59,12 @@ class AdvantageEstimator:
     binary_force_limit: Callable[[np.ndarray], np.ndarray] | None = None
     """Closed-form G -> infinity limit of the expected force for binary rewards, p: [P] -> [P]
     (docs/dynamics.md); None: computed numerically at a large G."""
+    domains: Mapping[str, dom.Domain] = field(default_factory=dict)
+    """Option name -> its domain (`pgrpo.core.domains`); `check_options` refuses a value outside
+    it in one line (eps < 0, alpha outside [0, 1], ...)."""
+    takes_reward_range: bool = False
+    """True when the estimator takes `reward_range=(lo, hi)`, the bounds of one reward: the
+    trainer passes the run's range (the task's declared one) unless the options give it."""
 
 
 @dataclass(frozen=True)
@@ -81,6 +91,8 @@ def register_advantage(
     batch_coupled: bool = False,
     unscaled_variant: str | None = None,
     binary_force_limit: Callable[[np.ndarray], np.ndarray] | None = None,
+    domains: Mapping[str, dom.Domain] | None = None,
+    takes_reward_range: bool = False,
 ) -> Callable[[Callable[..., torch.Tensor]], Callable[..., torch.Tensor]]:
     """Decorator registering an estimator `fn(rewards, groups, *, valid, transform, **options)`;
     the keywords are its metadata (see the fields of `AdvantageEstimator`)."""
@@ -94,6 +106,8 @@ def register_advantage(
             batch_coupled,
             unscaled_variant,
             binary_force_limit,
+            dict(domains or {}),
+            takes_reward_range,
         )
         ADVANTAGE_ESTIMATORS.add(name, entry)
         return fn
@@ -110,8 +124,24 @@ def _apply(transform: Transform | None, values: torch.Tensor) -> torch.Tensor:
     return values if transform is None else transform(values)
 
 
+def _standardise(
+    centered: torch.Tensor, std: torch.Tensor, eps: float, groups: Groups
+) -> torch.Tensor:
+    """centered [N] / (std [n_groups] + eps), in place: exactly 0 in a group whose std is 0,
+    whatever eps (the notes' z = 0 at sigma = 0; with eps = 0 the formula gives 0/0 = NaN), and
+    bit for bit (r - mu) * (1 / (sigma + eps)) in every other group."""
+    factor = torch.where(std > 0, 1.0 / (std + eps), torch.zeros_like(std))
+    return scale_by_group(centered, factor, groups, inplace=True)
+
+
+_Z_DOMAINS = {"eps": dom.non_negative, "unbiased": dom.boolean}
+
+
 @register_advantage(
-    "grpo", unscaled_variant="dr_grpo", binary_force_limit=lambda p: np.sqrt(p * (1.0 - p))
+    "grpo",
+    unscaled_variant="dr_grpo",
+    binary_force_limit=lambda p: np.sqrt(p * (1.0 - p)),
+    domains=_Z_DOMAINS,
 )
 def grpo(
     rewards: torch.Tensor,
@@ -125,11 +155,12 @@ def grpo(
     """Z-score within the group: (r - mu) / (sigma + eps) (Shao et al. 2024, DeepSeekMath).
 
     Defaults match TRL (Bessel-corrected std, eps 1e-4); verl uses eps 1e-6 (`eps=1e-6`) and
-    `unbiased=True` too. A zero-variance group gets exactly 0 (gradient starvation).
+    `unbiased=True` too. A zero-variance group gets exactly 0 (gradient starvation), whatever
+    eps >= 0: eps = 0 gives the shift- and scale-invariant z-score.
     """
     m = group_moments(rewards, groups, unbiased=unbiased, mask=valid)
     assert m.std is not None
-    return _apply(transform, scale_by_group(m.centered, 1.0 / (m.std + eps), groups, inplace=True))
+    return _apply(transform, _standardise(m.centered, m.std, eps, groups))
 
 
 @register_advantage("dr_grpo", binary_force_limit=lambda p: p * (1.0 - p))
@@ -164,7 +195,10 @@ def rloo(
 
 
 @register_advantage(
-    "batch_std", batch_coupled=True, binary_force_limit=lambda p: np.sqrt(p * (1.0 - p))
+    "batch_std",
+    batch_coupled=True,
+    binary_force_limit=lambda p: np.sqrt(p * (1.0 - p)),
+    domains=_Z_DOMAINS,
 )
 def batch_std(
     rewards: torch.Tensor,
@@ -175,15 +209,22 @@ def batch_std(
     unbiased: bool = True,
     eps: float = 1e-4,
 ) -> torch.Tensor:
-    """Group mean, batch std: (r - mu_group) / (sigma_batch + eps) (TRL `scale_rewards="batch"`)."""
+    """Group mean, batch std: (r - mu_group) / (sigma_batch + eps) (TRL `scale_rewards="batch"`);
+    exactly 0 everywhere when sigma_batch is 0, whatever eps >= 0."""
     m = group_moments(rewards, groups, mask=valid, with_std=False)
     pool = rewards if valid is None else rewards[valid]
     sigma = pool.std(correction=1 if unbiased else 0) if pool.numel() > 1 else pool.new_zeros(())
-    return _apply(transform, m.centered / (sigma + eps))
+    spread = bool(sigma > 0)
+    adv = m.centered / (sigma + eps) if spread else torch.zeros_like(m.centered)
+    return _apply(transform, adv)
 
 
 @register_advantage(
-    "sign", needs_group_stats=False, binary_force_limit=lambda p: 2.0 * p * (1.0 - p)
+    "sign",
+    needs_group_stats=False,
+    binary_force_limit=lambda p: 2.0 * p * (1.0 - p),
+    domains={"reward_range": dom.reward_range},
+    takes_reward_range=True,
 )
 def sign(
     rewards: torch.Tensor,
@@ -199,16 +240,26 @@ def sign(
 
     The formula is affine: rewards outside [0, 1] are first mapped by `reward_range=(lo, hi)` to
     (r - lo) / (hi - lo); with the default range a reward of 2 gives A = 3 and a reward of -1 gives
-    A = -3 (no clipping). Graded rewards in [0, 1] give A in [-1, 1], zero at r = 0.5.
+    A = -3 (no clipping). Graded rewards in [0, 1] give A in [-1, 1], zero at r = 0.5. The trainer
+    passes the run's reward range (the task's declared one) unless the options give one.
     """
-    lo, hi = reward_range
-    if not hi > lo:
-        raise ValueError(f"reward_range must satisfy lo < hi, got {reward_range}")
+    lo, hi = (float(v) for v in reward_range)
     unit = (rewards - lo) / (hi - lo)
     return _apply(transform, 2.0 * unit - 1.0)
 
 
-@register_advantage("dual_anchor", default_transform="prospect", columns=("num_constraints",))
+@register_advantage(
+    "dual_anchor",
+    default_transform="prospect",
+    columns=("num_constraints",),
+    domains={
+        "num_constraints": dom.constraint_counts,
+        "alpha": dom.unit_interval,
+        "goal_mean": dom.number_or("max_mu"),
+        "sigma_goal": dom.one_of("paper", "code"),
+        "eps": dom.non_negative,
+    },
+)
 def dual_anchor(
     rewards: torch.Tensor,
     groups: Groups,
@@ -239,14 +290,7 @@ def dual_anchor(
             "dual_anchor needs num_constraints= (the number of constraints C of each completion's "
             "prompt, one per completion or one for all), e.g. task.num_constraints(example)"
         )
-    counts = np.asarray(num_constraints, dtype=np.float64)
-    bad = ~(np.isfinite(counts) & (counts >= 1) & (counts == np.round(counts)))
-    if bool(bad.any()):  # NaN passes a `< 1` test; 2.5 constraints is no count
-        raise ValueError(
-            "num_constraints must be >= 1 and whole for every completion (the number of "
-            f"constraints C of its prompt), got {np.unique(counts[bad])[:5].tolist()}"
-        )
-    c = torch.as_tensor(counts).to(rewards.dtype)
+    c = torch.as_tensor(np.asarray(num_constraints, dtype=np.float64)).to(rewards.dtype)
     c = c.expand_as(rewards) if c.ndim == 0 else c.reshape(-1)
     if c.numel() != rewards.numel():
         raise ValueError(
@@ -255,19 +299,15 @@ def dual_anchor(
     m = group_moments(rewards, groups, unbiased=False, mask=valid)
     assert m.std is not None
     mean, count = m.mean, m.count
-    z = scale_by_group(m.centered, 1.0 / (m.std + eps), groups, inplace=True)
+    z = _standardise(m.centered, m.std, eps, groups)
     if sigma_goal == "paper":
         sg = 1.0 / (2.0 * c.sqrt())
-    elif sigma_goal == "code":
+    else:  # "code" (the option's domain: `check_options`)
         sg = (broadcast(count, groups) / (4.0 * c)).sqrt()
-    else:
-        raise ValueError(f"sigma_goal must be 'paper' or 'code', got {sigma_goal!r}")
     if goal_mean == "max_mu":
         goal = broadcast(mean.clamp(min=0.5), groups)
-    elif isinstance(goal_mean, int | float):
-        goal = torch.full_like(rewards, float(goal_mean))
     else:
-        raise ValueError(f"goal_mean must be a number or 'max_mu', got {goal_mean!r}")
+        goal = torch.full_like(rewards, float(goal_mean))
     delta = (rewards - goal) / sg
     return (1.0 - alpha) * _apply(transform, z) + alpha * _apply(transform, delta)
 
@@ -309,38 +349,6 @@ def prospect(
 # ---------------------------------------------------------------------------------------------
 
 
-def _as_tensor(rewards: Any) -> tuple[torch.Tensor, str]:
-    """Return (float tensor [N] in `result_dtype`, kind) for numpy arrays, tensors and sequences."""
-    if isinstance(rewards, torch.Tensor):
-        t, kind = rewards.detach().reshape(-1).cpu(), "torch"
-    else:
-        arr = np.asarray(rewards)
-        if arr.dtype == object or not (np.issubdtype(arr.dtype, np.number) or arr.dtype == bool):
-            raise TypeError(f"rewards must be numbers, got an array of dtype {arr.dtype}")
-        t, kind = torch.from_numpy(np.ascontiguousarray(arr.reshape(-1))), "numpy"
-    return t.to(result_dtype(t.dtype)), kind
-
-
-def result_dtype(dtype: torch.dtype) -> torch.dtype:
-    """The float dtype advantages of rewards of `dtype` are computed and returned in, for numpy
-    and torch alike: numpy's `result_type(dtype, float32)`. float32 and float64 stay; bool,
-    8/16-bit integers, float16 and bfloat16 give float32; 32/64-bit integers give float64 (float32
-    does not hold every such integer)."""
-    if dtype == torch.bfloat16:  # numpy has no bfloat16; like float16
-        return torch.float32
-    wide = np.result_type(torch.empty(0, dtype=dtype).numpy().dtype, np.float32)
-    return torch.float64 if wide == np.float64 else torch.float32
-
-
-def _work_dtype(r: torch.Tensor, scale: float) -> torch.dtype:
-    """The dtype to compute in: r's, or float64 for float32 rewards whose squares (a group's sum
-    of squared deviations, ~4 G scale^2) could overflow float32. Float64 rewards beyond
-    `MAX_ABS_VALUE` are refused (they overflow float64 the same way)."""
-    if scale > MAX_ABS_VALUE:
-        check_magnitude(r.numpy(), "reward")
-    return torch.float64 if r.dtype == torch.float32 and scale > 1e15 else r.dtype
-
-
 def _resolve_transform(
     estimator: AdvantageEstimator, transform: str | Transform | None, options: dict[str, Any] | None
 ) -> Transform | None:
@@ -372,9 +380,9 @@ def compute_advantages(
     """
     estimator = ADVANTAGE_ESTIMATORS.get(name)
     check_options(name, options, transform=transform, transform_options=transform_options)
-    r, kind = _as_tensor(rewards)
+    r, kind = as_reward_tensor(rewards)
     groups = make_groups(r.numel(), group_size=group_size, group_ids=group_ids)
-    valid, scale = _check_finite(r, nan)
+    valid, scale = check_finite(r, nan)
     smallest = groups.group_size if groups.group_size is not None else _min_size(groups)
     if estimator.needs_group_stats and r.numel() and smallest < 2:
         bad = int((groups.sizes < 2).sum())
@@ -385,7 +393,7 @@ def compute_advantages(
         )
     r_clean = r if valid is None else torch.where(valid, r, torch.zeros_like(r))
     fn = _resolve_transform(estimator, transform, transform_options)
-    work = _work_dtype(r, scale)
+    work = work_dtype(r, scale)
     adv = estimator.fn(r_clean.to(work), groups, valid=valid, transform=fn, **options)
     if valid is not None:
         adv = torch.where(valid, adv, torch.zeros_like(adv))
@@ -408,10 +416,18 @@ def check_options(
     transform_options: dict[str, Any] | None = None,
 ) -> None:
     """TypeError naming the valid options when `options` are not keyword options of estimator
-    `name`, or `transform_options` not of the transform that applies (the trainer's config calls
-    this before any model is loaded; `compute_advantages` before computing)."""
+    `name`, or `transform_options` not of the transform that applies; ValueError in one line when
+    an option's value is outside the estimator's declared domain (`AdvantageEstimator.domains`).
+    The trainer's config calls this before any model is loaded; `compute_advantages` before
+    computing."""
     estimator = ADVANTAGE_ESTIMATORS.get(name)
     check_keywords(options, estimator.fn, f"advantage estimator {name!r}", ("valid", "transform"))
+    for key, value in (options or {}).items():
+        domain = estimator.domains.get(key)
+        problem = None if domain is None else domain(value)
+        if problem is not None:
+            got = f"{value!r:.60}"
+            raise ValueError(f"advantage estimator {name!r}: {key} {problem}, got {got}")
     chosen = estimator.default_transform if transform == _DEFAULT else transform
     if chosen is None:
         if transform_options:
@@ -428,29 +444,6 @@ def check_options(
 
 def _min_size(groups: Groups) -> int:
     return int(groups.sizes.min()) if groups.n_groups else 0
-
-
-def _check_finite(r: torch.Tensor, nan: str) -> tuple[torch.Tensor | None, float]:
-    """(validity mask, scale): mask None when every reward is finite, else the [N] bool mask
-    (nan="mask") or an error; scale the largest |finite reward| (0 for none). One min/max pass
-    usually decides both (NaN and inf reach the min or the max)."""
-    if nan not in ("error", "mask"):
-        raise ValueError(f"nan must be 'error' or 'mask', got {nan!r}")
-    if not r.numel():
-        return None, 0.0
-    lo, hi = (float(x) for x in torch.aminmax(r))
-    if math.isfinite(lo) and math.isfinite(hi):
-        return None, max(-lo, hi)
-    finite = torch.isfinite(r)
-    bad = (~finite).nonzero().flatten()[:10].tolist()
-    if nan == "error":
-        raise ValueError(
-            f"{int((~finite).sum())} reward(s) are NaN or infinite (first positions: {bad}); "
-            "fix the reward function, or pass nan='mask' (grpo.nan_rewards=mask in `pgrpo "
-            "train`) to leave them out of the group statistics with advantage 0"
-        )
-    kept = r[finite]
-    return finite, float(kept.abs().max()) if kept.numel() else 0.0
 
 
 def _advantage_metrics(adv: torch.Tensor, valid: torch.Tensor | None) -> dict[str, float]:

@@ -10,8 +10,9 @@ f_G is strictly convex, so over prompts of varying difficulty p(x) the true rate
 D_true = E_x f_G(p(x)) >= f_G(E_x p(x)) = D_iid (Jensen), with gap ~ f_G''(pbar) Var(p) / 2,
 f_G''(p) = G (G - 1) (p^(G-2) + (1 - p)^(G-2)). See docs/core.md, "Group statistics".
 
-- `group_stats(rewards, group_size= | group_ids=)`: per-step metrics with stable names
-  (`frac_reward_zero_std` as TRL, `degeneracy/*`, `reward_within_group_std`) and per-group arrays.
+- `group_stats(rewards, group_size= | group_ids=, reward_range=)`: per-step metrics with stable
+  names (`frac_reward_zero_std` as TRL, `degeneracy/*`, `reward_within_group_std`) and per-group
+  arrays.
 - `iid_degeneracy(p, G)`: f_G(p); `iid_all_equal(values, sizes)`: its form for any rewards,
   sum_v q_v^G over the pooled distribution (f_G(p) for 0/1 rewards).
 - `jensen_estimate(success_rates, G)`: D_true from held-out per-prompt success rates, and the
@@ -27,8 +28,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from pgrpo.core.advantages import _as_tensor, _check_finite
 from pgrpo.core.groups import group_mean_std, make_groups
+from pgrpo.core.rewardinput import as_reward_tensor, check_finite
+from pgrpo.core.rewardrange import checked_reward_range
 from pgrpo.core.stats import iid_degeneracy as iid_degeneracy  # re-exported: torch-free home
 from pgrpo.core.stats import pass_at_k
 
@@ -40,7 +42,7 @@ class GroupStats:
     metrics: stable names (see `group_stats`). Per-group arrays, numpy, [n_groups], in the group
     order of `make_groups` (contiguous order for group_size=, sorted unique ids for group_ids=):
     sizes (valid rewards per group), mean, std (Bessel, 0 for a single reward), zero_std,
-    all_pass, all_fail (bool).
+    all_pass, all_fail (bool: zero-std at the top / the bottom of the reward range, `group_stats`).
     """
 
     metrics: dict[str, float]
@@ -59,6 +61,7 @@ def group_stats(
     group_ids: Sequence[Any] | np.ndarray | torch.Tensor | None = None,
     atol: float = 1e-6,
     nan: str = "error",
+    reward_range: tuple[float, float] | None = None,
 ) -> GroupStats:
     """Degeneracy and spread of grouped rewards [N] (numpy or torch).
 
@@ -68,7 +71,9 @@ def group_stats(
       metric (TRL uses torch.isclose, atol 1e-8), with a tolerance for graded float rewards. A
       group with a single valid reward counts as zero-std (it carries no group-relative signal).
     - `degeneracy/all_pass`, `degeneracy/all_fail`: fraction of groups that are zero-std with mean
-      within atol of 1 / of 0 (the binary split; a homogeneous group at 0.5 is in neither).
+      within atol of the top / the bottom of `reward_range` (lo, hi), the bounds of one reward
+      (the trainer passes the task's); without a range, of 1 / of 0, the 0/1 reading (rewards of
+      -1/+1 or 0/10 then need the range). A homogeneous group inside the range is in neither.
     - `reward_within_group_std`: mean over groups of the within-group std.
     - `degeneracy/iid_prediction`: the chance that a group of G rewards drawn i.i.d. from the
       batch's pooled rewards is all equal, sum_v q_v^G over the distinct values v (within atol)
@@ -86,17 +91,18 @@ def group_stats(
     """
     if atol < 0:
         raise ValueError(f"atol must be >= 0, got {atol}")
-    r, _ = _as_tensor(rewards)
+    lo, hi = (0.0, 1.0) if reward_range is None else checked_reward_range(reward_range)
+    r, _ = as_reward_tensor(rewards)
     r = r.double()
     groups = make_groups(r.numel(), group_size=group_size, group_ids=group_ids)
     if groups.n_groups == 0:
         raise ValueError("group_stats needs at least one reward; got an empty batch")
-    valid, _ = _check_finite(r, nan)
+    valid, _ = check_finite(r, nan)
     r_clean = r if valid is None else torch.where(valid, r, torch.zeros_like(r))
     mean, std, count = group_mean_std(r_clean, groups, unbiased=True, mask=valid)
     zero = std <= atol
-    all_pass = zero & ((mean - 1.0).abs() <= atol) & (count > 0)
-    all_fail = zero & (mean.abs() <= atol) & (count > 0)
+    all_pass = zero & ((mean - hi).abs() <= atol) & (count > 0)
+    all_fail = zero & ((mean - lo).abs() <= atol) & (count > 0)
     pool = r_clean if valid is None else r[valid]
     pbar = float(pool.mean()) if pool.numel() else float("nan")
     sizes = count.round().long()

@@ -58,8 +58,10 @@ def make_groups(
 ) -> Groups:
     """Group structure for `n` rollouts from a constant `group_size` or per-rollout `group_ids`.
 
-    `group_ids` may be ints, strings (verl's `uid`) or any hashables; order is free. Group numbers
-    follow the sorted order of the distinct ids. Exactly one of the two must be given.
+    `group_ids` may be ints, strings (verl's `uid`) or any hashables (tuples, mixed kinds), one
+    per rollout, in any order; ids are told apart by exact equality (1 and '1' are two groups).
+    Group numbers follow the sorted order of the distinct ids (`_dense_ids`). Exactly one of the
+    two must be given.
     """
     if (group_size is None) == (group_ids is None):
         raise ValueError(
@@ -94,15 +96,21 @@ def make_groups(
 
 
 def _dense_ids(group_ids: Any) -> tuple[np.ndarray, np.ndarray]:
-    """Map arbitrary ids to 0..n_groups-1, numbered in sorted order of the distinct ids.
-    Returns (index [N] int64, sizes [n_groups] int64).
+    """Map ids to 0..n_groups-1 by exact equality: two ids share a group when Python's `==` and
+    hash say they are equal (1 and '1' are two groups; a tuple is one id). Returns
+    (index [N] int64, sizes [n_groups] int64).
 
-    Integer ids in a compact range take an O(N) bincount path; others are sorted (`np.unique`)."""
-    if isinstance(group_ids, torch.Tensor):
-        group_ids = group_ids.detach().cpu().reshape(-1).numpy()
-    arr = np.asarray(group_ids)
-    if arr.ndim != 1:
-        arr = np.array(list(group_ids), dtype=object)
+    Numbers (numpy arrays and tensors, or sequences of only ints or only floats) and numpy
+    string arrays are numbered in their sorted order: integers in a compact range by an O(N)
+    bincount, others by `np.unique`. Other ids (strings in a sequence or an object array, as
+    verl's uids; tuples; mixed kinds) are hashed and numbered in sorted order of their text
+    str(id), distinct ids with one text (1 and '1') in order of first appearance: for strings
+    their sorted order, and wherever the texts differ the numbers the text-sorting code gave
+    before. (A numpy string array has lost any trailing NULs of its strings already.)"""
+    typed = _typed_ids(group_ids)
+    if not isinstance(typed, np.ndarray):
+        return _hashed_ids(typed)
+    arr = typed
     if arr.size and np.issubdtype(arr.dtype, np.integer):
         lo, hi = int(arr.min()), int(arr.max())
         if hi - lo <= 4 * arr.size + 1024:
@@ -113,10 +121,54 @@ def _dense_ids(group_ids: Any) -> tuple[np.ndarray, np.ndarray]:
                 return shifted.astype(np.int64, copy=False), counts.astype(np.int64)
             index = np.cumsum(present, dtype=np.int64)[shifted] - 1
             return index, counts[present].astype(np.int64)
-    if arr.dtype == object:
-        arr = arr.astype(str)
     _, inverse, counts = np.unique(arr, return_inverse=True, return_counts=True)
     return inverse.reshape(-1).astype(np.int64), counts.astype(np.int64)
+
+
+_KINDS = ((int, np.integer), (float, np.floating))
+"""Python/numpy scalar types whose values a numeric numpy array holds exactly, one kind at a time
+(bools are ints, as in Python: True == 1). Not strings: numpy drops their trailing NULs."""
+
+
+def _typed_ids(group_ids: Any) -> np.ndarray | list[Any]:
+    """A 1-D array of the ids when that holds them exactly, else a list of them (for hashing).
+    numpy would turn [1, '1'] into the strings ['1', '1'] and [(0, 1), ...] into a 2-D array, so
+    a sequence becomes an array only when its items are all ints or all floats."""
+    if isinstance(group_ids, torch.Tensor):
+        return group_ids.detach().cpu().reshape(-1).numpy()
+    if isinstance(group_ids, np.ndarray) and group_ids.dtype != object and group_ids.ndim == 1:
+        return group_ids
+    items = group_ids.tolist() if isinstance(group_ids, np.ndarray) else list(group_ids)
+    if isinstance(group_ids, np.ndarray) and group_ids.ndim > 1:  # one row per rollout
+        items = [tuple(row) if isinstance(row, list) else row for row in items]
+    types = set(map(type, items))
+    for kind in _KINDS:
+        if types and all(issubclass(t, kind) for t in types):
+            try:
+                return np.asarray(items, dtype=np.int64 if kind[0] is int else None)
+            except OverflowError:  # ints beyond int64: hash them
+                return items
+    return items
+
+
+def _hashed_ids(items: list[Any]) -> tuple[np.ndarray, np.ndarray]:
+    """Dense ids of hashable `items` [N] by a dict, numbered by (str(id), first appearance)."""
+    codes: dict[Any, int] = {}
+    try:
+        first = np.fromiter(
+            (codes.setdefault(x, len(codes)) for x in items), dtype=np.int64, count=len(items)
+        )
+    except TypeError as exc:
+        raise TypeError(
+            f"group_ids must be hashable (ints, strings, tuples, ...): {exc}; pass one such id "
+            "per rollout"
+        ) from None
+    keys = list(codes)
+    order = sorted(range(len(keys)), key=lambda j: (str(keys[j]), j))
+    rank = np.empty(len(keys), dtype=np.int64)
+    rank[order] = np.arange(len(keys), dtype=np.int64)
+    index = rank[first]
+    return index, np.bincount(index, minlength=len(keys)).astype(np.int64)
 
 
 def _take(table: torch.Tensor, index: torch.Tensor) -> torch.Tensor:

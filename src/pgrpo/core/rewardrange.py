@@ -6,6 +6,7 @@ finite width; strings, bytes, mappings and sets are refused (a 2-character strin
 `range_holding(reward, reward_range)` is the range when every finite reward lies inside it,
 else None: a range the data leaves is wrong or meant for something else, and the fits, the
 forecast and the progress verdict then all ignore it (`pgrpo fit` notes it).
+`failure_reward(reward_range)` is what a completion that cannot be scored gets: the low end.
 """
 
 from __future__ import annotations
@@ -29,6 +30,13 @@ def checked_reward_range(value: Any, name: str = "reward_range") -> tuple[float,
     if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi and math.isfinite(hi - lo)):
         raise ValueError(f"{name} {HINT}; got {value!r}")
     return lo, hi
+
+
+def failure_reward(reward_range: tuple[float, float] | None) -> float:
+    """The reward of a completion that cannot be scored (its reward call raised, hung or gave a
+    non-number, NaN or inf; or it is empty): the low end of the reward's range, so that it never
+    scores above a wrong answer and is never reinforced; 0.0 where no range is declared."""
+    return 0.0 if reward_range is None else float(reward_range[0])
 
 
 def range_holding(

@@ -417,7 +417,8 @@ def task_dataset(task: Any, split_or_path: str, *, conversational: bool = True) 
 
 def task_reward_func(task: Any, *, timeout_s: float = 5.0) -> Any:
     """A TRL reward function scoring with `task.reward` through pgrpo's safe scorer (timeouts,
-    errors scored 0). Logs `reward_errors` and `reward_timeouts` through TRL's `log_metric`."""
+    errors scored the low end of the task's reward range, 0 without one). Logs `reward_errors`
+    and `reward_timeouts` through TRL's `log_metric`."""
     from pgrpo.tasks.scoring import score_completions
 
     def reward(completions: list[Any], **kwargs: Any) -> list[float]:

@@ -212,7 +212,12 @@ def measure_gradrank(
         columns = ADVANTAGE_ESTIMATORS.get(name).columns
         explicit = {k: v for k, v in given.items() if k not in columns}
         options[name] = estimator_options(
-            name, explicit, task, batch.per_completion, fallback=given
+            name,
+            explicit,
+            task,
+            batch.per_completion,
+            fallback=given,
+            reward_range=batch.reward_range,
         )
     cfg = replace(cfg, estimator_options=options)
     params = policy.trainable_parameters()

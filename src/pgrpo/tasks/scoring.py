@@ -1,7 +1,7 @@
 """Safe reward scoring: every reward call has a timeout, and no reward failure reaches the caller.
 
     result = score_completions(task, completions, examples, timeout_s=5.0)
-    result.rewards   # one float per completion; 0.0 where the call raised, hung or gave NaN/inf
+    result.rewards   # a float per completion; the low end of the reward range where a call failed
     result.errors, result.timeouts, result.error_messages, result.metrics
 
 How a call is isolated (`isolation="auto"`, the default): always in another process, which is
@@ -21,8 +21,9 @@ main thread ("signal"), with a warning. The explicit modes "signal" and "inline"
 here: they cannot stop C code or a reward that swallows `BaseException`. At exit the worker is
 killed, before multiprocessing's own exit handler (which would wait for it for ever).
 
-Exceptions, timeouts and non-finite rewards score 0.0 and are counted; only a programming error of
-the caller (mismatched lengths, an unknown isolation mode) raises.
+Exceptions, timeouts and non-finite rewards score `failure_reward(reward_range)` (the low end of
+the range, 0.0 without one: never above a wrong answer) and are counted; only a programming error
+of the caller (mismatched lengths, an unknown isolation mode) raises.
 """
 
 from __future__ import annotations
@@ -42,6 +43,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pgrpo.core.rewardrange import failure_reward
+from pgrpo.tasks.base import task_reward_range
+
 MAX_ERROR_MESSAGES = 5
 WORKER_START_TIMEOUT_S = 120.0
 ISOLATION_MODES = ("auto", "process", "fork", "signal", "inline")
@@ -51,7 +55,7 @@ ISOLATION_MODES = ("auto", "process", "fork", "signal", "inline")
 class ScoreResult:
     """Rewards of one batch plus what went wrong.
 
-    - `rewards`: [N] floats in input order; a failed call scores 0.0.
+    - `rewards`: [N] floats in input order; a failed call scores the low end of the range.
     - `errors`: calls that raised, returned a non-number or a NaN/inf.
     - `timeouts`: calls that ran past `timeout_s`.
     - `error_messages`: the first few failure messages (for the log), each naming its completion.
@@ -73,9 +77,7 @@ class RewardTimeout(BaseException):
 
 
 def _check_value(value: Any) -> float:
-    """The reward as a float, or ValueError naming what is wrong with it."""
-    if isinstance(value, bool):
-        return float(value)
+    """The reward as a float (True: 1.0), or ValueError naming what is wrong with it."""
     try:
         if isinstance(value, str | bytes):  # float("0.7") would take a string
             raise TypeError
@@ -97,8 +99,9 @@ def _describe(exc: BaseException) -> str:
 class _Tally:
     """Collects rewards and failures in input order."""
 
-    def __init__(self, n: int) -> None:
-        self.rewards = [0.0] * n
+    def __init__(self, n: int, failed: float) -> None:
+        self.failed = failed
+        self.rewards = [failed] * n
         self.errors = 0
         self.timeouts = 0
         self.messages: list[str] = []
@@ -110,7 +113,7 @@ class _Tally:
             self.fail(i, f"error: {exc}")
 
     def fail(self, i: int, message: str, timeout: bool = False) -> None:
-        self.rewards[i] = 0.0
+        self.rewards[i] = self.failed
         if timeout:
             self.timeouts += 1
         else:
@@ -446,13 +449,15 @@ def score_completions(
     *,
     timeout_s: float = 5.0,
     isolation: str = "auto",
+    reward_range: tuple[float, float] | None = None,
 ) -> ScoreResult:
     """Score `completions[i]` against `examples[i]` with `task.reward`, safely.
 
     completions: [N] strings; examples: [N] example dicts (repeat each prompt's example G times).
     `isolation`: "auto" (see the module docstring), "process", "signal" (main thread only) or
-    "inline" (exceptions caught, no timeout). Returns a `ScoreResult`; never raises for a reward
-    failure.
+    "inline" (exceptions caught, no timeout). `reward_range`: the run's (lo, hi), whose low end a
+    failed call scores; None: the task's declared range (`task_reward_range`). Returns a
+    `ScoreResult`; never raises for a reward failure.
     """
     if len(completions) != len(examples):
         raise ValueError(
@@ -464,7 +469,8 @@ def score_completions(
     if not timeout_s > 0:
         raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
     start = time.perf_counter()
-    tally = _Tally(len(completions))
+    failed = failure_reward(reward_range if reward_range is not None else task_reward_range(task))
+    tally = _Tally(len(completions), failed)
     items = [(i, str(c), e) for i, (c, e) in enumerate(zip(completions, examples, strict=True))]
     mode, blob = _choose(task, isolation)
     if mode == "process" and items:
@@ -476,7 +482,7 @@ def score_completions(
             _warn_fallback(task, f"the worker could not load it: {exc}", main)
             can_fork = "fork" in multiprocessing.get_all_start_methods()
             mode = "fork" if can_fork else "signal" if main else "inline"
-            tally = _Tally(len(completions))
+            tally = _Tally(len(completions), failed)
     if mode == "fork" and items:
         _score_fork(task.reward, items, tally, timeout_s)
     elif mode == "signal":
@@ -485,15 +491,8 @@ def score_completions(
         _score_inline(task.reward, items, tally)
     seconds = time.perf_counter() - start
     return ScoreResult(
-        rewards=tally.rewards,
-        errors=tally.errors,
-        timeouts=tally.timeouts,
-        error_messages=tuple(tally.messages),
-        isolation=mode,
-        seconds=seconds,
-        metrics={
-            "reward_errors": float(tally.errors),
-            "reward_timeouts": float(tally.timeouts),
-            "time/score_s": seconds,
-        },
-    )
+        rewards=tally.rewards, errors=tally.errors, timeouts=tally.timeouts,
+        error_messages=tuple(tally.messages), isolation=mode, seconds=seconds,
+        metrics={"reward_errors": float(tally.errors), "reward_timeouts": float(tally.timeouts),
+                 "time/score_s": seconds},
+    )  # fmt: skip

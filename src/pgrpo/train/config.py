@@ -179,8 +179,9 @@ class GRPOConfig:
     nan_rewards: str = "mask"
     """Rewards that are finite in Python but not as float32 advantages' inputs (e.g. 1e39):
     'mask' (advantage 0, counted) or 'error' (stop the run). A reward function that returns NaN or
-    inf, raises or hangs is scored 0 and counted as a reward error by the scoring
-    (`pgrpo.tasks.scoring`), before this rule: such a completion is a wrong answer, not masked."""
+    inf, raises or hangs is scored the low end of the run's reward range (0 without one) and
+    counted as a reward error by the scoring (`pgrpo.tasks.scoring`), before this rule: such a
+    completion is a wrong answer, not masked."""
     refresh_interval: int = 1
     """K: optimizer steps per rollout batch before new rollouts (TRL num_iterations x
     steps_per_generation); old log-probs are kept fixed over the K steps."""
@@ -221,7 +222,7 @@ class GRPOConfig:
             ADVANTAGE_TRANSFORMS.get(self.transform)
         try:  # option names are checked here, before any model is loaded
             check_options(self.advantage, self.advantage_options, transform=None)
-        except TypeError as exc:
+        except (TypeError, ValueError) as exc:  # an unknown option, or a value outside its domain
             _fail("grpo.advantage_options", self.advantage_options, str(exc))
         try:
             check_options(self.advantage, transform=self.transform,

@@ -7,10 +7,13 @@
 The trainer, the curvature probe, gradrank and evaluate all go through these functions, so they
 measure the objective that is trained: the same temperatures (one per position in the group), the
 same safe scoring (each reward call isolated with the task's timeout; errors, hangs and non-finite
-rewards score 0 and are counted), the same empty-completion rule (an empty completion scores 0),
-and the same advantage options, transform and NaN handling. An estimator's per-completion inputs
+rewards score the low end of the run's reward range and are counted), the same empty-completion
+rule (an empty completion scores that low end too), and the same advantage options, transform and
+NaN handling. The run's reward range is `task.reward_range`, else the task's declared one
+(`task_reward_range`); without either a failure scores 0. An estimator's per-completion inputs
 (`AdvantageEstimator.columns`, e.g. dual_anchor's constraint counts) come from the task's method of
-the same name unless the options give them.
+the same name unless the options give them, and an estimator that takes a reward range
+(`AdvantageEstimator.takes_reward_range`, e.g. sign) gets the run's unless the options give one.
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ from typing import Any
 import torch
 
 from pgrpo.core.advantages import ADVANTAGE_ESTIMATORS, AdvantageResult, compute_advantages
+from pgrpo.core.rewardrange import checked_reward_range, failure_reward
+from pgrpo.tasks.base import task_reward_range
 from pgrpo.tasks.scoring import ScoreResult, score_completions
 from pgrpo.train.config import GRPOConfig, RunConfig
 from pgrpo.train.generation import Rollout, sample
@@ -39,7 +44,8 @@ class ScoredBatch:
     examples: [B] the prompts' examples; per_completion: [N] the example of each completion
     (row i belongs to examples[i // G]); rewards: [N] float32 after safe scoring and the empty
     rule; empty: [N] bool, empty completions; score: what safe scoring counted (errors,
-    timeouts, messages)."""
+    timeouts, messages); reward_range: the run's (lo, hi) the batch was scored under (a failed or
+    empty completion scored lo), None when neither the run nor the task declares one."""
 
     rollout: Rollout
     examples: list[dict[str, Any]]
@@ -48,6 +54,7 @@ class ScoredBatch:
     empty: torch.Tensor
     score: ScoreResult
     group_size: int
+    reward_range: tuple[float, float] | None = None
 
 
 def temperature_schedule(config: RunConfig) -> tuple[float, ...]:
@@ -66,8 +73,10 @@ def sample_and_score(
     temperatures: Sequence[float],
     max_new_tokens: int,
     reward_timeout_s: float,
+    reward_range: tuple[float, float] | None = None,
 ) -> ScoredBatch:
-    """Draw G completions per example (position j at temperatures[j]) and score them safely."""
+    """Draw G completions per example (position j at temperatures[j]) and score them safely.
+    reward_range: the run's (lo, hi); None: the task's declared range (`task_reward_range`)."""
     examples = list(examples)
     rollout = sample(
         policy,
@@ -77,11 +86,17 @@ def sample_and_score(
         max_new_tokens=max_new_tokens,
     )
     per_completion = [e for e in examples for _ in range(group_size)]
-    scored = score_completions(task, rollout.texts, per_completion, timeout_s=reward_timeout_s)
+    bounds = task_reward_range(task) if reward_range is None else checked_reward_range(reward_range)
+    scored = score_completions(
+        task, rollout.texts, per_completion, timeout_s=reward_timeout_s, reward_range=bounds
+    )
     rewards = torch.tensor(scored.rewards, dtype=torch.float32)
     empty = torch.tensor([not t.strip() for t in rollout.texts], dtype=torch.bool)
-    rewards = torch.where(empty, torch.zeros_like(rewards), rewards)  # empty completion: 0
-    return ScoredBatch(rollout, examples, per_completion, rewards, empty, scored, group_size)
+    floor = torch.full_like(rewards, failure_reward(bounds))
+    rewards = torch.where(empty, floor, rewards)  # an empty completion: the range's low end
+    return ScoredBatch(
+        rollout, examples, per_completion, rewards, empty, scored, group_size, bounds
+    )
 
 
 def collect(
@@ -96,6 +111,7 @@ def collect(
         temperatures=temperature_schedule(config),
         max_new_tokens=config.generation.max_new_tokens,
         reward_timeout_s=config.task.reward_timeout_s,
+        reward_range=config.task.reward_range,
     )
 
 
@@ -106,11 +122,16 @@ def estimator_options(
     per_completion: Sequence[dict[str, Any]],
     *,
     fallback: dict[str, Any] | None = None,
+    reward_range: tuple[float, float] | None = None,
 ) -> dict[str, Any]:
     """The estimator's options with each declared column filled: from `options` when given,
-    else from the task (`task.<column>(example)` per completion), else from `fallback`."""
+    else from the task (`task.<column>(example)` per completion), else from `fallback`; and, for
+    an estimator that takes a reward range, `reward_range` (the run's) unless `options` has one."""
+    estimator = ADVANTAGE_ESTIMATORS.get(name)
     out = dict(options)
-    for column in ADVANTAGE_ESTIMATORS.get(name).columns:
+    if estimator.takes_reward_range and reward_range is not None:
+        out.setdefault("reward_range", tuple(reward_range))
+    for column in estimator.columns:
         if column in out:
             continue
         fn = getattr(task, column, None)
@@ -129,7 +150,7 @@ def estimator_options(
 
 def batch_advantages(batch: ScoredBatch, task: Any, grpo: GRPOConfig) -> AdvantageResult:
     """Advantages [N] of the batch's rewards under the configured estimator, transform and NaN
-    rule."""
+    rule (an estimator that takes a reward range gets the batch's unless the options give one)."""
     return compute_advantages(
         grpo.advantage,
         batch.rewards,
@@ -137,7 +158,13 @@ def batch_advantages(batch: ScoredBatch, task: Any, grpo: GRPOConfig) -> Advanta
         transform=grpo.transform,
         transform_options=grpo.transform_options,
         nan=grpo.nan_rewards,
-        **estimator_options(grpo.advantage, grpo.advantage_options, task, batch.per_completion),
+        **estimator_options(
+            grpo.advantage,
+            grpo.advantage_options,
+            task,
+            batch.per_completion,
+            reward_range=batch.reward_range,
+        ),
     )
 
 

@@ -74,8 +74,9 @@ def train_step(run: _Run, step: int) -> dict[str, Any]:
     """Sample, score, advantages, K optimizer steps, diagnostics. Returns the step's log line."""
     cfg, task, g = run.config, run.task, run.config.grpo.group_size
     # 1-2. Sample B prompts x G completions (position j of a group at temperatures[j]) and score
-    # them: errors, hangs and non-finite rewards score 0 and are counted, never fatal; an empty
-    # completion scores 0. The same path as the probe, gradrank and evaluate (`train.rollout`).
+    # them: errors, hangs and non-finite rewards score the low end of the run's reward range (0
+    # without one) and are counted, never fatal; so does an empty completion. The same path as
+    # the probe, gradrank and evaluate (`train.rollout`).
     t0 = time.perf_counter()
     batch = collect(run.policy, task, run.stream.next_batch(cfg.grpo.batch_prompts), cfg)
     rollout, rewards, scored = batch.rollout, batch.rewards, batch.score
@@ -86,7 +87,9 @@ def train_step(run: _Run, step: int) -> dict[str, Any]:
     update = optimize(run, rollout, adv.advantages)
     t3 = time.perf_counter()
     # 5. Diagnostics: degeneracy, spread, per-temperature reward, errors, timings.
-    stats = group_stats(rewards, group_size=g, nan=cfg.grpo.nan_rewards).metrics
+    stats = group_stats(
+        rewards, group_size=g, nan=cfg.grpo.nan_rewards, reward_range=batch.reward_range
+    ).metrics
     lengths = rollout.completion_mask.sum(1).double()
     metrics: dict[str, Any] = {
         "step": step,
