@@ -112,8 +112,14 @@ def analyse(
 ) -> dict[str, Any]:
     """Per arm `arm_analysis`; Welch's t on seed means of greedy and sampled accuracy for the
     first arm (sign) against each other arm, on the seeds both finished."""
+    from pgrpo.evaluate import aggregate
+
     by_arm = {a.name: [r for r in runs.values() if r["arm"] == a.name] for a in arms}
     out: dict[str, Any] = {"arms": {}, "comparisons": {}}
+    # the base model's interval over problems by the arms' method (its record's own is the
+    # interval of the day it was evaluated)
+    if "eval_greedy" in baseline:
+        out["base_greedy_problems"] = aggregate(_eval_runs([baseline["eval_greedy"]]))
     for name, rs in by_arm.items():
         if rs:
             out["arms"][name] = arm_analysis(sorted(rs, key=lambda r: r["seed"]), baseline)
@@ -180,14 +186,15 @@ def by_level(doc: dict[str, Any], level_of: dict[str, int]) -> dict[str, Any]:
 
 
 def _paired_problems(a: list[dict], b: list[dict]) -> dict[str, Any]:
-    """Paired bootstrap over the held-out problems (`pgrpo.evaluate.compare`: each problem's
-    accuracy averaged over the arm's seeds), greedy and sampled."""
+    """Paired t over the held-out problems (`pgrpo.evaluate.compare`: each problem's accuracy
+    averaged over the arm's seeds; a percentile bootstrap until 2026-12-06), greedy and
+    sampled."""
     from pgrpo.evaluate import compare
 
     out = {}
     for kind in ("eval_greedy", "eval_sampled"):
         c = compare(_eval_runs([r[kind] for r in a]), _eval_runs([r[kind] for r in b]))
-        out[kind] = {k: c[k] for k in ("problems", "diff", "bootstrap_ci", "bootstrap_p")}
+        out[kind] = {k: c[k] for k in ("problems", "diff", "paired_ci", "paired_p")}
     return out
 
 
@@ -250,7 +257,7 @@ def markdown(doc: dict[str, Any]) -> str:
         + " | verdict | wall s/run |",
         "|---" * (7 + len(ks)) + "|",
         f"| base model | | | {base['eval_greedy']['accuracy']:.3f} | "
-        f"{_ci(base['eval_greedy']['accuracy_ci'])} | "
+        f"{_ci(analysis.get('base_greedy_problems', base['eval_greedy'])['accuracy_ci'])} | "
         + " | ".join(f"{base['eval_sampled']['pass_at_k'][k]:.3f}" for k in ks)
         + " | | |",
     ]
@@ -275,15 +282,15 @@ def markdown(doc: dict[str, Any]) -> str:
                 )
     paired = {n: c["paired_problems"] for n, c in analysis["comparisons"].items()}
     if paired:
-        lines += ["", "| comparison | held-out metric | diff | paired bootstrap 95% CI | p |"]
+        lines += ["", "| comparison | held-out metric | diff | paired t 95% CI | p |"]
         lines.append("|---" * 5 + "|")
         for name, pp in paired.items():
             for kind, label in (("eval_greedy", "greedy"), ("eval_sampled", "one sample")):
                 c = pp[kind]
                 lines.append(
                     f"| {name} ({c['problems']} problems) | {label} accuracy | "
-                    f"{c['diff']:+.3f} | {_ci(c['bootstrap_ci'])} | "
-                    f"{_num(c['bootstrap_p'], '.3g')} |"
+                    f"{c['diff']:+.3f} | {_ci(c['paired_ci'])} | "
+                    f"{_num(c['paired_p'], '.3g')} |"
                 )
     pooled = analysis.get("jensen_gap_pooled")
     if pooled and pooled.get("ci"):

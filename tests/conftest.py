@@ -87,3 +87,28 @@ def corpus_folder(path: Path, names) -> Path:
         shutil.copy(curves / m["csv"], path / m["csv"])
     (path / "index.json").write_text(json.dumps({"runs": kept}))
     return path
+
+
+@pytest.fixture
+def fake_sampling(monkeypatch):
+    """install(completion): `pgrpo eval`'s evaluate() builds no model and every completion of a
+    prompt is completion(prompt); returns the list of sampled batch sizes (empty: nothing
+    sampled). For the eval tests (tests/test_eval_review*.py)."""
+    from types import SimpleNamespace
+
+    import pgrpo.train.rollout as rollout
+
+    calls: list[int] = []
+
+    def install(completion):
+        def sample(policy, prompts, *, group_size, temperatures, max_new_tokens):
+            calls.append(len(prompts))
+            return SimpleNamespace(
+                texts=[completion(p) for p in prompts for _ in range(group_size)]
+            )
+
+        monkeypatch.setattr(rollout, "sample", sample)
+        monkeypatch.setattr(rollout, "load_task_and_policy", lambda config, **kw: (None, object()))
+        return calls
+
+    return install

@@ -158,7 +158,7 @@ def test_analyse_search_compression_and_paired_comparisons():
     # paired over problems: sign solves the base's half in all 4 samples, dr_grpo 1 in 4
     paired = cmp["paired_problems"]["eval_sampled"]
     assert paired["problems"] == p and paired["diff"] == pytest.approx(0.5 - 0.125)
-    assert paired["bootstrap_ci"][0] > 0 and paired["bootstrap_p"] < 0.01
+    assert paired["paired_ci"][0] > 0 and paired["paired_p"] < 0.01
     pooled = out["jensen_gap_pooled"]  # every synthetic run: gaps +0.1, 0, -0.1 -> mean 0
     assert pooled["n"] == 5 and pooled["mean"] == pytest.approx(0.0, abs=1e-12)
     mean_gaps = [np.mean(r["degeneracy"]["jensen_gap"]) for r in runs.values()]

@@ -13,7 +13,16 @@ from hypothesis import strategies as st
 from scipy import stats as sps
 
 import pgrpo
-from pgrpo.core.stats import accuracy_ci, mean_ci, paired_bootstrap, pass_at_k, welch_t
+from pgrpo.core.stats import (
+    MAX_SAMPLES,
+    accuracy_ci,
+    checked_counts,
+    mean_ci,
+    paired_t,
+    pass_at_k,
+    t_halfwidth,
+    welch_t,
+)
 
 
 def _brute_pass_at_k(n: int, c: int, k: int) -> float:
@@ -40,6 +49,54 @@ def test_pass_at_k_matches_exact_rational(nck):
     n, c, k = nck
     exact = 1 - Fraction(math.comb(n - c, k), math.comb(n, k))
     assert pass_at_k(n, c, k) == pytest.approx(float(exact), rel=1e-12, abs=1e-15)
+
+
+BIG_NCK = st.integers(1, 20_000).flatmap(
+    lambda n: st.tuples(st.just(n), st.integers(0, n), st.integers(1, n))
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.one_of(NCK, BIG_NCK))
+def test_pass_at_k_is_exact_to_rounding(nck):
+    """Against the exact rational 1 - C(n-c, k) / C(n, k): relative error <= 1e-12 also where
+    pass@k is tiny (c, k << n), where 1 - (a ratio near 1) loses the digits."""
+    n, c, k = nck
+    exact = 1 - Fraction(math.comb(n - c, k), math.comb(n, k))
+    got = pass_at_k(n, c, k)
+    assert got == pytest.approx(float(exact), rel=1e-12, abs=0.0)
+    assert pass_at_k(n, c, k) == pass_at_k(np.array([n]), np.array([c]), k)[0]
+
+
+@pytest.mark.parametrize(
+    ("n", "c", "k"),
+    [(10**8, 1, 1), (10**8, 1, 2), (10**7, 3, 5), (10**12, 2, 3), (10**15, 7, 10**9)],
+)
+def test_pass_at_k_of_huge_n_is_fast_and_exact(n, c, k):
+    """Review 2026-12-06: pass_at_k(10**8, 1, 1) took 8.5 s (a cumulative sum over all n) and
+    was off by 8e-8 relative; n = 10**12 asked for terabytes. The work is min(c, k) factors."""
+    exact = 1 - Fraction(math.comb(n - c, k), math.comb(n, k)) if k < 50 else None
+    got = pass_at_k(n, c, k)
+    if exact is not None:
+        assert got == pytest.approx(float(exact), rel=1e-13, abs=0.0)
+    else:  # C(n - k, c) / C(n, c): c = 7 factors, checked by the symmetric product exactly
+        ratio = Fraction(1)
+        for j in range(c):
+            ratio *= Fraction(n - k - j, n - j)
+        assert got == pytest.approx(float(1 - ratio), rel=1e-12)
+    assert pass_at_k(10**8, 1, 1) == 1e-8  # c / n itself
+
+
+def test_checked_counts_refuses_absurd_sample_counts():
+    """Review 2026-12-06: n = 10**10 went on to a 74.5 GiB allocation, n = 10**300 to a garbled
+    error; both are one ValueError naming the problem, the count and the fix."""
+    with pytest.raises(ValueError, match=r"run x: problem 0 has n=10000000000 samples, more than"):
+        checked_counts([10**10], [3], "run x")
+    with pytest.raises(ValueError, match=r"problem 1 has n=~1e300 samples.*corrupted count"):
+        checked_counts([8, 10**300], [1, 3])
+    with pytest.raises(ValueError, match=r"c=~1e400 correct of n=8"):
+        checked_counts([8], [10**400])
+    assert checked_counts([MAX_SAMPLES, 8.0], [1, 8]) == ([MAX_SAMPLES, 8], [1, 8])
 
 
 def test_pass_at_k_vectorised_and_exact_edges():
@@ -117,8 +174,8 @@ def test_wilson_coverage_is_near_nominal():
         (lambda: accuracy_ci(1, 10, method="wald"), r"'wilson' or 'clopper_pearson'"),
         (lambda: mean_ci([0.5]), r"at least 2 values"),
         (lambda: mean_ci([0.5, np.nan]), r"NaN or inf; drop or fix"),
-        (lambda: paired_bootstrap([1, 2, 3], [1, 2]), r"one score per problem.*welch_t"),
-        (lambda: paired_bootstrap([1, 2, 3], [1, 2, 4], n_boot=10), r"n_boot must be >= 100"),
+        (lambda: paired_t([1, 2, 3], [1, 2]), r"one score per problem.*welch_t"),
+        (lambda: paired_t([1], [1]), r"a needs at least 2 values"),
         (lambda: welch_t([1.0], [1.0, 2.0]), r"a needs at least 2 values"),
     ],
 )
@@ -153,27 +210,45 @@ def test_welch_t_matches_scipy_and_hand_formulas():
     assert math.isnan(same.t) and math.isnan(same.p_value) and same.diff == 0.0
 
 
-def test_paired_bootstrap_detects_shift_and_is_reproducible():
-    rng = np.random.default_rng(2)
-    base = rng.random(400)
-    a = (rng.random(400) < base + 0.1).astype(float)
-    b = (rng.random(400) < base).astype(float)
-    res = paired_bootstrap(a, b, n_boot=2000, seed=3)
-    assert res.low <= res.diff <= res.high
-    assert res.diff == pytest.approx(a.mean() - b.mean())
-    again = paired_bootstrap(a, b, n_boot=2000, seed=3, chunk=7)  # chunking does not matter
-    assert (again.low, again.high, again.p_value) == (res.low, res.high, res.p_value)
-    assert res.p_value < 0.01
-    b2 = (rng.random(400) < base).astype(float)  # same system, fresh samples: no effect
-    null = paired_bootstrap(b2, b, n_boot=2000, seed=4)
-    assert null.p_value > 0.05 and null.low < 0 < null.high
-    zero = paired_bootstrap(a, a, n_boot=200)
-    assert zero.diff == 0.0 and zero.p_value == 1.0 and zero.low == zero.high == 0.0
+@settings(max_examples=60, deadline=None)
+@given(st.integers(2, 60), st.integers(0, 2**16))
+def test_paired_t_is_students_paired_t(problems, seed):
+    """Interval and p against scipy's paired t (`ttest_rel`) and the textbook interval
+    mean(d) +- t_{P-1} sd(d) / sqrt(P); the interval holds 0 exactly when p >= 0.05."""
+    rng = np.random.default_rng(seed)
+    a = rng.binomial(8, rng.random(problems)) / 8
+    b = rng.binomial(8, rng.random(problems)) / 8
+    res = paired_t(a, b)
+    d = a - b
+    if d.std() == 0:  # no spread: undefined, not a zero-width certainty
+        assert math.isnan(res.p_value) and math.isnan(res.low) and res.diff == d.mean()
+        return
+    ref = sps.ttest_rel(a, b)
+    assert res.p_value == pytest.approx(ref.pvalue, rel=1e-9, abs=1e-300)
+    assert res.t == pytest.approx(ref.statistic) and res.dof == problems - 1
+    half = sps.t.ppf(0.975, problems - 1) * d.std(ddof=1) / math.sqrt(problems)
+    assert (res.low, res.high) == pytest.approx((d.mean() - half, d.mean() + half))
+    assert (res.low <= 0 <= res.high) == (res.p_value >= 0.05 - 1e-12)
+    assert t_halfwidth(d) == pytest.approx(half)
 
 
-def test_paired_bootstrap_interval_matches_normal_approximation():
-    rng = np.random.default_rng(5)
-    d = rng.normal(0.05, 0.3, 1000)
-    res = paired_bootstrap(d, np.zeros(1000), n_boot=4000, seed=0)
-    se = d.std(ddof=1) / math.sqrt(1000)
-    assert res.high - res.low == pytest.approx(2 * 1.96 * se, rel=0.08)
+def test_paired_t_with_two_problems_is_not_a_bootstrap_floor():
+    """Review 2026-12-06: with 2 shared problems the percentile bootstrap's "95%" interval was
+    [min d, max d] and p = 1 / (n_boot + 1) printed as p=0.0001. The t interval with 1 degree
+    of freedom is 12.7 standard errors wide each side: 2 problems prove nothing."""
+    res = paired_t([5 / 8, 6 / 8], [4 / 8, 4 / 8])
+    assert res.diff == pytest.approx(0.1875)
+    assert res.low < 0 < res.high and res.p_value > 0.1
+    same = paired_t([0.5, 0.25, 1.0], [0.5, 0.25, 1.0])
+    assert same.diff == 0.0 and math.isnan(same.p_value) and math.isnan(same.t)
+
+
+def test_a_spread_of_rounding_is_no_spread():
+    """The same difference reached along different float paths (means over seeds) differs in
+    the last bits; the t of those bits (~1e16) is undefined, not p = 0."""
+    a = np.array([(1 / 3 + 2 / 3) / 2, 0.7, 0.1 + 0.2])
+    b = a - 0.1
+    assert np.ptp(a - b) > 0  # rounding
+    res = paired_t(a, b)
+    assert math.isnan(res.p_value) and res.se == 0.0 and res.diff == pytest.approx(0.1)
+    assert t_halfwidth(a - b) == 0.0

@@ -77,7 +77,7 @@ def test_aggregate_and_compare():
     )
     cmp = compare(a, b)
     assert cmp["problems"] == 50
-    assert cmp["bootstrap_ci"][0] > 0.05 and cmp["welch_p"] < 0.01
+    assert cmp["paired_ci"][0] > 0.05 and cmp["paired_p"] < 0.01 and cmp["welch_p"] < 0.01
     one = aggregate(a[:1])
     # one seed still has an interval over problems; only the seed-to-seed one needs >= 2 seeds
     assert one["accuracy_ci"][0] < one["accuracy_mean"] < one["accuracy_ci"][1]

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pgrpo.core.stats import accuracy_ci, pass_at_k
-from pgrpo.evaluate.intervals import effective_trials
+from pgrpo.evaluate.intervals import METHOD, effective_n_ci, effective_trials, far_end
 from pgrpo.evaluate.metrics import EvalRun, aggregate, problem_ci
 
 
@@ -31,7 +31,7 @@ def test_all_or_nothing_problems_give_clopper_pearson_on_the_problem_count(probl
         x = (rng.random(problems) < rng.random()).astype(float)
         ref = accuracy_ci(int(x.sum()), problems, method="clopper_pearson")
         lo, hi, method = problem_ci(x, max_trials=8 * problems)
-        assert method == "effective_n_clopper_pearson"
+        assert method == METHOD
         assert lo == pytest.approx(ref.low, abs=1e-9) and hi == pytest.approx(ref.high, abs=1e-9)
 
 
@@ -49,11 +49,12 @@ def test_effective_trials_between_problems_and_samples():
 def test_a_single_hit_does_not_collapse_the_interval():
     """Review, 2026-12-04: 0 of 50 problems solved gave (0, 0.071) but one sample in 8 on one
     of them (0, 0.0125), below the mean 0.0196 of the Beta(0.02, 1) problems that produce such
-    data. The one hit is one problem's evidence about the spread: the bound moves a little."""
+    data. Until 2026-12-06 the one hit still lowered the bound, to 0.046; with the far-end reach
+    (a group of problems the draw missed) a hit never lowers it: (0.000, 0.073)."""
     zero = problem_ci([0.0] * 50, max_trials=400)
     one = problem_ci([0.0] * 49 + [0.125], max_trials=400)
     assert zero[1] == pytest.approx(1 - 0.025 ** (1 / 50))  # Clopper-Pearson, 0 of 50
-    assert 0.5 * zero[1] < one[1] < zero[1] and one[1] > 0.0196
+    assert zero[1] < one[1] < 1.1 * zero[1] and one[0] < 1e-6
     mirrored = problem_ci([1.0] * 49 + [0.875], max_trials=400)  # symmetric at 1
     assert mirrored[:2] == pytest.approx((1 - one[1], 1 - one[0]))
 
@@ -75,6 +76,48 @@ def test_coverage_where_the_bootstrap_under_covered(a, b, problems):
         lo, hi, _ = problem_ci(pass_at_k(np.full(problems, 8), c, 8), max_trials=problems)
         hits8 += lo <= truth8 <= hi
     assert hits / reps >= 0.93 and hits8 / reps >= 0.93, (hits / reps, hits8 / reps)
+
+
+@pytest.mark.parametrize(
+    ("share", "far", "rest", "problems"),
+    [(0.03, 0.0, 0.98, 50), (0.03, 1.0, 0.02, 50), (0.05, 0.9, 0.02, 30)],
+)
+def test_coverage_when_the_draw_can_miss_a_group_of_problems(share, far, rest, problems):
+    """Review 2026-12-06 (16 samples per problem): a share of problems apart from the rest (3%
+    never solved, the rest at 0.98; 3% always solved, the rest at 0.02; 5% at 0.9, the rest at
+    0.02) is missed by the draw 22% of the time, and the interval covered 0.797, 0.784 and
+    0.796. With the far-end reach: >= 0.95 (400 seeded evaluations each)."""
+    rng = np.random.default_rng(12)
+    truth, hits, reps = share * far + (1 - share) * rest, 0, 400
+    for _ in range(reps):
+        c = rng.binomial(16, np.where(rng.random(problems) < share, far, rest))
+        lo, hi, _ = problem_ci(c / 16, max_trials=16 * problems)
+        hits += lo <= truth <= hi
+    assert hits / reps >= 0.95, hits / reps
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(0, 16), min_size=1, max_size=60))
+def test_the_far_end_reach_only_widens(counts):
+    """problem_ci is the effective-n interval, widened to the far-end means and no further:
+    where the problems' spread reaches further it is unchanged."""
+    x = np.array(counts) / 16
+    lo, hi, _ = problem_ci(x, max_trials=16 * x.size)
+    elo, ehi = effective_n_ci(x, max_trials=16 * x.size)
+    flo, fhi = far_end(float(x.mean()), x.size)
+    assert (lo, hi) == (min(elo, flo), max(ehi, fhi))
+    assert 0.0 <= flo <= x.mean() <= fhi <= 1.0
+
+
+def test_the_far_end_reach_leaves_spread_out_problems_alone():
+    """Beta(1, 1) problems, 50 x 8: the problems' own spread reaches further than a missed group
+    could, so the interval is the effective-n one (bench/eval_intervals.py: width ratio 1.00)."""
+    rng = np.random.default_rng(3)
+    same = 0
+    for _ in range(100):
+        x = rng.binomial(8, rng.beta(1, 1, 50)) / 8
+        same += problem_ci(x, max_trials=400)[:2] == effective_n_ci(x, max_trials=400)
+    assert same == 100
 
 
 def test_coverage_with_problems_as_the_unit():
@@ -99,7 +142,7 @@ def test_all_fail_is_not_overconfident():
     not on 400 samples."""
     run = EvalRun("z", [str(i) for i in range(50)], [8] * 50, [0] * 50)
     s = run.summary()
-    assert s["ci_method"] == "effective_n_clopper_pearson" and s["accuracy_ci"][0] == 0.0
+    assert s["ci_method"] == METHOD and s["accuracy_ci"][0] == 0.0
     assert s["accuracy_ci"][1] == pytest.approx(accuracy_ci(0, 50, method="clopper_pearson").high)
     assert s["accuracy_ci"][1] > 5 * accuracy_ci(0, 400).high
 

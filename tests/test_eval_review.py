@@ -2,14 +2,13 @@
 correctness apart from reward, scoring failures counted, checks before sampling, the tiny
 model's warm-up with the evaluation's options, no verdict from one sample, one-line errors.
 
-Sampling is replaced by a stub (`fake_sampling`: each completion a function of its prompt), so
-these tests check what `evaluate` and the CLI do with completions, without a model."""
+Sampling is replaced by a stub (`fake_sampling` in conftest.py: each completion a function of its
+prompt), so these tests check what `evaluate` and the CLI do with completions, without a model."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -33,28 +32,6 @@ def _cli(*args: str):
 def _arithmetic_answer(prompt: str) -> str:
     """The right answer to an arithmetic prompt ("What is 3 + 4? ...")."""
     return str(_evaluate(prompt.split("What is ", 1)[1].split("?", 1)[0]))
-
-
-@pytest.fixture
-def fake_sampling(monkeypatch):
-    """install(completion): evaluate() builds no model and every completion of a prompt is
-    completion(prompt); returns the list of sampled batch sizes (empty: nothing sampled)."""
-    import pgrpo.train.rollout as rollout
-
-    calls: list[int] = []
-
-    def install(completion):
-        def sample(policy, prompts, *, group_size, temperatures, max_new_tokens):
-            calls.append(len(prompts))
-            return SimpleNamespace(
-                texts=[completion(p) for p in prompts for _ in range(group_size)]
-            )
-
-        monkeypatch.setattr(rollout, "sample", sample)
-        monkeypatch.setattr(rollout, "load_task_and_policy", lambda config, **kw: (None, object()))
-        return calls
-
-    return install
 
 
 def _doc(path: Path, runs: list[EvalRun]) -> Path:
@@ -193,7 +170,7 @@ def test_an_undefined_welch_test_prints(tmp_path):
     b = _doc(tmp_path / "b.json", _runs(ids, [0, 0], seeds=(2, 3)))
     res = _cli("--from", str(a), "--baseline", str(b))
     assert res.exit_code == 0, res.output
-    assert "Welch: undefined (no spread between seeds)" in res.stdout.replace("\n", " ")
+    assert "Welch: undefined (no spread between seeds)" in " ".join(res.stdout.split())
 
 
 # ------------------------------------------------------------------- 6. and 7. what is counted

@@ -102,10 +102,15 @@ def _print(doc: dict, console: Console) -> None:
     console.print(table)
     agg = doc["aggregate"]
     ci, seed_ci = agg["accuracy_ci"], agg.get("seed_ci")
+    clipped = " (t interval clipped to [0, 1])" if agg.get("seed_ci_clipped") else ""
     console.print(
         f"mean accuracy over {agg['seeds']} seed(s): {agg['accuracy_mean']:.3f} "
         f"[{ci[0]:.3f}, {ci[1]:.3f}] over problems; "
-        + (f"seed-to-seed [{seed_ci[0]:.3f}, {seed_ci[1]:.3f}]" if seed_ci else agg["note"])
+        + (
+            f"seed-to-seed [{seed_ci[0]:.3f}, {seed_ci[1]:.3f}]{clipped}"
+            if seed_ci
+            else agg["note"]
+        )
     )
     console.print(f"pass@k over seeds: {_curve(agg)}")
     if "comparison" in doc:
@@ -113,7 +118,8 @@ def _print(doc: dict, console: Console) -> None:
 
 
 def _print_comparison(cmp: dict, sc: dict, console: Console) -> None:
-    lo, hi = cmp["bootstrap_ci"]
+    from pgrpo.diagnose.nullmodel import fmt_p  # how every p of the CLI is printed
+
     shared = cmp["problems"]
     sizes = (cmp.get("problems_a"), cmp.get("problems_b"))
     of = (
@@ -126,11 +132,15 @@ def _print_comparison(cmp: dict, sc: dict, console: Console) -> None:
     elif cmp["welch_p"] is None:
         welch = "; Welch: undefined (no spread between seeds)"
     else:
-        welch = f"; Welch p={cmp['welch_p']:.3g}"
+        welch = f"; Welch {fmt_p(cmp['welch_p'])}"
+    if cmp["paired_p"] is None:  # no spread in the per-problem differences
+        paired = "paired t undefined (no spread in the differences)"
+    else:
+        lo, hi = cmp["paired_ci"]
+        paired = f"paired t 95% CI [{lo:+.3f}, {hi:+.3f}] {fmt_p(cmp['paired_p'])}"
     console.print(
         f"vs baseline on {shared} shared problems{of}, paired by "
-        f"{cmp.get('paired_by', 'problem id')}: diff {cmp['diff']:+.3f}, paired bootstrap CI "
-        f"[{lo:+.3f}, {hi:+.3f}] p={cmp['bootstrap_p']:.3g}{welch}"
+        f"{cmp.get('paired_by', 'problem id')}: diff {cmp['diff']:+.3f}, {paired}{welch}"
     )
     verdict = sc["verdict"] + (f" ({sc['verdict_note']})" if sc.get("verdict_note") else "")
     gains = f"pass@1 gain {sc['gain_pass1']:+.3f}"
@@ -204,8 +214,9 @@ def eval_cmd(
     as_json: bool = json_option("the eval document (what --out writes)"),
 ) -> None:
     """Evaluate; several seeds give an interval over seeds; --baseline adds Welch's t on seed
-    means, a paired bootstrap over the problems both evaluated (matched by problem id), and
-    pass@k curves base vs trained."""
+    means, a paired t over the problems both evaluated (matched by problem id), and pass@k
+    curves base vs trained. A baseline evaluated on other problems, task options or decoding
+    settings is refused before anything is sampled or written."""
     from pgrpo.evaluate import eval_document, write_eval
     from pgrpo.evaluate.runner import failure_warning
 
@@ -223,9 +234,9 @@ def eval_cmd(
         cfg = _config(model, task, task_options, split, problems, problem_seed, samples,
                       temperature, max_new_tokens, tiny_warmup_steps)  # fmt: skip
         runs = _sample(cfg, _seeds(seeds), base, out)
-    if base is not None and out is not None:  # the results are kept whatever the comparison
-        write_eval(eval_document(runs), out)
-    doc = eval_document(runs, base)
+    if from_file is None and base is not None and out is not None:
+        write_eval(eval_document(runs), out)  # what was sampled is kept whatever the comparison
+    doc = eval_document(runs, base)  # pairs first (UserError): --out is not written before
     for warning in doc.get("comparison", {}).get("warnings", []):
         _warn(warning)
     if out is not None:
@@ -261,9 +272,9 @@ def _config(
 def _sample(cfg: Any, seeds: list[int], base: list[Any] | None, out: Path | None) -> list[Any]:
     """Evaluate at each seed, after everything that can fail without the model has been
     checked: the split and its problems (`plan_eval`), the baseline against them (same task,
-    split, options, >= 2 shared problems), and --out (bad input writes nothing and costs no
-    sampling)."""
-    from pgrpo.evaluate.metrics import pair_problems
+    split, options and decoding, >= 2 shared problems), and --out (bad input writes nothing and
+    costs no sampling)."""
+    from pgrpo.evaluate.pairing import pair_problems
     from pgrpo.evaluate.runner import evaluate, plan_eval, planned_run
 
     plan = plan_eval(cfg)

@@ -1,14 +1,14 @@
-"""Evaluation statistics: unbiased pass@k, accuracy intervals, Welch's t, paired bootstrap.
+"""Evaluation statistics: unbiased pass@k, accuracy intervals, Welch's t, the paired t.
 
 Pure functions over numpy arrays; every result is a frozen dataclass with a `metrics` dict.
 
 - `pass_at_k(n, c, k)`: the unbiased estimator 1 - C(n-c, k) / C(n, k) of Chen et al. 2021
-  ("Evaluating large language models trained on code"), in the stable product form
-  1 - prod_{i=n-c+1}^{n} (1 - k / i), vectorised over problems.
+  ("Evaluating large language models trained on code"), as a product of min(c, k) factors
+  summed in log space, vectorised over problems.
 - `accuracy_ci(successes, n)`: Wilson score interval (Wilson 1927) or Clopper-Pearson.
 - `mean_ci(values)`: Student-t interval of a mean (e.g. over seeds).
 - `welch_t(a, b)`: Welch's unequal-variance t test on seed means, with Cohen's d / Hedges' g.
-- `paired_bootstrap(a, b)`: bootstrap over problems of the mean paired difference (Efron 1979).
+- `paired_t(a, b)`: Student's paired t test and interval of the mean per-problem difference.
 """
 
 from __future__ import annotations
@@ -40,39 +40,70 @@ def _as_counts(x: Any, name: str) -> np.ndarray:
     return out
 
 
+MAX_SAMPLES = 10**6
+"""Most samples per problem an eval file may count: `pgrpo eval` draws --samples (8 by default;
+pass@k studies draw up to a few hundred). n = 10^10 asked pass@k for a 75 GiB array; n = 10^300
+is no count at all."""
+
+
+def _count_text(x: Any) -> str:
+    """repr(x), or its order of magnitude when the digits would flood the message."""
+    text = repr(x)
+    if isinstance(x, int) and len(text) > 16:
+        return f"~1e{len(text.lstrip('-')) - 1}"
+    return text if len(text) <= 24 else text[:21] + "..."
+
+
 def checked_counts(n: Any, c: Any, where: str = "") -> tuple[list[int], list[int]]:
     """(n, c) as lists of ints, or ValueError naming the first bad problem: the one check of
     per-problem counts (`EvalRun`, and every reader of an eval JSON's `per_problem`).
     n, c: [P] samples drawn and correct samples per problem; whole numbers (1.0 is 1, 1.5 is
-    refused, not truncated; no booleans or strings), n >= 1 and 0 <= c <= n."""
+    refused, not truncated; no booleans or strings), 1 <= n <= MAX_SAMPLES and 0 <= c <= n."""
     at = f"{where}: " if where else ""
     n, c = list(n), list(c)
     if len(n) != len(c):
         raise ValueError(f"{at}{len(n)} sample counts n but {len(c)} correct counts c")
     for i, (ni, ci) in enumerate(zip(n, c, strict=True)):
-        whole = all(
-            isinstance(x, int | float | np.integer | np.floating)
-            and not isinstance(x, bool | np.bool_)
-            and float(x).is_integer()
-            for x in (ni, ci)
-        )
+        whole = all(_whole(x) for x in (ni, ci))
         if not (whole and 1 <= ni and 0 <= ci <= ni):
             raise ValueError(
-                f"{at}problem {i} has c={ci!r} correct of n={ni!r} samples; counts must be "
-                "whole numbers with n >= 1 and 0 <= c <= n"
+                f"{at}problem {i} has c={_count_text(ci)} correct of n={_count_text(ni)} "
+                "samples; counts must be whole numbers with n >= 1 and 0 <= c <= n"
+            )
+        if ni > MAX_SAMPLES:
+            raise ValueError(
+                f"{at}problem {i} has n={_count_text(ni)} samples, more than the "
+                f"{MAX_SAMPLES:,} per problem an evaluation draws (a corrupted count)"
             )
     return [int(x) for x in n], [int(x) for x in c]
+
+
+def _whole(x: Any) -> bool:
+    """x is a whole number (an int, or an integral finite float), not a boolean."""
+    if isinstance(x, bool | np.bool_) or not isinstance(x, int | float | np.integer | np.floating):
+        return False
+    if isinstance(x, int | np.integer):
+        return True
+    return math.isfinite(float(x)) and float(x).is_integer()
+
+
+MAX_PRODUCT_TERMS = 10**8
+"""Most factors `pass_at_k` multiplies in one call (min(c, k) per problem, summed): 10^8 float64
+logs are 0.8 GB; more is no evaluation's counts."""
 
 
 def pass_at_k(n: Any, c: Any, k: Any) -> Any:
     """Unbiased pass@k per problem: the probability that at least one of k samples drawn without
     replacement from n samples, c of them correct, is correct (Chen et al. 2021).
 
-        pass@k = 1 - C(n - c, k) / C(n, k) = 1 - prod_{i = n-c+1}^{n} (1 - k / i)
+        pass@k = 1 - C(n - c, k) / C(n, k) = 1 - prod_{j=0}^{m-1} (1 - M / (n - j))
 
-    n, c: ints or arrays [P] (broadcast together); k: int or array broadcastable to them.
-    Returns a float for scalar inputs, else a float64 array of the broadcast shape. Exact edge
-    cases: c = 0 gives 0.0; n - c < k gives 1.0. Average the result over problems yourself.
+    with m = min(c, k), M = max(c, k) (the ratio is symmetric in c and k), evaluated as
+    -expm1(sum_j log1p(-M / (n - j))): m factors per problem, each a single rounding, so the
+    work does not grow with n and a result near 0 keeps its relative precision (k = 1 is c / n
+    itself). n, c: ints or arrays [P] (broadcast together); k: int or array broadcastable to
+    them. Returns a float for scalar inputs, else a float64 array of the broadcast shape. Exact
+    edge cases: c = 0 gives 0.0; n - c < k gives 1.0. Average the result over problems yourself.
     """
     n_arr, c_arr, k_arr = np.broadcast_arrays(
         _as_counts(n, "n"), _as_counts(c, "c"), _as_counts(k, "k")
@@ -94,20 +125,31 @@ def pass_at_k(n: Any, c: Any, k: Any) -> Any:
     out = np.ones(n_arr.shape, dtype=np.float64)
     out[c_arr == 0] = 0.0
     todo = (c_arr > 0) & (n_arr - c_arr >= k_arr)
-    for kv in np.unique(k_arr[todo]):
-        sel = todo & (k_arr == kv)
-        out[sel] = 1.0 - _fail_ratio(n_arr[sel], c_arr[sel], int(kv))
+    n_t, c_t, k_t = n_arr[todo], c_arr[todo], k_arr[todo]
+    terms = int(np.minimum(c_t, k_t).sum()) if n_t.size else 0
+    if terms > MAX_PRODUCT_TERMS:
+        raise ValueError(
+            f"pass@k here is a product of {terms:,} factors (min(c, k) per problem), more than "
+            f"{MAX_PRODUCT_TERMS:,}: are these sample counts? lower k or check n and c"
+        )
+    out[todo] = -np.expm1(_log_fail_ratio(n_t, c_t, k_t))
+    one = todo & (k_arr == 1)  # pass@1 = c / n, one division
+    out[one] = c_arr[one] / n_arr[one]
     return float(out) if out.ndim == 0 else out
 
 
-def _fail_ratio(n: np.ndarray, c: np.ndarray, k: int) -> np.ndarray:
-    """C(n-c, k) / C(n, k) = prod_{i=n-c+1}^{n} (1 - k/i) for n - c >= k, via cumulative log-sums
-    L[m] = sum_{i=k+1}^{m} log1p(-k/i), so the product is exp(L[n] - L[n - c]). [P] -> [P]."""
-    top = int(n.max())
-    i = np.arange(k + 1, top + 1, dtype=np.float64)
-    cum = np.zeros(top + 1, dtype=np.float64)
-    cum[k + 1 :] = np.cumsum(np.log1p(-k / i))
-    return np.exp(cum[n] - cum[n - c])
+def _log_fail_ratio(n: np.ndarray, c: np.ndarray, k: np.ndarray) -> np.ndarray:
+    """log(C(n-c, k) / C(n, k)) = sum_{j<m} log1p(-M / (n - j)), m = min(c, k), M = max(c, k),
+    for n - c >= k >= 1 and c >= 1 (each factor in (0, 1)). n, c, k: [Q] -> [Q]. All factors
+    of all problems in one flat array (`np.add.reduceat` sums each problem's run of m)."""
+    if n.size == 0:
+        return np.zeros(0)
+    m, big = np.minimum(c, k), np.maximum(c, k).astype(np.float64)
+    starts = np.concatenate(([0], np.cumsum(m)[:-1]))
+    owner = np.repeat(np.arange(n.size), m)  # [T] the problem of each factor
+    j = np.arange(owner.size) - starts[owner]  # [T] 0 .. m - 1 within each problem
+    logs = np.log1p(-big[owner] / (n[owner] - j).astype(np.float64))
+    return np.add.reduceat(logs, starts)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -254,52 +296,70 @@ def welch_t(a: Any, b: Any, *, level: float = 0.95) -> WelchResult:
 
 
 @dataclass(frozen=True)
-class BootstrapResult:
-    """Paired bootstrap over problems of mean(a - b). p_value: two-sided, from the bootstrap
-    distribution shifted to the null (mean 0): (1 + #{|d* - d| >= |d|}) / (n_boot + 1)."""
+class PairedResult:
+    """Student's paired t test of mean(a - b) over P pairs (dof = P - 1): diff, its interval
+    [low, high] at `level`, t and the two-sided p. When every pair differs by the same amount
+    (zero spread, up to rounding) the test is undefined: t, p, low and high are NaN, se 0."""
 
     diff: float
     low: float
     high: float
+    t: float
+    dof: float
     p_value: float
-    n_boot: int
+    se: float
     level: float
     metrics: dict[str, float]
 
 
-def paired_bootstrap(
-    a: Any,
-    b: Any,
-    *,
-    n_boot: int = 10_000,
-    seed: int = 0,
-    level: float = 0.95,
-    chunk: int = 1_000,
-) -> BootstrapResult:
-    """Paired bootstrap over problems: a, b [P] are per-problem scores of two systems on the same
-    problems (0/1 correctness, or per-problem accuracy averaged over seeds). Resamples problems
-    with replacement `n_boot` times (seeded); percentile interval of the mean difference."""
+def paired_t(a: Any, b: Any, *, level: float = 0.95) -> PairedResult:
+    """Paired t on per-problem scores a, b [P] of two systems on the same problems (per-problem
+    accuracy, averaged over seeds): the t interval and two-sided p of the mean difference d =
+    a - b with P - 1 degrees of freedom (Student 1908). The unit is the problem, so the interval
+    is about the problem population the P problems were drawn from. By simulation
+    (bench/eval_paired.py) it keeps its level from P = 2 up, where the percentile bootstrap it
+    replaced called 24% of no-change comparisons of 2 problems significant."""
+    from scipy import stats as sps  # here, not at import: `pgrpo diagnose` stays off scipy.stats
+
     _check_level(level)
     x, y = _sample(a, "a"), _sample(b, "b")
     if x.size != y.size:
         raise ValueError(
-            f"paired_bootstrap needs one score per problem for both systems, got {x.size} and "
+            f"paired_t needs one score per problem for both systems, got {x.size} and "
             f"{y.size}; align a and b on the same problems (use welch_t for unpaired samples)"
         )
-    if n_boot < 100:
-        raise ValueError(f"n_boot must be >= 100 for a usable interval, got {n_boot}")
     d = x - y
-    rng = np.random.default_rng(seed)
-    means = np.empty(n_boot)
-    for start in range(0, n_boot, chunk):
-        m = min(chunk, n_boot - start)
-        means[start : start + m] = d[rng.integers(0, d.size, size=(m, d.size))].mean(1)
-    obs = float(d.mean())
-    lo, hi = np.quantile(means, [0.5 - level / 2, 0.5 + level / 2])
-    extreme = int(np.sum(np.abs(means - obs) >= abs(obs)))
-    p = (1 + extreme) / (n_boot + 1)
-    metrics = {"diff": obs, "low": float(lo), "high": float(hi), "p_value": p}
-    return BootstrapResult(obs, float(lo), float(hi), p, n_boot, level, metrics)
+    diff, dof = float(d.mean()), float(d.size - 1)
+    se = 0.0 if _no_spread(d) else float(d.std(ddof=1) / math.sqrt(d.size))
+    if se > 0:
+        t = diff / se
+        p = float(2 * sps.t.sf(abs(t), dof))
+        half = float(sps.t.ppf(0.5 + level / 2, dof)) * se
+        low, high = diff - half, diff + half
+    else:
+        t = p = low = high = math.nan
+    metrics = {"diff": diff, "t": t, "dof": dof, "p_value": p, "se": se}
+    return PairedResult(diff, low, high, t, dof, p, se, level, metrics)
+
+
+def t_halfwidth(d: Any, *, level: float = 0.95) -> float:
+    """Half-width of the Student-t interval of mean(d) for d [P] (dof P - 1): the tolerance of
+    a gain judged by its own spread (0 with fewer than 2 values or no spread)."""
+    from scipy import stats as sps  # here, not at import: `pgrpo diagnose` stays off scipy.stats
+
+    _check_level(level)
+    x = np.asarray(d, dtype=np.float64).reshape(-1)
+    if x.size < 2 or _no_spread(x):
+        return 0.0
+    se = float(x.std(ddof=1) / math.sqrt(x.size))
+    return float(sps.t.ppf(0.5 + level / 2, x.size - 1)) * se
+
+
+def _no_spread(d: np.ndarray) -> bool:
+    """Every value of d [P] the same up to rounding (1e-12 of the largest |d|): equal
+    differences computed along different paths (3/8 - 1/4 and 5/8 - 1/2 of means over seeds)
+    differ in the last bits, and a t of 1e16 from them would be no evidence of anything."""
+    return float(np.ptp(d)) <= 1e-12 * float(np.max(np.abs(d)))
 
 
 def iid_degeneracy(p: Any, group_size: Any, *, strict: bool = True) -> Any:

@@ -1,5 +1,5 @@
 """Evaluation: accuracy and unbiased pass@k on a task split, seeds aggregated with intervals,
-paired comparisons (Welch on seed means, paired bootstrap over problems), and the
+paired comparisons (Welch on seed means, the paired t over problems), and the
 search-compression analysis (pass@k curves, base vs trained)."""
 
 from __future__ import annotations

@@ -22,9 +22,20 @@ weight of one problem (`PRIOR_PROBLEMS`) against the k problems that carry the s
 
 (k: the participation ratio, the effective number of problems holding the score, counted on the
 scarcer side: 0 when no problem scored, 1 when one did, P when all scored alike). Every problem
-scored 0 (or 1) gives d~ = 1: Clopper-Pearson with P trials. Coverage over a grid of problem
-difficulties (Beta shapes), problem counts 10-200 and samples 1-16 is in docs/diagnostics.md
-(`bench/eval_intervals.py`).
+scored 0 (or 1) gives d~ = 1: Clopper-Pearson with P trials.
+
+No estimate from the P problems sees a kind of problem the draw missed: when 3% of a split's
+problems are never solved and the rest almost always are, 50 drawn problems hold none of the
+unsolved ones 22% of the time, and the interval above then sat wholly above the split's mean (it
+covered 0.79 with 16 samples each). So the interval also reaches as far as such a missed group
+could move the mean
+(`far_end`): a share of the problems at the far end (0 below the mean, 1 above it) up to
+pi = 1 - ((1 - level) / 2)^(1 / P), the Clopper-Pearson bound on a share seen in none of P
+draws (~3.7 / P; Hanley & Lippman-Hand 1983, "If nothing goes wrong, is everything all
+right?", JAMA 249: the rule of three). It is the interval itself when every problem scored 0
+(or 1), and moves nothing where the problems' spread already reaches further. Coverage over a
+grid of problem difficulties (Beta shapes) and two-group mixes, problem counts 10-200 and
+samples 1-16, is in docs/diagnostics.md (`bench/eval_intervals.py`).
 """
 
 from __future__ import annotations
@@ -35,10 +46,11 @@ import numpy as np
 
 PRIOR_PROBLEMS = 1.0
 """Weight, in problems, of the worst-case design effect (1) that the observed one is shrunk
-towards. On the grid of bench/eval_intervals.py: none under-covers sparse scores; 0.5 covers
->= 0.941; 1 covers >= 0.946, 7% wider than the bootstrap it replaced at the median."""
+towards. On the Beta grid of bench/eval_intervals.py (before the far-end reach): none
+under-covers sparse scores; 0.5 covers >= 0.941; 1 covers >= 0.946, 7% wider than the bootstrap
+it replaced at the median. It does not cover a group of problems the draw missed (`far_end`)."""
 
-METHOD = "effective_n_clopper_pearson"
+METHOD = "effective_n_clopper_pearson+far_end"
 
 
 def participation(y: np.ndarray) -> float:
@@ -60,21 +72,42 @@ def effective_trials(values: Sequence[float], max_trials: float | None = None) -
     return min(n_eff, max_trials) if max_trials else n_eff
 
 
+def effective_n_ci(
+    values: Sequence[float], *, level: float = 0.95, max_trials: float | None = None
+) -> tuple[float, float]:
+    """(low, high): Clopper-Pearson at the effective number of trials (`effective_trials`) and
+    the effective successes mean x n_eff (a real number: the Beta quantiles of the exact binomial
+    interval, continuous in both), for per-problem scores values: [P] in [0, 1]."""
+    from pgrpo.core.stats import clopper_pearson
+
+    x = np.asarray(values, dtype=float).reshape(-1)
+    mean = float(x.mean())
+    n = effective_trials(x, max_trials)
+    lo, hi = clopper_pearson(mean * n, n, level)
+    return min(lo, mean), max(hi, mean)
+
+
+def far_end(mean: float, problems: int, level: float = 0.95) -> tuple[float, float]:
+    """(low, high): the means if a share pi of the problems the draw missed sat at 0 (low) or
+    at 1 (high), pi = 1 - ((1 - level) / 2)^(1 / problems), the Clopper-Pearson upper bound on
+    a share of problems seen in none of the draws: low = mean (1 - pi), high = mean + (1 - mean)
+    pi. mean: the mean per-problem score; problems: P."""
+    pi = 1.0 - ((1.0 - level) / 2.0) ** (1.0 / problems)
+    return mean * (1.0 - pi), mean + (1.0 - mean) * pi
+
+
 def problem_ci(
     values: Sequence[float], *, level: float = 0.95, max_trials: float | None = None
 ) -> tuple[float, float, str]:
     """(low, high, method): interval for the mean over problems of per-problem scores.
 
     values: [P] one score per problem in [0, 1] (accuracy c/n, or unbiased pass@k); max_trials:
-    the samples behind them (caps the effective trials). Clopper-Pearson at the effective
-    number of trials and the effective successes mean x n_eff (a real number: the Beta
-    quantiles of the exact binomial interval, continuous in both)."""
-    from pgrpo.core.stats import clopper_pearson
-
+    the samples behind them (caps the effective trials). The Clopper-Pearson interval at the
+    effective number of trials (`effective_n_ci`), widened where needed to reach the means a
+    group of problems the draw missed could give (`far_end`)."""
     x = np.asarray(values, dtype=float).reshape(-1)
     if x.size == 0 or not np.all(np.isfinite(x)) or x.min() < 0 or x.max() > 1:
         raise ValueError(f"problem_ci needs >= 1 per-problem score in [0, 1], got {x!r}")
-    mean = float(x.mean())
-    n = effective_trials(x, max_trials)
-    lo, hi = clopper_pearson(mean * n, n, level)
-    return min(lo, mean), max(hi, mean), METHOD
+    lo, hi = effective_n_ci(x, level=level, max_trials=max_trials)
+    far_lo, far_hi = far_end(float(x.mean()), x.size, level)
+    return min(lo, far_lo), max(hi, far_hi), METHOD

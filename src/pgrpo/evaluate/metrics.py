@@ -5,22 +5,23 @@ Inputs are counts: for each problem, n samples drawn and c of them correct. pass
 unbiased estimator of Chen et al. 2021 from `pgrpo.core.stats` (never re-implemented here).
 
 Intervals treat the problem, not the sample, as the unit (`pgrpo.evaluate.intervals`). Two
-systems are compared on the problems both evaluated, matched by problem id (`pair_problems`).
+systems are compared on the problems both evaluated, matched by problem id, once
+`pgrpo.evaluate.pairing` has checked that they may be compared.
 """
 
 from __future__ import annotations
 
-import json
-import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from pgrpo.core.stats import checked_counts, mean_ci, paired_bootstrap, pass_at_k, welch_t
+from pgrpo.core.stats import checked_counts, mean_ci, paired_t, pass_at_k, t_halfwidth, welch_t
 from pgrpo.errors import UserError
 from pgrpo.evaluate.intervals import problem_ci
+from pgrpo.evaluate.pairing import Pairing, check_one_problem_set, on_problems, pair_problems
+from pgrpo.evaluate.records import Decoding, checked_record
 
 ID_SOURCES = ("problem", "position")
 """What a run's ids are: "problem", the dataset's own problem identity (`pgrpo.tasks.problem_id`);
@@ -49,7 +50,8 @@ class EvalRun:
     training step of the checkpoint (0 = base model, None = unknown); metrics: what scoring
     counted (`reward_errors`, `reward_timeouts`); task_options: the task's options (None:
     unknown); problem_seed: the seed of the problem draw (None: unknown); id_source: what the
-    ids are (`ID_SOURCES`)."""
+    ids are (`ID_SOURCES`); decoding: how the samples were drawn (None: unknown, files written
+    before 2026-12-06)."""
 
     name: str
     ids: list[str]
@@ -64,6 +66,7 @@ class EvalRun:
     task_options: dict[str, Any] | None = None
     problem_seed: int | None = None
     id_source: str = "problem"
+    decoding: Decoding | None = None
 
     def __post_init__(self) -> None:
         if not (len(self.ids) == len(self.n) == len(self.c)) or not self.ids:
@@ -114,6 +117,7 @@ class EvalRun:
                 for k, v in per_k.items()
             },
             "id_source": self.id_source,
+            "decoding": None if self.decoding is None else self.decoding.record(),
             "per_problem": [
                 {"id": i, "n": int(n), "c": int(c)}
                 for i, n, c in zip(self.ids, self.n, self.c, strict=True)
@@ -122,50 +126,25 @@ class EvalRun:
         }
 
     @classmethod
-    def from_summary(cls, rec: dict[str, Any]) -> EvalRun:
-        """The run of one `summary()` record. A problem listed twice is one problem with the
-        samples of both entries; a record without `id_source` (written before 2026-12-04) has
-        row numbers for ids ("position")."""
-        probs = rec.get("per_problem")
-        if not probs:
-            raise ValueError(f"eval result {rec.get('name', '?')!r} has no per_problem counts")
-        name = str(rec["name"])
-        n, c = checked_counts([p["n"] for p in probs], [p["c"] for p in probs], name)
-        merged: dict[str, list[int]] = {}
-        for p, n_i, c_i in zip(probs, n, c, strict=True):
-            counts = merged.setdefault(str(p["id"]), [0, 0])
-            counts[0] += n_i
-            counts[1] += c_i
-        options = rec.get("task_options")
-        if options is not None and not isinstance(options, dict):
-            raise ValueError(f"eval result {name!r}: task_options must be a mapping or null")
-        return cls(
-            name=name,
-            ids=list(merged),
-            n=[v[0] for v in merged.values()],
-            c=[v[1] for v in merged.values()],
-            step=rec.get("step"),
-            seed=int(rec.get("seed", 0)),
-            task=str(rec.get("task", "")),
-            split=str(rec.get("split", "")),
-            model=str(rec.get("model", "")),
-            metrics=dict(rec.get("metrics", {})),
-            task_options=options,
-            problem_seed=rec.get("problem_seed"),
-            id_source=str(rec.get("id_source", "position")),
-        )
+    def from_summary(cls, rec: Any, index: int = 0) -> EvalRun:
+        """The run of one `summary()` record, the `index`th of its file, each field checked
+        (`pgrpo.evaluate.records.checked_record`: ValueError naming the result and field)."""
+        return cls(**checked_record(rec, index))
 
 
 def aggregate(runs: Sequence[EvalRun]) -> dict[str, Any]:
-    """Several seeds of one system: mean accuracy and pass@k with intervals over problems (each
-    problem's score averaged over the seeds that have it), and the seed-to-seed t interval
-    (sampling noise only, the problems held fixed) when there are >= 2 seeds."""
+    """Several seeds of one system on one problem set (UserError otherwise:
+    `check_one_problem_set`): mean accuracy and pass@k with intervals over problems (each
+    problem's score averaged over the seeds), and the seed-to-seed t interval (sampling noise
+    only, the problems held fixed) when there are >= 2 seeds, clipped to [0, 1]
+    (`seed_ci_clipped` says when it was)."""
     if not runs:
         raise UserError(
             "no eval results to aggregate",
             "give at least one result (an eval JSON that `pgrpo eval --out` wrote holds one per "
             "seed)",
         )
+    check_one_problem_set(runs)
     accs = [r.accuracy for r in runs]
     ks = default_ks(min(min(r.n) for r in runs))
     curves = [pass_at_k_curve(r.n, r.c, ks) for r in runs]
@@ -190,7 +169,8 @@ def aggregate(runs: Sequence[EvalRun]) -> dict[str, Any]:
     }
     if len(runs) >= 2:
         ci = mean_ci(accs)
-        out["seed_ci"] = [ci.low, ci.high]
+        out["seed_ci"] = [max(0.0, ci.low), min(1.0, ci.high)]
+        out["seed_ci_clipped"] = bool(ci.low < 0.0 or ci.high > 1.0)
     else:
         out["seed_ci"] = None
         out["note"] = "one seed: the seed-to-seed interval needs >= 2 seeds"
@@ -207,138 +187,41 @@ def _per_problem(runs: Sequence[EvalRun]) -> dict[str, float]:
 
 
 # ---------------------------------------------------------------------------------------------
-# Two systems: which problems they share, the paired comparison, search compression
+# Two systems on the problems they share (`pgrpo.evaluate.pairing`)
 # ---------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Pairing:
-    """The problems two systems share. ids: [S] shared problem ids; problems_a, problems_b: how
-    many each evaluated; by: "problem id", or "row number" (eval JSONs written before problem
-    ids: rows of the split); warnings: what the numbers cannot show, each with what to do."""
-
-    ids: list[str]
-    problems_a: int
-    problems_b: int
-    by: str
-    warnings: list[str]
-
-
-def _setting(runs: Sequence[EvalRun], attr: str) -> set[str]:
-    """The known values of a run attribute (task, split, task_options) as canonical text."""
-    values = [getattr(r, attr) for r in runs]
-    if attr == "task_options":
-        return {json.dumps(v, sort_keys=True, default=str) for v in values if v is not None}
-    return {str(v) for v in values if v}
-
-
-def _check_setting(a: Sequence[EvalRun], b: Sequence[EvalRun], names: tuple[str, str]) -> None:
-    """UserError unless a and b evaluated the same task, split and task options (where known)."""
-    for attr, label, option in (("task", "task", "--task"), ("split", "split", "--split"),
-                                ("task_options", "task options", "--task-options")):  # fmt: skip
-        va, vb = _setting(a, attr), _setting(b, attr)
-        for name, v in zip(names, (va, vb), strict=True):
-            if len(v) > 1:
-                raise UserError(
-                    f"{name} mixes results of different {label} ({', '.join(sorted(v))})",
-                    "give results of one evaluation setting (one `pgrpo eval --out` file)",
-                )
-        if va and vb and va != vb:
-            raise UserError(
-                f"{names[0]} used {label} {va.pop()}, {names[1]} {vb.pop()}: they are not the "
-                "same problems",
-                f"compare evaluations with the same --task, --split and --task-options (give "
-                f"{option} as the baseline had it)",
-            )
-
-
-def pair_problems(
-    a: Sequence[EvalRun],
-    b: Sequence[EvalRun],
-    *,
-    names: tuple[str, str] = ("this evaluation", "the baseline"),
-) -> Pairing:
-    """The problems systems a and b both evaluated, matched by problem id, after checking that
-    they evaluated the same task, split and task options; UserError (what differs, the fix)
-    otherwise or with fewer than 2 shared problems. Two eval JSONs without problem ids (from
-    before 2026-12-04) pair by row number, with a warning; one with ids and one without do not
-    pair."""
-    _check_setting(a, b, names)
-    ia = {i for r in a for i in r.ids}
-    ib = {i for r in b for i in r.ids}
-    legacy = [any(r.id_source == "position" for r in runs) for runs in (a, b)]
-    if legacy[0] != legacy[1]:
-        old = names[legacy.index(True)]
-        raise UserError(
-            f"{old} has no problem ids (an eval JSON written before pgrpo recorded them: its ids "
-            "are row numbers of the split), so its problems cannot be matched",
-            f"evaluate {old} again with this version of `pgrpo eval`",
-        )
-    shared = sorted(ia & ib)
-    if len(shared) < 2:
-        raise UserError(
-            f"{names[0]} and {names[1]} share {len(shared)} problem(s) ({len(ia)} and {len(ib)} "
-            "evaluated): there is nothing to pair",
-            "evaluate both on the same --task, --task-options, --split, --problems and "
-            "--problem-seed",
-        )
-    warnings = []
-    if legacy[0]:
-        warnings.append(
-            "no problem ids in the eval JSONs (written before pgrpo recorded them): problems are "
-            "paired by row number of the split, right only if both drew from the same split "
-            "with the same --task-options, --problems and --problem-seed; evaluate again to "
-            "pair by problem"
-        )
-    if len(shared) < max(len(ia), len(ib)):
-        warnings.append(
-            f"only {len(shared)} problems are shared ({names[0]}: {len(ia)}, {names[1]}: "
-            f"{len(ib)}); the comparison uses the shared ones alone; evaluate both with the "
-            "same --problems and --problem-seed to pair them all"
-        )
-    by = "row number" if legacy[0] else "problem id"
-    return Pairing(shared, len(ia), len(ib), by, warnings)
-
-
-def _restrict(runs: Sequence[EvalRun], ids: Sequence[str]) -> list[EvalRun]:
-    """The runs on the problems `ids` only (runs holding none of them are left out)."""
-    keep = set(ids)
-    out = []
-    for r in runs:
-        rows = [j for j, i in enumerate(r.ids) if i in keep]
-        if rows:
-            out.append(
-                replace(
-                    r,
-                    ids=[r.ids[j] for j in rows],
-                    n=[r.n[j] for j in rows],
-                    c=[r.c[j] for j in rows],
-                )  # fmt: skip
-            )
-    return out
-
-
 def compare(
-    a: Sequence[EvalRun], b: Sequence[EvalRun], *, seed: int = 0, pairing: Pairing | None = None
+    a: Sequence[EvalRun], b: Sequence[EvalRun], *, pairing: Pairing | None = None
 ) -> dict[str, Any]:
-    """System a vs b on the problems both evaluated (`pair_problems`): a paired bootstrap over
-    them (per-problem accuracy averaged over seeds) and Welch's t on seed accuracies over them
-    (>= 2 seeds each)."""
+    """System a vs b on the problems both evaluated (`pair_problems`): the paired t over them
+    (`core.stats.paired_t` on each problem's accuracy averaged over seeds, dof = problems - 1)
+    and Welch's t on seed accuracies over them (>= 2 seeds each). Until 2026-12-06 the paired
+    comparison was a percentile bootstrap: with 2 problems its "95%" interval was [min d, max
+    d] and it called 24% of comparisons of two equal systems significant (bench/eval_paired.py)."""
     pairing = pairing or pair_problems(a, b)
-    a, b = _restrict(a, pairing.ids), _restrict(b, pairing.ids)
+    a, b = on_problems(a, pairing.ids), on_problems(b, pairing.ids)
     pa, pb = _per_problem(a), _per_problem(b)
     common = pairing.ids
-    boot = paired_bootstrap([pa[i] for i in common], [pb[i] for i in common], seed=seed)
+    pt = paired_t([pa[i] for i in common], [pb[i] for i in common])
     out: dict[str, Any] = {
         "problems": len(common),
         "problems_a": pairing.problems_a,
         "problems_b": pairing.problems_b,
         "paired_by": pairing.by,
-        "diff": boot.diff,
-        "bootstrap_ci": [boot.low, boot.high],
-        "bootstrap_p": boot.p_value,
+        "diff": pt.diff,
+        "paired_ci": [pt.low, pt.high],
+        "paired_p": pt.p_value,
+        "paired_t": pt.t,
+        "paired_dof": pt.dof,
+        "paired_method": "paired t on per-problem accuracy differences, dof = problems - 1",
         "warnings": list(pairing.warnings),
     }
+    if not pt.se > 0:
+        out["paired_note"] = (
+            f"every shared problem's accuracy changed by the same amount ({pt.diff:+.3f}): with "
+            "no spread the paired t is undefined; evaluate more problems or samples"
+        )
     if len(a) >= 2 and len(b) >= 2:
         w = welch_t([r.accuracy for r in a], [r.accuracy for r in b])
         out.update(
@@ -355,22 +238,24 @@ def search_compression(
     """pass@k curves of base and trained on the problems both evaluated, and their gap at k = 1
     and the largest common k.
 
-    "search compression": pass@1 rises by more than 2 standard errors of the per-problem pass@1
-    difference while pass@k_max does not rise by more than 2 standard errors of the per-problem
-    pass@k_max difference (the trained model finds in one try what the base found in k);
-    "capacity expansion": pass@k_max rises by more than its 2 standard errors. Each gain is
-    judged by its own spread: judged by pass@k_max's, a pass@1 gain of one sample in 400 was a
-    "search compression" whenever every problem was solved at k_max by both (spread 0). With
-    one sample per problem (k_max = 1: greedy decoding) pass@k_max is pass@1 and the two cannot
-    be told apart: "not judged"."""
+    "search compression": pass@1 rises by more than the half-width of the 95% t interval of
+    the mean per-problem pass@1 difference (dof = problems - 1) while pass@k_max does not rise
+    by more than its own (the trained model finds in one try what the base found in k);
+    "capacity expansion": pass@k_max rises by more than its half-width. Each gain is judged by
+    its own spread: judged by pass@k_max's, a pass@1 gain of one sample in 400 was a "search
+    compression" whenever every problem was solved at k_max by both (spread 0). Until
+    2026-12-06 the tolerance was 2 standard errors (a normal rule: too narrow for a handful of
+    problems). With one sample per problem (k_max = 1: greedy decoding) pass@k_max is pass@1
+    and the two cannot be told apart: "not judged"; so too a non-zero gain with no spread (every
+    problem changed alike: 17% of no-change comparisons of 2 problems)."""
     pairing = pairing or pair_problems(trained, base)
-    base, trained = _restrict(base, pairing.ids), _restrict(trained, pairing.ids)
+    base, trained = on_problems(base, pairing.ids), on_problems(trained, pairing.ids)
     k_max = min(min(r.n) for r in (*base, *trained))
     ks = default_ks(k_max)
     cb = {k: float(np.mean([pass_at_k_curve(r.n, r.c, [k])[k] for r in base])) for k in ks}
     ct = {k: float(np.mean([pass_at_k_curve(r.n, r.c, [k])[k] for r in trained])) for k in ks}
     gain1, gain_k = ct[1] - cb[1], ct[k_max] - cb[k_max]
-    tol1, tol_k = (_two_se(base, trained, k) for k in (1, k_max))
+    tol1, tol_k = (_tolerance(base, trained, k) for k in (1, k_max))
     out: dict[str, Any] = {"problems": len(pairing.ids)}
     if k_max < 2:
         verdict = "not judged"
@@ -378,6 +263,12 @@ def search_compression(
             "one sample per problem: pass@k for k > 1 is unknown, so a gain cannot be told "
             "capacity expansion or search compression; evaluate both with --samples >= 2 "
             "(e.g. 8) at temperature > 0"
+        )
+    elif flat := [k for k, g, t in ((1, gain1, tol1), (k_max, gain_k, tol_k)) if g and not t]:
+        verdict = "not judged"
+        out["verdict_note"] = (
+            f"every shared problem's pass@{flat[0]} changed by the same amount: with no spread "
+            "there is no tolerance to judge the gain by; evaluate more problems"
         )
     elif gain_k > tol_k:
         verdict = "capacity expansion"
@@ -398,12 +289,11 @@ def search_compression(
     }
 
 
-def _two_se(base: Sequence[EvalRun], trained: Sequence[EvalRun], k: int) -> float:
-    """2 standard errors of the mean per-problem pass@k difference (trained - base) over the
-    problems both evaluated (0 with fewer than 2 problems)."""
+def _tolerance(base: Sequence[EvalRun], trained: Sequence[EvalRun], k: int) -> float:
+    """Half-width of the 95% t interval of the mean per-problem pass@k difference (trained -
+    base) over the problems both evaluated (`core.stats.t_halfwidth`; 0 with < 2 problems)."""
     pb, pt = _problem_pass(base, k), _problem_pass(trained, k)
-    d = np.array([pt[i] - pb[i] for i in sorted(set(pb) & set(pt))])
-    return 2 * float(d.std(ddof=1) / math.sqrt(d.size)) if d.size > 1 else 0.0
+    return t_halfwidth([pt[i] - pb[i] for i in sorted(set(pb) & set(pt))])
 
 
 def _problem_pass(runs: Sequence[EvalRun], k: int) -> dict[str, float]:

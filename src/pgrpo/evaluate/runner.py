@@ -16,13 +16,9 @@ import numpy as np
 import torch
 
 from pgrpo.errors import check_seed
-from pgrpo.evaluate.metrics import (
-    EvalRun,
-    aggregate,
-    compare,
-    pair_problems,
-    search_compression,
-)
+from pgrpo.evaluate.metrics import EvalRun, aggregate, compare, search_compression
+from pgrpo.evaluate.pairing import check_one_problem_set, pair_problems
+from pgrpo.evaluate.records import Decoding
 
 EVAL_KIND = "pgrpo.eval"
 
@@ -58,6 +54,11 @@ class EvalConfig:
     model_seed: int = 0
     """Seed of the model's construction (the tiny model's init and warm-up); sampling seeds vary
     separately, so every seed evaluates the same network."""
+
+    @property
+    def decoding(self) -> Decoding:
+        """How each sample is drawn (recorded in every result; `pair_problems` checks it)."""
+        return Decoding(float(self.temperature), int(self.max_new_tokens))
 
     def __post_init__(self) -> None:
         for name in ("samples", "max_new_tokens", "batch_prompts"):
@@ -229,7 +230,7 @@ def planned_run(cfg: EvalConfig, plan: EvalPlan) -> EvalRun:
     return EvalRun(
         name="planned", ids=plan.ids, n=[1] * len(plan.ids), c=[0] * len(plan.ids),
         task=cfg.task, split=cfg.split, task_options=plan.options,
-        problem_seed=cfg.problem_seed,
+        problem_seed=cfg.problem_seed, decoding=cfg.decoding,
     )  # fmt: skip
 
 
@@ -278,7 +279,7 @@ def evaluate(
         name=name or f"{Path(cfg.model).name}@{step}/seed{seed}",
         ids=list(plan.ids), n=n, c=c, step=step, seed=seed, task=cfg.task, split=cfg.split,
         model=cfg.model, metrics=failures, task_options=plan.options,
-        problem_seed=cfg.problem_seed, id_source="problem",
+        problem_seed=cfg.problem_seed, id_source="problem", decoding=cfg.decoding,
     )  # fmt: skip
     warning = failure_warning(run, messages[0] if messages else "")
     if warning is not None and on_note is not None:
@@ -329,20 +330,29 @@ def json_safe(value: Any) -> Any:
 
 
 def read_eval(path: str | Path) -> list[EvalRun]:
-    """The EvalRuns of an eval JSON written by `pgrpo eval --out` (UserError when it holds
-    none)."""
+    """The EvalRuns of an eval JSON written by `pgrpo eval --out` (its results: the seeds of one
+    evaluation); UserError naming the file, the result and the field when it holds none, a
+    record does not read (`EvalRun.from_summary`) or its seeds evaluated different problems
+    (`check_one_problem_set`)."""
     from pgrpo.errors import UserError
 
     data = json.loads(Path(path).read_text())
     if not isinstance(data, dict) or data.get("kind") != EVAL_KIND:
         raise ValueError(f"{path} is not a `pgrpo eval` JSON (kind != {EVAL_KIND!r})")
-    results = data["results"]
+    results = data.get("results")
+    fix = "give the file `pgrpo eval --out` wrote (one result per sampling seed)"
     if not isinstance(results, list) or not results:
         raise UserError(
-            f"{path} holds no eval results ('results' is {json.dumps(results)[:40]})",
-            "give the file `pgrpo eval --out` wrote (one result per sampling seed)",
+            f"{path} holds no eval results ('results' is {json.dumps(results)[:40]})", fix
         )
-    return [EvalRun.from_summary(rec) for rec in results]
+    try:
+        runs = [EvalRun.from_summary(rec, i) for i, rec in enumerate(results)]
+        check_one_problem_set(runs, "its results")
+    except UserError as exc:
+        raise UserError(f"{path}: {exc.problem}", exc.fix) from None
+    except ValueError as exc:
+        raise UserError(f"{path}: {exc}", fix) from None
+    return runs
 
 
 def _tmp(path: Path) -> Path:

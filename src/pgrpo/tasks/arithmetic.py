@@ -103,6 +103,10 @@ class ArithmeticTask:
     name = "arithmetic"
     reward_range = (0.0, 1.0)
     reward_is_fast = True
+    reward_only_options = ("format_weight",)
+    """Options that change the reward alone: `load` and `correct` never read format_weight, so
+    evaluations that differ only in it are of the same problems, graded alike (`pgrpo eval
+    --baseline` compares them, with a note)."""
 
     def __init__(
         self,

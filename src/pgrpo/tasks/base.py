@@ -27,6 +27,9 @@ class Task(Protocol):
       from any shaping of the reward (e.g. a format bonus); `pgrpo eval` counts it (`is_correct`).
     - `problem_id(example)` (optional): the problem's identity, the same in every evaluation; by
       default the dataset's own id field, else a hash of the prompt (`problem_id`).
+    - `reward_only_options` (optional class attribute): names of options that change the reward
+      but neither the problems `load` gives nor `correct`; `pgrpo eval --baseline` compares
+      evaluations that differ only in them (arithmetic: `format_weight`).
     """
 
     name: str
