@@ -1,5 +1,7 @@
 """Gradient effective rank per advantage estimator on SmolLM2-135M-Instruct (full parameters,
-CountSketch D = 4096) vs the random-advantage control; writes bench/results/gradrank_smollm2.json.
+CountSketch D = 4096) vs 200 seeded draws each of the random, support-matched and within-group
+permutation controls (since 2026-12-06, session 39; the results recorded before held one random
+draw); writes bench/results/gradrank_smollm2.json.
 
     nice -n 10 python bench/gradrank_smollm2.py [--model smollm2] [--prompts 4] [--group-size 8]
 """
@@ -29,6 +31,7 @@ SHOWN = (
     "rank/numerical",
     "nonzero_rows",
 )
+CONTROLLED = ("rank/entropy", "rank/participation_ratio", "rank/stable")
 
 
 def main() -> None:
@@ -64,6 +67,8 @@ def main() -> None:
                 "seconds": time.time() - t0,
                 "rewards": res.rewards,
                 "ranks": res.ranks,
+                "controls": res.controls,
+                "notes": res.notes,
                 "metrics": res.metrics,
             }
         )
@@ -74,6 +79,17 @@ def main() -> None:
         print(f"{'advantage':<16}" + "".join(f"{k.replace('rank/', ''):>20}" for k in SHOWN))
         for name, m in res.ranks.items():
             print(f"{name:<16}" + "".join(f"{m[k]:>20.2f}" for k in SHOWN))
+        for name, kinds in res.controls.items():  # mean [5%, 95%] p = share at or below
+            for kind, summary in kinds.items():
+                cells = [summary[k] for k in CONTROLLED]
+                text = "".join(
+                    f"  {c['mean']:.2f} [{c['p05']:.2f}, {c['p95']:.2f}] "
+                    f"p={c['share_at_or_below']:.2f}"
+                    for c in cells
+                )
+                print(f"{name:<12} {kind:<12}{text}")
+        for note in res.notes:
+            print(f"note: {note}")
     write_results(Path(args.out), "gradrank_smollm2.py", None, args=vars(args), runs=runs)
 
 

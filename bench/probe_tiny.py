@@ -25,7 +25,8 @@ import torch
 
 from pgrpo.dynamics import fit_curve, predict
 from pgrpo.logs import read_log
-from pgrpo.measure.probe import ProbeConfig, probe_run_config
+from pgrpo.measure.probe import ProbeConfig
+from pgrpo.measure.probe_run import probe_run_config
 from pgrpo.train.checkpoint import latest_checkpoint
 from pgrpo.train.config import load_config
 from pgrpo.train.optimizers import TRAIN_OPTIMIZERS
@@ -127,6 +128,9 @@ def main() -> None:
         res[f"kappa_probe_{key}"] = pr["kappa"]
         res[f"kappa_probe_{key}_stderr"] = pr["stderr"]
         res[f"kappa_probe_{key}_zero_pairs"] = pr["zero_pairs"]
+        res[f"kappa_probe_{key}_stderr_kind"] = pr["stderr_kind"]  # since session 39: jackknife
+        res[f"kappa_probe_{key}_near_plateau"] = pr["near_plateau"]  # the run's log there
+        res[f"kappa_probe_{key}_direction_snr"] = pr["metrics"].get("direction_snr")
         res[f"tracking_{key}"] = tracked(pr["kappa"])
     for k, v in res.items():
         if isinstance(v, dict):

@@ -113,6 +113,7 @@ def measure_stage(policy: Any, task: Any, config: Any, examples: list, args: Any
     import torch
 
     from pgrpo.measure.gradrank import GradRankConfig, gradient_rank
+    from pgrpo.measure.rank import effective_ranks
     from pgrpo.train.logprobs import completion_scores
     from pgrpo.train.rollout import collect
 
@@ -149,12 +150,17 @@ def measure_stage(policy: Any, task: Any, config: Any, examples: list, args: Any
         row_hoyer.append(_layer_sparsity(named, grads, top=False)["hoyer"])
         del grads, scores
     rows_t = torch.stack(rows)
-    cfg = GradRankConfig(estimators=estimators, projection_dim=args.dim, seed=seed)
+    # per-layer blocks: no control draws; the random_control row is this stage's one seeded draw
+    # (the one the recorded results and docs/reproductions_lm.md hold; `pgrpo gradrank` now
+    # reports 200 draws of three controls instead)
+    cfg = GradRankConfig(estimators=estimators, projection_dim=args.dim, seed=seed, n_controls=0)
     ranks = {}
     for group in [*sketch.groups, "all"]:
         block = rows_t if group == "all" else sketch.block(rows_t, group)
         res = gradient_rank(block, rewards.tolist(), G, cfg)
         ranks[group] = {e: {k: m[k] for k in RANK_SHOWN} for e, m in res.ranks.items()}
+        one_draw = effective_ranks(adv["random_control"][:, None] * block.double()).metrics
+        ranks[group]["random_control"] = {k: one_draw[k] for k in RANK_SHOWN}
     sparsity = {k: _layer_sparsity(named, bufs) for k, bufs in acc.items()}
     weight_ranks = {k: _weight_ranks(named, acc[k]) for k in WEIGHT_RANK_ESTIMATORS if k in acc}
     groups = rewards.reshape(-1, G)

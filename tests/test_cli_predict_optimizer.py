@@ -57,3 +57,26 @@ def test_bad_optimizer_input_exits_2_with_one_line(tmp_path, extra, needle):
     lines = [ln for ln in res.output.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith("error:") and needle in lines[0]
     assert not (tmp_path / "predict.png").exists()
+
+
+def test_the_trainers_lr_schedule(tmp_path):
+    """--schedule / --warmup-steps / --schedule-start (session 39, for `pgrpo probe`'s line):
+    the mean follows the trainer's schedule from the given step; regime and tau are the peak's."""
+    import numpy as np
+
+    from pgrpo.core.schedules import lr_factor
+    from pgrpo.dynamics.predict import predict
+
+    base = ["--steps", "300", "--json"]  # with _predict's --lr 1e-6 --kappa 2e4 --beta1 0.9
+    flat = json.loads(_predict(tmp_path, *base).stdout)
+    warm = _predict(tmp_path, *base, "--schedule", "cosine", "--warmup-steps", "50")
+    assert warm.exit_code == 0, warm.output
+    out = json.loads(warm.stdout)
+    assert out["tau"] == flat["tau"] and out["inflection_time"] != flat["inflection_time"]
+    lrs = 1e-6 * lr_factor("cosine", np.arange(100, 300), 300, 50)
+    tail = predict(float(lrs.max()), 0.9, 2e4, n_steps=200, lr_schedule=lrs)
+    late = _predict(tmp_path, "--steps", "200", "--json", "--schedule", "cosine",
+                    "--warmup-steps", "50", "--schedule-start", "100")  # fmt: skip
+    assert json.loads(late.stdout)["inflection_time"] == tail.metrics["inflection_time"]
+    bad = _predict(tmp_path, "--schedule", "step")
+    assert bad.exit_code == 2 and "--schedule step is not a schedule" in bad.output

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -10,6 +11,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pgrpo.core.advantages import compute_advantages
 from pgrpo.measure.rank import (
     effective_ranks,
     energy_rank,
@@ -152,7 +154,8 @@ def test_gradient_rank_zero_sum_vs_controls():
     assert res.ranks["grpo"]["rank/energy_99"] <= 2
     assert res.ranks["grpo"]["group/nonzero_groups"] == 1
     assert res.ranks["sign"]["nonzero_rows"] == 12  # sign: every rollout carries signal
-    assert res.ranks["random_control"]["nonzero_rows"] == 12
+    assert set(res.ranks) == {"grpo", "sign"}  # controls are draws, not a row of their own
+    assert set(res.controls["grpo"]) == {"random", "support", "permutation"}
     with pytest.raises(ValueError, match="rewards for"):
         gradient_rank(scores, rewards[:-4], 4, cfg)
     with pytest.raises(KeyError, match="valid names"):
@@ -199,7 +202,7 @@ def test_sketched_matches_exact_gradients_on_tiny_model():
     cfg = GradRankConfig(projection_dim=0)
     a = gradient_rank(exact, rewards, 4, cfg).ranks
     b = gradient_rank(sketched, rewards, 4, cfg).ranks
-    for name in ("grpo", "sign", "dual_anchor", "random_control"):
+    for name in ("grpo", "sign", "dual_anchor"):
         assert b[name]["rank/entropy"] == pytest.approx(a[name]["rank/entropy"], rel=0.1)
 
 
@@ -230,7 +233,8 @@ def test_cli_gradrank_json_on_tiny_model():
     res = CliRunner().invoke(app, args)
     assert res.exit_code == 0, res.output
     out = json.loads(res.stdout)
-    assert set(out["ranks"]) == {"grpo", "sign", "dual_anchor", "random_control"}
+    assert set(out["ranks"]) == {"grpo", "sign", "dual_anchor"}
+    assert set(out["controls"]["grpo"]) == {"random", "support", "permutation"}
     assert len(out["rewards"]) == 8 and out["metrics"]["projection_dim"] == 1024
     sign = out["ranks"]["sign"]
     assert sign["nonzero_rows"] == 8 and 1.0 <= sign["rank/entropy"] <= 8.0
@@ -272,6 +276,155 @@ def test_cli_gradrank_text_says_when_an_estimator_has_no_gradient():
     assert res.exit_code == 0, res.output
     text = " ".join(res.output.split())
     assert "note: grpo gives every rollout a zero advantage" in text
-    assert "note: sign" not in text  # sign's A = 2r - 1 is never zero
+    assert "note: sign gives" not in text  # sign's A = 2r - 1 is never zero
+    assert "note: sign: every rollout's |A| is the same" in text  # so its ranks are S's own
     row = next(line for line in res.output.splitlines() if "│ sign" in line)
     assert row.rstrip(" │").endswith("8")  # nonzero_rows as a count, not 8.00
+
+
+# ---------------------------------------------------------------------------------------------
+# session 39: control draws, exact rows by default, the sketch's distortion, early checks
+# ---------------------------------------------------------------------------------------------
+
+
+def test_energy_rank_of_equal_values_is_the_ceiling_of_q_n():
+    """The module docstring said every definition gives n for n equal values; the q-energy rank
+    gives ceil(q n) (docstring fix; this passes on the old code too)."""
+    for n in (5, 10, 32):
+        for q in (0.90, 0.95, 0.99):
+            assert energy_rank(torch.ones(n), q) == math.ceil(q * n - 1e-9)
+
+
+def _degenerate_batch(seed: int = 3):
+    """4 groups of 4 (2 mixed, 2 all-fail) on random scores: GRPO zeroes half the rows."""
+    g = torch.Generator().manual_seed(seed)
+    scores = torch.randn(16, 500, generator=g, dtype=torch.float64)
+    rewards = [1, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 0, 0, 0, 0, 0]
+    return scores, rewards
+
+
+def test_controls_are_many_seeded_draws_with_the_estimators_support():
+    """One N(0, 1) draw over all N rows was the only control: GRPO's zeroed rows alone make it
+    look concentrated. Now 200 seeded draws each of random, support-matched (the estimator's
+    non-zero rows) and within-group-permuted advantages, summarised with a 5-95% interval."""
+    scores, rewards = _degenerate_batch()
+    cfg = GradRankConfig(estimators=("grpo",), projection_dim=0, seed=1)
+    res = gradient_rank(scores, rewards, 4, cfg)
+    grpo = res.ranks["grpo"]["rank/entropy"]
+    for kind, summary in res.controls["grpo"].items():
+        s = summary["rank/entropy"]
+        assert s["p05"] <= s["mean"] <= s["p95"] and 0 <= s["share_at_or_below"] <= 1, kind
+    random, support = res.controls["grpo"]["random"], res.controls["grpo"]["support"]
+    assert support["rank/numerical"]["p95"] <= res.ranks["grpo"]["nonzero_rows"] == 8
+    assert random["rank/entropy"]["mean"] > support["rank/entropy"]["mean"]
+    assert (
+        random["rank/entropy"]["share_at_or_below"]
+        < 0.05
+        < support["rank/entropy"]["share_at_or_below"]
+    )  # against all rows GRPO looks concentrated; against its own support it does not
+    assert grpo == pytest.approx(effective_ranks(
+        compute_advantages("grpo", torch.tensor(rewards, dtype=torch.float64), group_size=4)
+        .advantages[:, None] * scores).metrics["rank/entropy"])  # fmt: skip
+    again = gradient_rank(scores, rewards, 4, cfg).controls
+    assert again == res.controls  # seeded
+    assert gradient_rank(scores, rewards, 4, replace(cfg, seed=2)).controls != res.controls
+
+
+def test_control_ranks_on_the_core_equal_those_on_the_scores():
+    """Each draw's ranks come from the [N, N] core of S (one QR), not from [N, D] again."""
+    from pgrpo.measure.rank_controls import control_ranks, permuted_draws, score_core
+
+    scores, rewards = _degenerate_batch()
+    adv = torch.tensor(rewards, dtype=torch.float64) - 0.5
+    draws = permuted_draws(adv, 4, 5, torch.Generator().manual_seed(0))
+    assert sorted(draws[0].tolist()) == sorted(adv.tolist())
+    on_core = control_ranks(score_core(scores), draws)
+    on_scores = control_ranks(scores, draws)
+    for key, values in on_core.items():
+        assert values == pytest.approx(on_scores[key], rel=1e-9), key
+
+
+def test_a_constant_magnitude_advantage_is_said_to_be_the_score_matrix():
+    """With 0/1 rewards sign's A = +-1: flipping rows keeps the singular values, so its ranks
+    are S's own; the docs read 'sign ... as spread as the control' as about the estimator."""
+    scores, rewards = _degenerate_batch()
+    res = gradient_rank(scores, rewards, 4, GradRankConfig(estimators=("grpo", "sign")))
+    assert res.ranks["sign"]["abs_uniform"] == 1.0 and res.ranks["grpo"]["abs_uniform"] == 0.0
+    assert res.ranks["sign"]["rank/entropy"] == pytest.approx(res.metrics["scores/rank/entropy"])
+    (note,) = res.notes
+    assert note.startswith("sign:") and "say nothing about the estimator" in note
+
+
+def test_exact_rows_are_the_default_where_they_fit():
+    """The default sketched to D = 4096 even for 4,352 LoRA parameters (P < D)."""
+    from pgrpo.errors import UserError
+    from pgrpo.measure.gradrank import resolve_projection_dim
+
+    assert resolve_projection_dim(None, 32, 4_352) == 0
+    assert resolve_projection_dim(None, 32, 98_752) == 0
+    assert resolve_projection_dim(None, 32, 134_515_008) == 4096
+    assert resolve_projection_dim(1024, 32, 98_752) == 1024
+    with pytest.raises(UserError, match="not below the 4,352 trainable parameters"):
+        resolve_projection_dim(8192, 32, 4_352)
+
+
+def test_the_sketch_distortion_matches_a_flat_spectrum():
+    """A CountSketch to D inflates the top singular value of a flat spectrum: stable rank x
+    1 / (1 + sqrt(N/D))^2 (the reported factor), participation ratio x 1 / (1 + N/D)."""
+    from pgrpo.measure.gradrank import sketch_distortion
+
+    n, p, dim = 16, 20_000, 256
+    q, _ = torch.linalg.qr(torch.randn(p, n, generator=torch.Generator().manual_seed(0),
+                                       dtype=torch.float64))  # fmt: skip
+    sketched = torch.stack([countsketch([row], dim, seed=1) for row in q.T])
+    got = effective_ranks(sketched).metrics
+    factors = sketch_distortion(n, dim)
+    assert got["rank/stable"] == pytest.approx(n * factors["sketch/stable_rank_factor"], rel=0.15)
+    assert got["rank/participation_ratio"] == pytest.approx(
+        n * factors["sketch/participation_factor"], rel=0.05
+    )
+    assert sketch_distortion(n, 0) == {}
+
+
+def _gradrank(*args: str, **env: str):
+    from typer.testing import CliRunner
+
+    from pgrpo.cli import _load_commands, app
+
+    _load_commands()
+    base = ["gradrank", "--model", "tiny", "--tiny-warmup-steps", "0", "--prompts", "2",
+            "--group-size", "4", "--max-new-tokens", "4"]  # fmt: skip
+    return CliRunner().invoke(app, [*base, *args], env={"COLUMNS": "200", **env})
+
+
+def test_bad_projection_dims_fail_before_the_model_loads(monkeypatch):
+    """--projection-dim 1e12 failed late with 'out of memory; lower grpo.batch_prompts ...'
+    (keys gradrank does not take)."""
+    import pgrpo.train.rollout as ro
+
+    def no_loading(*a, **k):
+        raise AssertionError("the model was loaded")
+
+    monkeypatch.setattr(ro, "load_task_and_policy", no_loading)
+    for dim, words in (("1000000000000", "more than half this machine's"), ("4", "below the 8")):
+        res = _gradrank("--projection-dim", dim)
+        assert res.exit_code == 2, res.output
+        assert f"--projection-dim {dim}" in res.output and words in res.output
+        assert len(res.output.strip().splitlines()) == 1
+    res = _gradrank("--estimators", "grpo,grpo")
+    assert res.exit_code == 2 and "--estimators grpo,grpo names grpo more than once" in res.output
+
+
+def test_cli_defaults_to_exact_rows_for_lora_and_reports_a_sketchs_distortion():
+    import json
+
+    res = _gradrank("--lora-rank", "2", "--json")
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert out["metrics"]["projection_dim"] == 0 and out["metrics"]["n_params"] < 10_000
+    assert "sketch/stable_rank_factor" not in out["metrics"]
+    too_wide = _gradrank("--lora-rank", "2", "--projection-dim", "8192")
+    assert too_wide.exit_code == 2 and "not below the" in too_wide.output
+    text = " ".join(_gradrank("--projection-dim", "512").stdout.split())
+    assert "sketch distortion for N=8, D=512" in text and "x0.790" in text  # 1 / 1.125^2
+    assert "p = share of draws at or below the estimator" in text

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 import torch
 from hypothesis import given, settings
@@ -207,3 +208,91 @@ def test_cli_probe_early_in_a_run(tmp_path):
         return
     out = json.loads(res.stdout)
     assert out["lr"] == 3e-3 and len(out["samples"]) == 2
+
+
+def _noisy_quadratic(noise: float):
+    """ascent gradient of a 6-d quadratic of known Hessian (eigenvalues 0.1-10) plus seeded
+    noise: CRN pairs cancel the noise exactly, so only the direction carries it."""
+    gen = torch.Generator().manual_seed(0)
+    q, _ = torch.linalg.qr(torch.randn(6, 6, generator=gen, dtype=torch.float64))
+    h = q @ torch.diag(torch.tensor([0.1, 0.5, 1, 2, 5, 10.0], dtype=torch.float64)) @ q.T
+    target = torch.randn(6, generator=gen, dtype=torch.float64)
+
+    def grad_fn(theta: torch.Tensor, seed: int) -> torch.Tensor:
+        z = torch.randn(6, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+        return -h @ (theta - target) + noise * z
+
+    return grad_fn
+
+
+def test_the_standard_error_includes_the_directions_noise():
+    """Pairs along one noisy direction agree to round-off (the old stderr was ~1e-15 while
+    kappa moved by +-0.9 between seeds); the jackknife over direction batches sees that spread."""
+    theta = torch.zeros(6, dtype=torch.float64)
+    kappas, errors = [], []
+    for seed in range(30):
+        cfg = ProbeConfig(epsilon=0.01, preconditioner="sgd", n_direction=4, n_pairs=8, seed=seed)
+        res = probe_curvature(_noisy_quadratic(4.0), theta, cfg)
+        assert "jackknife over direction batches" in res.stderr_kind
+        kappas.append(res.kappa)
+        errors.append(res.stderr)
+    spread = float(np.std(kappas))
+    assert 0.5 * spread < float(np.median(errors)) < 1.5 * spread
+    one = probe_curvature(
+        _noisy_quadratic(4.0), theta, ProbeConfig(epsilon=0.01, preconditioner="sgd", n_direction=1)
+    )
+    assert one.stderr_kind == "pairs only"
+
+
+def test_adams_preconditioner_comes_from_the_rows_the_optimizer_sees():
+    """With grpo.num_minibatches = M the trainer's Adam sees M minibatch gradients per batch, not
+    their mean: v (and P) come from the rows; g is their mean."""
+    rows = torch.tensor([[3.0, 1.0], [-1.0, 1.0]], dtype=torch.float64)  # mean (1, 1)
+
+    def grad_fn(theta: torch.Tensor, seed: int) -> torch.Tensor:
+        return rows - theta  # both rows move with theta: H = -I
+
+    cfg = ProbeConfig(epsilon=1e-3, preconditioner="adam", n_direction=2, n_pairs=2)
+    res = probe_curvature(grad_fn, torch.zeros(2, dtype=torch.float64), cfg)
+    p = 1 / rows.pow(2).mean(0).sqrt()  # (1 / sqrt(5), 1), not 1 / |mean| = (1, 1)
+    assert res.metrics["preconditioner_mean"] == pytest.approx(float(p.mean()))
+    assert res.metrics["rows_per_batch"] == 2
+    g = rows.mean(0)
+    assert res.kappa == pytest.approx(float((p * g) @ (p * g) / (g @ (p * g))))
+
+
+def test_lm_gradient_rows_are_the_trainers_minibatch_gradients(tmp_path):
+    """grpo.num_minibatches = 2: the probe's batch gives the two minibatch gradients (row 0 is the
+    trainer's first optimizer step's) and its mean reward; grad_fn returns those rows."""
+    from pgrpo.measure.probe import batch_gradients, lm_gradient
+    from pgrpo.train.config import load_config
+    from pgrpo.train.setup import build_run
+    from pgrpo.train.trainer import train_step
+
+    cfg = load_config(None, [
+        "model.name=tiny", "model.tiny_hidden=32", "model.tiny_warmup_steps=60",
+        "task.options={levels: [1], n: 200}", "group_size=4", "batch_prompts=4", "max_new_tokens=4",
+        "grpo.num_minibatches=2", "grpo.refresh_interval=2", "optim.max_grad_norm=0",
+        "torch_threads=1", f"run.output_dir={tmp_path}",
+    ])  # fmt: skip
+    run = build_run(cfg, resume=False)
+    position = run.stream.position()
+    examples = run.stream.next_batch(cfg.grpo.batch_prompts)
+    run.stream.restore(position)
+    for seed in range(50):  # a batch with some reward spread: a gradient that is not 0 = 0
+        out = batch_gradients(run.policy, run.task, examples, cfg, seed=seed)
+        if bool(out.rows.any()):
+            break
+    assert out.rows.shape[0] == 2 and not torch.equal(out.rows[0], out.rows[1])
+    assert 0 < out.reward_mean < 1
+    params = run.policy.trainable_parameters()
+    grads = []
+    run.optimizer.register_step_pre_hook(
+        lambda *_: grads.append(torch.cat([p.grad.reshape(-1) for p in params]))
+    )
+    torch.manual_seed(seed)
+    metrics = train_step(run, 1)
+    assert metrics["reward"] == pytest.approx(out.reward_mean)
+    torch.testing.assert_close(-out.rows[0].float(), grads[0], atol=1e-6, rtol=1e-5)
+    grad_fn, theta0 = lm_gradient(run.policy, run.task, examples, cfg)
+    assert grad_fn(theta0, 3).shape == (2, theta0.numel()) and 3 in grad_fn.reward_means

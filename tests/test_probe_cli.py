@@ -146,14 +146,15 @@ def test_a_non_finite_kappa_is_an_error(fake_model):
 def test_noise_dominated_includes_the_boundary():
     """stderr >= half of |kappa| (0 +- 0 included) is noise-dominated."""
     from pgrpo.measure.config import ProbeConfig
-    from pgrpo.measure.probe import _verdict
+    from pgrpo.measure.probe_run import _verdict
     from pgrpo.train.config import load_config
 
     c = load_config(None, ["model.name=tiny", "optim.name=sgd_momentum"])
     cfg = ProbeConfig(preconditioner="sgd")
+    at = {"steps": 100, "peak_lr": c.optim.lr, "near_plateau": False, "plateau_evidence": "x"}
     for kappa, stderr, dominated in ((1.0, 0.5, True), (1.0, 0.49, False), (0.0, 0.0, True)):
         res = ProbeResult(kappa, stderr, (kappa - stderr, kappa + stderr))
-        assert _verdict(res, cfg, c, "sgd_momentum")["noise_dominated"] is dominated
+        assert _verdict(res, cfg, c, "sgd_momentum", at)["noise_dominated"] is dominated
 
 
 def test_a_missing_model_folder_fails_before_loading(fake_model):
@@ -163,3 +164,122 @@ def test_a_missing_model_folder_fails_before_loading(fake_model):
     _load_commands()
     res = CliRunner().invoke(app, ["probe", "model.name=./no_such_model_folder"])
     assert res.exit_code == 2 and "no such model folder" in res.output
+
+
+# ---------------------------------------------------------------------------------------------
+# session 39: what the probe measured, the horizon and schedule, the step's linear regime
+# ---------------------------------------------------------------------------------------------
+
+
+def test_at_the_initial_policy_the_prediction_is_marked_not_supported(fake_model):
+    """The probe at the initial policy measures the local slope there, not the plateau's
+    stiffness: the prediction was printed as the run's; now it is kept with the caveat."""
+    out = _json("optim.name=sgd_momentum", "optim.lr=1e-3")
+    assert out["probed_at"] == "initial policy" and "local slope" in out["measured"]
+    assert out["near_plateau"] is False and out["prediction_supported"] is False
+    assert "not supported by this measurement" in out["caveat"]
+    assert "bench/probe_init_bandit.py" in out["caveat"]
+    text = " ".join(_probe("optim.name=sgd_momentum", "optim.lr=1e-3").stdout.split())
+    assert "measured: the local slope of the restoring force" in text
+    assert "caveat: a prediction from this kappa is not supported" in text
+    assert "IF this were the plateau's kappa" in text
+
+
+def _run_dir(tmp_path, rewards):
+    """A run folder as `pgrpo train` leaves it, for the fake loader: config, a checkpoint
+    pointer, a state file and the checkpoint's copy of the log."""
+    run = tmp_path / "run"
+    ckpt = run / "checkpoints" / f"step-{len(rewards)}"
+    ckpt.mkdir(parents=True)
+    (run / "checkpoints" / "latest").write_text(ckpt.name)
+    (ckpt / "state.pt").write_bytes(b"")
+    lines = [json.dumps({"step": i + 1, "reward": r}) for i, r in enumerate(rewards)]
+    (ckpt / "metrics.jsonl").write_text("\n".join(lines) + "\n")
+    (run / "config.yaml").write_text(
+        "model: {name: tiny}\ngrpo: {group_size: 8, batch_prompts: 8, refresh_interval: 2}\n"
+        "optim: {name: sgd_momentum, lr: 0.001}\nrun: {steps: 100}\n"
+    )
+    return run
+
+
+def test_a_checkpoint_on_its_plateau_gives_a_supported_prediction(fake_model, tmp_path):
+    """--run: the run's own log up to the checkpoint decides; the horizon is what is left of the
+    run's optimizer steps."""
+    import numpy as np
+
+    noise = np.random.default_rng(0).normal(0, 0.02, 60)
+    flat_top = (0.8 - 0.6 * np.exp(-np.arange(60) / 8) + noise).tolist()
+    _load_commands()
+    res = CliRunner().invoke(app, ["probe", "--run", str(_run_dir(tmp_path, flat_top)), "--json"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert out["probed_at"] == "checkpoint step-60" and out["near_plateau"] is True
+    assert out["prediction_supported"] is True and out["caveat"] is None
+    assert out["start_step"] == 120 and out["steps"] == 200 - 120
+    rising = (0.2 + 0.01 * np.arange(60) + noise).tolist()
+    (tmp_path / "run").rename(tmp_path / "old")
+    res = CliRunner().invoke(app, ["probe", "--run", str(_run_dir(tmp_path, rising)), "--json"])
+    out = json.loads(res.stdout)
+    assert out["near_plateau"] is False and out["prediction_supported"] is False
+    assert "reads 'learning'" in out["caveat"]
+
+
+def test_the_horizon_is_in_optimizer_steps(fake_model):
+    """run.steps counts rollout batches; the model's step is the optimizer step (K per batch):
+    the probe predicted, and printed `--steps`, run.steps."""
+    out = _json("optim.name=sgd_momentum", "run.steps=30", "grpo.refresh_interval=4")
+    assert out["rollout_batches"] == 30 and out["steps"] == 120
+    assert "--steps 120" in out["predict_command"]
+
+
+def test_the_runs_lr_schedule_enters_the_prediction(fake_model, tmp_path):
+    """Warm-up and decay change the predicted mean (its steepest step); the probe ignored them.
+    The printed command carries the schedule and, pasted, gives the same inflection."""
+    base = ["optim.name=sgd_momentum", "optim.lr=1e-3", "run.steps=200"]
+    flat = _json(*base)["prediction"]
+    out = _json(*base, "optim.warmup_steps=60", "optim.schedule=cosine")
+    assert out["prediction"]["inflection_time"] != flat["inflection_time"]
+    words = shlex.split(out["predict_command"])
+    assert words[words.index("--schedule") + 1] == "cosine"
+    assert words[words.index("--warmup-steps") + 1] == "60"
+    pasted = CliRunner().invoke(app, [*words[1:], "--out", str(tmp_path), "--json"])
+    assert pasted.exit_code == 0, pasted.output
+    pred = json.loads(pasted.stdout)
+    assert pred["inflection_time"] == out["prediction"]["inflection_time"]
+    assert pred["tau"] == out["prediction"]["tau"]
+
+
+def test_a_step_that_wrecks_the_policy_is_an_error(fake_model):
+    """--step-lrs 1000: every group degenerate at theta +- eps u (gradient exactly 0) while the
+    direction batches at theta were not; read as 'no measurement', exit 0."""
+
+    def cliff(theta: torch.Tensor, seed: int) -> torch.Tensor:
+        far = float(theta.abs().max()) > 5  # past here the policy is wrecked: all groups fail
+        return torch.zeros(N, dtype=torch.float64) if far else _linear_force(50.0)(theta, seed)
+
+    fake_model["grad_fn"] = cliff
+    sgd = ["optim.name=sgd_momentum", "optim.lr=1e-3"]
+    res = _probe(*sgd, "--step-lrs", "1000", "--pairs", "8")
+    assert res.exit_code == 2, res.output
+    text = " ".join(res.output.split())
+    assert "left the linear regime" in text and "16 of 16" in text and "lower --step-lrs" in text
+    assert len(res.output.strip().splitlines()) == 1
+    assert _json(*sgd)["kappa"] == pytest.approx(50.0, rel=0.2)  # the default step is linear
+
+
+def test_levels_the_probe_does_not_measure_are_left_out(fake_model):
+    """final_mean needs R_inf: the probe passed none, so it came from predict's 0.2 -> 0.8."""
+    out = _json("optim.name=sgd_momentum")
+    assert out["prediction"]["final_mean"] is None
+    assert out["reward_mean"] is None  # the fake gradient records no reward
+
+
+def test_bad_flags_are_named(fake_model):
+    res = _probe("--step-lrs", "-1")
+    assert res.exit_code == 2 and "--step-lrs -1" in res.output
+    res = _probe("--pairs", "2", "--direction-batches", "3")
+    assert res.exit_code == 2 and "--pairs 2 is fewer than --direction-batches 3" in res.output
+    fake_model["grad_fn"] = lambda theta, seed: torch.zeros(N, dtype=torch.float64)
+    res = _probe()
+    assert res.exit_code == 2 and "expected gradient is zero" in res.output
+    assert "raise grpo.group_size, grpo.batch_prompts" in " ".join(res.output.split())

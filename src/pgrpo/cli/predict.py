@@ -4,6 +4,7 @@ reduced-order model predicts for a configuration, before running it."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.console import Console
@@ -57,6 +58,25 @@ def predict_cmd(
         "preconditioned: kappa / grad RMS; no divergence threshold).",
     ),
     beta2: float = config_option(OPTIMIZER, "beta2", "--beta2"),
+    schedule: str = typer.Option(
+        "constant",
+        "--schedule",
+        help="lr schedule after warm-up, as the trainer's optim.schedule: constant, linear or "
+        "cosine decay towards 0 one step past the schedule's last step.",
+    ),
+    warmup_steps: int = typer.Option(
+        0,
+        "--warmup-steps",
+        min=0,
+        help="Linear lr warm-up, in optimizer steps (optim.warmup_steps).",
+    ),
+    schedule_start: int = typer.Option(
+        0,
+        "--schedule-start",
+        min=0,
+        help="Predict from this optimizer step of a schedule of --schedule-start + --steps steps "
+        "(`pgrpo probe --run` at a checkpoint).",
+    ),
     out: Path = typer.Option(Path("."), "--out", help="Directory for predict.png."),
     as_json: bool = json_option("the prediction"),
 ) -> None:
@@ -69,8 +89,9 @@ def predict_cmd(
         optimizer = run_optimizer(optimizer)
     except ValueError as exc:
         fail(f"--optimizer: {exc}".split("; ")[0], "give --optimizer sgd_momentum or adam (adamw)")
+    lrs = _lr_schedule(lr, schedule, warmup_steps, schedule_start, steps)
     pred = predict(
-        lr,
+        lr if lrs is None else float(lrs.max()),
         beta1,
         kappa,
         refresh_interval=refresh_interval,
@@ -81,6 +102,7 @@ def predict_cmd(
         R_inf=r_inf,
         optimizer=optimizer,
         beta2=beta2,
+        lr_schedule=lrs,
     )
     from pgrpo.cli._mpl import import_quietly
 
@@ -92,6 +114,27 @@ def predict_cmd(
         f"K={refresh_interval}, G={group_size}, B={batch_prompts}"
     )
     emit(data, as_json, lambda console: _print(data, title, refresh_interval, console))
+
+
+def _lr_schedule(lr: float, schedule: str, warmup: int, start: int, steps: int) -> Any:
+    """lr at optimizer steps start .. start + steps - 1 of the trainer's schedule (the one
+    function, `pgrpo.core.schedules.lr_factor`) over start + steps steps; None when constant."""
+    import numpy as np
+
+    from pgrpo.core.schedules import LR_SCHEDULES, lr_factor
+    from pgrpo.dynamics.predict import MAX_PREDICT_STEPS
+
+    if schedule not in LR_SCHEDULES:
+        fail(
+            f"--schedule {schedule} is not a schedule",
+            "give one of " + ", ".join(LR_SCHEDULES.names()),
+        )
+    if schedule == "constant" and warmup <= start:
+        return None
+    if not 1 <= steps <= MAX_PREDICT_STEPS:  # predict() says why for --steps itself
+        return None
+    total = start + steps
+    return lr * np.asarray(lr_factor(schedule, np.arange(start, total), total, warmup), float)
 
 
 def _notes(optimizer: str, beta2: float) -> list[str]:

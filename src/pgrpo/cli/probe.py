@@ -1,8 +1,11 @@
 """`pgrpo probe [--config FILE.yaml] [key=value ...]`: measure the curvature kappa of a run's
-model + task + optimizer settings at its initial policy, so `pgrpo predict` can forecast it."""
+model + task + optimizer settings at its initial policy (or a checkpoint), say what that is (the
+local slope of the restoring force there), and what `pgrpo predict` says with it, with whether
+that prediction is supported (near the run's plateau only)."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import typer
@@ -41,11 +44,21 @@ def probe_cmd(
     as_json: bool = json_option("kappa, its standard error and the prediction"),
 ) -> None:
     """kappa = -g^T P H P g / g^T P g along the preconditioned update direction (finite
-    differences of expected gradients with common random numbers), its standard error, and
-    the ROM's prediction with it for the run's optimizer (regime, tau, K*), with the `pgrpo
-    predict` command that reproduces it."""
-    from pgrpo.measure.probe import probe_run_config
+    differences of expected gradients with common random numbers): the local slope of the
+    restoring force at the probed policy, its standard error (a jackknife over the direction
+    batches), and the ROM's prediction with it for the run's optimizer, lr schedule and optimizer
+    steps (regime, tau, K*), marked not supported unless the probed policy is near its plateau,
+    with the `pgrpo predict` command that reproduces it."""
+    from pgrpo.measure.probe_run import probe_run_config
 
+    if not (step_lrs > 0 and math.isfinite(step_lrs)):
+        fail(f"--step-lrs {step_lrs:g} is not a finite number > 0", "give e.g. 10 (the default)")
+    if pairs < direction_batches:
+        fail(
+            f"--pairs {pairs} is fewer than --direction-batches {direction_batches}: each "
+            "direction batch needs a pair",
+            f"give --pairs {direction_batches} or more",
+        )
     checkpoint = None
     if run_dir is not None:
         from pgrpo.train.checkpoint import latest_checkpoint
@@ -71,35 +84,48 @@ def probe_cmd(
 
 def predict_command(out: dict) -> str:
     """The `pgrpo predict` command line that reproduces the probe's prediction (numbers as
-    Python's shortest round-trip repr, so pasting it gives the same regime and tau)."""
+    Python's shortest round-trip repr, so pasting it gives the same regime, tau and K*; --steps
+    in optimizer steps, with the run's lr schedule from the probed step on)."""
     words = ["pgrpo predict --optimizer", out["optimizer"], "--lr", repr(float(out["lr"]))]
     words += ["--beta1", repr(float(out["beta1"]))]
     if out["optimizer"] == "adam":
         words += ["--beta2", repr(float(out["beta2"]))]
     words += ["--kappa", repr(float(out["kappa"])), "--refresh-interval", out["refresh_interval"]]
     words += ["--group-size", out["group_size"], "--batch-prompts", out["batch_prompts"]]
-    return " ".join(str(w) for w in [*words, "--steps", out["steps"]])
+    words += ["--steps", out["steps"]]
+    if out["schedule"] != "constant" or out["warmup_steps"] or out["start_step"]:
+        words += ["--schedule", out["schedule"], "--warmup-steps", out["warmup_steps"]]
+        words += ["--schedule-start", out["start_step"]]
+    return " ".join(str(w) for w in words)
 
 
 def _print(out: dict, console: Console) -> None:
-    pairs = len(out["samples"])
     if out["kappa"] is None:
         console.print(f"[yellow]{escape(out['note'])}[/yellow]")
         return
+    pairs = len(out["samples"])
     console.print(
-        f"kappa = {fmt(out['kappa'])} +- {fmt(out['stderr'], '.2g')} (stderr over {pairs} pairs, "
-        f"preconditioner {out['preconditioner']})"
+        f"kappa = {fmt(out['kappa'])} +- {fmt(out['stderr'], '.2g')} (standard error: "
+        f"{out['stderr_kind']}, {pairs} pairs; preconditioner {out['preconditioner']})"
     )
+    level = "" if out["reward_mean"] is None else f", mean reward {out['reward_mean']:.3g}"
+    console.print(f"measured: {escape(out['measured'])}, at the {escape(out['probed_at'])}{level}")
     print_warnings(out["warnings"], console)
     pred = out["prediction"]
     if pred is None:
         console.print(escape(out.get("note", "")))
         return
     k = out["refresh_interval"]
-    tau = "-" if pred["tau"] is None else f"{fmt(pred['tau'])} steps"
+    tau = "-" if pred["tau"] is None else f"{fmt(pred['tau'])} optimizer steps"
+    if not out["prediction_supported"]:
+        console.print(f"[yellow]caveat: {escape(out['caveat'])}[/yellow]")
+    head = "prediction" if out["prediction_supported"] else "IF this were the plateau's kappa"
+    warm = f" after {out['warmup_steps']} warm-up steps" if out["warmup_steps"] else ""
     console.print(
-        f"{out['optimizer']}: lr={out['lr']:g}, beta1={out['beta1']:g}, K={k}: regime "
-        f"{pred['regime']}, tau={tau}, K*={fmt(pred['refresh_threshold'])}"
+        f"{head} ({out['optimizer']}: lr={out['lr']:g}, beta1={out['beta1']:g}, K={k}, "
+        f"schedule {out['schedule']}{warm}, {out['steps']} optimizer steps = run.steps x K from "
+        f"step {out['start_step']}): regime {pred['regime']}, tau={tau}, "
+        f"K*={fmt(pred['refresh_threshold'])}"
     )
     if not pred["stable"]:
         console.print(

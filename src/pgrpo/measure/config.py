@@ -18,9 +18,11 @@ class ProbeConfig:
     """Probe step along the update direction in multiples of the run's lr (`probe_run_config`
     probes at epsilon = step_lrs * lr)."""
     n_direction: int = 4
-    """Gradient batches averaged for the direction g (and Adam's second moment)."""
+    """Gradient batches averaged for the direction g (and Adam's second moment); with 2 or more,
+    kappa's standard error is a jackknife over them, which includes the direction's noise."""
     n_pairs: int = 8
-    """Finite-difference pairs (each gives one kappa sample; the spread gives the stderr)."""
+    """Finite-difference pairs, at least one per direction batch (pair i steps along direction
+    batch i mod n_direction; each gives one kappa sample)."""
     preconditioner: str | None = None
     """'adam' (P = 1 / (sqrt(v) + adam_eps), v from the direction batches), 'sgd' (P = I), or
     unset: the run optimizer's ('adam' for optim.name=adamw, 'sgd' for sgd_momentum), the units
@@ -42,3 +44,8 @@ class ProbeConfig:
         check_seed(self.seed, "seed")
         if self.n_pairs < 2 or self.n_direction < 1:
             raise ValueError("need n_pairs >= 2 (for a standard error) and n_direction >= 1")
+        if self.n_pairs < self.n_direction:
+            raise ValueError(
+                f"n_pairs={self.n_pairs} < n_direction={self.n_direction}: each direction batch "
+                "needs a pair (pair i steps along batch i mod n_direction); raise n_pairs"
+            )

@@ -11,11 +11,19 @@ exact (small models, LoRA adapters) or sketched with a fixed seeded CountSketch 
 of parameter tensor p goes to bucket h_p(j) in [0, D) with sign sigma_p(j)): an unbiased inner-
 product-preserving projection that is regenerated chunk by chunk from its seed, so the [P, D]
 matrix is never built. Singular values of the sketched matrix approach the true ones as D grows
-(D >> N); the tests check this against exact gradients on the tiny model.
+(D >> N); the tests check this against exact gradients on the tiny model. It is not exact: the
+top singular value is inflated, by up to (1 + sqrt(N / D))^2 for a flat spectrum (32 equal
+values, D = 4096: stable rank 27.4 instead of 32), so exact rows are the default wherever they fit
+(`resolve_projection_dim`) and a sketch reports its expected distortion (`sketch_distortion`).
+
+The estimators' ranks are set against controls on the same S (`pgrpo.measure.rank_controls`):
+many seeded draws each of random, support-matched and within-group-permuted advantages.
 """
 
 from __future__ import annotations
 
+import math
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -24,10 +32,17 @@ import numpy as np
 import torch
 
 from pgrpo.core.advantages import ADVANTAGE_ESTIMATORS, compute_advantages
-from pgrpo.errors import check_seed
+from pgrpo.errors import UserError, check_seed
 from pgrpo.measure.rank import effective_ranks
+from pgrpo.measure.rank_controls import rank_controls, score_core
 
 _CHUNK = 1 << 22  # parameters hashed per generator call
+SKETCH_DIM = 4096
+"""The sketch dimension D where exact rows do not fit (`resolve_projection_dim`)."""
+EXACT_BYTES = 256 << 20
+"""Exact rows are the default while the [N, P] float64 matrix takes at most this (P <= 1.05M
+parameters at N = 32: the tiny model, LoRA adapters). They cost the same backward passes as a
+sketch, their SVD is O(N^2 P) through a QR (1.2 s at 32 x 2M), and they carry no distortion."""
 
 
 @dataclass(frozen=True)
@@ -36,10 +51,14 @@ class GradRankConfig:
 
     estimators: tuple[str, ...] = ("grpo", "sign", "dual_anchor")
     """Advantage estimators to compare (registry names)."""
-    projection_dim: int = 4096
-    """Sketch dimension D; 0 keeps exact gradients (only for small models or LoRA)."""
+    projection_dim: int | None = None
+    """Sketch dimension D; 0 keeps exact gradient rows; unset: exact rows where the [N, P] matrix
+    takes at most 256 MiB (the tiny model, LoRA adapters), else D = 4096."""
     seed: int = 0
-    """Seed of the sketch and of the random-advantage control."""
+    """Seed of the sketch and of the control draws."""
+    n_controls: int = 200
+    """Draws of each control (random, support-matched, within-group permutation); 0: none (library
+    use: `pgrpo gradrank --controls` takes 20 or more)."""
     length_normalise: bool = False
     """Divide each s_i by its completion length (sequence-mean aggregation) instead of summing."""
     estimator_options: dict[str, dict[str, Any]] = field(
@@ -54,20 +73,99 @@ class GradRankConfig:
             raise ValueError("estimators is empty: give at least one, e.g. grpo,sign")
         for name in self.estimators:
             ADVANTAGE_ESTIMATORS.get(name)
-        if self.projection_dim < 0:
+        twice = sorted({n for n in self.estimators if self.estimators.count(n) > 1})
+        if twice:
+            raise ValueError(f"estimators names {', '.join(twice)} more than once; give each once")
+        if self.projection_dim is not None and self.projection_dim < 0:
             raise ValueError(f"projection_dim must be >= 0 (0 = exact), got {self.projection_dim}")
+        if self.n_controls and self.n_controls < 20:
+            raise ValueError(
+                f"n_controls must be 0 (none) or >= 20 (a 5-95% interval), got {self.n_controls}"
+            )
         check_seed(self.seed, "seed")
 
 
 @dataclass(frozen=True)
 class GradRankResult:
-    """ranks: estimator (and 'random_control') -> effective-rank metrics of the whole batch
-    matrix, plus 'group/entropy_mean' (mean over non-degenerate groups) and 'nonzero_rows'."""
+    """ranks: estimator -> effective-rank metrics of the whole batch matrix, plus
+    'group/entropy_mean' (mean over non-degenerate groups), 'nonzero_rows' and 'abs_uniform'
+    (1: every row's |A| is the same, so the spectrum is the score matrix's own); controls:
+    estimator -> control -> metric -> {mean, p05, p95, share_at_or_below}
+    (`pgrpo.measure.rank_controls`); notes: what a reader must not conclude."""
 
     ranks: dict[str, dict[str, float]]
     rewards: list[float]
     group_size: int
     metrics: dict[str, float] = field(default_factory=dict)
+    controls: dict[str, dict[str, dict]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+def physical_memory() -> int | None:
+    """This machine's memory in bytes (POSIX sysconf), None where unknown."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
+def check_projection_dim(dim: int | None, n_rows: int) -> None:
+    """Before any model loads: a sketch dimension that cannot be right for N = n_rows rows (below
+    N, which caps every rank at D; or rows too large for this machine's memory) is a UserError."""
+    if not dim:
+        return
+    if dim < n_rows:
+        raise UserError(
+            f"--projection-dim {dim} is below the {n_rows} gradient rows: every rank would be "
+            f"capped at {dim}",
+            f"give D >> {n_rows} (default {SKETCH_DIM}), 0 for exact rows, or leave it unset",
+        )
+    memory = physical_memory()
+    need = (n_rows + 2) * dim * 8
+    if memory is not None and need > memory // 2:
+        raise UserError(
+            f"--projection-dim {dim} needs {need / 2**30:.3g} GiB for {n_rows} sketched rows, "
+            f"more than half this machine's {memory / 2**30:.3g} GiB",
+            f"lower --projection-dim (default {SKETCH_DIM}: D >> N suffices)",
+        )
+
+
+def resolve_projection_dim(dim: int | None, n_rows: int, n_params: int) -> int:
+    """The D to use (0: exact rows) for N = n_rows rows of P = n_params parameters: unset gives
+    exact rows while N x P float64 fits EXACT_BYTES, else SKETCH_DIM. A sketch as wide as P, or
+    exact rows beyond half this machine's memory, is a UserError."""
+    exact_bytes = n_rows * n_params * 8
+    if dim is None:
+        return 0 if exact_bytes <= EXACT_BYTES or n_params <= SKETCH_DIM else SKETCH_DIM
+    if dim >= n_params:
+        raise UserError(
+            f"--projection-dim {dim} is not below the {n_params:,} trainable parameters: a "
+            "sketch cannot be smaller than the exact rows here",
+            "give --projection-dim 0 (exact rows) or leave it unset",
+        )
+    memory = physical_memory()
+    if dim == 0 and memory is not None and exact_bytes > memory // 2:
+        raise UserError(
+            f"--projection-dim 0 keeps {n_rows} exact rows of {n_params:,} parameters "
+            f"({exact_bytes / 2**30:.3g} GiB), more than half this machine's memory",
+            f"give a sketch dimension (--projection-dim {SKETCH_DIM}) or leave it unset",
+        )
+    return dim
+
+
+def sketch_distortion(n_rows: int, dim: int) -> dict[str, float]:
+    """What a CountSketch to D = dim does to a FLAT spectrum of N = n_rows equal singular values
+    (the worst case; spectra concentrated on few directions move far less): the sketched row
+    Gram matrix is a Marchenko-Pastur-like matrix of ratio N / D, so the stable rank reads x
+    1 / (1 + sqrt(N / D))^2 and the participation ratio x 1 / (1 + N / D). Measured: 27.4 and
+    31.76 of 32 at D = 4096 against 27.0 and 31.75 (bench/sketch_distortion.py). {} for exact."""
+    if not dim:
+        return {}
+    c = n_rows / dim
+    return {
+        "sketch/stable_rank_factor": 1.0 / (1.0 + math.sqrt(c)) ** 2,
+        "sketch/participation_factor": 1.0 / (1.0 + c),
+    }
 
 
 def countsketch(vectors: Sequence[torch.Tensor], dim: int, seed: int) -> torch.Tensor:
@@ -141,34 +239,50 @@ def _group_entropy_rank(matrix: torch.Tensor, group_size: int) -> tuple[float, f
 def gradient_rank(
     scores: torch.Tensor, rewards: Sequence[float], group_size: int, cfg: GradRankConfig
 ) -> GradRankResult:
-    """Effective ranks of M = diag(A) S for each estimator and a random-advantage control.
+    """Effective ranks of M = diag(A) S for each estimator, against cfg.n_controls seeded draws
+    of each control (`pgrpo.measure.rank_controls`) on the same S.
 
     scores: [N, D] per-rollout score gradients; rewards: [N], contiguous groups of group_size.
-    The control draws A ~ N(0, 1) i.i.d. (seeded): no zero-sum constraint, same S."""
+    Every rank is computed on `score_core(S)` ([N, N], the same singular values for any row
+    scaling), so estimators and controls share one numerical path."""
     r = torch.as_tensor(list(rewards), dtype=torch.float64)
     if r.numel() != scores.shape[0]:
         raise ValueError(f"{r.numel()} rewards for {scores.shape[0]} gradient rows")
     advantages = {
         name: compute_advantages(
             name, r, group_size=group_size, **cfg.estimator_options.get(name, {})
-        ).advantages
+        ).advantages.to(torch.float64)
         for name in cfg.estimators
     }
-    gen = torch.Generator().manual_seed(cfg.seed)
-    advantages["random_control"] = torch.randn(r.numel(), generator=gen, dtype=torch.float64)
-    ranks = {}
+    core = score_core(scores)
+    ranks, notes = {}, []
     for name, adv in advantages.items():
-        m = adv[:, None] * scores.to(torch.float64)
+        m = adv[:, None] * core
         metrics = dict(effective_ranks(m).metrics)
         metrics["group/entropy_mean"], metrics["group/nonzero_groups"] = _group_entropy_rank(
             m, group_size
         )
         metrics["nonzero_rows"] = float((adv.abs() > 1e-12).sum())
+        size = adv.abs()
+        metrics["abs_uniform"] = float(bool(size.min() > 0 and size.max() - size.min() <= 1e-12))
+        if metrics["abs_uniform"]:
+            notes.append(
+                f"{name}: every rollout's |A| is the same ({float(size[0]):.3g}; e.g. sign with "
+                "0/1 rewards: A = +-1), and flipping or scaling all rows alike keeps the singular "
+                "values, so its ranks are the score matrix's own (scores/*): they say nothing "
+                "about the estimator"
+            )
         ranks[name] = metrics
-    score_ranks = effective_ranks(scores).metrics
+    controls = (
+        rank_controls(core, advantages, ranks, group_size, cfg.n_controls, cfg.seed)
+        if cfg.n_controls
+        else {}
+    )
+    score_ranks = effective_ranks(core).metrics
     metrics = {f"scores/{k}": v for k, v in score_ranks.items()}
     metrics.update(n_rollouts=float(r.numel()), reward_mean=float(r.mean()))
-    return GradRankResult(ranks=ranks, rewards=r.tolist(), group_size=group_size, metrics=metrics)
+    metrics["n_controls"] = float(cfg.n_controls)
+    return GradRankResult(ranks, r.tolist(), group_size, metrics, controls, notes)
 
 
 def measure_gradrank(
@@ -185,11 +299,14 @@ def measure_gradrank(
     seed: int = 0,
 ) -> GradRankResult:
     """Sample one batch (n_prompts x group_size) from a policy on a task, score it, and measure
-    the gradient ranks. model: a `pgrpo.train.config.ModelConfig` (tiny, smollm2, HF name, LoRA)."""
+    the gradient ranks. model: a `pgrpo.train.config.ModelConfig` (tiny, smollm2, HF name, LoRA).
+    cfg.projection_dim is checked before the model loads (`check_projection_dim`) and resolved
+    against its parameter count before any sampling (`resolve_projection_dim`)."""
     from pgrpo.train.config import GenerationConfig, GRPOConfig, RunConfig, RunSettings, TaskConfig
     from pgrpo.train.rollout import collect, estimator_options, load_task_and_policy
 
     cfg = cfg or GradRankConfig(seed=seed)
+    check_projection_dim(cfg.projection_dim, n_prompts * group_size)
     config = RunConfig(
         model=model,
         task=TaskConfig(name=task_name, options=dict(task_options or {}), split=split),
@@ -198,6 +315,8 @@ def measure_gradrank(
         run=RunSettings(seed=seed),
     )
     task, policy = load_task_and_policy(config)
+    n_params = sum(p.numel() for p in policy.trainable_parameters())
+    dim = resolve_projection_dim(cfg.projection_dim, n_prompts * group_size, n_params)
     examples = task.load(split)
     if len(examples) < n_prompts:
         raise ValueError(f"split {split!r} has {len(examples)} examples, fewer than {n_prompts}")
@@ -225,11 +344,11 @@ def measure_gradrank(
         policy.model,
         rollout,
         params,
-        projection_dim=cfg.projection_dim,
+        projection_dim=dim,
         seed=cfg.seed,
         length_normalise=cfg.length_normalise,
     )
     result = gradient_rank(scores, rewards, group_size, cfg)
-    n_params = float(sum(p.numel() for p in params))
-    metrics = {**result.metrics, "n_params": n_params, "projection_dim": float(cfg.projection_dim)}
-    return GradRankResult(result.ranks, result.rewards, group_size, metrics)
+    metrics = {**result.metrics, "n_params": float(n_params), "projection_dim": float(dim)}
+    metrics.update(sketch_distortion(scores.shape[0], dim))
+    return replace(result, metrics=metrics)

@@ -1,4 +1,4 @@
-"""Measure the curvature scale kappa of the dynamics model before (or early in) a run.
+"""Measure the curvature scale kappa of the dynamics model at a policy (before or during a run).
 
 The ROM (docs/dynamics.md) needs one measured number: kappa, the stiffness per unit
 learning rate along the update direction, including the optimizer's preconditioner P:
@@ -7,24 +7,37 @@ learning rate along the update direction, including the optimizer's precondition
 
 where g is the EXPECTED ascent gradient of the GRPO objective (rollouts redrawn at every theta, so
 H includes how the outcome distribution moves with the policy, not only the Hessian of one fixed
-batch's surrogate) and H its Jacobian. We never form H: H u is a finite difference of expected
-gradients along u, estimated with common random numbers (the same sampling seed at theta - eps u
-and at theta + eps u, so most rollouts coincide and the difference is mostly signal):
+batch's surrogate) and H its Jacobian. What this measures is the LOCAL slope of the restoring force
+at the probed policy; the model's kappa is that slope at the fixed point (the plateau), so a probe
+far from the plateau (at the initial policy) does not measure it (docs/diagnostics.md, `pgrpo
+probe`; bench/probe_init_bandit.py).
 
-    kappa_i = - u . (g_s(theta + eps u) - g_s(theta - eps u)) / (2 eps g^T P g)   (s: pair seed)
+g is the mean of n_direction batch gradients g_k (each the mean of the rows grad_fn returns: one
+per optimizer step the batch feeds, `grpo.num_minibatches` of them for the trainer), u_k = P g_k.
+We never form H: H u_k is a central finite difference of expected gradients along u_k, with
+common random numbers (the same sampling seed at theta - eps u_k and theta + eps u_k, so most
+rollouts coincide and the difference is mostly signal); pair i probes direction batch i mod
+n_direction. By linearity H u = mean_k H u_k, so
 
-averaged over pairs, with its standard error. P is Adam's steady-state preconditioner
-1 / (sqrt(E[g_b^2]) + eps_adam) estimated from the direction batches' gradients (identity for
-SGD / EMA momentum). The batches' seeds come from numpy's SeedSequence (`probe_seeds`), so two
-probe seeds are independent replicates. On the two-arm bandit this reduces to -dF/dd, the exact
-curvature of `pgrpo.bandit.kappa` (checked in tests/test_probe.py).
+    kappa = - u . mean_k(H u_k) / g . u
+
+and a delete-one jackknife over the direction batches (each with its pairs) gives a standard error
+that includes how the direction's own sampling noise moves kappa, not only the pairs' noise (the
+reported one is the larger of it and the pairs' spread: with 4 batches it has 3 degrees of
+freedom). That
+noise also biases kappa towards the curvature of the noise's directions (low, on a known
+quadratic: bench/probe_direction_noise.py). P is Adam's steady-state preconditioner
+1 / (sqrt(E[g_b^2]) + eps_adam) with g_b the rows (the gradients Adam sees), held fixed in the
+jackknife (identity for SGD / EMA momentum). Seeds come from numpy's SeedSequence
+(`probe_seeds`), so two probe seeds are independent replicates. On the two-arm bandit this reduces
+to -dF/dd, the exact curvature of `pgrpo.bandit.kappa` (checked in tests/test_probe.py).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -33,24 +46,48 @@ import torch
 from pgrpo.measure.config import ProbeConfig
 
 GradFn = Callable[[torch.Tensor, int], torch.Tensor]
-"""grad_fn(theta [P] float64, seed) -> an unbiased estimate of the expected ascent gradient [P]."""
+"""grad_fn(theta [P] float64, seed) -> an unbiased estimate of the expected ascent gradient: [P],
+or [M, P] rows (one per optimizer step the batch feeds, whose mean is the step's expectation)."""
+
+LINEAR_P = 0.01
+"""Significance at which more all-zero gradients at theta +- eps u_k than at theta (direction
+batches) say the probe step left the linear regime (`StepTooLarge`)."""
+
+
+class StepTooLarge(ValueError):
+    """The probe step took the policy out of the linear regime: the gradient is exactly zero
+    (every group degenerate) at the pairs' ends far more often than at the probed policy."""
+
+    def __init__(self, zero_ends: int, n_ends: int, zero_dirs: int, n_dirs: int) -> None:
+        self.counts = (zero_ends, n_ends, zero_dirs, n_dirs)
+        super().__init__(
+            f"the probe step left the linear regime: the gradient was exactly zero (every group "
+            f"degenerate) at {zero_ends} of {n_ends} probe points theta +- eps u against "
+            f"{zero_dirs} of {n_dirs} direction batches at theta (the step wrecked the policy)"
+        )
 
 
 @dataclass(frozen=True)
 class ProbeResult:
-    """kappa (mean over pairs), its standard error, the per-pair samples, and how many pairs
-    had exactly equal gradients at both ends (zero_pairs: each a kappa = 0 sample)."""
+    """kappa, its standard error (with >= 2 direction batches the larger of the jackknife over
+    them, which includes the direction's noise, and the pairs' spread, `stderr_kind` saying
+    which; 'pairs only' with one direction batch, which leaves the direction's noise out), the
+    per-pair samples -u . D_i / (2 eps g . u) (kappa is the mean over direction batches of their
+    pairs' mean), and how many pairs had exactly equal gradients at both ends (zero_pairs: each
+    a kappa = 0 sample)."""
 
     kappa: float
     stderr: float
     samples: tuple[float, ...]
     metrics: dict[str, float] = field(default_factory=dict)
     zero_pairs: int = 0
+    stderr_kind: str = "pairs only"
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "kappa": self.kappa,
             "stderr": self.stderr,
+            "stderr_kind": self.stderr_kind,
             "samples": list(self.samples),
             "zero_pairs": self.zero_pairs,
             "metrics": dict(self.metrics),
@@ -65,9 +102,43 @@ def probe_seeds(seed: int, n_direction: int, n_pairs: int) -> tuple[list[int], l
     return dirs.generate_state(n_direction).tolist(), pairs.generate_state(n_pairs).tolist()
 
 
+def _rows(grad: torch.Tensor) -> torch.Tensor:
+    """grad_fn's output as [M, P] float64 rows."""
+    grad = grad.detach().to(torch.float64)
+    return grad[None] if grad.ndim == 1 else grad
+
+
+def _left_linear_regime(zero_ends: int, n_ends: int, zero_dirs: int, n_dirs: int) -> bool:
+    """Whether the pairs' ends have all-zero gradients significantly more often than the
+    direction batches at theta (one-sided Fisher exact test at LINEAR_P), most of them zero."""
+    from scipy.stats import fisher_exact
+
+    if 2 * zero_ends < n_ends:
+        return False
+    table = [[zero_ends, n_ends - zero_ends], [zero_dirs, n_dirs - zero_dirs]]
+    return float(fisher_exact(table, alternative="greater").pvalue) < LINEAR_P
+
+
+def _kappa(g: torch.Tensor, p: torch.Tensor, hu: torch.Tensor) -> float:
+    """-u . H u / g . u with u = p g; g: [P] mean gradient, hu: [P] the estimate of H u."""
+    u = p * g
+    return -float(u @ hu) / float(g @ u)
+
+
+def _jackknife(grads: torch.Tensor, p: torch.Tensor, hus: torch.Tensor) -> float:
+    """Delete-one jackknife standard error of kappa over direction batches k (each with its
+    pairs' H u_k). grads, hus: [n, P]; p: [P] held fixed."""
+    n = grads.shape[0]
+    keep = [[k for k in range(n) if k != j] for j in range(n)]
+    est = np.array([_kappa(grads[i].mean(0), p, hus[i].mean(0)) for i in keep])
+    with np.errstate(invalid="ignore"):  # a non-finite kappa is reported by the caller
+        return float(math.sqrt((n - 1) / n * ((est - est.mean()) ** 2).sum()))
+
+
 def probe_curvature(grad_fn: GradFn, theta: torch.Tensor, cfg: ProbeConfig) -> ProbeResult:
     """kappa along the preconditioned update direction at theta ([P], float64);
-    cfg.preconditioner must be given ('adam' or 'sgd')."""
+    cfg.preconditioner must be given ('adam' or 'sgd'). Raises ValueError when the expected
+    gradient is zero, StepTooLarge when the step left the linear regime."""
     if cfg.preconditioner is None:
         raise ValueError(
             "probe_curvature needs preconditioner='adam' or 'sgd' (unset means the run "
@@ -75,38 +146,68 @@ def probe_curvature(grad_fn: GradFn, theta: torch.Tensor, cfg: ProbeConfig) -> P
         )
     theta = theta.detach().to(torch.float64)
     dir_seeds, pair_seeds = probe_seeds(cfg.seed, cfg.n_direction, cfg.n_pairs)
-    dirs = torch.stack([grad_fn(theta, s) for s in dir_seeds])
-    g = dirs.mean(0)
-    if cfg.preconditioner == "adam":
-        p = 1.0 / (dirs.pow(2).mean(0).sqrt() + cfg.adam_eps)
+    rows = [_rows(grad_fn(theta, s)) for s in dir_seeds]  # n x [M, P]
+    grads = torch.stack([r.mean(0) for r in rows])  # [n, P]: g_k
+    g = grads.mean(0)
+    if cfg.preconditioner == "adam":  # v from the gradients Adam sees (the rows)
+        p = 1.0 / (torch.cat(rows).pow(2).mean(0).sqrt() + cfg.adam_eps)
     else:
         p = torch.ones_like(g)
     u = p * g
     gpg = float(g @ u)
+    zero_dirs = sum(not bool(gk.any()) for gk in grads)
     if not gpg > 0:
         raise ValueError(
-            "the expected gradient is zero at this point (all groups degenerate, or the policy "
-            "is at its fixed point): probe earlier in the run or with more rollouts"
+            f"the expected gradient is zero at this point ({zero_dirs} of {len(grads)} direction "
+            "batches had every group degenerate, or the policy is at its fixed point)"
         )
-    samples, zero_pairs = [], 0
-    for seed in pair_seeds:
+    n = len(dir_seeds)
+    hus = torch.zeros(n, g.numel(), dtype=torch.float64)
+    per_dir: list[list[float]] = [[] for _ in range(n)]
+    samples, zero_pairs, zero_ends = [], 0, 0
+    for i, seed in enumerate(pair_seeds):
+        k = i % n
         # central difference: the O(eps) bias of a one-sided difference cancels
-        diff = grad_fn(theta + cfg.epsilon * u, seed) - grad_fn(theta - cfg.epsilon * u, seed)
+        plus = _rows(grad_fn(theta + cfg.epsilon * p * grads[k], seed)).mean(0)
+        minus = _rows(grad_fn(theta - cfg.epsilon * p * grads[k], seed)).mean(0)
+        diff = plus - minus
+        zero_ends += (not bool(plus.any())) + (not bool(minus.any()))
         zero_pairs += not bool(diff.any())  # equal gradients: every group degenerate at both
-        samples.append(-float(u @ diff) / (2 * cfg.epsilon * gpg))
+        hus[k] += diff / (2 * cfg.epsilon)
+        per_dir[k].append(-float(u @ diff) / (2 * cfg.epsilon * gpg))
+        samples.append(per_dir[k][-1])
+    if _left_linear_regime(zero_ends, 2 * len(pair_seeds), zero_dirs, n):
+        raise StepTooLarge(zero_ends, 2 * len(pair_seeds), zero_dirs, n)
+    hus /= torch.tensor([len(s) for s in per_dir], dtype=torch.float64)[:, None]
+    kappa = _kappa(g, p, hus.mean(0))
     arr = np.asarray(samples)
-    stderr = float(arr.std(ddof=1) / math.sqrt(arr.size))
+    with np.errstate(invalid="ignore"):  # a non-finite kappa is reported by the caller
+        pair_se = float(arr.std(ddof=1) / math.sqrt(arr.size))
+    # the jackknife has n - 1 degrees of freedom (3 at the default 4 batches): the larger of it
+    # and the pairs' spread covers better (bench/probe_direction_noise.py)
+    jack = _jackknife(grads, p, hus) if n >= 2 else math.nan
+    if n < 2:
+        kind, stderr = "pairs only", pair_se
+    elif jack >= pair_se or not math.isfinite(jack):
+        kind, stderr = "jackknife over direction batches", jack
+    else:
+        kind, stderr = "spread over pairs (above the jackknife over direction batches)", pair_se
     metrics = {
-        "kappa": float(arr.mean()),
+        "kappa": kappa,
         "kappa_stderr": stderr,
+        "jackknife_stderr": jack,  # over direction batches with their pairs (nan: one batch)
+        "pair_stderr": pair_se,  # the spread of the per-pair samples / sqrt(pairs)
         "grad_norm": float(g.norm()),
         "gPg": gpg,
         "preconditioner_mean": float(p.mean()),
+        "rows_per_batch": float(rows[0].shape[0]),
         "zero_pairs": zero_pairs,
+        "zero_ends": zero_ends,
+        "zero_direction_batches": zero_dirs,
     }
-    if len(dirs) > 1:  # |mean gradient| / its standard error: is the direction signal or noise?
-        metrics["direction_snr"] = float(g.norm() / (dirs.std(0).norm() / math.sqrt(len(dirs))))
-    return ProbeResult(float(arr.mean()), stderr, tuple(samples), metrics, zero_pairs)
+    if n > 1:  # |mean gradient| / its standard error: is the direction signal or noise?
+        metrics["direction_snr"] = float(g.norm() / (grads.std(0).norm() / math.sqrt(n)))
+    return ProbeResult(kappa, stderr, tuple(samples), metrics, zero_pairs, kind)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -162,174 +263,98 @@ def bandit_sampled_gradient(model: Any, n_groups: int) -> GradFn:
 # ---------------------------------------------------------------------------------------------
 
 
-def objective_gradient(
+@dataclass(frozen=True)
+class BatchGradients:
+    """The trainer's gradients on one sampled batch: rows [M, P] float64, the ascent gradient of
+    each of its `grpo.num_minibatches` minibatches at ratio 1 (what the optimizer sees, one per
+    optimizer step; M = 1: the whole batch), the first one's loss, and the batch's mean reward."""
+
+    rows: torch.Tensor
+    loss: float
+    reward_mean: float
+
+
+def batch_gradients(
     policy: Any, task: Any, examples: list[dict[str, Any]], config: Any, *, seed: int
-) -> tuple[float, torch.Tensor]:
-    """(loss, ascent gradient [P] float64) of the on-policy GRPO objective the trainer's first
-    optimizer step takes on `examples`: sampled at `seed` (torch's generator), scored and given
-    advantages by the trainer's rollout path (`pgrpo.train.rollout`), differentiated by its update
-    (`pgrpo.train.update.on_policy_gradient`: temperatures, score temperature, reference, loss,
-    micro-batches). config: a `pgrpo.train.config.RunConfig`."""
+) -> BatchGradients:
+    """Sample `examples` at `seed` (torch's generator), score them and give them advantages by the
+    trainer's rollout path (`pgrpo.train.rollout`), and differentiate the loss of each of the
+    trainer's minibatches (`pgrpo.train.update.minibatches` / `minibatch_gradient`: temperatures,
+    score temperature, reference, loss, micro-batches) at ratio 1. config: a `RunConfig`."""
     from pgrpo.train.rollout import batch_advantages, collect
-    from pgrpo.train.update import on_policy_gradient
+    from pgrpo.train.update import (
+        minibatch_gradient,
+        minibatches,
+        reference_log_probs,
+        scoring_temperatures,
+    )
 
     params = policy.trainable_parameters()
     torch.manual_seed(seed)  # common random numbers: same draws at theta and theta + eps u
     batch = collect(policy, task, examples, config)
     adv = batch_advantages(batch, task, config.grpo).advantages
+    temps = scoring_temperatures(batch.rollout, config)
+    ref = reference_log_probs(policy, batch.rollout, temps, config)
+    rows, losses = [], []
+    for idx in minibatches(batch.rollout.input_ids.shape[0], config):
+        for p in params:
+            p.grad = None
+        result = minibatch_gradient(
+            policy, config, batch.rollout, idx, adv, None, ref, temps, first=True
+        )
+        flat = [torch.zeros_like(p) if p.grad is None else p.grad for p in params]
+        rows.append(-torch.cat([g.reshape(-1) for g in flat]).to(torch.float64))
+        losses.append(float(result.loss))
     for p in params:
         p.grad = None
-    result = on_policy_gradient(policy, config, batch.rollout, adv)
-    flat = [torch.zeros_like(p) if p.grad is None else p.grad for p in params]
-    grad = -torch.cat([g.reshape(-1) for g in flat]).to(torch.float64)
-    for p in params:
-        p.grad = None
-    return float(result.loss), grad
+    return BatchGradients(torch.stack(rows), losses[0], float(batch.rewards.float().mean()))
+
+
+def objective_gradient(
+    policy: Any, task: Any, examples: list[dict[str, Any]], config: Any, *, seed: int
+) -> tuple[float, torch.Tensor]:
+    """(loss, ascent gradient [P] float64) of the on-policy GRPO objective the trainer's first
+    optimizer step takes on `examples` (its first minibatch: `batch_gradients`)."""
+    out = batch_gradients(policy, task, examples, config, seed=seed)
+    return out.loss, out.rows[0]
+
+
+class LMGradient:
+    """grad_fn for the policy's trainable parameters: at theta, draws config.grpo.batch_prompts
+    prompts (chosen by the seed) and returns the trainer's minibatch gradients on them ([M, P],
+    `batch_gradients`); `reward_means` records each seed's batch mean reward at the theta it was
+    last drawn at (the direction batches': the probed policy's reward)."""
+
+    def __init__(self, policy: Any, task: Any, examples: list[dict[str, Any]], config: Any):
+        from torch.nn.utils import parameters_to_vector
+
+        self.policy, self.task, self.examples, self.config = policy, task, examples, config
+        self.params = policy.trainable_parameters()
+        self.theta0 = parameters_to_vector(self.params).detach().to(torch.float64).clone()
+        self.reward_means: dict[int, float] = {}
+        n = config.grpo.batch_prompts
+        if len(examples) < n:
+            raise ValueError(
+                f"the split has {len(examples)} examples, fewer than batch_prompts={n}"
+            )
+
+    def __call__(self, theta: torch.Tensor, seed: int) -> torch.Tensor:
+        from torch.nn.utils import vector_to_parameters
+
+        with torch.no_grad():
+            vector_to_parameters(theta.to(self.params[0].dtype), self.params)
+        rng = np.random.default_rng(seed)
+        n = self.config.grpo.batch_prompts
+        batch = [self.examples[i] for i in rng.choice(len(self.examples), n, replace=False)]
+        out = batch_gradients(self.policy, self.task, batch, self.config, seed=seed)
+        self.reward_means[seed] = out.reward_mean
+        return out.rows
 
 
 def lm_gradient(
     policy: Any, task: Any, examples: list[dict[str, Any]], config: Any
 ) -> tuple[GradFn, torch.Tensor]:
-    """(grad_fn, theta0) for the policy's trainable parameters: grad_fn draws
-    config.grpo.batch_prompts prompts (chosen by the seed), and returns the ascent gradient of the
-    trained objective on them (`objective_gradient`). config: a `pgrpo.train.config.RunConfig`."""
-    from torch.nn.utils import parameters_to_vector, vector_to_parameters
-
-    params = policy.trainable_parameters()
-    theta0 = parameters_to_vector(params).detach().to(torch.float64).clone()
-    n = config.grpo.batch_prompts
-    if len(examples) < n:
-        raise ValueError(f"the split has {len(examples)} examples, fewer than batch_prompts={n}")
-
-    def grad_fn(theta: torch.Tensor, seed: int) -> torch.Tensor:
-        with torch.no_grad():
-            vector_to_parameters(theta.to(params[0].dtype), params)
-        rng = np.random.default_rng(seed)
-        batch = [examples[i] for i in rng.choice(len(examples), n, replace=False)]
-        return objective_gradient(policy, task, batch, config, seed=seed)[1]
-
-    return grad_fn, theta0
-
-
-def probe_run_config(config: Any, cfg: ProbeConfig, *, checkpoint: Any = None) -> dict[str, Any]:
-    """Probe kappa for a `pgrpo.train.config.RunConfig` (model, task, G, B, temperatures,
-    estimator, transform, loss, optimizer) at its initial policy (or at a trainer `checkpoint`
-    folder: "early in a run"), then what the ROM predicts with it (`pgrpo.dynamics.predict`) with
-    the reduction of the run's optimizer (`optim.name`; AdamW's 'adam': kappa preconditioned, no
-    K*): regime, tau (the exact mean's decay time, -K / ln rho of the window map), K*.
-    cfg.preconditioner unset: the optimizer's ('adam' for adam, 'sgd' for sgd_momentum); one that
-    contradicts it is measured and warned about, with no prediction (its kappa is in other units).
-    The probe step is cfg.step_lrs in units of the run's lr. A kappa from pairs that were all
-    exactly zero (every group degenerate) is no measurement: kappa and stderr are None. Raises
-    UserError when kappa is not finite (the probe step took the weights out of range)."""
-    from torch.nn.utils import vector_to_parameters
-
-    from pgrpo.train.optimizers import TRAIN_OPTIMIZERS
-    from pgrpo.train.rollout import load_task_and_policy
-    from pgrpo.train.setup import resolve_config
-
-    c = resolve_config(config)
-    if c.model.precision == "auto" and c.model.dtype == "float32":
-        # a finite difference of gradients at eps ~ 10 lr is below bf16's rounding (2^-8
-        # relative): probe in fp32 unless bf16 is asked for explicitly
-        c = replace(c, model=replace(c.model, precision="fp32"))
-    reduction = TRAIN_OPTIMIZERS.get(c.optim.name).reduction
-    preconditioner = cfg.preconditioner or ("adam" if reduction == "adam" else "sgd")
-    cfg = replace(cfg, epsilon=cfg.step_lrs * c.optim.lr, preconditioner=preconditioner)
-    task, policy = load_task_and_policy(c, checkpoint=checkpoint)
-    grad_fn, theta0 = lm_gradient(policy, task, task.load(c.task.split), c)
-    params = policy.trainable_parameters()
-    try:
-        result = probe_curvature(grad_fn, theta0, cfg)
-    finally:
-        with torch.no_grad():
-            vector_to_parameters(theta0.to(params[0].dtype), params)
-    out: dict[str, Any] = {
-        **result.to_dict(),
-        "optimizer": reduction,
-        "preconditioner": preconditioner,
-        "lr": c.optim.lr,
-        "beta1": c.optim.beta1,
-        "beta2": c.optim.beta2,
-        "refresh_interval": c.grpo.refresh_interval,
-        "group_size": c.grpo.group_size,
-        "batch_prompts": c.grpo.batch_prompts,
-        "steps": c.run.steps,
-        "precision": policy.precision.name,
-    }
-    out.update(_verdict(result, cfg, c, reduction))
-    return out
-
-
-def _verdict(result: ProbeResult, cfg: ProbeConfig, c: Any, reduction: str) -> dict[str, Any]:
-    """noise_dominated, warnings, prediction (or None) and note for a probe of run config `c`
-    (resolved, reduction: its optimizer's) with preconditioner cfg.preconditioner."""
-    from pgrpo.dynamics import predict
-    from pgrpo.errors import UserError
-
-    kappa, n = result.kappa, len(result.samples)
-    if not (math.isfinite(kappa) and math.isfinite(result.stderr)):
-        raise UserError(
-            f"kappa is {kappa} +- {result.stderr} (not finite): the probe step "
-            f"--step-lrs {cfg.step_lrs:g} x lr = {cfg.epsilon:g} took the weights out of range",
-            "lower --step-lrs (default 10)",
-        )
-    if result.zero_pairs == n:
-        return {
-            "kappa": None,
-            "stderr": None,
-            "noise_dominated": True,
-            "warnings": [],
-            "prediction": None,
-            "note": "no measurement: every pair's gradients were equal (all groups degenerate); "
-            "raise grpo.group_size / grpo.batch_prompts / generation.max_new_tokens",
-        }
-    warnings = []
-    if result.zero_pairs:
-        warnings.append(
-            f"{result.zero_pairs} of {n} pairs had equal gradients at both ends (every group "
-            "degenerate) and count as kappa = 0; raise grpo.group_size, grpo.batch_prompts or "
-            "generation.max_new_tokens"
-        )
-    snr = result.metrics.get("direction_snr")
-    if snr is not None and snr < 2:
-        warnings.append(
-            f"direction_snr = {snr:.2g} < 2: the direction g is mostly noise, and kappa's "
-            "standard error (over pairs along this one direction) leaves out how kappa moves "
-            "with the direction drawn (two --seed values of a SmolLM2 probe gave 0.67 +- 0.55 "
-            "and -4.1 +- 0.67); raise --direction-batches, or compare seeds"
-        )
-    noise_dominated = bool(result.stderr >= 0.5 * abs(kappa))
-    if noise_dominated:
-        warnings.append(
-            "the standard error is at least half of kappa (noise-dominated); raise --pairs, "
-            "grpo.batch_prompts or grpo.group_size before trusting the forecast"
-        )
-    out = {"noise_dominated": noise_dominated, "warnings": warnings, "prediction": None}
-    matching = "adam" if reduction == "adam" else "sgd"
-    if cfg.preconditioner != matching:
-        warnings.append(
-            f"--preconditioner {cfg.preconditioner} contradicts optim.name={c.optim.name} (its "
-            f"'{reduction}' prediction needs kappa measured with {matching}), so no prediction "
-            "is made; drop --preconditioner"
-        )
-        out["note"] = f"no prediction: kappa was measured with preconditioner {cfg.preconditioner}"
-    elif kappa > 0:
-        pred = predict(
-            c.optim.lr,
-            c.optim.beta1,
-            kappa,
-            refresh_interval=c.grpo.refresh_interval,
-            group_size=c.grpo.group_size,
-            batch_prompts=c.grpo.batch_prompts,
-            n_steps=c.run.steps,
-            optimizer=reduction,
-            beta2=c.optim.beta2,
-        )
-        out["prediction"] = pred.to_dict()
-    else:
-        out["note"] = (
-            "kappa <= 0 here: no restoring force measured (the reward is far from a fixed point, "
-            "or the probe is noise-dominated: most groups degenerate); add pairs or rollouts"
-        )
-    return out
+    """(grad_fn, theta0): an `LMGradient` and the policy's trainable parameters as one vector.
+    config: a `pgrpo.train.config.RunConfig`."""
+    grad_fn = LMGradient(policy, task, examples, config)
+    return grad_fn, grad_fn.theta0

@@ -42,12 +42,19 @@ def _seed(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def make_scheduler(optimizer: torch.optim.Optimizer, cfg: RunConfig) -> Any:
-    """Linear warm-up, then constant, linear or cosine decay towards 0, reached one step past
-    the last optimizer step, as transformers' schedules (`pgrpo.core.schedules.lr_factor`)."""
+def lr_multipliers(cfg: RunConfig, step: Any) -> Any:
+    """The run's multiplier of optim.lr at 0-based optimizer step(s) `step` (int or array): linear
+    warm-up, then constant, linear or cosine decay towards 0, reached one step past the last of
+    the run.steps x refresh_interval optimizer steps, as transformers' schedules
+    (`pgrpo.core.schedules.lr_factor`). The trainer's scheduler and `pgrpo probe`'s prediction
+    both use it."""
     total = cfg.run.steps * cfg.grpo.refresh_interval
-    warm, kind = cfg.optim.warmup_steps, cfg.optim.schedule
-    return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda n: lr_factor(kind, n, total, warm))
+    return lr_factor(cfg.optim.schedule, step, total, cfg.optim.warmup_steps)
+
+
+def make_scheduler(optimizer: torch.optim.Optimizer, cfg: RunConfig) -> Any:
+    """The run's lr schedule (`lr_multipliers`) as a torch scheduler."""
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda n: lr_multipliers(cfg, n))
 
 
 def resolve_config(config: RunConfig) -> RunConfig:

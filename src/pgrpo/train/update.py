@@ -1,8 +1,7 @@
 """The gradient of the GRPO objective on a scored batch, accumulated in micro-batches.
 
-    grad = on_policy_gradient(policy, config, rollout, advantages)   # what the probe differentiates
     result = minibatch_gradient(policy, config, rollout, idx, advantages, old, ref, temps,
-                                first=True)                          # one of the trainer's K steps
+                                first=True)   # one of the trainer's K steps (and the probe's rows)
 
 Micro-batching is plain accumulation: every registered aggregator is numerator / denominator with
 a numerator that sums one term per row (`pgrpo.core.losses.Aggregator`), so the loss of a
@@ -158,19 +157,6 @@ def minibatch_gradient(
             ref_log_probs=None if ref is None else ref[idx],
             entropy=entropy,
         )
-
-
-def on_policy_gradient(
-    policy: Policy, config: RunConfig, rollout: Rollout, advantages: torch.Tensor
-) -> LossResult:
-    """Accumulate into .grad the gradient of the loss the trainer's first optimizer step takes on
-    this whole batch (ratio 1, the run's temperatures, reference and micro-batches)."""
-    temps = scoring_temperatures(rollout, config)
-    ref = reference_log_probs(policy, rollout, temps, config)
-    idx = torch.arange(rollout.input_ids.shape[0])
-    return minibatch_gradient(
-        policy, config, rollout, idx, advantages, None, ref, temps, first=True
-    )
 
 
 def _score_rows(
