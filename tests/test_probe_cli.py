@@ -214,7 +214,9 @@ def test_a_checkpoint_on_its_plateau_gives_a_supported_prediction(fake_model, tm
     assert res.exit_code == 0, res.output
     out = json.loads(res.stdout)
     assert out["probed_at"] == "checkpoint step-60" and out["near_plateau"] is True
-    assert out["prediction_supported"] is True and out["caveat"] is None
+    assert out["prediction_supported"] is True
+    # supported: the estimand is the model's; the caveat says the curve may still not follow it
+    assert out["caveat"].startswith("the probe measured the plateau's stiffness")
     assert out["start_step"] == 120 and out["steps"] == 200 - 120
     rising = (0.2 + 0.01 * np.arange(60) + noise).tolist()
     (tmp_path / "run").rename(tmp_path / "old")
@@ -251,7 +253,7 @@ def test_the_runs_lr_schedule_enters_the_prediction(fake_model, tmp_path):
 
 def test_a_step_that_wrecks_the_policy_is_an_error(fake_model):
     """--step-lrs 1000: every group degenerate at theta +- eps u (gradient exactly 0) while the
-    direction batches at theta were not; read as 'no measurement', exit 0."""
+    direction batches at theta were not: an error, exit 2 (it read 'no measurement', exit 0)."""
 
     def cliff(theta: torch.Tensor, seed: int) -> torch.Tensor:
         far = float(theta.abs().max()) > 5  # past here the policy is wrecked: all groups fail

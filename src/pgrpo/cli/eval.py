@@ -3,6 +3,7 @@ intervals, and (with --baseline) a paired comparison and the search-compression 
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -137,7 +138,11 @@ def _print_comparison(cmp: dict, sc: dict, console: Console) -> None:
         paired = "paired t undefined (no spread in the differences)"
     else:
         lo, hi = cmp["paired_ci"]
-        paired = f"paired t 95% CI [{lo:+.3f}, {hi:+.3f}] {fmt_p(cmp['paired_p'])}"
+        clipped = " (t interval clipped to [-1, 1])" if cmp.get("paired_ci_clipped") else ""
+        paired = f"paired t 95% CI [{lo:+.3f}, {hi:+.3f}]{clipped} {fmt_p(cmp['paired_p'])}"
+        if cmp.get("paired_dof", math.inf) <= 3:  # the t quantile at 1-3 dof: 12.7 .. 3.2
+            paired += (f" (only {shared} problems: at {cmp['paired_dof']:g} degrees of freedom "
+                       "the interval is wide, and no small gain can show)")  # fmt: skip
     console.print(
         f"vs baseline on {shared} shared problems{of}, paired by "
         f"{cmp.get('paired_by', 'problem id')}: diff {cmp['diff']:+.3f}, {paired}{welch}"

@@ -117,12 +117,13 @@ def _print(out: dict, console: Console) -> None:
         return
     k = out["refresh_interval"]
     tau = "-" if pred["tau"] is None else f"{fmt(pred['tau'])} optimizer steps"
-    if not out["prediction_supported"]:
+    if out.get("caveat"):
         console.print(f"[yellow]caveat: {escape(out['caveat'])}[/yellow]")
     head = "prediction" if out["prediction_supported"] else "IF this were the plateau's kappa"
     warm = f" after {out['warmup_steps']} warm-up steps" if out["warmup_steps"] else ""
     console.print(
-        f"{head} ({out['optimizer']}: lr={out['lr']:g}, beta1={out['beta1']:g}, K={k}, "
+        f"{head} ({out['optimizer']}: peak lr over the remaining steps "
+        f"{out['peak_lr']:g}, beta1={out['beta1']:g}, K={k}, "
         f"schedule {out['schedule']}{warm}, {out['steps']} optimizer steps = run.steps x K from "
         f"step {out['start_step']}): regime {pred['regime']}, tau={tau}, "
         f"K*={fmt(pred['refresh_threshold'])}"

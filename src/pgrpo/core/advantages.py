@@ -24,6 +24,7 @@ Option values outside an estimator's declared domains (`pgrpo.core.domains`: eps
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -240,10 +241,23 @@ def sign(
 
     The formula is affine: rewards outside [0, 1] are first mapped by `reward_range=(lo, hi)` to
     (r - lo) / (hi - lo); with the default range a reward of 2 gives A = 3 and a reward of -1 gives
-    A = -3 (no clipping). Graded rewards in [0, 1] give A in [-1, 1], zero at r = 0.5. The trainer
-    passes the run's reward range (the task's declared one) unless the options give one.
+    A = -3 (no clipping), with a RuntimeWarning naming the option (the TRL and verl integrations
+    know no range of their own: since session 39 a -1 / +1 reward there is said, not silently
+    trained on A in {-3, +1}). Graded rewards in [0, 1] give A in [-1, 1], zero at r = 0.5. The
+    trainer passes the run's reward range (the task's declared one) unless the options give one.
     """
     lo, hi = (float(v) for v in reward_range)
+    seen = rewards if valid is None else rewards[valid]
+    if seen.numel() and bool(((seen < lo) | (seen > hi)).any()):  # |A| > 1: the range is not theirs
+        warnings.warn(
+            f"sign advantage: rewards from {float(seen.min()):g} to {float(seen.max()):g} lie "
+            f"outside its reward_range ({lo:g}, {hi:g}), so |A| > 1 (a reward at the range's "
+            "top should give +1); give the rewards' range as the estimator's reward_range option "
+            "(TRL: pgrpo_advantage_options={'reward_range': (lo, hi)}; verl: "
+            "algorithm.pgrpo.options.reward_range; pgrpo train: task.reward_range)",
+            RuntimeWarning,
+            stacklevel=2,
+        )
     unit = (rewards - lo) / (hi - lo)
     return _apply(transform, 2.0 * unit - 1.0)
 

@@ -210,7 +210,8 @@ def compare(
         "problems_b": pairing.problems_b,
         "paired_by": pairing.by,
         "diff": pt.diff,
-        "paired_ci": [pt.low, pt.high],
+        "paired_ci": [max(pt.low, -1.0), min(pt.high, 1.0)],  # a difference of accuracies
+        "paired_ci_clipped": bool(pt.low < -1.0 or pt.high > 1.0),
         "paired_p": pt.p_value,
         "paired_t": pt.t,
         "paired_dof": pt.dof,
@@ -247,7 +248,8 @@ def search_compression(
     2026-12-06 the tolerance was 2 standard errors (a normal rule: too narrow for a handful of
     problems). With one sample per problem (k_max = 1: greedy decoding) pass@k_max is pass@1
     and the two cannot be told apart: "not judged"; so too a non-zero gain with no spread (every
-    problem changed alike: 17% of no-change comparisons of 2 problems)."""
+    problem changed alike; the paired t of 19% of no-change comparisons of 2 problems has no
+    spread, bench/results/eval_paired.json)."""
     pairing = pairing or pair_problems(trained, base)
     base, trained = on_problems(base, pairing.ids), on_problems(trained, pairing.ids)
     k_max = min(min(r.n) for r in (*base, *trained))

@@ -110,11 +110,15 @@ class TaskConfig:
     split: str = "train"
     """Split (or path) passed to `task.load`."""
     reward_timeout_s: float = 5.0
-    """Per-completion reward timeout; a call that raises or hangs scores 0 and is counted."""
+    """Per-completion reward timeout; a call that raises or hangs scores the low end of the
+    reward range (`reward_range`; 0 where none is declared) and is counted."""
     reward_range: tuple[float, float] | None = None
     """[lo, hi] bounds of one completion's reward; None: the task's own `reward_range` (the
     built-in tasks: [0, 1]). The run's config.yaml records the resolved range, and every fit and
-    forecast of the run keeps its levels inside it (a 0/1 reward is not forecast to reach 1.5)."""
+    forecast of the run keeps its levels inside it (a 0/1 reward is not forecast to reach 1.5).
+    Since session 39 it also sets what a failed or empty completion scores (lo), the `sign`
+    advantage's reference (the middle) and the all-pass / all-fail split (hi / lo): give the
+    rewards' true range, not a looser one for the fits."""
 
     def __post_init__(self) -> None:
         if not self.reward_timeout_s > 0:

@@ -3,13 +3,13 @@
     result = train(load_config("run.yaml", ["steps=20"]))
 
 One step, in the paper's order (`train_step`, top to bottom): sample B prompts x G completions;
-score them (each reward call isolated, failures score 0 and are counted); advantages from the
-registry (these three are `pgrpo.train.rollout`, shared with the probe, gradrank and evaluate);
-K optimizer steps over minibatches with the old log-probs kept fixed (gradients from
-`pgrpo.train.update`); diagnostics; one line of `RUN_DIR/metrics.jsonl`. `train` wraps it with
-set-up, periodic online forecasts, atomic checkpoints and resume, under the run folder's lock
-(`runlock`), with SIGINT/SIGTERM deferred to the end of the step (`interrupts`); what each
-promise means: docs/reliability.md. Seeded and deterministic on CPU: same config, same
+score them (each reward call isolated; failures score the reward range's low end, counted);
+advantages from the registry (these three are `pgrpo.train.rollout`, shared with the probe,
+gradrank and evaluate); K optimizer steps over minibatches with the old log-probs kept fixed
+(gradients from `pgrpo.train.update`); diagnostics; one line of `RUN_DIR/metrics.jsonl`. `train`
+wraps it with set-up, periodic online forecasts, atomic checkpoints and resume, under the run
+folder's lock (`runlock`), with SIGINT/SIGTERM deferred to the end of the step (`interrupts`);
+what each promise means: docs/reliability.md. Seeded and deterministic on CPU: same config, same
 parameters, same log (up to the timing fields).
 """
 
