@@ -19,7 +19,6 @@ from pgrpo.diagnose.fitwords import contradiction, level_caveat
 from pgrpo.diagnose.live import LiveConfig, assess_live, progress_of
 from pgrpo.dynamics import fit_curve
 from pgrpo.logs import read_log
-from pgrpo.logs.base import assemble
 from pgrpo.train.config import load_config
 from pgrpo.train.online import WITHHELD, forecast_metrics
 
@@ -70,12 +69,9 @@ def test_live_withholds_a_forecast_below_a_run_still_rising(shared_data):
 
 
 def test_live_keeps_a_forecast_the_verdict_agrees_with():
-    t = np.arange(1, 201)
-    reward = np.random.default_rng(0).binomial(256, 0.1 + 0.6 * (1 - np.exp(-t / 120))) / 256
-    records = [{"step": int(s), "reward": float(r)} for s, r in zip(t, reward, strict=True)]
-    log = assemble(records, fmt="csv", source="sim",
-                   hyperparameters={"completions_per_step": 256.0})  # fmt: skip
-    status = assess_live(log, LiveConfig())
+    from test_live_to90_words import timed_rise
+
+    status = assess_live(timed_rise(), LiveConfig())
     assert status.verdict == "learning"
     assert status.metrics["pgrpo/forecast_withheld"] == 0.0
     assert all(k in status.metrics for k in FORECAST_KEYS)

@@ -26,13 +26,18 @@ def test_a_run_still_rising_that_the_verdict_cannot_time_gets_no_steps_to_90(sha
     assert "pgrpo/forecast_plateau" in status.metrics  # the forecast itself is still given
 
 
-def test_a_rise_the_verdict_can_time_keeps_them():
+def timed_rise():
+    """200 batch means of 256 0/1 rewards rising 0.1 -> 0.7 (timescale 120): a rise the verdict
+    reads `learning` and can time."""
     t = np.arange(1, 201)
     reward = np.random.default_rng(0).binomial(256, 0.1 + 0.6 * (1 - np.exp(-t / 120))) / 256
     records = [{"step": int(s), "reward": float(r)} for s, r in zip(t, reward, strict=True)]
-    log = assemble(records, fmt="csv", source="sim",
-                   hyperparameters={"completions_per_step": 256.0})  # fmt: skip
-    status = assess_live(log, LiveConfig())
+    return assemble(records, fmt="csv", source="sim",
+                    hyperparameters={"completions_per_step": 256.0})  # fmt: skip
+
+
+def test_a_rise_the_verdict_can_time_keeps_them():
+    status = assess_live(timed_rise(), LiveConfig())
     assert status.verdict == "learning"
     assert "90% of it within" in status.summary
     assert all(k in status.metrics for k in KEYS)

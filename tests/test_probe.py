@@ -264,10 +264,11 @@ def test_adams_preconditioner_comes_from_the_rows_the_optimizer_sees():
 def test_lm_gradient_rows_are_the_trainers_minibatch_gradients(tmp_path):
     """grpo.num_minibatches = 2: the probe's batch gives the two minibatch gradients (row 0 is the
     trainer's first optimizer step's) and its mean reward; grad_fn returns those rows."""
+    from train_checks import first_step_gradients
+
     from pgrpo.measure.probe import batch_gradients, lm_gradient
     from pgrpo.train.config import load_config
     from pgrpo.train.setup import build_run
-    from pgrpo.train.trainer import train_step
 
     cfg = load_config(None, [
         "model.name=tiny", "model.tiny_hidden=32", "model.tiny_warmup_steps=60",
@@ -285,13 +286,7 @@ def test_lm_gradient_rows_are_the_trainers_minibatch_gradients(tmp_path):
             break
     assert out.rows.shape[0] == 2 and not torch.equal(out.rows[0], out.rows[1])
     assert 0 < out.reward_mean < 1
-    params = run.policy.trainable_parameters()
-    grads = []
-    run.optimizer.register_step_pre_hook(
-        lambda *_: grads.append(torch.cat([p.grad.reshape(-1) for p in params]))
-    )
-    torch.manual_seed(seed)
-    metrics = train_step(run, 1)
+    metrics, grads = first_step_gradients(run, seed)
     assert metrics["reward"] == pytest.approx(out.reward_mean)
     torch.testing.assert_close(-out.rows[0].float(), grads[0], atol=1e-6, rtol=1e-5)
     grad_fn, theta0 = lm_gradient(run.policy, run.task, examples, cfg)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from train_checks import first_step_gradients
 
 from pgrpo.core.advantages import ADVANTAGE_ESTIMATORS, ADVANTAGE_TRANSFORMS
 from pgrpo.measure.probe import objective_gradient
@@ -18,7 +19,6 @@ from pgrpo.tasks.arithmetic import ArithmeticTask
 from pgrpo.train.config import load_config
 from pgrpo.train.rollout import collect, estimator_options
 from pgrpo.train.setup import build_run, resolve_config
-from pgrpo.train.trainer import train_step
 
 
 class _Counted(ArithmeticTask):
@@ -85,13 +85,7 @@ def test_probe_objective_is_the_trainers(tmp_path, estimator, transform):
     run.stream.restore(position)
     seed = _informative_seed(run, examples, cfg)
     probe_loss, ascent = objective_gradient(run.policy, run.task, examples, cfg, seed=seed)
-    params = run.policy.trainable_parameters()
-    grads = []
-    run.optimizer.register_step_pre_hook(
-        lambda *_: grads.append(torch.cat([p.grad.reshape(-1) for p in params]))
-    )
-    torch.manual_seed(seed)
-    metrics = train_step(run, 1)
+    metrics, grads = first_step_gradients(run, seed)
     assert metrics["reward_std"] > 0  # a real signal, not 0 = 0
     assert metrics["loss"] == pytest.approx(probe_loss, abs=1e-6)
     torch.testing.assert_close(-ascent.float(), grads[0], atol=1e-6, rtol=1e-5)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from pgrpo.train.setup import _Run, make_scheduler
-from pgrpo.train.trainer import optimize
+from pgrpo.train.trainer import optimize, train_step
 
 
 def optimize_from(cfg, task, policy, state, rollout, advantages):
@@ -74,3 +74,16 @@ def tiny_decoder(kind: str, seed: int, **config) -> torch.nn.Module:
         "gemma": (transformers.GemmaForCausalLM, transformers.GemmaConfig, {"head_dim": 8}),
     }[kind]
     return model_cls(config_cls(**extra, **common))
+
+
+def first_step_gradients(run: _Run, seed: int) -> tuple[dict, list[torch.Tensor]]:
+    """`train_step(run, 1)` after `torch.manual_seed(seed)`: (its metrics, the flat gradient of
+    the trainable parameters before each optimizer step), for tests that hold the trainer's
+    first update against an independent gradient (the probe's, the rollout objective's)."""
+    params = run.policy.trainable_parameters()
+    grads: list[torch.Tensor] = []
+    run.optimizer.register_step_pre_hook(
+        lambda *_: grads.append(torch.cat([p.grad.reshape(-1) for p in params]))
+    )
+    torch.manual_seed(seed)
+    return train_step(run, 1), grads
