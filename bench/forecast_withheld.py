@@ -28,10 +28,11 @@ from pathlib import Path
 
 import numpy as np
 
+from pgrpo.diagnose.fitwords import WITHHELD
 from pgrpo.diagnose.live import LiveConfig, assess_live
 from pgrpo.logs import read_log
 from pgrpo.train.config import load_config
-from pgrpo.train.online import WITHHELD, forecast_metrics
+from pgrpo.train.online import forecast_metrics
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _results import write_results  # noqa: E402

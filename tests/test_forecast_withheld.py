@@ -15,12 +15,12 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pgrpo.diagnose.fitwords import contradiction, level_caveat
+from pgrpo.diagnose.fitwords import WITHHELD, contradiction, level_caveat
 from pgrpo.diagnose.live import LiveConfig, assess_live, progress_of
 from pgrpo.dynamics import fit_curve
 from pgrpo.logs import read_log
 from pgrpo.train.config import load_config
-from pgrpo.train.online import WITHHELD, forecast_metrics
+from pgrpo.train.online import forecast_metrics
 
 FORECAST_KEYS = ("pgrpo/forecast_plateau", "pgrpo/forecast_lo", "pgrpo/forecast_hi",
                  "pgrpo/steps_to_90", "pgrpo/progress")  # fmt: skip

@@ -37,10 +37,11 @@ def status_line(status, log) -> str:  # noqa: ANN001
         f"to90 {_f(m, 'pgrpo/steps_to_90', '.0f')}"
     )
     if m.get("pgrpo/forecast_withheld") == 1.0:  # its level is not where the verdict says
-        shown = "forecast withheld (" + (
-            "below the reward, still rising)" if status.verdict == "learning"
-            else "back towards the level the reward fell from)"
-        )  # fmt: skip
+        from pgrpo.diagnose.fitwords import WITHHELD
+
+        shown = (
+            f"forecast withheld ({WITHHELD['below' if status.verdict == 'learning' else 'fell']})"
+        )
     text = (
         f"step {status.step:g}  reward {status.reward:.3g}  level {_f(m, 'pgrpo/level')}  "
         f"{shown}  verdict {status.verdict}"

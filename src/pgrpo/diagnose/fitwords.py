@@ -114,6 +114,14 @@ def fell(verdict: ProgressVerdict) -> bool:
     return verdict.label in FELL_LABELS or bool(verdict.evidence.get("plateau_below_best"))
 
 
+WITHHELD = {
+    "below": "below the reward, still rising",
+    "fell": "back towards the level the reward fell from",
+}
+"""Why a level-derived forecast is withheld, by `contradiction`'s kind: the words of `pgrpo
+watch`'s line and the trainer's `forecast/withheld`."""
+
+
 def contradiction(verdict: ProgressVerdict, level: float) -> str | None:
     """How a level a fit or forecast gives for where the run heads contradicts the verdict:
     "below" where a run still rising (`learning`) is already above it (`_below`), "fell" where

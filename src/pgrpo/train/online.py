@@ -8,8 +8,9 @@ reads the curve `flat` or `too_short`, a fit's stiffness, timescale and K* are w
 optimizer stopped at, so they are logged as None, the plateau is the recent level, and no K*
 warning is raised. `forecast/steps_to_90` counts the steps from the latest one (0 once the
 fitted curve has covered 90% of the way from R_0 to R_inf; before session 39 it was the step at
-which it had). Where the fitted level contradicts the verdict (`WITHHELD`), the plateau and the
-steps to 90% are withheld (None) and `forecast/withheld` says why.
+which it had). Where the fitted level contradicts the verdict (`fitwords.contradiction`), the
+plateau and the steps to 90% are withheld (None) and `forecast/withheld` says why
+(`fitwords.WITHHELD`).
 """
 
 from __future__ import annotations
@@ -28,15 +29,6 @@ is logged as `too_short`, with the level so far."""
 
 UNMOVED = ("flat", "too_short")
 """Progress labels under which the curve has not moved beyond noise: nothing to fit."""
-
-WITHHELD = {
-    "below": "the fitted level sits below the reward, which is still rising",
-    "fell": "the fitted level sits towards the level the reward fell from",
-}
-"""Why `forecast/plateau` and `forecast/steps_to_90` are withheld (None), by the verdict's
-`fitwords.contradiction` of the fitted level, not where the run heads: the rule behind the
-level caveat of `pgrpo fit` and the report, and the live assessment's withheld forecast
-(session 39)."""
 
 
 class OnlineForecaster:
@@ -93,7 +85,7 @@ def forecast_metrics(rewards: list[Any], lrs: list[Any], config: RunConfig) -> d
     of the run optimizer's reduction at the fitted stiffness a = k (per optimizer step) and the
     run's beta1 (None above max(10 K, 200), and None under AdamW, which predicts no threshold).
     """
-    from pgrpo.diagnose.fitwords import contradiction
+    from pgrpo.diagnose.fitwords import WITHHELD, contradiction
     from pgrpo.diagnose.progress import assess_progress
     from pgrpo.dynamics import regime
     from pgrpo.dynamics.optimizers import OptimizerSettings, reduce_optimizer
