@@ -204,6 +204,32 @@ def test_second_writer_fails_naming_the_holder_and_a_signal_stops_with_a_checkpo
     assert _log(run_dir) == reference  # one trajectory, identical to the uninterrupted run
 
 
+@pytest.mark.parametrize("at", [1, 3])
+def test_a_signal_between_steps_checkpoints_the_last_finished_step(tmp_path, at):
+    """A signal that lands after a step's checkpoint decision (here in on_step, where the CLI
+    prints its progress line) stopped the next step's start with "after step 0: no checkpoint"
+    on the old code (CI, 2026-12-06): the steps already logged were lost to the resume."""
+    from test_train_resume import cfg
+
+    from pgrpo.train.interrupts import RunInterrupted
+    from pgrpo.train.trainer import train
+
+    reference = _log(train(cfg(tmp_path, "ref", "checkpoint_every=5")).run_dir)
+
+    def signal_after(metrics):
+        if metrics["step"] == at:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    with pytest.raises(RunInterrupted) as stopped:
+        train(cfg(tmp_path, "live", "checkpoint_every=5"), on_step=signal_after)
+    run_dir = tmp_path / "live"
+    assert stopped.value.step == at and stopped.value.exit_code == 128 + signal.SIGTERM
+    assert f"checkpoint step-{at} holds step {at}" in str(stopped.value)
+    assert len(read_metrics(run_dir)) == at
+    train(cfg(tmp_path, "live", "checkpoint_every=5"), resume=True)
+    assert _log(run_dir) == reference  # nothing lost: the resume goes on from step `at`
+
+
 def test_a_second_signal_abandons_the_step_and_resume_still_matches(tmp_path):
     steps = ["steps=8", "checkpoint_every=2"]
     reference = _log(_train(tmp_path, "ref", *steps))

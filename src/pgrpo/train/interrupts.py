@@ -2,12 +2,14 @@
 
     with stop_on_signals(run_dir) as stop:
         for step in ...:
-            if stop.signum is not None: raise interrupted(stop.signum, run_dir)
+            if stop.signum is not None:
+                checkpoint the previous step unless done; raise interrupted(stop.signum, run_dir)
             ...one step...; checkpoint it too if stop.signum is set
 
 The first signal only sets `stop.signum`: the step in flight finishes, is logged and
 checkpointed, and the run ends with `RunInterrupted` (which names the `--resume` command); a
-signal during set-up stops the run before its first step. A second signal abandons the step at
+signal between steps checkpoints the last finished one; a signal during set-up stops the run
+before its first step. A second signal abandons the step at
 once (`StepAbandoned`, a BaseException so that no `except Exception` swallows it); the last
 checkpoint stands and resume recomputes from there.
 Off the main thread (no signal handlers there) the context does nothing.

@@ -326,12 +326,16 @@ def _run_steps(
     on_step: Callable[[dict[str, Any]], None] | None,
 ) -> None:
     """Steps `first`..run.steps: step, forecast, log, checkpoint. After a SIGINT/SIGTERM the step
-    in flight finishes and is checkpointed, then RunInterrupted ends the run."""
+    in flight finishes and is checkpointed, then RunInterrupted ends the run; a signal that
+    lands between steps (in `on_step`, say) checkpoints the last finished step the same way."""
     cfg, run_dir = run.config, run.config.run_dir
     history = read_metrics(run_dir)
     forecaster = OnlineForecaster(cfg, history)
+    saved = first - 1  # the step the latest checkpoint holds (or the start: nothing to save)
     for step in range(first, cfg.run.steps + 1):
-        if stop.signum is not None:
+        if stop.signum is not None:  # during set-up, or after the previous step's checkpoint
+            if saved != step - 1:
+                _checkpoint(run, log, step - 1, base)
             raise interrupted(stop.signum, run_dir)
         metrics = train_step(run, step)
         metrics.update(forecaster.update(metrics))
@@ -340,19 +344,25 @@ def _run_steps(
         history.append(metrics)
         every = cfg.run.checkpoint_every
         if step == cfg.run.steps or (every and step % every == 0) or stop.signum is not None:
-            check_finite(run, step=step, weights=_max_abs_weight(run))  # and so final/ too
-            ckpt.save_checkpoint(
-                run_dir,
-                step=step,
-                model=run.policy.model,
-                optimizer=run.optimizer,
-                scheduler=run.scheduler,
-                data_position=run.stream.position(),
-                metrics_offset=log.offset(),
-                base_digest=base,
-            )
+            saved = _checkpoint(run, log, step, base)
         if on_step is not None:
             on_step(metrics)
+
+
+def _checkpoint(run: _Run, log: MetricsLog, step: int, base: str) -> int:
+    """Checkpoint the state after `step` (checked finite first, and so final/ too); returns it."""
+    check_finite(run, step=step, weights=_max_abs_weight(run))
+    ckpt.save_checkpoint(
+        run.config.run_dir,
+        step=step,
+        model=run.policy.model,
+        optimizer=run.optimizer,
+        scheduler=run.scheduler,
+        data_position=run.stream.position(),
+        metrics_offset=log.offset(),
+        base_digest=base,
+    )
+    return step
 
 
 def _save_final(run: _Run, run_dir: Path) -> None:
