@@ -24,7 +24,6 @@ Option values outside an estimator's declared domains (`pgrpo.core.domains`: eps
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,7 +34,7 @@ import torch
 from pgrpo._registry import Registry, check_keywords
 from pgrpo.core import domains as dom
 from pgrpo.core.groups import Groups, broadcast, group_moments, make_groups, scale_by_group
-from pgrpo.core.rewardinput import as_reward_tensor, check_finite, work_dtype
+from pgrpo.core.rewardinput import as_reward_tensor, check_finite, warn_outside, work_dtype
 from pgrpo.core.rewardinput import result_dtype as result_dtype  # re-exported (docs name it)
 
 Transform = Callable[[torch.Tensor], torch.Tensor]
@@ -247,17 +246,12 @@ def sign(
     trainer passes the run's reward range (the task's declared one) unless the options give one.
     """
     lo, hi = (float(v) for v in reward_range)
-    seen = rewards if valid is None else rewards[valid]
-    if seen.numel() and bool(((seen < lo) | (seen > hi)).any()):  # |A| > 1: the range is not theirs
-        warnings.warn(
-            f"sign advantage: rewards from {float(seen.min()):g} to {float(seen.max()):g} lie "
-            f"outside its reward_range ({lo:g}, {hi:g}), so |A| > 1 (a reward at the range's "
-            "top should give +1); give the rewards' range as the estimator's reward_range option "
-            "(TRL: pgrpo_advantage_options={'reward_range': (lo, hi)}; verl: "
-            "algorithm.pgrpo.options.reward_range; pgrpo train: task.reward_range)",
-            RuntimeWarning,
-            stacklevel=2,
-        )
+    warn_outside(  # |A| > 1: the range is not the rewards'
+        "sign advantage", rewards, valid, (lo, hi), "its reward_range",
+        "so |A| > 1 (a reward at the range's top should give +1); give the rewards' range as the "
+        "estimator's reward_range option (TRL: pgrpo_advantage_options={'reward_range': (lo, hi)}"
+        "; verl: algorithm.pgrpo.options.reward_range; pgrpo train: task.reward_range)",
+    )  # fmt: skip
     unit = (rewards - lo) / (hi - lo)
     return _apply(transform, 2.0 * unit - 1.0)
 
@@ -323,6 +317,11 @@ def dual_anchor(
     else:
         goal = torch.full_like(rewards, float(goal_mean))
     delta = (rewards - goal) / sg
+    warn_outside(
+        "dual_anchor", rewards, valid, (0.0, 1.0), "the unit interval",
+        "but its absolute anchor reads a reward as the share of the C constraints met (goal "
+        "0.5, sigma_goal from C): rescale the rewards to [0, 1] or use a relative estimator",
+    )  # fmt: skip
     return (1.0 - alpha) * _apply(transform, z) + alpha * _apply(transform, delta)
 
 
@@ -332,6 +331,13 @@ def dual_anchor(
 
 
 @ADVANTAGE_TRANSFORMS.register("prospect")
+@dom.with_domains(
+    lambda_pos=dom.positive,
+    lambda_neg=dom.positive,
+    beta=dom.positive,
+    form=dom.one_of("tanh", "power"),
+    exponent=dom.positive,
+)
 def prospect(
     values: torch.Tensor,
     *,
@@ -436,12 +442,7 @@ def check_options(
     computing."""
     estimator = ADVANTAGE_ESTIMATORS.get(name)
     check_keywords(options, estimator.fn, f"advantage estimator {name!r}", ("valid", "transform"))
-    for key, value in (options or {}).items():
-        domain = estimator.domains.get(key)
-        problem = None if domain is None else domain(value)
-        if problem is not None:
-            got = f"{value!r:.60}"
-            raise ValueError(f"advantage estimator {name!r}: {key} {problem}, got {got}")
+    dom.check_values(f"advantage estimator {name!r}", estimator.domains, options)
     chosen = estimator.default_transform if transform == _DEFAULT else transform
     if chosen is None:
         if transform_options:
@@ -454,6 +455,7 @@ def check_options(
     fn = ADVANTAGE_TRANSFORMS.get(chosen) if isinstance(chosen, str) else chosen
     label = f"advantage transform {chosen!r}" if isinstance(chosen, str) else "advantage transform"
     check_keywords(transform_options, fn, label)
+    dom.check_values(label, dom.declared(fn), transform_options)
 
 
 def _min_size(groups: Groups) -> int:

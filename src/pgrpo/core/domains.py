@@ -3,22 +3,51 @@
 A domain is a function `value -> None | problem`: None for a value inside it, else a phrase that
 says what the value must be ("must be a finite number >= 0, e.g. 1e-4"), which the error puts
 after the option's name and before the value given. An estimator declares
-its options' domains when it registers (`register_advantage(..., domains={"eps": non_negative})`)
-and `check_options` applies them, so a bad value fails in one line before any model is loaded
+its options' domains when it registers (`register_advantage(..., domains={"eps": non_negative})`),
+a transform with `with_domains` (prospect's lambda_neg > 0, ...), and `check_options` applies them
+(`check_values`), so a bad value fails in one line before any model is loaded
 (`pgrpo train grpo.advantage_options.eps=-1e-4`) and in every `compute_advantages` call.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
 import numpy as np
 
 from pgrpo.core.rewardrange import HINT, checked_reward_range
 
 Domain = Callable[[Any], "str | None"]
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def check_values(
+    label: str, domains: Mapping[str, Domain], options: Mapping[str, Any] | None
+) -> None:
+    """ValueError in one line for the first option of `options` outside its domain."""
+    for key, value in (options or {}).items():
+        domain = domains.get(key)
+        problem = None if domain is None else domain(value)
+        if problem is not None:
+            raise ValueError(f"{label}: {key} {problem}, got {value!r:.60}")
+
+
+def with_domains(**domains: Domain) -> Callable[[F], F]:
+    """Declare a transform's option domains (read back by `declared`); a transform without
+    them (a user's own callable) has its keywords checked, not its values."""
+
+    def deco(fn: F) -> F:
+        fn.option_domains = dict(domains)  # type: ignore[attr-defined]
+        return fn
+
+    return deco
+
+
+def declared(fn: Any) -> Mapping[str, Domain]:
+    """The option domains `fn` declared with `with_domains` (none: {})."""
+    return getattr(fn, "option_domains", {})
 
 
 def _is_number(value: Any) -> bool:
@@ -35,6 +64,14 @@ def non_negative(value: Any) -> str | None:
         "must be a finite number >= 0, e.g. 1e-4 (0 is allowed: a group whose reward spread is 0 "
         "gets advantage 0)"
     )
+
+
+def positive(value: Any) -> str | None:
+    """A scale or rate of a transform (prospect's lambda_pos, lambda_neg, beta, exponent): a
+    sign or a zero there would flip or erase the advantages it shapes."""
+    if _is_number(value) and 0.0 < float(value) < math.inf:
+        return None
+    return "must be a finite number > 0"
 
 
 def unit_interval(value: Any) -> str | None:

@@ -6,11 +6,14 @@ in a documented dtype, and one check of their finiteness.
 - `work_dtype(r, scale)`: the dtype to compute in (float64 for float32 rewards beyond 1e15).
 - `check_finite(r, nan)`: the validity mask of `nan="mask"` or the error of `nan="error"`, and
   the largest |finite reward|, in one `torch.aminmax` pass when every reward is finite.
+- `warn_outside(who, rewards, valid, bounds, where, consequence)`: the RuntimeWarning of an
+  estimator that reads rewards on a scale (sign's reward_range, dual_anchor's [0, 1]).
 """
 
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any
 
 import numpy as np
@@ -74,3 +77,24 @@ def check_finite(r: torch.Tensor, nan: str) -> tuple[torch.Tensor | None, float]
         )
     kept = r[finite]
     return finite, float(kept.abs().max()) if kept.numel() else 0.0
+
+
+def warn_outside(
+    who: str,
+    rewards: torch.Tensor,
+    valid: torch.Tensor | None,
+    bounds: tuple[float, float],
+    where: str,
+    consequence: str,
+) -> None:
+    """A RuntimeWarning when a valid reward of `rewards` [N] lies outside `bounds`, the range
+    estimator `who` reads them on (`where` names it), saying what follows (`consequence`)."""
+    seen = rewards if valid is None else rewards[valid]
+    if seen.numel() and bool(((seen < bounds[0]) | (seen > bounds[1])).any()):
+        lo, hi = float(seen.min()), float(seen.max())
+        warnings.warn(
+            f"{who}: rewards from {lo:g} to {hi:g} lie outside {where} ({bounds[0]:g}, "
+            f"{bounds[1]:g}), {consequence}",
+            RuntimeWarning,
+            stacklevel=4,  # the caller of compute_advantages
+        )

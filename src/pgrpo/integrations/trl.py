@@ -43,7 +43,12 @@ import trl
 from accelerate.utils import gather_object
 from trl import GRPOConfig, GRPOTrainer
 
-from pgrpo.core.advantages import ADVANTAGE_ESTIMATORS, ADVANTAGE_TRANSFORMS, compute_advantages
+from pgrpo.core.advantages import (
+    ADVANTAGE_ESTIMATORS,
+    ADVANTAGE_TRANSFORMS,
+    check_options,
+    compute_advantages,
+)
 from pgrpo.core.degeneracy import group_stats
 from pgrpo.core.losses import asymmetric_kl_weights, gradient_token_fraction
 from pgrpo.integrations.callback import PgrpoCallback
@@ -125,6 +130,12 @@ class PgrpoGRPOConfig(GRPOConfig):
             self.pgrpo_transform = None
         if self.pgrpo_transform not in (None, "default"):
             ADVANTAGE_TRANSFORMS.get(self.pgrpo_transform)
+        check_options(  # options and their values, before any model is loaded
+            self.pgrpo_advantage,
+            self.pgrpo_advantage_options,
+            transform=self.pgrpo_transform,
+            transform_options=self.pgrpo_transform_options,
+        )
         if self.multi_objective_aggregation != "sum_then_normalize":
             raise ValueError(
                 "pgrpo advantages use the weighted sum of the reward functions; set "

@@ -231,7 +231,7 @@ class GRPOConfig:
         try:
             check_options(self.advantage, transform=self.transform,
                           transform_options=self.transform_options)  # fmt: skip
-        except TypeError as exc:
+        except (TypeError, ValueError) as exc:  # unknown, or outside its domain
             _fail("grpo.transform_options", self.transform_options, str(exc))
         for name in ("group_size", "batch_prompts"):
             if getattr(self, name) < 1:
