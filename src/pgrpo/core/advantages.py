@@ -249,8 +249,8 @@ def sign(
     warn_outside(  # |A| > 1: the range is not the rewards'
         "sign advantage", rewards, valid, (lo, hi), "its reward_range",
         "so |A| > 1 (a reward at the range's top should give +1); give the rewards' range as the "
-        "estimator's reward_range option (TRL: pgrpo_advantage_options={'reward_range': (lo, hi)}"
-        "; verl: algorithm.pgrpo.options.reward_range; pgrpo train: task.reward_range)",
+        "estimator's reward_range option (TRL: pgrpo_reward_range=[lo, hi]; verl: "
+        "algorithm.pgrpo.options.reward_range; pgrpo train: task.reward_range)",
     )  # fmt: skip
     unit = (rewards - lo) / (hi - lo)
     return _apply(transform, 2.0 * unit - 1.0)

@@ -14,7 +14,9 @@ is not copied):
   `compute_advantages(pgrpo_advantage, rewards, group_size=num_generations, ...)` and slices this
   process's part exactly as TRL does. TRL's `scale_rewards` is not used. dual_anchor's constraint
   counts come from the dataset column `pgrpo_num_constraints_column` (default `num_constraints`)
-  or a constant `pgrpo_advantage_options={"num_constraints": C}`.
+  or a constant `pgrpo_advantage_options={"num_constraints": C}`. `pgrpo_reward_range=[lo, hi]`
+  (the bounds of one summed reward, like `task.reward_range` in `pgrpo train`) is the range sign
+  maps to [-1, 1] and the ends at which all-pass / all-fail groups are counted (unset: 0 / 1).
 - asymmetric KL (MDP-GRPO): during `_compute_loss` TRL's scalar `beta` is swapped for a float
   that multiplies the per-token KL by the per-completion coefficient of
   `asymmetric_kl_weights(advantages, kl_coef=beta, kl_coef_negative=pgrpo_kl_coef_negative)`.
@@ -51,6 +53,7 @@ from pgrpo.core.advantages import (
 )
 from pgrpo.core.degeneracy import group_stats
 from pgrpo.core.losses import asymmetric_kl_weights, gradient_token_fraction
+from pgrpo.core.rewardrange import checked_reward_range
 from pgrpo.integrations.callback import PgrpoCallback
 
 __all__ = [
@@ -100,6 +103,14 @@ class PgrpoGRPOConfig(GRPOConfig):
     pgrpo_transform_options: dict[str, Any] | str | None = field(
         default=None, metadata={"help": "Transform options (dict or JSON string)."}
     )
+    pgrpo_reward_range: list[float] | str | None = field(
+        default=None,
+        metadata={
+            "help": "Bounds [lo, hi] of one (weighted, summed) reward: the range the sign "
+            "advantage maps to [-1, 1] and the ends all-pass / all-fail groups are counted at "
+            "(unset: the 0/1 reading). A list or a JSON string, e.g. '[-1, 1]'."
+        },
+    )
     pgrpo_num_constraints_column: str = field(
         default="num_constraints",
         metadata={"help": "Dataset column with each prompt's constraint count (dual_anchor)."},
@@ -125,6 +136,17 @@ class PgrpoGRPOConfig(GRPOConfig):
         self.pgrpo_transform_options = _as_dict(
             self.pgrpo_transform_options, "pgrpo_transform_options"
         )
+        if isinstance(self.pgrpo_reward_range, str):
+            self.pgrpo_reward_range = _as_json(self.pgrpo_reward_range, "pgrpo_reward_range")
+        if self.pgrpo_reward_range is not None:
+            lo_hi = checked_reward_range(self.pgrpo_reward_range, "pgrpo_reward_range")
+            self.pgrpo_reward_range = list(lo_hi)
+            own = self.pgrpo_advantage_options.get("reward_range")
+            if own is not None and tuple(checked_reward_range(own)) != lo_hi:
+                raise ValueError(
+                    f"pgrpo_reward_range {list(lo_hi)} and pgrpo_advantage_options' reward_range "
+                    f"{own} differ: give the range once, as pgrpo_reward_range"
+                )
         ADVANTAGE_ESTIMATORS.get(self.pgrpo_advantage)  # unknown name: lists the valid ones
         if self.pgrpo_transform in ("none", "None", ""):
             self.pgrpo_transform = None
@@ -177,14 +199,18 @@ class PgrpoGRPOConfig(GRPOConfig):
             )
 
 
+def _as_json(value: str, name: str) -> Any:
+    try:
+        return json.loads(value)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{name} must be valid JSON when given as a string: {exc}") from None
+
+
 def _as_dict(value: Any, name: str) -> dict[str, Any]:
     if value is None:
         return {}
     if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{name} must be a dict or a JSON object string: {exc}") from None
+        value = _as_json(value, name)
     if not isinstance(value, dict):
         raise ValueError(f"{name} must be a dict, got {type(value).__name__}")
     return dict(value)
@@ -272,6 +298,8 @@ class PgrpoGRPOTrainer(GRPOTrainer):
         `num_constraints`) gathered from the dataset unless given as a constant option."""
         options = dict(self.args.pgrpo_advantage_options)
         estimator = ADVANTAGE_ESTIMATORS.get(self.args.pgrpo_advantage)
+        if estimator.takes_reward_range and self.args.pgrpo_reward_range is not None:
+            options.setdefault("reward_range", tuple(self.args.pgrpo_reward_range))
         for name in estimator.columns:
             if name in options:
                 continue
@@ -284,6 +312,14 @@ class PgrpoGRPOTrainer(GRPOTrainer):
                 )
             options[name] = gather_object([row[column] for row in local_inputs])
         return options
+
+    def _reward_range(self) -> tuple[float, float] | None:
+        """The bounds of one reward: pgrpo_reward_range, else the estimator's own reward_range
+        option (sign's), else None (the 0/1 reading)."""
+        given = self.args.pgrpo_reward_range or self.args.pgrpo_advantage_options.get(
+            "reward_range"
+        )
+        return None if given is None else checked_reward_range(given)
 
     def _dataset_column(self, name: str) -> str:
         """The dataset column holding the estimator's column `name` (`pgrpo_<name>_column`)."""
@@ -307,7 +343,12 @@ class PgrpoGRPOTrainer(GRPOTrainer):
         output: dict[str, Any],
     ) -> None:
         metrics = self._metrics[mode]
-        stats = group_stats(rewards.double().cpu(), group_size=group_size, nan="mask").metrics
+        stats = group_stats(
+            rewards.double().cpu(),
+            group_size=group_size,
+            nan="mask",
+            reward_range=self._reward_range(),
+        ).metrics
         if metrics["frac_reward_zero_std"]:
             # TRL's figure is per group only with scale_rewards="group"; pgrpo's always is
             metrics["frac_reward_zero_std"].pop()
