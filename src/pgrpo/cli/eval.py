@@ -135,7 +135,10 @@ def _print_comparison(cmp: dict, sc: dict, console: Console) -> None:
     else:
         welch = f"; Welch {fmt_p(cmp['welch_p'])}"
     if cmp["paired_p"] is None:  # no spread in the per-problem differences
-        paired = "paired t undefined (no spread in the differences)"
+        paired = (
+            "paired t and its interval undefined (every shared problem changed by the same "
+            "amount: the differences have no spread)"
+        )
     else:
         lo, hi = cmp["paired_ci"]
         clipped = " (t interval clipped to [-1, 1])" if cmp.get("paired_ci_clipped") else ""
