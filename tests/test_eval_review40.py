@@ -1,8 +1,10 @@
 """`pgrpo eval` review fixes (session 40), through the CLI where a user meets them: one Student-t
 interval of a mean, undefined (not zero-width) without spread, in the seed-to-seed interval, the
-paired t and the search-compression tolerance.
+paired t and the search-compression tolerance; a `--from` or `--baseline` file whose results mix
+decoding settings is one line naming the file, both settings and the fix.
 
-Files are written as `pgrpo eval --out` writes them (`test_eval_review39._record`)."""
+Files are written as `pgrpo eval --out` writes them (`test_eval_review39._record`); sampling is
+the stub `fake_sampling` (conftest.py)."""
 
 from __future__ import annotations
 
@@ -10,10 +12,13 @@ import json
 import re
 
 import pytest
-from test_eval_review import _cli
-from test_eval_review39 import HOT, IDS, _file, _record
+from cli_checks import one_line_error
+from test_eval_review import _arithmetic_answer, _cli
+from test_eval_review39 import GREEDY, HOT, IDS, _file, _record
 
-from pgrpo.evaluate import EvalRun, search_compression
+from pgrpo.errors import UserError
+from pgrpo.evaluate import EvalRun, aggregate, search_compression
+from pgrpo.evaluate.records import Decoding
 
 # ---------------------------------------------------------- 1. no spread: the interval is undefined
 
@@ -68,3 +73,74 @@ def test_an_undefined_tolerance_is_not_a_zero_one(tmp_path):
     runs = [EvalRun(s, IDS, [8] * 10, [c] * 10) for s, c in (("base", 4), ("t", 5))]
     flat = search_compression(runs[:1], runs[1:])  # pass@1 up by 1/8 on every problem
     assert flat["verdict"] == "not judged" and "same amount" in flat["verdict_note"]
+
+
+# ----------------------------------------------- 2. one decoding setting per file of results
+
+
+def test_a_from_file_mixing_decoding_settings_is_refused(tmp_path):
+    """Review: `pgrpo eval --from` averaged greedy seeds with seeds at temperature 2 without a
+    word. One line naming the file, both settings and the fix; an existing --out is untouched."""
+    mixed = _file(
+        tmp_path / "mixed.json",
+        _record(IDS, [4] * 10, seed=0, decoding=GREEDY),
+        _record(IDS, [5] * 10, seed=1, decoding=HOT),
+    )
+    out = tmp_path / "kept.json"
+    out.write_text("what an earlier run wrote")
+    res = _cli("--from", str(mixed), "--out", str(out))
+    one_line_error(
+        res, f"--from {mixed}: its results mix decoding settings",
+        "m/seed0 sampled at temperature 0, max_new_tokens 64",
+        "m/seed1 at temperature 2, max_new_tokens 64", "split the file by decoding setting",
+    )  # fmt: skip
+    assert out.read_text() == "what an earlier run wrote"
+    same = _file(tmp_path / "same.json", _record(IDS, [4] * 10, decoding=HOT))
+    res = _cli("--from", str(same), "--baseline", str(mixed))
+    one_line_error(res, f"--baseline {mixed}: its results mix decoding settings")
+    long = Decoding(2.0, 512)  # another length limit is another decoding too
+    mixed_len = _file(
+        tmp_path / "len.json",
+        _record(IDS, [4] * 10, seed=0, decoding=HOT),
+        _record(IDS, [5] * 10, seed=1, decoding=long),
+    )
+    one_line_error(_cli("--from", str(mixed_len)), "max_new_tokens 512")
+
+
+def test_a_mixed_baseline_is_refused_before_sampling(tmp_path, fake_sampling):
+    mixed = _file(
+        tmp_path / "mixed.json",
+        _record(IDS, [4] * 10, seed=0, decoding=GREEDY),
+        _record(IDS, [5] * 10, seed=1, decoding=HOT),
+    )
+    calls = fake_sampling(_arithmetic_answer)
+    res = _cli("--model", "tiny", "--problems", "3", "--samples", "1", "--baseline", str(mixed))
+    one_line_error(res, f"--baseline {mixed}: its results mix decoding settings")
+    assert calls == []
+
+
+def test_results_without_decoding_are_averaged_with_a_warning(tmp_path):
+    """Records written before 2026-12-06 record no decoding: as against a baseline, they are
+    not checked and a warning says so (after the checks, so bad input stays one line)."""
+    partly = _file(
+        tmp_path / "partly.json",
+        _record(IDS, [4] * 10, seed=0, decoding=HOT),
+        _record(IDS, [5] * 10, seed=1),
+    )
+    res = _cli("--from", str(partly))
+    assert res.exit_code == 0, res.output
+    assert f"warning: --from {partly}: 1 of its 2 results do not record" in res.output
+    assert "averaged regardless" in res.output
+    one = _file(tmp_path / "one.json", _record(IDS, [5] * 10))
+    assert "averaged regardless" not in _cli("--from", str(one)).output  # one seed: no mixing
+
+
+def test_aggregate_refuses_mixed_decoding_in_code():
+    runs = [
+        EvalRun("a", IDS, [8] * 10, [4] * 10, decoding=GREEDY),
+        EvalRun("b", IDS, [8] * 10, [5] * 10, decoding=HOT),
+        EvalRun("c", IDS, [8] * 10, [5] * 10),
+    ]
+    with pytest.raises(UserError, match="the results mix decoding settings: a sampled at"):
+        aggregate(runs)
+    assert aggregate(runs[1:])["seeds"] == 2  # an unknown setting is not a second one

@@ -21,7 +21,13 @@ import numpy as np
 from pgrpo.core.stats import checked_counts, mean_ci, paired_t, pass_at_k, t_halfwidth, welch_t
 from pgrpo.errors import UserError
 from pgrpo.evaluate.intervals import problem_ci
-from pgrpo.evaluate.pairing import Pairing, check_one_problem_set, on_problems, pair_problems
+from pgrpo.evaluate.pairing import (
+    Pairing,
+    check_one_decoding,
+    check_one_problem_set,
+    on_problems,
+    pair_problems,
+)
 from pgrpo.evaluate.records import Decoding, checked_record
 
 ID_SOURCES = ("problem", "position")
@@ -134,8 +140,8 @@ class EvalRun:
 
 
 def aggregate(runs: Sequence[EvalRun]) -> dict[str, Any]:
-    """Several seeds of one system on one problem set (UserError otherwise:
-    `check_one_problem_set`): mean accuracy and pass@k with intervals
+    """Several seeds of one system on one problem set, sampled alike (UserError otherwise:
+    `check_one_problem_set`, `check_one_decoding`): mean accuracy and pass@k with intervals
     over problems (each problem's score averaged over the seeds), and the seed-to-seed t
     interval (sampling noise only, the problems held fixed) when there are >= 2 seeds, clipped
     to [0, 1] (`seed_ci_clipped` says when it was). Seeds that all gave the same accuracy have no
@@ -148,6 +154,7 @@ def aggregate(runs: Sequence[EvalRun]) -> dict[str, Any]:
             "seed)",
         )
     check_one_problem_set(runs)
+    check_one_decoding(runs)
     accs = [r.accuracy for r in runs]
     ks = default_ks(min(min(r.n) for r in runs))
     curves = [pass_at_k_curve(r.n, r.c, ks) for r in runs]
