@@ -6,6 +6,7 @@ tests/test_bench_reproduce_lm.py.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -30,13 +31,16 @@ def degeneracy_series(history: Sequence[dict[str, Any]]) -> dict[str, list[float
 
 
 def seed_summary(values: Sequence[float]) -> dict[str, Any]:
-    """Mean, sd and the t interval over seeds (`pgrpo.core.stats.mean_ci`; None with one seed)."""
+    """Mean, sd and the t interval over seeds (`pgrpo.core.stats.mean_ci`; None with one seed,
+    or where every seed gave the same value: greedy accuracies, which no seed changes, have no
+    seed-to-seed interval, and it is undefined rather than [mean, mean])."""
     from pgrpo.core.stats import mean_ci
 
     x = np.asarray(values, dtype=float)
     out: dict[str, Any] = {"n": int(x.size), "mean": float(x.mean()), "values": x.tolist()}
     out["sd"] = float(x.std(ddof=1)) if x.size >= 2 else None
-    out["ci"] = [mean_ci(x).low, mean_ci(x).high] if x.size >= 2 else None
+    ci = mean_ci(x) if x.size >= 2 else None
+    out["ci"] = None if ci is None or math.isnan(ci.low) else [ci.low, ci.high]
     return out
 
 

@@ -96,6 +96,15 @@ def test_welch_needs_two_seeds_each():
     assert an.welch([0.1], [0.2, 0.3]) is None
 
 
+def test_seeds_of_one_value_have_no_interval():
+    """Greedy accuracies of several seeds are one value (no seed changes greedy decoding): the
+    seed interval read [0.700, 0.700] until session 40; it is undefined, printed "n/a"."""
+    same = an.seed_summary([0.7, 0.7, 0.7])
+    assert same["ci"] is None and same["mean"] == pytest.approx(0.7) and same["n"] == 3
+    assert an._ci(same["ci"]) == "n/a"
+    assert an.seed_summary([0.6, 0.7, 0.8])["ci"][0] < 0.6
+
+
 def _summary(name, c, n, seed=0):
     ids = [f"p{i}" for i in range(len(c))]
     return EvalRun(name=name, ids=ids, n=[n] * len(c), c=list(c), seed=seed).summary()

@@ -8,7 +8,7 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from scipy import stats as sps
 
@@ -251,4 +251,74 @@ def test_a_spread_of_rounding_is_no_spread():
     assert np.ptp(a - b) > 0  # rounding
     res = paired_t(a, b)
     assert math.isnan(res.p_value) and res.se == 0.0 and res.diff == pytest.approx(0.1)
-    assert t_halfwidth(a - b) == 0.0
+    assert math.isnan(t_halfwidth(a - b))  # undefined, not a zero tolerance (until session 40)
+    ci = mean_ci(a - b)  # was [0.1 - 6e-17, 0.1 + 6e-17]: certainty from rounding
+    assert math.isnan(ci.low) and math.isnan(ci.high) and ci.metrics["sem"] == 0.0
+
+
+# ------------------------------------------------- one t interval of a mean (review, session 40)
+
+
+def _undefined(values) -> bool:
+    """mean_ci, paired_t and t_halfwidth all say the t interval of mean(values) is undefined."""
+    x = np.asarray(values, dtype=float)
+    ci, pt, half = mean_ci(x), paired_t(x, np.zeros_like(x)), t_halfwidth(x)
+    nans = [ci.low, ci.high, pt.low, pt.high, pt.t, pt.p_value, half]
+    return all(map(math.isnan, nans)) and ci.metrics["sem"] == pt.se == 0.0
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.integers(2, 40),
+    st.floats(-1e6, 1e6).filter(lambda v: v == 0 or abs(v) > 1e-100),
+    st.lists(st.floats(-10, 10), min_size=40, max_size=40),
+)
+def test_constant_samples_have_one_undefined_t_interval(size, value, factors):
+    """Review (session 40): on a sample without spread mean_ci gave [mean, mean] (and a
+    ~1e-17-wide interval from rounding noise), paired_t NaN, t_halfwidth 0. One interval now
+    (`core.stats.t_interval`): undefined in all three, for any size and value, exactly constant
+    or equal only up to rounding ((o + v) - o for offsets o of v's size)."""
+    assert _undefined([value] * size)
+    assert _undefined([(f * value + value) - f * value for f in factors[:size]])
+    assert mean_ci([value] * size).estimate == pytest.approx(value)
+    assert _undefined([0.0, 1e-207])  # a spread whose square float64 cannot hold: sd 0
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.lists(st.floats(-1e3, 1e3).filter(lambda v: v == 0 or abs(v) > 1e-100), min_size=2),
+    st.floats(0.5, 0.99),
+)
+def test_samples_with_spread_keep_the_textbook_interval_bit_for_bit(values, level):
+    """Where there is spread the shared interval is the formulas the three had before, to the
+    last bit: mean +- t_{S-1} sd / sqrt(S), and the paired t's t and p from the same sem."""
+    x = np.asarray(values)
+    assume(np.ptp(x) > 1e-9 * np.max(np.abs(x)))
+    sem = float(x.std(ddof=1) / math.sqrt(x.size))
+    half = float(sps.t.ppf(0.5 + level / 2, x.size - 1)) * sem
+    mean = float(x.mean())
+    ci = mean_ci(x, level=level)
+    assert (ci.estimate, ci.low, ci.high, ci.metrics["sem"]) == (
+        mean,
+        mean - half,
+        mean + half,
+        sem,
+    )
+    assert t_halfwidth(x, level=level) == half
+    y = np.zeros_like(x)
+    d = x - y
+    pt = paired_t(x, y, level=level)
+    se = float(d.std(ddof=1) / math.sqrt(d.size))
+    t = float(d.mean()) / se
+    assert (pt.low, pt.high, pt.se, pt.t) == (mean - half, mean + half, se, t)
+    assert pt.p_value == float(2 * sps.t.sf(abs(t), x.size - 1))
+
+
+def test_t_halfwidth_checks_its_input_as_the_others_do():
+    """Until session 40 t_halfwidth returned 0 for one value (a zero tolerance: any gain would
+    pass) where mean_ci and paired_t refuse it."""
+    for call in (t_halfwidth, mean_ci):
+        with pytest.raises(ValueError, match="at least 2 values"):
+            call([0.5])
+        with pytest.raises(ValueError, match="NaN or inf"):
+            call([0.5, math.nan])

@@ -415,6 +415,31 @@ def test_bad_projection_dims_fail_before_the_model_loads(monkeypatch):
     assert res.exit_code == 2 and "--estimators grpo,grpo names grpo more than once" in res.output
 
 
+def test_a_repeated_estimator_is_refused_by_one_check(monkeypatch):
+    """Review (session 40): `pgrpo gradrank --estimators` and `GradRankConfig` each had their own
+    copy of the repeated-name check; both now call `check_estimator_names`, same words."""
+    from cli_checks import one_line_error
+
+    import pgrpo.measure.gradrank as gr
+    import pgrpo.train.rollout as ro
+    from pgrpo.errors import UserError
+
+    with pytest.raises(UserError) as err:
+        GradRankConfig(estimators=("grpo", "sign", "grpo"))
+    assert str(err.value) == "estimators names grpo more than once; give each once"
+    labels = []
+    check = gr.check_estimator_names
+    monkeypatch.setattr(
+        gr,
+        "check_estimator_names",
+        lambda names, label: labels.append(label) or check(names, label),
+    )
+    monkeypatch.setattr(ro, "load_task_and_policy", lambda *a, **k: pytest.fail("model loaded"))
+    res = _gradrank("--estimators", "grpo,sign,grpo")
+    one_line_error(res, "--estimators grpo,sign,grpo names grpo more than once; give each once")
+    assert labels == ["--estimators grpo,sign,grpo"]
+
+
 def test_cli_defaults_to_exact_rows_for_lora_and_reports_a_sketchs_distortion():
     import json
 

@@ -135,7 +135,10 @@ def _print_comparison(cmp: dict, sc: dict, console: Console) -> None:
     else:
         welch = f"; Welch {fmt_p(cmp['welch_p'])}"
     if cmp["paired_p"] is None:  # no spread in the per-problem differences
-        paired = "paired t undefined (no spread in the differences)"
+        paired = (
+            "paired t and its interval undefined (every shared problem changed by the same "
+            "amount: the differences have no spread)"
+        )
     else:
         lo, hi = cmp["paired_ci"]
         clipped = " (t interval clipped to [-1, 1])" if cmp.get("paired_ci_clipped") else ""
@@ -223,6 +226,7 @@ def eval_cmd(
     curves base vs trained. A baseline evaluated on other problems, task options or decoding
     settings is refused before anything is sampled or written."""
     from pgrpo.evaluate import eval_document, write_eval
+    from pgrpo.evaluate.pairing import unchecked_decoding
     from pgrpo.evaluate.runner import failure_warning
 
     base = _read_eval(baseline, "--baseline") if baseline is not None else None
@@ -242,8 +246,11 @@ def eval_cmd(
     if from_file is None and base is not None and out is not None:
         write_eval(eval_document(runs), out)  # what was sampled is kept whatever the comparison
     doc = eval_document(runs, base)  # pairs first (UserError): --out is not written before
-    for warning in doc.get("comparison", {}).get("warnings", []):
-        _warn(warning)
+    files = (("--from", from_file, runs), ("--baseline", baseline, base))
+    unchecked = [unchecked_decoding(rs, f"{opt} {path}") for opt, path, rs in files if path]
+    for warning in [*unchecked, *doc.get("comparison", {}).get("warnings", [])]:
+        if warning is not None:  # said after the checks: bad input stays one line
+            _warn(warning)
     if out is not None:
         write_eval(doc, out)
     emit(doc, as_json, lambda console: _print(doc, console))

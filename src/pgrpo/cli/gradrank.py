@@ -15,7 +15,6 @@ from pgrpo.cli.common import (
     config_option,
     emit,
     escape,
-    fail,
     json_option,
 )
 from pgrpo.errors import MAX_SEED
@@ -61,16 +60,19 @@ def gradrank_cmd(
     each estimator, against --controls seeded draws each of random advantages, random advantages
     on the estimator's non-zero rows, and its own advantages permuted within groups (mean, 5-95%
     interval, share of draws at or below the estimator)."""
-    from pgrpo.measure.gradrank import GradRankConfig, check_projection_dim, measure_gradrank
+    from pgrpo.measure.gradrank import (
+        GradRankConfig,
+        check_estimator_names,
+        check_projection_dim,
+        measure_gradrank,
+    )
     from pgrpo.tasks import TASKS
     from pgrpo.train.config import ModelConfig
 
     check_model(model)
     TASKS.get(task)  # an unknown task fails before the model loads, listing the valid ones
     names = tuple(e.strip() for e in estimators.split(",") if e.strip())
-    twice = sorted({n for n in names if names.count(n) > 1})
-    if twice:
-        fail(f"--estimators {estimators} names {', '.join(twice)} more than once", "give each once")
+    check_estimator_names(names, f"--estimators {estimators}")  # before the model loads
     check_projection_dim(projection_dim, prompts * group_size)  # before the model loads
     cfg = GradRankConfig(
         estimators=names, projection_dim=projection_dim, seed=seed, n_controls=controls

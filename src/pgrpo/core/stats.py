@@ -6,7 +6,8 @@ Pure functions over numpy arrays; every result is a frozen dataclass with a `met
   ("Evaluating large language models trained on code"), as a product of min(c, k) factors
   summed in log space, vectorised over problems.
 - `accuracy_ci(successes, n)`: Wilson score interval (Wilson 1927) or Clopper-Pearson.
-- `mean_ci(values)`: Student-t interval of a mean (e.g. over seeds).
+- `t_interval(values)`: the Student-t interval of a mean, the one behind `mean_ci` (e.g. over
+  seeds), `paired_t` and `t_halfwidth`; undefined (NaN) when the values have no spread.
 - `welch_t(a, b)`: Welch's unequal-variance t test on seed means, with Cohen's d / Hedges' g.
 - `paired_t(a, b)`: Student's paired t test and interval of the mean per-problem difference.
 """
@@ -213,15 +214,44 @@ def accuracy_ci(successes: int, n: int, *, level: float = 0.95, method: str = "w
     return Interval(p, low, high, level, method, {"accuracy": p, "n": float(m)})
 
 
-def mean_ci(values: Any, *, level: float = 0.95) -> Interval:
-    """Mean of `values` [S] (e.g. one accuracy per seed) with a Student-t interval (S - 1 dof)."""
+@dataclass(frozen=True)
+class TInterval:
+    """The Student-t interval of a mean: mean +- halfwidth, halfwidth = t_{S-1} * sem, dof =
+    S - 1. With no spread sem is 0 and halfwidth NaN (undefined: `t_interval`)."""
+
+    mean: float
+    sem: float
+    halfwidth: float
+    dof: float
+
+
+def t_interval(values: Any, *, level: float = 0.95, name: str = "values") -> TInterval:
+    """The one Student-t interval of mean(x) (Student 1908), x = `values` [S]: S >= 2 finite
+    values (ValueError naming `name` otherwise), level in (0, 1). sem = sd(x) / sqrt(S) (ddof
+    1), halfwidth = t_{S-1, (1+level)/2} * sem. `mean_ci`, `paired_t` and `t_halfwidth` are this
+    interval, and the rule for zero spread is here once: values equal up to rounding
+    (`_no_spread`, or so close that their sd underflows to 0) have sem 0 and an undefined (NaN)
+    halfwidth, since a sample with no spread says nothing about the spread. Until 2026-12-06
+    (session 40) the three disagreed there: `mean_ci` gave [mean, mean] (and, from rounding
+    noise alone, an interval 1e-17 wide), `paired_t` NaN, `t_halfwidth` 0."""
     from scipy import stats as sps  # here, not at import: `pgrpo diagnose` stays off scipy.stats
 
     _check_level(level)
-    x = _sample(values, "values")
-    mean, sem = float(x.mean()), float(x.std(ddof=1) / math.sqrt(x.size))
-    half = float(sps.t.ppf(0.5 + level / 2, x.size - 1)) * sem
-    return Interval(mean, mean - half, mean + half, level, "t", {"sem": sem, "n": float(x.size)})
+    x = _sample(values, name)
+    mean, dof = float(x.mean()), float(x.size - 1)
+    sem = 0.0 if _no_spread(x) else float(x.std(ddof=1) / math.sqrt(x.size))
+    if not sem > 0:  # no spread, or one too small for float64 (values ~1e-200 apart)
+        return TInterval(mean, 0.0, math.nan, dof)
+    return TInterval(mean, sem, float(sps.t.ppf(0.5 + level / 2, x.size - 1)) * sem, dof)
+
+
+def mean_ci(values: Any, *, level: float = 0.95) -> Interval:
+    """Mean of `values` [S] (e.g. one accuracy per seed) with its Student-t interval (S - 1 dof,
+    `t_interval`). Values with no spread give low = high = NaN and sem 0: the sample says
+    nothing about the spread, so the interval is undefined, not [mean, mean]."""
+    t = t_interval(values, level=level)
+    low, high = t.mean - t.halfwidth, t.mean + t.halfwidth
+    return Interval(t.mean, low, high, level, "t", {"sem": t.sem, "n": t.dof + 1})
 
 
 def _sample(values: Any, name: str, min_size: int = 2) -> np.ndarray:
@@ -328,31 +358,26 @@ def paired_t(a: Any, b: Any, *, level: float = 0.95) -> PairedResult:
             f"paired_t needs one score per problem for both systems, got {x.size} and "
             f"{y.size}; align a and b on the same problems (use welch_t for unpaired samples)"
         )
-    d = x - y
-    diff, dof = float(d.mean()), float(d.size - 1)
-    se = 0.0 if _no_spread(d) else float(d.std(ddof=1) / math.sqrt(d.size))
+    ci = t_interval(x - y, level=level, name="a - b")
+    diff, dof, se = ci.mean, ci.dof, ci.sem
     if se > 0:
         t = diff / se
         p = float(2 * sps.t.sf(abs(t), dof))
-        half = float(sps.t.ppf(0.5 + level / 2, dof)) * se
-        low, high = diff - half, diff + half
     else:
-        t = p = low = high = math.nan
+        t = p = math.nan
+    low, high = diff - ci.halfwidth, diff + ci.halfwidth
     metrics = {"diff": diff, "t": t, "dof": dof, "p_value": p, "se": se}
     return PairedResult(diff, low, high, t, dof, p, se, level, metrics)
 
 
 def t_halfwidth(d: Any, *, level: float = 0.95) -> float:
-    """Half-width of the Student-t interval of mean(d) for d [P] (dof P - 1): the tolerance of
-    a gain judged by its own spread (0 with fewer than 2 values or no spread)."""
-    from scipy import stats as sps  # here, not at import: `pgrpo diagnose` stays off scipy.stats
-
-    _check_level(level)
-    x = np.asarray(d, dtype=np.float64).reshape(-1)
-    if x.size < 2 or _no_spread(x):
-        return 0.0
-    se = float(x.std(ddof=1) / math.sqrt(x.size))
-    return float(sps.t.ppf(0.5 + level / 2, x.size - 1)) * se
+    """Half-width of the Student-t interval of mean(d) for d [P] (dof P - 1; `t_interval`): the
+    tolerance of a gain judged by its own spread. NaN (undefined) when d has no spread, up to
+    rounding: not 0, which would call any non-zero gain significant (the search-compression
+    verdict does not judge a non-zero gain with an undefined tolerance). ValueError with fewer
+    than 2 values or a NaN, as for `mean_ci` and `paired_t` (until session 40 it returned 0
+    with fewer than 2 values and with no spread)."""
+    return t_interval(d, level=level, name="d").halfwidth
 
 
 def _no_spread(d: np.ndarray) -> bool:

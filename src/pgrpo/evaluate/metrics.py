@@ -11,6 +11,7 @@ systems are compared on the problems both evaluated, matched by problem id, once
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,7 +21,13 @@ import numpy as np
 from pgrpo.core.stats import checked_counts, mean_ci, paired_t, pass_at_k, t_halfwidth, welch_t
 from pgrpo.errors import UserError
 from pgrpo.evaluate.intervals import problem_ci
-from pgrpo.evaluate.pairing import Pairing, check_one_problem_set, on_problems, pair_problems
+from pgrpo.evaluate.pairing import (
+    Pairing,
+    check_one_decoding,
+    check_one_problem_set,
+    on_problems,
+    pair_problems,
+)
 from pgrpo.evaluate.records import Decoding, checked_record
 
 ID_SOURCES = ("problem", "position")
@@ -133,11 +140,13 @@ class EvalRun:
 
 
 def aggregate(runs: Sequence[EvalRun]) -> dict[str, Any]:
-    """Several seeds of one system on one problem set (UserError otherwise:
-    `check_one_problem_set`): mean accuracy and pass@k with intervals over problems (each
-    problem's score averaged over the seeds), and the seed-to-seed t interval (sampling noise
-    only, the problems held fixed) when there are >= 2 seeds, clipped to [0, 1]
-    (`seed_ci_clipped` says when it was)."""
+    """Several seeds of one system on one problem set, sampled alike (UserError otherwise:
+    `check_one_problem_set`, `check_one_decoding`): mean accuracy and pass@k with intervals
+    over problems (each problem's score averaged over the seeds), and the seed-to-seed t
+    interval (sampling noise only, the problems held fixed) when there are >= 2 seeds, clipped
+    to [0, 1] (`seed_ci_clipped` says when it was). Seeds that all gave the same accuracy have no
+    seed-to-seed interval (`core.stats.t_interval`: undefined, not zero-width): `seed_ci` is None
+    and `note` says why, as with one seed."""
     if not runs:
         raise UserError(
             "no eval results to aggregate",
@@ -145,6 +154,7 @@ def aggregate(runs: Sequence[EvalRun]) -> dict[str, Any]:
             "seed)",
         )
     check_one_problem_set(runs)
+    check_one_decoding(runs)
     accs = [r.accuracy for r in runs]
     ks = default_ks(min(min(r.n) for r in runs))
     curves = [pass_at_k_curve(r.n, r.c, ks) for r in runs]
@@ -167,13 +177,19 @@ def aggregate(runs: Sequence[EvalRun]) -> dict[str, Any]:
             for k in ks
         },
     }
-    if len(runs) >= 2:
-        ci = mean_ci(accs)
-        out["seed_ci"] = [max(0.0, ci.low), min(1.0, ci.high)]
-        out["seed_ci_clipped"] = bool(ci.low < 0.0 or ci.high > 1.0)
-    else:
+    if len(runs) < 2:
         out["seed_ci"] = None
         out["note"] = "one seed: the seed-to-seed interval needs >= 2 seeds"
+    elif math.isnan((ci := mean_ci(accs)).low):
+        out["seed_ci"] = None
+        out["note"] = (
+            f"all {len(runs)} seeds gave the same accuracy ({accs[0]:.3f}): with no spread "
+            "between seeds the seed-to-seed t interval is undefined (the interval over problems "
+            "stands); seeds differ only when sampling at temperature > 0"
+        )
+    else:
+        out["seed_ci"] = [max(0.0, ci.low), min(1.0, ci.high)]
+        out["seed_ci_clipped"] = bool(ci.low < 0.0 or ci.high > 1.0)
     return out
 
 
@@ -204,21 +220,23 @@ def compare(
     pa, pb = _per_problem(a), _per_problem(b)
     common = pairing.ids
     pt = paired_t([pa[i] for i in common], [pb[i] for i in common])
+    defined = not math.isnan(pt.low)  # no spread in the differences: undefined
     out: dict[str, Any] = {
         "problems": len(common),
         "problems_a": pairing.problems_a,
         "problems_b": pairing.problems_b,
         "paired_by": pairing.by,
         "diff": pt.diff,
-        "paired_ci": [max(pt.low, -1.0), min(pt.high, 1.0)],  # a difference of accuracies
-        "paired_ci_clipped": bool(pt.low < -1.0 or pt.high > 1.0),
+        # a difference of accuracies, in [-1, 1]; NaN (JSON null) where undefined
+        "paired_ci": [max(pt.low, -1.0), min(pt.high, 1.0)] if defined else [math.nan] * 2,
+        "paired_ci_clipped": defined and bool(pt.low < -1.0 or pt.high > 1.0),
         "paired_p": pt.p_value,
         "paired_t": pt.t,
         "paired_dof": pt.dof,
         "paired_method": "paired t on per-problem accuracy differences, dof = problems - 1",
         "warnings": list(pairing.warnings),
     }
-    if not pt.se > 0:
+    if not defined:
         out["paired_note"] = (
             f"every shared problem's accuracy changed by the same amount ({pt.diff:+.3f}): with "
             "no spread the paired t is undefined; evaluate more problems or samples"
@@ -249,7 +267,10 @@ def search_compression(
     problems). With one sample per problem (k_max = 1: greedy decoding) pass@k_max is pass@1
     and the two cannot be told apart: "not judged"; so too a non-zero gain with no spread (every
     problem changed alike; the paired t of 19% of no-change comparisons of 2 problems has no
-    spread, bench/results/eval_paired.json)."""
+    spread, bench/results/eval_paired.json): its tolerance is undefined (NaN, JSON null), and
+    an undefined tolerance never passes for a zero one. A gain of exactly 0 needs none: every
+    problem's pass@k_max unchanged is no rise (the compression case of all problems solved at
+    k_max by both)."""
     pairing = pairing or pair_problems(trained, base)
     base, trained = on_problems(base, pairing.ids), on_problems(trained, pairing.ids)
     k_max = min(min(r.n) for r in (*base, *trained))
@@ -266,7 +287,9 @@ def search_compression(
             "capacity expansion or search compression; evaluate both with --samples >= 2 "
             "(e.g. 8) at temperature > 0"
         )
-    elif flat := [k for k, g, t in ((1, gain1, tol1), (k_max, gain_k, tol_k)) if g and not t]:
+    elif flat := [
+        k for k, g, t in ((1, gain1, tol1), (k_max, gain_k, tol_k)) if g and math.isnan(t)
+    ]:
         verdict = "not judged"
         out["verdict_note"] = (
             f"every shared problem's pass@{flat[0]} changed by the same amount: with no spread "
@@ -293,7 +316,8 @@ def search_compression(
 
 def _tolerance(base: Sequence[EvalRun], trained: Sequence[EvalRun], k: int) -> float:
     """Half-width of the 95% t interval of the mean per-problem pass@k difference (trained -
-    base) over the problems both evaluated (`core.stats.t_halfwidth`; 0 with < 2 problems)."""
+    base) over the problems both evaluated (>= 2: `pair_problems`; `core.stats.t_halfwidth`):
+    NaN (undefined) when every problem's difference is the same."""
     pb, pt = _problem_pass(base, k), _problem_pass(trained, k)
     return t_halfwidth([pt[i] - pb[i] for i in sorted(set(pb) & set(pt))])
 

@@ -52,6 +52,37 @@ def check_one_problem_set(runs: Sequence[EvalRun], label: str = "the results") -
             )
 
 
+def check_one_decoding(runs: Sequence[EvalRun], label: str = "the results") -> None:
+    """UserError unless every run (seed) of one system that records its decoding settings
+    records the same: averaged over seeds drawn at different temperatures or length limits, the
+    mean accuracy is of no one way of sampling (until session 40 a `--from` file mixing greedy
+    and temperature 2 was averaged without a word). Runs that record none (written before
+    2026-12-06) are not checked (`unchecked_decoding` says so)."""
+    known = [r for r in runs if r.decoding is not None]
+    other = next((r for r in known if r.decoding != known[0].decoding), None)
+    if other is not None:
+        first = known[0]
+        raise UserError(
+            f"{label} mix decoding settings: {first.name} sampled at {first.decoding.text()}, "
+            f"{other.name} at {other.decoding.text()}, so their seeds cannot be averaged",
+            "split the file by decoding setting (one `pgrpo eval --out` file each), or keep "
+            "only the results of one setting in it",
+        )
+
+
+def unchecked_decoding(runs: Sequence[EvalRun], label: str) -> str | None:
+    """A warning when several runs (seeds) of one system are averaged and some record no
+    decoding settings: whether they sampled alike cannot be checked (`check_one_decoding`)."""
+    unknown = sum(r.decoding is None for r in runs)
+    if len(runs) < 2 or not unknown:
+        return None
+    return (
+        f"{label}: {unknown} of its {len(runs)} results do not record their decoding settings "
+        "(written before 2026-12-06): whether its seeds sampled alike cannot be checked; "
+        "averaged regardless: evaluate again to have them checked"
+    )
+
+
 def reward_only(task: str) -> frozenset[str]:
     """The options of task `task` that change only its reward, not its problems nor which
     answers are correct (the task's `reward_only_options`; none for a task not registered)."""
@@ -121,10 +152,12 @@ def _one_value(va: set[str], vb: set[str], names: tuple[str, str], label: str) -
 def check_decoding(a: Sequence[EvalRun], b: Sequence[EvalRun], names: tuple[str, str]) -> None:
     """UserError when the two sides drew their samples with different decoding settings
     (temperature, max_new_tokens): greedy accuracy against accuracy at temperature 2 is a
-    difference of sampling, not of the models. Runs that record none are not checked."""
+    difference of sampling, not of the models; first each side's seeds among themselves
+    (`check_one_decoding`). Runs that record none are not checked."""
+    for name, runs in zip(names, (a, b), strict=True):
+        check_one_decoding(runs, f"{name}'s results")
     da = {r.decoding for r in a if r.decoding is not None}
     db = {r.decoding for r in b if r.decoding is not None}
-    _one_value({d.text() for d in da}, {d.text() for d in db}, names, "decoding settings")
     if da and db and da != db:
         mine, theirs = da.pop(), db.pop()
         raise UserError(

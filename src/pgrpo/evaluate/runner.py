@@ -17,7 +17,7 @@ import torch
 
 from pgrpo.errors import check_seed
 from pgrpo.evaluate.metrics import EvalRun, aggregate, compare, search_compression
-from pgrpo.evaluate.pairing import check_one_problem_set, pair_problems
+from pgrpo.evaluate.pairing import check_one_decoding, check_one_problem_set, pair_problems
 from pgrpo.evaluate.records import Decoding
 
 EVAL_KIND = "pgrpo.eval"
@@ -332,8 +332,9 @@ def json_safe(value: Any) -> Any:
 def read_eval(path: str | Path) -> list[EvalRun]:
     """The EvalRuns of an eval JSON written by `pgrpo eval --out` (its results: the seeds of one
     evaluation); UserError naming the file, the result and the field when it holds none, a
-    record does not read (`EvalRun.from_summary`) or its seeds evaluated different problems
-    (`check_one_problem_set`)."""
+    record does not read (`EvalRun.from_summary`), its seeds evaluated different problems
+    (`check_one_problem_set`) or sampled with different decoding settings
+    (`check_one_decoding`)."""
     from pgrpo.errors import UserError
 
     data = json.loads(Path(path).read_text())
@@ -348,6 +349,7 @@ def read_eval(path: str | Path) -> list[EvalRun]:
     try:
         runs = [EvalRun.from_summary(rec, i) for i, rec in enumerate(results)]
         check_one_problem_set(runs, "its results")
+        check_one_decoding(runs, "its results")
     except UserError as exc:
         raise UserError(f"{path}: {exc.problem}", exc.fix) from None
     except ValueError as exc:

@@ -73,9 +73,7 @@ class GradRankConfig:
             raise ValueError("estimators is empty: give at least one, e.g. grpo,sign")
         for name in self.estimators:
             ADVANTAGE_ESTIMATORS.get(name)
-        twice = sorted({n for n in self.estimators if self.estimators.count(n) > 1})
-        if twice:
-            raise ValueError(f"estimators names {', '.join(twice)} more than once; give each once")
+        check_estimator_names(self.estimators)
         if self.projection_dim is not None and self.projection_dim < 0:
             raise ValueError(f"projection_dim must be >= 0 (0 = exact), got {self.projection_dim}")
         if self.n_controls and self.n_controls < 20:
@@ -83,6 +81,15 @@ class GradRankConfig:
                 f"n_controls must be 0 (none) or >= 20 (a 5-95% interval), got {self.n_controls}"
             )
         check_seed(self.seed, "seed")
+
+
+def check_estimator_names(names: Sequence[str], label: str = "estimators") -> None:
+    """UserError when `names` holds an estimator more than once (it would be measured twice
+    under one key): the one check of `GradRankConfig.estimators` and of `pgrpo gradrank
+    --estimators` before the model loads (`label` names what was given)."""
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise UserError(f"{label} names {', '.join(twice)} more than once", "give each once")
 
 
 @dataclass(frozen=True)
