@@ -5,6 +5,7 @@ no I/O; tested in tests/test_bench_reproduce_lm_mdp.py."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -35,13 +36,23 @@ def top_share(x: np.ndarray, q: float = 0.01) -> float:
 
 
 def mean_interval(values: Sequence[float], level: float = 0.95) -> dict[str, Any]:
-    """Mean and t interval over values: [n] (n = 1: the interval is the point)."""
-    v = np.asarray(values, dtype=np.float64)
+    """Mean and t interval over values: [n], pgrpo's one t interval (`core.stats.t_interval`);
+    ci None where it is undefined: one value, or values with no spread (until session 40 this
+    printed [m, m] there, a claim of certainty the seeds do not make)."""
+    from pgrpo.core.stats import t_interval
+
+    v = np.asarray(values, dtype=np.float64).reshape(-1)
     m = float(v.mean())
     if v.size < 2:
-        return {"mean": m, "ci": [m, m], "n": int(v.size)}
-    half = float(stats.t.ppf(0.5 + level / 2, v.size - 1) * v.std(ddof=1) / np.sqrt(v.size))
-    return {"mean": m, "ci": [m - half, m + half], "n": int(v.size)}
+        return {"mean": m, "ci": None, "n": int(v.size)}
+    t = t_interval(v, level=level)
+    ci = None if math.isnan(t.halfwidth) else [m - t.halfwidth, m + t.halfwidth]
+    return {"mean": m, "ci": ci, "n": int(v.size)}
+
+
+def show_ci(ci: Sequence[float] | None, fmt: str = ".3f") -> str:
+    """'[lo, hi]' or 'n/a' (undefined: one seed, or no spread)."""
+    return "n/a" if ci is None else f"[{ci[0]:{fmt}}, {ci[1]:{fmt}}]"
 
 
 def welch(a: Sequence[float], b: Sequence[float]) -> dict[str, float]:

@@ -49,6 +49,7 @@ from lm_stats import (  # noqa: E402
     hoyer,  # noqa: F401
     mean_interval,
     prompt_interval,
+    show_ci,
     sparsity_growth,  # noqa: F401
     ssr_hsr,  # noqa: F401
     top_share,  # noqa: F401
@@ -364,11 +365,7 @@ def mdp_markdown(doc: dict[str, Any], logs: Path = RUN_LOGS / "mdp") -> str:
                 cells = []
                 for row in a["arms"].values():
                     v = row.get(f"{set_name}/{group}/{metric}")
-                    cells.append(
-                        "-"
-                        if v is None
-                        else f"{v['mean']:.3f} [{v['ci'][0]:.3f}, {v['ci'][1]:.3f}]"
-                    )
+                    cells.append("-" if v is None else f"{v['mean']:.3f} {show_ci(v['ci'])}")
                 lines.append(
                     f"| {set_name} {metric.upper()} | {group} | {b['prompts']} | "
                     f"{b[metric]:.3f} | " + " | ".join(cells) + " |"
@@ -410,15 +407,15 @@ def print_mdp(doc: dict[str, Any]) -> None:
         )
         for k, v in row.items():
             if k.endswith(("/ssr", "/hsr")) and "/all/" in k:
-                print(f"  {k:<24}{v['mean']:.3f} [{v['ci'][0]:.3f}, {v['ci'][1]:.3f}]")
+                print(f"  {k:<24}{v['mean']:.3f} {show_ci(v['ci'])}")
     for k, v in a["welch_mdp_minus_grpo"].items():
         print(f"welch {k:<24} diff {v['diff']:+.3f} t {v['t']:.2f} p {v['p']:.3g}")
     for arm, rows in a.get("welch_ablation_minus_mdp_grpo", {}).items():
         for k, v in rows.items():
             print(f"{arm} - mdp_grpo {k:<24} diff {v['diff']:+.3f} t {v['t']:.2f} p {v['p']:.3g}")
     for k, v in a.get("prompt_paired_mdp_minus_grpo", {}).items():
-        lo, hi = v["ci"]
-        print(f"paired over prompts {k:<18} {v['mean']:+.3f} [{lo:+.3f}, {hi:+.3f}] ({v['n']})")
+        ci = show_ci(v["ci"], "+.3f")
+        print(f"paired over prompts {k:<18} {v['mean']:+.3f} {ci} ({v['n']})")
 
 
 # ---------------------------------------------------------------- CLI

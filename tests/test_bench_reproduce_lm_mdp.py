@@ -94,10 +94,16 @@ def test_ssr_hsr_by_count_from_followed_counts(pairs):
 def test_mean_interval_is_scipy_t_interval(v):
     out = rl.mean_interval(v)
     assert out["mean"] == pytest.approx(v.mean())
-    if v.std() > 1e-12:
+    if np.ptp(v) > 1e-12:
         lo, hi = stats.t.interval(0.95, v.size - 1, loc=v.mean(), scale=stats.sem(v))
         assert out["ci"] == pytest.approx([lo, hi], rel=1e-6, abs=1e-9)
-    assert out["ci"][0] <= out["mean"] <= out["ci"][1]
+        assert out["ci"][0] <= out["mean"] <= out["ci"][1]
+    elif np.ptp(v) == 0:  # no spread: undefined, as pgrpo's t_interval says (not [m, m])
+        assert out["ci"] is None and rl.show_ci(out["ci"]) == "n/a"
+
+
+def test_mean_interval_of_one_value_is_undefined():
+    assert rl.mean_interval([0.4]) == {"mean": 0.4, "ci": None, "n": 1}
 
 
 def test_welch_matches_scipy_and_refuses_too_few():
