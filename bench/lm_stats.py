@@ -58,12 +58,14 @@ def show_ci(ci: Sequence[float] | None, fmt: str = ".3f") -> str:
 def welch(a: Sequence[float], b: Sequence[float]) -> dict[str, float]:
     """Welch's t test of mean(a) vs mean(b) (seed means); nan when either has < 2 values or both
     have zero variance."""
+    from pgrpo.core.stats import welch_t
+
     a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
     diff = float(a.mean() - b.mean()) if a.size and b.size else float("nan")
-    if a.size < 2 or b.size < 2 or (a.std() == 0 and b.std() == 0):
+    if a.size < 2 or b.size < 2:
         return {"diff": diff, "t": float("nan"), "p": float("nan")}
-    res = stats.ttest_ind(a, b, equal_var=False)
-    return {"diff": diff, "t": float(res.statistic), "p": float(res.pvalue)}
+    res = welch_t(a, b)  # pgrpo's one Welch test (no spread in both, up to rounding: nan)
+    return {"diff": diff, "t": res.t, "p": res.p_value}
 
 
 def ssr_hsr(rewards: Sequence[float], counts: Sequence[int]) -> dict[str, float]:

@@ -191,6 +191,14 @@ def test_mean_ci_matches_scipy():
     assert (ci.low, ci.high) == pytest.approx((lo, hi))
 
 
+def test_welch_t_of_two_samples_equal_up_to_rounding_is_undefined():
+    """3/8 - 1/4 computed along two paths differs in the last bit: t was ~1e15, p 0."""
+    a = [0.1 + 0.2, 0.3, 0.3]  # 0.30000000000000004, 0.3, 0.3
+    b = [0.2, 0.2, 0.2]
+    res = welch_t(a, b)
+    assert math.isnan(res.t) and math.isnan(res.p_value) and res.diff == pytest.approx(0.1)
+
+
 def test_welch_t_matches_scipy_and_hand_formulas():
     rng = np.random.default_rng(1)
     a, b = rng.normal(0.74, 0.02, 7), rng.normal(0.28, 0.05, 7)

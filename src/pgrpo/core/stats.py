@@ -272,7 +272,8 @@ def _sample(values: Any, name: str, min_size: int = 2) -> np.ndarray:
 class WelchResult:
     """Welch's t test of mean(a) - mean(b); diff_low/diff_high: CI of the difference at `level`.
     cohen_d uses the pooled SD; hedges_g is its small-sample correction. With zero variance in
-    both samples t, dof and p are NaN (the test is undefined)."""
+    both samples (each equal up to rounding, `_no_spread`, as `t_interval` reads it) t, dof and p
+    are NaN (the test is undefined; since session 40 rounding noise no longer gives a t of 1e15)."""
 
     t: float
     dof: float
@@ -297,7 +298,7 @@ def welch_t(a: Any, b: Any, *, level: float = 0.95) -> WelchResult:
     na, nb = x.size, y.size
     va, vb = x.var(ddof=1), y.var(ddof=1)
     diff = float(x.mean() - y.mean())
-    se2 = va / na + vb / nb
+    se2 = 0.0 if _no_spread(x) and _no_spread(y) else va / na + vb / nb  # rounding is no spread
     if se2 > 0:
         dof = float(se2**2 / ((va / na) ** 2 / (na - 1) + (vb / nb) ** 2 / (nb - 1)))
         res = sps.ttest_ind(x, y, equal_var=False)
