@@ -148,13 +148,14 @@ def test_noise_dominated_includes_the_boundary():
     from pgrpo.measure.config import ProbeConfig
     from pgrpo.measure.probe_run import _verdict
     from pgrpo.train.config import load_config
+    from pgrpo.train.setup import run_lr_horizon
 
     c = load_config(None, ["model.name=tiny", "optim.name=sgd_momentum"])
     cfg = ProbeConfig(preconditioner="sgd")
-    at = {"steps": 100, "peak_lr": c.optim.lr, "near_plateau": False, "plateau_evidence": "x"}
+    at, horizon = {"near_plateau": False, "plateau_evidence": "x"}, run_lr_horizon(c, 0)
     for kappa, stderr, dominated in ((1.0, 0.5, True), (1.0, 0.49, False), (0.0, 0.0, True)):
         res = ProbeResult(kappa, stderr, (kappa - stderr, kappa + stderr))
-        assert _verdict(res, cfg, c, "sgd_momentum", at)["noise_dominated"] is dominated
+        assert _verdict(res, cfg, c, "sgd_momentum", at, horizon)["noise_dominated"] is dominated
 
 
 def test_a_missing_model_folder_fails_before_loading(fake_model):
@@ -285,3 +286,42 @@ def test_bad_flags_are_named(fake_model):
     res = _probe()
     assert res.exit_code == 2 and "expected gradient is zero" in res.output
     assert "raise grpo.group_size, grpo.batch_prompts" in " ".join(res.output.split())
+
+
+def test_at_the_runs_end_there_is_nothing_to_predict(fake_model, tmp_path):
+    """--run at a finished run's last checkpoint (step-100 of run.steps 100, K = 2: optimizer
+    step 200 of 200): the probe predicted over a made-up one-step horizon at step 199's lr and
+    printed a `pgrpo predict` line whose schedule ran that step at another lr (`--steps 1
+    --schedule-start 200` is a 201-step schedule). Now kappa is reported and the prediction is
+    withheld in one note; one batch earlier the horizon is the last K steps."""
+    import numpy as np
+
+    noise = np.random.default_rng(0).normal(0, 0.02, 100)
+    flat_top = (0.8 - 0.6 * np.exp(-np.arange(100) / 8) + noise).tolist()
+    run = _run_dir(tmp_path, flat_top)
+    config = run / "config.yaml"
+    config.write_text(config.read_text().replace("lr: 0.001}", "lr: 0.001, schedule: linear}"))
+    _load_commands()
+    res = CliRunner().invoke(app, ["probe", "--run", str(run), "--json"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert out["kappa"] == pytest.approx(50.0, rel=0.2) and out["near_plateau"] is True
+    assert out["prediction"] is None and "predict_command" not in out
+    assert (out["start_step"], out["total_steps"]) == (200, 200)
+    assert out["steps"] == 0 and out["peak_lr"] is None
+    assert out["note"].startswith("no prediction: the checkpoint step-100 is at or past the run")
+    text = CliRunner().invoke(app, ["probe", "--run", str(run)])
+    assert text.exit_code == 0, text.output
+    flat = " ".join(text.stdout.split())
+    assert "optimizer step 200 of run.steps x K = 200), so no steps are left to predict" in flat
+    assert "IF this were" not in flat and "forecast a run" not in flat
+    # a batch before the end: the last K = 2 steps, and the pasted line predicts the same
+    (run / "checkpoints" / "step-100").rename(run / "checkpoints" / "step-99")
+    (run / "checkpoints" / "latest").write_text("step-99")
+    out = json.loads(CliRunner().invoke(app, ["probe", "--run", str(run), "--json"]).stdout)
+    assert (out["start_step"], out["steps"]) == (198, 2) and out["prediction"] is not None
+    words = shlex.split(out["predict_command"])
+    assert words[words.index("--schedule-start") + 1] == "198" and "--steps" in words
+    pasted = CliRunner().invoke(app, [*words[1:], "--out", str(tmp_path), "--json"])
+    assert pasted.exit_code == 0, pasted.output
+    assert json.loads(pasted.stdout)["tau"] == out["prediction"]["tau"]

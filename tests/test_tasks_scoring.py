@@ -279,11 +279,11 @@ def test_docs_custom_task_example_runs():
 EXIT_SCRIPT = """
 import os
 from pgrpo.tasks import get_task, score_completions
-from pgrpo.tasks.scoring import _WORKER
+from pgrpo.tasks.scoring_worker import WORKER
 task = get_task("arithmetic", n=4, levels=[1])
 examples = task.load("test")[:2]
 result = score_completions(task, ["1", "2"], examples, isolation="process")
-print("pid", _WORKER.proc.pid, result.isolation, flush=True)
+print("pid", WORKER.proc.pid, result.isolation, flush=True)
 """
 
 

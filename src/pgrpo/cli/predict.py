@@ -89,9 +89,9 @@ def predict_cmd(
         optimizer = run_optimizer(optimizer)
     except ValueError as exc:
         fail(f"--optimizer: {exc}".split("; ")[0], "give --optimizer sgd_momentum or adam (adamw)")
-    lrs = _lr_schedule(lr, schedule, warmup_steps, schedule_start, steps)
+    horizon = _lr_horizon(lr, schedule, warmup_steps, schedule_start, steps)
     pred = predict(
-        lr if lrs is None else float(lrs.max()),
+        lr if horizon is None else horizon.peak,
         beta1,
         kappa,
         refresh_interval=refresh_interval,
@@ -102,7 +102,7 @@ def predict_cmd(
         R_inf=r_inf,
         optimizer=optimizer,
         beta2=beta2,
-        lr_schedule=lrs,
+        lr_schedule=None if horizon is None else horizon.varying,
     )
     from pgrpo.cli._mpl import import_quietly
 
@@ -116,12 +116,11 @@ def predict_cmd(
     emit(data, as_json, lambda console: _print(data, title, refresh_interval, console))
 
 
-def _lr_schedule(lr: float, schedule: str, warmup: int, start: int, steps: int) -> Any:
-    """lr at optimizer steps start .. start + steps - 1 of the trainer's schedule (the one
-    function, `pgrpo.core.schedules.lr_factor`) over start + steps steps; None when constant."""
-    import numpy as np
-
-    from pgrpo.core.schedules import LR_SCHEDULES, lr_factor
+def _lr_horizon(lr: float, schedule: str, warmup: int, start: int, steps: int) -> Any:
+    """The lr of optimizer steps start .. start + steps - 1 of the trainer's schedule over start
+    + steps steps (`pgrpo.core.schedules.lr_horizon`, the function `pgrpo probe` predicts with);
+    None where --steps is out of range (predict() says why)."""
+    from pgrpo.core.schedules import LR_SCHEDULES, lr_horizon
     from pgrpo.dynamics.predict import MAX_PREDICT_STEPS
 
     if schedule not in LR_SCHEDULES:
@@ -129,12 +128,9 @@ def _lr_schedule(lr: float, schedule: str, warmup: int, start: int, steps: int) 
             f"--schedule {schedule} is not a schedule",
             "give one of " + ", ".join(LR_SCHEDULES.names()),
         )
-    if schedule == "constant" and warmup <= start:
+    if not 1 <= steps <= MAX_PREDICT_STEPS:
         return None
-    if not 1 <= steps <= MAX_PREDICT_STEPS:  # predict() says why for --steps itself
-        return None
-    total = start + steps
-    return lr * np.asarray(lr_factor(schedule, np.arange(start, total), total, warmup), float)
+    return lr_horizon(schedule, lr, start + steps, start, warmup)
 
 
 def _notes(optimizer: str, beta2: float) -> list[str]:

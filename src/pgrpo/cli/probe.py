@@ -124,9 +124,9 @@ def _print(out: dict, console: Console) -> None:
     console.print(
         f"{head} ({out['optimizer']}: peak lr over the remaining steps "
         f"{out['peak_lr']:g}, beta1={out['beta1']:g}, K={k}, "
-        f"schedule {out['schedule']}{warm}, {out['steps']} optimizer steps = run.steps x K from "
-        f"step {out['start_step']}): regime {pred['regime']}, tau={tau}, "
-        f"K*={fmt(pred['refresh_threshold'])}"
+        f"schedule {out['schedule']}{warm}, {out['steps']} optimizer steps from step "
+        f"{out['start_step']} of run.steps x K = {out['total_steps']}): regime {pred['regime']}, "
+        f"tau={tau}, K*={fmt(pred['refresh_threshold'])}"
     )
     if not pred["stable"]:
         console.print(

@@ -2,6 +2,7 @@
 synthetic curves, with the decay shapes behind a registry.
 
     lr_factor("cosine", step, total, warmup) * lr    # multiplier of the base lr at `step`
+    lr_horizon("cosine", lr, total, start, warmup)   # the lr at steps start .. total - 1
 
 Linear warm-up over `warmup` steps ((step + 1) / warmup), then the decay shape of
 frac = (step - warmup) / (total - warmup), clipped to [0, 1], from 1 down to `floor`.
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -51,3 +53,44 @@ def lr_factor(schedule: str, step: Any, total: int, warmup: int = 0, floor: floa
 def decays(schedule: str) -> bool:
     """Whether the schedule's shape changes after warm-up (so it depends on the total steps)."""
     return bool(np.any(LR_SCHEDULES.get(schedule)(np.array([0.5, 1.0])) != 1.0))
+
+
+@dataclass(frozen=True)
+class LRHorizon:
+    """The lr of optimizer steps start .. total - 1 of a schedule of `total` steps (`lr_horizon`):
+    what a prediction from step `start` of a run runs at."""
+
+    lrs: np.ndarray
+    """[total - start] the lr at each remaining optimizer step."""
+    start: int
+    total: int
+
+    @property
+    def steps(self) -> int:
+        return self.total - self.start
+
+    @property
+    def peak(self) -> float:
+        return float(self.lrs.max())
+
+    @property
+    def varying(self) -> np.ndarray | None:
+        """`lrs`, or None where every step runs at the peak lr (`pgrpo.dynamics.predict`'s
+        lr_schedule: None is a constant lr, which has a continuum limit)."""
+        return None if bool(np.all(self.lrs == self.lrs.max())) else self.lrs
+
+
+def lr_horizon(
+    schedule: str, lr: float, total: int, start: int = 0, warmup: int = 0, floor: float = 0.0
+) -> LRHorizon:
+    """lr x `lr_factor` at 0-based optimizer steps start .. total - 1 of a schedule of `total`
+    steps: [total - start]. The trainer's scheduler runs step n at lr x lr_factor(n, total), so
+    this is the lr of a run's remaining steps from `start` on (`pgrpo probe`, `pgrpo predict`).
+    start >= total has no steps left and raises ValueError: nothing remains to predict."""
+    if not 0 <= start < total:
+        raise ValueError(
+            f"start {start} is not in [0, total {total}): no optimizer steps are left after "
+            "the schedule's end"
+        )
+    lrs = lr * np.asarray(lr_factor(schedule, np.arange(start, total), total, warmup, floor))
+    return LRHorizon(lrs.astype(np.float64), int(start), int(total))

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from pgrpo.core.schedules import lr_factor
+from pgrpo.core.schedules import lr_horizon
 from pgrpo.dynamics.recursion import simulate_recursion
 
 SHAPES = ("slow_start", "plateau_early", "still_rising", "oscillating")
@@ -29,9 +29,9 @@ class SyntheticCurve:
 
 
 def lr_schedule(n: int, peak: float, warmup: int, decay: str = "cosine", floor: float = 0.0):
-    """peak * `pgrpo.core.schedules.lr_factor` at steps 0..n-1: warm-up, then cosine, linear or
-    constant decay to floor * peak: [n]."""
-    return peak * lr_factor(decay, np.arange(n), n, warmup, floor)
+    """The lr of a whole n-step schedule (`pgrpo.core.schedules.lr_horizon` from step 0):
+    warm-up, then cosine, linear or constant decay to floor * peak: [n]."""
+    return lr_horizon(decay, peak, n, 0, warmup, floor).lrs
 
 
 def synthetic_curve(shape: str, rng: np.random.Generator, n_steps: int = 1000) -> SyntheticCurve:

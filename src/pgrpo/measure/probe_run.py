@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from pgrpo.core.schedules import LRHorizon
 from pgrpo.errors import UserError
 from pgrpo.measure.config import ProbeConfig
 from pgrpo.measure.probe import ProbeResult, StepTooLarge, probe_curvature
@@ -63,25 +64,15 @@ def plateau_at(checkpoint: Path) -> tuple[bool, str]:
     return verdict.label in NEAR_PLATEAU, f"the run's log up to it reads '{verdict.label}'"
 
 
-def lr_schedule(c: Any, start: int) -> tuple[np.ndarray | None, int]:
-    """(the run's lr at optimizer steps start .. total - 1, or None where constant; that horizon)
-    from the trainer's own schedule (`pgrpo.train.setup.lr_multipliers`). c: a RunConfig."""
-    from pgrpo.train.setup import lr_multipliers
-
-    total = c.run.steps * c.grpo.refresh_interval
-    steps = np.arange(start, total) if start < total else np.array([total - 1])
-    lrs = c.optim.lr * np.asarray(lr_multipliers(c, steps), dtype=float)
-    return (None if np.all(lrs == c.optim.lr) else lrs), int(steps.size)
-
-
 def probe_run_config(config: Any, cfg: ProbeConfig, *, checkpoint: Any = None) -> dict[str, Any]:
     """Probe kappa for a `pgrpo.train.config.RunConfig` (model, task, G, B, minibatches,
     temperatures, estimator, transform, loss, optimizer) at its initial policy (or at a trainer
     `checkpoint` folder), then what the ROM predicts with it (`pgrpo.dynamics.predict`) with the
     reduction of the run's optimizer (`optim.name`; AdamW's 'adam': kappa preconditioned, no K*):
     regime, tau (the exact mean's decay time, -K / ln rho of the window map), K*, over the run's
-    remaining optimizer steps (run.steps x K, less the checkpoint's) with its lr schedule, from
-    the probed policy's measured mean reward. The prediction carries `prediction_supported`
+    remaining optimizer steps (run.steps x K, less the checkpoint's; none at the run's end, where
+    there is no prediction, said in the note) with its lr schedule, from the probed policy's
+    measured mean reward. The prediction carries `prediction_supported`
     (near the plateau only) and, where not, the caveat.
     cfg.preconditioner unset: the optimizer's ('adam' for adam, 'sgd' for sgd_momentum); one that
     contradicts it is measured and warned about, with no prediction (its kappa is in other units).
@@ -92,7 +83,7 @@ def probe_run_config(config: Any, cfg: ProbeConfig, *, checkpoint: Any = None) -
     from pgrpo.measure import probe as mp
     from pgrpo.train import rollout
     from pgrpo.train.optimizers import TRAIN_OPTIMIZERS
-    from pgrpo.train.setup import resolve_config
+    from pgrpo.train.setup import optimizer_steps_total, resolve_config, run_lr_horizon
 
     c = resolve_config(config)
     if c.model.precision == "auto" and c.model.dtype == "float32":
@@ -144,15 +135,18 @@ def probe_run_config(config: Any, cfg: ProbeConfig, *, checkpoint: Any = None) -
         "start_step": batch * c.grpo.refresh_interval,  # optimizer steps before the probed policy
         "precision": policy.precision.name,
     }
-    schedule, out["steps"] = lr_schedule(c, out["start_step"])  # the prediction's horizon
-    out["peak_lr"] = c.optim.lr if schedule is None else float(schedule.max())
+    # the prediction's horizon: the run's optimizer steps left after the probed policy's
+    horizon = run_lr_horizon(c, out["start_step"])
+    out["total_steps"] = optimizer_steps_total(c)
+    out["steps"] = 0 if horizon is None else horizon.steps
+    out["peak_lr"] = None if horizon is None else horizon.peak
     if checkpoint is None:
         near, why = False, "the initial policy (before any step)"
     else:
         near, why = plateau_at(Path(checkpoint))
         why = f"checkpoint step-{batch}: {why}"
     out.update(near_plateau=near, plateau_evidence=why)
-    out.update(_verdict(result, cfg, c, reduction, out, schedule))
+    out.update(_verdict(result, cfg, c, reduction, out, horizon))
     return out
 
 
@@ -162,12 +156,13 @@ def _verdict(
     c: Any,
     reduction: str,
     out: dict[str, Any],
-    schedule: np.ndarray | None = None,
+    horizon: LRHorizon | None,
 ) -> dict[str, Any]:
     """noise_dominated, warnings, prediction (or None), prediction_supported, caveat and note for
     a probe of run config `c` (resolved; reduction: its optimizer's) with cfg.preconditioner;
-    out: what probe_run_config has so far (steps, peak_lr, near_plateau, plateau_evidence);
-    schedule: the lr at each of those steps, None where constant."""
+    out: what probe_run_config has so far (probed_at, start_step, total_steps, near_plateau,
+    plateau_evidence); horizon: the lr of the run's remaining optimizer steps, None where none
+    is left (no prediction)."""
     kappa, n = result.kappa, len(result.samples)
     if not (math.isfinite(kappa) and math.isfinite(result.stderr)):
         raise UserError(
@@ -206,6 +201,13 @@ def _verdict(
             f"no prediction: kappa was measured with preconditioner {cfg.preconditioner}"
         )
         return verdict
+    if horizon is None:
+        verdict["note"] = (
+            f"no prediction: the {out['probed_at']} is at or past the run's end (optimizer step "
+            f"{out['start_step']} of run.steps x K = {out['total_steps']}), so no steps are left "
+            "to predict; `pgrpo predict --kappa` forecasts a run of your choosing with this kappa"
+        )
+        return verdict
     if not kappa > 0:
         verdict["note"] = (
             "kappa <= 0 here: no restoring force at the probed policy (far below the plateau the "
@@ -213,7 +215,7 @@ def _verdict(
             "no prediction"
         )
         return verdict
-    verdict["prediction"] = _prediction(kappa, c, reduction, out, schedule)
+    verdict["prediction"] = _prediction(kappa, c, reduction, horizon)
     verdict["prediction_supported"] = bool(out["near_plateau"]) and not noise_dominated
     if not out["near_plateau"]:
         verdict["caveat"] = INIT_CAVEAT.format(where=out["plateau_evidence"])
@@ -247,23 +249,21 @@ def _warnings(result: ProbeResult) -> list[str]:
     return warnings
 
 
-def _prediction(
-    kappa: float, c: Any, reduction: str, out: dict[str, Any], schedule: np.ndarray | None
-) -> dict[str, Any]:
-    """predict() with the run's optimizer, lr schedule and remaining optimizer steps. The levels
-    R_0 and R_inf do not enter regime, tau or K*; R_inf is not measured, so final_mean (the one
-    level-dependent field) is left out."""
+def _prediction(kappa: float, c: Any, reduction: str, horizon: LRHorizon) -> dict[str, Any]:
+    """predict() with the run's optimizer, over its remaining optimizer steps at their lr. The
+    levels R_0 and R_inf do not enter regime, tau or K*; R_inf is not measured, so final_mean
+    (the one level-dependent field) is left out."""
     from pgrpo.dynamics import predict
 
     pred = predict(
-        out["peak_lr"],
+        horizon.peak,
         c.optim.beta1,
         kappa,
         refresh_interval=c.grpo.refresh_interval,
         group_size=c.grpo.group_size,
         batch_prompts=c.grpo.batch_prompts,
-        n_steps=out["steps"],
-        lr_schedule=schedule,
+        n_steps=horizon.steps,
+        lr_schedule=horizon.varying,
         optimizer=reduction,
         beta2=c.optim.beta2,
     ).to_dict()

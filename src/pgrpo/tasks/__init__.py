@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from pgrpo.tasks import arithmetic, gsm8k, ifeval, math500  # noqa: F401  (registers the tasks)
 from pgrpo.tasks.base import TASKS, FunctionTask, Task, get_task, register_task
-from pgrpo.tasks.scoring import ScoreResult, score_completions, shutdown_workers
+from pgrpo.tasks.scoring import ScoreResult, score_completions
+from pgrpo.tasks.scoring_worker import shutdown_workers
 
 __all__ = [
     "TASKS",

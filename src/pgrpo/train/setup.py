@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from pgrpo.core.losses import aggregator_options
-from pgrpo.core.schedules import lr_factor
+from pgrpo.core.schedules import LRHorizon, lr_factor, lr_horizon
 from pgrpo.train.config import RunConfig
 from pgrpo.train.data import PromptStream
 from pgrpo.train.optimizers import build_optimizer
@@ -42,14 +42,30 @@ def _seed(seed: int) -> None:
     torch.manual_seed(seed)
 
 
+def optimizer_steps_total(cfg: RunConfig) -> int:
+    """The run's optimizer steps, the length of its lr schedule: run.steps x refresh_interval."""
+    return cfg.run.steps * cfg.grpo.refresh_interval
+
+
 def lr_multipliers(cfg: RunConfig, step: Any) -> Any:
     """The run's multiplier of optim.lr at 0-based optimizer step(s) `step` (int or array): linear
     warm-up, then constant, linear or cosine decay towards 0, reached one step past the last of
-    the run.steps x refresh_interval optimizer steps, as transformers' schedules
-    (`pgrpo.core.schedules.lr_factor`). The trainer's scheduler and `pgrpo probe`'s prediction
-    both use it."""
-    total = cfg.run.steps * cfg.grpo.refresh_interval
+    the run's `optimizer_steps_total`, as transformers' schedules
+    (`pgrpo.core.schedules.lr_factor`). The trainer's scheduler runs it."""
+    total = optimizer_steps_total(cfg)
     return lr_factor(cfg.optim.schedule, step, total, cfg.optim.warmup_steps)
+
+
+def run_lr_horizon(cfg: RunConfig, start: int) -> LRHorizon | None:
+    """The lr the run's optimizer steps start .. total - 1 run at (`pgrpo.core.schedules.
+    lr_horizon` over the trainer's schedule, the values `lr_multipliers` gives its scheduler);
+    None at or past the run's end, where no optimizer step is left. `pgrpo probe` predicts over
+    it, and its `pgrpo predict` line (--schedule-start start --steps total - start) gets the same
+    values."""
+    total = optimizer_steps_total(cfg)
+    if start >= total:
+        return None
+    return lr_horizon(cfg.optim.schedule, cfg.optim.lr, total, start, cfg.optim.warmup_steps)
 
 
 def make_scheduler(optimizer: torch.optim.Optimizer, cfg: RunConfig) -> Any:
