@@ -15,10 +15,14 @@ import pytest
 from cli_checks import one_line_error
 from test_eval_review import _arithmetic_answer, _cli
 from test_eval_review39 import GREEDY, HOT, IDS, _file, _record
+from typer.testing import CliRunner
 
+from pgrpo.cli import _load_commands, app
 from pgrpo.errors import UserError
 from pgrpo.evaluate import EvalRun, aggregate, search_compression
 from pgrpo.evaluate.records import Decoding
+
+_load_commands()
 
 # ---------------------------------------------------------- 1. no spread: the interval is undefined
 
@@ -144,3 +148,38 @@ def test_aggregate_refuses_mixed_decoding_in_code():
     with pytest.raises(UserError, match="the results mix decoding settings: a sampled at"):
         aggregate(runs)
     assert aggregate(runs[1:])["seeds"] == 2  # an unknown setting is not a second one
+
+
+# --- diagnose / report --eval-log: one decoding along the run (session 40) ------------------------
+
+
+def _eval_log(tmp_path, decodings):
+    rows = []
+    for i, dec in enumerate(decodings):
+        rec = {"name": f"m@{10 * i}/seed0", "step": 10 * i, "seed": 0, "accuracy": 0.3 + 0.1 * i,
+               "n_problems": 20}  # fmt: skip
+        if dec is not None:
+            rec["decoding"] = {"temperature": dec, "max_new_tokens": 64}
+        rows.append(rec)
+    ev = tmp_path / "eval.json"
+    ev.write_text(json.dumps({"kind": "pgrpo.eval", "results": rows, "aggregate": {}}))
+    log = tmp_path / "log.csv"
+    log.write_text("step,reward\n" + "".join(f"{i},{0.1 + 0.01 * i}\n" for i in range(1, 31)))
+    return log, ev
+
+
+def test_diagnose_and_report_refuse_an_eval_log_of_two_decodings(tmp_path):
+    """Greedy at step 0 and temperature 1 at step 10 made an 'eval gain' of two ways of
+    sampling, silently; now one line naming both records, exit 2, nothing written."""
+    log, ev = _eval_log(tmp_path, [0.0, 1.0])
+    report = ["report", str(log), "--eval-log", str(ev), "--out", str(tmp_path / "rep")]
+    for args in (["diagnose", str(log), "--eval-log", str(ev)], report):
+        one_line_error(CliRunner().invoke(app, args), "sampled differently", str(ev))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["eval.json", "log.csv"]
+
+
+@pytest.mark.parametrize("decodings", [[0.0, 0.0], [None, 1.0], [None, None]])
+def test_an_eval_log_of_one_decoding_or_of_records_without_one_is_read(tmp_path, decodings):
+    log, ev = _eval_log(tmp_path, decodings)
+    res = CliRunner().invoke(app, ["diagnose", str(log), "--eval-log", str(ev), "--json"])
+    assert res.exit_code == 0, res.output

@@ -311,11 +311,15 @@ def read_eval_records(
     eval` JSON (each result's `step` and `accuracy`) or a JSONL file of {"step": ...,
     "accuracy": ...} records. A record's per-problem counts, when it has them, must pass
     `checked_counts` (as `pgrpo eval --from`). Several records at one step (seeds): their mean,
-    with the standard error of a mean of independent ones."""
+    with the standard error of a mean of independent ones. Records that give their `decoding`
+    (`pgrpo eval` since 2026-12-06) must give one: seeds drawn at different temperatures or
+    length limits are not one accuracy, nor is a gain from greedy at step 0 to temperature 1
+    later (ValueError naming both; until session 40 they were averaged and compared silently)."""
     path = Path(path)
     records = _eval_records(path)
     from pgrpo.core.stats import checked_counts
 
+    _one_decoding(path, records)
     points = []
     for i, rec in enumerate(records):
         if not isinstance(rec, dict) or "accuracy" not in rec:
@@ -336,6 +340,20 @@ def read_eval_records(
     if not points:
         raise ValueError(f"{path} holds no eval results")
     return merged_evals(points)
+
+
+def _one_decoding(path: Path, records: list[Any]) -> None:
+    """ValueError when the records that give a `decoding` do not all give the same one."""
+    seen = [(i, r) for i, r in enumerate(records) if isinstance(r, dict) and r.get("decoding")]
+    for i, rec in seen[1:]:
+        if rec["decoding"] != seen[0][1]["decoding"]:
+            j, first = seen[0]
+            raise ValueError(
+                f"{path}: eval records {j} ({first.get('name', '?')}) and {i} "
+                f"({rec.get('name', '?')}) were sampled differently ({first['decoding']} and "
+                f"{rec['decoding']}), so their accuracies are not one measure along the run; "
+                "give --eval-log a file of one decoding setting"
+            )
 
 
 # ---------------------------------------------------------------------------------------------
