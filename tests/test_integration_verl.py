@@ -144,6 +144,26 @@ def test_group_estimator_without_uid_fails_clearly():
         core_algos.get_adv_estimator_fn("pgrpo_grpo")(rewards, mask)
 
 
+def test_nan_reward_error_names_the_verl_config_key():
+    """The default nan="error" stops the step with the fix in verl's terms (the key a verl user
+    sets), not pgrpo's own `nan='mask'` / `pgrpo train` wording; the key then works."""
+    from verl.trainer.ppo.ray_trainer import compute_advantage
+
+    rewards, mask, uid, _ = _batch(8)
+    rewards[3] = torch.nan
+    with pytest.raises(ValueError, match=r"NaN or infinite.*\+algorithm\.pgrpo\.nan=mask") as err:
+        compute_advantage(
+            _data_proto(rewards, mask, uid),
+            "pgrpo_grpo",
+            config=OmegaConf.create({"adv_estimator": "pgrpo_grpo"}),
+        )
+    assert "pgrpo train" not in str(err.value) and "nan='mask'" not in str(err.value)
+    cfg = OmegaConf.create({"adv_estimator": "pgrpo_grpo", "pgrpo": {"nan": "mask"}})
+    out = compute_advantage(_data_proto(rewards, mask, uid), "pgrpo_grpo", config=cfg)
+    adv = out.batch["advantages"]
+    assert bool(adv.isfinite().all()) and bool((adv[3] == 0).all())
+
+
 # ---------------------------------------------------------------------------------------------
 # Policy losses
 # ---------------------------------------------------------------------------------------------

@@ -38,6 +38,7 @@ import torch
 
 from pgrpo.core.advantages import ADVANTAGE_ESTIMATORS, compute_advantages
 from pgrpo.core.losses import POLICY_LOSSES, gradient_token_fraction, token_mean
+from pgrpo.core.rewardinput import NonFiniteRewards
 
 PREFIX = "pgrpo_"
 SUPPORTED_VERL_VERSIONS = ("0.9.1",)
@@ -48,6 +49,9 @@ AGG_MODES = {
     "seq-mean-token-mean": "seq_mean_token_mean",
     "seq-mean-token-sum-norm": "seq_sum_constant_norm",
 }
+
+# How a verl user passes nan="mask" (said by the error of a NaN reward under the default).
+NAN_SETTING = "set +algorithm.pgrpo.nan=mask in verl's config"
 
 # verl's own default where pgrpo's differs: verl's std-normalised estimators use eps 1e-6
 # (pgrpo's follow TRL, 1e-4); given to every estimator whose signature takes `eps`.
@@ -133,15 +137,18 @@ def outcome_advantages(
     scores = token_level_rewards.sum(dim=-1)
     group_ids = np.arange(scores.shape[0]) if index is None else index
     with torch.no_grad():
-        result = compute_advantages(
-            name,
-            scores,
-            group_ids=group_ids,
-            transform=opts.transform,
-            transform_options=opts.transform_options,
-            nan=opts.nan,
-            **options,
-        )
+        try:
+            result = compute_advantages(
+                name,
+                scores,
+                group_ids=group_ids,
+                transform=opts.transform,
+                transform_options=opts.transform_options,
+                nan=opts.nan,
+                **options,
+            )
+        except NonFiniteRewards as exc:  # the fix in a verl user's terms
+            raise exc.with_setting(NAN_SETTING) from None
         advantages = result.advantages.unsqueeze(-1) * response_mask.to(scores.dtype)
     return advantages, advantages
 
