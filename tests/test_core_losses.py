@@ -64,6 +64,24 @@ def test_clipped_surrogate_hand_computation():
     assert res.loss.item() == pytest.approx(expected.mean().item())
 
 
+def test_clipped_surrogate_max_log_ratio():
+    """log(ratio) 200, -200, 0.1 with A = -1, 0, +1: unclamped exp overflows (inf loss, NaN
+    gradient); max_log_ratio=20 gives the loss at ratio e^+-20 and no gradient beyond the clamp."""
+    log_ratio = torch.tensor([[200.0, -200.0, 0.1]] * 3)
+    adv = torch.tensor([-1.0, 0.0, 1.0])
+    assert not bool(clipped_surrogate(log_ratio, torch.zeros(3, 3), adv).loss.isfinite().all())
+    lp = log_ratio.clone().requires_grad_()
+    out = clipped_surrogate(lp, torch.zeros(3, 3), adv, max_log_ratio=20.0)
+    out.loss.sum().backward()
+    e20 = math.exp(20.0)
+    r = math.exp(0.1)
+    expected = torch.tensor([[e20, 0.8, r], [0.0, 0.0, 0.0], [-1.2, 0.0, -r]])
+    torch.testing.assert_close(out.loss, expected)
+    assert bool(lp.grad.isfinite().all()) and bool((lp.grad[:, :2] == 0).all())
+    same = clipped_surrogate(log_ratio[:, 2:], torch.zeros(3, 1), adv, max_log_ratio=20.0)
+    assert torch.equal(same.loss, clipped_surrogate(log_ratio[:, 2:], torch.zeros(3, 1), adv).loss)
+
+
 def test_clipped_matches_trl_lines():
     """TRL 1.16.0 grpo_trainer.py `_compute_loss` lines 3095 and 3113-3119 (token level,
     loss_type in grpo/bnpo/dr_grpo/dapo, delta None) and the clip metrics at lines 3274-3276."""

@@ -144,12 +144,32 @@ def test_group_estimator_without_uid_fails_clearly():
         core_algos.get_adv_estimator_fn("pgrpo_grpo")(rewards, mask)
 
 
+def test_nan_reward_error_names_the_verl_config_key():
+    """The default nan="error" stops the step with the fix in verl's terms (the key a verl user
+    sets), not pgrpo's own `nan='mask'` / `pgrpo train` wording; the key then works."""
+    from verl.trainer.ppo.ray_trainer import compute_advantage
+
+    rewards, mask, uid, _ = _batch(8)
+    rewards[3] = torch.nan
+    with pytest.raises(ValueError, match=r"NaN or infinite.*\+algorithm\.pgrpo\.nan=mask") as err:
+        compute_advantage(
+            _data_proto(rewards, mask, uid),
+            "pgrpo_grpo",
+            config=OmegaConf.create({"adv_estimator": "pgrpo_grpo"}),
+        )
+    assert "pgrpo train" not in str(err.value) and "nan='mask'" not in str(err.value)
+    cfg = OmegaConf.create({"adv_estimator": "pgrpo_grpo", "pgrpo": {"nan": "mask"}})
+    out = compute_advantage(_data_proto(rewards, mask, uid), "pgrpo_grpo", config=cfg)
+    adv = out.batch["advantages"]
+    assert bool(adv.isfinite().all()) and bool((adv[3] == 0).all())
+
+
 # ---------------------------------------------------------------------------------------------
 # Policy losses
 # ---------------------------------------------------------------------------------------------
 
 
-def _actor_config(loss_mode: str, agg: str = "token-mean"):
+def _actor_config(loss_mode: str, agg: str = "token-mean", **overrides):
     from verl.workers.config import ActorConfig, PolicyLossConfig
 
     return ActorConfig(
@@ -160,6 +180,7 @@ def _actor_config(loss_mode: str, agg: str = "token-mean"):
         clip_ratio_high=0.28,
         loss_agg_mode=agg,
         policy_loss=PolicyLossConfig(loss_mode=loss_mode),
+        **overrides,
     )
 
 
@@ -192,6 +213,38 @@ def test_pgrpo_clipped_equals_verl_vanilla_and_pgrpo_policy_loss(agg):
     torch.testing.assert_close(loss, ours.loss)
     assert metrics["actor/pgrpo/frac_gradient_tokens"] == ours.metrics["frac_gradient_tokens"]
     assert metrics["actor/pg_clipfrac"] == pytest.approx(ours.metrics["clip_ratio/region_mean"])
+
+
+@pytest.mark.parametrize("agg", ["token-mean", "seq-mean-token-sum-norm"])
+def test_pgrpo_clipped_clamps_the_log_ratio_as_verl_vanilla(agg):
+    """In-mask tokens whose log-probs differ by 30 or 200 (A > 0, A < 0, A = 0): verl's vanilla
+    clamps log(ratio) to +-20; so does pgrpo_clipped (once: inf loss, NaN gradient). With the
+    dual clip out of reach (clip_ratio_c above e^20) loss, gradient and ppo_kl equal vanilla's;
+    at verl's default clip_ratio_c = 3 the gradient still does (a dual-clipped token and a
+    clamped one both give none), the loss differs by the dual-clipped tokens' constants."""
+    old, new, adv, mask = _loss_inputs(3)
+    adv[:, 0] = torch.tensor([1.0, -1.0, 0.0, 0.5, -0.5, 2.0, -2.0, 0.0])
+    shift = torch.tensor([200.0, 200.0, 200.0, -200.0, -200.0, 30.0, -30.0, -30.0])
+    old[:, 0] = new[:, 0] - shift  # log(ratio) = shift at the first (always in-mask) token
+    for clip_ratio_c, same_loss in ((1e10, True), (3.0, False)):
+        cfg = _actor_config("pgrpo_clipped", agg, clip_ratio_c=clip_ratio_c)
+        results = {}
+        for name, fn in (
+            ("ours", core_algos.get_policy_loss_fn("pgrpo_clipped")),
+            ("verl", core_algos.compute_policy_loss_vanilla),
+        ):
+            log_prob = new.clone().requires_grad_()
+            loss, metrics = fn(old, log_prob, adv, mask, agg, cfg, None)
+            loss.backward()
+            results[name] = (loss.detach(), log_prob.grad, metrics["actor/ppo_kl"])
+        (loss, grad, kl), (ref, ref_grad, ref_kl) = results["ours"], results["verl"]
+        assert bool(loss.isfinite()) and bool(grad.isfinite().all())
+        torch.testing.assert_close(grad, ref_grad)
+        assert kl == pytest.approx(ref_kl, abs=1e-6)
+        if same_loss:
+            torch.testing.assert_close(loss, ref)
+        else:
+            assert float(loss) > float(ref)  # -A e^20 where vanilla has -A clip_ratio_c
 
 
 def test_rollout_is_weights_scale_the_per_token_loss():

@@ -55,6 +55,7 @@ def clipped_surrogate(
     *,
     epsilon_low: float = 0.2,
     epsilon_high: float | None = None,
+    max_log_ratio: float | None = None,
 ) -> TokenLoss:
     """PPO/GRPO clipped surrogate (Schulman et al. 2017; asymmetric clip of DAPO, Yu et al. 2025):
 
@@ -63,10 +64,16 @@ def clipped_surrogate(
 
     epsilon_high defaults to epsilon_low. A token is low-clipped when A < 0 and ratio < 1 - eps_low,
     high-clipped when A > 0 and ratio > 1 + eps_high (TRL's clip_ratio metrics).
+    max_log_ratio (None: off, the paper's form): clamp log(ratio) to [-max, max] first, as verl's
+    `vanilla` does with 20, so that one token whose log-probs differ by hundreds gives a finite
+    loss with no gradient instead of exp overflow (inf loss, NaN gradient).
     """
     eps_high = epsilon_low if epsilon_high is None else epsilon_high
     adv = _per_token(advantages, log_probs)
-    ratio = torch.exp(log_probs - old_log_probs)
+    log_ratio = log_probs - old_log_probs
+    if max_log_ratio is not None:
+        log_ratio = torch.clamp(log_ratio, -max_log_ratio, max_log_ratio)
+    ratio = torch.exp(log_ratio)
     clipped = torch.clamp(ratio, 1.0 - epsilon_low, 1.0 + eps_high)
     loss = -torch.minimum(ratio * adv, clipped * adv)
     low = (ratio < 1.0 - epsilon_low) & (adv < 0)

@@ -4,8 +4,9 @@ in a documented dtype, and one check of their finiteness.
 - `as_reward_tensor(rewards)`: numpy arrays, tensors and sequences -> ([N] tensor, "numpy"|"torch")
   in `result_dtype` (float32 and float64 stay; docs/core.md, "Dtype").
 - `work_dtype(r, scale)`: the dtype to compute in (float64 for float32 rewards beyond 1e15).
-- `check_finite(r, nan)`: the validity mask of `nan="mask"` or the error of `nan="error"`, and
-  the largest |finite reward|, in one `torch.aminmax` pass when every reward is finite.
+- `check_finite(r, nan)`: the validity mask of `nan="mask"` or the error of `nan="error"`
+  (`NonFiniteRewards`, whose fix an adapter can restate in its own config's terms), and the
+  largest |finite reward|, in one `torch.aminmax` pass when every reward is finite.
 - `warn_outside(who, rewards, valid, bounds, where, consequence)`: the RuntimeWarning of an
   estimator that reads rewards on a scale (sign's reward_range, dual_anchor's [0, 1]).
 """
@@ -54,10 +55,39 @@ def work_dtype(r: torch.Tensor, scale: float) -> torch.dtype:
     return torch.float64 if r.dtype == torch.float32 and scale > 1e15 else r.dtype
 
 
+class NonFiniteRewards(ValueError):
+    """nan="error" met NaN or infinite rewards. `setting` says how the caller passes nan="mask"
+    where the call came from (an adapter re-raises `with_setting(...)`: verl's config key), `note`
+    adds what that route needs said."""
+
+    def __init__(
+        self,
+        count: int,
+        positions: list[int],
+        setting: str = "pass nan='mask'",
+        note: str = (
+            " (`pgrpo train`: grpo.nan_rewards=mask, its default; only a reward beyond float32's "
+            "~3.4e38 gets here there, since scoring gives a reward function's NaN, inf or error "
+            "the low end of the task's reward range)"
+        ),
+    ) -> None:
+        self.count, self.positions = count, positions
+        super().__init__(
+            f"{count} reward(s) are NaN or infinite (first positions: {positions}); fix the reward "
+            f"function, or {setting} to leave them out of the group statistics with advantage 0"
+            f"{note}"
+        )
+
+    def with_setting(self, setting: str, note: str = "") -> NonFiniteRewards:
+        """The same error, naming the caller's way to pass nan="mask"."""
+        return NonFiniteRewards(self.count, self.positions, setting, note)
+
+
 def check_finite(r: torch.Tensor, nan: str) -> tuple[torch.Tensor | None, float]:
     """(validity mask, scale): mask None when every reward is finite, else the [N] bool mask
-    (nan="mask") or an error; scale the largest |finite reward| (0 for none). One min/max pass
-    (`torch.aminmax`) usually decides both: a NaN or inf reaches the min or the max."""
+    (nan="mask") or NonFiniteRewards (nan="error"); scale the largest |finite reward| (0 for
+    none). One min/max pass (`torch.aminmax`) usually decides both: a NaN or inf reaches the min
+    or the max."""
     if nan not in ("error", "mask"):
         raise ValueError(f"nan must be 'error' or 'mask', got {nan!r}")
     if not r.numel():
@@ -66,15 +96,8 @@ def check_finite(r: torch.Tensor, nan: str) -> tuple[torch.Tensor | None, float]
     if math.isfinite(lo) and math.isfinite(hi):
         return None, max(-lo, hi)
     finite = torch.isfinite(r)
-    bad = (~finite).nonzero().flatten()[:10].tolist()
     if nan == "error":
-        raise ValueError(
-            f"{int((~finite).sum())} reward(s) are NaN or infinite (first positions: {bad}); "
-            "fix the reward function, or pass nan='mask' to leave them out of the group statistics "
-            "with advantage 0 (`pgrpo train`: grpo.nan_rewards=mask, its default; only a reward "
-            "beyond float32's ~3.4e38 gets here there, since scoring gives a reward function's "
-            "NaN, inf or error the low end of the task's reward range)"
-        )
+        raise NonFiniteRewards(int((~finite).sum()), (~finite).nonzero().flatten()[:10].tolist())
     kept = r[finite]
     return finite, float(kept.abs().max()) if kept.numel() else 0.0
 

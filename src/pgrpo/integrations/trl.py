@@ -21,8 +21,9 @@ is not copied):
   that multiplies the per-token KL by the per-completion coefficient of
   `asymmetric_kl_weights(advantages, kl_coef=beta, kl_coef_negative=pgrpo_kl_coef_negative)`.
 - multi-temperature sampling: `_generate_single_turn` generates each slot of the group at its own
-  temperature (transformers generation paths; not vLLM). Log-probs are recomputed at TRL's single
-  `temperature`, as in MDP-GRPO's public code (see docs/integrations.md).
+  temperature (transformers generation paths; not vLLM), its rows' images and processor outputs
+  selected by `trl_rows.select_rows`. Log-probs are recomputed at TRL's single `temperature`, as
+  in MDP-GRPO's public code (see docs/integrations.md).
 - diagnostics: `degeneracy/*`, `reward_within_group_std`, `frac_gradient_tokens`,
   `advantages/*`, `group_size` are appended to TRL's `_metrics`, so they reach `log_history` in
   `trainer_state.json`, W&B and TensorBoard like TRL's own metrics.
@@ -55,6 +56,7 @@ from pgrpo.core.degeneracy import group_stats
 from pgrpo.core.losses import asymmetric_kl_weights, gradient_token_fraction
 from pgrpo.core.rewardrange import checked_reward_range
 from pgrpo.integrations.callback import PgrpoCallback
+from pgrpo.integrations.trl_rows import select_rows
 
 __all__ = [
     "PgrpoCallback",
@@ -250,6 +252,7 @@ class PgrpoGRPOTrainer(GRPOTrainer):
                 "generation calls do not map to group slots); drop one of them"
             )
         self._pgrpo_batch: tuple[list[dict[str, Any]], torch.Tensor] | None = None
+        self._pgrpo_sampled_at_temperatures = False  # set by _generate_single_turn per batch
 
     # ---- advantages ------------------------------------------------------------------------
 
@@ -261,6 +264,7 @@ class PgrpoGRPOTrainer(GRPOTrainer):
         return rewards_per_func
 
     def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
+        self._pgrpo_sampled_at_temperatures = False
         output = super()._generate_and_score_completions(inputs)
         if self._pgrpo_batch is None:  # pragma: no cover - TRL always scores before returning
             raise RuntimeError("TRL did not call _calculate_rewards; is this trl 1.16.0?")
@@ -358,7 +362,7 @@ class PgrpoGRPOTrainer(GRPOTrainer):
             metrics[name].append(value)
         metrics["group_size"].append(float(group_size))
         temps = self.args.pgrpo_temperatures
-        if temps is not None and len(temps) == group_size:
+        if temps is not None and self._pgrpo_sampled_at_temperatures:  # sampled at `temps`
             # same name as `pgrpo train`: mean reward of the slots sampled at each temperature
             slot_temps = torch.tensor(temps, dtype=torch.float64).repeat(
                 rewards.numel() // group_size
@@ -400,7 +404,7 @@ class PgrpoGRPOTrainer(GRPOTrainer):
         has_tool_images: bool = False,
     ) -> tuple[list[list[int]], Any]:
         temps = self.args.pgrpo_temperatures
-        if temps is None or num_generations != len(temps) or images or multimodal_fields:
+        if temps is None or num_generations != len(temps):
             return super()._generate_single_turn(
                 prompt_ids, images, multimodal_fields, num_generations, has_tool_images
             )
@@ -415,16 +419,19 @@ class PgrpoGRPOTrainer(GRPOTrainer):
                 rows = [i for i, s in enumerate(slots) if s == slot]
                 if not rows:
                     continue
+                # images and processor outputs follow their rows (text prompts have them too)
+                slot_images, slot_fields = select_rows(prompt_ids, images, multimodal_fields, rows)
                 self.generation_config = copy.deepcopy(saved[0])
                 self.generation_config.temperature = temperature
                 self.generation_kwargs = {**saved[1], "temperature": temperature}
                 ids, _ = super()._generate_single_turn(
-                    [prompt_ids[i] for i in rows], images, multimodal_fields, num_generations
+                    [prompt_ids[i] for i in rows], slot_images, slot_fields, num_generations
                 )
                 for i, c in zip(rows, ids, strict=True):
                     completions[i] = c
         finally:
             self.generation_config, self.generation_kwargs = saved
+        self._pgrpo_sampled_at_temperatures = True  # read by _log_pgrpo_metrics
         return completions, None  # type: ignore[return-value]
 
     # ---- end of training -----------------------------------------------------------------------

@@ -19,7 +19,8 @@ override it.
 Policy losses have verl's signature
     fn(old_log_prob [B,T], log_prob [B,T], advantages [B,T], response_mask [B,T],
        loss_agg_mode, config: ActorConfig, rollout_is_weights [B,T] | None) -> (loss, metrics)
-The per-token objective is pgrpo's (`POLICY_LOSSES`); the aggregation is verl's `agg_loss` with
+The per-token objective is pgrpo's (`POLICY_LOSSES`), with log(ratio) clamped to +-20 as in
+verl's `vanilla` (no dual clip: see docs/integrations.md); the aggregation is verl's `agg_loss` with
 verl's global-batch info, because only verl knows the token and sequence counts of the whole
 data-parallel batch (with one process it equals pgrpo's aggregator of the same name: tested).
 KL regularisation stays verl's (`actor.use_kl_loss`): verl's policy-loss call does not pass the
@@ -38,6 +39,7 @@ import torch
 
 from pgrpo.core.advantages import ADVANTAGE_ESTIMATORS, compute_advantages
 from pgrpo.core.losses import POLICY_LOSSES, gradient_token_fraction, token_mean
+from pgrpo.core.rewardinput import NonFiniteRewards
 
 PREFIX = "pgrpo_"
 SUPPORTED_VERL_VERSIONS = ("0.9.1",)
@@ -48,6 +50,12 @@ AGG_MODES = {
     "seq-mean-token-mean": "seq_mean_token_mean",
     "seq-mean-token-sum-norm": "seq_sum_constant_norm",
 }
+
+# How a verl user passes nan="mask" (said by the error of a NaN reward under the default).
+NAN_SETTING = "set +algorithm.pgrpo.nan=mask in verl's config"
+
+# verl's `vanilla` clamps log(ratio) to +-20 "for stability"; pgrpo_clipped does the same.
+VERL_MAX_LOG_RATIO = 20.0
 
 # verl's own default where pgrpo's differs: verl's std-normalised estimators use eps 1e-6
 # (pgrpo's follow TRL, 1e-4); given to every estimator whose signature takes `eps`.
@@ -133,15 +141,18 @@ def outcome_advantages(
     scores = token_level_rewards.sum(dim=-1)
     group_ids = np.arange(scores.shape[0]) if index is None else index
     with torch.no_grad():
-        result = compute_advantages(
-            name,
-            scores,
-            group_ids=group_ids,
-            transform=opts.transform,
-            transform_options=opts.transform_options,
-            nan=opts.nan,
-            **options,
-        )
+        try:
+            result = compute_advantages(
+                name,
+                scores,
+                group_ids=group_ids,
+                transform=opts.transform,
+                transform_options=opts.transform_options,
+                nan=opts.nan,
+                **options,
+            )
+        except NonFiniteRewards as exc:  # the fix in a verl user's terms
+            raise exc.with_setting(NAN_SETTING) from None
         advantages = result.advantages.unsqueeze(-1) * response_mask.to(scores.dtype)
     return advantages, advantages
 
@@ -177,16 +188,18 @@ def make_verl_estimator(name: str) -> Callable[..., tuple[torch.Tensor, torch.Te
 
 
 def _loss_kwargs(token_fn: Callable[..., Any], config: Any) -> dict[str, Any]:
-    """verl's clip ranges, for a per-token loss whose signature takes epsilons."""
+    """verl's clip ranges and log-ratio clamp, for a per-token loss whose signature takes them."""
     takes = inspect.signature(token_fn).parameters
+    kwargs: dict[str, Any] = {}
+    if "max_log_ratio" in takes:
+        kwargs["max_log_ratio"] = VERL_MAX_LOG_RATIO
     if "epsilon_low" not in takes and "epsilon_high" not in takes:
-        return {}
+        return kwargs
     clip = _get(config, "clip_ratio")
     low = _get(config, "clip_ratio_low")
     high = _get(config, "clip_ratio_high")
     low = clip if low is None else low
     high = clip if high is None else high
-    kwargs: dict[str, Any] = {}
     if low is not None and "epsilon_low" in takes:
         kwargs["epsilon_low"] = float(low)
     if high is not None and "epsilon_high" in takes:
@@ -216,8 +229,11 @@ def make_verl_policy_loss(name: str) -> Callable[..., tuple[torch.Tensor, dict[s
         batch_info = dict(_get(config, "global_batch_info") or {})
         loss = agg_loss(per_token, response_mask, loss_agg_mode, **batch_info)
         mask = response_mask.to(log_prob.dtype)
+        log_ratio = (
+            (log_prob - old_log_prob).detach().clamp(-VERL_MAX_LOG_RATIO, VERL_MAX_LOG_RATIO)
+        )
         metrics: dict[str, Any] = {
-            "actor/ppo_kl": float(token_mean((old_log_prob - log_prob).detach(), mask)),
+            "actor/ppo_kl": float(token_mean(-log_ratio, mask)),  # verl's, of the clamped ratio
             "actor/pgrpo/frac_gradient_tokens": gradient_token_fraction(advantages, mask),
         }
         if token.low_clipped is not None and token.high_clipped is not None:
