@@ -42,8 +42,8 @@ def mean_interval(values: Sequence[float], level: float = 0.95) -> dict[str, Any
     from pgrpo.core.stats import t_interval
 
     v = np.asarray(values, dtype=np.float64).reshape(-1)
-    m = float(v.mean())
-    if v.size < 2:
+    m = float(v.mean()) if v.size else math.nan
+    if v.size < 2 or not np.all(np.isfinite(v)):  # a NaN cell: its mean is NaN, no interval
         return {"mean": m, "ci": None, "n": int(v.size)}
     t = t_interval(v, level=level)
     ci = None if math.isnan(t.halfwidth) else [m - t.halfwidth, m + t.halfwidth]
@@ -62,7 +62,7 @@ def welch(a: Sequence[float], b: Sequence[float]) -> dict[str, float]:
 
     a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
     diff = float(a.mean() - b.mean()) if a.size and b.size else float("nan")
-    if a.size < 2 or b.size < 2:
+    if a.size < 2 or b.size < 2 or not (np.all(np.isfinite(a)) and np.all(np.isfinite(b))):
         return {"diff": diff, "t": float("nan"), "p": float("nan")}
     res = welch_t(a, b)  # pgrpo's one Welch test (no spread in both, up to rounding: nan)
     return {"diff": diff, "t": res.t, "p": res.p_value}

@@ -197,6 +197,8 @@ def test_welch_t_of_two_samples_equal_up_to_rounding_is_undefined():
     b = [0.2, 0.2, 0.2]
     res = welch_t(a, b)
     assert math.isnan(res.t) and math.isnan(res.p_value) and res.diff == pytest.approx(0.1)
+    assert math.isnan(res.cohen_d) and math.isnan(res.hedges_g)  # were ~2e15
+    assert math.isnan(welch_t([0.3] * 3, [0.2] * 3).cohen_d)  # np.var([0.3] * 3) is not 0
 
 
 def test_welch_t_matches_scipy_and_hand_formulas():

@@ -183,3 +183,21 @@ def test_an_eval_log_of_one_decoding_or_of_records_without_one_is_read(tmp_path,
     log, ev = _eval_log(tmp_path, decodings)
     res = CliRunner().invoke(app, ["diagnose", str(log), "--eval-log", str(ev), "--json"])
     assert res.exit_code == 0, res.output
+
+
+def test_a_gain_of_rounding_is_no_gain():
+    """The same per-problem counts spread over the seeds in another order gave a pass@1 'gain'
+    of 1.1e-16 and 'not judged' (review of session 40); it is no clear gain."""
+    import numpy as np
+
+    from pgrpo.evaluate.metrics import search_compression
+
+    rng = np.random.default_rng(0)
+    ids, n = ["p0", "p1", "p2"], 7
+    for _ in range(300):
+        a, b = rng.integers(0, n + 1, 3).tolist(), rng.integers(0, n + 1, 3).tolist()
+        base = [EvalRun("b1", ids, [n] * 3, a, seed=0), EvalRun("b2", ids, [n] * 3, b, seed=1)]
+        swapped = [[b[0], a[1], a[2]], [a[0], b[1], b[2]]]
+        trained = [EvalRun(f"t{s}", ids, [n] * 3, c, seed=s) for s, c in enumerate(swapped)]
+        out = search_compression(base, trained)
+        assert out["verdict"] == "no clear gain", out

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import math
-import warnings
 from pathlib import Path
 
 import pytest
@@ -253,83 +252,6 @@ def test_multi_temperature_sampling(tmp_path):
     assert logged["reward/temperature_0.001"] == pytest.approx(float(rewards[:, :2].mean()))
 
 
-class _TokenTypeLlama(transformers.LlamaForCausalLM):
-    """A tiny Llama that takes `token_type_ids` at generation, as Gemma 3 does; at each prefill
-    it records (rows, whether every row's token_type_ids are its own prompt's ids)."""
-
-    def forward(self, input_ids=None, token_type_ids=None, **kwargs):
-        if token_type_ids is not None and input_ids is not None and input_ids.shape[1] > 1:
-            self.prefills.append((input_ids.shape[0], torch.equal(input_ids, token_type_ids)))
-        return super().forward(input_ids=input_ids, **kwargs)
-
-
-class _TokenTypeTrainer(RecordingTrainer):
-    """TRL's tokenization, with each prompt's token_type_ids set to its own ids (a row paired
-    with another prompt's field shows at the prefill)."""
-
-    def _tokenize_prompts(self, prompts):
-        prompt_ids, images, fields = super()._tokenize_prompts(prompts)
-        assert images is None and set(fields) == {"token_type_ids"}  # TRL's text-prompt path
-        return prompt_ids, images, {"token_type_ids": [list(ids) for ids in prompt_ids]}
-
-
-def odd_digit_chat(completions, **kwargs):
-    return odd_digit([c[-1]["content"] for c in completions])
-
-
-def test_multi_temperature_sampling_with_processor_fields(tmp_path):
-    """Conversational text prompts whose tokenizer returns token_type_ids reach TRL's generation
-    with a `multimodal_fields` entry: each slot is still sampled at its own temperature, with its
-    own rows' token_type_ids (pgrpo once fell back to TRL's one temperature here, silently, while
-    logging reward/temperature_*)."""
-    tokenizer = _tokenizer()
-    tokenizer.model_input_names = ["input_ids", "token_type_ids", "attention_mask"]
-    tokenizer.chat_template = "{% for m in messages %}{{ m['content'] }}{% endfor %}"
-    model = _TokenTypeLlama(_model(tokenizer).config)
-    model.prefills = []
-    rows = [{"prompt": [{"role": "user", "content": f"{i}+{i + 1}="}]} for i in range(8)]
-    args = _config(
-        tmp_path, pgrpo_advantage="sign", pgrpo_temperatures=[1e-3, 1e-3, 50.0, 50.0], max_steps=1
-    )
-    trainer = _TokenTypeTrainer(
-        model=model,
-        reward_funcs=odd_digit_chat,
-        args=args,
-        train_dataset=datasets.Dataset.from_list(rows),
-        processing_class=tokenizer,
-    )
-    trainer.train()
-    assert model.prefills == [(2, True)] * G  # one generate call per slot, rows aligned
-    completions = trainer.generated[0]["completions"]
-    groups = [completions[i : i + G] for i in range(0, len(completions), G)]
-    assert all(group[0] == group[1] for group in groups)  # temperature 1e-3: (near) greedy
-    logged = [h for h in trainer.state.log_history if "reward/temperature_50" in h]
-    assert len(logged) == 1
-
-
-class _OneTemperatureTrainer(RecordingTrainer):
-    """Generates with TRL's own single-temperature path, pgrpo_temperatures notwithstanding."""
-
-    def _generate_single_turn(self, prompt_ids, images, fields, num_generations, *args):
-        return trl.GRPOTrainer._generate_single_turn(
-            self, prompt_ids, images, fields, num_generations, *args
-        )
-
-
-def test_reward_per_temperature_is_logged_only_when_slots_were_sampled_at_them(tmp_path):
-    trainer = _train(
-        tmp_path,
-        odd_digit,
-        trainer_cls=_OneTemperatureTrainer,
-        pgrpo_advantage="sign",
-        pgrpo_temperatures=[0.5, 0.5, 1.0, 1.0],
-        max_steps=1,
-    )
-    history = trainer.state.log_history
-    assert any("degeneracy/all_pass" in h for h in history)
-    assert not any(k.startswith("reward/temperature_") for h in history for k in h)
-
-
 @pytest.mark.parametrize(
     ("overrides", "match"),
     [
@@ -343,51 +265,6 @@ def test_reward_per_temperature_is_logged_only_when_slots_were_sampled_at_them(t
 def test_config_errors_name_the_fix(tmp_path, overrides, match):
     with pytest.raises(ValueError, match=match):
         _config(tmp_path, **overrides)
-
-
-def signed_odd_digit(completions, **kwargs):
-    """A -1 / +1 reward (a wrong answer costs), TRL reward functions carry no range."""
-    return [2.0 * r - 1.0 for r in odd_digit(completions)]
-
-
-@pytest.mark.parametrize("given", ["[-1, 1]", [-1.0, 1.0], None])
-def test_reward_range_reaches_sign_and_the_all_pass_all_fail_split(tmp_path, given):
-    """Session 40: TRL's integration counted all-pass / all-fail groups at rewards 1 / 0 whatever
-    the reward's scale (an all-wrong -1 group was in neither), and sign's range could only come
-    from its options; `pgrpo_reward_range` now sets both (as task.reward_range does in pgrpo
-    train), and without it sign warns that its rewards leave [0, 1]."""
-    kw = {} if given is None else {"pgrpo_reward_range": given}
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        trainer = _train(tmp_path, signed_odd_digit, pgrpo_advantage="sign", **kw)
-    outside = [w for w in caught if "sign advantage: rewards from -1" in str(w.message)]
-    assert bool(outside) == (given is None)
-    state = json.loads((Path(trainer.args.output_dir) / "trainer_state.json").read_text())
-    steps = [h for h in state["log_history"] if "degeneracy/all_pass" in h]
-    for h, batch in zip(steps, trainer.generated, strict=True):
-        r = torch.tensor(batch["rewards"]["signed_odd_digit"]).reshape(-1, G)
-        if given is None:  # the 0/1 reading: a -1 group is not "all fail"
-            assert h["degeneracy/all_fail"] == 0.0
-            continue
-        assert set(batch["advantages"].tolist()) <= {-1.0, 1.0}
-        assert h["degeneracy/all_pass"] == pytest.approx(float((r == 1).all(1).double().mean()))
-        assert h["degeneracy/all_fail"] == pytest.approx(float((r == -1).all(1).double().mean()))
-    all_fail = sum(h["degeneracy/all_fail"] for h in steps)
-    assert given is None or all_fail + sum(h["degeneracy/all_pass"] for h in steps) > 0
-
-
-@pytest.mark.parametrize("bad", [[1, 1], "[0, nan]", "{1", [0, 1, 2], "lo-hi"])
-def test_a_bad_reward_range_is_refused_when_the_config_is_built(tmp_path, bad):
-    with pytest.raises(ValueError, match="pgrpo_reward_range"):
-        _config(tmp_path, pgrpo_reward_range=bad)
-
-
-def test_two_different_reward_ranges_are_refused(tmp_path):
-    both = {"pgrpo_advantage": "sign", "pgrpo_reward_range": [-1, 1]}
-    with pytest.raises(ValueError, match="give the range once"):
-        _config(tmp_path, **both, pgrpo_advantage_options={"reward_range": [0, 1]})
-    cfg = _config(tmp_path, **both, pgrpo_advantage_options={"reward_range": [-1, 1]})
-    assert cfg.pgrpo_reward_range == [-1.0, 1.0]
 
 
 def test_dual_anchor_without_constraint_column_names_the_fix(tmp_path):

@@ -8,6 +8,7 @@ they disagreed."""
 from __future__ import annotations
 
 import inspect
+import math
 import shlex
 
 import numpy as np
@@ -100,7 +101,8 @@ def test_the_trainers_lr_is_the_horizon_probe_and_predict_use(
     np.testing.assert_array_equal(pasted.lrs, horizon.lrs)
     assert pasted.peak == horizon.peak
     assert (pasted.varying is None) == (horizon.varying is None)
-    assert (horizon.varying is None) == bool(np.all(trainer[start:] == trainer[start:].max()))
+    constant = schedule == "constant" and bool(np.all(trainer[start:] == lr))  # the base lr
+    assert (horizon.varying is None) == constant
 
 
 def test_the_run_end_has_no_horizon_where_a_made_up_step_was():
@@ -111,5 +113,35 @@ def test_the_run_end_has_no_horizon_where_a_made_up_step_was():
     assert run_lr_horizon(cfg, 10) is None and run_lr_horizon(cfg, 11) is None
     last = run_lr_horizon(cfg, 9)
     assert last.steps == 1 and last.lrs[0] == pytest.approx(cfg.optim.lr / 10)
-    # one step at one lr is a constant lr: predict's constant-lr path, at that step's lr
-    assert last.varying is None and last.peak == last.lrs[0]
+    # one step below the base lr stays a one-step schedule (read as a constant lr it gave a
+    # continuum inflection time of 14.7 steps beyond a 1-step horizon: review, session 40)
+    assert last.varying is not None and last.peak == last.lrs[0]
+
+
+def test_predict_cli_keeps_its_lr_words_and_a_one_step_decay_is_a_schedule(tmp_path):
+    """Review of session 40's lr_horizon: `--lr nan` said "lr=nan is not the peak of
+    lr_schedule ... pass lr=max(lr_schedule)" (an API argument); and one step of a linear
+    decay read as a constant lr gave a continuum inflection time of 14.7 steps."""
+    import json
+
+    from cli_checks import one_line_error
+    from typer.testing import CliRunner
+
+    from pgrpo.cli import _load_commands, app
+
+    _load_commands()
+    base = ["predict", "--kappa", "50", "--out", str(tmp_path / "p")]
+    for bad in ("nan", "inf"):
+        one_line_error(
+            CliRunner().invoke(app, [*base, "--lr", bad]), "lr must be a finite number > 0"
+        )
+    res = CliRunner().invoke(
+        app, [*base, "--lr", "0.001", "--schedule", "linear", "--steps", "1", "--json"]
+    )
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["inflection_time"] is None  # not beyond the 1-step horizon
+    for bad_start in (-1, 5):
+        with pytest.raises(ValueError, match="start"):
+            lr_horizon("linear", 1e-3, 5, bad_start)
+    with pytest.raises(ValueError, match="lr must be a finite number > 0"):
+        lr_horizon("linear", math.nan, 5)

@@ -118,3 +118,15 @@ def test_dual_anchor_warns_when_rewards_leave_the_unit_interval_and_not_inside_i
         compute_advantages("dual_anchor", R * 10, group_size=4, num_constraints=3)
     assert "share of the C constraints met" in str(w[0].message)
     assert w[0].filename == __file__  # points at the caller's line, not pgrpo's
+
+
+def test_the_nan_reward_error_survives_pickling_with_its_setting():
+    """Ray returns a verl worker's exception pickled: NonFiniteRewards(count, positions)
+    raised TypeError on unpickling, so the verl wording could not reach the user."""
+    import pickle
+
+    from pgrpo.core.rewardinput import NonFiniteRewards
+
+    err = NonFiniteRewards(2, [0, 3]).with_setting("set +algorithm.pgrpo.nan=mask")
+    back = pickle.loads(pickle.dumps(err))
+    assert str(back) == str(err) and back.positions == [0, 3]

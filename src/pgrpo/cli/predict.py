@@ -120,6 +120,8 @@ def _lr_horizon(lr: float, schedule: str, warmup: int, start: int, steps: int) -
     """The lr of optimizer steps start .. start + steps - 1 of the trainer's schedule over start
     + steps steps (`pgrpo.core.schedules.lr_horizon`, the function `pgrpo probe` predicts with);
     None where --steps is out of range (predict() says why)."""
+    import math
+
     from pgrpo.core.schedules import LR_SCHEDULES, lr_horizon
     from pgrpo.dynamics.predict import MAX_PREDICT_STEPS
 
@@ -128,8 +130,8 @@ def _lr_horizon(lr: float, schedule: str, warmup: int, start: int, steps: int) -
             f"--schedule {schedule} is not a schedule",
             "give one of " + ", ".join(LR_SCHEDULES.names()),
         )
-    if not 1 <= steps <= MAX_PREDICT_STEPS:
-        return None
+    if not 1 <= steps <= MAX_PREDICT_STEPS or not (math.isfinite(lr) and lr > 0):
+        return None  # predict() says why, in its words for --steps and --lr
     return lr_horizon(schedule, lr, start + steps, start, warmup)
 
 

@@ -71,12 +71,16 @@ class NonFiniteRewards(ValueError):
             "the low end of the task's reward range)"
         ),
     ) -> None:
-        self.count, self.positions = count, positions
+        self.count, self.positions, self._setting, self._note = count, positions, setting, note
         super().__init__(
             f"{count} reward(s) are NaN or infinite (first positions: {positions}); fix the reward "
             f"function, or {setting} to leave them out of the group statistics with advantage 0"
             f"{note}"
         )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Picklable (Ray sends a verl worker's exception back pickled)."""
+        return (type(self), (self.count, self.positions, self._setting, self._note))
 
     def with_setting(self, setting: str, note: str = "") -> NonFiniteRewards:
         """The same error, naming the caller's way to pass nan="mask"."""
@@ -116,8 +120,8 @@ def warn_outside(
     if seen.numel() and bool(((seen < bounds[0]) | (seen > bounds[1])).any()):
         lo, hi = float(seen.min()), float(seen.max())
         warnings.warn(
-            f"{who}: rewards from {lo:g} to {hi:g} lie outside {where} ({bounds[0]:g}, "
-            f"{bounds[1]:g}), {consequence}",
+            f"{who}: rewards from {lo:g} to {hi:g} lie outside {where} [{bounds[0]:g}, "
+            f"{bounds[1]:g}], {consequence}",
             RuntimeWarning,
             stacklevel=4,  # the caller of compute_advantages
         )

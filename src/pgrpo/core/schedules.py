@@ -64,6 +64,9 @@ class LRHorizon:
     """[total - start] the lr at each remaining optimizer step."""
     start: int
     total: int
+    lr: float
+    """The schedule's base (peak) lr, which its steps reach only where the factor is 1."""
+    schedule: str
 
     @property
     def steps(self) -> int:
@@ -75,9 +78,13 @@ class LRHorizon:
 
     @property
     def varying(self) -> np.ndarray | None:
-        """`lrs`, or None where every step runs at the peak lr (`pgrpo.dynamics.predict`'s
-        lr_schedule: None is a constant lr, which has a continuum limit)."""
-        return None if bool(np.all(self.lrs == self.lrs.max())) else self.lrs
+        """`lrs`, or None where every step runs at the base lr of a schedule that does not decay
+        (`pgrpo.dynamics.predict`'s lr_schedule: None is a constant lr, which has a continuum
+        limit beyond the horizon). A decaying schedule's horizon stays a schedule even where its
+        steps share one lr (one step): read as constant it gave a continuum inflection time
+        far beyond a 1-step horizon (review, session 40)."""
+        constant = not decays(self.schedule) and bool(np.all(self.lrs == self.lr))
+        return None if constant else self.lrs
 
 
 def lr_horizon(
@@ -87,10 +94,14 @@ def lr_horizon(
     steps: [total - start]. The trainer's scheduler runs step n at lr x lr_factor(n, total), so
     this is the lr of a run's remaining steps from `start` on (`pgrpo probe`, `pgrpo predict`).
     start >= total has no steps left and raises ValueError: nothing remains to predict."""
-    if not 0 <= start < total:
+    if not (math.isfinite(lr) and lr > 0):
+        raise ValueError(f"lr must be a finite number > 0, got {lr}")
+    if start < 0:
+        raise ValueError(f"start must be an optimizer step >= 0, got {start}")
+    if start >= total:
         raise ValueError(
-            f"start {start} is not in [0, total {total}): no optimizer steps are left after "
+            f"start {start} is not before total {total}: no optimizer steps are left after "
             "the schedule's end"
         )
     lrs = lr * np.asarray(lr_factor(schedule, np.arange(start, total), total, warmup, floor))
-    return LRHorizon(lrs.astype(np.float64), int(start), int(total))
+    return LRHorizon(lrs.astype(np.float64), int(start), int(total), float(lr), schedule)

@@ -307,7 +307,7 @@ def welch_t(a: Any, b: Any, *, level: float = 0.95) -> WelchResult:
     else:
         t = dof = p = half = math.nan
     pooled = math.sqrt(((na - 1) * va + (nb - 1) * vb) / (na + nb - 2))
-    d = diff / pooled if pooled > 0 else math.nan
+    d = diff / pooled if se2 > 0 and pooled > 0 else math.nan  # no spread: no effect size
     g = d * (1.0 - 3.0 / (4.0 * (na + nb) - 9.0))
     metrics = {"t": t, "dof": dof, "p_value": p, "diff": diff, "cohen_d": d, "hedges_g": g}
     return WelchResult(

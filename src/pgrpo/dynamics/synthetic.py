@@ -30,8 +30,8 @@ class SyntheticCurve:
 
 def lr_schedule(n: int, peak: float, warmup: int, decay: str = "cosine", floor: float = 0.0):
     """The lr of a whole n-step schedule (`pgrpo.core.schedules.lr_horizon` from step 0):
-    warm-up, then cosine, linear or constant decay to floor * peak: [n]."""
-    return lr_horizon(decay, peak, n, 0, warmup, floor).lrs
+    warm-up, then cosine, linear or constant decay to floor * peak: [n] (n = 0: empty)."""
+    return lr_horizon(decay, peak, n, 0, warmup, floor).lrs if n > 0 else np.zeros(0)
 
 
 def synthetic_curve(shape: str, rng: np.random.Generator, n_steps: int = 1000) -> SyntheticCurve:

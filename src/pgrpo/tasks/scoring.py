@@ -44,9 +44,26 @@ from typing import Any
 
 from pgrpo.core.rewardrange import failure_reward
 from pgrpo.tasks.base import task_reward_range
-from pgrpo.tasks.scoring_inprocess import score_inline, score_signal
-from pgrpo.tasks.scoring_tally import Tally, describe_failure
-from pgrpo.tasks.scoring_worker import WORKER, TaskLoadError, score_fork, shutdown_workers
+from pgrpo.tasks.scoring_inprocess import RewardTimeout, score_inline, score_signal
+from pgrpo.tasks.scoring_tally import MAX_ERROR_MESSAGES, Tally, describe_failure
+from pgrpo.tasks.scoring_worker import (
+    WORKER,
+    WORKER_START_TIMEOUT_S,
+    TaskLoadError,
+    score_fork,
+    shutdown_workers,
+)
+
+# public names of this module before it was split (session 40), still importable from here
+__all__ = [
+    "ISOLATION_MODES",
+    "MAX_ERROR_MESSAGES",
+    "WORKER_START_TIMEOUT_S",
+    "RewardTimeout",
+    "ScoreResult",
+    "score_completions",
+    "shutdown_workers",
+]
 
 ISOLATION_MODES = ("auto", "process", "fork", "signal", "inline")
 
