@@ -43,7 +43,8 @@ def main() -> None:
     )
     print("|---|---|---|---|---|---|---|")
     for g, kl in ((4, 0.1), (8, 0.2), (16, 0.5)):
-        model = ForceModel(group_size=g, loss=LossConfig(policy_loss="reinforce", kl_coef=kl))
+        loss = LossConfig(policy_loss="reinforce", kl_coef=kl, k3_max=None)  # uncapped k3
+        model = ForceModel(group_size=g, loss=loss)
         c = curvature(model)
         for offset in (-1.0, -0.3, -0.05):
             d = c.d_star + offset

@@ -50,7 +50,8 @@ def r_squared(predicted: np.ndarray, realised: np.ndarray) -> float:
 
 
 def case(group_size: int, kl: float, p0: float) -> dict:
-    model = ForceModel(group_size=group_size, loss=LossConfig(policy_loss="reinforce", kl_coef=kl))
+    loss = LossConfig(policy_loss="reinforce", kl_coef=kl, k3_max=None)  # uncapped k3
+    model = ForceModel(group_size=group_size, loss=loss)
     exact = curvature(model)
     d = torch.tensor(math.log(p0 / (1 - p0)), dtype=torch.float64)
     gaps, rewards = [], []

@@ -174,6 +174,7 @@ def _cfg(**o):
         "ent": 0.0,
         "chunk": 16,
         "score": "sampled",
+        "klt": "one",
         "ac": False,
         "lean": False,
         "precision": "fp32",
@@ -213,6 +214,7 @@ def _cfg(**o):
             f"loss.epsilon_high={null(pick['eps_high'])}",
             f"generation.logprob_chunk={pick['chunk']}",
             f"generation.score_temperature={pick['score']}",
+            f"loss.kl_temperature={pick['klt']}",
             f"optim.name={pick['optim']}",
             f"optim.beta1={pick['beta1']}",
             f"optim.weight_decay={pick['wd']}",
@@ -258,6 +260,15 @@ def _row_scores(model, ro, r, temperature, grad=True):
         return lp, -(logp.exp() * logp).sum(-1)
 
 
+def _kl_temperature(ro, r, cfg) -> float:
+    """Row r's KL temperature: where it was drawn (loss.kl_temperature=sampled) or 1."""
+    return float(ro.temperatures[r]) if cfg.loss.kl_temperature == "sampled" else 1.0
+
+
+def _oracle_kl_temperatures(ro, cfg):
+    return torch.tensor([_kl_temperature(ro, r, cfg) for r in range(ro.input_ids.shape[0])])
+
+
 def _oracle_log_probs(model, ro, temps):
     out = torch.zeros(ro.completion_mask.shape)
     for r in range(out.shape[0]):
@@ -270,7 +281,8 @@ def _oracle_loss(model, ro, idx, adv, old, ref, temps, cfg):
     """(loss, metrics) of minibatch `idx`: per token the clipped surrogate (or -A log pi) plus
     w_i KL (w_i = kl_coef_negative if A_i < 0 and it is set, else kl_coef), aggregated
     (token mean / mean of row means / sum over N * max_length), minus entropy_coef times the
-    aggregated entropy. old None: the current log-probs, detached."""
+    aggregated entropy. old None: the current log-probs, detached. The KL's log-probs are the
+    row's at its KL temperature (`_kl_temperature`), from a forward of their own."""
     loss_cfg = cfg.loss
     terms, entropies, kls, clipped = [], [], [], []
     for r in idx.tolist():
@@ -288,8 +300,11 @@ def _oracle_loss(model, ro, idx, adv, old, ref, temps, cfg):
         else:
             tok = -a * lp
         if loss_cfg.uses_reference:
-            d = ref[r, : len(lp)] - lp  # log pi_ref - log pi
-            kl = {"k1": -d, "k2": 0.5 * d**2, "k3": torch.exp(d) - d - 1}[loss_cfg.kl_estimator]
+            kl_lp, _ = _row_scores(model, ro, r, _kl_temperature(ro, r, cfg))
+            d = ref[r, : len(lp)] - kl_lp  # log pi_ref - log pi
+            dc = d.clamp(-20, 20)  # k3 as verl's low_var_kl: lr in [-20, 20], k3 <= k3_max
+            k3 = (torch.exp(dc) - dc - 1).clamp(max=loss_cfg.k3_max)
+            kl = {"k1": -d, "k2": 0.5 * d**2, "k3": k3}[loss_cfg.kl_estimator]
             neg = loss_cfg.kl_coef_negative is not None and a < 0
             tok = tok + (loss_cfg.kl_coef_negative if neg else loss_cfg.kl_coef) * kl
             kls.append(kl.detach())
@@ -362,6 +377,7 @@ def update_cases(draw):
         ent=draw(st.sampled_from([0.0, 0.05])),
         chunk=draw(st.sampled_from([1, 2, 16])),
         score=draw(st.sampled_from(["sampled", "one"])),
+        klt=draw(st.sampled_from(["one", "sampled"])),
         ac=draw(st.booleans()),
         lean=draw(st.booleans()),
         estimator=draw(st.sampled_from(ADVANTAGE_ESTIMATORS.names())),
@@ -378,7 +394,7 @@ def update_mismatches(case) -> list:
     c = case
     cfg = _cfg(b=c["b"], g=c["g"], micro=c["micro"], agg=c["agg"], pl=c["pl"], est=c["est"],
                kl=c["kl"], kln=c["kln"], ent=c["ent"], chunk=c["chunk"], score=c["score"],
-               ac=c["ac"], lean=c["lean"])  # fmt: skip
+               klt=c.get("klt", "one"), ac=c["ac"], lean=c["lean"])  # fmt: skip
     policy, oracle, _ = _models(c["kind"], c["lora"], c["seed"])
     temps = [0.5, 1.0, 2.0, 0.7][: c["g"]]
     ro = _rollout(c["b"], c["g"], c["t"], c["seed"], temps, c["duplicate"])
@@ -458,6 +474,7 @@ def k_step_cases(draw):
         pl=draw(st.sampled_from(POLICY_LOSSES.names())),
         est=draw(st.sampled_from(KL_ESTIMATORS.names())),
         score=draw(st.sampled_from(["sampled", "one"])),
+        klt=draw(st.sampled_from(["one", "sampled"])),
         estimator=draw(st.sampled_from(["grpo", "dual_anchor", "rloo", "sign"])),
         constant=draw(st.sampled_from([(), (0,)])),
         seed=draw(st.integers(0, 999)),
@@ -485,7 +502,7 @@ def k_step_mismatches(case) -> list:
                kl=c["kl"], kln=c["kln"], ent=c["ent"], clip=c["clip"], beta1=c["beta1"],
                wd=c["wd"], warm=c["warm"], sched=c["sched"], eps_high=c["eps_high"], chunk=3,
                pl=c.get("pl", "clipped"), est=c.get("est", "k3"),
-               score=c.get("score", "sampled"))  # fmt: skip
+               score=c.get("score", "sampled"), klt=c.get("klt", "one"))  # fmt: skip
     policy, oracle, initial = _models(c["kind"], c["lora"], c["seed"], reference=True)
     temps = [0.5, 1.0, 2.0][: c["g"]]
     ro = _rollout(c["b"], c["g"], c["t"], c["seed"], temps)
@@ -499,11 +516,12 @@ def k_step_mismatches(case) -> list:
 
     row_temps = scoring_temperatures(ro, cfg)
     if cfg.loss.uses_reference:
+        kl_temps = _oracle_kl_temperatures(ro, cfg)
         if c["lora"]:
             with initial.disable_adapter():
-                ref = _oracle_log_probs(initial, ro, row_temps)
+                ref = _oracle_log_probs(initial, ro, kl_temps)
         else:
-            ref = _oracle_log_probs(initial, ro, row_temps)
+            ref = _oracle_log_probs(initial, ro, kl_temps)
     else:
         ref = None
     old = _oracle_log_probs(oracle, ro, row_temps) if c["k"] > 1 else None
@@ -926,6 +944,7 @@ def resume_settings(draw):
                 [],
                 ["loss.kl_coef=0.05"],
                 ["loss.kl_coef=0.01", "loss.kl_coef_negative=0.025", "loss.kl_estimator=k2"],
+                ["loss.kl_coef=0.05", "loss.kl_temperature=sampled"],
                 ["loss.entropy_coef=0.01", "optim.max_grad_norm=0"],
             ]
         )

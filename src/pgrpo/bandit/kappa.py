@@ -185,8 +185,8 @@ def _sample_terms(model: ForceModel, d: torch.Tensor, d_s: torch.Tensor):
     if cfg.uses_reference:
         kc = _kl_coefs(cfg, a_pos)
         kw = _kl_coefs(cfg, a_neg)
-        t_c = t_c + _kl_ascent(cfg.kl_estimator, pu, model.p_ref, correct=True) * kc
-        t_w = t_w + _kl_ascent(cfg.kl_estimator, pu, model.p_ref, correct=False) * kw
+        t_c = t_c + _kl_ascent(cfg, pu, model.p_ref, correct=True) * kc
+        t_w = t_w + _kl_ascent(cfg, pu, model.p_ref, correct=False) * kw
     return t_c, t_w, _binomial_pmf(p_s, model.group_size)
 
 
@@ -214,9 +214,10 @@ def _kl_coefs(cfg: LossConfig, adv: torch.Tensor) -> torch.Tensor:
     ).to(torch.float64)
 
 
-def _kl_ascent(name: str, p: torch.Tensor, p_ref: float, *, correct: bool) -> torch.Tensor:
+def _kl_ascent(cfg: LossConfig, p: torch.Tensor, p_ref: float, *, correct: bool) -> torch.Tensor:
     """-d KL_estimator(log pi(a), log ref(a)) / d z0 for one sample of arm a (current policy);
-    the derivative in log pi comes from the registered estimator by autograd."""
+    the derivative in log pi comes from the registered estimator (with the `LossConfig` options
+    it declares, e.g. k3's cap) by autograd."""
     pi_a = p if correct else 1 - p
     ref_a = p_ref if correct else 1 - p_ref
     score = (1 - p) if correct else -p  # d log pi(a) / d z0
@@ -225,7 +226,9 @@ def _kl_ascent(name: str, p: torch.Tensor, p_ref: float, *, correct: bool) -> to
         log_pi = torch.log(pi_a)
         if not log_pi.requires_grad:
             log_pi = log_pi.detach().requires_grad_(True)
-        kl = KL_ESTIMATORS.get(name)(log_pi, torch.full_like(log_pi, math.log(ref_a)))
+        fn = KL_ESTIMATORS.get(cfg.kl_estimator)
+        ref = torch.full_like(log_pi, math.log(ref_a))
+        kl = fn(log_pi, ref, **config_options(fn, cfg))
         (dk,) = torch.autograd.grad(kl.sum(), log_pi, create_graph=graph)
     return -dk * score
 
@@ -275,20 +278,35 @@ class Curvature:
     metrics: dict[str, float] = field(default_factory=dict)
 
 
+SCAN_POINTS = 161
+"""Grid of `fixed_point`'s scan for a stable zero when F has one sign at both ends (0.25 apart
+on [-20, 20])."""
+
+
 def fixed_point(model: ForceModel, *, lo: float = -20.0, hi: float = 20.0) -> float:
-    """d* with F(d*, d*) = 0 (brentq). Raises when F has no sign change on [lo, hi] (no interior
-    fixed point: add a KL penalty, kl_coef > 0)."""
+    """d* with F(d*, d*) = 0 (brentq on [lo, hi] where F changes sign there). Where F has one sign
+    at both ends, the first stable zero (F falling through 0) on a grid of SCAN_POINTS: a capped
+    k3 (`LossConfig.k3_max`, verl's) anchors the policy only up to where the rarer arm's k3
+    reaches the cap, and beyond it the advantage force alone is left, of the sign it has at the
+    far end. Raises when there is none (no interior fixed point: add a KL penalty,
+    kl_coef > 0)."""
 
     def f(x: float) -> float:
         return float(force(model, x))
 
     f_lo, f_hi = f(lo), f(hi)
-    if f_lo * f_hi > 0:
-        raise ValueError(
-            f"the expected force has no zero for d in [{lo}, {hi}] (F={f_lo:.3g}, {f_hi:.3g}): "
-            "there is no interior fixed point; set loss.kl_coef > 0 to anchor the policy"
-        )
-    return float(brentq(f, lo, hi, xtol=1e-13, rtol=1e-13, maxiter=200))
+    if f_lo * f_hi <= 0:
+        return float(brentq(f, lo, hi, xtol=1e-13, rtol=1e-13, maxiter=200))
+    grid = np.linspace(lo, hi, SCAN_POINTS)
+    values = [f_lo, *(f(x) for x in grid[1:-1]), f_hi]
+    for a, b, f_a, f_b in zip(grid, grid[1:], values, values[1:], strict=False):
+        if f_a > 0 >= f_b:
+            return float(brentq(f, a, b, xtol=1e-13, rtol=1e-13, maxiter=200))
+    capped = " (or loss.k3_max=None: a capped k3 may let go)" if model.loss.uses_reference else ""
+    raise ValueError(
+        f"the expected force has no zero for d in [{lo}, {hi}] (F={f_lo:.3g}, {f_hi:.3g}): "
+        f"there is no interior fixed point; set loss.kl_coef > 0 to anchor the policy{capped}"
+    )
 
 
 def curvature(model: ForceModel, *, batch_prompts: int = 1) -> Curvature:

@@ -155,7 +155,8 @@ def _simulate(sc: Scenario) -> ScenarioRun:
     z = _initial_logits(sc, gen).requires_grad_(True)
     ref = z.detach().clone()
     velocity = torch.zeros_like(z)
-    cfg = LossConfig(policy_loss="reinforce", kl_coef=sc.kl_coef)
+    # the textbook k3, uncapped (LossConfig.k3_max), as documented
+    cfg = LossConfig(policy_loss="reinforce", kl_coef=sc.kl_coef, k3_max=None)
     p_, g_ = sc.n_prompts, sc.group_size
     rows, evals = [], []
     for step in range(sc.steps):

@@ -5,7 +5,7 @@ Three registries, one signature each, composed by `policy_loss`:
     POLICY_LOSSES: fn(log_probs [N,T], old_log_probs [N,T], advantages [N] or [N,T], **opts)
                    -> TokenLoss (.loss [N,T] to minimise, .low_clipped/.high_clipped [N,T] bool)
     AGGREGATORS:   fn(values [N,T], response_mask [N,T], **opts) -> scalar
-    KL_ESTIMATORS: fn(log_probs [N,T], ref_log_probs [N,T]) -> [N,T]
+    KL_ESTIMATORS: fn(log_probs [N,T], ref_log_probs [N,T], **opts) -> [N,T]
 
 The per-token objective, the aggregation and the regularisers are separate named pieces (verl's
 `core_algos` split), so that changing one never means copying the others.
@@ -184,12 +184,28 @@ def kl_k2(log_probs: torch.Tensor, ref_log_probs: torch.Tensor) -> torch.Tensor:
     return 0.5 * (ref_log_probs - log_probs) ** 2
 
 
+K3_MAX_LOG_RATIO = 20.0
+"""|lr| beyond which k3 reads the log-ratio as +-20 (verl's `low_var_kl`): exp(lr) stays finite."""
+K3_MAX = 10.0
+"""The most one token's k3 contributes by default (`LossConfig.k3_max`; verl's `low_var_kl`)."""
+
+
 @KL_ESTIMATORS.register("k3")
-def kl_k3(log_probs: torch.Tensor, ref_log_probs: torch.Tensor) -> torch.Tensor:
+def kl_k3(
+    log_probs: torch.Tensor, ref_log_probs: torch.Tensor, *, k3_max: float | None = K3_MAX
+) -> torch.Tensor:
     """k3 = exp(lr) - lr - 1 (unbiased, >= 0; GRPO's default). Computed as expm1(lr) - lr,
-    clamped at 0: the literal form cancels to small negative values for |lr| < 1e-8."""
-    lr = ref_log_probs - log_probs
-    return (torch.expm1(lr) - lr).clamp(min=0.0)
+    clamped at 0: the literal form cancels to small negative values for |lr| < 1e-8.
+
+    Clamped as verl's `low_var_kl` (`core_algos.kl_penalty_forward`): lr to [-20, 20]
+    (`K3_MAX_LOG_RATIO`) and k3 to <= k3_max (default 10, `K3_MAX`; None: lr's clamp only), so
+    that one token far from the reference cannot make the loss or its gradient inf (before
+    2026-12-06, session 40, one token with lr > 88.7 made them inf in float32). A token at the
+    bound contributes k3_max and no gradient; inside it (at 10: -11.0 < lr < 2.61) the value and
+    the gradient are the unclamped formula's, bit for bit.
+    """
+    lr = (ref_log_probs - log_probs).clamp(-K3_MAX_LOG_RATIO, K3_MAX_LOG_RATIO)
+    return (torch.expm1(lr) - lr).clamp(0.0, k3_max)
 
 
 def asymmetric_kl_weights(
@@ -216,6 +232,10 @@ def token_entropy(logits: torch.Tensor) -> torch.Tensor:
 # ---------------------------------------------------------------------------------------------
 
 
+KL_TEMPERATURES = ("one", "sampled")
+"""`LossConfig.kl_temperature`'s values."""
+
+
 @dataclass(frozen=True)
 class LossConfig:
     """The pieces of the GRPO objective, by registry name, with their coefficients."""
@@ -234,6 +254,18 @@ class LossConfig:
     """KL coefficient (TRL's `beta`); with asymmetric KL, that of completions with A >= 0."""
     kl_coef_negative: float | None = None
     """Asymmetric KL: coefficient of completions with A < 0 (MDP-GRPO: 0.025 with kl_coef 0.01)."""
+    k3_max: float | None = K3_MAX
+    """The most one token's k3 KL contributes (verl's `low_var_kl`: 10; k3's log-ratio is also
+    clamped to [-20, 20]); a token beyond it adds k3_max and no gradient: k3 stops pulling a
+    token whose probability fell below 1/13.6 of the reference's. None: no cap (the bandit's
+    reproductions, whose KL-anchored plateaus lie there: `reproduce group-size`, G = 16).
+    Before 2026-12-06 (session 40) k3 had no cap."""
+    kl_temperature: str = "one"
+    """The policies the KL compares: 'one' (the current and the reference policy at T = 1,
+    whatever temperature drew the tokens: MDP-GRPO's code) or 'sampled' (both at the temperature
+    each completion was drawn at: TRL's, whose one temperature scores everything). Read by the
+    trainer, which passes `policy_loss` the matching log-probs; no effect where every temperature
+    is 1. Before 2026-12-06 (session 40) the KL was always 'sampled' (docs/trainer.md)."""
     entropy_coef: float = 0.0
     """Entropy bonus coefficient (subtracted from the loss); 0 by default as in the papers."""
     max_length: int | None = None
@@ -244,8 +276,14 @@ class LossConfig:
         POLICY_LOSSES.get(self.policy_loss)
         AGGREGATORS.get(self.aggregator)
         KL_ESTIMATORS.get(self.kl_estimator)
+        if self.kl_temperature not in KL_TEMPERATURES:
+            raise ValueError(
+                f"loss.kl_temperature={self.kl_temperature!r} is invalid: use 'one' (the KL "
+                "between the policies at T = 1, the default) or 'sampled' (at each completion's "
+                "sampling temperature)"
+            )
         # `not x >= 0` (not `x < 0`): NaN fails it, where it would silently turn clipping or KL off
-        optional = ("epsilon_high", "kl_coef_negative")
+        optional = ("epsilon_high", "kl_coef_negative", "k3_max")
         for name in ("epsilon_low", "kl_coef", "entropy_coef", *optional):
             value = getattr(self, name)
             if value is None and name in optional:
@@ -253,6 +291,8 @@ class LossConfig:
             if not (value >= 0 and math.isfinite(value)):
                 alt = " or None" if name in optional else ""
                 raise ValueError(f"{name} must be >= 0{alt}, a finite number; got {value!r}")
+        if self.k3_max == 0:
+            raise ValueError("k3_max must be > 0 (the cap of one token's k3) or None (no cap)")
         lengths = {"max_length": self.max_length}
         lengths["aggregator_options.max_length"] = self.aggregator_options.get("max_length")
         for name, length in lengths.items():
@@ -318,6 +358,7 @@ def policy_loss(
     ref_log_probs: torch.Tensor | None = None,
     entropy: torch.Tensor | None = None,
     denominator: torch.Tensor | None = None,
+    kl_log_probs: torch.Tensor | None = None,
 ) -> LossResult:
     """The GRPO objective: aggregate(per-token loss + w_i KL) - entropy_coef aggregate(entropy).
 
@@ -325,6 +366,10 @@ def policy_loss(
     advantages: [N] or [N,T]. denominator: the aggregator's denominator of the batch these rows
     belong to (`loss_denominator`); None: that of these rows. With it, the losses of disjoint
     micro-batches sum to the loss of their batch (the metrics are those of these rows).
+    kl_log_probs: [N,T] the current policy's log-probs the KL to ref_log_probs is taken at,
+    where they are not `log_probs` (the trainer's `kl_temperature='one'` with tokens drawn at
+    T != 1: log_probs at the sampling temperature for the ratio, these at T = 1); None:
+    log_probs.
     Positions off the response mask are set to 0 in every [N,T] input first (`on_mask`): a
     padded position may hold anything (-inf from a masked log-softmax) without a NaN loss or
     gradient.
@@ -335,6 +380,7 @@ def policy_loss(
     )
     if ref_log_probs is not None:
         ref_log_probs = on_mask(ref_log_probs, response_mask)
+    kl_log_probs = log_probs if kl_log_probs is None else on_mask(kl_log_probs, response_mask)
     if entropy is not None:
         entropy = on_mask(entropy, response_mask)
     if advantages.ndim == 2:
@@ -357,7 +403,8 @@ def policy_loss(
                 "a KL coefficient is set but ref_log_probs is None: pass ref_log_probs= (the "
                 "reference model's log-probs) or set kl_coef=0 and kl_coef_negative=None"
             )
-        kl = KL_ESTIMATORS.get(config.kl_estimator)(log_probs, ref_log_probs)
+        kl_fn = KL_ESTIMATORS.get(config.kl_estimator)
+        kl = kl_fn(kl_log_probs, ref_log_probs, **config_options(kl_fn, config))
         w = asymmetric_kl_weights(
             advantages, kl_coef=config.kl_coef, kl_coef_negative=config.kl_coef_negative
         )

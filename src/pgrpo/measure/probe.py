@@ -294,7 +294,7 @@ def batch_gradients(
     batch = collect(policy, task, examples, config)
     adv = batch_advantages(batch, task, config.grpo).advantages
     temps = scoring_temperatures(batch.rollout, config)
-    ref = reference_log_probs(policy, batch.rollout, temps, config)
+    ref = reference_log_probs(policy, batch.rollout, config)
     rows, losses = [], []
     for idx in minibatches(batch.rollout.input_ids.shape[0], config):
         for p in params:

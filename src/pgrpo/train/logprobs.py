@@ -30,10 +30,12 @@ from pgrpo.train import lean
 @dataclass(frozen=True)
 class TokenScores:
     """log_probs: [N, T] log pi(token | prefix) at each row's temperature; entropy: [N, T] of the
-    same tempered distribution (None when not asked for)."""
+    same tempered distribution (None when not asked for); kl_log_probs: [N, T] log pi at the
+    KL's temperatures (`completion_scores(kl_temperatures=)`; None when not asked for)."""
 
     log_probs: torch.Tensor
     entropy: torch.Tensor | None
+    kl_log_probs: torch.Tensor | None = None
 
 
 def position_ids(attention_mask: torch.Tensor) -> torch.Tensor:
@@ -101,44 +103,62 @@ class _TokenLogProbs(torch.autograd.Function):
         return x.to(logits.dtype), None, None, None
 
 
-def _chunk_scores(
-    hidden: torch.Tensor,
+def _tempered_log_probs(
+    raw: torch.Tensor,
     targets: torch.Tensor,
-    inv_temp: torch.Tensor,
-    head: torch.nn.Module,
+    inv_temp: torch.Tensor | None,
     softcap: float | None,
-    with_entropy: bool,
-    entropy_grad: bool = False,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """hidden [N, C, H], targets [N, C], inv_temp [N, 1, 1] (None: every row at T = 1) ->
-    log_probs, entropy [N, C]."""
-    raw = head(hidden)
-    if torch.is_grad_enabled() and not softcap and not entropy_grad:
-        # the log-probs' gradient from the head output itself (`_TokenLogProbs`); the fp32
-        # logits below only give lse and the entropy, without a gradient
+    own_backward: bool,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """raw [N, C, V] (the head's output), targets [N, C], inv_temp [N, 1, 1] (None: T = 1) ->
+    log_probs [N, C] of the targets, the tempered fp32 logits [N, C, V] and their logsumexp
+    [N, C]. own_backward (gradients on, no softcap, no entropy gradient): the log-probs'
+    gradient from the head output itself (`_TokenLogProbs`), the fp32 logits only give lse (and
+    the entropy) without a gradient; else autograd's through the fp32 logits."""
+    if own_backward:
         with torch.no_grad():
             logits = raw.float()
             if inv_temp is not None:
                 logits = logits * inv_temp
             lse = _logsumexp_rows(logits)
-        # before the entropy: under checkpointing the recompute stops once this has saved
-        log_probs = _TokenLogProbs.apply(raw, targets, inv_temp, lse)
-        del raw  # kept by autograd where backward needs it, else freed before the entropy
-    else:
-        logits = raw.float()
-        if softcap:
-            logits = softcap * torch.tanh(logits / softcap)
-        if inv_temp is not None:  # x * 1.0 == x: skipping it at T = 1 changes no bit
-            logits = logits * inv_temp
-        lse = (
-            torch.logsumexp(logits, dim=-1) if torch.is_grad_enabled() else _logsumexp_rows(logits)
-        )
-        log_probs = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - lse
+        return _TokenLogProbs.apply(raw, targets, inv_temp, lse), logits, lse
+    logits = raw.float()
+    if softcap:
+        logits = softcap * torch.tanh(logits / softcap)
+    if inv_temp is not None:  # x * 1.0 == x: skipping it at T = 1 changes no bit
+        logits = logits * inv_temp
+    lse = torch.logsumexp(logits, dim=-1) if torch.is_grad_enabled() else _logsumexp_rows(logits)
+    return logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - lse, logits, lse
+
+
+def _chunk_scores(
+    hidden: torch.Tensor,
+    targets: torch.Tensor,
+    inv_temp: torch.Tensor | None,
+    head: torch.nn.Module,
+    softcap: float | None,
+    with_entropy: bool,
+    entropy_grad: bool = False,
+    with_kl: bool = False,
+    kl_inv_temp: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """hidden [N, C, H], targets [N, C], inv_temp [N, 1, 1] (None: every row at T = 1) ->
+    log_probs, entropy, kl_log_probs [N, C]; with_kl: the last from the same head output at
+    kl_inv_temp ([N, 1, 1], None: T = 1), else None."""
+    raw = head(hidden)
+    own = torch.is_grad_enabled() and not softcap and not entropy_grad
+    kl_log_probs = None
+    if with_kl:  # first: its fp32 logits are gone before the entropy's
+        kl_log_probs = _tempered_log_probs(raw, targets, kl_inv_temp, softcap, own)[0]
+    # before the entropy: under checkpointing the recompute stops once this has saved
+    log_probs, logits, lse = _tempered_log_probs(raw, targets, inv_temp, softcap, own)
+    del raw  # kept by autograd where backward needs it, else freed before the entropy
     if not with_entropy:
-        return log_probs, torch.zeros_like(lse)
+        return log_probs, torch.zeros_like(lse), kl_log_probs
     # H = lse - sum_v p_v * logits_v, with a gradient only for an entropy bonus (off by default)
     if entropy_grad and torch.is_grad_enabled():
-        return log_probs, lse - (torch.softmax(logits, dim=-1) * logits).sum(-1)
+        entropy = lse - (torch.softmax(logits, dim=-1) * logits).sum(-1)
+        return log_probs, entropy, kl_log_probs
     # no gradient: p = exp(logits - lse), then p * logits in place (0.8x softmax * logits' time),
     # ENTROPY_ROWS positions at a time, so p is a small buffer, not a second [N, C, V] tensor
     with torch.no_grad():
@@ -148,7 +168,7 @@ def _chunk_scores(
             rows, row_lse = flat[s : s + ENTROPY_ROWS], flat_lse[s : s + ENTROPY_ROWS]
             p = (rows - row_lse.unsqueeze(-1)).exp_()
             entropy[s : s + ENTROPY_ROWS] = row_lse - p.mul_(rows).sum(-1)
-        return log_probs, entropy.view_as(lse)
+        return log_probs, entropy.view_as(lse), kl_log_probs
 
 
 def _cache_kwarg(backbone: torch.nn.Module) -> str:
@@ -275,10 +295,14 @@ def completion_scores(
     share_prompts: bool = True,
     checkpoint_layers: bool = False,
     lean_layers: bool = False,
+    kl_temperatures: torch.Tensor | None = None,
 ) -> TokenScores:
     """Log-probs [N, T] of tokens input_ids[:, prompt_len:] under `model`, chunked over positions.
 
-    input_ids, attention_mask: [N, P + T]; temperatures: [N] (None: 1.0); share_prompts: run each
+    input_ids, attention_mask: [N, P + T]; temperatures: [N] (None: 1.0); kl_temperatures: [N]
+    (None: not asked for), also the log-probs at these temperatures from the same logits
+    (`TokenScores.kl_log_probs`, the KL's: `loss.kl_temperature`), for one more logsumexp and
+    gather per chunk, no forward; share_prompts: run each
     distinct prompt once (see `completion_hidden`); entropy_grad: keep the entropy's gradient (for
     an entropy bonus); checkpoint_layers: activation checkpointing of the decoder layers when
     gradients are on (`checkpointed_layers`: less memory, one more decoder forward in backward,
@@ -297,32 +321,33 @@ def completion_scores(
     with layers:
         hidden = completion_hidden(model, input_ids, attention_mask, prompt_len, share_prompts)
     targets = input_ids[:, prompt_len:]
-    inv_temp = None  # all rows at T = 1: no division
-    if temperatures is not None and bool((temperatures != 1).any()):
-        inv_temp = (1.0 / temperatures.float()).view(n, 1, 1)
+    inv_temp, kl_inv_temp = _inverse(temperatures, n), _inverse(kl_temperatures, n)
+    with_kl = kl_temperatures is not None
     head = model.get_output_embeddings()
     softcap = getattr(getattr(model, "config", None), "final_logit_softcapping", None)
-    logps, ents = [], []
+    logps, ents, kls = [], [], []
     for start in range(0, t, chunk):
         args = (hidden[:, start : start + chunk], targets[:, start : start + chunk], inv_temp)
+        rest = (head, softcap, with_entropy, entropy_grad, with_kl, kl_inv_temp)
         if torch.is_grad_enabled() and t > chunk:  # only several chunks save memory
-            lp, ent = checkpoint(
-                _chunk_scores,
-                *args,
-                head,
-                softcap,
-                with_entropy,
-                entropy_grad,
-                use_reentrant=False,
-            )
+            lp, ent, kl = checkpoint(_chunk_scores, *args, *rest, use_reentrant=False)
         else:
             # entropy_grad as in the checkpointed branch: without it an entropy bonus had no
             # gradient on any micro-batch whose completions fit in one chunk
-            lp, ent = _chunk_scores(*args, head, softcap, with_entropy, entropy_grad)
+            lp, ent, kl = _chunk_scores(*args, *rest)
         logps.append(lp)
         ents.append(ent)
+        kls.append(kl)
     log_probs = torch.cat(logps, dim=1)
     entropy = torch.cat(ents, dim=1) if with_entropy else None
     if entropy is not None and not entropy_grad:
         entropy = entropy.detach()
-    return TokenScores(log_probs=log_probs, entropy=entropy)
+    kl_log_probs = torch.cat(kls, dim=1) if with_kl else None
+    return TokenScores(log_probs=log_probs, entropy=entropy, kl_log_probs=kl_log_probs)
+
+
+def _inverse(temperatures: torch.Tensor | None, n: int) -> torch.Tensor | None:
+    """[N] temperatures -> [N, 1, 1] 1 / T; None where every row is at T = 1 (no division)."""
+    if temperatures is None or not bool((temperatures != 1).any()):
+        return None
+    return (1.0 / temperatures.float()).view(n, 1, 1)

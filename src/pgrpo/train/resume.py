@@ -13,6 +13,7 @@ is never extended with NUL bytes and never gets a step twice.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import shutil
@@ -23,6 +24,7 @@ import yaml
 
 from pgrpo.core.schedules import decays
 from pgrpo.train import checkpoint as ckpt
+from pgrpo.train import yamlvalues
 from pgrpo.train.config import RunConfig, load_config
 from pgrpo.train.log import CONFIG_FILE, METRICS_FILE, MetricsLog
 
@@ -62,11 +64,33 @@ def _reason(exc: Exception) -> str:
     return " ".join(f"{text}{where}".split())[:200]
 
 
+def written_config(path: Path) -> RunConfig:
+    """The RunConfig of a config.yaml the trainer wrote, with a setting added since the file
+    was written read as the code that wrote it ran: a file without loss.kl_temperature (before
+    2026-12-06, session 40) took the KL at the ratio's temperatures, so a run with a KL term,
+    generation.score_temperature=sampled and a temperature other than 1 reads 'sampled' (where
+    the new default, 'one', changes nothing, the default stands); a resume then refuses the new
+    default rather than change the run's objective half-way."""
+    config = load_config(path)
+    data = yamlvalues.read_file(path)
+    loss = data.get("loss") if isinstance(data, dict) else None
+    written_before = not (isinstance(loss, dict) and "kl_temperature" in loss)
+    gen = config.generation
+    tempered = gen.score_temperature == "sampled" and any(
+        t != 1 for t in gen.temperatures or (gen.temperature,)
+    )
+    if written_before and config.loss.uses_reference and tempered:
+        loss_config = dataclasses.replace(config.loss, kl_temperature="sampled")
+        config = dataclasses.replace(config, loss=loss_config)
+    return config
+
+
 def saved_config(run_dir: Path) -> RunConfig:
-    """The RunConfig in `run_dir`'s config.yaml; ValueError naming the file when it is not one."""
+    """The RunConfig in `run_dir`'s config.yaml (`written_config`); ValueError naming the file
+    when it is not one."""
     path = run_dir / CONFIG_FILE
     try:
-        return load_config(path)
+        return written_config(path)
     except (yaml.YAMLError, ValueError, TypeError, KeyError) as exc:
         problem = getattr(exc, "problem", None)  # UserError's own, when it names the file
         if not (isinstance(problem, str) and str(path) in problem):
@@ -116,7 +140,7 @@ def check_checkpoint_config(saved: RunConfig, latest: Path, run_dir: Path) -> No
     if not copy.is_file():
         return
     try:
-        at_checkpoint = load_config(copy)
+        at_checkpoint = written_config(copy)
     except (yaml.YAMLError, ValueError, TypeError, KeyError):
         return  # an unreadable copy: the checkpoint's own checks still apply
     fixed, _ = config_changes(saved, at_checkpoint)

@@ -134,7 +134,7 @@ def optimize(run: _Run, rollout: Rollout, advantages: torch.Tensor) -> dict[str,
         sequence_scores(policy, cfg, rollout, temps, with_entropy=m > 1) if k_steps > 1 else None
     )
     old = whole.log_probs if whole is not None else None
-    ref = reference_log_probs(policy, rollout, temps, cfg)
+    ref = reference_log_probs(policy, rollout, cfg)  # at the KL's temperatures
     params = policy.trainable_parameters()
     records = []
     for k in range(k_steps):
@@ -189,10 +189,19 @@ def check_finite(run: _Run, *, step: int | None = None, **values: float) -> None
     kept = f"the last good checkpoint is {latest}" if latest else "no checkpoint was written"
     clip = "" if cfg.optim.max_grad_norm else " with gradient clipping off (optim.max_grad_norm=0)"
     lower = min(cfg.optim.lr / 10, 1e-4)
+    cause, fix = f"optim.lr={cfg.optim.lr:g} is too high{clip}", f"a lower optim.lr, e.g. {lower:g}"
+    coldest = min(run.temperatures)
+    if cfg.loss.uses_reference and cfg.loss.kl_temperature == "sampled" and coldest < 1:
+        # the tempered log-ratio is the logits' drift / T, so their KL grows as T falls
+        cause += (
+            f", or because the KL is taken between the policies tempered at T = {coldest:g} "
+            "(loss.kl_temperature=sampled), whose log-ratio grows as 1/T"
+        )
+        fix += " or loss.kl_temperature=one (the KL at T = 1)"
     raise TrainingDiverged(
         f"training diverged at step {step}: the {_LABELS[bad[0]]} is {bad[1]}, most likely "
-        f"because optim.lr={cfg.optim.lr:g} is too high{clip}; start the run afresh "
-        f"(--overwrite) with a lower optim.lr, e.g. {lower:g}; {kept}, and final/ is not written"
+        f"because {cause}; start the run afresh (--overwrite) with {fix}; {kept}, and final/ is "
+        "not written"
     )
 
 

@@ -13,7 +13,6 @@ from the tokens, so any micro-batch size is exact, aligned to the groups or not.
 from __future__ import annotations
 
 import contextlib
-from typing import Any
 
 import torch
 
@@ -26,9 +25,28 @@ from pgrpo.train.setup import release_freed_memory
 
 
 def scoring_temperatures(rollout: Rollout, config: RunConfig) -> torch.Tensor | None:
-    """[N] the temperature each row is scored at: the one it was drawn at ('sampled'), or None
-    (1.0, generation.score_temperature='one')."""
+    """[N] the temperature each row is scored at for the ratio: the one it was drawn at
+    ('sampled'), or None (1.0, generation.score_temperature='one')."""
     return rollout.temperatures if config.generation.score_temperature == "sampled" else None
+
+
+def kl_temperatures(rollout: Rollout, config: RunConfig) -> torch.Tensor | None:
+    """[N] the temperature each row's KL to the reference is taken at, the reference's and the
+    current policy's: the one it was drawn at ('sampled'), or None (1.0,
+    loss.kl_temperature='one', the default)."""
+    return rollout.temperatures if config.loss.kl_temperature == "sampled" else None
+
+
+def _separate_kl_temperatures(
+    temps: torch.Tensor | None, rollout: Rollout, config: RunConfig
+) -> torch.Tensor | None:
+    """[N] the KL's temperatures where they differ from the ratio's `temps` for some row (the
+    current policy's log-probs are then gathered a second time from the same logits), else None
+    (the KL reads the ratio's log-probs: every temperature 1, or both 'sampled' or both 'one')."""
+    ones = torch.ones(rollout.completion_mask.shape[0])
+    kl = kl_temperatures(rollout, config)
+    kl, ratio = (ones if t is None else t.float() for t in (kl, temps))
+    return None if torch.equal(kl, ratio) else kl
 
 
 def minibatches(n: int, config: RunConfig) -> list[torch.Tensor]:
@@ -65,7 +83,7 @@ def sequence_scores(
                 rows = idx[part]
                 fill = torch.zeros(len(rows), mask.shape[1])
                 scores = _score_rows(
-                    policy, config, rollout, rows, temps, fill, with_entropy, False, model
+                    policy, config, rollout, rows, temps, fill, with_entropy, False, model=model
                 )
                 out[rows] = scores.log_probs.float()
                 if entropy is not None:
@@ -85,12 +103,12 @@ def sequence_log_probs(
     return sequence_scores(policy, config, rollout, temps, model=model).log_probs
 
 
-def reference_log_probs(
-    policy: Policy, rollout: Rollout, temps: torch.Tensor | None, config: RunConfig
-) -> torch.Tensor | None:
-    """[N, T] under the reference policy when the loss has a KL term, else None."""
+def reference_log_probs(policy: Policy, rollout: Rollout, config: RunConfig) -> torch.Tensor | None:
+    """[N, T] under the reference policy at the KL's temperatures (`kl_temperatures`) when the
+    loss has a KL term, else None."""
     if not config.loss.uses_reference:
         return None
+    temps = kl_temperatures(rollout, config)
     with policy.reference_model() as reference:
         return sequence_log_probs(policy, config, rollout, temps, model=reference)
 
@@ -111,15 +129,19 @@ def minibatch_gradient(
     micro-batch (`grpo.micro_batch_size` rows each); return that loss and its metrics.
 
     idx: [n] rows of the rollout; advantages: [N]; old, ref: [N, T] or None (old None: the
-    current policy, detached: ratio 1); temps: [N] or None; first: the first of the K steps (its
-    entropy is logged, the on-policy one)."""
+    current policy, detached: ratio 1; ref: at the KL's temperatures, `reference_log_probs`);
+    temps: [N] or None, the ratio's; first: the first of the K steps (its entropy is logged, the
+    on-policy one). Where the KL's temperatures differ from `temps` (`kl_temperatures`), the
+    current log-probs at them come from the same forward (`TokenScores.kl_log_probs`)."""
     cfg = config
     mask, adv = rollout.completion_mask[idx], advantages[idx]
     denominator = loss_denominator(mask, cfg.loss)  # of the whole minibatch
     entropy_grad = cfg.loss.entropy_coef > 0
     with_entropy = first or entropy_grad
+    kl_temps = None if ref is None else _separate_kl_temperatures(temps, rollout, cfg)
     log_probs = torch.zeros(mask.shape)
     entropy = torch.zeros(mask.shape) if with_entropy else None
+    kl_log_probs = None if kl_temps is None else torch.zeros(mask.shape)
     parts = _partition(idx, cfg)
     # the weights change only after this function, so the micro-batches can share one bf16 cast
     # per weight; one pass under activation checkpointing keeps none, so each layer's casts go
@@ -130,7 +152,7 @@ def minibatch_gradient(
             rows = idx[part]
             fill = torch.zeros(len(rows), mask.shape[1]) if old is None else old[rows]
             scores = _score_rows(
-                policy, cfg, rollout, rows, temps, fill, with_entropy, entropy_grad
+                policy, cfg, rollout, rows, temps, fill, with_entropy, entropy_grad, kl_temps
             )
             result = policy_loss(
                 scores.log_probs,
@@ -141,12 +163,15 @@ def minibatch_gradient(
                 ref_log_probs=None if ref is None else ref[rows],
                 entropy=scores.entropy if entropy_grad else None,
                 denominator=denominator,
+                kl_log_probs=scores.kl_log_probs,
             )
             release_freed_memory(cfg.grpo.release_memory)  # before backward's peak
             result.loss.backward()
             log_probs[part] = scores.log_probs.detach()
             if entropy is not None:
                 entropy[part] = scores.entropy.detach()
+            if kl_log_probs is not None:
+                kl_log_probs[part] = scores.kl_log_probs.detach()
     with torch.no_grad():  # loss value and metrics of the whole minibatch
         return policy_loss(
             log_probs,
@@ -156,6 +181,7 @@ def minibatch_gradient(
             cfg.loss,
             ref_log_probs=None if ref is None else ref[idx],
             entropy=entropy,
+            kl_log_probs=kl_log_probs,
         )
 
 
@@ -168,13 +194,15 @@ def _score_rows(
     fill: torch.Tensor,
     with_entropy: bool,
     entropy_grad: bool,
+    kl_temps: torch.Tensor | None = None,
     model: torch.nn.Module | None = None,
 ) -> TokenScores:
     """Scores of `rows` with the columns that are padding in all of them cut off (the prompt's
     left padding, the completions' tail after the last EOS): less compute, same values on the
     completion mask. Cut completion positions get `fill` (log-probs: the old ones, so the ratio
-    there is 1 and finite) and entropy 0; they are outside the mask, so the loss and its gradient
-    are unchanged. Runs under the policy's precision (`Precision.autocast`)."""
+    there is 1 and finite), entropy 0 and KL log-probs 0 (asked for with `kl_temps` [N]); they
+    are outside the mask, so the loss and its gradient are unchanged. Runs under the policy's
+    precision (`Precision.autocast`)."""
     att = rollout.attention_mask[rows]
     p, t_full = rollout.prompt_len, rollout.completion_mask.shape[1]
     lo = int(att[:, :p].sum(0).nonzero()[0]) if p else 0
@@ -191,11 +219,15 @@ def _score_rows(
             entropy_grad=entropy_grad,
             checkpoint_layers=cfg.grpo.activation_checkpointing,
             lean_layers=cfg.grpo.lean_layers,
+            kl_temperatures=None if kl_temps is None else kl_temps[rows],
         )
     if t == t_full:
         return scores
     log_probs = torch.cat([scores.log_probs, fill[:, t:]], dim=1)
-    entropy: Any = scores.entropy
+    entropy, kl_log_probs = scores.entropy, scores.kl_log_probs
     if entropy is not None:
         entropy = torch.cat([entropy, entropy.new_zeros(len(rows), t_full - t)], dim=1)
-    return TokenScores(log_probs=log_probs, entropy=entropy)
+    if kl_log_probs is not None:
+        zeros = kl_log_probs.new_zeros(len(rows), t_full - t)
+        kl_log_probs = torch.cat([kl_log_probs, zeros], dim=1)
+    return TokenScores(log_probs=log_probs, entropy=entropy, kl_log_probs=kl_log_probs)

@@ -77,7 +77,9 @@ def _predicted_variance(model: ForceModel, cfg: GroupSizeConfig) -> tuple[float,
 
 def _rows_for(cfg: GroupSizeConfig, estimator: str, series: dict) -> list[dict]:
     d0 = math.log(cfg.p0 / (1 - cfg.p0))
-    loss = LossConfig(policy_loss="reinforce", kl_coef=cfg.kl_coef)
+    # the textbook k3, uncapped: at G = 16 GRPO's KL-anchored plateau (p* 0.950) lies where a
+    # capped k3 (LossConfig.k3_max, verl's 10) no longer pulls, and it has no fixed point
+    loss = LossConfig(policy_loss="reinforce", kl_coef=cfg.kl_coef, k3_max=None)
     rows = []
     ref_traj = None
     for g in sorted(cfg.group_sizes, reverse=True):

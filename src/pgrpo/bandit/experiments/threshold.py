@@ -63,8 +63,10 @@ class ThresholdConfig:
 
 
 def force_model(cfg: ThresholdConfig, importance_ratio: bool) -> ForceModel:
-    loss = LossConfig(
-        policy_loss="clipped" if importance_ratio else "reinforce", kl_coef=cfg.kl_coef
+    loss = LossConfig(  # the textbook k3, uncapped (LossConfig.k3_max), as documented
+        policy_loss="clipped" if importance_ratio else "reinforce",
+        kl_coef=cfg.kl_coef,
+        k3_max=None,
     )
     return ForceModel(
         "dr_grpo",
