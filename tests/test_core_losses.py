@@ -241,7 +241,10 @@ def test_token_entropy_and_gradient_token_fraction():
     torch.testing.assert_close(token_entropy(logits), torch.full((2, 3), math.log(7)))
     logits = torch.randn(4, 9, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
     p = torch.softmax(logits, -1)
-    torch.testing.assert_close(token_entropy(logits).double(), -(p * p.log()).sum(-1))
+    # token_entropy returns float32: compare at float32's tolerance (float64's failed at random)
+    torch.testing.assert_close(
+        token_entropy(logits).double(), -(p * p.log()).sum(-1), rtol=1e-6, atol=1e-6
+    )
     adv = torch.tensor([0.0, 1.0, 0.0, -2.0])
     mask = torch.tensor([[1, 1, 1], [1, 0, 0], [1, 1, 0], [1, 1, 1]], dtype=torch.float64)
     assert gradient_token_fraction(adv, mask) == pytest.approx(4 / 9)  # tokens with A != 0
