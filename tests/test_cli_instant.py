@@ -127,3 +127,59 @@ def test_smooth_equals_the_convolution():
             k = np.ones(max(1, min(w, vals.size)))
             ref = np.convolve(vals, k, "same") / np.convolve(np.ones_like(vals), k, "same")
             np.testing.assert_allclose(smooth(x, w), ref, rtol=1e-10, atol=1e-12)
+
+
+# The default forecast (its statsmodels smoothing members) with pyarrow kept out, as the
+# log-analysis commands run it, and with pyarrow loaded by pandas, as a library user has it.
+ARROW_PROBE = """
+import json, sys
+from pgrpo.cli import _keep_pyarrow_out
+if sys.argv[1] == "out":
+    _keep_pyarrow_out()
+import numpy as np
+from pgrpo.dynamics.consensus import damped_trend, recent_level
+from pgrpo.dynamics.forecast import forecast
+rng = np.random.default_rng(0)
+step = np.arange(1.0, 241.0)
+reward = 0.7 - 0.5 * np.exp(-step / 60.0) + 0.03 * rng.standard_normal(step.size)
+trend, _ = damped_trend(step[:120], reward[:120], step[120:])
+level = recent_level(step[:120], reward[:120], step[120:])
+fc = forecast(step, reward, 0.5)
+values = [*trend, *level, *fc.predicted, fc.predicted_mean, *fc.mean_band]
+loaded = {m: sys.modules.get(m) is not None for m in ("pyarrow", "pandas")}
+print(json.dumps({**loaded, "values": [float(v).hex() for v in values]}))
+"""
+
+
+def test_the_forecast_is_the_same_with_pyarrow_kept_out():
+    """`pgrpo report` and `fit --forecast-from` keep pyarrow out of the process
+    (`cli._keep_pyarrow_out`: 30 MB of the report's peak RSS); the forecast is bit for bit the
+    one made with pyarrow loaded."""
+    pytest.importorskip("pyarrow")
+    got = {}
+    for how in ("out", "in"):
+        out = subprocess.run(
+            [sys.executable, "-c", ARROW_PROBE, how], capture_output=True, text=True,
+            timeout=300, env={"PYTHONPATH": str(ROOT / "src"), "PATH": "/usr/bin:/bin"},
+        )  # fmt: skip
+        assert out.returncode == 0, out.stderr[-2000:]
+        got[how] = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["out"]["pandas"] and not got["out"]["pyarrow"] and got["in"]["pyarrow"]
+    assert got["out"]["values"] == got["in"]["values"] and len(got["out"]["values"]) > 200
+
+
+@pytest.mark.parametrize(
+    ("command", "kept_out"), [("report", True), ("fit", True), ("train", False)]
+)
+def test_the_log_analysis_commands_run_with_pyarrow_kept_out(command, kept_out):
+    """`cli.run` keeps pyarrow out for the commands it ends with the process (QUICK_EXIT)."""
+    code = (
+        "import sys\nfrom pgrpo import cli\n"
+        "cli.main = lambda: print('pyarrow kept out:', 'pyarrow' in sys.modules)\n"
+        f"sys.argv = ['pgrpo', {command!r}]\ncli.run()\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+        env={"PYTHONPATH": str(ROOT / "src"), "PATH": "/usr/bin:/bin"},
+    )  # fmt: skip
+    assert out.returncode == 0 and f"pyarrow kept out: {kept_out}" in out.stdout, out.stderr

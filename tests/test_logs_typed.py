@@ -62,7 +62,7 @@ def lines(draw) -> list[bytes]:
     return out
 
 
-def _read(path, fast: bool, monkeypatch):
+def _read(path, fast: bool, monkeypatch, columns=FIT_COLUMNS):
     """(the RewardLog or the error, the ColumnStore's keys, seen keys, size and columns)."""
     stores = []
     assemble = readers.assemble
@@ -74,7 +74,7 @@ def _read(path, fast: bool, monkeypatch):
     monkeypatch.setattr(readers, "assemble", spy)
     monkeypatch.setattr(typed, "msgspec", MSGSPEC if fast else None)
     try:
-        got = read_log(path, columns=FIT_COLUMNS)
+        got = read_log(path, columns=columns)
     except LogFormatError as exc:
         got = str(exc)
     if not stores:  # refused before any line was parsed (a whitespace-only file): the same
@@ -111,13 +111,21 @@ def _same_value(x, y) -> bool:
 @settings(
     max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
-@example(log=[b"\n"], chunk=64)  # a whitespace-only file is refused before parsing (was an error)
-@given(log=lines(), chunk=st.sampled_from([64, 300, 1 << 22]))
-def test_the_typed_path_reads_exactly_what_the_usual_way_reads(log, chunk, tmp_path, monkeypatch):
+# a whitespace-only file is refused before parsing (was an error)
+@example(log=[b"\n"], chunk=64, columns=None)
+@given(
+    log=lines(),
+    chunk=st.sampled_from([64, 300, 1 << 22]),
+    columns=st.sampled_from([FIT_COLUMNS, None]),  # `pgrpo fit`'s few, every column
+)
+def test_the_typed_path_reads_exactly_what_the_usual_way_reads(
+    log, chunk, columns, tmp_path, monkeypatch
+):
     monkeypatch.setattr(readers, "CHUNK_BYTES", chunk)  # several chunks: breaks in later ones
     path = tmp_path / "metrics.jsonl"
     path.write_bytes(b"".join(log))
-    fast, usual = _read(path, True, monkeypatch), _read(path, False, monkeypatch)
+    fast = _read(path, True, monkeypatch, columns)
+    usual = _read(path, False, monkeypatch, columns)
     assert (fast[1] is None) == (usual[1] is None)
     assert _same(fast[0], usual[0]) and fast[1] == usual[1]
     assert fast[2].keys() == usual[2].keys()
@@ -126,7 +134,8 @@ def test_the_typed_path_reads_exactly_what_the_usual_way_reads(log, chunk, tmp_p
         assert np.array_equal(codes, usual[2][key][1]), key
 
 
-def test_the_typed_path_is_taken_on_a_uniform_log(tmp_path, monkeypatch):
+@pytest.mark.parametrize("columns", [FIT_COLUMNS, None])
+def test_the_typed_path_is_taken_on_a_uniform_log(columns, tmp_path, monkeypatch):
     """After the first chunk, a uniform log is decoded by msgspec (not by the usual way)."""
     monkeypatch.setattr(readers, "CHUNK_BYTES", 256)
     path = tmp_path / "metrics.jsonl"
@@ -143,6 +152,6 @@ def test_the_typed_path_is_taken_on_a_uniform_log(tmp_path, monkeypatch):
         return done
 
     monkeypatch.setattr(typed.TypedChunks, "add", spy)
-    log = read_log(path, columns=FIT_COLUMNS)
+    log = read_log(path, columns=columns)
     assert calls and all(calls[1:]) and sum(calls) > 10
     np.testing.assert_array_equal(log.reward, [r["reward"] for r in rows])

@@ -52,7 +52,10 @@ def main() -> None:
 
 def run() -> NoReturn:
     """The `pgrpo` executable (and `python -m pgrpo.cli`): `main`, then, for the QUICK_EXIT
-    commands, `_exit_now` with the exit code instead of the interpreter's teardown."""
+    commands, `_exit_now` with the exit code instead of the interpreter's teardown; these
+    commands run with pyarrow kept out (`_keep_pyarrow_out`)."""
+    if _named_command(sys.argv[1:]) in QUICK_EXIT:
+        _keep_pyarrow_out()
     try:
         main()
     except SystemExit as exc:
@@ -62,6 +65,19 @@ def run() -> NoReturn:
     if _named_command(sys.argv[1:]) in QUICK_EXIT:
         _exit_now(code)
     sys.exit(code)
+
+
+def _keep_pyarrow_out() -> None:
+    """Have `import pyarrow` fail in this process (a None entry in sys.modules: Python's import
+    system then raises ImportError), unless pandas or pyarrow is loaded already. pandas, which
+    statsmodels imports for the default forecast's smoothing members (`pgrpo.dynamics.consensus`:
+    `report`, `fit --forecast-from`), loads pyarrow whenever it is installed (the `tasks` and
+    `trl` extras install it) and reads ImportError as "not installed": 30 MB of `pgrpo report`'s
+    resident memory (its budget: 300 MB, bench/cli_speed.py), for Arrow-backed strings the
+    smoothing never makes, and its fits are the same (tests/test_cli_instant.py). Only for the
+    commands `run` ends with the process (QUICK_EXIT): a library user's pandas keeps pyarrow."""
+    if "pyarrow" not in sys.modules and "pandas" not in sys.modules:
+        sys.modules["pyarrow"] = None  # type: ignore[assignment]
 
 
 def _exit_now(code: Any) -> NoReturn:

@@ -38,7 +38,9 @@ def window_size(n: int) -> int:
 def _moving_mean(y: np.ndarray, w: int) -> np.ndarray:
     """Trailing means of w points: [M, n] -> [M, n - w + 1]."""
     c = np.cumsum(np.pad(y, ((0, 0), (1, 0))), axis=1)
-    return (c[:, w:] - c[:, :-w]) / w
+    mw = c[:, w:] - c[:, :-w]
+    mw /= w  # in place: a chunk of null curves' [M, n] arrays are 8 MB each
+    return mw
 
 
 def centred_smooth(y: np.ndarray, w: int) -> np.ndarray:
@@ -50,7 +52,9 @@ def centred_smooth(y: np.ndarray, w: int) -> np.ndarray:
         lo, hi = np.clip(i - h, 0, n), np.clip(i + h + 1, 0, n)
         return (c[:, hi] - c[:, lo]) / (hi - lo)
     out = np.empty_like(y)
-    out[:, h : n - h] = (c[:, 2 * h + 1 :] - c[:, : n - 2 * h]) / (2 * h + 1)
+    mid = out[:, h : n - h]  # filled in place (as `_moving_mean`)
+    np.subtract(c[:, 2 * h + 1 :], c[:, : n - 2 * h], out=mid)
+    mid /= 2 * h + 1
     head, tail = np.arange(h), np.arange(n - h, n)
     out[:, :h] = c[:, head + h + 1] / (head + h + 1)
     out[:, n - h :] = (c[:, [n]] - c[:, tail - h]) / (n - tail + h)
@@ -68,9 +72,11 @@ def hac_slope(y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     tol = ROUNDING * np.max(np.abs(y), axis=1)
     slope = (y @ t) / stt
     slope = np.where(np.abs(slope) * max(n - 1, 1) <= tol, 0.0, slope)
-    resid = y - y.mean(axis=1, keepdims=True) - slope[:, None] * t
-    resid = np.where(np.abs(resid) <= tol[:, None], 0.0, resid)
-    u = resid * t
+    # u = resid * t, built in one [M, n] array (the null curves' chunks are 8 MB each)
+    u = y - y.mean(axis=1, keepdims=True)
+    u -= slope[:, None] * t
+    u[(u <= tol[:, None]) & (u >= -tol[:, None])] = 0.0  # |u| <= tol, without an |u| array
+    u *= t
     s = np.einsum("ij,ij->i", u, u)
     lags = int(math.floor(4.0 * (n / 100.0) ** (2.0 / 9.0)))
     for lag in range(1, lags + 1):
@@ -224,7 +230,7 @@ def head_rise(y: np.ndarray, sd: np.ndarray) -> tuple[np.ndarray, np.ndarray, np
     n = y.shape[1]
     k = np.arange(2, window_size(n))
     c = np.cumsum(y, axis=1)
-    low = np.minimum.accumulate(y, axis=1)
+    low = np.minimum.accumulate(y[:, : k.size + 1], axis=1)  # the columns k - 1 read
     head = (c[:, k - 1] - low[:, k - 1]) / (k - 1)
     rest = (c[:, -1:] - c[:, k - 1]) / (n - k)
     z = (rest - head) / (sd[:, None] * np.sqrt(1.0 / (k - 1) + 1.0 / (n - k)))
@@ -243,6 +249,7 @@ def level_statistics(y: np.ndarray) -> dict[str, np.ndarray]:
     d2 = np.diff(y, axis=1) ** 2  # noise_sd's, once for the whole curve and its head
     sd = np.sqrt(np.mean(d2, axis=1) / 2.0)
     sd_m = np.sqrt(np.mean(d2[:, : m - 1], axis=1) / 2.0)
+    del d2  # each [M, n] array is let go once read: a chunk of null curves is 8 MB of them
     safe = np.where(sd > 0, sd, np.inf)
     mw = _moving_mean(y, w)
     se_w = safe / math.sqrt(w)
@@ -251,13 +258,17 @@ def level_statistics(y: np.ndarray) -> dict[str, np.ndarray]:
     # like a fall; the null curves take the same larger sd
     big = np.maximum(sd_m, sd)
     se_m = np.where(big > 0, big, np.inf) * math.sqrt(1.0 / m + 1.0 / w)
-    return {
-        "trend_t": _hac_t(y),
-        "recent_t": _hac_t(y[:, n // 2 :]),
+    out = {
         "gain_z": (mw[:, -1] - mw[:, 0]) / se_w,
         "drop_z": (mw.max(axis=1) - mw[:, -1]) / se_w,
         "rise_z": (mw[:, -1] - mw.min(axis=1)) / se_w,
         "late_drop_z": (y[:, :m].mean(axis=1) - mw[:, -1]) / se_m,
+    }
+    del mw
+    return {
+        "trend_t": _hac_t(y),
+        "recent_t": _hac_t(y[:, n // 2 :]),
+        **out,
         "head_rise_z": head_rise(y, safe)[0],
         "noise_sd": sd,
     }

@@ -56,7 +56,7 @@ RISING_COVERAGE_METHOD = "consensus"
 method's band `band_caveat` says the caveat without those figures."""
 
 
-def _signals(log: Any, upto: float | None = None) -> Signals:
+def progress_signals(log: Any, upto: float | None = None) -> Signals:
     """The log's signals as `pgrpo diagnose` reads them (thinned past `signals.MAX_POINTS`),
     of its steps up to `upto` when given: on steps in order (as logs are read) a prefix of the
     columns, viewed, not copied (a 200,000-step log's 27 columns are 44 MB, which the copy
@@ -76,7 +76,7 @@ def run_progress(log: Any, upto: float | None = None, fit: bool = True) -> Progr
     """The progress verdict of `log` as `pgrpo diagnose` reads it, of its steps up to `upto`
     when given. fit: as `assess_signals`'s (False: the label and windows alone, without the
     exponential fit's evidence)."""
-    return assess_signals(_signals(log, upto), fit=fit)
+    return assess_signals(progress_signals(log, upto), fit=fit)
 
 
 def _end_se(ev: dict) -> float:
@@ -187,7 +187,7 @@ def fit_caveats(
     of its steps up to `cut_step` (None without a forecast)}: each a sentence or None. log: the
     log the fit was made on (a RewardLog); model, r_inf: the fit's model and fitted level;
     method: the forecast's method (`band_caveat`)."""
-    signals, level = _signals(log), None
+    signals, level = progress_signals(log), None
     # the level tests first, on the windows the verdict reads: the verdict's null curves cost a
     # fraction of a second, a fit whose level is where the run ended needs none
     ends = end_window(signals.steps, signals.columns["reward"])

@@ -340,7 +340,7 @@ def null_curves(
         x = rng.binomial(null.n_rollouts, null.p, size=(m, n)) / null.n_rollouts
         return x.astype(np.float32)  # float32: half the memory traffic, ample precision
     e = rng.standard_normal((m, n + 50), dtype=np.float32)
-    return ar1_filter(e, null.rho)[:, 50:].astype(np.float32)
+    return ar1_filter(e, null.rho)[:, 50:].astype(np.float32, order="C")  # rows, as ever
 
 
 LOOP_MIN_ROWS = 100
@@ -360,20 +360,19 @@ def ar1_filter(e: np.ndarray, rho: float) -> np.ndarray:
         from scipy.signal import lfilter  # here: long curves only (LOOP_MIN_ROWS)
 
         return lfilter([1.0], [1.0, -rho], e, axis=1)
-    cols = np.asarray(e, dtype=np.float64).T  # [n, M]: one contiguous row per step
-    out = np.empty_like(cols)
-    prev = np.zeros(cols.shape[1])
-    for k in range(cols.shape[0]):
-        prev = cols[k] + rho * prev
-        out[k] = prev
-    return out.T
+    x = np.array(np.transpose(e), dtype=np.float64, order="C")  # [n, M]: a row per step
+    prev = np.zeros(x.shape[1])
+    for row in x:  # filtered in place: x_t = e_t + rho x_{t-1}
+        row += rho * prev
+        prev = row
+    return x.T
 
 
 def _simulated(n: int, null: NullModel, statistics) -> dict[str, np.ndarray]:  # noqa: ANN001
     """`statistics` ([M, n] -> {name: [M]}) of the N_NULL seeded null curves, in row chunks."""
     rows = max(1, CHUNK_VALUES // max(n, 1))
-    parts = [
-        statistics(null_curves(n, null, min(rows, N_NULL - i), chunk=i // rows))
+    parts = [  # in float64, as the statistics read them: the float32 chunk is let go first
+        statistics(null_curves(n, null, min(rows, N_NULL - i), chunk=i // rows).astype(float))
         for i in range(0, N_NULL, rows)
     ]
     return {k: np.concatenate([part[k] for part in parts]) for k in parts[0]}

@@ -242,18 +242,21 @@ def _keep(options: dict[str, Any]) -> Any:
     return wanted_keys(options.get("columns"), options.get("reward_key"), options.get("step_key"))
 
 
+def _every_key(key: str) -> bool:
+    return True
+
+
 def read_pgrpo(path: Path, **options: Any) -> RewardLog:
     f = _pgrpo_file(path)
     bad: list[int] = []
     keep = _keep(options)
     records = ColumnStore(keep)
-    typed = TypedChunks(records, keep) if keep is not None else None  # a few columns: typed
+    typed = TypedChunks(records, keep or _every_key)  # msgspec's typed decode, where it fits
     for first, lines in _line_chunks(f, live=options.get("live", False)):
-        if typed is None or not typed.add(lines):
+        if not typed.add(lines):
             chunk = _objects(lines, first, bad)
             records.add(chunk)
-            if typed is not None:
-                typed.learn(chunk)
+            typed.learn(chunk)
     check_some_objects(records.n, bad, f, "pgrpo")
     warns = _bad_lines(bad)
     hyper = _config_hyper([f.parent / "config.yaml"], warns)

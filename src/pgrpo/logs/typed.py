@@ -1,18 +1,20 @@
-"""A typed fast path for the JSONL lines of a log read for a few columns (`pgrpo fit`).
+"""A typed fast path for the JSONL lines of a pgrpo log.
 
-A reader asked for a few columns (`read_log(..., columns=FIT_COLUMNS)`) still has orjson build
-a dict of every key of every line (29 on a pgrpo log) and then picks 8. With msgspec installed,
-once the first chunk of lines has been read the usual way, the following chunks are decoded
-against a struct of exactly that chunk's keys: the stored keys typed `float`, the others left as
-plain Python values, every key required and no other key allowed. A chunk decodes only where
-each line is one JSON object with exactly those keys and a JSON number (int or float, finite)
-under every stored key, which is the case in which the record-by-record reader stores the same
-float for each stored key, under the same key set (duplicate keys: both keep the last value).
-Any other chunk (a missing, extra or non-numeric value, a malformed or blank line, NaN) raises
-inside msgspec and is read the usual way (`ColumnStore.add`), and the fast path is not tried
-again. `tests/test_logs_typed.py` checks by property test that both give identical stores.
+orjson builds a dict of every key of every line (29 on a pgrpo log) for `ColumnStore.add` to
+turn into columns. With msgspec installed, once the first chunk of lines has been read the
+usual way, the following chunks are decoded against a struct of exactly that chunk's keys: the
+stored keys (every key; or the few a reader asked for, `read_log(..., columns=FIT_COLUMNS)`)
+typed `float`, the others left as plain Python values, every key required and no other key
+allowed. A chunk decodes only where each line is one JSON object with exactly those keys and a
+JSON number (int or float, finite) under every stored key, which is the case in which the
+record-by-record reader stores the same float for each stored key, under the same key set
+(duplicate keys: both keep the last value). Any other chunk (a missing, extra or non-numeric
+value, a malformed or blank line, NaN) raises inside msgspec and is read the usual way
+(`ColumnStore.add`), and the fast path is not tried again. `tests/test_logs_typed.py` checks by
+property test that both give identical stores, for a few columns and for all of them.
 `read_log(..., columns=FIT_COLUMNS)` of the 200,000-step, 29-key log of bench/cli_speed.py:
-0.59-0.63 -> 0.38-0.41 s CPU (2026-12-02, load ~3).
+0.59-0.63 -> 0.38-0.41 s CPU (2026-12-02, load ~3); its chunks with every column stored (as
+`pgrpo diagnose` and `pgrpo report` read it): 0.96 -> 0.56 s CPU (2026-12-07, load ~4).
 """
 
 from __future__ import annotations

@@ -11,12 +11,13 @@ import io
 import json
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from pgrpo._memory import release_free_heap
 from pgrpo.report import folder, plots
 from pgrpo.report.folder import check_out_folder
 from pgrpo.report.page import (  # forecast_text, informative: re-exported (they lived here)
@@ -63,6 +64,10 @@ def _safe(fn: Any, *args: Any, **kwargs: Any) -> tuple[Any, str]:
         return None, f"{type(exc).__name__}: {exc}"
 
 
+FORECAST_CUT = 0.5
+"""The report's forecast fits the first half of the points the fits see and predicts the rest."""
+
+
 def _fits(log: Any) -> tuple[Any, Any, list[str], Any]:
     """(the rom fit, the forecast from the midpoint, notes on what failed, the free-start
     comparison `pgrpo fit` prints: `logfit.fit_start`, None where it was not made)."""
@@ -86,7 +91,7 @@ def _fits(log: Any) -> tuple[Any, Any, list[str], Any]:
         start = None if both is None else both[0]
         if err:
             notes.append(f"free-start fit failed ({err})")
-    fc, err = _safe(forecast, log.step, log.reward, 0.5, **opts)
+    fc, err = _safe(forecast, log.step, log.reward, FORECAST_CUT, **opts)
     if err:  # the report's cut is the midpoint: no "move it later" the reader cannot act on
         notes.append(f"forecast failed ({err.replace('; move it later', ' at the midpoint')})")
     return fit, fc, notes, start
@@ -233,10 +238,12 @@ MAX_DRAWN = 4000
 
 
 def _drawn(log: Any, *series: np.ndarray | None) -> tuple:
-    """(step, reward, columns, *series) as the panels draw them (every n-th step)."""
+    """(step, reward, columns, *series) as the panels draw them (every n-th step): copies, so
+    that they do not keep the log's full-length arrays alive (`build_report` frees those)."""
     s = slice(None, None, max(1, -(-len(log) // MAX_DRAWN)))
-    cols = {k: v[s] for k, v in log.columns.items()}
-    return log.step[s], log.reward[s], cols, *(None if x is None else x[s] for x in series)
+    cols = {k: v[s].copy() for k, v in log.columns.items()}
+    return (log.step[s].copy(), log.reward[s].copy(), cols,
+            *(None if x is None else x[s].copy() for x in series))  # fmt: skip
 
 
 def _curves(eval_doc: dict | None) -> dict[str, dict[str, float]]:
@@ -284,9 +291,29 @@ def _margin_why(log: Any, kappa: float | None) -> str:
             "from `pgrpo probe`, or a fit with a known lr)")  # fmt: skip
 
 
-def _panels(
-    log: Any, diagnosis: Any, fit: Any, fc: Any, eval_doc: dict | None, points: tuple
-) -> dict:
+@dataclass(frozen=True)
+class _Series:
+    """What the panels draw, read from every step of the log (`_series`), and why a panel that
+    lacks its series is not drawn."""
+
+    step: np.ndarray
+    reward: np.ndarray
+    cols: dict[str, np.ndarray]
+    margin: np.ndarray | None
+    iid: np.ndarray | None
+    zero_std: np.ndarray | None
+    window: int
+    """The trailing window of the reward_std == 0 share (`ZERO_STD_WINDOW`)."""
+    no_iid: str
+    no_zero_std: str
+    kappa_source: str
+    no_margin: str
+    refresh_interval: Any
+
+
+def _series(log: Any, diagnosis: Any) -> _Series:
+    """The panels' series from every step of `log` (the stability margin, the i.i.d. prediction
+    and the reward_std == 0 share are computed on every step, then thinned: `_drawn`)."""
     kappa, source = kappa_estimate(diagnosis)
     iid, no_iid = _iid(log, diagnosis)
     zero_std, no_zero_std = _zero_std(log, diagnosis)
@@ -295,13 +322,20 @@ def _panels(
     step, reward, cols, margin, iid, zero_std = _drawn(
         log, stability_margin(log, kappa), iid, zero_std
     )
+    return _Series(step, reward, cols, margin, iid, zero_std, window, no_iid, no_zero_std,
+                   source, _margin_why(log, kappa),
+                   log.hyperparameters.get("refresh_interval"))  # fmt: skip
+
+
+def _panels(s: _Series, fit: Any, fc: Any, eval_doc: dict | None, points: tuple) -> dict:
+    step, cols = s.step, s.cols
     curves = _curves(eval_doc)
     return {
-        "reward": (_figure(plots.reward_panel, step, reward, fit, fc, points), "no reward"),
+        "reward": (_figure(plots.reward_panel, step, s.reward, fit, fc, points), "no reward"),
         "degeneracy": (
-            _figure(plots.degeneracy_panel, step, cols, iid, zero_std, window),
-            f"no frac_reward_zero_std / degeneracy columns, {no_zero_std}, and no i.i.d. "
-            f"prediction: {no_iid}",
+            _figure(plots.degeneracy_panel, step, cols, s.iid, s.zero_std, s.window),
+            f"no frac_reward_zero_std / degeneracy columns, {s.no_zero_std}, and no i.i.d. "
+            f"prediction: {s.no_iid}",
         ),
         "entropy": (
             _figure(plots.series_panel, step, cols.get("entropy"), "Entropy", "nats / token"),
@@ -330,14 +364,8 @@ def _panels(
             "no completion length column",
         ),
         "stability_margin": (
-            _figure(
-                plots.margin_panel,
-                step,
-                margin,
-                log.hyperparameters.get("refresh_interval"),
-                source,
-            ),
-            _margin_why(log, kappa),
+            _figure(plots.margin_panel, step, s.margin, s.refresh_interval, s.kappa_source),
+            s.no_margin,
         ),
         "pass_at_k": (_figure(plots.pass_at_k_panel, curves), "no eval log with pass@k"),
     }
@@ -390,13 +418,23 @@ def build_report(
         from pgrpo.diagnose.signals import read_eval_points
 
         points, _ = _safe(read_eval_points, eval_log)
-    fit, fc, notes, start = _fits(fit_input)
     from pgrpo.dynamics.logfit import thin_log
 
-    seen = thin_log(fit_input)  # what the forecast saw: bin means past 4,000 steps, as in fit
+    seen = thin_log(fit_input)  # what the fits see: bin means past 4,000 steps, as in fit
+    series, band = _series(log, diagnosis), _band_signals(log, seen)
+    # Every step's columns have now been read (a 200,000-step pgrpo log's 27: 44 MB, held
+    # before through the fits, the statsmodels import and the band caveat's null curves: the
+    # report's peak); the page needs the log's steps, rewards and settings alone. The heap's
+    # freed pages go back before the fits and after them (their temporaries), so that the
+    # caveat's null curves do not add to pages the process no longer uses (session 40).
+    log = replace(log, columns={})
+    del logged, fit_input
+    release_free_heap()
+    fit, fc, notes, start = _fits(seen)
+    release_free_heap()
     drawn = fc if fc is not None and informative(fc, seen.reward) else None
-    panels = _panels(log, diagnosis, fit, drawn, eval_doc, points or ())
-    caveats = _caveats(log, diagnosis, fit, drawn)
+    caveats = _caveats(diagnosis, fit, drawn, band)
+    panels = _panels(series, fit, drawn, eval_doc, points or ())
     html = render_html(log, diagnosis, panels, eval_doc, notes, fit, fc, run_settings, seen,
                        start, caveats)  # fmt: skip
     check_out_folder(out)  # again: the folder may have changed while the fits ran
@@ -418,18 +456,37 @@ def build_report(
                         run_settings, tuple(log.warnings), start, caveats)  # fmt: skip
 
 
-def _caveats(log: Any, diagnosis: Any, fit: Any, drawn: Any) -> dict[str, str | None]:
+def _band_signals(log: Any, seen: Any) -> tuple[float, Any] | None:
+    """(the step at which the report's forecast cuts `seen`, the signals of `log`'s steps up to
+    it as the band caveat's verdict reads them: `fitwords.progress_signals`), read before the
+    fits so that the log's columns need not be kept for it; None where the cut keeps no point."""
+    from pgrpo.diagnose.fitwords import progress_signals
+    from pgrpo.dynamics.forecast import cut_index
+
+    step = np.asarray(seen.step, dtype=float)
+    i = cut_index(step, FORECAST_CUT)  # `forecast`'s cut_step: step[i - 1]
+    return None if i < 1 else (float(step[i - 1]), progress_signals(log, upto=float(step[i - 1])))
+
+
+def _caveats(
+    diagnosis: Any, fit: Any, drawn: Any, band: tuple[float, Any] | None
+) -> dict[str, str | None]:
     """`ReportResult.caveats`: the fitted level against the diagnosis' progress verdict, and the
     drawn forecast's band against the verdict of the points before its cut (`fitwords`, the
-    words `pgrpo fit` prints)."""
-    from pgrpo.diagnose.fitwords import band_caveat, level_caveat, run_progress
+    words `pgrpo fit` prints; band: `_band_signals`)."""
+    from pgrpo.diagnose.fitwords import band_caveat, level_caveat
+    from pgrpo.diagnose.progress import assess_signals
 
     progress = diagnosis.progress
     level = None
     if fit is not None and progress is not None:
         level = level_caveat(progress, fit.model, fit.values["R_inf"])
-    band = None
+    words = None
     if drawn is not None:
-        band = band_caveat(run_progress(log, upto=drawn.cut_step), drawn.cut_step,
-                           drawn.metrics.get("method"))  # fmt: skip
-    return {"level": level, "band": band}
+        if band is None or band[0] != drawn.cut_step:  # `_band_signals` no longer cuts there
+            raise RuntimeError(f"the band caveat read steps up to {band and band[0]}, but the "
+                               f"forecast cut at step {drawn.cut_step:g}")  # fmt: skip
+        # `fitwords.run_progress(log, upto=drawn.cut_step)`, from the signals read at the cut
+        words = band_caveat(assess_signals(band[1], fit=True), drawn.cut_step,
+                            drawn.metrics.get("method"))  # fmt: skip
+    return {"level": level, "band": words}
