@@ -43,7 +43,7 @@ from scipy.special import ndtri
 
 from pgrpo.core.rewardrange import range_holding
 from pgrpo.diagnose import nullmodel as nm
-from pgrpo.diagnose.curvestats import change_bounds, head_rise
+from pgrpo.diagnose.curvestats import hac_slope, head_rise
 from pgrpo.diagnose.fitevidence import fit_evidence
 from pgrpo.diagnose.floorstats import stuck_p
 from pgrpo.diagnose.progresstext import rise_start as _rise_start
@@ -372,3 +372,31 @@ def assess_signals(signals: Any, fit: bool = True) -> ProgressVerdict:
         nonfinite_from=math.nan if (at := signals.hyper("nonfinite_from")) is None else at,
         fit=fit,
     )
+
+
+def change_bounds(x: np.ndarray, ns: dict[str, np.ndarray], white: float) -> dict[str, float]:
+    """Bounds on the straight-line change over the logged points (a line in the point index,
+    as the tests fit it; in the reward's units), found by inverting the trend tests against the
+    same null (ns: sorted null statistics): the change over the run (`trend_change`, the 95%
+    interval `trend_change_lo` / `_hi`) and the rise over the second half (`recent_rise`;
+    `recent_rise_hi` / `_lo`, the largest rise / fall the one-sided 5% test does not reject).
+    Adding a line to a curve moves its HAC slope and leaves its error as it is, so the slopes
+    b not rejected are those with q_lo <= (slope - b) / se <= q_hi: exact were the fitted null
+    true, conservative with the AR(1) null's upper bound on rho (up to the grid's 0.9). A stretch
+    without spread (se 0: a discrete reward that did not move there) takes the error of white
+    noise at the whole curve's noise sd (`white`), not a bound of zero width."""
+    out = {}
+    for key, seg, name in (
+        ("trend_t", x, "trend_change"),
+        ("recent_t", x[x.size // 2 :], "recent_rise"),
+    ):
+        slope, se = (float(v[0]) for v in hac_slope(seg[None, :]))
+        span = seg.size - 1
+        if se == 0:
+            idx = np.arange(seg.size) - span / 2.0
+            se = white / math.sqrt(float(idx @ idx)) if span > 0 else 0.0
+        q_lo, q_hi = np.quantile(ns[key], [0.025, 0.975] if key == "trend_t" else [0.05, 0.95])
+        out[name] = slope * span
+        out[name + "_hi"] = (slope - q_lo * se) * span
+        out[name + "_lo"] = (slope - q_hi * se) * span
+    return out
