@@ -46,5 +46,6 @@ def test_norm_adv_by_std_switches_to_the_declared_unscaled_variant():
 def test_clip_ranges_reach_only_losses_that_take_them():
     config = {"clip_ratio": 0.2, "clip_ratio_high": 0.28}
     clipped = pv._loss_kwargs(POLICY_LOSSES.get("clipped"), config)
-    assert clipped == {"epsilon_low": 0.2, "epsilon_high": 0.28}
+    # and verl's log-ratio clamp (vanilla's +-20: one extreme token made the loss inf; session 40)
+    assert clipped == {"epsilon_low": 0.2, "epsilon_high": 0.28, "max_log_ratio": 20.0}
     assert pv._loss_kwargs(POLICY_LOSSES.get("reinforce"), config) == {}

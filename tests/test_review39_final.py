@@ -17,7 +17,7 @@ _load_commands()
 
 
 def test_sign_warns_on_rewards_outside_its_range():
-    with pytest.warns(RuntimeWarning, match=r"outside its reward_range \(0, 1\)"):
+    with pytest.warns(RuntimeWarning, match=r"outside its reward_range \[0, 1\]"):
         out = compute_advantages("sign", [-1.0, -1.0, 1.0, 1.0], group_size=4)
     assert out.advantages.tolist() == [-3.0, -3.0, 1.0, 1.0]  # the values themselves unchanged
     with warnings.catch_warnings():

@@ -198,13 +198,17 @@ def kl_k3(
     clamped at 0: the literal form cancels to small negative values for |lr| < 1e-8.
 
     Clamped as verl's `low_var_kl` (`core_algos.kl_penalty_forward`): lr to [-20, 20]
-    (`K3_MAX_LOG_RATIO`) and k3 to <= k3_max (default 10, `K3_MAX`; None: lr's clamp only), so
+    (`K3_MAX_LOG_RATIO`) and k3 to <= k3_max (default 10, `K3_MAX`; None: neither clamp, the
+    textbook k3, whose blow-up the bandit's `stale_kl_divergence` scenario simulates), so
     that one token far from the reference cannot make the loss or its gradient inf (before
     2026-12-06, session 40, one token with lr > 88.7 made them inf in float32). A token at the
     bound contributes k3_max and no gradient; inside it (at 10: -11.0 < lr < 2.61) the value and
     the gradient are the unclamped formula's, bit for bit.
     """
-    lr = (ref_log_probs - log_probs).clamp(-K3_MAX_LOG_RATIO, K3_MAX_LOG_RATIO)
+    lr = ref_log_probs - log_probs
+    if k3_max is None:
+        return (torch.expm1(lr) - lr).clamp(min=0.0)
+    lr = lr.clamp(-K3_MAX_LOG_RATIO, K3_MAX_LOG_RATIO)
     return (torch.expm1(lr) - lr).clamp(0.0, k3_max)
 
 
@@ -257,8 +261,9 @@ class LossConfig:
     k3_max: float | None = K3_MAX
     """The most one token's k3 KL contributes (verl's `low_var_kl`: 10; k3's log-ratio is also
     clamped to [-20, 20]); a token beyond it adds k3_max and no gradient: k3 stops pulling a
-    token whose probability fell below 1/13.6 of the reference's. None: no cap (the bandit's
-    reproductions, whose KL-anchored plateaus lie there: `reproduce group-size`, G = 16).
+    token whose probability fell below 1/13.6 of the reference's. None: no cap and no log-ratio
+    clamp (the bandit's reproductions, whose KL-anchored plateaus lie there: `reproduce
+    group-size`, G = 16; and its `stale_kl_divergence` scenario, which diverges).
     Before 2026-12-06 (session 40) k3 had no cap."""
     kl_temperature: str = "one"
     """The policies the KL compares: 'one' (the current and the reference policy at T = 1,
