@@ -16,6 +16,7 @@ from pgrpo.core.losses import (
     POLICY_LOSSES,
     LossConfig,
     asymmetric_kl_weights,
+    check_dual_clip,
     clipped_surrogate,
     gradient_token_fraction,
     kl_k1,
@@ -259,6 +260,7 @@ def test_token_entropy_and_gradient_token_fraction():
         ({"epsilon_low": -0.1}, r"epsilon_low must be >= 0"),
         ({"epsilon_high": -0.1}, r"epsilon_high must be >= 0 or None"),
         ({"kl_coef_negative": -1.0}, r"kl_coef_negative must be >= 0 or None"),
+        ({"dual_clip": 0.5}, r"loss.dual_clip=0.5 is invalid: use a finite number > 1.*or None"),
     ],
 )
 def test_loss_config_errors_name_the_fix(kwargs, pattern):
@@ -279,3 +281,129 @@ def test_registries_are_complete():
     with pytest.raises(ValueError, match="already registered"):
         POLICY_LOSSES.register("clipped")(clipped_surrogate)
     assert np.isfinite(LossConfig().epsilon_low)
+
+
+# ---------------------------------------------------------------------------------------------
+# The dual clip (Ye et al. 2019, arXiv 1912.09729; verl's clip_ratio_c), since session 41
+# ---------------------------------------------------------------------------------------------
+
+EXTREMES = (30.0, -30.0, 200.0, -200.0)
+
+
+def _clipped_before(log_probs, old_log_probs, advantages, eps_low, eps_high, max_log_ratio):
+    """clipped_surrogate before session 41 (commit 1fff025), line for line."""
+    eps_high = eps_low if eps_high is None else eps_high
+    adv = advantages.unsqueeze(-1).expand_as(log_probs) if advantages.ndim == 1 else advantages
+    log_ratio = log_probs - old_log_probs
+    if max_log_ratio is not None:
+        log_ratio = torch.clamp(log_ratio, -max_log_ratio, max_log_ratio)
+    ratio = torch.exp(log_ratio)
+    clipped = torch.clamp(ratio, 1.0 - eps_low, 1.0 + eps_high)
+    loss = -torch.minimum(ratio * adv, clipped * adv)
+    return loss, (ratio < 1.0 - eps_low) & (adv < 0), (ratio > 1.0 + eps_high) & (adv > 0)
+
+
+@st.composite
+def _surrogate_case(draw):
+    """Seeded [N,T] float64 log-probs whose log-ratios mix N(0, 1.5) with +-30 and +-200, per-token
+    advantages with A > 0, < 0 and = 0, clip ranges, a log-ratio clamp (or none), a dual clip."""
+    g = torch.Generator().manual_seed(draw(st.integers(0, 2**31 - 1)))
+    n, t = draw(st.integers(1, 6)), draw(st.integers(1, 8))
+    old = -3 * torch.rand(n, t, generator=g, dtype=torch.float64)
+    log_ratio = 1.5 * torch.randn(n, t, generator=g, dtype=torch.float64)
+    pick = torch.rand(n, t, generator=g) < 0.25
+    extreme = torch.tensor(EXTREMES, dtype=torch.float64)[torch.randint(0, 4, (n, t), generator=g)]
+    log_ratio = torch.where(pick, extreme, log_ratio)
+    adv = torch.randn(n, t, generator=g, dtype=torch.float64)
+    adv = torch.where(torch.rand(n, t, generator=g) < 0.2, torch.zeros_like(adv), adv)
+    eps_low = draw(st.floats(0.0, 0.5))
+    eps_high = draw(st.none() | st.floats(0.0, 3.0))
+    max_log_ratio = draw(st.sampled_from([None, 20.0]))
+    dual_clip = draw(st.floats(1.0, 10.0, exclude_min=True))
+    return old + log_ratio, old, adv, eps_low, eps_high, max_log_ratio, dual_clip
+
+
+@settings(max_examples=60, deadline=None)
+@given(_surrogate_case())
+def test_dual_clip_none_is_the_loss_before_bit_for_bit(case):
+    """dual_clip=None (the default): loss, clip masks and gradient equal the code before."""
+    new, old, adv, eps_low, eps_high, max_log_ratio, _ = case
+    opts = {"epsilon_low": eps_low, "epsilon_high": eps_high, "max_log_ratio": max_log_ratio}
+    lp = new.clone().requires_grad_(True)
+    ours = clipped_surrogate(lp, old, adv, **opts, dual_clip=None)
+    torch.where(ours.loss.isfinite(), ours.loss, 0.0).sum().backward()
+    lp_before = new.clone().requires_grad_(True)
+    loss, low, high = _clipped_before(lp_before, old, adv, eps_low, eps_high, max_log_ratio)
+    torch.where(loss.isfinite(), loss, 0.0).sum().backward()
+    assert ours.dual_clipped is None
+    assert torch.equal(ours.loss.detach().nan_to_num(), loss.detach().nan_to_num())
+    assert torch.equal(lp.grad, lp_before.grad)
+    assert torch.equal(ours.low_clipped, low) and torch.equal(ours.high_clipped, high)
+
+
+@settings(max_examples=60, deadline=None)
+@given(_surrogate_case())
+def test_dual_clip_is_the_published_formula_with_no_gradient_where_it_binds(case):
+    """Ye et al. 2019, eq. 5, token by token: A < 0 -> max(min(r A, clip(r) A), c A), else
+    min(r A, clip(r) A); the loss is its negative. A token with A < 0 and r > c is dual-clipped
+    and gets no gradient; every other token keeps the gradient of dual_clip=None bit for bit."""
+    new, old, adv, eps_low, eps_high, max_log_ratio, c = case
+    opts = {"epsilon_low": eps_low, "epsilon_high": eps_high, "max_log_ratio": max_log_ratio}
+    lp = new.clone().requires_grad_(True)
+    out = clipped_surrogate(lp, old, adv, **opts, dual_clip=c)
+    out.loss.sum().backward()
+    lp_plain = new.clone().requires_grad_(True)
+    plain = clipped_surrogate(lp_plain, old, adv, **opts)
+    torch.where(plain.loss.isfinite(), plain.loss, 0.0).sum().backward()
+
+    high_eps = eps_low if eps_high is None else eps_high
+    lr = (new - old).numpy()
+    if max_log_ratio is not None:
+        lr = np.clip(lr, -max_log_ratio, max_log_ratio)
+    want = np.empty_like(lr)
+    for i, j in np.ndindex(*lr.shape):
+        r, a = math.exp(lr[i, j]), float(adv[i, j])
+        surrogate = min(r * a, min(max(r, 1 - eps_low), 1 + high_eps) * a)
+        want[i, j] = -(max(surrogate, c * a) if a < 0 else surrogate)
+    torch.testing.assert_close(out.loss.detach(), torch.from_numpy(want), rtol=1e-12, atol=0)
+    assert bool(out.loss.isfinite().all()) and bool(lp.grad.isfinite().all())
+
+    ratio = np.exp(lr)
+    binds = torch.from_numpy((adv.numpy() < 0) & (ratio > c))
+    clear = torch.from_numpy(np.abs(np.log(ratio) - math.log(c)) > 1e-9)  # not at a tie
+    assert torch.equal(out.dual_clipped[clear], binds[clear])
+    assert bool((lp.grad[binds] == 0).all())
+    assert torch.equal(lp.grad[~binds & clear], lp_plain.grad[~binds & clear])
+    assert torch.equal(out.loss[~binds & clear], plain.loss[~binds & clear])
+    assert torch.equal(out.low_clipped, plain.low_clipped)
+    assert torch.equal(out.high_clipped, plain.high_clipped)
+
+
+def test_dual_clip_hand_computation_and_its_metric():
+    """ratios 0.5, 1, 2, 4, e^30 with A = -1 and +1, c = 3: A < 0 caps r at 3 (4 and e^30)."""
+    ratios = torch.tensor([[0.5, 1.0, 2.0, 4.0, math.exp(30.0)]] * 2, dtype=torch.float64)
+    adv = torch.tensor([-1.0, 1.0], dtype=torch.float64)
+    out = clipped_surrogate(ratios.log(), torch.zeros_like(ratios), adv, dual_clip=3.0)
+    expected = torch.tensor([[0.8, 1.0, 2.0, 3.0, 3.0], [-0.5, -1.0, -1.2, -1.2, -1.2]])
+    torch.testing.assert_close(out.loss, expected.double())
+    assert out.dual_clipped.tolist() == [[False, False, False, True, True], [False] * 5]
+    mask = torch.ones(2, 5, dtype=torch.float64)
+    mask[0, 4] = 0  # off the mask: not counted
+    res = policy_loss(ratios.log(), torch.zeros_like(ratios), adv, mask, LossConfig(dual_clip=3))
+    assert res.metrics["clip_ratio/dual_mean"] == pytest.approx(1 / 9)
+    plain = policy_loss(ratios.log(), torch.zeros_like(ratios), adv, mask, LossConfig())
+    assert "clip_ratio/dual_mean" not in plain.metrics
+    assert LossConfig().dual_clip is None
+
+
+@pytest.mark.parametrize("bad", [0.5, 1.0, 0.0, -3.0, math.nan, math.inf, -math.inf, True])
+def test_a_dual_clip_not_above_one_or_not_finite_is_refused(bad):
+    new, old, adv, _ = _batch(2)
+    with pytest.raises(ValueError, match=r"dual_clip=.* is invalid: use a finite number > 1"):
+        clipped_surrogate(new, old, adv, dual_clip=bad)
+    with pytest.raises(ValueError, match=r"^loss\.dual_clip=.*, or None for no dual clip$"):
+        LossConfig(dual_clip=bad)
+    with pytest.raises(ValueError, match=r"^clip_ratio_c=.*verl\)$"):  # no 'None' where it has none
+        check_dual_clip(bad, "clip_ratio_c", off=False)
+    with pytest.raises(ValueError, match="clip_ratio_c=None"):
+        check_dual_clip(None, "clip_ratio_c", off=False)

@@ -208,25 +208,47 @@ def test_pgrpo_clipped_equals_verl_vanilla_and_pgrpo_policy_loss(agg):
         old,
         adv,
         mask,
-        LossConfig(aggregator=pv.AGG_MODES[agg], epsilon_low=0.2, epsilon_high=0.28),
+        LossConfig(aggregator=pv.AGG_MODES[agg], epsilon_low=0.2, epsilon_high=0.28, dual_clip=3.0),
     )
     torch.testing.assert_close(loss, ours.loss)
     assert metrics["actor/pgrpo/frac_gradient_tokens"] == ours.metrics["frac_gradient_tokens"]
     assert metrics["actor/pg_clipfrac"] == pytest.approx(ours.metrics["clip_ratio/region_mean"])
+    lower = ours.metrics["clip_ratio/dual_mean"]
+    assert metrics["actor/pg_clipfrac_lower"] == pytest.approx(lower)
+    assert ref_metrics["actor/pg_clipfrac_lower"] == pytest.approx(lower, abs=1e-6)
 
 
-@pytest.mark.parametrize("agg", ["token-mean", "seq-mean-token-sum-norm"])
-def test_pgrpo_clipped_clamps_the_log_ratio_as_verl_vanilla(agg):
-    """In-mask tokens whose log-probs differ by 30 or 200 (A > 0, A < 0, A = 0): verl's vanilla
-    clamps log(ratio) to +-20; so does pgrpo_clipped (once: inf loss, NaN gradient). With the
-    dual clip out of reach (clip_ratio_c above e^20) loss, gradient and ppo_kl equal vanilla's;
-    at verl's default clip_ratio_c = 3 the gradient still does (a dual-clipped token and a
-    clamped one both give none), the loss differs by the dual-clipped tokens' constants."""
-    old, new, adv, mask = _loss_inputs(3)
+AGGS = ["token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm"]
+VANILLA_METRICS = ("actor/ppo_kl", "actor/pg_clipfrac", "actor/pg_clipfrac_lower")
+
+
+def _extreme_inputs(seed: int):
+    """_loss_inputs with in-mask log-ratios mixing N(0, 1.5) (ratios around and past 3) with
+    +-30 and +-200 (past the +-20 clamp), and advantages > 0, < 0 and = 0 by token."""
+    old, new, adv, mask = _loss_inputs(seed)
+    g = torch.Generator().manual_seed(100 + seed)
+    log_ratio = 1.5 * torch.randn(old.shape, generator=g)
+    pick = torch.randint(0, 4, old.shape, generator=g)
+    extreme = torch.tensor([30.0, -30.0, 200.0, -200.0])[pick]
+    log_ratio = torch.where(torch.rand(old.shape, generator=g) < 0.3, extreme, log_ratio)
+    adv = torch.randn(old.shape, generator=g) * (torch.rand(old.shape, generator=g) > 0.2)
+    # the first token (always in the mask): both signs, 0, and each extreme
     adv[:, 0] = torch.tensor([1.0, -1.0, 0.0, 0.5, -0.5, 2.0, -2.0, 0.0])
-    shift = torch.tensor([200.0, 200.0, 200.0, -200.0, -200.0, 30.0, -30.0, -30.0])
-    old[:, 0] = new[:, 0] - shift  # log(ratio) = shift at the first (always in-mask) token
-    for clip_ratio_c, same_loss in ((1e10, True), (3.0, False)):
+    log_ratio[:, 0] = torch.tensor([200.0, 200.0, 200.0, -200.0, -200.0, 30.0, -30.0, -30.0])
+    return new - log_ratio, new, adv * mask, mask
+
+
+@pytest.mark.parametrize("agg", AGGS)
+@pytest.mark.parametrize("seed", range(3))
+def test_pgrpo_clipped_equals_verl_vanilla_with_the_dual_clip_and_the_clamp(agg, seed):
+    """In-mask log-ratios of +-30 and +-200 and ratios either side of clip_ratio_c (A > 0, < 0,
+    = 0): verl's vanilla clamps log(ratio) to +-20 and dual-clips tokens with A < 0 at
+    clip_ratio_c; so does pgrpo_clipped (since session 41 the dual clip too: before, its loss
+    kept -ratio A past clip_ratio_c, and its gradient ratio |A| up to e^20). Loss and gradient
+    are vanilla's bit for bit, the metrics (pg_clipfrac_lower included) to rounding, at verl's
+    default clip_ratio_c = 3, at 1.5 and with the dual clip out of reach (1e10)."""
+    old, new, adv, mask = _extreme_inputs(seed)
+    for clip_ratio_c in (3.0, 1.5, 1e10):
         cfg = _actor_config("pgrpo_clipped", agg, clip_ratio_c=clip_ratio_c)
         results = {}
         for name, fn in (
@@ -236,15 +258,16 @@ def test_pgrpo_clipped_clamps_the_log_ratio_as_verl_vanilla(agg):
             log_prob = new.clone().requires_grad_()
             loss, metrics = fn(old, log_prob, adv, mask, agg, cfg, None)
             loss.backward()
-            results[name] = (loss.detach(), log_prob.grad, metrics["actor/ppo_kl"])
-        (loss, grad, kl), (ref, ref_grad, ref_kl) = results["ours"], results["verl"]
+            results[name] = (loss.detach(), log_prob.grad, metrics)
+        (loss, grad, metrics), (ref, ref_grad, ref_metrics) = results["ours"], results["verl"]
         assert bool(loss.isfinite()) and bool(grad.isfinite().all())
-        torch.testing.assert_close(grad, ref_grad)
-        assert kl == pytest.approx(ref_kl, abs=1e-6)
-        if same_loss:
-            torch.testing.assert_close(loss, ref)
-        else:
-            assert float(loss) > float(ref)  # -A e^20 where vanilla has -A clip_ratio_c
+        assert torch.equal(loss, ref) and torch.equal(grad, ref_grad), clip_ratio_c
+        for key in VANILLA_METRICS:
+            assert metrics[key] == pytest.approx(ref_metrics[key], abs=1e-6), key
+        if clip_ratio_c == 3.0:  # the case is not empty: some tokens are dual-clipped
+            assert ref_metrics["actor/pg_clipfrac_lower"] > 0
+        if clip_ratio_c == 1e10:
+            assert metrics["actor/pg_clipfrac_lower"] == 0
 
 
 def test_rollout_is_weights_scale_the_per_token_loss():

@@ -47,5 +47,16 @@ def test_clip_ranges_reach_only_losses_that_take_them():
     config = {"clip_ratio": 0.2, "clip_ratio_high": 0.28}
     clipped = pv._loss_kwargs(POLICY_LOSSES.get("clipped"), config)
     # and verl's log-ratio clamp (vanilla's +-20: one extreme token made the loss inf; session 40)
-    assert clipped == {"epsilon_low": 0.2, "epsilon_high": 0.28, "max_log_ratio": 20.0}
+    # and its dual clip at clip_ratio_c, default 3 (session 41)
+    want = {"epsilon_low": 0.2, "epsilon_high": 0.28, "max_log_ratio": 20.0, "dual_clip": 3.0}
+    assert clipped == want
     assert pv._loss_kwargs(POLICY_LOSSES.get("reinforce"), config) == {}
+    with_c = pv._loss_kwargs(POLICY_LOSSES.get("clipped"), {**config, "clip_ratio_c": 5})
+    assert with_c == {**want, "dual_clip": 5.0}
+
+
+@pytest.mark.parametrize("bad", [1.0, 0.5, float("nan")])
+def test_a_bad_clip_ratio_c_is_refused_in_verl_terms(bad):
+    """verl's vanilla asserts clip_ratio_c > 1; pgrpo_clipped refuses it naming verl's key."""
+    with pytest.raises(ValueError, match=r"actor_rollout_ref\.actor\.clip_ratio_c=.*> 1"):
+        pv._loss_kwargs(POLICY_LOSSES.get("clipped"), {"clip_ratio_c": bad})

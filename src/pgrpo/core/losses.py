@@ -3,7 +3,8 @@
 Three registries, one signature each, composed by `policy_loss`:
 
     POLICY_LOSSES: fn(log_probs [N,T], old_log_probs [N,T], advantages [N] or [N,T], **opts)
-                   -> TokenLoss (.loss [N,T] to minimise, .low_clipped/.high_clipped [N,T] bool)
+                   -> TokenLoss (.loss [N,T] to minimise, .low_clipped/.high_clipped/.dual_clipped
+                   [N,T] bool)
     AGGREGATORS:   fn(values [N,T], response_mask [N,T], **opts) -> scalar
     KL_ESTIMATORS: fn(log_probs [N,T], ref_log_probs [N,T], **opts) -> [N,T]
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import inspect
 import math
+import numbers
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 
@@ -25,11 +27,13 @@ from pgrpo._registry import Registry
 
 @dataclass(frozen=True)
 class TokenLoss:
-    """loss: [N,T] per-token loss to minimise; low/high_clipped: [N,T] bool (None: no ratio)."""
+    """loss: [N,T] per-token loss to minimise; low/high_clipped: [N,T] bool (None: no ratio);
+    dual_clipped: [N,T] bool, the tokens the dual clip capped (None: no dual clip)."""
 
     loss: torch.Tensor
     low_clipped: torch.Tensor | None = None
     high_clipped: torch.Tensor | None = None
+    dual_clipped: torch.Tensor | None = None
 
 
 POLICY_LOSSES: Registry[Callable[..., TokenLoss]] = Registry("policy loss")
@@ -56,6 +60,7 @@ def clipped_surrogate(
     epsilon_low: float = 0.2,
     epsilon_high: float | None = None,
     max_log_ratio: float | None = None,
+    dual_clip: float | None = None,
 ) -> TokenLoss:
     """PPO/GRPO clipped surrogate (Schulman et al. 2017; asymmetric clip of DAPO, Yu et al. 2025):
 
@@ -67,7 +72,12 @@ def clipped_surrogate(
     max_log_ratio (None: off, the paper's form): clamp log(ratio) to [-max, max] first, as verl's
     `vanilla` does with 20, so that one token whose log-probs differ by hundreds gives a finite
     loss with no gradient instead of exp overflow (inf loss, NaN gradient).
+    dual_clip (None: off, the paper's and TRL's form): the dual clip of Ye et al. 2019
+    (arXiv 1912.09729), verl `vanilla`'s `clip_ratio_c`: where A < 0 the loss is capped at
+    -dual_clip A, min(-dual_clip A, loss), so a token whose ratio grew past dual_clip adds a
+    constant and no gradient; `dual_clipped` marks those tokens (verl's `pg_clipfrac_lower`).
     """
+    check_dual_clip(dual_clip)
     eps_high = epsilon_low if epsilon_high is None else epsilon_high
     adv = _per_token(advantages, log_probs)
     log_ratio = log_probs - old_log_probs
@@ -78,7 +88,27 @@ def clipped_surrogate(
     loss = -torch.minimum(ratio * adv, clipped * adv)
     low = (ratio < 1.0 - epsilon_low) & (adv < 0)
     high = (ratio > 1.0 + eps_high) & (adv > 0)
-    return TokenLoss(loss=loss, low_clipped=low, high_clipped=high)
+    if dual_clip is None:
+        return TokenLoss(loss=loss, low_clipped=low, high_clipped=high)
+    cap = -adv * dual_clip  # verl's order of operations, so that loss and gradient are its own
+    negative = adv < 0
+    dual = (loss > cap) & negative
+    loss = torch.where(negative, torch.minimum(cap, loss), loss)
+    return TokenLoss(loss=loss, low_clipped=low, high_clipped=high, dual_clipped=dual)
+
+
+def check_dual_clip(dual_clip: float | None, name: str = "dual_clip", off: bool = True) -> None:
+    """Refuse a dual clip that is not a finite number > 1 (at <= 1 it would cap tokens at ratio
+    1 and take their on-policy gradient; NaN would turn it off silently). name: the setting the
+    message names; off: None is allowed (and the message says so)."""
+    if dual_clip is None and off:
+        return
+    if not (isinstance(dual_clip, numbers.Real) and dual_clip > 1 and math.isfinite(dual_clip)):
+        alt = ", or None for no dual clip" if off else ""
+        raise ValueError(
+            f"{name}={dual_clip!r} is invalid: use a finite number > 1 (the ratio above which a "
+            f"token with A < 0 is capped; 3 in Ye et al. 2019 and verl){alt}"
+        )
 
 
 @POLICY_LOSSES.register("reinforce")
@@ -252,6 +282,10 @@ class LossConfig:
     """Lower clip range of the ratio (1 - epsilon_low)."""
     epsilon_high: float | None = None
     """Upper clip range (1 + epsilon_high); None: same as epsilon_low."""
+    dual_clip: float | None = None
+    """Dual clip (Ye et al. 2019; verl's `clip_ratio_c`, 3 there): a token with A < 0 adds at most
+    -dual_clip A and no gradient once its ratio exceeds dual_clip. None: off (the paper's and
+    TRL's clipped surrogate). Since 2026-12-07, session 41."""
     kl_estimator: str = "k3"
     """'k1', 'k2' or 'k3'; used only when kl_coef > 0 or kl_coef_negative is set."""
     kl_coef: float = 0.0
@@ -296,6 +330,7 @@ class LossConfig:
             if not (value >= 0 and math.isfinite(value)):
                 alt = " or None" if name in optional else ""
                 raise ValueError(f"{name} must be >= 0{alt}, a finite number; got {value!r}")
+        check_dual_clip(self.dual_clip, "loss.dual_clip")
         if self.k3_max == 0:
             raise ValueError("k3_max must be > 0 (the cap of one token's k3) or None (no cap)")
         lengths = {"max_length": self.max_length}
@@ -429,11 +464,15 @@ def _clip_metrics(token: TokenLoss, response_mask: torch.Tensor) -> dict[str, fl
         return {}
     low = token_mean(token.low_clipped.double(), response_mask)
     high = token_mean(token.high_clipped.double(), response_mask)
-    return {
+    metrics = {
         "clip_ratio/low_mean": float(low),
         "clip_ratio/high_mean": float(high),
         "clip_ratio/region_mean": float(low + high),
     }
+    if token.dual_clipped is not None:
+        dual = token_mean(token.dual_clipped.double(), response_mask)
+        metrics["clip_ratio/dual_mean"] = float(dual)  # verl's pg_clipfrac_lower
+    return metrics
 
 
 def gradient_token_fraction(

@@ -19,8 +19,8 @@ override it.
 Policy losses have verl's signature
     fn(old_log_prob [B,T], log_prob [B,T], advantages [B,T], response_mask [B,T],
        loss_agg_mode, config: ActorConfig, rollout_is_weights [B,T] | None) -> (loss, metrics)
-The per-token objective is pgrpo's (`POLICY_LOSSES`), with log(ratio) clamped to +-20 as in
-verl's `vanilla` (no dual clip: see docs/integrations.md); the aggregation is verl's `agg_loss` with
+The per-token objective is pgrpo's (`POLICY_LOSSES`), with log(ratio) clamped to +-20 and the
+dual clip at `clip_ratio_c` as in verl's `vanilla`; the aggregation is verl's `agg_loss` with
 verl's global-batch info, because only verl knows the token and sequence counts of the whole
 data-parallel batch (with one process it equals pgrpo's aggregator of the same name: tested).
 KL regularisation stays verl's (`actor.use_kl_loss`): verl's policy-loss call does not pass the
@@ -38,7 +38,7 @@ import numpy as np
 import torch
 
 from pgrpo.core.advantages import ADVANTAGE_ESTIMATORS, compute_advantages
-from pgrpo.core.losses import POLICY_LOSSES, gradient_token_fraction, token_mean
+from pgrpo.core.losses import POLICY_LOSSES, check_dual_clip, gradient_token_fraction, token_mean
 from pgrpo.core.rewardinput import NonFiniteRewards
 
 PREFIX = "pgrpo_"
@@ -56,6 +56,9 @@ NAN_SETTING = "set +algorithm.pgrpo.nan=mask in verl's config"
 
 # verl's `vanilla` clamps log(ratio) to +-20 "for stability"; pgrpo_clipped does the same.
 VERL_MAX_LOG_RATIO = 20.0
+
+# verl's default `clip_ratio_c` (`vanilla` reads `config.get("clip_ratio_c", 3.0)`): the dual clip.
+VERL_CLIP_RATIO_C = 3.0
 
 # verl's own default where pgrpo's differs: verl's std-normalised estimators use eps 1e-6
 # (pgrpo's follow TRL, 1e-4); given to every estimator whose signature takes `eps`.
@@ -188,11 +191,17 @@ def make_verl_estimator(name: str) -> Callable[..., tuple[torch.Tensor, torch.Te
 
 
 def _loss_kwargs(token_fn: Callable[..., Any], config: Any) -> dict[str, Any]:
-    """verl's clip ranges and log-ratio clamp, for a per-token loss whose signature takes them."""
+    """verl's clip ranges, log-ratio clamp and dual clip, for a per-token loss whose signature
+    takes them."""
     takes = inspect.signature(token_fn).parameters
     kwargs: dict[str, Any] = {}
     if "max_log_ratio" in takes:
         kwargs["max_log_ratio"] = VERL_MAX_LOG_RATIO
+    if "dual_clip" in takes:
+        clip_ratio_c = _get(config, "clip_ratio_c")
+        clip_ratio_c = VERL_CLIP_RATIO_C if clip_ratio_c is None else clip_ratio_c
+        check_dual_clip(clip_ratio_c, "actor_rollout_ref.actor.clip_ratio_c", off=False)
+        kwargs["dual_clip"] = float(clip_ratio_c)
     if "epsilon_low" not in takes and "epsilon_high" not in takes:
         return kwargs
     clip = _get(config, "clip_ratio")
@@ -242,6 +251,9 @@ def make_verl_policy_loss(name: str) -> Callable[..., tuple[torch.Tensor, dict[s
             metrics["actor/pg_clipfrac"] = low + high
             metrics["actor/pgrpo/clip_ratio/low_mean"] = low
             metrics["actor/pgrpo/clip_ratio/high_mean"] = high
+        if token.dual_clipped is not None:
+            lower = token_mean(token.dual_clipped.double(), mask)
+            metrics["actor/pg_clipfrac_lower"] = float(lower)  # verl's: the dual-clipped share
         return loss, metrics
 
     policy_loss_fn.__name__ = f"{PREFIX}{name}_policy_loss"
