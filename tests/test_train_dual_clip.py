@@ -32,6 +32,16 @@ def test_pgrpo_train_refuses_a_bad_dual_clip_in_one_line(tmp_path):
     assert list(tmp_path.iterdir()) == []  # refused before anything was written
 
 
+@pytest.mark.parametrize("option", ["loss.dual_clip=3", "loss.epsilon_low=0.1"])
+def test_an_option_the_chosen_policy_loss_does_not_read_is_refused(tmp_path, option):
+    """'reinforce' has no ratio: a clip option beside it used to be ignored in silence."""
+    args = ["train", *TINY_CLI_ARGS, "loss.policy_loss=reinforce", option,
+            f"run.output_dir={tmp_path}"]  # fmt: skip
+    name = option.split("=")[0]
+    one_line_error(runner.invoke(app, args), f"{name}=", "no effect with", "'clipped'")
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_pgrpo_train_with_dual_clip_logs_its_fraction(tmp_path):
     """K = 2 (ratios away from 1 on the second step) with the dual clip on: every step logs a
     dual-clipped fraction in [0, 1]; config.yaml keeps the option, so a resume trains with it.

@@ -331,6 +331,7 @@ class LossConfig:
                 alt = " or None" if name in optional else ""
                 raise ValueError(f"{name} must be >= 0{alt}, a finite number; got {value!r}")
         check_dual_clip(self.dual_clip, "loss.dual_clip")
+        self._check_read()
         if self.k3_max == 0:
             raise ValueError("k3_max must be > 0 (the cap of one token's k3) or None (no cap)")
         lengths = {"max_length": self.max_length}
@@ -342,6 +343,19 @@ class LossConfig:
                     f"{name} must be None (the padded length T) or a whole number of tokens >= 1 "
                     f"(the generation limit), got {length!r}: a value <= 0 flips or breaks the "
                     "Dr. GRPO loss"
+                )
+
+    def _check_read(self) -> None:
+        """Refuse a policy-loss option set away from its default that the chosen loss does not
+        read (loss.dual_clip with 'reinforce'): it would be ignored in silence."""
+        names, chosen = POLICY_LOSSES.names(), _keyword_only(POLICY_LOSSES.get(self.policy_loss))
+        for f in fields(self):
+            users = [n for n in names if f.name in _keyword_only(POLICY_LOSSES.get(n))]
+            if users and f.name not in chosen and getattr(self, f.name) != f.default:
+                raise ValueError(
+                    f"loss.{f.name}={getattr(self, f.name)!r} has no effect with loss.policy_loss="
+                    f"{self.policy_loss!r}, which does not read it: drop it, or use "
+                    f"loss.policy_loss={' or '.join(map(repr, users))}"
                 )
 
     @property
