@@ -162,6 +162,7 @@ def diagnose_cmd(
     checks = run_checks(run, opts)
     level = _checks.gate_level(result, checks)
     data = {**result.to_dict(), "checks": [c.to_dict() for c in checks], "gate": level}
+    data.update(reward_key=run.reward_key, reward_column=run.reward_read)  # which was read
     data["settings"] = _runopts.resolved_settings(logged, given)
     # what the reader repaired, and what the data contradicts in the settings given
     data["warnings"] = [*getattr(run, "warnings", ()), *data["settings"]["warnings"]]
@@ -169,7 +170,7 @@ def diagnose_cmd(
         data["settings"]["notes"].append(note)
 
     def render(console: Console) -> None:
-        _print(result, checks, log, console, data["warnings"])
+        _print(result, checks, log, console, data["warnings"], data["reward_column"])
         _runopts.print_settings(data["settings"], console)
 
     emit(data, as_json, render)
@@ -201,9 +202,10 @@ def _binomial_hint(result: Any, values: dict, run: Any) -> str | None:
 
 
 def _print(
-    result: Any, checks: list[Any], log: Path, console: Console, warnings: list[str]
+    result: Any, checks: list[Any], log: Path, console: Console, warnings: list[str], reward: str
 ) -> None:
     console.print(f"[bold]diagnosis of[/bold] {escape(log)}")
+    print_hanging(console, escape(reward), "reward: ")
     print_warnings(warnings, console)
     m = result.metrics
     if m.get("bin_steps", 1) > 1:

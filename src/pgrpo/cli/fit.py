@@ -19,6 +19,7 @@ from pgrpo.cli.common import (
     fmt,
     json_option,
     out_dir,
+    print_hanging,
     print_warnings,
     removed_if_failed,
 )
@@ -109,6 +110,7 @@ def _figure_notes(data: dict) -> list[str]:
 
 def _print(data: dict, console: Console) -> None:
     print_warnings(data["warnings"], console)
+    print_hanging(console, escape(data["reward_column"]), "reward: ")
     robust = data.get("loss", "linear") != "linear"
     loss = f", loss {data['loss']}" if robust else ""
     title = f"fit of {escape(data['log'])} ({data['format']}, {data['n']} points{loss})"
@@ -141,11 +143,12 @@ def _print(data: dict, console: Console) -> None:
     _runopts.print_settings(data["settings"], console)
     m = data["metrics"]
     if "preferred" in m:  # the closed form with m, c from the optimizer vs the free fit
+        interval = m.get("kappa_not_estimated") or f"[{fmt(m['kappa_lo'])}, {fmt(m['kappa_hi'])}]"
         console.print(
             f"constrained (m, c from beta1, K): R^2 {fmt(m['r2_constrained'], '.4f')}, "
             f"AICc - free {fmt(m['delta_aicc'], '.2f')}: {m['preferred']} preferred, "
             f"closed form {m['closed_form']} (p {fmt(m['lr_test_p'], '.2g')}); kappa "
-            f"{fmt(m['kappa_constrained'])} [{fmt(m['kappa_lo'])}, {fmt(m['kappa_hi'])}]"
+            f"{fmt(m['kappa_constrained'])} {escape(interval)}"
         )
     caveats = data.get("caveats") or {}
     if caveats.get("level"):  # a fall, or a rise above it: R_inf is not where it heads

@@ -108,7 +108,7 @@ def predict_cmd(
 
     out_dir(out)  # once the settings are known to be good: bad input writes nothing
     png = import_quietly("pgrpo.dynamics.plots").plot_prediction(pred, out / "predict.png")
-    data = {**pred.to_dict(), "png": str(png), "notes": _notes(optimizer, beta2)}
+    data = {**pred.to_dict(), "png": str(png), "notes": _notes(optimizer, beta2, pred.metrics)}
     title = (
         f"prediction ({optimizer}): lr={lr:g}, kappa={kappa:g}, beta1={beta1:g}, "
         f"K={refresh_interval}, G={group_size}, B={batch_prompts}"
@@ -135,8 +135,9 @@ def _lr_horizon(lr: float, schedule: str, warmup: int, start: int, steps: int) -
     return lr_horizon(schedule, lr, start + steps, start, warmup)
 
 
-def _notes(optimizer: str, beta2: float) -> list[str]:
-    """Settings this reduction does not use, said rather than silently ignored."""
+def _notes(optimizer: str, beta2: float, metrics: dict) -> list[str]:
+    """Settings this reduction does not use, said rather than silently ignored; why there is no
+    stationary_std (levels outside [0, 1]: `predict._unscaled`)."""
     from pgrpo.dynamics.optimizers import OptimizerSettings
 
     if optimizer == "adam":
@@ -149,6 +150,10 @@ def _notes(optimizer: str, beta2: float) -> list[str]:
     noise = ("stationary_std assumes a per-sample force variance of 0.25 kappa^2 (a 0/1 reward "
              "at p = 1/2, the largest), whatever --r0 and --r-inf: the spread of the reward "
              "around its mean from batch noise at G x B rollouts a step")  # fmt: skip
+    if metrics.get("stationary_std_note"):  # --r0 / --r-inf outside [0, 1]
+        noise = ("stationary_std is not given (null in --json): it assumes the force noise of a "
+                 "0/1 reward (0.25 kappa^2 per sample), and --r0 / --r-inf lie outside [0, 1]; "
+                 "the mean trajectory, tau, the regime and K* do not depend on it")  # fmt: skip
     if beta2 != OptimizerSettings.beta2:
         return [f"--beta2 {beta2:g} is unused by {optimizer} (Adam's second moment only)", noise]
     return [noise]
@@ -160,7 +165,10 @@ def _print(data: dict, title: str, k: int, console: Console) -> None:
     table.add_column("value")
     for key in _SHOWN:
         never = data["regime"] == "marginal" and key in ("tau", "stationary_std")
-        table.add_row(key, "inf (never decays)" if never else fmt(data[key]))
+        value = "inf (never decays)" if never else fmt(data[key])
+        if key == "stationary_std" and data.get("stationary_std_note"):
+            value = "not supported (--r0 / --r-inf outside [0, 1]; see the note)"
+        table.add_row(key, value)
     console.print(table)
     if data["regime"] == "marginal":
         console.print(

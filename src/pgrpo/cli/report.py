@@ -82,6 +82,7 @@ def report_cmd(
         # what the reader repaired and what the data contradicts in the settings given, as
         # fit and diagnose say
         "warnings": [*res.warnings, *(res.settings.warnings if res.settings else ())],
+        "reward_column": res.reward_column,  # which column was read, in words
         "settings": res.settings.to_dict() if res.settings is not None else None,
     }
     emit(doc, as_json, lambda console: _print(res, console))
@@ -117,6 +118,7 @@ def _print(res: Any, console: Console) -> None:
     given = () if res.settings is None else res.settings.warnings  # the data against them
     print_warnings([*res.warnings, *given], console)
     console.print(f"report: {escape(res.html_path)}")
+    print_hanging(console, escape(res.reward_column), "reward: ")
     if res.settings is not None:
         _runopts.print_settings(res.settings.to_dict(), console)
     for name, why in res.missing.items():

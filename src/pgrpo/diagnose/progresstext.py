@@ -58,6 +58,15 @@ def _start(ev: dict[str, Any]) -> str:
     return f"{_g(rise_start(ev))} (its mean up to step {ev['start_to']:g})"
 
 
+def _steps(n: float, more: str = "") -> str:
+    """A count of steps ("40 steps", with `more`: "40 more steps"); under half a step, in the
+    step column's own units, said to be such (a step column of epoch fractions read "about 0
+    more steps": review rev41, L2; `assemble` warns of a step column that is not whole)."""
+    if n >= 0.5:
+        return f"{n:.0f} {more}steps"
+    return f"{n:.2g} {more}in the step column's units (less than one step)"
+
+
 def _best(ev: dict[str, Any]) -> str:
     """The best window's level and where it lies."""
     return f"{_g(ev['best_level'])} (its best window, steps {ev['best_from']:g}-{ev['best_to']:g})"
@@ -84,9 +93,9 @@ def words(label: str, ev: dict[str, Any], alpha: float, head_share: float) -> tu
         rem, t90 = ev.get("remaining_gain", math.nan), ev.get("steps_to_90pct", math.nan)
         more = (
             f"; the fit runs into the reward's bound {ev['reward_bound']:g}: {rem:+.3g} more to "
-            f"it, 90% of that within ~{t90:.0f} steps if the approach stays exponential"
+            f"it, 90% of that within ~{_steps(t90)} if the approach stays exponential"
             if ev.get("fit_gain_at_bound") == 1.0
-            else f"; the fit expects {rem:+.3g} more, 90% of it within ~{t90:.0f} steps"
+            else f"; the fit expects {rem:+.3g} more, 90% of it within ~{_steps(t90)}"
             if math.isfinite(t90)
             else "; no saturation within the data: the gain is not identified"
             if gain_unidentified(ev)
@@ -96,7 +105,8 @@ def words(label: str, ev: dict[str, Any], alpha: float, head_share: float) -> tu
             f"Still learning: reward went from {_start(ev)} to {_g(b)} ({rise}) and "
             f"is still rising over the second half ({nm.fmt_p(ev['recent_p_up'])}){more}.",
             "keep training"
-            + (f": about {t90:.0f} more steps should bring 90% of the rest" if math.isfinite(t90)
+            + (f": about {_steps(t90, 'more ')} should bring 90% of the rest"
+               if math.isfinite(t90)
                else " and check again later"),
         )  # fmt: skip
     if label == "plateau":

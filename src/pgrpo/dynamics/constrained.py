@@ -307,6 +307,10 @@ def compare_constrained(free, fixed, level: float = 0.9, noise_rho: NoiseRho | N
     test_rho = free.residual_autocorr if noise_rho is None else residual_rho(free, noise_rho)
     test_rho = min(max(test_rho, 0.0), 0.95)  # the rho the test uses (`likelihood_ratio`)
     stat, p_value = likelihood_ratio(free, fixed, rho=test_rho)
+    side = ""  # the edge of its box where the fit left k, if it did
+    if "k" in fixed.at_bound:
+        k = fixed.params["k"]
+        side = "lower" if k.value - k.min < k.max - k.value else "upper"
     return {
         "lr_test_stat": stat,
         "lr_test_p": p_value,
@@ -324,4 +328,23 @@ def compare_constrained(free, fixed, level: float = 0.9, noise_rho: NoiseRho | N
         "kappa_level": level,
         "optimizer_reduction": str(fixed.metrics.get("optimizer_reduction", "")),
         "kappa_meaning": str(fixed.metrics.get("kappa_meaning", "")),
+        "kappa_at_bound": float(bool(side)),  # 1.0: kappa is the box's edge, not an estimate
+        **({"kappa_not_estimated": _kappa_at_bound(side, fixed.reward.size)} if side else {}),
     }
+
+
+def _kappa_at_bound(side: str, n: int) -> str:
+    """Why kappa is not estimated when the closed-form fit left k at the `side` ("lower" or
+    "upper") edge of its box: what `pgrpo fit`, the report and `FitResult.report` say in
+    place of an estimate with an interval (review rev41, F8: "kappa 1e+06 [0, -]" on 6 points,
+    while the table marked k "(at its bound)")."""
+    why = ("the points move faster than the closed form with m and c from beta1 and K can "
+           "follow" if side == "upper" else "the points barely move on the closed form's time "
+           "scale")  # fmt: skip
+    few = f"; {n} points are few to fix it" if n < FEW_POINTS else ""
+    return (f"at its {side} bound (the box's edge, not an estimate: {why}{few}; no "
+            "interval)")  # fmt: skip
+
+
+FEW_POINTS = 20
+"""Fewer points than this are said to be few when kappa sits at a bound (`_kappa_at_bound`)."""

@@ -140,7 +140,9 @@ class FitResult:
                 f"    R^2 = {m['r2_constrained']:.4f}; AICc constrained - free = "
                 f"{m['delta_aicc']:.2f} -> {m['preferred']} preferred; likelihood-ratio test "
                 f"p = {m['lr_test_p']:.3g}: the closed form is {m['closed_form']}",
-                f"    kappa = {m['kappa_constrained']:.4g}, {100 * m['kappa_level']:.0f}% "
+                f"    kappa = {m['kappa_constrained']:.4g} {m['kappa_not_estimated']}"
+                if m.get("kappa_not_estimated")
+                else f"    kappa = {m['kappa_constrained']:.4g}, {100 * m['kappa_level']:.0f}% "
                 f"interval [{m['kappa_lo']:.4g}, {m['kappa_hi']:.4g}] ({m['kappa_meaning']})",
             ]
         return "\n".join(lines)

@@ -137,6 +137,7 @@ class LogFit:
             "log": self.log.source,
             "format": self.log.format,
             "reward_key": self.log.reward_key,
+            "reward_column": self.log.reward_read,  # in words: summed, or chosen over others
             "n": len(self.log),
             "n_logged": int(self.log.metrics.get("n_logged", len(self.log))),
             "loss": self.metrics.get("loss", "linear"),  # every fit's (`fit_log`)

@@ -108,6 +108,16 @@ def _check_predict(group_size: int, n_steps: int, kappa: float, levels: dict[str
         )
 
 
+def _unscaled(R0: float, R_inf: float) -> str:
+    """Why `stationary_std` is not given for levels outside [0, 1] ("" inside): the default
+    force noise, 0.25 kappa^2, is a 0/1 reward's at p = 1/2 (review rev41, L4: a number with a
+    note came out for --r0 2 --r-inf 10)."""
+    if 0 <= min(R0, R_inf) and max(R0, R_inf) <= 1:
+        return ""
+    return (f"not supported: its force noise, 0.25 kappa^2, is that of a 0/1 reward, and R0 "
+            f"{R0:g} / R_inf {R_inf:g} leave [0, 1] (pass noise_var for this reward)")  # fmt: skip
+
+
 def predict(
     lr: float,
     beta1: float,
@@ -188,10 +198,13 @@ def predict(
     closed = (
         trajectory(t, R0, R_inf, coef.m, coef.c, coef.k) if coef.c > 0 else np.full_like(t, np.nan)
     )
+    std_note = ""  # why there is no stationary_std (`_unscaled`)
     if "rms_deviation" in red.metrics:  # adam: the second-moment closure's RMS of x_s
         var = red.metrics["rms_deviation"] ** 2
     else:  # exact for the recursion (D/(c k) diverges at c = 0, the recursion only at K*)
         var = window_stationary_variance(lr * eff, beta1, refresh_interval, 2.0 * coef.D)
+        std_note = _unscaled(R0, R_inf) if noise_var is None else ""
+        var = math.nan if std_note else var
     inflection = coef.metrics["inflection_time"]
     if not coef.c > 0 or lr_schedule is not None:  # no continuum limit, or no constant lr:
         # the exact mean's steepest step, inside the horizon
@@ -224,7 +237,8 @@ def predict(
         "stable": stable,
         "oscillation_onset_a": oscillation_onset(beta1, refresh_interval),
         "a": lr * eff,
-        "stationary_std": math.sqrt(var) if math.isfinite(var) else math.inf,
+        "stationary_std": math.sqrt(var) if math.isfinite(var) or std_note else math.inf,
+        "stationary_std_note": std_note,  # why there is none ("" when there is one)
         # R0 = R_inf: the mean starts on its plateau and never rises: no inflection (None)
         "inflection_time": inflection if R0 != R_inf else math.nan,
         "inflection_note": why,  # why there is none ("" when there is one)

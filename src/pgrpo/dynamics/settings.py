@@ -99,12 +99,16 @@ def resolve_settings(
     from_columns = hyperparameters_from_columns(log.columns)
     values: dict[str, Any] = {}
     sources: dict[str, str] = {}
+    notes: list[str] = []
     for name in SETTINGS:
+        logged = None
+        if hyper.get(name) is not None:
+            logged = hyper[name], _log_source(log, name, from_columns)
         if name in given:
             values[name], sources[name] = given[name], COMMAND_LINE
-        elif hyper.get(name) is not None:
-            values[name], sources[name] = hyper[name], _log_source(log, name, from_columns)
-    notes: list[str] = []
+            _replaced(log, name, given[name], logged, notes)
+        elif logged is not None:
+            values[name], sources[name] = logged
     log = _rescaled_schedule(log, given.get("lr"), notes)
     reduction = _reduction(values, sources, notes)
     if reduction is None:  # the free fit needs no optimizer: m, c are fitted, beta1 unused
@@ -162,8 +166,24 @@ def with_given(log: RewardLog, given: Mapping[str, Any] | None = None) -> Reward
     return replace(log, hyperparameters={**log.hyperparameters, **given, **extra})
 
 
+def _replaced(log: RewardLog, name: str, value: Any, logged: Any, notes: list[str]) -> None:
+    """A note when a setting given on the command line replaces another value the log holds
+    (logged: (value, source), or None); for lr, how a logged schedule follows it (review rev41,
+    L1: only the lr said so, and --group-size, --beta1, --refresh-interval replaced the log's
+    values with no word)."""
+    if logged is None or logged[0] == value:
+        return
+    show = lambda v: f"{v:.4g}" if isinstance(v, int | float) else str(v)  # noqa: E731
+    note = f"{name} {show(value)} (command line) replaces the log's {show(logged[0])} ({logged[1]})"
+    col = log.columns.get("learning_rate") if name == "lr" else None
+    if col is not None and np.isfinite(col).any() and np.nanmax(col) > 0:
+        note += ": the logged lr schedule rescaled to the given peak, its shape kept"
+    notes.append(note)
+
+
 def _rescaled_schedule(log: RewardLog, lr: float | None, notes: list[str]) -> RewardLog:
-    """A logged lr schedule rescaled so that its peak is the given lr (its shape kept)."""
+    """A logged lr schedule rescaled so that its peak is the given lr (its shape kept; the note
+    that says so: `_replaced`)."""
     col = log.columns.get("learning_rate")
     if lr is None or col is None or not np.isfinite(col).any():
         return log
@@ -173,7 +193,6 @@ def _rescaled_schedule(log: RewardLog, lr: float | None, notes: list[str]) -> Re
     if not peak > 0:
         notes.append(f"the logged learning_rate is never > 0; a constant lr {lr:g} is used")
         return replace(log, columns={k: v for k, v in log.columns.items() if k != "learning_rate"})
-    notes.append(f"the logged lr schedule (peak {peak:.4g}) rescaled to the given peak {lr:.4g}")
     return replace(log, columns={**log.columns, "learning_rate": col * (lr / peak)})
 
 

@@ -3,6 +3,7 @@ TRL trainer_state.json and console output, verl JSONL, W&B CSV, generic CSV and 
 event files (registry
 `LOG_READERS`)."""
 
+from pgrpo.logs import csvlog as _csvlog  # noqa: F401  (registers the CSV readers)
 from pgrpo.logs import tensorboard as _tensorboard  # noqa: F401  (registers the reader)
 from pgrpo.logs import trl_console as _trl_console  # noqa: F401  (registers the reader)
 from pgrpo.logs import trl_state as _trl_state  # noqa: F401  (registers the reader)

@@ -53,9 +53,17 @@ class RewardLog:
     source: str
     reward_key: str
     metrics: dict[str, float] = field(default_factory=dict)
+    reward_words: str = ""
+    """The reward column read, in words (`reward_words`): the commands print it after "reward:"
+    (empty for a log built by hand: `reward_key` is printed)."""
 
     def __len__(self) -> int:
         return int(self.step.size)
+
+    @property
+    def reward_read(self) -> str:
+        """The reward column read, in words: what fit, diagnose and report print."""
+        return self.reward_words or self.reward_key
 
     @property
     def learning_rate(self) -> np.ndarray | None:
@@ -66,7 +74,8 @@ class RewardLog:
 
 # canonical column -> candidate keys (after stripping a leading "train/"), first match wins
 COLUMN_KEYS: dict[str, tuple[str, ...]] = {
-    "learning_rate": ("learning_rate", "lr", "actor/lr"),
+    # OpenRLHF logs its actor's lr as `actor_lr` (train/actor_lr in W&B; ppo_actor.py)
+    "learning_rate": ("learning_rate", "lr", "actor/lr", "actor_lr"),
     "group_size": ("group_size", "num_generations"),
     "frac_reward_zero_std": ("frac_reward_zero_std",),
     "reward_std": ("reward_std", "critic/score/std"),
@@ -134,14 +143,18 @@ def _canon_map(keys: Iterable[str]) -> dict[str, str]:
     return out
 
 
-def resolve_reward_key(keys: Iterable[str], override: str | None = None) -> str | list[str]:
+def resolve_reward_key(
+    keys: Iterable[str], override: str | None = None, source: str = "the log"
+) -> str | list[str]:
     """The reward key among `keys`: `override`, else the first of REWARD_KEYS, else every
-    `rewards/<name>/mean` (summed, one reward function each). Raises LogFormatError if none."""
+    `rewards/<name>/mean` (summed, one reward function each). Raises LogFormatError naming
+    `source` (the file) if none."""
     keys = list(dict.fromkeys(keys))
     if override is not None:
         if override not in keys:
             raise LogFormatError(
-                f"reward column {override!r} not found; available: {', '.join(sorted(keys))}"
+                f"{source}: reward column {override!r} not found",
+                f"give --reward-column one of the columns present: {', '.join(sorted(keys))}",
             )
         return override
     canon = _canon_map(keys)
@@ -153,10 +166,30 @@ def resolve_reward_key(keys: Iterable[str], override: str | None = None) -> str 
         return parts[0] if len(parts) == 1 else parts
     shown = ", ".join(sorted(keys)[:30]) or "(none)"
     raise LogFormatError(
-        f"no reward column found (looked for {', '.join(REWARD_KEYS)} and rewards/<name>/mean); "
-        f"keys present: {shown}. Name it explicitly (`--reward-column NAME` on fit, diagnose, "
-        "report and watch; read_log(..., reward_key=...) in Python)"
+        f"{source}: no reward column found (looked for {', '.join(REWARD_KEYS)} and "
+        f"rewards/<name>/mean); keys present: {shown}",
+        "name it explicitly (`--reward-column NAME` on fit, diagnose, report and watch; "
+        "read_log(..., reward_key=...) in Python)",
     )
+
+
+def reward_words(keys: Iterable[str], rkey: str | list[str], override: str | None = None) -> str:
+    """The reward column `resolve_reward_key` chose among `keys`, in words: the columns summed,
+    or the other reward columns present and how to read one of them (review rev41, F7: a sum of
+    per-function rewards, `reward` over `score` and verl's critic/score/mean over
+    critic/rewards/mean were read without a word)."""
+    if isinstance(rkey, list):
+        return (f"{' + '.join(rkey)} (summed: one column per reward function; "
+                "--reward-column NAME reads one alone)")  # fmt: skip
+    if override is not None:
+        return f"{rkey} (named with --reward-column)"
+    canon = _canon_map(keys)
+    others = [canon[c] for c in REWARD_KEYS if c in canon and canon[c] != rkey]
+    if not others:
+        return rkey
+    how = (f"--reward-column {others[0]} reads it" if len(others) == 1
+           else "--reward-column NAME reads another")  # fmt: skip
+    return f"{rkey} (also present: {', '.join(others)}; {how})"
 
 
 def assemble(
@@ -184,7 +217,7 @@ def assemble(
     if not store.n:
         raise LogNotReadyError(f"{source}: no records ({fmt} format); is the file empty?")
     all_keys = store.seen
-    rkey = resolve_reward_key(all_keys, reward_key)
+    rkey = resolve_reward_key(all_keys, reward_key, source)
     if isinstance(rkey, str) and (twin := _twin(rkey, all_keys)) is not None:
         warns.append(f"the log has both {rkey!r} and {twin!r}: read {rkey!r}; give "
                      f"--reward-column {twin} to read the other")  # fmt: skip
@@ -264,9 +297,7 @@ def assemble(
         warns.append("steps out of order in the file: sorted by step")
     rows = rows[order]
     step, reward = step[rows], reward[rows]
-    if step_key is not None and (frac := step[step != np.round(step)]).size:
-        warns.append(f"the step column {skey!r} holds numbers that are not whole (e.g. "
-                     f"{frac[0]:g}): check that --step-column names the steps")  # fmt: skip
+    _fractional_steps(step, skey, step_key is not None, warns)
     col_keys = _column_keys(store.keys)
     if columns is not None:
         col_keys = {name: key for name, key in col_keys.items() if name in columns}
@@ -304,7 +335,8 @@ def assemble(
             nonfinite_tail=float(tail.sum()), nonfinite_from=float(np.min(step_all[tail]))
         )
     key_name = rkey if isinstance(rkey, str) else "+".join(rkey)
-    return RewardLog(step, reward, cols, hyper, tuple(warns), fmt, source, key_name, metrics)
+    words = reward_words(all_keys, rkey, reward_key)
+    return RewardLog(step, reward, cols, hyper, tuple(warns), fmt, source, key_name, metrics, words)
 
 
 def wanted_keys(
@@ -374,6 +406,21 @@ def _column_keys(all_keys: list[str]) -> dict[str, str]:
         if (m := OLD_REWARD_PATTERN.match(c)) and m.group(1) not in ("mean", "std", "min", "max"):
             found.setdefault(f"rewards/{m.group(1)}/mean", key)
     return found
+
+
+def _fractional_steps(step: np.ndarray, skey: str | None, named: bool, warns: list[str]) -> None:
+    """A warning when the step column holds numbers that are not whole, whether it was named
+    with --step-column or found by its name (review rev41, L2: only a named one was warned,
+    and a `step` of epoch fractions read "about 0 more steps")."""
+    frac = step[step != np.round(step)]
+    if skey is None or not frac.size:
+        return
+    how = "check that --step-column names the steps"
+    if not named:
+        how = ("if it does not count optimizer steps (an epoch fraction?), give --step-column "
+               "the one that does")  # fmt: skip
+    warns.append(f"the step column {skey!r} holds numbers that are not whole (e.g. "
+                 f"{frac[0]:g}): {how}")  # fmt: skip
 
 
 def _count_warnings(counts: dict[str, int], warns: list[str]) -> None:

@@ -5,6 +5,7 @@
 - verl, verl_console: `pgrpo.logs.verl` (the file logger's JSONL, the console output)
 - wandb:  a W&B history CSV export (`_step`, `train/reward`, ...)
 - csv:    any CSV/TSV with a header; name the columns with reward_key= / step_key= if needed
+  (the two CSV readers: `pgrpo.logs.csvlog`)
 
 Every reader takes `live=True` for a log still being written (`pgrpo watch`): the line-based
 ones (JSONL, CSV, verl console) leave a last line without its newline for the next read, and
@@ -13,9 +14,7 @@ ones (JSONL, CSV, verl console) leave a last line without its newline for the ne
 
 from __future__ import annotations
 
-import csv
 import json
-import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -37,7 +36,7 @@ from pgrpo.logs.base import (
     assemble,
     wanted_keys,
 )
-from pgrpo.logs.columns import ColumnStore, store_of
+from pgrpo.logs.columns import ColumnStore
 from pgrpo.logs.runconfig import _find_mapping, find_key, hyperparameters_from_config
 from pgrpo.logs.typed import TypedChunks
 
@@ -265,135 +264,10 @@ def read_pgrpo(path: Path, **options: Any) -> RewardLog:
     )
 
 
-# --- CSV (W&B export and generic) -----------------------------------------------------------------
-
-
-def _csv_rows(path: Path, live: bool = False) -> tuple[list[str], Iterator[dict[str, Any]]]:
-    """(header, rows): the rows are read from the open file as they are consumed; live:
-    without a last line that has no newline yet (`complete_lines`)."""
-    try:
-        fh = path.open(encoding="utf-8-sig", errors="replace", newline="")
-    except OSError as exc:
-        raise cannot_read(path, exc) from None
-    sample = fh.read(4096)
-    if not sample.strip():
-        fh.close()
-        raise LogNotReadyError(f"{path}: empty file")
-    fh.seek(0)
-    header_line = sample.splitlines()[0] if sample.splitlines() else sample
-    delim = max((",", "\t", ";"), key=header_line.count)  # European Excel writes ';'
-    reader = csv.DictReader(complete_lines(fh) if live else fh, delimiter=delim)
-    try:
-        header = [h for h in (reader.fieldnames or []) if h]
-    except csv.Error as exc:
-        fh.close()
-        raise LogFormatError(f"{path}: malformed CSV header ({exc})") from None
-    if not header:
-        fh.close()
-        raise LogNotReadyError(f"{path}: no CSV header row")
-    if twice := sorted({h for h in header if header.count(h) > 1}):
-        fh.close()  # DictReader keeps the last of the same name: a silent choice of column
-        raise LogFormatError(
-            f"{path}: column {twice[0]!r} appears {header.count(twice[0])} times in the CSV "
-            "header: rename the copies so that each column has its own name"
-        )
-
-    def rows() -> Iterator[dict[str, Any]]:
-        with fh:
-            try:
-                last = reader.line_num
-                for row in reader:
-                    row = {k: v for k, v in row.items() if k}
-                    if reader.line_num > last + 1:  # a row over several lines: a quoted field
-                        _check_swallowed(path, row, delim, len(header), reader.line_num)
-                    last = reader.line_num
-                    yield _decimal_points(row) if delim == ";" else row
-            except csv.Error as exc:
-                raise LogFormatError(
-                    f"{path}: malformed CSV at line {reader.line_num} ({exc})"
-                ) from None
-
-    return header, rows()
-
-
-_DECIMAL_COMMA = re.compile(r"[-+]?\d*,\d+(?:[eE][-+]?\d+)?")
-
-
-def _decimal_points(row: dict[str, Any]) -> dict[str, Any]:
-    """A `;`-delimited row with its decimal commas read as points (European Excel writes 0,925;
-    every value was refused as text; review, 2026-12-05)."""
-    return {k: v.replace(",", ".") if isinstance(v, str) and _DECIMAL_COMMA.fullmatch(v.strip())
-            else v for k, v in row.items()}  # fmt: skip
-
-
-def _check_swallowed(path: Path, row: dict[str, Any], delim: str, width: int, end: int) -> None:
-    """A quote that is never closed makes the csv module read the rest of the file as one field:
-    the rows below vanished with a warning for one row (review, 2026-12-05). A field holding a
-    line shaped like a row of this file (width - 1 delimiters) is taken as that, and refused.
-    end: the file line the row ends at."""
-    for key, value in row.items():
-        if isinstance(value, str) and "\n" in value:
-            inner = value.splitlines()[1:]
-            if any(part.count(delim) == width - 1 for part in inner if width > 1):
-                raise LogFormatError(
-                    f"{path}: the {key!r} field of the row at line {end - len(inner)} holds "
-                    f"{len(inner)} more line(s) shaped like rows: a quote opened there is never "
-                    "closed; remove or close the quote"
-                )
-
-
-def detect_wandb(path: Path) -> bool:
-    if not detect_csv(path):
-        return False
-    try:
-        with path.open(encoding="utf-8-sig", errors="replace") as fh:
-            header = fh.readline()
-    except OSError:
-        return False
-    # a history export (`_step`, `train/...`), or a chart-panel export (`<run> - <key>` columns
-    # with their `__MIN` / `__MAX` envelopes), e.g. a verl run's `<run> - critic/score/mean`
-    return "_step" in header or "train/" in header or ("__MIN" in header and " - " in header)
-
-
-def read_wandb(path: Path, **options: Any) -> RewardLog:
-    """W&B history export (`_step`, `train/reward`, ...) or a chart-panel export (`Step`,
-    `<run> - train/reward`, `<run> - train/reward__MIN`, ...): the run prefix and the
-    __MIN/__MAX envelope columns are dropped; with several runs the first one is read."""
-    header, rows = _csv_rows(path, options.get("live", False))
-    warns: list[str] = []
-    runs = list(dict.fromkeys(h.rsplit(" - ", 1)[0] for h in header if " - " in h))
-    if runs:
-        keep = runs[0]
-        if len(runs) > 1:
-            warns.append(f"{len(runs)} runs in the export; read {keep!r} (export one run to "
-                         "read another)")  # fmt: skip
-        rename = {}
-        for h in header:
-            if h.endswith(("__MIN", "__MAX")):
-                continue
-            if " - " not in h:
-                rename[h] = h
-            elif h.rsplit(" - ", 1)[0] == keep:
-                rename[h] = h.rsplit(" - ", 1)[1]
-        rows = ({rename[k]: v for k, v in r.items() if k in rename} for r in rows)
-    return assemble(store_of(rows), fmt="wandb", source=str(path), warnings=warns, **options)
-
-
-def detect_csv(path: Path) -> bool:
-    return path.is_file() and path.suffix in (".csv", ".tsv") and b"\x00" not in _head(path)
-
-
-def read_csv(path: Path, **options: Any) -> RewardLog:
-    _, rows = _csv_rows(path, options.get("live", False))
-    return assemble(store_of(rows), fmt="csv", source=str(path), **options)
-
-
-for _reader in (
+LOG_READERS.add(
+    "pgrpo",
     LogReader("pgrpo", detect_pgrpo, read_pgrpo, "pgrpo RUN_DIR/metrics.jsonl (+ config.yaml)"),
-    LogReader("wandb", detect_wandb, read_wandb, "W&B history CSV export"),
-    LogReader("csv", detect_csv, read_csv, "generic CSV/TSV (reward_key=, step_key=)"),
-):
-    LOG_READERS.add(_reader.name, _reader)
+)  # the CSV readers (wandb, csv): `pgrpo.logs.csvlog`
 
 
 RELEASE_ROWS = 20_000
@@ -428,7 +302,16 @@ def read_log(path: str | Path, format: str | None = None, **options: Any) -> Rew
             f"unknown read_log option(s) {sorted(unknown)}; valid: reward_key, step_key, "
             "columns, live"
         )
+    if not p.is_file() and not p.is_dir():  # a pipe: `<(cat run.csv)`, /dev/stdin
+        raise LogFormatError(
+            f"{p}: not a regular file but a stream (a pipe or a process substitution such as "
+            "<(cat run.csv)), which the readers cannot read twice",
+            "save it to a file first (cat ... > run.csv) and give that file; a .gz log is read "
+            "as it is",
+        )
     head = _head(p) if p.is_file() else None
+    if head is not None and head.startswith(GZIP_MAGIC):
+        return _read_gzip(p, format, options)
     if head is not None and not head.strip():
         raise LogNotReadyError(f"{p}: empty file", "point at a log with at least one logged step")
     if head is not None and head.startswith((b"\xff\xfe", b"\xfe\xff")):
@@ -437,11 +320,20 @@ def read_log(path: str | Path, format: str | None = None, **options: Any) -> Rew
             "save it as UTF-8 (Excel: 'CSV UTF-8') and give that file",
         )
     if format is not None:
-        return _released(LOG_READERS.get(format).read(p, **options))
-    for name in (*_ORDER, *(n for n in LOG_READERS.names() if n not in _ORDER)):
-        reader = LOG_READERS.get(name)
-        if reader.detect(p):
-            return _released(reader.read(p, **options))
+        try:
+            return _released(LOG_READERS.get(format).read(p, **options))
+        except LogFormatError as exc:  # nothing this format reads: is it another's?
+            found = None if options.get("live") else _detected(p)
+            if found is None or found == format:
+                raise
+            problem = exc.problem
+            if isinstance(exc, LogNotReadyError):  # "no records ...; is the file empty?"
+                problem = (f"{p}: no usable {LOG_READERS.get(format).description} records in "
+                           f"it (--format {format})")  # fmt: skip
+            raise LogFormatError(problem, f"it reads as {found}: give --format {found}, or "
+                                 "leave --format out to detect the format") from exc  # fmt: skip
+    if (name := _detected(p)) is not None:
+        return _released(LOG_READERS.get(name).read(p, **options))
     if p.is_dir():  # a run folder made before its log
         raise LogNotReadyError(*_no_log_in_folder(p))
     if head is not None and b"\x00" in head:
@@ -456,6 +348,48 @@ def read_log(path: str | Path, format: str | None = None, **options: Any) -> Rew
         "or any CSV / JSONL)",
         f"pass --format (format= in Python) one of {', '.join(LOG_READERS.names())}",
     )
+
+
+def _detected(path: Path) -> str | None:
+    """The name of the first reader (in `_ORDER`, then the rest) that detects `path`."""
+    for name in (*_ORDER, *(n for n in LOG_READERS.names() if n not in _ORDER)):
+        if LOG_READERS.get(name).detect(path):
+            return name
+    return None
+
+
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+def _read_gzip(path: Path, format: str | None, options: dict[str, Any]) -> RewardLog:
+    """A gzip-compressed log (run.csv.gz, metrics.jsonl.gz), read as the file it holds: written
+    out under its own name (run.csv) in a temporary folder, where the readers detect it by name
+    as they do the uncompressed file; messages name `path` (review rev41, L3: "binary data")."""
+    import gzip
+    import shutil
+    import tempfile
+    import zlib
+    from dataclasses import replace
+
+    if options.get("live"):  # its end is not readable until the writer closes it
+        raise LogFormatError(f"{path}: gzip-compressed, which a log being written is not",
+                             "give the uncompressed log the trainer is writing")  # fmt: skip
+    inner = path.name.removesuffix(".gz") if path.name.endswith(".gz") else path.name
+    with tempfile.TemporaryDirectory(prefix="pgrpo-gz-") as tmp:
+        plain = Path(tmp) / inner
+        try:
+            with gzip.open(path, "rb") as src, plain.open("wb") as dst:
+                shutil.copyfileobj(src, dst, 1 << 20)
+        except (OSError, EOFError, zlib.error) as exc:
+            raise LogFormatError(f"{path}: gzip data that does not decompress ({exc})",
+                                 "check the file with gunzip -t and give an intact copy"
+                                 ) from None  # fmt: skip
+        try:
+            log = read_log(plain, format, **options)
+        except LogFormatError as exc:  # a message about `plain` is one about `path`
+            named = (exc.problem.replace(str(plain), str(path)), exc.fix)
+            raise type(exc)(*named) from None
+    return replace(log, source=str(path))
 
 
 def check_log_folder(path: str | Path) -> None:

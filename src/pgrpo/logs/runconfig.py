@@ -34,23 +34,25 @@ def find_key(tree: Any, names: tuple[str, ...], _depth: int = 0) -> Any:
 
 
 def hyperparameters_from_config(cfg: Any) -> dict[str, float]:
-    """Map a run config (pgrpo, TRL args, verl hydra config) to lr, beta1, refresh_interval,
-    group_size, batch_prompts, and reward_min / reward_max from a `reward_range: [lo, hi]`.
+    """Map a run config (pgrpo, TRL args, verl hydra config, OpenRLHF args) to lr, beta1,
+    refresh_interval, group_size, batch_prompts, and reward_min / reward_max from a
+    `reward_range: [lo, hi]`.
     TRL: K = num_iterations x steps_per_generation / grad accum, B = per_device_train_batch_size
     x world_size x grad accum / num_generations (when world_size is given), and
     steps_per_logged_point = logging_steps / num_iterations (logging_steps an integer >= 2 and
     logging_strategy "steps" or unset: each logged mean covers that many steps' rollouts);
     verl: K = ppo_epochs x train_batch_size / ppo_mini_batch_size."""
     get = lambda *names: as_number(find_key(cfg, names))  # noqa: E731
-    out: dict[str, float | None] = {
-        "lr": get("learning_rate", "lr"),
+    out: dict[str, float | None] = {  # OpenRLHF's args: actor_learning_rate,
+        # n_samples_per_prompt (G), adam_betas [beta1, beta2]
+        "lr": get("learning_rate", "lr", "actor_learning_rate"),
         "beta1": get("beta1", "adam_beta1"),
-        "group_size": get("group_size", "num_generations"),
+        "group_size": get("group_size", "num_generations", "n_samples_per_prompt"),
         "batch_prompts": get("batch_prompts"),
         "refresh_interval": get("refresh_interval"),
         "kappa": get("kappa"),  # a probed curvature (pgrpo probe), read by pgrpo.diagnose
     }
-    betas = find_key(cfg, ("betas",))
+    betas = find_key(cfg, ("betas", "adam_betas"))
     if out["beta1"] is None and isinstance(betas, list) and betas:
         out["beta1"] = as_number(betas[0])
     if out["refresh_interval"] is None:

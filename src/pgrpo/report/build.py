@@ -54,6 +54,8 @@ class ReportResult:
     """What the progress verdict says about the fit and the forecast (`fitwords`: "level", the
     fitted level of a run that fell; "band", a forecast from points still rising with no
     saturation), as `pgrpo fit` prints them; None where there is nothing to say."""
+    reward_column: str = ""
+    """The reward column read, in words (`RewardLog.reward_read`), as the page states it."""
 
 
 def _safe(fn: Any, *args: Any, **kwargs: Any) -> tuple[Any, str]:
@@ -453,7 +455,8 @@ def build_report(
     missing = {name: why for name, (png, why) in panels.items() if png is None}
     metrics = {"panels": float(len(pngs)), "forecast_drawn": float(drawn is not None)}
     return ReportResult(page, pngs, missing, metrics, fit, fc, tuple(notes), diagnosis,
-                        run_settings, tuple(log.warnings), start, caveats)  # fmt: skip
+                        run_settings, tuple(log.warnings), start, caveats,
+                        log.reward_read)  # fmt: skip
 
 
 def _band_signals(log: Any, seen: Any) -> tuple[float, Any] | None:

@@ -84,12 +84,15 @@ def _constrained_html(m: dict[str, Any]) -> str:
     words `pgrpo fit` prints; nothing when the fit had no lr and beta1 to fix them from."""
     if "preferred" not in m:
         return ""
+    interval = f"[{_num(m['kappa_lo'])}, {_num(m['kappa_hi'])}] (90%)"
+    if m.get("kappa_not_estimated"):  # k at its box's edge: no estimate, no interval
+        interval = _e(m["kappa_not_estimated"])
     return (
         f"<p>Closed form (m, c fixed by beta1 and K, {_e(m.get('optimizer_reduction', ''))}): "
         f"R<sup>2</sup> {_num(m['r2_constrained'])}, AICc - free {_num(m['delta_aicc'])}: "
         f"<b>{_e(m['preferred'])}</b> preferred; closed form {_e(m['closed_form'])} "
         f"(likelihood-ratio p {_num(m['lr_test_p'])}); kappa {_num(m['kappa_constrained'])} "
-        f"[{_num(m['kappa_lo'])}, {_num(m['kappa_hi'])}] (90%).</p>"
+        f"{interval}.</p>"
     )
 
 
@@ -262,7 +265,8 @@ def render_html(
     return f"""<!DOCTYPE html><html><head><meta charset="utf-8">
 <title>pgrpo report: {_e(log.source)}</title><style>{CSS}</style></head><body>
 <h1>pgrpo run report</h1>
-<div class="sub">{_e(log.source)} &middot; format {_e(log.format)} &middot; {len(log.step)}
+<div class="sub">{_e(log.source)} &middot; format {_e(log.format)} &middot;
+reward: {_e(log.reward_read)} &middot; {len(log.step)}
 logged steps ({_num(float(log.step[0]))} to {_num(float(log.step[-1]))}) &middot;
 hyperparameters: {hp}</div>
 <h2>Verdict</h2>{_findings_html(diagnosis)}
