@@ -84,3 +84,44 @@ def test_a_tensorboard_resume_reads_like_the_same_rows_in_a_csv(tmp_path):
     assert any("replaced by a resume" in w and "from 100 to 61" in w for w in tb.warnings)
     assert np.isfinite(tb.columns["eval/accuracy"]).sum() == 4  # 20, 40, 60 and the resume's 80
     assert _doc(tmp_path / "tb")["progress"]["label"] == _doc(csv.source)["progress"]["label"]
+
+
+# --- F3: a TRL console log whose progress-bar counts go back ---------------------------------
+
+
+def _bar_line(s: int, r: float, total: int = 200) -> str:
+    return f" {s}/{total} [00:10<01:00,  1.2s/it]{{'loss': 0.01, 'reward': {r!r}, 'epoch': 0.1}}"
+
+
+def test_a_resumed_console_log_keeps_the_bar_counts_as_steps(tmp_path):
+    """Bars 5-100 (collapsing after 60), "Continuing training from checkpoint", bars 55-200.
+    Before: "its dicts carry no step and no training progress bar count before each", the
+    dicts' order as the step, and both trajectories spliced into one curve ("Flat")."""
+    steps = range(5, 101, 5)
+    first = [(s, r if s <= 60 else 0.05) for s, r in zip(steps, _rise(steps, 6), strict=True)]
+    second = list(zip(range(55, 201, 5), _rise(range(55, 201, 5), 7), strict=True))
+    lines = ["***** Running training *****", *(_bar_line(s, r) for s, r in first),
+             "  Continuing training from checkpoint, will skip to saved global_step 50",
+             *(_bar_line(s, r) for s, r in second)]  # fmt: skip
+    path = tmp_path / "train.log"
+    path.write_text("\n".join(lines) + "\n")
+    log, csv = read_log(path), read_log(_csv(tmp_path / "same.csv", first + second))
+    np.testing.assert_array_equal(log.step, csv.step)
+    np.testing.assert_array_equal(log.reward, csv.reward)
+    assert log.step.tolist() == [*map(float, range(5, 55, 5)), *map(float, range(55, 201, 5))]
+    assert not any("carry no step" in w for w in log.warnings)
+    assert any("replaced by a resume" in w for w in log.warnings)
+    assert _doc(path)["progress"]["label"] == _doc(csv.source)["progress"]["label"]
+
+
+def test_console_counts_that_restart_read_the_newest_run(tmp_path):
+    """A run printed twice (counts 1-6, then 1-6 again) is two runs, as in a CSV; it read as
+    one run of twelve dicts in order until review 41."""
+    lines = [f"\r {s % 6 + 1}/12 [00:10<01:30, 2.1s/it]\n{{'reward': {0.1 + s / 100!r}}}"
+             for s in range(12)]  # fmt: skip
+    path = tmp_path / "twice.log"
+    path.write_text("\n".join(lines) + "\n")
+    log = read_log(path)
+    assert log.step.tolist() == [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+    np.testing.assert_allclose(log.reward, [0.1 + s / 100 for s in range(6, 12)])
+    assert any("2 runs appended" in w for w in log.warnings)
