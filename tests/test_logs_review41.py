@@ -9,14 +9,18 @@ repeated row read as a resume (F6); a step that starts over each epoch read as r
 from __future__ import annotations
 
 import json
+import math
 import os
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from pgrpo.cli import _load_commands, app
 from pgrpo.logs import read_log
+from pgrpo.logs.base import assemble
 
 _load_commands()
 runner = CliRunner()
@@ -45,6 +49,81 @@ def _doc(path, *extra):
     res = runner.invoke(app, ["diagnose", str(path), "--json", *extra])
     assert res.exit_code == 0, res.output
     return json.loads(res.stdout)
+
+
+# --- F1: NaN rows of a replaced trajectory are history, not the newest run's collapse -------
+
+
+@st.composite
+def diverged_then_rerun(draw):
+    """(whole file, the newest run alone), as (step, reward) rows: a run that logged n1 finite
+    rewards, then NaN / inf, then was resumed from a checkpoint it had logged (or restarted from
+    step 1); the new part may itself end in NaN (a real tail, which must still read as one)."""
+    n1, n_nan = draw(st.integers(8, 40)), draw(st.integers(1, 15))
+    start = draw(st.sampled_from([1, *range(2, n1 + 1)]))
+    n2, tail2 = draw(st.integers(4, 40)), draw(st.integers(0, 4))
+    bad = draw(st.sampled_from([math.nan, math.inf, -math.inf]))
+    first = list(zip(range(1, n1 + 1), _rise(range(1, n1 + 1), n1), strict=True))
+    first += [(s, bad) for s in range(n1 + 1, n1 + n_nan + 1)]
+    steps2 = range(start, start + n2)
+    second = list(zip(steps2, _rise(steps2, n2 + 7, 0.9), strict=True))
+    second += [(s, math.nan) for s in range(start + n2, start + n2 + tail2)]
+    alone = ([r for r in first if r[0] < start] if start > 1 else []) + second
+    return first + second, alone
+
+
+@settings(max_examples=200, deadline=None)
+@given(diverged_then_rerun())
+def test_a_rerun_after_a_divergence_reads_like_the_newest_run_alone(case):
+    whole, alone = case
+    read = [assemble([{"step": s, "reward": r} for s, r in rows], fmt="t", source="t")
+            for rows in (whole, alone)]  # fmt: skip
+    _same(*read)
+    assert any("NaN/inf reward(s) in rows a later resume or restart replaced" in w
+               for w in read[0].warnings)  # fmt: skip
+    assert not any("NaN/inf reward(s) in rows" in w for w in read[1].warnings)
+
+
+def _diverge_files(tmp_path, restart: bool):
+    """The review's files: steps 1-39 rising, 40-50 NaN, then a resume from checkpoint 30 (or
+    a restart from step 1) rising again; and the newest run alone."""
+    first = [*zip(range(1, 40), _rise(range(1, 40), 1), strict=True)]
+    first += [(s, math.nan) for s in range(40, 51)]
+    start = 1 if restart else 30
+    second = list(zip(range(start, 46), _rise(range(start, 46), 2), strict=True))
+    alone = ([] if restart else first[: start - 1]) + second
+    return _csv(tmp_path / "whole.csv", first + second), _csv(tmp_path / "alone.csv", alone)
+
+
+@pytest.mark.parametrize("restart", [False, True])
+def test_diagnose_fail_on_and_watch_read_the_rerun_not_the_old_nan(tmp_path, restart):
+    """Before: "Collapsed: the last 5 logged rewards are NaN or inf ... the run diverged",
+    dynamical_instability, --fail-on fail exit 1, and watch --once touched its stop file and
+    exited 3 on a healthy resumed run."""
+    whole, alone = _diverge_files(tmp_path, restart)
+    a, b = _doc(whole), _doc(alone)
+    assert a["progress"]["label"] == b["progress"]["label"] != "collapsed"
+    assert a["progress"]["summary"] == b["progress"]["summary"]
+    detected = lambda d: sorted(m["name"] for m in d["modes"] if m["detected"])  # noqa: E731
+    assert detected(a) == detected(b) and "dynamical_instability" not in detected(a)
+    text = runner.invoke(app, ["diagnose", str(whole)])
+    assert text.exit_code == 0 and "Collapsed" not in text.output
+    assert " ".join(b["progress"]["summary"].split()) in " ".join(text.output.split())
+    assert runner.invoke(app, ["diagnose", str(whole), "--fail-on", "fail"]).exit_code == 0
+    stop = tmp_path / "STOP"
+    res = runner.invoke(app, ["watch", str(whole), "--once", "--min-points", "8",
+                              "--stop-file", str(stop)])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert not stop.exists() and "collapsed" not in res.output
+
+
+def test_a_restarted_run_with_nan_only_says_its_own_rewards_are_nan(tmp_path):
+    """A newest run whose every reward is NaN is that run's divergence, named as the newest
+    run's (the earlier run's finite rows do not hide it)."""
+    rows = [*zip(range(1, 31), _rise(range(1, 31), 3), strict=True)]
+    rows += [(s, math.nan) for s in range(1, 6)]
+    with pytest.raises(ValueError, match="every logged reward of the newest run"):
+        assemble([{"step": s, "reward": r} for s, r in rows], fmt="t", source="t")
 
 
 # --- F2: TensorBoard: a resume into the run's folder drops what it superseded --------------
@@ -125,3 +204,116 @@ def test_console_counts_that_restart_read_the_newest_run(tmp_path):
     assert log.step.tolist() == [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
     np.testing.assert_allclose(log.reward, [0.1 + s / 100 for s in range(6, 12)])
     assert any("2 runs appended" in w for w in log.warnings)
+
+
+# --- F4: eval rows are the newest run's only --------------------------------------------------
+
+
+@st.composite
+def runs_with_evals(draw):
+    """(whole, alone): W&B-style records, an eval row (no reward) after every k-th training
+    row; a second part that restarts (from step 1) or resumes from a logged step."""
+    k = draw(st.integers(2, 8))
+
+    def part(steps, seed, acc):
+        out = []
+        for s, r in zip(steps, _rise(steps, seed), strict=True):
+            out.append({"train/global_step": s, "train/reward": r})
+            if s % k == 0:
+                out.append({"train/global_step": s, "eval/accuracy": acc + s / 1000})
+        return out
+
+    n1 = draw(st.integers(10, 50))
+    start = draw(st.sampled_from([1, *range(2, n1 + 1)]))
+    first = part(range(1, n1 + 1), n1, 0.4)
+    second = part(range(start, start + draw(st.integers(6, 60))), n1 + 1, 0.2)
+    alone = [r for r in first if r["train/global_step"] < start] + second
+    return first + second, alone
+
+
+@settings(max_examples=150, deadline=None)
+@given(runs_with_evals())
+def test_eval_values_are_read_from_the_newest_run_only(case):
+    """Before: the first run's eval rows (the whole file's) went onto the newest run's steps:
+    the review's restart read "eval accuracy changed by -0.24" and missed reward hacking."""
+    whole, alone = (assemble(recs, fmt="t", source="t") for recs in case)
+    _same(whole, alone)
+    got, want = (log.columns.get("eval/accuracy") for log in (whole, alone))
+    assert (got is None) == (want is None)
+    np.testing.assert_array_equal(got, want)
+
+
+# --- F6: one stray repeated row is no resume -------------------------------------------------
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(20, 80), st.data())
+def test_one_stray_copy_of_a_logged_step_drops_nothing(n, data):
+    """A copy of an earlier step written once, the steps going on after it (base.csv with the
+    step-10 row repeated after step 39): it read as a resume to step 10 and dropped the rows
+    10-39. Every step is kept; the stray row's value is read at its step, and a warning says
+    so."""
+    at = data.draw(st.integers(2, n - 1))  # a row follows the stray
+    j = data.draw(st.integers(1, at - 1))  # a step logged before, below the one before it
+    rows = [(s, s / n) for s in range(1, n + 1)]
+    rows.insert(at, (j, -1.0))
+    log = assemble([{"step": s, "reward": r} for s, r in rows], fmt="t", source="t")
+    assert log.step.tolist() == list(map(float, range(1, n + 1)))
+    assert log.reward[j - 1] == -1.0 and log.metrics["repeated_steps"] == 1
+    said = [w for w in log.warnings if "stray row" in w]
+    assert said and f"step {j} comes again" in said[0] and "no row was dropped" in said[0]
+    assert not any("replaced by a resume" in w for w in log.warnings)
+
+
+def test_the_review_stray_file_reads_like_the_file_without_it(tmp_path):
+    rows = list(zip(range(1, 61), _rise(range(1, 61), 8), strict=True))
+    base = _csv(tmp_path / "base.csv", rows)
+    stray = _csv(tmp_path / "stray.csv", [*rows[:39], rows[9], *rows[39:]])
+    a, b = _doc(stray), _doc(base)
+    assert a["progress"]["summary"] == b["progress"]["summary"]
+
+
+# --- F11: a step counted within each epoch ---------------------------------------------------
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.integers(5, 40), min_size=2, max_size=5), st.integers(1, 3), st.booleans())
+def test_a_step_that_starts_over_each_epoch_counts_on_across_them(lengths, stride, frac):
+    """Three epochs of steps 0-39 with an epoch column read as "3 runs appended" and kept the
+    last third. Where the step falls while the epoch goes up, each epoch's steps follow the
+    last one's, by the stride; the epoch may be whole or fractional (HF's)."""
+    recs = []
+    for e, m in enumerate(lengths):
+        for i in range(m):
+            epoch = e + i / m if frac else e
+            recs.append({"step": i * stride, "epoch": epoch, "reward": 0.1 + len(recs) / 1000})
+    log = assemble(recs, fmt="t", source="t")
+    np.testing.assert_array_equal(log.step, stride * np.arange(sum(lengths), dtype=float))
+    assert any("starts over where the 'epoch' column goes up" in w for w in log.warnings)
+    assert not any("runs appended" in w for w in log.warnings)
+
+
+def test_a_restart_or_resume_still_takes_the_epoch_back_with_it():
+    """A restart from scratch resets the step and the epoch: still read as runs appended; a
+    resume goes back in both: still a resume."""
+    run = [{"step": s, "epoch": s / 20, "reward": s / 100} for s in range(1, 41)]
+    restarted = assemble(run + run[:25], fmt="t", source="t")
+    assert restarted.step.tolist() == list(map(float, range(1, 26)))
+    resumed = assemble(run + run[19:30], fmt="t", source="t")
+    assert resumed.step.tolist() == list(map(float, range(1, 31)))
+    assert any("replaced by a resume" in w for w in resumed.warnings)
+
+
+def test_without_an_epoch_column_the_message_offers_a_fix_that_works(tmp_path):
+    """No epoch column: a step that starts over cannot be told from a restart, and is read as
+    one; the warning offers --step-column @order (the rows in file order as the steps), which
+    reads every row."""
+    rows = [(s, 0.2 + 0.005 * (40 * e + s)) for e in range(3) for s in range(40)]
+    path = _csv(tmp_path / "epochs.csv", rows)
+    log = read_log(path)
+    assert len(log) == 40
+    assert any("3 runs appended" in w and "--step-column @order" in w for w in log.warnings)
+    whole = read_log(path, step_key="@order")
+    assert whole.step.tolist() == list(map(float, range(120))) and not whole.warnings
+    doc = _doc(path, "--step-column", "@order")
+    assert doc["metrics"]["steps"] == 120
