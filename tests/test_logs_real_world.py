@@ -123,7 +123,10 @@ def test_a_stale_top_level_trainer_state_is_not_read_over_a_newer_checkpoint(tmp
     assert read_log(tmp_path).step.size == 40
 
 
-def test_a_tensorboard_run_resumed_into_its_folder_warns_like_the_other_readers(tmp_path):
+def test_a_tensorboard_run_resumed_into_its_folder_reads_like_the_other_readers(tmp_path):
+    """The second event file re-logs steps 300-800 (a resume from checkpoint 300): the first
+    file's steps from 300 on, 810-1000 included, are a discarded trajectory, as in a CSV (they
+    were kept, with "repeated step(s) (a restart?)", until review 41)."""
     pytest.importorskip("tensorboard")
     from torch.utils.tensorboard import SummaryWriter
 
@@ -134,8 +137,9 @@ def test_a_tensorboard_run_resumed_into_its_folder_warns_like_the_other_readers(
                 writer.add_scalar("train/reward", r + shift, int(s))
         writer.close()
     log = read_log(tmp_path)
-    assert any("repeated step(s) (a restart?)" in w for w in log.warnings), log.warnings
+    assert any("replaced by a resume" in w and "from 1000 to 300" in w for w in log.warnings)
     assert log.reward[STEPS.tolist().index(500)] == pytest.approx(REWARD[49] + 0.1)
+    assert log.step[-1] == 800
 
 
 def test_jsonl_whose_first_record_has_no_reward_is_read(tmp_path):

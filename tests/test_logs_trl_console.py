@@ -95,18 +95,20 @@ def test_the_step_is_the_progress_bar_count_before_each_dict(tmp_path):
 
 
 def test_without_a_bar_count_before_every_dict_the_step_is_the_order(tmp_path):
-    """tqdm off, a dict without a count of its own, or counts that restart (a resumed run
-    printed twice): the dicts' order, and the warning says so."""
+    """tqdm off, a dict without a count of its own, or counts that are no training bar's (a
+    generation bar finished at 8/8 before each dict): the dicts' order, and the warning says
+    why. Counts that go back (a resumed run) are steps: tests/test_logs_review41.py."""
     cases = {
-        "no_bars": [_printed(s) for s in range(1, 13)],
-        "one_missing": [
-            _bar(s, 12) + "\n" + _printed(s) if s != 7 else _printed(s) for s in range(1, 13)
-        ],  # fmt: skip
-        "restarts": [_bar(s % 6 + 1, 12) + "\n" + _printed(s) for s in range(12)],
+        "no_bars": ([_printed(s) for s in range(1, 13)], "carry no step"),
+        "one_missing": (
+            [_bar(s, 12) + "\n" + _printed(s) if s != 7 else _printed(s) for s in range(1, 13)],
+            "carry no step",
+        ),
+        "not_a_bar": ([_bar(8, 8) + "\n" + _printed(s) for s in range(12)], "do not read as"),
     }
-    for name, lines in cases.items():
+    for name, (lines, why) in cases.items():
         path = tmp_path / f"{name}.log"
         path.write_text("\n".join(lines) + "\n")
         log = read_log(path)
         assert log.step.tolist() == [float(s) for s in range(1, 13)], name
-        assert any("carry no step" in w for w in log.warnings), name
+        assert any(why in w for w in log.warnings), name

@@ -78,7 +78,12 @@ def reward_column_option() -> Any:
 
 
 def step_column_option() -> Any:
-    return typer.Option(None, "--step-column", help="Step key, when not a standard name.")
+    return typer.Option(
+        None,
+        "--step-column",
+        help="Step key, when not a standard name; @order reads the rows in file order as the "
+        "steps (a step that starts over each epoch, with no epoch column to tell).",
+    )
 
 
 def read_options(reward_column: str | None, step_column: str | None) -> dict[str, str]:

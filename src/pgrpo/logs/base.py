@@ -24,7 +24,13 @@ from pgrpo.errors import UserError
 from pgrpo.logs.columns import ABSENT, NUMBER, ColumnStore, store_of
 from pgrpo.logs.repairs import canon as _canon
 from pgrpo.logs.repairs import check_config, check_settings, eval_rows, eval_values
-from pgrpo.logs.rewind import newest_run, rewind_warnings, superseded  # noqa: F401 (re-exported)
+from pgrpo.logs.rewind import (  # noqa: F401 (newest_run, superseded re-exported)
+    across_epochs,
+    newest_rows,
+    newest_run,
+    rewind_warnings,
+    superseded,
+)
 
 
 class LogFormatError(UserError):
@@ -113,6 +119,12 @@ OLD_REWARD_PATTERN = re.compile(r"^rewards/([^/]+)$")
 STEP_KEYS = ("step", "global_step", "train/global_step", "trainer/global_step", "_step", "Step")
 """In order of preference: W&B's own `_step` counts its log calls (train and eval rows alike)
 and comes after the trainer's step (`trainer/global_step`: Lightning / HF in W&B)."""
+ROW_ORDER = "@order"
+"""The step_key (`--step-column @order`) that reads the records in file order as the steps: for a
+log whose step starts over each epoch and that logs no epoch to tell (`rewind.epoch_offsets`)."""
+EPOCH_KEYS = ("epoch", "train/epoch")
+"""The columns that tell a step counted within each epoch from a restart (`rewind.epoch_offsets`).
+"""
 HYPER_NAMES = ("lr", "beta1", "refresh_interval", "group_size", "batch_prompts")
 TEXT_ROWS = 5
 """Rows whose reward cell holds something other than a number (and none that holds one) that
@@ -221,20 +233,21 @@ def assemble(
     if isinstance(rkey, str) and (twin := _twin(rkey, all_keys)) is not None:
         warns.append(f"the log has both {rkey!r} and {twin!r}: read {rkey!r}; give "
                      f"--reward-column {twin} to read the other")  # fmt: skip
-    if step_key is not None and step_key not in set(all_keys):
+    in_order = step_key == ROW_ORDER
+    if step_key is not None and not in_order and step_key not in set(all_keys):
         shown = ", ".join(sorted(all_keys)[:30])
         raise LogFormatError(
             f"{source}: step column {step_key!r} not found",
             f"give one of the columns present: {shown}",
         )
-    skey = step_key or next((k for k in STEP_KEYS if k in set(all_keys)), None)
+    skey = None if in_order else step_key or next((k for k in STEP_KEYS if k in all_keys), None)
     if skey is not None and skey in _as_list(rkey):  # a review, session 36: a fit of the reward
         raise LogFormatError(  # against itself read R^2 0.999
             f"{source}: the step column and the reward column are both {skey!r}",
             "give --step-column the column that counts steps (step, global_step) and "
             "--reward-column the reward",
         )
-    if skey is None:
+    if skey is None and not in_order:
         warns.append("no step column: using the record order as the step")
     reward, r_present, r_number = _reward_column(store, rkey)
     if skey is None:
@@ -247,11 +260,18 @@ def assemble(
     missing = r_present & good_step & ~r_number
     nan = r_present & good_step & r_number & ~np.isfinite(reward)
     ok = r_present & good_step & r_number & np.isfinite(reward)
+    hist = np.flatnonzero(ok | nan)  # the rows with a reward number decide the runs
+    if skey is not None and (ekey := next((k for k in EPOCH_KEYS if k in all_keys), None)):
+        step = across_epochs(step, store.column(ekey)[0], hist, ekey, warns)
+    # what is dropped, counted and read as a diverged tail is the newest run's own (`newest_rows`):
+    # a NaN of a trajectory a resume or restart replaced read as its collapse (review 41)
+    newest, kept, restart = newest_rows(step, hist, good_step)
+    old_nan, nan = int(np.sum(nan & ~newest)), nan & newest
     # a row with no reward number but an eval value is an eval row (a W&B export's empty
     # train/reward cell there): `eval_rows` reads it, and it is no dropped training row
     evals = eval_values(store)
-    counts = {"missing": int((missing & ~evals).sum()), "nan": int(nan.sum()),
-              "bad_step": int(bad_step.sum())}  # fmt: skip
+    counts = {"missing": int((missing & ~evals & newest).sum()), "nan": int(nan.sum()),
+              "bad_step": int((bad_step & newest).sum())}  # fmt: skip
     _count_warnings(counts, warns)
     if int(missing.sum()) >= TEXT_ROWS and int(missing.sum()) == int(r_present.sum()):
         raise LogFormatError(  # text in every reward cell: no wait makes it numbers
@@ -260,38 +280,41 @@ def assemble(
             "name the reward column with --reward-column (reward_key= in Python), or fix "
             "the values (a decimal comma? write 0.5, not 0,5)",
         )
-    if not ok.any() and int(nan.sum()) >= NONFINITE_ROWS:  # every reward NaN / inf: diverged
+    whose = f" of the newest run in the file (from reward row {restart + 1})" if restart else ""
+    if not (ok & newest).any() and int(nan.sum()) >= NONFINITE_ROWS:  # diverged from its start
         raise LogFormatError(
-            f"{source}: every logged reward ({int(nan.sum())} rows) is NaN or inf: the run "
-            "diverged from its first logged step, or the reward column is not the reward",
+            f"{source}: every logged reward{whose} ({int(nan.sum())} rows) is NaN or inf: the "
+            "run diverged from its first logged step, or the reward column is not the reward",
             "stop the run and look for an inf or NaN in its loss and rewards; name the reward "
             "column with --reward-column if it is another one",
         )
-    if not ok.any():  # a reward column with no number yet (NaN first rows): may still come
+    if not (ok & newest).any():  # a reward column with no number yet (NaN first rows): may come
         raise LogNotReadyError(
-            f"{source}: no usable (step, reward) rows ({fmt} format, reward key {rkey!r}); "
-            "check the file is a training log and not empty"
+            f"{source}: no usable (step, reward) rows{whose} ({fmt} format, reward key "
+            f"{rkey!r}); check the file is a training log and not empty"
         )
-    step_all, lone = step, good_step & ~(r_present & r_number)  # no reward: eval rows, say
-    tail = nan & (step > np.max(step[ok]))  # NaN/inf rewards after the last finite one
+    step_all, lone = step, newest & good_step & ~(r_present & r_number)  # eval rows, say
+    rows = np.flatnonzero(ok & newest)
+    tail = nan & (step > np.max(step[rows]))  # NaN/inf rewards after the last finite one
     if tail.any():
         warns.append(f"the last {int(tail.sum())} logged reward(s) are NaN or inf (from step "
-                     f"{np.min(step[tail]):g}): read up to step {np.max(step[ok]):g}")  # fmt: skip
-    rows = np.flatnonzero(ok)
-    restart = newest_run(step[rows])
-    restart_step = float(step[rows[restart]])
-    kept = superseded(step[rows])
-    rewind_warnings(step[rows], kept, restart, live, warns)
+                     f"{np.min(step[tail]):g}): read up to step {step[rows].max():g}")  # fmt: skip
+    restart_step = float(step[hist[restart]])
+    rewind_warnings(step[hist], kept, restart, live, warns)
+    if old_nan:
+        warns.append(f"{old_nan} NaN/inf reward(s) in rows a later resume or restart "
+                     "replaced: the history of a discarded trajectory, not read as the newest "
+                     "run's")  # fmt: skip
     n_rep = int(np.sum(~kept))
-    if rows.size >= 3 and np.all(step[rows] == step[rows[0]]):  # not "need more points" (a
+    every = np.flatnonzero(ok)  # every row with a reward, whichever run: one step is no curve
+    if every.size >= 3 and np.all(step[every] == step[every[0]]):  # not "need more points" (a
         # review, session 36); a live log (`pgrpo watch`) is warned and read on
-        problem = (f"all {rows.size} rows with a reward have the same step {step[rows[0]]:g} "
+        problem = (f"all {every.size} rows with a reward have the same step {step[every[0]]:g} "
                    f"(step column {skey!r})")  # fmt: skip
         fix = "give --step-column the column that counts the steps"
         if not live:
             raise LogFormatError(f"{source}: {problem}", fix)
         warns.append(f"{problem}: {fix}")
-    rows = rows[kept]
     order = np.argsort(step[rows], kind="stable")
     if np.any(np.diff(order) < 0):
         warns.append("steps out of order in the file: sorted by step")
@@ -351,7 +374,7 @@ def wanted_keys(
     for name in columns:
         names.update(COLUMN_KEYS.get(name, ()))
     names.update(REWARD_KEYS)
-    exact = {*STEP_KEYS, *(k for k in (reward_key, step_key) if k is not None)}
+    exact = {*STEP_KEYS, *EPOCH_KEYS, *(k for k in (reward_key, step_key) if k is not None)}
 
     def keep(key: str) -> bool:
         c = _canon(key)

@@ -6,8 +6,9 @@ no reader, and the error sent them through --format values that could not read i
 
 The dicts carry no step. The training progress bar does: tqdm prints `50/500 [` with the
 optimizer step before each training dict, so the step is the last bar count before the dict,
-where every training dict has one, the counts rise and share one total (the bar of the
-training loop; an eval bar comes after its training dict and has its own total). Otherwise
+where every training dict has one and the counts rise under one total (the bar of the training
+loop; an eval bar comes after its training dict and has its own total), or go back where a run
+resumed from a checkpoint (`assemble` drops what the resume replaced). Otherwise
 (tqdm off, bars cut from the log) the step is the dicts' order (1, 2, ...), in logging calls,
 and the reader says so (`--step-column` cannot help; multiply by `logging_steps` for optimizer
 steps). An eval
@@ -101,16 +102,11 @@ def _records(path: Path, live: bool = False) -> Iterator[dict[str, Any]]:
 
 
 def _with_steps(records: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], str]:
-    """The records with a `step`: the progress bar's count where every training record has one,
-    they rise and share one total; else the order. And the warning to give."""
+    """The records with a `step`: the progress bar's count where every training record has one
+    and they read as the training bar (`_bar_steps`); else the order. And the warning to give."""
     bars = [r["_bar"] for r in records if "_bar" in r]
-    counts = [b[0] for b in bars if b is not None]
-    by_bar = (
-        bars
-        and len(counts) == len(bars)
-        and len({b[1] for b in bars}) == 1
-        and all(a < b for a, b in zip(counts, counts[1:], strict=False))
-    )
+    counted = bool(bars) and all(b is not None for b in bars)
+    by_bar = counted and _bar_steps(bars)
     step_of = {}
     for r in records:
         if "_bar" in r:
@@ -121,9 +117,28 @@ def _with_steps(records: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], st
     if by_bar:
         return out, ("a TRL console log: the steps are the training progress bar's counts before "
                      "each printed dict")  # fmt: skip
+    if counted:
+        return out, ("a TRL console log: the progress bar counts before its dicts do not read "
+                     "as the training bar's (they repeat, or change total without going back), "
+                     "so the step is the dicts' order (logging calls); multiply by "
+                     "logging_steps for optimizer steps")  # fmt: skip
     return out, ("a TRL console log: its dicts carry no step and no training progress bar count "
                  "before each, so the step is their order (logging calls); multiply by "
                  "logging_steps for optimizer steps")  # fmt: skip
+
+
+def _bar_steps(bars: list[tuple[int, int]]) -> bool:
+    """Whether the bar counts before the training dicts, (count, total) each, read as the
+    training bar's: they rise from dict to dict under one total, except where they go back (a
+    run resumed from a checkpoint or restarted: the bar starts again at the checkpoint's step,
+    its total may change there), at no more than a quarter of the dicts. `assemble` reads the
+    rewind as it does a CSV's (review 41: a resumed run's counts fell back, the reader took the
+    dicts' order and spliced the discarded trajectory and the resume into one curve)."""
+    pairs = list(zip(bars, bars[1:], strict=False))
+    falls = sum(b[0] < a[0] for a, b in pairs)
+    return falls <= len(pairs) // 4 and all(
+        b[0] < a[0] or (b[0] > a[0] and b[1] == a[1]) for a, b in pairs
+    )
 
 
 def read_trl_console(path: Path, **options: Any) -> RewardLog:
