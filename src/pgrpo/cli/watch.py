@@ -70,9 +70,17 @@ def _stop_rules(value: str) -> tuple[str, ...]:
     return tuple(names)
 
 
-def _check_stop_file(path: Path) -> None:
-    """Before watching: the stop file can be made (its nearest existing folder is a writable
-    folder), so a stop condition is not lost to a bad path at the end."""
+def _check_stop_file(path: Path, log: Path) -> None:
+    """Before watching: the stop file is not the watched log nor in the watched folder, and
+    can be made (its nearest existing folder is a writable folder), so a stop condition is
+    not lost to a bad path at the end."""
+    stop, watched = path.resolve(), log.resolve()
+    if stop == watched or watched in stop.parents:  # an earlier-marker removal deleted the log
+        # itself (a hostile review, session 41); LOG may not exist yet, so a path under it is
+        # taken as inside the folder it may become
+        where = "is the watched log" if stop == watched else f"lies inside the watched {log}"
+        fail(f"--stop-file {path} {where}",
+             "give a path outside the log and its run folder, e.g. next to it")  # fmt: skip
     folder = path.parent
     while not folder.exists() and folder != folder.parent:
         folder = folder.parent
@@ -83,6 +91,23 @@ def _check_stop_file(path: Path) -> None:
         # polling the intended path would never see the file (a hostile user's review)
         typer.echo(f"note: --stop-file's folder {path.parent} does not exist yet; it is made "
                    "when a stop rule holds", err=True)  # fmt: skip
+
+
+def _remove_old_marker(path: Path) -> None:
+    """An empty regular file at the stop path, the marker an earlier watch touched, is removed
+    (a loop that polls it would stop now); anything else there is refused, not deleted: the
+    watch writes no content, so a file with content, a link or a device is not its marker."""
+    if not path.exists() and not path.is_symlink():
+        return
+    if path.is_symlink() or not path.is_file():
+        fail(f"--stop-file {path} exists and is not a regular file",
+             "give a new path, or remove it yourself if it is an old marker")  # fmt: skip
+    if path.stat().st_size > 0:
+        fail(f"--stop-file {path} exists and is not empty, so it is not a marker a watch left",
+             "give a new path, or remove it yourself if it is an old marker")  # fmt: skip
+    path.unlink()
+    typer.echo(f"note: removed {path}, left by an earlier watch; it is touched again when a "
+               "stop rule holds", err=True)  # fmt: skip
 
 
 @command("watch")
@@ -148,11 +173,8 @@ def watch_cmd(
         except KeyError as exc:
             raise typer.BadParameter(str(exc), param_hint="--format") from None
     if stop_file is not None:
-        _check_stop_file(stop_file)
-        if stop_file.is_file():  # left by an earlier watch: a loop that polls it would stop now
-            stop_file.unlink()
-            typer.echo(f"note: removed {stop_file}, left by an earlier watch; it is touched again "
-                       "when a stop rule holds", err=True)  # fmt: skip
+        _check_stop_file(stop_file, log)
+        _remove_old_marker(stop_file)
 
     told: dict[str, str] = {}  # the assessment's warnings: each said once, withdrawn once
     repairs: dict[str, str] = {}  # the reader's: each kind once (`unsaid`)

@@ -209,7 +209,7 @@ def _config_hyper(candidates: list[Path], warns: list[str]) -> dict[str, Any]:
     for c in candidates:
         cfg = _load_config(c)
         if cfg is not None:
-            hyper: dict[str, Any] = hyperparameters_from_config(cfg)
+            hyper: dict[str, Any] = hyperparameters_from_config(cfg, warns)
             if hyper and (name := _config_optimizer(cfg)) is not None:
                 hyper["optimizer"] = name
             if hyper:

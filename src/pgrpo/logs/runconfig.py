@@ -33,15 +33,14 @@ def find_key(tree: Any, names: tuple[str, ...], _depth: int = 0) -> Any:
     return None
 
 
-def hyperparameters_from_config(cfg: Any) -> dict[str, float]:
+def hyperparameters_from_config(cfg: Any, notes: list[str] | None = None) -> dict[str, float]:
     """Map a run config (pgrpo, TRL args, verl hydra config, OpenRLHF args) to lr, beta1,
     refresh_interval, group_size, batch_prompts, and reward_min / reward_max from a
     `reward_range: [lo, hi]`.
-    TRL: K = num_iterations x steps_per_generation / grad accum, B = per_device_train_batch_size
-    x world_size x grad accum / num_generations (when world_size is given), and
-    steps_per_logged_point = logging_steps / num_iterations (logging_steps an integer >= 2 and
-    logging_strategy "steps" or unset: each logged mean covers that many steps' rollouts);
-    verl: K = ppo_epochs x train_batch_size / ppo_mini_batch_size."""
+    TRL (`trl_batch`): K = num_iterations x steps_per_generation / grad accum, B = prompts per
+    optimizer step and steps_per_logged_point = the rollouts behind a logged reward / (G x B);
+    verl: K = ppo_epochs x train_batch_size / ppo_mini_batch_size. notes: where a size cannot
+    be determined from the config, why (appended)."""
     get = lambda *names: as_number(find_key(cfg, names))  # noqa: E731
     out: dict[str, float | None] = {  # OpenRLHF's args: actor_learning_rate,
         # n_samples_per_prompt (G), adam_betas [beta1, beta2]
@@ -55,9 +54,10 @@ def hyperparameters_from_config(cfg: Any) -> dict[str, float]:
     betas = find_key(cfg, ("betas", "adam_betas"))
     if out["beta1"] is None and isinstance(betas, list) and betas:
         out["beta1"] = as_number(betas[0])
+    spg = _steps_per_generation(get, notes)
     if out["refresh_interval"] is None:
         iters = get("num_iterations", "ppo_epochs")
-        spg, ga = get("steps_per_generation"), get("gradient_accumulation_steps")
+        ga = get("gradient_accumulation_steps")
         tb, mb = get("train_batch_size"), get("ppo_mini_batch_size")
         if iters is not None:
             per = spg / ga if spg and ga else (tb / mb if tb and mb else 1.0)
@@ -66,28 +66,7 @@ def hyperparameters_from_config(cfg: Any) -> dict[str, float]:
     if isinstance(bounds, list | tuple):
         with contextlib.suppress(ValueError):  # a bad range in a config is no range
             out["reward_min"], out["reward_max"] = checked_reward_range(bounds)
-    per, ga, ws = (get("per_device_train_batch_size"), get("gradient_accumulation_steps"),
-                   get("world_size"))  # fmt: skip
-    g = out["group_size"]
-    if out["batch_prompts"] is None and per and ga and ws and g and g >= 2:
-        # TRL: completions per optimizer step / G; only with the world size, which TRL's args
-        # record only live (`TrainingArguments.world_size`: PgrpoCallback adds it), not on disk
-        completions = per * ws * ga
-        if completions % g == 0:
-            out["batch_prompts"] = completions / g
-    every, strategy = get("logging_steps"), find_key(cfg, ("logging_strategy",))
-    by_steps = strategy is None or str(strategy).lower().endswith("steps")
-    if every is not None and every >= 2 and float(every).is_integer() and by_steps:
-        # Hugging Face Trainer / TRL: a logged reward is the mean over every generation since
-        # the last log, and TRL generates once every num_iterations optimizer steps (at the
-        # default steps_per_generation), so a logged point holds logging_steps / num_iterations
-        # steps' worth of rollouts (TRL's default logging_steps is 10; a float below 1 is a
-        # share of the run, unknown here). Read by `starvation.rollouts_per_point` (a hostile
-        # user's review, session 35: N = G x B per point tested 320-rollout means as 32-rollout
-        # ones, and dropped the binomial null; a review of the fix: num_iterations)
-        per_point = every / max(1.0, get("num_iterations") or 1.0)
-        if per_point > 1:
-            out["steps_per_logged_point"] = per_point
+    out.update(trl_batch(cfg, out["group_size"], out["batch_prompts"], spg))
     rollout = _find_mapping(cfg, "rollout")  # verl: actor_rollout_ref.rollout.n is G
     if rollout is not None:
         if out["group_size"] is None:
@@ -95,6 +74,60 @@ def hyperparameters_from_config(cfg: Any) -> dict[str, float]:
         if out["batch_prompts"] is None:
             out["batch_prompts"] = get("train_batch_size")
     return {k: float(v) for k, v in out.items() if v is not None and math.isfinite(v)}
+
+
+def _steps_per_generation(get: Any, notes: list[str] | None) -> float | None:
+    """TRL's steps_per_generation as its GRPOConfig resolves it (`__post_init__`): given, else
+    generation_batch_size / (per_device_train_batch_size x world size), else (neither set)
+    gradient_accumulation_steps. None when not a TRL config or not determinable."""
+    spg, gbs, ga = (get("steps_per_generation"), get("generation_batch_size"),
+                    get("gradient_accumulation_steps"))  # fmt: skip
+    if spg or ga is None:
+        return spg
+    if gbs is None:
+        return ga  # TRL's default: one generation per optimizer step
+    per, ws = get("per_device_train_batch_size"), get("world_size")
+    if per and ws:
+        return gbs / (per * ws)
+    if notes is not None:
+        notes.append(f"generation_batch_size {gbs:g} without steps_per_generation or the world "
+                     "size: the rollouts behind each logged reward are unknown; give "
+                     "--batch-prompts (prompts per logged point)")  # fmt: skip
+    return None
+
+
+def trl_batch(cfg: Any, g: float | None, b: float | None, spg: float | None) -> dict[str, float]:
+    """TRL's batch arithmetic (trl 1.16 `GRPOConfig.__post_init__`, `GRPOTrainer._prepare_inputs`
+    and `log`): a generation of generation_batch_size = per_device x world x spg completions
+    every K = num_iterations x spg / ga optimizer steps, whose mean reward is appended once; a
+    log every L = logging_steps steps averages the appended means (a log with none has no
+    reward). So a logged reward covers max(1, L / K) generations, i.e. max(K, L) / num_iterations
+    x (G x B) rollouts with B = per_device x world x ga / G prompts per optimizer step:
+    steps_per_logged_point = max(K, L) / num_iterations (L / num_iterations at TRL's default
+    spg = ga; spg / ga at L = 1). B needs the world size (live `TrainingArguments.world_size`,
+    which PgrpoCallback adds) or the resolved generation_batch_size with spg. A review, session
+    41: with ga 1, spg 4 a logged reward held 4 x the rollouts read."""
+    get = lambda *names: as_number(find_key(cfg, names))  # noqa: E731
+    out: dict[str, float] = {}
+    per, ga, ws = (get("per_device_train_batch_size"), get("gradient_accumulation_steps"),
+                   get("world_size"))  # fmt: skip
+    gbs = get("generation_batch_size")
+    if b is None and g and g >= 2 and ga and spg:
+        completions = per * ws * ga if per and ws else (gbs * ga / spg if gbs else None)
+        if completions is not None and completions % g == 0:
+            out["batch_prompts"] = completions / g
+    every, strategy = get("logging_steps"), find_key(cfg, ("logging_strategy",))
+    by_steps = strategy is None or str(strategy).lower().endswith("steps")
+    if every is None or every < 1 or not float(every).is_integer() or not by_steps:
+        return out  # by epoch, or a float below 1 (a share of the run): unknown here
+    iters = max(1.0, get("num_iterations") or 1.0)
+    k = iters * spg / ga if spg and ga else iters  # optimizer steps per generation
+    if spg is None and get("generation_batch_size") is not None:
+        return out  # the generation's size is unknown (`_steps_per_generation` notes it)
+    per_point = max(k, every) / iters
+    if per_point > 1:
+        out["steps_per_logged_point"] = per_point
+    return out
 
 
 def _find_mapping(tree: Any, name: str, _depth: int = 0) -> Mapping[str, Any] | None:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from pgrpo.logs.base import LogFormatError, LogNotReadyError, LogReader, RewardLog, assemble
-from pgrpo.logs.readers import LOG_READERS, _config_hyper, _read_text
+from pgrpo.logs.readers import LOG_READERS, _config_hyper, _load_config, _read_text
 from pgrpo.logs.runconfig import hyperparameters_from_config
 
 
@@ -99,9 +99,13 @@ def read_trl(path: Path, **options: Any) -> RewardLog:
     hyper = _config_hyper(cands, warns)
     every = state.get("logging_steps")  # the trainer's own (an int: a ratio resolved)
     if isinstance(every, int | float) and "steps_per_logged_point" not in hyper:
-        iters = hyper.get("refresh_interval")  # K = num_iterations at TRL's defaults
-        cfg = {"logging_steps": every, "num_iterations": iters}
-        per_point = hyperparameters_from_config(cfg).get("steps_per_logged_point")
+        # the config's num_iterations, steps_per_generation, ... with the trainer's logging_steps:
+        # refresh_interval K = num_iterations x spg / ga is not num_iterations (a review,
+        # session 41: ga 1, spg 4 read a quarter of the steps per point)
+        cfg = next((c for c in map(_load_config, cands) if isinstance(c, dict)), {})
+        per_point = hyperparameters_from_config({**cfg, "logging_steps": every}).get(
+            "steps_per_logged_point"
+        )
         if per_point is not None:  # a review: only the callback read it before
             hyper = {**hyper, "steps_per_logged_point": per_point}
     return assemble(
