@@ -59,10 +59,13 @@ class PgrpoCallback(TrainerCallback):
     it moves itself right after transformers' DefaultFlowCallback so the reporting callbacks see
     the keys in the same entry. `stop_on` (plateau, flat, collapse, degeneracy; default none) sets
     `control.should_training_stop` once a rule has held for its patience (`plateau_patience` for
-    plateau and flat, `patience` for collapse and degeneracy) in assessments. At train end
-    it writes `output_dir/pgrpo_live_report.json`. What an assessment cannot do as configured
-    (`LiveStatus.warnings`: a degeneracy rule the log cannot trigger, a reward outside
-    `reward_range`) is a RuntimeWarning once per kind and the report's `warnings`.
+    plateau and flat, `patience` for collapse and degeneracy) in assessments. At each
+    checkpoint and at train end it writes `output_dir/pgrpo_live_report.json` (atomically; a
+    resume reads its earlier assessments back). Under TRL's batch-wide `scale_rewards="batch"`
+    it does not read `frac_reward_zero_std` as a share of groups; a `pgrpo/steps_to_90` past
+    `max_steps` is `pgrpo/to90_past_end` 1 instead (review 41). What an assessment cannot do
+    as configured (`LiveStatus.warnings`: a degeneracy rule the log cannot trigger, a reward
+    outside `reward_range`) is a RuntimeWarning once per kind and the report's `warnings`.
 
     Options: every (assess every N logged rewards), report (path or None for the default), and
     the `pgrpo.diagnose.live.LiveConfig` fields (confidence, min_points, patience,
