@@ -117,6 +117,9 @@ class PgrpoGRPOTrainer(GRPOTrainer):
                 "pgrpo_temperatures is not supported with tools or rollout_func (their extra "
                 "generation calls do not map to group slots); drop one of them"
             )
+        for cb in self.callback_handler.callbacks:  # its frac_reward_zero_std is per group
+            if isinstance(cb, PgrpoCallback):  # whatever scale_rewards (review 41, F1)
+                cb.share_per_group = True
         self._pgrpo_batch: tuple[list[dict[str, Any]], torch.Tensor] | None = None
         self._pgrpo_sampled_at_temperatures = False  # set by _generate_single_turn per batch
 

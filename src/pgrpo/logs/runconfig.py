@@ -62,7 +62,8 @@ def hyperparameters_from_config(cfg: Any, notes: list[str] | None = None) -> dic
         if iters is not None:
             per = spg / ga if spg and ga else (tb / mb if tb and mb else 1.0)
             out["refresh_interval"] = max(1.0, round(iters * per))
-    bounds = find_key(cfg, ("reward_range",))  # pgrpo: task.reward_range, [lo, hi]
+    # pgrpo: task.reward_range; PgrpoGRPOConfig: pgrpo_reward_range (review 41: not read)
+    bounds = find_key(cfg, ("reward_range", "pgrpo_reward_range"))  # [lo, hi]
     if isinstance(bounds, list | tuple):
         with contextlib.suppress(ValueError):  # a bad range in a config is no range
             out["reward_min"], out["reward_max"] = checked_reward_range(bounds)
