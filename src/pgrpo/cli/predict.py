@@ -51,6 +51,13 @@ def predict_cmd(
     steps: int = typer.Option(1000, "--steps", help="Steps to predict (>= 1)."),
     r0: float = typer.Option(0.2, "--r0", help="Initial expected reward."),
     r_inf: float = typer.Option(0.8, "--r-inf", help="Plateau (fixed point)."),
+    noise_var: float | None = typer.Option(
+        None,
+        "--noise-var",
+        help="V_F: per-sample force variance per unit lr (default 0.25 kappa^2, a 0/1 reward's "
+        "at p = 1/2). Sets D and sgd_momentum's stationary_std; needed for those when --r0 / "
+        "--r-inf leave [0, 1].",
+    ),
     optimizer: str = typer.Option(
         "sgd_momentum",
         "--optimizer",
@@ -82,6 +89,8 @@ def predict_cmd(
 ) -> None:
     """Regime (from the exact recursion), damping ratio, tau, exact K*, oscillation onset and
     stationary std."""
+    import math
+
     from pgrpo.dynamics.optimizers import run_optimizer
     from pgrpo.dynamics.predict import predict
 
@@ -89,6 +98,11 @@ def predict_cmd(
         optimizer = run_optimizer(optimizer)
     except ValueError as exc:
         fail(f"--optimizer: {exc}".split("; ")[0], "give --optimizer sgd_momentum or adam (adamw)")
+    if noise_var is not None and not (math.isfinite(noise_var) and noise_var > 0):
+        fail(
+            f"--noise-var {noise_var!r} is not a finite number > 0",
+            "give the per-sample force variance per unit lr (0.25 kappa^2 for a 0/1 reward)",
+        )
     horizon = _lr_horizon(lr, schedule, warmup_steps, schedule_start, steps)
     pred = predict(
         lr if horizon is None else horizon.peak,
@@ -100,6 +114,7 @@ def predict_cmd(
         n_steps=steps,
         R0=r0,
         R_inf=r_inf,
+        noise_var=noise_var,
         optimizer=optimizer,
         beta2=beta2,
         lr_schedule=None if horizon is None else horizon.varying,
@@ -108,7 +123,11 @@ def predict_cmd(
 
     out_dir(out)  # once the settings are known to be good: bad input writes nothing
     png = import_quietly("pgrpo.dynamics.plots").plot_prediction(pred, out / "predict.png")
-    data = {**pred.to_dict(), "png": str(png), "notes": _notes(optimizer, beta2, pred.metrics)}
+    data = {
+        **pred.to_dict(),
+        "png": str(png),
+        "notes": _notes(optimizer, beta2, noise_var, pred.metrics),
+    }
     title = (
         f"prediction ({optimizer}): lr={lr:g}, kappa={kappa:g}, beta1={beta1:g}, "
         f"K={refresh_interval}, G={group_size}, B={batch_prompts}"
@@ -135,25 +154,34 @@ def _lr_horizon(lr: float, schedule: str, warmup: int, start: int, steps: int) -
     return lr_horizon(schedule, lr, start + steps, start, warmup)
 
 
-def _notes(optimizer: str, beta2: float, metrics: dict) -> list[str]:
+def _notes(optimizer: str, beta2: float, noise_var: float | None, metrics: dict) -> list[str]:
     """Settings this reduction does not use, said rather than silently ignored; why there is no
     stationary_std (levels outside [0, 1]: `predict._unscaled`)."""
     from pgrpo.dynamics.optimizers import OptimizerSettings
 
+    unsupported = ("stationary_std is not given (null in --json): --r0 / --r-inf lie outside "
+                   "[0, 1] and ")  # fmt: skip
     if optimizer == "adam":
-        return [
-            "under adam, --group-size and --batch-prompts do not change this prediction: the "
-            "noise they set enters through kappa, the curvature preconditioned by the gradient's "
-            "RMS (probe the run's own G and B with `pgrpo probe`); stationary_std is the "
-            "second-moment closure's RMS deviation"
-        ]
-    noise = ("stationary_std assumes a per-sample force variance of 0.25 kappa^2 (a 0/1 reward "
-             "at p = 1/2, the largest), whatever --r0 and --r-inf: the spread of the reward "
-             "around its mean from batch noise at G x B rollouts a step")  # fmt: skip
-    if metrics.get("stationary_std_note"):  # --r0 / --r-inf outside [0, 1]
-        noise = ("stationary_std is not given (null in --json): it assumes the force noise of a "
-                 "0/1 reward (0.25 kappa^2 per sample), and --r0 / --r-inf lie outside [0, 1]; "
-                 "the mean trajectory, tau, the regime and K* do not depend on it")  # fmt: skip
+        note = ("under adam, --group-size, --batch-prompts and --noise-var do not change "
+                "stationary_std: the noise they set enters through kappa, the curvature "
+                "preconditioned by the gradient's RMS (probe the run's own G and B with `pgrpo "
+                "probe`); stationary_std is the second-moment closure's RMS deviation")  # fmt: skip
+        if metrics.get("stationary_std_note"):
+            note += ("; " + unsupported + "the closure's noise scale is a 0/1 reward's; the mean "
+                     "trajectory, tau and the regime do not depend on it")  # fmt: skip
+        return [note]
+    if noise_var is not None:
+        noise = (f"stationary_std and D use the given per-sample force variance --noise-var "
+                 f"{noise_var:g}")  # fmt: skip
+    elif metrics.get("stationary_std_note"):  # --r0 / --r-inf outside [0, 1]
+        noise = (unsupported + "it assumes the force noise of a 0/1 reward (0.25 kappa^2 per "
+                 "sample; D is null for the same reason): give --noise-var for this reward; the "
+                 "mean trajectory, tau, the regime and K* do not depend on it")  # fmt: skip
+    else:
+        noise = ("stationary_std assumes a per-sample force variance of 0.25 kappa^2 (a 0/1 "
+                 "reward at p = 1/2, the largest; --noise-var for another), whatever --r0 and "
+                 "--r-inf: the spread of the reward around its mean from batch noise at G x B "
+                 "rollouts a step")  # fmt: skip
     if beta2 != OptimizerSettings.beta2:
         return [f"--beta2 {beta2:g} is unused by {optimizer} (Adam's second moment only)", noise]
     return [noise]

@@ -4,7 +4,7 @@ fluctuation, and the mean trajectory (exact recursion, optionally with an lr sch
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -108,14 +108,20 @@ def _check_predict(group_size: int, n_steps: int, kappa: float, levels: dict[str
         )
 
 
-def _unscaled(R0: float, R_inf: float) -> str:
+def _unscaled(R0: float, R_inf: float, noise_var: float | None, closure: bool) -> str:
     """Why `stationary_std` is not given for levels outside [0, 1] ("" inside): the default
     force noise, 0.25 kappa^2, is a 0/1 reward's at p = 1/2 (review rev41, L4: a number with a
-    note came out for --r0 2 --r-inf 10)."""
-    if 0 <= min(R0, R_inf) and max(R0, R_inf) <= 1:
+    note came out for --r0 2 --r-inf 10). A given noise_var supports it on the sgd_momentum
+    path; the adam closure (closure=True) does not read noise_var, so it never does there."""
+    if 0 <= min(R0, R_inf) and max(R0, R_inf) <= 1 or (noise_var is not None and not closure):
         return ""
-    return (f"not supported: its force noise, 0.25 kappa^2, is that of a 0/1 reward, and R0 "
-            f"{R0:g} / R_inf {R_inf:g} leave [0, 1] (pass noise_var for this reward)")  # fmt: skip
+    levels = f"R0 {R0:g} / R_inf {R_inf:g} leave [0, 1]"
+    if closure:
+        return (f"not supported: adam's second-moment closure measures the noise in units "
+                f"set for a 0/1 reward (kappa preconditioned by the gradient's RMS), and "
+                f"{levels}; noise_var does not enter the closure")  # fmt: skip
+    return (f"not supported: its force noise, 0.25 kappa^2, is that of a 0/1 reward, and "
+            f"{levels} (give noise_var, `pgrpo predict --noise-var`, for this reward)")  # fmt: skip
 
 
 def predict(
@@ -156,8 +162,12 @@ def predict(
     `inflection_time` where the continuum has no limit (c <= 0: the exact mean's steepest step).
     Where c <= 0 but K < K* the continuum's c / k was negative, its variance infinite and its
     closed form NaN while `stable` was true; `closed_form` stays NaN there (it is the
-    continuum's), the mean is the exact recursion's. Raises UserError for G < 2, n_steps
-    outside [1, MAX_PREDICT_STEPS], a non-finite R0 / R_inf or a kappa whose square overflows.
+    continuum's), the mean is the exact recursion's. For R0 or R_inf outside [0, 1],
+    `stationary_std` is NaN (`metrics["stationary_std_note"]` says why) on the adam path, and on
+    the sgd_momentum path unless noise_var is given; D (and its stationary_variance) likewise
+    unless noise_var is given: all rest on the 0/1 default noise. Raises UserError for G < 2,
+    n_steps outside [1, MAX_PREDICT_STEPS], a non-finite R0 / R_inf or a kappa whose square
+    overflows.
     """
     _check_predict(group_size, n_steps, kappa, {"r0": R0, "r_inf": R_inf})
     if lr_schedule is not None:
@@ -198,13 +208,16 @@ def predict(
     closed = (
         trajectory(t, R0, R_inf, coef.m, coef.c, coef.k) if coef.c > 0 else np.full_like(t, np.nan)
     )
-    std_note = ""  # why there is no stationary_std (`_unscaled`)
-    if "rms_deviation" in red.metrics:  # adam: the second-moment closure's RMS of x_s
+    closure = "rms_deviation" in red.metrics  # adam: the second-moment closure's RMS of x_s
+    if closure:
         var = red.metrics["rms_deviation"] ** 2
     else:  # exact for the recursion (D/(c k) diverges at c = 0, the recursion only at K*)
         var = window_stationary_variance(lr * eff, beta1, refresh_interval, 2.0 * coef.D)
-        std_note = _unscaled(R0, R_inf) if noise_var is None else ""
-        var = math.nan if std_note else var
+    std_note = _unscaled(R0, R_inf, noise_var, closure)  # why there is no stationary_std
+    var = math.nan if std_note else var
+    if _unscaled(R0, R_inf, noise_var, closure=False):  # D rests on the 0/1 default noise too
+        gone = {k: math.nan for k in coef.metrics if k == "stationary_variance"}
+        coef = replace(coef, D=math.nan, metrics={**coef.metrics, **gone})
     inflection = coef.metrics["inflection_time"]
     if not coef.c > 0 or lr_schedule is not None:  # no continuum limit, or no constant lr:
         # the exact mean's steepest step, inside the horizon

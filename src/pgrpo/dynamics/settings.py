@@ -106,7 +106,7 @@ def resolve_settings(
             logged = hyper[name], _log_source(log, name, from_columns)
         if name in given:
             values[name], sources[name] = given[name], COMMAND_LINE
-            _replaced(log, name, given[name], logged, notes)
+            _replaced(name, given[name], logged, notes)
         elif logged is not None:
             values[name], sources[name] = logged
     log = _rescaled_schedule(log, given.get("lr"), notes)
@@ -166,24 +166,23 @@ def with_given(log: RewardLog, given: Mapping[str, Any] | None = None) -> Reward
     return replace(log, hyperparameters={**log.hyperparameters, **given, **extra})
 
 
-def _replaced(log: RewardLog, name: str, value: Any, logged: Any, notes: list[str]) -> None:
+def _replaced(name: str, value: Any, logged: Any, notes: list[str]) -> None:
     """A note when a setting given on the command line replaces another value the log holds
-    (logged: (value, source), or None); for lr, how a logged schedule follows it (review rev41,
-    L1: only the lr said so, and --group-size, --beta1, --refresh-interval replaced the log's
-    values with no word)."""
+    (logged: (value, source), or None) (review rev41, L1: only the lr said so, and --group-size,
+    --beta1, --refresh-interval replaced the log's values with no word). Whether a logged lr
+    schedule is rescaled is `_rescaled_schedule`'s to decide and to say."""
     if logged is None or logged[0] == value:
         return
     show = lambda v: f"{v:.4g}" if isinstance(v, int | float) else str(v)  # noqa: E731
-    note = f"{name} {show(value)} (command line) replaces the log's {show(logged[0])} ({logged[1]})"
-    col = log.columns.get("learning_rate") if name == "lr" else None
-    if col is not None and np.isfinite(col).any() and np.nanmax(col) > 0:
-        note += ": the logged lr schedule rescaled to the given peak, its shape kept"
-    notes.append(note)
+    notes.append(f"{name} {show(value)} (command line) replaces the log's {show(logged[0])} "
+                 f"({logged[1]})")  # fmt: skip
 
 
 def _rescaled_schedule(log: RewardLog, lr: float | None, notes: list[str]) -> RewardLog:
-    """A logged lr schedule rescaled so that its peak is the given lr (its shape kept; the note
-    that says so: `_replaced`)."""
+    """A logged lr schedule rescaled so that its peak is the given lr (its shape kept), with the
+    note that says so whenever it is, and only then (the final review of rev41: the note once
+    followed the config's lr, the rescale the column's peak, so a config lr equal to --lr hid a
+    rescale and a differing one claimed a rescale that never happened)."""
     col = log.columns.get("learning_rate")
     if lr is None or col is None or not np.isfinite(col).any():
         return log
@@ -193,6 +192,8 @@ def _rescaled_schedule(log: RewardLog, lr: float | None, notes: list[str]) -> Re
     if not peak > 0:
         notes.append(f"the logged learning_rate is never > 0; a constant lr {lr:g} is used")
         return replace(log, columns={k: v for k, v in log.columns.items() if k != "learning_rate"})
+    notes.append(f"the logged lr schedule (peak {peak:.4g}) rescaled to the given peak {lr:.4g}, "
+                 "its shape kept")  # fmt: skip
     return replace(log, columns={**log.columns, "learning_rate": col * (lr / peak)})
 
 
