@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import inspect
 import itertools
 import math
 import os
@@ -158,6 +159,11 @@ def _rollout(b, g, t, seed, temps, duplicate=False, pmax=5) -> Rollout:
     return Rollout(ids, att, p, ids[:, p:], mask, row_temps, [""] * n, mask.sum(1) == t)
 
 
+def _reads_eps(policy_loss: str) -> bool:
+    """Whether the policy loss reads a clip range (a loss that does not refuses the option)."""
+    return "epsilon_high" in inspect.signature(POLICY_LOSSES.get(policy_loss)).parameters
+
+
 def _cfg(**o):
     """A RunConfig of the update's settings (the model itself is built by `_models`)."""
     pick = {
@@ -211,7 +217,7 @@ def _cfg(**o):
             f"loss.kl_coef={pick['kl']}",
             f"loss.kl_coef_negative={null(pick['kln'])}",
             f"loss.entropy_coef={pick['ent']}",
-            f"loss.epsilon_high={null(pick['eps_high'])}",
+            f"loss.epsilon_high={null(pick['eps_high'] if _reads_eps(pick['pl']) else None)}",
             f"generation.logprob_chunk={pick['chunk']}",
             f"generation.score_temperature={pick['score']}",
             f"loss.kl_temperature={pick['klt']}",
