@@ -304,6 +304,18 @@ def test_a_restart_or_resume_still_takes_the_epoch_back_with_it():
     assert any("replaced by a resume" in w for w in resumed.warnings)
 
 
+def test_a_restart_on_a_smaller_dataset_moves_the_epoch_on_but_is_still_a_restart():
+    """A short aborted run (epoch 0.001-0.01), then a restart on a smaller dataset (epoch
+    0.05, 0.10, ...): the step falls while the epoch goes up, but within the same epoch, so
+    it is a restart (the newest run's 40 rows), not a step that starts over each epoch."""
+    aborted = [{"step": s, "epoch": s / 1000, "reward": 0.1} for s in range(1, 11)]
+    newest = [{"step": s, "epoch": s / 20, "reward": 0.2 + s / 100} for s in range(1, 41)]
+    log = assemble(aborted + newest, fmt="t", source="t")
+    assert log.step.tolist() == list(map(float, range(1, 41)))
+    assert any("2 runs appended" in w for w in log.warnings)
+    assert not any("starts over where" in w for w in log.warnings)
+
+
 def test_without_an_epoch_column_the_message_offers_a_fix_that_works(tmp_path):
     """No epoch column: a step that starts over cannot be told from a restart, and is read as
     one; the warning offers --step-column @order (the rows in file order as the steps), which
