@@ -316,6 +316,22 @@ def test_a_restart_on_a_smaller_dataset_moves_the_epoch_on_but_is_still_a_restar
     assert not any("starts over where" in w for w in log.warnings)
 
 
+def test_step_column_at_order_counts_the_reward_rows_only():
+    """@order numbered every record: an eval row after each epoch's 40 reward rows read steps
+    ..., 38, 39, 41, ... and warned of gaps. The reward rows are counted; an eval row takes the
+    step of the reward row before it, where its value is read."""
+    recs: list[dict] = [{"step": 0, "eval/accuracy": 0.2}]  # an eval row before any reward
+    for e in range(3):
+        recs += [{"step": s, "reward": 0.2 + 0.005 * (40 * e + s)} for s in range(40)]
+        recs.append({"step": 39, "eval/accuracy": 0.3 + 0.1 * e})
+    log = assemble(recs, fmt="t", source="t", step_key="@order")
+    assert log.step.tolist() == list(map(float, range(120)))
+    assert not any("gap" in w for w in log.warnings)
+    acc = log.columns["eval/accuracy"]
+    assert np.flatnonzero(np.isfinite(acc)).tolist() == [0, 39, 79, 119]
+    np.testing.assert_allclose(acc[[0, 39, 79, 119]], [0.2, 0.3, 0.4, 0.5])
+
+
 def test_without_an_epoch_column_the_message_offers_a_fix_that_works(tmp_path):
     """No epoch column: a step that starts over cannot be told from a restart, and is read as
     one; the warning offers --step-column @order (the rows in file order as the steps), which
