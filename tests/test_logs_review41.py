@@ -193,6 +193,25 @@ def test_a_resumed_console_log_keeps_the_bar_counts_as_steps(tmp_path):
     assert _doc(path)["progress"]["label"] == _doc(csv.source)["progress"]["label"]
 
 
+def test_a_console_resume_one_step_behind_the_last_dict_is_a_resume(tmp_path):
+    """Dicts at every step 1-30 (collapsing after 20), then a resume from the checkpoint at 29:
+    the next count is 30 again. Before: a count equal to the one before was neither a rise nor
+    a fall, so the dicts' order was the step and the two trajectories were spliced."""
+    first = [(s, r if s <= 20 else 0.05) for s, r in zip(range(1, 31), _rise(range(1, 31), 8),
+                                                         strict=True)]  # fmt: skip
+    second = list(zip(range(30, 61), _rise(range(30, 61), 9), strict=True))
+    lines = [*(_bar_line(s, r) for s, r in first),
+             "  Continuing training from checkpoint, will skip to saved global_step 29",
+             *(_bar_line(s, r) for s, r in second)]  # fmt: skip
+    path = tmp_path / "train.log"
+    path.write_text("\n".join(lines) + "\n")
+    log, csv = read_log(path), read_log(_csv(tmp_path / "same.csv", first + second))
+    assert log.step.tolist() == list(map(float, range(1, 61)))
+    np.testing.assert_array_equal(log.reward, csv.reward)
+    assert log.reward[29] == second[0][1]
+    assert not any("carry no step" in w or "do not read as" in w for w in log.warnings)
+
+
 def test_console_counts_that_restart_read_the_newest_run(tmp_path):
     """A run printed twice (counts 1-6, then 1-6 again) is two runs, as in a CSV; it read as
     one run of twelve dicts in order until review 41."""
