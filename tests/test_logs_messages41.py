@@ -250,6 +250,19 @@ def test_gzip_logs_are_read_as_the_file_they_hold(tmp_path):
     assert read_log(jsonl).format == "pgrpo" and "diagnosis of" in _ok("diagnose", jsonl)
 
 
+def test_a_gzip_log_reads_the_run_config_beside_it(tmp_path):
+    """The .gz was decompressed into a temporary folder, where the config.yaml beside the
+    original is not: metrics.jsonl.gz lost reward_min/reward_max/optimizer (review 41 final)."""
+    run = Path(__file__).parents[1] / "bench/results/reproduce_lm_runs/mdp/no_multitemp_seed0"
+    for name in ("config.yaml", "metrics.jsonl"):
+        (tmp_path / name).write_bytes((run / name).read_bytes())
+    packed = tmp_path / "metrics.jsonl.gz"
+    packed.write_bytes(gzip.compress((tmp_path / "metrics.jsonl").read_bytes()))
+    plain = read_log(tmp_path / "metrics.jsonl").hyperparameters
+    assert {"reward_min", "reward_max", "optimizer"} <= plain.keys()
+    assert read_log(packed).hyperparameters == plain
+
+
 def test_a_broken_gzip_file_is_one_line_naming_it(tmp_path):
     bad = tmp_path / "run.csv.gz"
     bad.write_bytes(gzip.compress(b"step,reward\n1,0.5\n" * 50)[:30])

@@ -193,6 +193,25 @@ def test_a_resumed_console_log_keeps_the_bar_counts_as_steps(tmp_path):
     assert _doc(path)["progress"]["label"] == _doc(csv.source)["progress"]["label"]
 
 
+def test_a_console_resume_one_step_behind_the_last_dict_is_a_resume(tmp_path):
+    """Dicts at every step 1-30 (collapsing after 20), then a resume from the checkpoint at 29:
+    the next count is 30 again. Before: a count equal to the one before was neither a rise nor
+    a fall, so the dicts' order was the step and the two trajectories were spliced."""
+    first = [(s, r if s <= 20 else 0.05) for s, r in zip(range(1, 31), _rise(range(1, 31), 8),
+                                                         strict=True)]  # fmt: skip
+    second = list(zip(range(30, 61), _rise(range(30, 61), 9), strict=True))
+    lines = [*(_bar_line(s, r) for s, r in first),
+             "  Continuing training from checkpoint, will skip to saved global_step 29",
+             *(_bar_line(s, r) for s, r in second)]  # fmt: skip
+    path = tmp_path / "train.log"
+    path.write_text("\n".join(lines) + "\n")
+    log, csv = read_log(path), read_log(_csv(tmp_path / "same.csv", first + second))
+    assert log.step.tolist() == list(map(float, range(1, 61)))
+    np.testing.assert_array_equal(log.reward, csv.reward)
+    assert log.reward[29] == second[0][1]
+    assert not any("carry no step" in w or "do not read as" in w for w in log.warnings)
+
+
 def test_console_counts_that_restart_read_the_newest_run(tmp_path):
     """A run printed twice (counts 1-6, then 1-6 again) is two runs, as in a CSV; it read as
     one run of twelve dicts in order until review 41."""
@@ -302,6 +321,34 @@ def test_a_restart_or_resume_still_takes_the_epoch_back_with_it():
     resumed = assemble(run + run[19:30], fmt="t", source="t")
     assert resumed.step.tolist() == list(map(float, range(1, 31)))
     assert any("replaced by a resume" in w for w in resumed.warnings)
+
+
+def test_a_restart_on_a_smaller_dataset_moves_the_epoch_on_but_is_still_a_restart():
+    """A short aborted run (epoch 0.001-0.01), then a restart on a smaller dataset (epoch
+    0.05, 0.10, ...): the step falls while the epoch goes up, but within the same epoch, so
+    it is a restart (the newest run's 40 rows), not a step that starts over each epoch."""
+    aborted = [{"step": s, "epoch": s / 1000, "reward": 0.1} for s in range(1, 11)]
+    newest = [{"step": s, "epoch": s / 20, "reward": 0.2 + s / 100} for s in range(1, 41)]
+    log = assemble(aborted + newest, fmt="t", source="t")
+    assert log.step.tolist() == list(map(float, range(1, 41)))
+    assert any("2 runs appended" in w for w in log.warnings)
+    assert not any("starts over where" in w for w in log.warnings)
+
+
+def test_step_column_at_order_counts_the_reward_rows_only():
+    """@order numbered every record: an eval row after each epoch's 40 reward rows read steps
+    ..., 38, 39, 41, ... and warned of gaps. The reward rows are counted; an eval row takes the
+    step of the reward row before it, where its value is read."""
+    recs: list[dict] = [{"step": 0, "eval/accuracy": 0.2}]  # an eval row before any reward
+    for e in range(3):
+        recs += [{"step": s, "reward": 0.2 + 0.005 * (40 * e + s)} for s in range(40)]
+        recs.append({"step": 39, "eval/accuracy": 0.3 + 0.1 * e})
+    log = assemble(recs, fmt="t", source="t", step_key="@order")
+    assert log.step.tolist() == list(map(float, range(120)))
+    assert not any("gap" in w for w in log.warnings)
+    acc = log.columns["eval/accuracy"]
+    assert np.flatnonzero(np.isfinite(acc)).tolist() == [0, 39, 79, 119]
+    np.testing.assert_allclose(acc[[0, 39, 79, 119]], [0.2, 0.3, 0.4, 0.5])
 
 
 def test_without_an_epoch_column_the_message_offers_a_fix_that_works(tmp_path):

@@ -81,8 +81,8 @@ def step_column_option() -> Any:
     return typer.Option(
         None,
         "--step-column",
-        help="Step key, when not a standard name; @order reads the rows in file order as the "
-        "steps (a step that starts over each epoch, with no epoch column to tell).",
+        help="Step key, when not a standard name; @order reads the rows with a reward in file "
+        "order as the steps (a step that starts over each epoch, with no epoch column to tell).",
     )
 
 

@@ -121,7 +121,9 @@ STEP_KEYS = ("step", "global_step", "train/global_step", "trainer/global_step", 
 and comes after the trainer's step (`trainer/global_step`: Lightning / HF in W&B)."""
 ROW_ORDER = "@order"
 """The step_key (`--step-column @order`) that reads the records in file order as the steps: for a
-log whose step starts over each epoch and that logs no epoch to tell (`rewind.epoch_offsets`)."""
+log whose step starts over each epoch and that logs no epoch to tell (`rewind.epoch_offsets`).
+Only the rows with a reward are counted; a row without one (an eval row) takes the step of the
+reward row before it (or, before the first, of the first)."""
 EPOCH_KEYS = ("epoch", "train/epoch")
 """The columns that tell a step counted within each epoch from a restart (`rewind.epoch_offsets`).
 """
@@ -250,7 +252,9 @@ def assemble(
     if skey is None and not in_order:
         warns.append("no step column: using the record order as the step")
     reward, r_present, r_number = _reward_column(store, rkey)
-    if skey is None:
+    if in_order:  # the reward rows are counted; a row without one (eval) takes the count of
+        step = np.maximum(np.cumsum(r_present) - 1.0, 0.0)  # the one before (or the next)
+    elif skey is None:
         step = np.arange(store.n, dtype=float)
     else:
         step = store.column(skey)[0]

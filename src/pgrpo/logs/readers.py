@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
@@ -205,8 +206,31 @@ def _config_optimizer(cfg: Any) -> str | None:
     return name if isinstance(name, str) else None
 
 
+_MOVED: ContextVar[tuple[Path, Path] | None] = ContextVar("pgrpo_log_moved", default=None)
+"""(temporary folder, original folder) while `_read_gzip` reads a log written out elsewhere."""
+
+
+def _beside_original(c: Path) -> Path:
+    """A config path a reader built beside the log it read, moved to the same place beside the
+    original file where the log is a decompressed copy (`_read_gzip`): the run's config.yaml /
+    training_args.json are beside the .gz, not in the temporary folder (review 41 final)."""
+    moved = _MOVED.get()
+    if moved is None:
+        return c
+    tmp, orig = moved
+    for up, base in enumerate((tmp, tmp.parent, tmp.parent.parent)):
+        try:
+            rel = c.relative_to(base)
+        except ValueError:
+            continue
+        for _ in range(up):
+            orig = orig.parent
+        return orig / rel
+    return c
+
+
 def _config_hyper(candidates: list[Path], warns: list[str]) -> dict[str, Any]:
-    for c in candidates:
+    for c in map(_beside_original, candidates):
         cfg = _load_config(c)
         if cfg is not None:
             hyper: dict[str, Any] = hyperparameters_from_config(cfg, warns)
@@ -384,11 +408,14 @@ def _read_gzip(path: Path, format: str | None, options: dict[str, Any]) -> Rewar
             raise LogFormatError(f"{path}: gzip data that does not decompress ({exc})",
                                  "check the file with gunzip -t and give an intact copy"
                                  ) from None  # fmt: skip
+        moved = _MOVED.set((Path(tmp), path.absolute().parent))  # its config: beside `path`
         try:
             log = read_log(plain, format, **options)
         except LogFormatError as exc:  # a message about `plain` is one about `path`
             named = (exc.problem.replace(str(plain), str(path)), exc.fix)
             raise type(exc)(*named) from None
+        finally:
+            _MOVED.reset(moved)
     return replace(log, source=str(path))
 
 

@@ -167,20 +167,26 @@ def strays(step: np.ndarray) -> np.ndarray:
 
 def epoch_offsets(step: np.ndarray, epoch: np.ndarray) -> np.ndarray:
     """step, epoch: [n] the rows with a reward, in file order -> [n] what to add to each step so
-    that a step counted within an epoch counts on across epochs. Where the step falls while
-    the logged epoch goes up (review 41: three epochs of steps 0-39 read as three runs and kept
-    the last), the step starts over each epoch: that epoch's steps (rows of that epoch or a
-    later one) are moved on to follow the last step logged, one stride on. A resume or a
-    restart takes the epoch back with the step: no offset. Zeros when no fall comes with a
-    rise of the epoch (a log without an epoch reads none)."""
+    that a step counted within an epoch counts on across epochs. Where the step falls back to
+    about the lowest step logged (within one stride) while the logged epoch goes up to or past
+    a whole epoch (review 41: three epochs of steps 0-39 read as three runs and kept the last),
+    the step starts over each epoch: that epoch's steps (rows of that epoch or a later one)
+    are moved on to follow the last step logged, one stride on. A resume or a restart takes
+    the epoch back with the step, or (a restart on a smaller dataset) moves it on within the
+    same epoch: no offset. Zeros when no such fall (a log without an epoch reads none)."""
     step, epoch = np.asarray(step, dtype=float), np.asarray(epoch, dtype=float)
     off = np.zeros(step.size)
     d = np.diff(step)
+    stride = float(np.median(d[d > 0])) if np.any(d > 0) else 1.0
     with np.errstate(invalid="ignore"):
-        resets = np.flatnonzero((d < 0) & (np.diff(epoch) > 0)) + 1
+        # the epoch reaches a whole epoch (1.0 -> 1.025 and 0.975 -> 1.0 both do; 0.01 -> 0.05
+        # does not: a restart on a smaller dataset, review 41 final)
+        whole = np.floor(epoch[1:]) >= np.maximum(np.ceil(epoch[:-1]), 1)
+        # and the step falls back to about the lowest logged before it (within one stride)
+        low = np.fmin.accumulate(step)[:-1] + stride
+        resets = np.flatnonzero((d < 0) & (np.diff(epoch) > 0) & whole & (step[1:] <= low)) + 1
     if not resets.size:
         return off
-    stride = float(np.median(d[d > 0])) if np.any(d > 0) else 1.0
     rows = np.arange(step.size)
     for r in resets:
         with np.errstate(invalid="ignore"):

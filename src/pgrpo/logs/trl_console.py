@@ -133,11 +133,13 @@ def _bar_steps(bars: list[tuple[int, int]]) -> bool:
     run resumed from a checkpoint or restarted: the bar starts again at the checkpoint's step,
     its total may change there), at no more than a quarter of the dicts. `assemble` reads the
     rewind as it does a CSV's (review 41: a resumed run's counts fell back, the reader took the
-    dicts' order and spliced the discarded trajectory and the resume into one curve)."""
+    dicts' order and spliced the discarded trajectory and the resume into one curve). A count
+    equal to the one before is a fall too: a resume from a checkpoint one step behind the last
+    dict (each training dict, one with a reward, takes a count printed after the one before)."""
     pairs = list(zip(bars, bars[1:], strict=False))
-    falls = sum(b[0] < a[0] for a, b in pairs)
+    falls = sum(b[0] <= a[0] for a, b in pairs)
     return falls <= len(pairs) // 4 and all(
-        b[0] < a[0] or (b[0] > a[0] and b[1] == a[1]) for a, b in pairs
+        b[0] <= a[0] or (b[0] > a[0] and b[1] == a[1]) for a, b in pairs
     )
 
 
