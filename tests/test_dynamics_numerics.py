@@ -181,7 +181,7 @@ def test_adam_says_what_it_ignores_and_never_cites_an_infinite_bound(tmp_path):
                    "--optimizer", "adam", "--beta1", "0.999", "--beta2", "0.99")  # fmt: skip
     text = " ".join(res.output.split())
     assert res.exit_code == 0 and "at most inf" not in text and "beta1^2 >= beta2" in text
-    assert "--group-size and --batch-prompts do not change this prediction" in text
+    assert "--group-size, --batch-prompts and --noise-var do not change stationary_std" in text
     sgd = _predict(tmp_path, "--lr", "1e-6", "--kappa", "2e4", "--beta2", "0.9")
     assert "--beta2 0.9 is unused by sgd_momentum" in " ".join(sgd.output.split())
     assert "unused" not in " ".join(
