@@ -121,10 +121,10 @@ def trl_batch(cfg: Any, g: float | None, b: float | None, spg: float | None) -> 
     by_steps = strategy is None or str(strategy).lower().endswith("steps")
     if every is None or every < 1 or not float(every).is_integer() or not by_steps:
         return out  # by epoch, or a float below 1 (a share of the run): unknown here
+    if spg is None and gbs is not None:
+        return out  # the generation's size is unknown (`_steps_per_generation` notes it)
     iters = max(1.0, get("num_iterations") or 1.0)
     k = iters * spg / ga if spg and ga else iters  # optimizer steps per generation
-    if spg is None and get("generation_batch_size") is not None:
-        return out  # the generation's size is unknown (`_steps_per_generation` notes it)
     per_point = max(k, every) / iters
     if per_point > 1:
         out["steps_per_logged_point"] = per_point
